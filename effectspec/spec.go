@@ -1,0 +1,83 @@
+package effectspec
+
+// Effect says whether a call changes the world. The zero Effect reads as
+// EffectWrite: the cautious reading.
+type Effect string
+
+const (
+	EffectWrite Effect = "write"
+	EffectRead  Effect = "read"
+)
+
+// RouteKind says whether the gateway calls the vendor itself (native) or
+// through a catalog broker (federated). The zero RouteKind reads as native.
+type RouteKind string
+
+const (
+	RouteNative    RouteKind = "native"
+	RouteFederated RouteKind = "federated"
+)
+
+// Approval says whether a call must be approved before it is dispatched.
+// The zero Approval reads as ApprovalNone.
+type Approval string
+
+const (
+	ApprovalNone     Approval = "none"
+	ApprovalRequired Approval = "required"
+)
+
+// BindingKind says how the effective key reaches the vendor. The zero
+// BindingKind reads as BindingUnsupported: the vendor cannot deduplicate.
+type BindingKind string
+
+const (
+	BindingHeader      BindingKind = "header"
+	BindingBodyPointer BindingKind = "body_pointer"
+	BindingUnsupported BindingKind = "unsupported"
+)
+
+// Propagation is what the gateway actually did with the key on the wire:
+// "header", "body_pointer" or "none".
+type Propagation string
+
+const (
+	PropagationHeader      Propagation = "header"
+	PropagationBodyPointer Propagation = "body_pointer"
+	PropagationNone        Propagation = "none"
+)
+
+// Outcome is the final classification of a vendor response.
+type Outcome string
+
+const (
+	Accepted           Outcome = "accepted"
+	DefinitelyRejected Outcome = "definitely_rejected"
+	Unknown            Outcome = "unknown"
+)
+
+// Binding is the tool's idempotency binding: how our key reaches the vendor.
+type Binding struct {
+	Kind    BindingKind `json:"binding"`
+	Header  string      `json:"header,omitempty"`
+	Pointer string      `json:"pointer,omitempty"`
+}
+
+// Statuses lists the vendor statuses of each class. A status in no list is
+// Unknown; the zero Statuses accepts nothing.
+type Statuses struct {
+	Accepted           []int `json:"accepted,omitempty"`
+	DefinitelyRejected []int `json:"definitely_rejected,omitempty"`
+	Retryable          []int `json:"retryable,omitempty"`
+}
+
+// Spec is one tool's EffectSpec. The zero Spec is the most cautious reading:
+// a native write with no vendor binding and nothing accepted.
+type Spec struct {
+	Tool        string    `json:"tool"`
+	Effect      Effect    `json:"effect"`
+	Route       RouteKind `json:"route"`
+	Idempotency Binding   `json:"idempotency"`
+	Status      Statuses  `json:"status"`
+	Approval    Approval  `json:"approval"`
+}

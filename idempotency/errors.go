@@ -1,0 +1,70 @@
+package idempotency
+
+import "errors"
+
+// Refusals. Each is returned (possibly wrapped) by the claim lifecycle and
+// names a stable reason for the wire; see Reason.
+var (
+	// ErrMalformedKey: an Idempotency-Key that is not an idt_ key. It is never
+	// replaced by a minted key.
+	ErrMalformedKey = errors.New("idempotency: malformed key")
+	// ErrInvalidScope: a workspace, connection, tool or prefix that cannot be
+	// rendered into a storage key without ambiguity.
+	ErrInvalidScope = errors.New("idempotency: invalid scope")
+	// ErrInvalidJSON: arguments that are not one valid JSON value.
+	ErrInvalidJSON = errors.New("idempotency: invalid JSON")
+	// ErrRequestMismatch: the key was claimed for a different request.
+	ErrRequestMismatch = errors.New("idempotency: request hash mismatch")
+	// ErrDestinationConflict: the key was claimed for another binding or route.
+	ErrDestinationConflict = errors.New("idempotency: destination conflict")
+	// ErrInProgress: another caller holds a live lease on the key.
+	ErrInProgress = errors.New("idempotency: request in progress")
+	// ErrOutcomeUnknown: an earlier attempt may have reached the vendor and the
+	// vendor cannot deduplicate on our key, so no new attempt is made.
+	ErrOutcomeUnknown = errors.New("idempotency: outcome unknown")
+	// ErrDenied: the call was denied (approval denied).
+	ErrDenied = errors.New("idempotency: denied")
+	// ErrApprovalKeyMismatch: a resume supplied a key other than the ticket's.
+	ErrApprovalKeyMismatch = errors.New("idempotency: approval key mismatch")
+	// ErrScopeVersionConflict: a live record was written under another key-scope
+	// version; it is neither rewritten nor redispatched.
+	ErrScopeVersionConflict = errors.New("idempotency: scope version conflict")
+	// ErrStale: the caller's fencing token is no longer current; nothing changed.
+	ErrStale = errors.New("idempotency: stale fencing token")
+	// ErrNotFound: no record (or ticket) exists.
+	ErrNotFound = errors.New("idempotency: not found")
+	// ErrHeld: the call awaits approval.
+	ErrHeld = errors.New("idempotency: awaiting approval")
+	// ErrStoreUnavailable: the store failed or timed out during a mutating step.
+	// The step may or may not have been applied; the caller must not send and
+	// should settle the state with a read-only Lookup.
+	ErrStoreUnavailable = errors.New("idempotency: store unavailable")
+)
+
+// Reason returns the stable wire reason and the equivalent HTTP status (as in
+// the IETF Idempotency-Key draft) for a refusal, or ("", 0) when err is not one.
+func Reason(err error) (reason string, status int) {
+	switch {
+	case err == nil:
+		return "", 0
+	case errors.Is(err, ErrMalformedKey):
+		return "malformed_key", 400
+	case errors.Is(err, ErrRequestMismatch):
+		return "request_mismatch", 422
+	case errors.Is(err, ErrInProgress):
+		return "in_progress", 409
+	case errors.Is(err, ErrDestinationConflict):
+		return "destination_conflict", 409
+	case errors.Is(err, ErrApprovalKeyMismatch):
+		return "approval_key_mismatch", 422
+	case errors.Is(err, ErrOutcomeUnknown):
+		return "outcome_unknown", 409
+	case errors.Is(err, ErrScopeVersionConflict):
+		return "scope_version_conflict", 409
+	case errors.Is(err, ErrDenied):
+		return "denied", 403
+	case errors.Is(err, ErrStoreUnavailable):
+		return "store_unavailable", 503
+	}
+	return "", 0
+}
