@@ -93,3 +93,16 @@ func FromHeader(values []string) (Key, KeySource, error) {
 	}
 	return Key{}, "", fmt.Errorf("%w: %d Idempotency-Key header fields, want at most one", ErrMalformedKey, len(values))
 }
+
+const ticketPrefix = "apt_"
+
+// NewTicketID mints an approval ticket id: "apt_" + 32 hex from crypto/rand.
+func NewTicketID() string { return ticketPrefix + NewKey().s[len(keyPrefix):] }
+
+// ValidTicketID reports whether s has the form of a ticket id.
+func ValidTicketID(s string) bool {
+	return len(s) == keyLen && s[:len(ticketPrefix)] == ticketPrefix && validKey(keyPrefix+s[len(ticketPrefix):])
+}
+
+// NewOpID mints an operation id for a mutating store call.
+func NewOpID() string { return NewKey().s[len(keyPrefix):] }

@@ -1,0 +1,200 @@
+package idempotency
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/obol-gateway/obol/effectspec"
+)
+
+// State is the lifecycle state of a claim record.
+type State string
+
+const (
+	StateHeld               State = "held"                // awaiting approval
+	StateInFlight           State = "in_flight"           // an attempt is reserved under a lease
+	StateAccepted           State = "accepted"            // final: the vendor accepted
+	StateDefinitelyRejected State = "definitely_rejected" // final: the vendor rejected, no effect
+	StateUnknown            State = "unknown"             // an attempt may have had an effect
+	StateDenied             State = "denied"              // final: approval denied
+)
+
+// Final reports whether s is replayed as-is on every later call.
+func (s State) Final() bool { return s == StateAccepted || s == StateDefinitelyRejected }
+
+// Record is one claim as stored. Contenders never see it: a Store returns a
+// Record only to Lookup callers and, on a replay, to the caller being replayed.
+type Record struct {
+	SchemaVersion int
+	ScopeVersion  int
+	State         State
+	Key           Key
+	KeySource     KeySource
+	RequestHash   string // "sha256:..."
+	Binding       effectspec.BindingKind
+	Route         RouteRecord
+	Fingerprint   string // "sha256:..."
+	AttemptCount  int    // attempts reserved so far; also the current fencing token
+	LeaseDeadline time.Time
+	Ticket        string // approval ticket, when the call was held
+	Approved      bool
+	Result        *StoredResult // set once finalized with a vendor answer
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	FinalizedAt   time.Time // zero until finalized
+}
+
+// RouteRecord is the part of a Route that receipts show.
+type RouteRecord struct {
+	Connection string `json:"connection"`
+	Provider   string `json:"provider"`
+}
+
+// StoredResult is the vendor answer kept for replay.
+type StoredResult struct {
+	Status int
+	Header http.Header // only SafeHeader names
+	Body   []byte
+	// BodyDropped says the body exceeded the store's size limit: the status
+	// and receipt were kept, the body was not.
+	BodyDropped bool
+}
+
+// ClaimStatus is the one answer of a Claim (DESIGN.md section 6).
+type ClaimStatus string
+
+const (
+	StatusClaimed              ClaimStatus = "claimed" // dispatch: an attempt is reserved
+	StatusHeld                 ClaimStatus = "held"    // awaiting approval; no dispatch
+	StatusReplay               ClaimStatus = "replay"  // final result stored; replay it
+	StatusRequestMismatch      ClaimStatus = "request_mismatch"
+	StatusDestinationConflict  ClaimStatus = "destination_conflict"
+	StatusInProgress           ClaimStatus = "in_progress"
+	StatusDenied               ClaimStatus = "denied"
+	StatusOutcomeUnknown       ClaimStatus = "outcome_unknown"
+	StatusScopeVersionConflict ClaimStatus = "scope_version_conflict"
+)
+
+// ClaimRequest asks for the key in Scope for one request.
+type ClaimRequest struct {
+	Scope       Scope
+	Key         Key
+	KeySource   KeySource
+	RequestHash string // RequestHash of the arguments
+	Binding     effectspec.BindingKind
+	Route       RouteRecord
+	Fingerprint string // Route.Fingerprint of the dispatch facts
+	// ApprovalRequired holds a new record for approval instead of reserving
+	// attempt 1.
+	ApprovalRequired bool
+	// Ticket resumes a held record: only a claim that presents the record's
+	// ticket, after approval, reserves attempt 1.
+	Ticket string
+	// OpID identifies this operation. Sending the same claim again with the
+	// same OpID after a lost reply answers the original result with
+	// AlreadyApplied set, instead of acting twice. If empty, the store mints one.
+	OpID string
+}
+
+// ClaimResult is the answer of a Claim.
+type ClaimResult struct {
+	Status ClaimStatus
+	// Token is the fencing token (the attempt number) reserved, when Claimed.
+	Token int
+	// LeaseDeadline bounds the dispatch, when Claimed (Redis server time).
+	LeaseDeadline time.Time
+	// Ticket is the approval ticket, when Held.
+	Ticket string
+	// Record is the stored record, only when Replay.
+	Record *Record
+	// AlreadyApplied says this OpID had been applied before (a re-sent claim).
+	AlreadyApplied bool
+}
+
+// Err returns the refusal sentinel of a non-dispatching status, or nil for
+// Claimed and Replay. Held returns ErrHeld.
+func (r ClaimResult) Err() error {
+	switch r.Status {
+	case StatusClaimed, StatusReplay:
+		return nil
+	case StatusHeld:
+		return ErrHeld
+	case StatusRequestMismatch:
+		return ErrRequestMismatch
+	case StatusDestinationConflict:
+		return ErrDestinationConflict
+	case StatusInProgress:
+		return ErrInProgress
+	case StatusDenied:
+		return ErrDenied
+	case StatusOutcomeUnknown:
+		return ErrOutcomeUnknown
+	case StatusScopeVersionConflict:
+		return ErrScopeVersionConflict
+	}
+	return ErrStoreUnavailable
+}
+
+// ReserveRequest asks for the next attempt (the one immediate second attempt)
+// under the caller's current fencing token.
+type ReserveRequest struct {
+	Scope Scope
+	Key   Key
+	Token int // the caller's current token
+	OpID  string
+}
+
+// Reservation is a reserved attempt.
+type Reservation struct {
+	Token          int
+	LeaseDeadline  time.Time
+	AlreadyApplied bool
+}
+
+// FinalizeRequest records the outcome of the attempt that Token names.
+type FinalizeRequest struct {
+	Scope   Scope
+	Key     Key
+	Token   int
+	Outcome State // StateAccepted, StateDefinitelyRejected or StateUnknown
+	Result  *StoredResult
+	OpID    string
+}
+
+// Ticket is an approval ticket: "apt_" + 32 hex, bound to the key it was
+// minted under.
+type Ticket struct {
+	ID       string
+	Scope    Scope
+	Key      Key
+	Status   TicketStatus
+	Approved bool
+}
+
+// TicketStatus is the decision state of a ticket.
+type TicketStatus string
+
+const (
+	TicketPending  TicketStatus = "pending"
+	TicketApproved TicketStatus = "approved"
+	TicketDenied   TicketStatus = "denied"
+)
+
+// DecideRequest approves or denies a held call.
+type DecideRequest struct {
+	Ticket  string
+	Approve bool
+	OpID    string
+}
+
+// SafeHeader reports whether a response header may be kept in a stored
+// result and replayed. It is an allowlist: vendor replies can carry cookies,
+// tokens and signed URLs, none of which may be stored.
+func SafeHeader(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Content-Type", "Content-Language", "Content-Encoding", "Etag", "Last-Modified",
+		"Retry-After", "Idempotency-Key", "Idempotent-Replayed", "X-Request-Id", "Request-Id":
+		return true
+	}
+	return false
+}

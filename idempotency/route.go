@@ -1,0 +1,42 @@
+package idempotency
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/obol-gateway/obol/effectspec"
+)
+
+// Route is the non-secret set of dispatch facts that a claim pins. Its
+// fingerprint changes when any fact changes (another connection, provider,
+// host, path or binding), which turns a re-used key into a
+// destination_conflict instead of a dispatch somewhere else.
+//
+// Route holds no credentials by construction: never put a token, a header
+// value or a URL with userinfo or query into it.
+type Route struct {
+	Connection string                 `json:"connection"`       // connection id, or the broker id for federated calls
+	Provider   string                 `json:"provider"`         // e.g. "stripe"
+	Tool       string                 `json:"tool"`             // the concrete tool (the provider's tool for cap.* calls)
+	Method     string                 `json:"method,omitempty"` // HTTP method
+	Host       string                 `json:"host,omitempty"`   // URL host[:port], no userinfo
+	Path       string                 `json:"path,omitempty"`   // path template, not the expanded path
+	Binding    effectspec.BindingKind `json:"binding"`
+	Broker     string                 `json:"broker,omitempty"` // federated: broker kind (nango, composio)
+}
+
+// Fingerprint is "sha256:" + hex SHA-256 of the canonical JSON of r.
+func (r Route) Fingerprint() string {
+	b, err := json.Marshal(r)
+	if err == nil {
+		b, err = Canonicalize(b)
+	}
+	if err != nil {
+		// Marshalling a struct of strings cannot fail; Canonicalize only
+		// rejects lone surrogates, which json.Marshal already replaced.
+		panic("idempotency: route fingerprint: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

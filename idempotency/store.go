@@ -1,0 +1,30 @@
+package idempotency
+
+import "context"
+
+// Store keeps claim records. Every method is one atomic step on one record,
+// except Decide and Ticket, which first resolve the ticket.
+//
+// A Store never dispatches: it tells the caller whether it may. An error from
+// Claim or Reserve means "do not send": the step may or may not have been
+// applied, so the caller re-sends it with the same OpID (which answers
+// AlreadyApplied if it had been) or settles the state with Lookup.
+type Store interface {
+	// Claim applies the state table of DESIGN.md section 6.
+	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
+	// Reserve reserves attempt Token+1 if Token is current and in flight, and
+	// the cycle has had only one attempt; otherwise ErrStale.
+	Reserve(ctx context.Context, req ReserveRequest) (Reservation, error)
+	// Finalize records the outcome if Token is current; otherwise ErrStale.
+	// It returns the record without the result body.
+	Finalize(ctx context.Context, req FinalizeRequest) (Record, error)
+	// Lookup reads a record without changing it (ErrNotFound if none). An
+	// in-flight record whose lease has expired reads as StateUnknown.
+	Lookup(ctx context.Context, scope Scope, key Key) (Record, error)
+	// Ticket resolves an approval ticket (ErrNotFound if none).
+	Ticket(ctx context.Context, id string) (Ticket, error)
+	// Decide approves or denies a held call. The first decision is final:
+	// repeating it answers the ticket, contradicting it is ErrDenied or
+	// ErrStale.
+	Decide(ctx context.Context, req DecideRequest) (Ticket, error)
+}
