@@ -1,0 +1,13 @@
+// Package receipt defines the receipt of a tool call: the effective
+// idempotency key, the request hash, the route, the attempt count and the
+// outcome (DESIGN.md section 9).
+//
+// A receipt is built by the retry orchestrator from the claim record; this
+// package only defines its shape and its stable JSON encoding, so that it can
+// be imported by code that merely reads receipts.
+//
+// The JSON encoding embeds the Go field order: embedded-struct promotion
+// keeps idempotency_key first and finalized_at last. created_at and
+// finalized_at are UTC with millisecond precision; finalized_at and status are
+// omitted until they exist.
+package receipt

@@ -1,0 +1,100 @@
+package receipt
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Outcome is the final classification of a call.
+type Outcome string
+
+const (
+	Accepted           Outcome = "accepted"
+	DefinitelyRejected Outcome = "definitely_rejected"
+	// Unknown: an attempt may have had an effect. It never becomes success.
+	Unknown Outcome = "unknown"
+	// Held and Denied describe calls that never reached a vendor: awaiting
+	// approval, or denied by an approver.
+	Held   Outcome = "held"
+	Denied Outcome = "denied"
+)
+
+// Route is the non-secret route record of a call.
+type Route struct {
+	Connection  string `json:"connection"`
+	Provider    string `json:"provider"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+// Receipt records what the gateway did for one idempotency key. Its JSON form
+// is stable (field order and names are part of the wire contract) and it
+// holds no free-form text: nothing a vendor or client sends is copied into it
+// except the status code, so no secret can reach it.
+type Receipt struct {
+	IdempotencyKey string  `json:"idempotency_key"`
+	KeySource      string  `json:"key_source"` // "supplied" or "minted"
+	RequestHash    string  `json:"request_hash"`
+	Tool           string  `json:"tool"`
+	Workspace      string  `json:"workspace"`
+	Route          Route   `json:"route"`
+	Binding        string  `json:"binding"`     // header, body_pointer or unsupported
+	Propagation    string  `json:"propagation"` // header, body_pointer or none
+	AttemptCount   int     `json:"attempt_count"`
+	Outcome        Outcome `json:"outcome"`
+	// Status is the vendor's last HTTP status; 0 (omitted) when none arrived.
+	Status      int       `json:"status,omitempty"`
+	Replayed    bool      `json:"replayed"`
+	CreatedAt   time.Time `json:"created_at"`
+	FinalizedAt time.Time `json:"finalized_at,omitzero"`
+}
+
+// timeLayout keeps millisecond precision, the precision of Redis TIME as the
+// store records it, so a receipt encodes the same before and after a replay.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON encodes times in UTC with millisecond precision.
+func (r Receipt) MarshalJSON() ([]byte, error) {
+	type plain Receipt
+	type wire struct {
+		plain
+		CreatedAt   string `json:"created_at"`
+		FinalizedAt string `json:"finalized_at,omitempty"`
+	}
+	w := wire{plain: plain(r), CreatedAt: formatTime(r.CreatedAt), FinalizedAt: formatTime(r.FinalizedAt)}
+	return json.Marshal(w)
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// Redactor replaces known secret values in text meant for logs and errors.
+// The zero Redactor changes nothing.
+type Redactor struct{ r *strings.Replacer }
+
+// NewRedactor returns a Redactor for the given secrets; empty values are
+// ignored.
+func NewRedactor(secrets ...string) Redactor {
+	var pairs []string
+	for _, s := range secrets {
+		if s != "" {
+			pairs = append(pairs, s, "[redacted]")
+		}
+	}
+	if len(pairs) == 0 {
+		return Redactor{}
+	}
+	return Redactor{r: strings.NewReplacer(pairs...)}
+}
+
+// String returns s with every secret replaced by "[redacted]".
+func (r Redactor) String(s string) string {
+	if r.r == nil {
+		return s
+	}
+	return r.r.Replace(s)
+}
