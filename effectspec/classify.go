@@ -1,0 +1,51 @@
+package effectspec
+
+import "slices"
+
+// Propagation says what Apply does with the key: a federated route, an
+// unsupported binding and any binding this package does not know propagate
+// nothing.
+func (s Spec) Propagation() Propagation {
+	if s.Route == RouteFederated {
+		return PropagationNone
+	}
+	switch s.Idempotency.Kind {
+	case BindingHeader:
+		return PropagationHeader
+	case BindingBodyPointer:
+		return PropagationBodyPointer
+	}
+	return PropagationNone
+}
+
+// VendorDedup reports whether the vendor can deduplicate on our key: the
+// key reaches it by header or body pointer on a native route. Only then may an
+// attempt whose outcome is unknown be followed by another one.
+func (s Spec) VendorDedup() bool { return s.Propagation() != PropagationNone }
+
+// Classify gives the final outcome of a vendor status: Accepted or
+// DefinitelyRejected by the spec's lists, otherwise Unknown. A status that an
+// invalid spec lists as both is Unknown: unknown never becomes success.
+func (s Spec) Classify(status int) Outcome {
+	acc := slices.Contains(s.Status.Accepted, status)
+	rej := slices.Contains(s.Status.DefinitelyRejected, status)
+	switch {
+	case acc && !rej:
+		return Accepted
+	case rej && !acc:
+		return DefinitelyRejected
+	}
+	return Unknown
+}
+
+// Retryable reports whether a responded status may earn the one immediate
+// second attempt: the status is in the retryable list and the vendor
+// deduplicates on our key (VendorDedup). Without a vendor binding a second
+// request could be a second effect, so no status is retryable.
+//
+// The caller still owes the rest of the rule: a complete and consistent
+// response, and never more than two attempts in one cycle.
+func (s Spec) Retryable(status int) bool {
+	return s.VendorDedup() && slices.Contains(s.Status.Retryable, status) &&
+		!slices.Contains(s.Status.Accepted, status)
+}

@@ -1,0 +1,195 @@
+package effectspec
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+const maxToolName = 128
+
+// validToolName reports whether s is 1 to 128 of A-Z a-z 0-9 _ . - (the MCP
+// tool name alphabet). Nothing else is allowed: a ':' or a space would make
+// error messages and logs ambiguous.
+func validToolName(s string) bool {
+	if len(s) == 0 || len(s) > maxToolName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '_', c == '.', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// reservedHeaders may not carry the key: framing and hop-by-hop headers that
+// net/http or the connection owns, credentials the gateway sets, and the
+// headers that say how the body it builds is read. Keys are canonical.
+var reservedHeaders = map[string]string{
+	"Host":                "it names the target host",
+	"Content-Length":      "it frames the body",
+	"Transfer-Encoding":   "it frames the body",
+	"Trailer":             "it frames the body",
+	"Te":                  "it is hop-by-hop",
+	"Connection":          "it is hop-by-hop",
+	"Keep-Alive":          "it is hop-by-hop",
+	"Proxy-Connection":    "it is hop-by-hop",
+	"Upgrade":             "it is hop-by-hop",
+	"Expect":              "it changes how the request is sent",
+	"Proxy-Authorization": "it carries credentials",
+	"Proxy-Authenticate":  "it carries credentials",
+	"Authorization":       "it carries the vendor credential",
+	"Cookie":              "it carries credentials",
+	"Content-Type":        "it says how the body is read",
+	"Content-Encoding":    "it says how the body is read",
+}
+
+// isTchar reports whether c is an RFC 9110 token character.
+func isTchar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// checkHeaderName returns why name cannot carry the key, or "".
+func checkHeaderName(name string) string {
+	if name == "" {
+		return "required with binding header"
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTchar(name[i]) {
+			return fmt.Sprintf("%s is not a valid header name (RFC 9110 token)", quoteTrunc(name))
+		}
+	}
+	if why, ok := reservedHeaders[http.CanonicalHeaderKey(name)]; ok {
+		return fmt.Sprintf("%s may not carry the key: %s", name, why)
+	}
+	return ""
+}
+
+// checkPointer returns why p is not a writable RFC 6901 pointer, or "".
+func checkPointer(p string) string {
+	if _, err := parsePointer(p); err != nil {
+		return strings.TrimPrefix(err.Error(), ErrInvalidPointer.Error()+": ")
+	}
+	return ""
+}
+
+// Validate checks every rule of the contract and reports all problems at
+// once as a *ValidationError whose FieldErrors unwrap to ErrInvalidSpec.
+//
+// Validate reads a Go value, so an empty Effect, Route, Approval or Binding
+// Kind is its documented zero default and valid; only Parse can tell an
+// explicit "" from an absent field, and it refuses the explicit one.
+func (s Spec) Validate() error {
+	p := problems{tool: s.Tool, index: -1}
+	s.validate(&p)
+	return p.err()
+}
+
+func (s Spec) validate(p *problems) {
+	switch {
+	case s.Tool == "":
+		p.add("tool", "must not be empty")
+	case !validToolName(s.Tool):
+		p.add("tool", fmt.Sprintf("must be 1 to %d of A-Z a-z 0-9 _ . -", maxToolName))
+	}
+	switch s.Effect {
+	case "", EffectRead, EffectWrite:
+	default:
+		p.add("effect", fmt.Sprintf("%s is not %q or %q", quoteTrunc(string(s.Effect)), EffectRead, EffectWrite))
+	}
+	switch s.Route {
+	case "", RouteNative, RouteFederated:
+	default:
+		p.add("route", fmt.Sprintf("%s is not %q or %q", quoteTrunc(string(s.Route)), RouteNative, RouteFederated))
+	}
+	switch s.Approval {
+	case "", ApprovalNone, ApprovalRequired:
+	default:
+		p.add("approval", fmt.Sprintf("%s is not %q or %q", quoteTrunc(string(s.Approval)), ApprovalNone, ApprovalRequired))
+	}
+	b := s.Idempotency
+	switch b.Kind {
+	case BindingHeader:
+		if why := checkHeaderName(b.Header); why != "" {
+			p.add("idempotency.header", why)
+		}
+		if b.Pointer != "" {
+			p.add("idempotency.pointer", "not allowed with binding header")
+		}
+	case BindingBodyPointer:
+		if why := checkPointer(b.Pointer); why != "" {
+			p.add("idempotency.pointer", why)
+		}
+		if b.Header != "" {
+			p.add("idempotency.header", "not allowed with binding body_pointer")
+		}
+	case "", BindingUnsupported:
+		if b.Header != "" {
+			p.add("idempotency.header", "not allowed with binding unsupported")
+		}
+		if b.Pointer != "" {
+			p.add("idempotency.pointer", "not allowed with binding unsupported")
+		}
+	default:
+		p.add("idempotency.binding", fmt.Sprintf("%s is not %q, %q or %q",
+			quoteTrunc(string(b.Kind)), BindingHeader, BindingBodyPointer, BindingUnsupported))
+	}
+	if s.Route == RouteFederated && (b.Kind == BindingHeader || b.Kind == BindingBodyPointer) {
+		p.add("idempotency.binding", "a federated route propagates no key; binding must be unsupported")
+	}
+	checkStatusList(p, "status.accepted", s.Status.Accepted)
+	checkStatusList(p, "status.definitely_rejected", s.Status.DefinitelyRejected)
+	checkStatusList(p, "status.retryable", s.Status.Retryable)
+	for _, c := range sortedUnique(s.Status.Accepted) {
+		if slices.Contains(s.Status.DefinitelyRejected, c) {
+			p.add("status.definitely_rejected", fmt.Sprintf("%d is also accepted", c))
+		}
+		if slices.Contains(s.Status.Retryable, c) {
+			p.add("status.retryable", fmt.Sprintf("%d is also accepted", c))
+		}
+	}
+}
+
+func checkStatusList(p *problems, field string, codes []int) {
+	for i, c := range codes {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		if c < 100 || c > 599 {
+			p.add(f, fmt.Sprintf("%d is not a status code (100-599)", c))
+			continue
+		}
+		if j := slices.Index(codes[:i], c); j >= 0 {
+			p.add(f, fmt.Sprintf("%d duplicates %s[%d]", c, field, j))
+		}
+	}
+}
+
+func sortedUnique(codes []int) []int {
+	c := slices.Clone(codes)
+	slices.Sort(c)
+	return slices.Compact(c)
+}
+
+// validKey reports whether key may be written into a header or a body: a
+// non-empty run of printable ASCII, so no header injection or re-encoding.
+func validKey(key string) bool {
+	if key == "" {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
