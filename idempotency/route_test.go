@@ -1,0 +1,38 @@
+package idempotency_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+func TestFingerprint(t *testing.T) {
+	base := idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Binding: effectspec.BindingHeader}
+	fp := base.Fingerprint()
+	if !strings.HasPrefix(fp, "sha256:") || len(fp) != 7+64 {
+		t.Fatalf("fingerprint %q", fp)
+	}
+	if base.Fingerprint() != fp {
+		t.Fatal("fingerprint not deterministic")
+	}
+	variants := []func(r *idempotency.Route){
+		func(r *idempotency.Route) { r.Connection = "conn_other" },
+		func(r *idempotency.Route) { r.Provider = "adyen" },
+		func(r *idempotency.Route) { r.Tool = "stripe.refund" },
+		func(r *idempotency.Route) { r.Method = "PUT" },
+		func(r *idempotency.Route) { r.Host = "api.stripe.test" },
+		func(r *idempotency.Route) { r.Path = "/v2/charges" },
+		func(r *idempotency.Route) { r.Binding = effectspec.BindingUnsupported },
+		func(r *idempotency.Route) { r.Broker = "nango" },
+	}
+	for i, mut := range variants {
+		r := base
+		mut(&r)
+		if r.Fingerprint() == fp {
+			t.Errorf("variant %d did not change the fingerprint", i)
+		}
+	}
+}
