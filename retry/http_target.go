@@ -1,0 +1,57 @@
+package retry
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+)
+
+// HTTPTarget sends a native tool call: its arguments as the JSON body of one
+// HTTP request, with the effective key propagated as the Spec declares.
+type HTTPTarget struct {
+	// Executor makes the attempt. If nil, the Executor shared by every
+	// HTTPTarget whose Executor is nil.
+	Executor *Executor
+	// Method is the HTTP method. If empty, POST.
+	Method string
+	// URL is the vendor endpoint.
+	URL string
+	// Header is sent with every attempt, for example the connection's
+	// Authorization. It may hold secrets: nothing of it reaches a receipt,
+	// a stored result or an error.
+	Header http.Header
+}
+
+var sharedExecutor Executor
+
+// Send propagates the key and makes exactly one attempt. A propagation
+// failure is BeforeSend: nothing was written.
+func (t *HTTPTarget) Send(ctx context.Context, a Attempt) Result {
+	body := []byte(a.Arguments)
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	h := t.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Content-Type", "application/json")
+	body, _, err := a.Spec.Apply(h, body, a.Key.String())
+	if err != nil {
+		return Result{Phase: BeforeSend, Err: err}
+	}
+	method := t.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(ctx, method, t.URL, bytes.NewReader(body))
+	if err != nil {
+		return Result{Phase: BeforeSend, Err: newError(BeforeSend, "request", err)}
+	}
+	req.Header = h
+	ex := t.Executor
+	if ex == nil {
+		ex = &sharedExecutor
+	}
+	return ex.Do(ctx, req)
+}

@@ -1,0 +1,379 @@
+package retry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
+)
+
+// Orchestrator runs the lifecycle of one call: policy, claim, (reserve,) send,
+// finalize. It owns every retry: at most one immediate second attempt per
+// cycle, and only by the rules of DESIGN.md section 8.
+//
+// The zero value is not usable: Store is required. An Orchestrator is safe for
+// concurrent use once its fields are set.
+type Orchestrator struct {
+	// Store keeps the claims. Required.
+	Store idempotency.Store
+
+	// Lease is the store's lease. The dispatch deadline of an attempt is
+	// measured on the gateway's clock from just before its reservation was
+	// sent, so it always ends before the store's lease does. If zero, 30s.
+	// It must not exceed the store's lease.
+	Lease time.Duration
+
+	// SafetyMargin is kept between the dispatch deadline and the end of the
+	// lease, for the finalize and for clock-rate drift. If zero, Lease/10.
+	SafetyMargin time.Duration
+
+	// Policy is decided before any claim. The zero Policy is production:
+	// writes without a vendor binding are denied.
+	Policy effectspec.Policy
+
+	// StoreRetries is how many times a claim, reserve or finalize whose
+	// reply was lost is re-sent with the same operation id (which makes the
+	// re-send safe). If zero, 2; negative means none.
+	StoreRetries int
+
+	// OnClaim, if non-nil, is called with every claim's answer.
+	OnClaim func(call *Call, status idempotency.ClaimStatus)
+	// OnAttempt, if non-nil, is called after every attempt with what the
+	// wire showed.
+	OnAttempt func(call *Call, number int, res Result, elapsed time.Duration)
+	// OnStoreError, if non-nil, is called with every store error (after
+	// which the orchestrator either re-sends the same operation or fails closed).
+	OnStoreError func(call *Call, op string, err error)
+}
+
+// Call is one tool call to run.
+type Call struct {
+	Scope     idempotency.Scope
+	Key       idempotency.Key
+	KeySource idempotency.KeySource
+	// Arguments are the call's JSON arguments; nil or empty means {}.
+	Arguments json.RawMessage
+	// Spec is the tool's validated EffectSpec.
+	Spec effectspec.Spec
+	// Route holds the non-secret dispatch facts; it is fingerprinted and
+	// pinned by the claim.
+	Route idempotency.Route
+	// Target sends one attempt. Required, even for a call that will replay.
+	Target Target
+	// Ticket resumes a call held for approval. The ticket carries its key: a
+	// minted Key is replaced by the ticket's, a supplied Key that differs is
+	// ErrApprovalKeyMismatch.
+	Ticket string
+}
+
+// Outcome is what a call produced.
+type Outcome struct {
+	// Receipt describes the call; Receipt.Outcome is Held for a held call.
+	Receipt receipt.Receipt
+	// Result is the vendor's answer, fresh or replayed; nil when no answer
+	// arrived (held, or an attempt that failed on the wire).
+	Result *idempotency.StoredResult
+	// Ticket is the approval ticket of a held call.
+	Ticket string
+	// Key is the effective key (the ticket's on a resume).
+	Key idempotency.Key
+}
+
+// Do runs call. A refusal (mismatch, in progress, conflict, outcome unknown,
+// denied, policy) is an error matched with errors.Is against the sentinels of
+// idempotency and effectspec; nothing was sent. A vendor's rejection or an
+// unknown outcome is not an error: it is in Outcome.Receipt.
+//
+// Once an attempt is reserved, sending and finalizing no longer follow ctx's
+// cancellation (only its values): a caller that goes away must not turn an
+// answered call into unknown. They are bounded by the lease instead.
+func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
+	if o.Store == nil {
+		return Outcome{}, errors.New("retry: Orchestrator.Store is nil")
+	}
+	if call.Target == nil {
+		return Outcome{}, errors.New("retry: Call.Target is nil")
+	}
+	if err := o.Policy.Check(call.Spec); err != nil {
+		return Outcome{}, err
+	}
+	if err := call.Scope.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	hash, err := idempotency.RequestHash(call.Arguments)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if call.Ticket != "" {
+		if err := o.resolveTicket(ctx, &call); err != nil {
+			return Outcome{}, err
+		}
+	}
+	if call.Key.IsZero() {
+		return Outcome{}, fmt.Errorf("%w: no key", idempotency.ErrMalformedKey)
+	}
+	call.Route.Binding = call.Spec.Idempotency.Kind
+	if call.Spec.Route == effectspec.RouteFederated || call.Route.Binding == "" {
+		call.Route.Binding = effectspec.BindingUnsupported
+	}
+	req := idempotency.ClaimRequest{
+		Scope:            call.Scope,
+		Key:              call.Key,
+		KeySource:        call.KeySource,
+		RequestHash:      hash,
+		Binding:          call.Route.Binding,
+		Route:            idempotency.RouteRecord{Connection: call.Route.Connection, Provider: call.Route.Provider},
+		Fingerprint:      call.Route.Fingerprint(),
+		ApprovalRequired: call.Spec.Approval == effectspec.ApprovalRequired,
+		Ticket:           call.Ticket,
+		OpID:             idempotency.NewOpID(),
+	}
+	start := time.Now()
+	var claim idempotency.ClaimResult
+	err = o.storeOp(ctx, &call, "claim", func(ctx context.Context) (err error) {
+		claim, err = o.Store.Claim(ctx, req)
+		return err
+	})
+	if err != nil {
+		return Outcome{}, err
+	}
+	if o.OnClaim != nil {
+		o.OnClaim(&call, claim.Status)
+	}
+	switch claim.Status {
+	case idempotency.StatusClaimed:
+	case idempotency.StatusReplay:
+		return o.outcome(&call, hash, *claim.Record, true), nil
+	case idempotency.StatusHeld:
+		out := o.outcome(&call, hash, idempotency.Record{State: idempotency.StateHeld, KeySource: call.KeySource,
+			Binding: req.Binding, Route: req.Route, Fingerprint: req.Fingerprint, CreatedAt: start}, false)
+		out.Ticket = claim.Ticket
+		return out, nil
+	default:
+		return Outcome{}, claim.Err()
+	}
+	return o.dispatch(ctx, &call, hash, claim.Token, start)
+}
+
+// resolveTicket binds a resume to the ticket's key and scope.
+func (o *Orchestrator) resolveTicket(ctx context.Context, call *Call) error {
+	t, err := o.Store.Ticket(ctx, call.Ticket)
+	if err != nil {
+		return err
+	}
+	if t.Scope != call.Scope {
+		// Another workspace's (or tool's) ticket does not exist for this caller.
+		return fmt.Errorf("%w: approval ticket", idempotency.ErrNotFound)
+	}
+	if call.KeySource == idempotency.KeySupplied && call.Key != t.Key {
+		return idempotency.ErrApprovalKeyMismatch
+	}
+	call.Key = t.Key
+	if call.KeySource == "" || call.KeySource == idempotency.KeyMinted {
+		call.KeySource = idempotency.KeySupplied
+	}
+	return nil
+}
+
+func (o *Orchestrator) lease() time.Duration {
+	if o.Lease > 0 {
+		return o.Lease
+	}
+	return 30 * time.Second
+}
+
+func (o *Orchestrator) margin() time.Duration {
+	if o.SafetyMargin > 0 {
+		return o.SafetyMargin
+	}
+	return o.lease() / 10
+}
+
+// dispatch sends the reserved attempt(s) and finalizes. It runs detached from
+// the caller's cancellation, bounded by the lease.
+func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, token int, reservedAt time.Time) (Outcome, error) {
+	ctx = context.WithoutCancel(ctx)
+	first := token
+	var res Result
+	for {
+		deadline := reservedAt.Add(o.lease() - o.margin())
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		began := time.Now()
+		res = call.Target.Send(actx, Attempt{Key: call.Key, Number: token, Arguments: call.Arguments, Spec: call.Spec})
+		cancel()
+		if o.OnAttempt != nil {
+			o.OnAttempt(call, token, res, time.Since(began))
+		}
+		if token != first || !o.secondAttempt(call.Spec, res, deadline) {
+			break
+		}
+		rreq := idempotency.ReserveRequest{Scope: call.Scope, Key: call.Key, Token: token, OpID: idempotency.NewOpID()}
+		at := time.Now()
+		var rsv idempotency.Reservation
+		err := o.storeOp(ctx, call, "reserve", func(ctx context.Context) (err error) {
+			rsv, err = o.Store.Reserve(ctx, rreq)
+			return err
+		})
+		if err != nil {
+			// No reservation, no send: finalize what the first attempt showed.
+			break
+		}
+		token, reservedAt = rsv.Token, at
+	}
+	return o.finalize(ctx, call, hash, token, reservedAt, res)
+}
+
+// secondAttempt is the rule of DESIGN.md section 8: a proven before_send
+// failure, or a complete response with a retryable status and a vendor
+// binding; and time left in the lease for a whole new attempt.
+func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result, deadline time.Time) bool {
+	if time.Until(deadline) < o.margin() {
+		return false
+	}
+	switch res.Phase {
+	case BeforeSend:
+		// A deadline that fired before a byte left means no time, not a fault.
+		return !errors.Is(res.Err, context.DeadlineExceeded) && !errors.Is(res.Err, context.Canceled)
+	case Responded:
+		return !res.Truncated && spec.Retryable(res.Status)
+	}
+	return false
+}
+
+func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, token int, reservedAt time.Time, res Result) (Outcome, error) {
+	state := idempotency.StateUnknown
+	var stored *idempotency.StoredResult
+	if res.Phase == Responded {
+		switch call.Spec.Classify(res.Status) {
+		case effectspec.Accepted:
+			state = idempotency.StateAccepted
+		case effectspec.DefinitelyRejected:
+			state = idempotency.StateDefinitelyRejected
+		}
+		stored = &idempotency.StoredResult{Status: res.Status, Header: safeHeaders(res.Header), Body: res.Body, BodyDropped: res.Truncated}
+	}
+	freq := idempotency.FinalizeRequest{Scope: call.Scope, Key: call.Key, Token: token, Outcome: state, Result: stored, OpID: idempotency.NewOpID()}
+	// The finalize has the rest of the lease, and at least the margin.
+	fctx, cancel := context.WithDeadline(ctx, latest(reservedAt.Add(o.lease()), time.Now().Add(o.margin())))
+	defer cancel()
+	var rec idempotency.Record
+	err := o.storeOp(fctx, call, "finalize", func(ctx context.Context) (err error) {
+		rec, err = o.Store.Finalize(ctx, freq)
+		return err
+	})
+	if err != nil {
+		// The vendor's answer is real but unrecorded; the record reads unknown
+		// once the lease ends. Say so rather than guess.
+		return Outcome{Key: call.Key, Result: stored}, fmt.Errorf("retry: finalize attempt %d: %w", token, err)
+	}
+	rec.Result = stored
+	return o.outcome(call, hash, rec, false), nil
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// storeOp runs a mutating store call, re-sending it with the same request
+// (and so the same operation id) when its reply was lost. It returns nil, a
+// store refusal (ErrStale, ...), or an error wrapping ErrStoreUnavailable.
+func (o *Orchestrator) storeOp(ctx context.Context, call *Call, name string, op func(context.Context) error) error {
+	tries := o.StoreRetries
+	if tries == 0 {
+		tries = 2
+	}
+	if tries < 0 {
+		tries = 0
+	}
+	var err error
+	for i := 0; ; i++ {
+		err = op(ctx)
+		if err == nil || !errors.Is(err, idempotency.ErrStoreUnavailable) {
+			return err
+		}
+		if o.OnStoreError != nil {
+			o.OnStoreError(call, name, err)
+		}
+		if i >= tries || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(time.Duration(i+1) * 50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// outcome builds the receipt of a call from its record.
+func (o *Orchestrator) outcome(call *Call, hash string, rec idempotency.Record, replayed bool) Outcome {
+	r := receipt.Receipt{
+		IdempotencyKey: call.Key.String(),
+		KeySource:      string(rec.KeySource),
+		RequestHash:    hash,
+		Tool:           call.Scope.Tool,
+		Workspace:      call.Scope.Workspace,
+		Route:          receipt.Route{Connection: rec.Route.Connection, Provider: rec.Route.Provider, Fingerprint: rec.Fingerprint},
+		Binding:        string(rec.Binding),
+		Propagation:    string(call.Spec.Propagation()),
+		AttemptCount:   rec.AttemptCount,
+		Outcome:        OutcomeOf(rec.State),
+		Replayed:       replayed,
+		CreatedAt:      rec.CreatedAt,
+		FinalizedAt:    rec.FinalizedAt,
+	}
+	if r.KeySource == "" {
+		r.KeySource = string(call.KeySource)
+	}
+	if rec.Result != nil {
+		r.Status = rec.Result.Status
+	}
+	return Outcome{Receipt: r, Result: rec.Result, Key: call.Key}
+}
+
+// OutcomeOf maps a record state to a receipt outcome. An in-flight record
+// (read by Lookup) is unknown: unknown never becomes success.
+func OutcomeOf(s idempotency.State) receipt.Outcome {
+	switch s {
+	case idempotency.StateAccepted:
+		return receipt.Accepted
+	case idempotency.StateDefinitelyRejected:
+		return receipt.DefinitelyRejected
+	case idempotency.StateHeld:
+		return receipt.Held
+	case idempotency.StateDenied:
+		return receipt.Denied
+	}
+	return receipt.Unknown
+}
+
+// Receipt builds the receipt of a stored record, for a receipts endpoint.
+func Receipt(scope idempotency.Scope, spec effectspec.Spec, rec idempotency.Record) receipt.Receipt {
+	var o Orchestrator
+	c := Call{Scope: scope, Key: rec.Key, KeySource: rec.KeySource, Spec: spec}
+	return o.outcome(&c, rec.RequestHash, rec, false).Receipt
+}
+
+func safeHeaders(h http.Header) http.Header {
+	var out http.Header
+	for k, v := range h {
+		if idempotency.SafeHeader(k) {
+			if out == nil {
+				out = http.Header{}
+			}
+			out[k] = append([]string(nil), v...)
+		}
+	}
+	return out
+}
