@@ -241,6 +241,9 @@ func ints(p *problems, field string, v json.RawMessage) []int {
 		p.add(field, "must be an array of status codes")
 		return nil
 	}
+	if len(elems) == 0 {
+		return nil // as absent, so specs compare and round-trip
+	}
 	codes := make([]int, len(elems))
 	bad := false
 	for i, e := range elems {

@@ -92,46 +92,9 @@ func SetAtPointer(body []byte, pointer string, value string) ([]byte, error) {
 	if len(body) == 0 {
 		body = []byte("{}")
 	}
-	if !json.Valid(body) {
-		return nil, fmt.Errorf("%w: invalid JSON", ErrInvalidBody)
-	}
-	start := len(body) - len(bytes.TrimLeft(body, " \t\r\n"))
-	end := len(bytes.TrimRight(body, " \t\r\n"))
-	if c := body[start]; c != '{' && c != '[' {
-		return nil, fmt.Errorf("%w: top-level value is a %s", ErrInvalidBody, kindOf(gjson.ParseBytes(body)))
-	}
-	// cur is the deepest existing value on the path, located in body.
-	cur := gjson.Result{Type: gjson.JSON, Raw: string(body[start:end]), Index: start}
-	i := 0
-walk:
-	for ; i < len(tokens); i++ {
-		tok := tokens[i]
-		switch {
-		case cur.IsObject():
-			next, n := member(cur, tok)
-			if n > 1 {
-				return nil, fmt.Errorf("%w: member %s occurs %d times", ErrNoTarget, escapePointer(tokens[:i+1]), n)
-			}
-			if n == 0 {
-				break walk
-			}
-			cur = next
-		case cur.IsArray():
-			if tok == "-" {
-				break walk
-			}
-			idx, ok := arrayIndex(tok)
-			if !ok {
-				return nil, fmt.Errorf("%w: %s: %s is not an array index", ErrNoTarget, escapePointer(tokens[:i+1]), quoteTrunc(tok))
-			}
-			next, ok := element(cur, idx)
-			if !ok {
-				return nil, fmt.Errorf("%w: %s: index out of range", ErrNoTarget, escapePointer(tokens[:i+1]))
-			}
-			cur = next
-		default:
-			return nil, fmt.Errorf("%w: %s crosses a %s", ErrNoTarget, escapePointer(tokens[:i]), kindOf(cur))
-		}
+	cur, i, err := locate(body, tokens)
+	if err != nil {
+		return nil, err
 	}
 	var repl []byte
 	if i == len(tokens) {
@@ -160,6 +123,53 @@ walk:
 	out = append(out, repl...)
 	out = append(out, body[cur.Index+len(cur.Raw):]...)
 	return out, nil
+}
+
+// locate walks tokens through body and returns the deepest existing value on
+// the path and how many tokens led to it (len(tokens) when the target
+// exists). The result's Index is its offset in body.
+func locate(body []byte, tokens []string) (gjson.Result, int, error) {
+	if !json.Valid(body) {
+		return gjson.Result{}, 0, fmt.Errorf("%w: invalid JSON", ErrInvalidBody)
+	}
+	if !utf8.Valid(body) {
+		return gjson.Result{}, 0, fmt.Errorf("%w: not valid UTF-8", ErrInvalidBody)
+	}
+	start := len(body) - len(bytes.TrimLeft(body, " \t\r\n"))
+	end := len(bytes.TrimRight(body, " \t\r\n"))
+	if c := body[start]; c != '{' && c != '[' {
+		return gjson.Result{}, 0, fmt.Errorf("%w: top-level value is a %s", ErrInvalidBody, kindOf(gjson.ParseBytes(body)))
+	}
+	cur := gjson.Result{Type: gjson.JSON, Raw: string(body[start:end]), Index: start}
+	for i, tok := range tokens {
+		switch {
+		case cur.IsObject():
+			next, n := member(cur, tok)
+			if n > 1 {
+				return gjson.Result{}, 0, fmt.Errorf("%w: member %s occurs %d times", ErrNoTarget, escapePointer(tokens[:i+1]), n)
+			}
+			if n == 0 {
+				return cur, i, nil
+			}
+			cur = next
+		case cur.IsArray():
+			if tok == "-" {
+				return cur, i, nil
+			}
+			idx, ok := arrayIndex(tok)
+			if !ok {
+				return gjson.Result{}, 0, fmt.Errorf("%w: %s: %s is not an array index", ErrNoTarget, escapePointer(tokens[:i+1]), quoteTrunc(tok))
+			}
+			next, ok := element(cur, idx)
+			if !ok {
+				return gjson.Result{}, 0, fmt.Errorf("%w: %s: index out of range", ErrNoTarget, escapePointer(tokens[:i+1]))
+			}
+			cur = next
+		default:
+			return gjson.Result{}, 0, fmt.Errorf("%w: %s crosses a %s", ErrNoTarget, escapePointer(tokens[:i]), kindOf(cur))
+		}
+	}
+	return cur, len(tokens), nil
 }
 
 // member finds the member named name in obj and counts its occurrences.

@@ -1,0 +1,26 @@
+package effectspec
+
+import "encoding/json"
+
+// MarshalJSON writes the spec in the shape Parse reads, leaving out empty
+// enumerated fields (their zero defaults), because Parse refuses an explicit
+// "". Parse(json.Marshal(s)) gives s back for every valid s.
+func (s Spec) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Tool        string    `json:"tool"`
+		Effect      Effect    `json:"effect,omitempty"`
+		Route       RouteKind `json:"route,omitempty"`
+		Idempotency Binding   `json:"idempotency"`
+		Status      Statuses  `json:"status"`
+		Approval    Approval  `json:"approval,omitempty"`
+	}{s.Tool, s.Effect, s.Route, s.Idempotency, s.Status, s.Approval})
+}
+
+// MarshalJSON writes the binding as Parse reads it, without an empty kind.
+func (b Binding) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Kind    BindingKind `json:"binding,omitempty"`
+		Header  string      `json:"header,omitempty"`
+		Pointer string      `json:"pointer,omitempty"`
+	}{b.Kind, b.Header, b.Pointer})
+}
