@@ -1,0 +1,67 @@
+// Package idempotency is the claim model of the Obol gateway: idempotency
+// keys, the scope a key is unique within, the canonical request hash, the
+// dispatch fingerprint, the claim record and its lifecycle, and the Store
+// interface that keeps records atomically.
+//
+// Most gateways do not call a Store directly: retry.Orchestrator runs the
+// whole lifecycle (policy, claim, send, finalize) on top of one. The one
+// recommended path is
+//
+//	key, source, err := idempotency.FromHeader(r.Header.Values("Idempotency-Key"))
+//	if err != nil { /* 400, reason malformed_key: never mint instead */ }
+//	store, err := redisstore.New(ctx, client, redisstore.Options{})
+//	o := &retry.Orchestrator{Store: store}
+//	out, err := o.Do(ctx, retry.Call{Scope: scope, Key: key, KeySource: source, ...})
+//
+// # Keys
+//
+// A Key is "idt_" and 32 lowercase hex digits (128 bits from crypto/rand).
+// ParseKey accepts the bare form and the Structured Field string form of the
+// IETF Idempotency-Key draft; anything else is ErrMalformedKey, and so are
+// several Idempotency-Key header fields. Errors never echo the rejected value:
+// a malformed key is often a secret pasted into the wrong header.
+//
+// # Scope
+//
+// A claim is stored at
+//
+//	{prefix}idem:{workspace}:{connection|unresolved}:{xxhash64(tool)}:{key}
+//
+// Segments are validated, not escaped ([A-Za-z0-9_.-], 1 to 128 bytes), so
+// two scopes never render the same key, and braces never change the Redis
+// Cluster slot. Capability (cap.*) calls use the reserved connection segment
+// "unresolved": the concrete route is resolved before the claim and pinned
+// by its fingerprint, so a capability that later resolves elsewhere answers
+// destination_conflict for an existing key instead of dispatching twice. The
+// route fingerprint names the tool too, so even a 64-bit tool-hash collision
+// cannot reuse another tool's record.
+//
+// # Claims
+//
+// Store.Claim applies the state table of the design contract in one atomic
+// step: a new key is claimed with attempt 1 reserved (or held for approval);
+// a different request under the same key is request_mismatch; another
+// binding or route is destination_conflict; a live lease is in_progress; a
+// final record is replayed; an unknown record (or an in-flight one whose
+// lease expired) gets one new attempt only when the vendor deduplicates on
+// our key, and is outcome_unknown otherwise.
+//
+// Fencing tokens are attempt numbers: Reserve and Finalize are
+// compare-and-set on them and a stale token changes nothing (ErrStale). A
+// finalize whose token is still current is accepted even after its lease
+// expired, as long as nobody took the slot over: the token, not the clock,
+// is the fence.
+//
+// Every mutating call carries an operation id. When a reply is lost, the
+// same call sent again answers AlreadyApplied instead of acting twice; any
+// store error on Claim or Reserve means the caller must not send.
+//
+// # Approvals
+//
+// A held call gets a ticket ("apt_" + 32 hex) bound to the key it was held
+// under. Only a claim that presents the ticket after approval reserves
+// attempt 1; a plain repeat of the call stays held. A resume that supplies
+// a different key is refused with ErrApprovalKeyMismatch and changes nothing
+// (the held record stays as it was); a resume without a key takes the
+// ticket's key.
+package idempotency
