@@ -1,0 +1,94 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// Call is one attempt of a federated tool call as a Broker sends it. It has
+// no key: a broker never propagates the idempotency key.
+type Call struct {
+	// Tool is the gateway's tool name. Adapters use it only in the Route;
+	// the broker-side tool (Nango action, Composio tool slug, proxy path)
+	// comes from Routing.
+	Tool string
+	// Arguments are the call's JSON arguments; nil or empty reads as {}.
+	Arguments json.RawMessage
+	// Routing holds the adapter's routing fields, such as connection_id.
+	Routing map[string]string
+	// Attempt is the reserved attempt number. It is informational: nothing
+	// derived from it is sent.
+	Attempt int
+}
+
+// A Broker dispatches federated calls through a catalog broker (Nango,
+// Composio).
+//
+// Dispatch makes exactly one HTTP request through a retry.Executor and
+// returns what the Executor reports: before_send, post_send or responded. It
+// never retries and never asks the broker to retry. A call it refuses before
+// sending (bad routing, bad arguments) is before_send with an error that
+// unwraps to one of this package's sentinels.
+//
+// Route validates routing fields without sending anything and returns the
+// non-secret dispatch facts the claim pins. Call it when the tool is
+// configured, so that bad routing fails at load time, and use its Route for
+// the fingerprint (DESIGN.md section 5).
+type Broker interface {
+	Dispatch(ctx context.Context, call Call) retry.Result
+	Route(tool string, routing map[string]string) (idempotency.Route, error)
+}
+
+// Target adapts b to the orchestrator: each Send becomes one Dispatch of tool
+// with a copy of routing taken now. Send refuses (before_send) an Attempt
+// whose Spec fails ValidateSpec, and it never passes the Attempt's key on.
+func Target(b Broker, tool string, routing map[string]string) retry.Target {
+	routing = maps.Clone(routing)
+	return retry.TargetFunc(func(ctx context.Context, a retry.Attempt) retry.Result {
+		if err := ValidateSpec(a.Spec); err != nil {
+			return Refused(err)
+		}
+		return b.Dispatch(ctx, Call{
+			Tool:      tool,
+			Arguments: a.Arguments,
+			Routing:   maps.Clone(routing),
+			Attempt:   a.Number,
+		})
+	})
+}
+
+// ValidateSpec reports whether spec may be dispatched through a broker: its
+// route must be "federated" and its binding "unsupported" (or absent), so
+// that propagation is "none". It complements spec.Validate, which a loaded
+// spec has already passed.
+func ValidateSpec(spec effectspec.Spec) error {
+	if spec.Route != effectspec.RouteFederated {
+		return &SpecError{Tool: spec.Tool, Err: ErrNotFederated}
+	}
+	b := spec.Idempotency
+	if (b.Kind != "" && b.Kind != effectspec.BindingUnsupported) || b.Header != "" || b.Pointer != "" {
+		return &SpecError{Tool: spec.Tool, Err: ErrVendorBinding}
+	}
+	return nil
+}
+
+// Refused is the Result of a call refused before any byte was sent: phase
+// before_send with a *retry.Error whose chain holds both err and
+// retry.ErrInvalidRequest, so the orchestrator knows that repeating the
+// attempt cannot help, exactly as for a request the Executor itself refuses.
+// err's message must hold no secret; adapters only pass this package's
+// sentinels and *FieldError values.
+func Refused(err error) retry.Result {
+	return retry.Result{Phase: retry.BeforeSend, Err: &retry.Error{
+		Phase:  retry.BeforeSend,
+		Op:     "request",
+		Reason: "invalid request",
+		Err:    fmt.Errorf("%w: %w", retry.ErrInvalidRequest, err),
+	}}
+}

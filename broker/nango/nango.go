@@ -1,0 +1,417 @@
+package nango
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/obol-gateway/obol/broker"
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// Kind is the broker kind in a Route and in refserver configuration.
+const Kind = "nango"
+
+// Routing field names.
+const (
+	FieldConnectionID      = "connection_id"       // Connection-Id header; required
+	FieldProviderConfigKey = "provider_config_key" // Provider-Config-Key header; required
+	FieldPath              = "path"                // proxy: the vendor path, with an optional query
+	FieldMethod            = "method"              // proxy: GET, POST, PUT, PATCH or DELETE; default POST
+	FieldAction            = "action"              // action: the action name
+)
+
+// Config configures a Broker. Only BaseURL and Secret are needed; the retry
+// fields exist so that a configuration which asks Nango to retry is refused
+// loudly instead of being ignored.
+type Config struct {
+	// BaseURL is Nango's API root, such as "https://api.nango.dev" or a
+	// self-hosted instance. Required: http or https, a host, no userinfo,
+	// query or fragment. A path prefix is kept.
+	BaseURL string
+
+	// Secret is the Nango environment secret key, sent as
+	// "Authorization: Bearer <Secret>". Required. The caller reads it from
+	// the environment; it never appears in an error, in String or in a log
+	// value of Config.
+	Secret string
+
+	// Retries is Nango's proxy retry count. It must be 0: the adapter sends
+	// "Retries: 0" on every call whatever the value, and New refuses any
+	// other.
+	Retries int
+
+	// RetryOn lists statuses Nango's proxy would retry on. It must be empty:
+	// the adapter never sends Retry-On.
+	RetryOn []int
+
+	// Async triggers actions asynchronously. It must be false: the adapter
+	// sends "X-Async: false".
+	Async bool
+
+	// MaxRetries is the X-Max-Retries of asynchronous actions. It must be 0:
+	// the adapter never sends X-Max-Retries.
+	MaxRetries int
+
+	// Executor sends each request. If nil, the Broker uses its own zero
+	// retry.Executor. Share one Executor with the native routes to share
+	// its limits and keep-alive connections.
+	Executor *retry.Executor
+}
+
+// String describes c with the secret redacted.
+func (c Config) String() string {
+	return fmt.Sprintf("nango.Config{BaseURL:%q Secret:%s Retries:%d RetryOn:%v Async:%t MaxRetries:%d}",
+		c.BaseURL, redacted(c.Secret), c.Retries, c.RetryOn, c.Async, c.MaxRetries)
+}
+
+// GoString is String, so %#v does not print the secret either.
+func (c Config) GoString() string { return c.String() }
+
+// LogValue logs c with the secret redacted.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("base_url", c.BaseURL),
+		slog.String("secret", redacted(c.Secret)),
+		slog.Int("retries", c.Retries),
+		slog.Any("retry_on", c.RetryOn),
+		slog.Bool("async", c.Async),
+		slog.Int("max_retries", c.MaxRetries),
+	)
+}
+
+func redacted(secret string) string {
+	if secret == "" {
+		return `""`
+	}
+	return "[redacted]"
+}
+
+// Broker dispatches federated calls through Nango: the proxy, or synchronous
+// actions. It is safe for concurrent use.
+type Broker struct {
+	base   *url.URL
+	secret string
+	exec   *retry.Executor
+}
+
+var _ broker.Broker = (*Broker)(nil)
+
+// New validates cfg and returns a Broker. Every problem is reported at once
+// (errors.Join of *broker.FieldError); none names the secret.
+func New(cfg Config) (*Broker, error) {
+	var errs []error
+	bad := func(field, msg string, sentinel error) {
+		errs = append(errs, &broker.FieldError{Broker: Kind, Field: field, Msg: msg, Err: sentinel})
+	}
+	base, why := parseBaseURL(cfg.BaseURL)
+	if why != "" {
+		bad("BaseURL", why, broker.ErrInvalidConfig)
+	}
+	switch {
+	case cfg.Secret == "":
+		bad("Secret", "required (read it from the environment)", broker.ErrInvalidConfig)
+	case !visibleASCII(cfg.Secret):
+		bad("Secret", "must be printable ASCII without spaces", broker.ErrInvalidConfig)
+	}
+	if cfg.Retries != 0 {
+		bad("Retries", fmt.Sprintf("is %d, must be 0: the gateway owns every retry", cfg.Retries), broker.ErrRetriesEnabled)
+	}
+	if len(cfg.RetryOn) != 0 {
+		bad("RetryOn", "must be empty: the gateway owns every retry", broker.ErrRetriesEnabled)
+	}
+	if cfg.Async {
+		msg := "must be false: an asynchronous trigger does not report the outcome"
+		if cfg.MaxRetries != 0 {
+			msg += ", and Nango would retry it"
+		}
+		bad("Async", msg, broker.ErrAsync)
+	}
+	if cfg.MaxRetries != 0 {
+		bad("MaxRetries", fmt.Sprintf("is %d, must be 0: the gateway owns every retry", cfg.MaxRetries), broker.ErrRetriesEnabled)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	exec := cfg.Executor
+	if exec == nil {
+		exec = new(retry.Executor)
+	}
+	return &Broker{base: base, secret: cfg.Secret, exec: exec}, nil
+}
+
+// route is a validated set of routing fields.
+type route struct {
+	connection string
+	provider   string
+	method     string // proxy
+	path       string // proxy, without the leading slash
+	action     string // action
+}
+
+func (r route) isAction() bool { return r.action != "" }
+
+func parseRouting(routing map[string]string) (route, error) {
+	var (
+		r    route
+		errs []error
+	)
+	bad := func(field, msg string) {
+		errs = append(errs, &broker.FieldError{Broker: Kind, Field: "routing." + field, Msg: msg, Err: broker.ErrInvalidRouting})
+	}
+	for _, k := range slices.Sorted(maps.Keys(routing)) {
+		switch k {
+		case FieldConnectionID, FieldProviderConfigKey, FieldPath, FieldMethod, FieldAction:
+		default:
+			bad(quoteField(k), "unknown field")
+		}
+	}
+	r.connection = routing[FieldConnectionID]
+	r.provider = routing[FieldProviderConfigKey]
+	for _, field := range []string{FieldConnectionID, FieldProviderConfigKey} {
+		switch v := routing[field]; {
+		case v == "":
+			bad(field, "required")
+		case len(v) > 256 || !visibleASCII(v):
+			bad(field, "must be 1 to 256 printable ASCII characters without spaces")
+		}
+	}
+	path, hasPath := routing[FieldPath]
+	method, hasMethod := routing[FieldMethod]
+	action, hasAction := routing[FieldAction]
+	switch {
+	case hasPath && hasAction:
+		bad(FieldAction, "not allowed with path: a route is either the proxy (path) or an action")
+	case hasAction:
+		if hasMethod {
+			bad(FieldMethod, "not allowed with action: actions are triggered with POST")
+		}
+		if action == "" || len(action) > 256 || !printable(action) {
+			bad(FieldAction, "must be 1 to 256 printable characters")
+		}
+		r.action = action
+	case hasPath:
+		p, why := checkPath(path)
+		if why != "" {
+			bad(FieldPath, why)
+		}
+		r.path = p
+		r.method = http.MethodPost
+		if hasMethod {
+			r.method = strings.ToUpper(method)
+			switch r.method {
+			case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			default:
+				bad(FieldMethod, "must be GET, POST, PUT, PATCH or DELETE")
+			}
+		}
+	default:
+		bad(FieldPath, "one of path (proxy) or action is required")
+	}
+	if len(errs) > 0 {
+		return route{}, errors.Join(errs...)
+	}
+	return r, nil
+}
+
+// Route validates routing and returns the dispatch facts of tool: the Nango
+// connection and integration, the method and the path under the base URL.
+// An action's path is "/action/trigger/" followed by the escaped action name,
+// so that another action is another destination.
+func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Route, error) {
+	r, err := parseRouting(routing)
+	if err != nil {
+		return idempotency.Route{}, err
+	}
+	rt := idempotency.Route{
+		Connection: r.connection,
+		Provider:   r.provider,
+		Tool:       tool,
+		Method:     http.MethodPost,
+		Host:       b.base.Host,
+		Binding:    effectspec.BindingUnsupported,
+		Broker:     Kind,
+	}
+	if r.isAction() {
+		rt.Path = b.base.Path + "/action/trigger/" + url.PathEscape(r.action)
+	} else {
+		rt.Method = r.method
+		rt.Path = b.base.Path + "/proxy/" + r.path
+	}
+	return rt, nil
+}
+
+// Dispatch sends call as one request: to the proxy when the routing names a
+// path, else as a synchronous action. It returns the Executor's Result
+// unchanged; a call refused before sending is broker.Refused.
+func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
+	r, err := parseRouting(call.Routing)
+	if err != nil {
+		return broker.Refused(err)
+	}
+	args := []byte(call.Arguments)
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = []byte("{}")
+	}
+	if !json.Valid(args) {
+		return broker.Refused(fmt.Errorf("%w: not one JSON value", broker.ErrInvalidArguments))
+	}
+	var req *http.Request
+	if r.isAction() {
+		req, err = b.actionRequest(ctx, r, args)
+	} else {
+		req, err = b.proxyRequest(ctx, r, args)
+	}
+	if err != nil {
+		return broker.Refused(err)
+	}
+	return b.exec.Do(ctx, req)
+}
+
+func (b *Broker) proxyRequest(ctx context.Context, r route, args []byte) (*http.Request, error) {
+	u := b.base.String() + "/proxy/" + r.path
+	var body []byte
+	if r.method == http.MethodGet {
+		// Nango forwards a GET without a body; arguments that would be
+		// dropped are refused rather than silently lost.
+		if !isEmptyObject(args) {
+			return nil, fmt.Errorf("%w: a GET proxy route sends no body; put parameters in the path's query", broker.ErrInvalidArguments)
+		}
+	} else {
+		body = args
+	}
+	return b.newRequest(ctx, r.method, u, body, r)
+}
+
+func (b *Broker) actionRequest(ctx context.Context, r route, args []byte) (*http.Request, error) {
+	body, err := json.Marshal(struct {
+		ActionName string          `json:"action_name"`
+		Input      json.RawMessage `json:"input"`
+	}{r.action, args})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", broker.ErrInvalidArguments, err)
+	}
+	req, err := b.newRequest(ctx, http.MethodPost, b.base.String()+"/action/trigger", body, r)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("X-Async", "false")
+	return req, nil
+}
+
+func (b *Broker) newRequest(ctx context.Context, method, u string, body []byte, r route) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		// The URL was built from a validated base and path; its text is
+		// not echoed, since a base URL path may be sensitive.
+		return nil, &broker.FieldError{Broker: Kind, Field: "routing." + FieldPath, Msg: "does not form a valid URL", Err: broker.ErrInvalidRouting}
+	}
+	req.GetBody = nil // the Executor never rewinds; neither may anyone else
+	h := req.Header
+	h.Set("Authorization", "Bearer "+b.secret)
+	h.Set("Connection-Id", r.connection)
+	h.Set("Provider-Config-Key", r.provider)
+	h.Set("Retries", "0")
+	if body != nil {
+		h.Set("Content-Type", "application/json")
+	}
+	return req, nil
+}
+
+// parseBaseURL returns the base URL without a trailing slash, or why it is
+// not usable. It never quotes the URL, which may hold credentials.
+func parseBaseURL(raw string) (*url.URL, string) {
+	if raw == "" {
+		return nil, "required"
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, "is not a valid URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, "scheme must be http or https"
+	case u.Host == "":
+		return nil, "has no host"
+	case u.User != nil:
+		return nil, "must not contain userinfo (pass the secret in Secret)"
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, "must not contain a query or fragment"
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u, ""
+}
+
+// checkPath returns the proxy path without its leading slashes, or why it is
+// not allowed. A dot segment is refused: after normalization it would climb
+// out of /proxy/ and reach Nango's own API with our secret.
+func checkPath(p string) (string, string) {
+	p = strings.TrimLeft(p, "/")
+	if p == "" {
+		return "", "required: the vendor path under /proxy/"
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c <= 0x20 || c >= 0x7f || c == '#' || c == '\\' {
+			return "", "must be printable ASCII without spaces, '#' or '\\'"
+		}
+	}
+	pathPart, _, _ := strings.Cut(p, "?")
+	for _, seg := range strings.Split(pathPart, "/") {
+		dec, err := url.PathUnescape(seg)
+		if err != nil {
+			return "", "has an invalid percent-escape"
+		}
+		if dec == "." || dec == ".." {
+			return "", "must not contain . or .. segments"
+		}
+	}
+	return p, ""
+}
+
+func isEmptyObject(args []byte) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(args, &m) == nil && m != nil && len(m) == 0
+}
+
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// printable reports whether s is valid UTF-8 without control characters.
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == 0xfffd || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}
+
+// quoteField quotes an unknown routing field name for an error message.
+func quoteField(k string) string {
+	if len(k) > 64 {
+		k = k[:64] + "..."
+	}
+	return fmt.Sprintf("%q", k)
+}
