@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"hash"
@@ -12,11 +13,11 @@ import (
 	"unicode/utf8"
 )
 
-// maxDepth is the deepest nesting of arrays and objects that Canonicalize and
+// maxJSONDepth is the deepest nesting of arrays and objects that Canonicalize and
 // RequestHash accept; deeper input is ErrInvalidJSON rather than unbounded
 // work. It equals the limit of encoding/json, so any arguments a Go MCP server
 // can decode can be hashed.
-const maxDepth = 10000
+const maxJSONDepth = 10000
 
 // emptyObjectHash is RequestHash of absent arguments: the hash of "{}".
 const emptyObjectHash = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
@@ -62,7 +63,7 @@ func AppendCanonical(dst, data []byte) ([]byte, error) {
 // never see a request mismatch. Any other value is hashed as it is; checking
 // that arguments are an object is left to the caller.
 func RequestHash(arguments []byte) (string, error) {
-	if isBlank(arguments) {
+	if isBlankJSON(arguments) {
 		return emptyObjectHash, nil
 	}
 	c := getCanonicalizer()
@@ -91,7 +92,7 @@ func RequestHash(arguments []byte) (string, error) {
 	return string(s[:]), nil
 }
 
-func isBlank(b []byte) bool {
+func isBlankJSON(b []byte) bool {
 	for _, ch := range b {
 		if ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r' {
 			return false
@@ -113,12 +114,13 @@ type canonicalizer struct {
 	depth   int
 	reorder bool // some object's members are not in input order
 
-	tape    []byte   // canonical tokens in input order
-	keys    []byte   // unescaped member names whose canonical form has escapes
-	pending []member // members of the objects still open (a stack)
-	members []member // sorted members of closed objects that need reordering
-	objs    []object // every object, in order of its '{'
-	open    []int    // indexes into objs of the objects still open
+	tape    []byte        // canonical tokens in input order
+	keys    []byte        // unescaped member names whose canonical form has escapes
+	members []canonMember // every object member, in input order
+	stack   []int32       // indexes into members of the open objects' members
+	sorted  []int32       // indexes into members, in name order, of dirty objects
+	objs    []canonObject // every object, in order of its '{'
+	open    []int         // indexes into objs of the objects still open
 
 	out  []byte    // emit target
 	h    hash.Hash // when set, emit flushes out into it
@@ -127,25 +129,27 @@ type canonicalizer struct {
 	sum  [sha256.Size]byte
 }
 
-// member is one `"name":value` of an object, located in the tape.
-type member struct {
-	start, end       int // the member in the tape, without a separating comma
-	keyStart, keyEnd int // the unescaped name, in keys if inKeys, else in tape
-	firstObj         int // index in objs of the first object inside the value
-	off              int // input offset of the name, for errors
+// canonMember is one `"name":value` of an object, located in the tape.
+type canonMember struct {
+	prefix           uint64 // the first 8 bytes of the name, big-endian
+	start, end       int    // the member in the tape, without a separating comma
+	keyStart, keyEnd int    // the unescaped name, in keys if inKeys, else in tape
+	firstObj         int    // index in objs of the first object inside the value
+	off              int    // input offset of the name, for errors
 	inKeys           bool
+	high             bool // the name has a rune at or above U+E000
 }
 
-type object struct {
+type canonObject struct {
 	start, end int  // '{' through '}' in the tape
-	mem, nmem  int  // members[mem:mem+nmem], sorted; only when dirty
+	mem, nmem  int  // sorted[mem:mem+nmem]; only when dirty
 	next       int  // index in objs of the first object after this one's subtree
 	dirty      bool // this object or one inside it needs reordering
 }
 
 const (
-	flushSize     = 16 << 10 // emit chunk handed to the hash
-	maxPooledSize = 4 << 20  // larger buffers are not kept between calls
+	canonFlushSize = 16 << 10 // emit chunk handed to the hash
+	canonMaxPooled = 4 << 20  // larger buffers are not kept between calls
 )
 
 var canonicalizers = sync.Pool{New: func() any { return new(canonicalizer) }}
@@ -156,18 +160,19 @@ func getCanonicalizer() *canonicalizer {
 
 func putCanonicalizer(c *canonicalizer) {
 	c.in, c.out, c.h = nil, nil, nil
-	c.tape = trimPooled(c.tape, 1)
-	c.keys = trimPooled(c.keys, 1)
-	c.buf = trimPooled(c.buf, 1)
-	c.pending = trimPooled(c.pending, 48)
-	c.members = trimPooled(c.members, 48)
-	c.objs = trimPooled(c.objs, 48)
-	c.open = trimPooled(c.open, 8)
+	c.tape = trimCanonPooled(c.tape, 1)
+	c.keys = trimCanonPooled(c.keys, 1)
+	c.buf = trimCanonPooled(c.buf, 1)
+	c.members = trimCanonPooled(c.members, 64)
+	c.stack = trimCanonPooled(c.stack, 4)
+	c.sorted = trimCanonPooled(c.sorted, 4)
+	c.objs = trimCanonPooled(c.objs, 48)
+	c.open = trimCanonPooled(c.open, 8)
 	canonicalizers.Put(c)
 }
 
-func trimPooled[T any](s []T, size int) []T {
-	if cap(s)*size > maxPooledSize {
+func trimCanonPooled[T any](s []T, size int) []T {
+	if cap(s)*size > canonMaxPooled {
 		return nil
 	}
 	return s[:0]
@@ -177,7 +182,8 @@ func trimPooled[T any](s []T, size int) []T {
 func (c *canonicalizer) parse(data []byte) error {
 	c.in, c.pos, c.depth, c.reorder = data, 0, 0, false
 	c.tape = slices.Grow(c.tape[:0], len(data))
-	c.keys, c.pending, c.members, c.objs, c.open = c.keys[:0], c.pending[:0], c.members[:0], c.objs[:0], c.open[:0]
+	c.keys, c.members, c.objs, c.open = c.keys[:0], c.members[:0], c.objs[:0], c.open[:0]
+	c.stack, c.sorted = c.stack[:0], c.sorted[:0]
 	if c.skipSpace() < 0 {
 		return c.errorf(c.pos, "no JSON value")
 	}
@@ -185,7 +191,7 @@ func (c *canonicalizer) parse(data []byte) error {
 		return err
 	}
 	if c.skipSpace() >= 0 {
-		return c.errorf(c.pos, "%s after the top-level value", describeByte(c.in[c.pos]))
+		return c.errorf(c.pos, "%s after the top-level value", describeJSONByte(c.in[c.pos]))
 	}
 	return nil
 }
@@ -194,9 +200,9 @@ func (c *canonicalizer) errorf(off int, format string, args ...any) error {
 	return fmt.Errorf("%w: at offset %d: %s", ErrInvalidJSON, off, fmt.Sprintf(format, args...))
 }
 
-// describeByte names an unexpected byte without quoting input that might be a
+// describeJSONByte names an unexpected byte without quoting input that might be a
 // secret: structural characters are shown, anything else only by its class.
-func describeByte(b byte) string {
+func describeJSONByte(b byte) string {
 	switch {
 	case b == '{' || b == '}' || b == '[' || b == ']' || b == ':' || b == ',' || b == '"':
 		return "unexpected '" + string(rune(b)) + "'"
@@ -244,7 +250,7 @@ func (c *canonicalizer) value() error {
 		if ch == '-' || ch >= '0' && ch <= '9' {
 			return c.number()
 		}
-		return c.errorf(c.pos, "%s where a value was expected", describeByte(ch))
+		return c.errorf(c.pos, "%s where a value was expected", describeJSONByte(ch))
 	}
 }
 
@@ -258,8 +264,8 @@ func (c *canonicalizer) literal(lit string) error {
 }
 
 func (c *canonicalizer) array() error {
-	if c.depth++; c.depth > maxDepth {
-		return c.errorf(c.pos, "nesting deeper than %d", maxDepth)
+	if c.depth++; c.depth > maxJSONDepth {
+		return c.errorf(c.pos, "nesting deeper than %d", maxJSONDepth)
 	}
 	c.pos++
 	c.tape = append(c.tape, '[')
@@ -290,19 +296,19 @@ func (c *canonicalizer) array() error {
 		case -1:
 			return c.errorf(c.pos, "unexpected end of input in array")
 		default:
-			return c.errorf(c.pos, "%s after array element (want ',' or ']')", describeByte(byte(ch)))
+			return c.errorf(c.pos, "%s after array element (want ',' or ']')", describeJSONByte(byte(ch)))
 		}
 	}
 }
 
 func (c *canonicalizer) object() error {
-	if c.depth++; c.depth > maxDepth {
-		return c.errorf(c.pos, "nesting deeper than %d", maxDepth)
+	if c.depth++; c.depth > maxJSONDepth {
+		return c.errorf(c.pos, "nesting deeper than %d", maxJSONDepth)
 	}
 	idx := len(c.objs)
-	c.objs = append(c.objs, object{start: len(c.tape)})
+	c.objs = append(c.objs, canonObject{start: len(c.tape)})
 	c.open = append(c.open, idx)
-	base := len(c.pending)
+	base := len(c.stack)
 	c.pos++
 	c.tape = append(c.tape, '{')
 	ch := c.skipSpace()
@@ -312,24 +318,27 @@ func (c *canonicalizer) object() error {
 				if ch < 0 {
 					return c.errorf(c.pos, "unexpected end of input in object")
 				}
-				return c.errorf(c.pos, "%s where a member name was expected", describeByte(byte(ch)))
+				return c.errorf(c.pos, "%s where a member name was expected", describeJSONByte(byte(ch)))
 			}
-			m := member{start: len(c.tape), off: c.pos}
-			escaped, err := c.str()
+			m := canonMember{start: len(c.tape), off: c.pos}
+			flags, err := c.str()
 			if err != nil {
 				return err
 			}
-			m.keyStart, m.keyEnd = m.start+1, len(c.tape)-1
-			if escaped {
-				m.keyStart, m.keyEnd, m.inKeys = len(c.keys), 0, true
-				c.keys = unescapeCanonical(c.keys, c.tape[m.start+1:len(c.tape)-1])
+			key := c.tape[m.start+1 : len(c.tape)-1]
+			m.keyStart, m.keyEnd, m.high = m.start+1, len(c.tape)-1, flags&strHigh != 0
+			if flags&strEscaped != 0 {
+				m.keyStart, m.inKeys = len(c.keys), true
+				c.keys = unescapeCanonical(c.keys, key)
 				m.keyEnd = len(c.keys)
+				key = c.keys[m.keyStart:]
 			}
+			m.prefix = namePrefix(key)
 			if ch = c.skipSpace(); ch != ':' {
 				if ch < 0 {
 					return c.errorf(c.pos, "unexpected end of input in object")
 				}
-				return c.errorf(c.pos, "%s after member name (want ':')", describeByte(byte(ch)))
+				return c.errorf(c.pos, "%s after member name (want ':')", describeJSONByte(byte(ch)))
 			}
 			c.pos++
 			c.tape = append(c.tape, ':')
@@ -341,7 +350,8 @@ func (c *canonicalizer) object() error {
 				return err
 			}
 			m.end = len(c.tape)
-			c.pending = append(c.pending, m)
+			c.stack = append(c.stack, int32(len(c.members)))
+			c.members = append(c.members, m)
 			ch = c.skipSpace()
 			if ch == ',' {
 				c.pos++
@@ -355,33 +365,28 @@ func (c *canonicalizer) object() error {
 			if ch < 0 {
 				return c.errorf(c.pos, "unexpected end of input in object")
 			}
-			return c.errorf(c.pos, "%s after object member (want ',' or '}')", describeByte(byte(ch)))
+			return c.errorf(c.pos, "%s after object member (want ',' or '}')", describeJSONByte(byte(ch)))
 		}
 	}
 	c.pos++
 	c.tape = append(c.tape, '}')
 	c.depth--
 
-	ms := c.pending[base:]
+	ids := c.stack[base:]
 	sorted := true
-	for i := 1; i < len(ms); i++ {
-		switch r := c.compare(&ms[i-1], &ms[i]); {
-		case r == 0:
-			return c.errorf(ms[i].off, "duplicate member name")
-		case r > 0:
-			sorted = false
+	for i := 1; i < len(ids); i++ {
+		r := c.compare(&c.members[ids[i-1]], &c.members[ids[i]])
+		if r == 0 {
+			return c.errorf(c.members[ids[i]].off, "duplicate member name")
 		}
-		if !sorted {
+		if r > 0 {
+			sorted = false
 			break
 		}
 	}
 	if !sorted {
-		slices.SortFunc(ms, c.compareMembers)
-		for i := 1; i < len(ms); i++ {
-			if c.compare(&ms[i-1], &ms[i]) == 0 {
-				// Report the later of the two in the input.
-				return c.errorf(max(ms[i-1].off, ms[i].off), "duplicate member name")
-			}
+		if err := c.sortMembers(ids); err != nil {
+			return err
 		}
 	}
 	c.open = c.open[:len(c.open)-1]
@@ -390,19 +395,51 @@ func (c *canonicalizer) object() error {
 	if !sorted || o.dirty {
 		c.reorder = true
 		o.dirty = true
-		o.mem, o.nmem = len(c.members), len(ms)
-		c.members = append(c.members, ms...)
+		o.mem, o.nmem = len(c.sorted), len(ids)
+		c.sorted = append(c.sorted, ids...)
 		if n := len(c.open); n > 0 {
 			c.objs[c.open[n-1]].dirty = true
 		}
 	}
-	c.pending = c.pending[:base]
+	c.stack = c.stack[:base]
 	return nil
 }
 
-func (c *canonicalizer) compareMembers(a, b member) int { return c.compare(&a, &b) }
+// sortMembers sorts the indexes ids of members by name, or reports a
+// duplicate name.
+func (c *canonicalizer) sortMembers(ids []int32) error {
+	ms := c.members
+	if len(ids) <= 16 {
+		for i := 1; i < len(ids); i++ {
+			for j := i; j > 0 && c.compare(&ms[ids[j-1]], &ms[ids[j]]) > 0; j-- {
+				ids[j-1], ids[j] = ids[j], ids[j-1]
+			}
+		}
+	} else {
+		slices.SortFunc(ids, func(a, b int32) int { return c.compare(&ms[a], &ms[b]) })
+	}
+	for i := 1; i < len(ids); i++ {
+		if a, b := &ms[ids[i-1]], &ms[ids[i]]; c.compare(a, b) == 0 {
+			return c.errorf(max(a.off, b.off), "duplicate member name")
+		}
+	}
+	return nil
+}
 
-func (c *canonicalizer) compare(a, b *member) int {
+// compare orders member names by UTF-16 code units.
+func (c *canonicalizer) compare(a, b *canonMember) int {
+	if !a.high && !b.high {
+		// Below U+E000, UTF-8 byte order is UTF-16 code unit order.
+		if a.prefix != b.prefix {
+			if a.prefix < b.prefix {
+				return -1
+			}
+			return 1
+		}
+		if a.keyEnd-a.keyStart <= 8 && b.keyEnd-b.keyStart <= 8 {
+			return (a.keyEnd - a.keyStart) - (b.keyEnd - b.keyStart)
+		}
+	}
 	ka, kb := c.tape, c.tape
 	if a.inKeys {
 		ka = c.keys
@@ -411,6 +448,18 @@ func (c *canonicalizer) compare(a, b *member) int {
 		kb = c.keys
 	}
 	return compareUTF16(ka[a.keyStart:a.keyEnd], kb[b.keyStart:b.keyEnd])
+}
+
+// namePrefix is the first 8 bytes of a name, big-endian, zero-padded.
+func namePrefix(k []byte) uint64 {
+	if len(k) >= 8 {
+		return binary.BigEndian.Uint64(k)
+	}
+	var p uint64
+	for i, b := range k {
+		p |= uint64(b) << (56 - 8*i)
+	}
+	return p
 }
 
 // compareUTF16 orders two valid UTF-8 strings by their UTF-16 code units, as
@@ -454,9 +503,14 @@ var strSafe = func() (t [256]bool) {
 	return t
 }()
 
-// str parses the string at c.pos (a '"') and appends its canonical form. It
-// reports whether that form contains an escape.
-func (c *canonicalizer) str() (escaped bool, err error) {
+// Flags of a parsed string.
+const (
+	strEscaped = 1 << iota // the canonical form has an escape
+	strHigh                // a rune at or above U+E000 (a UTF-8 lead byte >= 0xEE)
+)
+
+// str parses the string at c.pos (a '"') and appends its canonical form.
+func (c *canonicalizer) str() (flags int, err error) {
 	in := c.in
 	start := c.pos
 	run := start // next byte to copy verbatim
@@ -466,69 +520,76 @@ func (c *canonicalizer) str() (escaped bool, err error) {
 			i++
 		}
 		if i >= len(in) {
-			return false, c.errorf(start, "unterminated string")
+			return 0, c.errorf(start, "unterminated string")
 		}
 		switch ch := in[i]; {
 		case ch == '"':
 			c.tape = append(c.tape, in[run:i+1]...)
 			c.pos = i + 1
-			return escaped, nil
+			return flags, nil
 		case ch >= 0x80:
 			r, size := utf8.DecodeRune(in[i:])
 			if r == utf8.RuneError && size == 1 {
-				return false, c.errorf(i, "invalid UTF-8 in string")
+				return 0, c.errorf(i, "invalid UTF-8 in string")
+			}
+			if r >= 0xe000 {
+				flags |= strHigh
 			}
 			i += size
 		case ch < 0x20:
-			return false, c.errorf(i, "unescaped control character in string")
+			return 0, c.errorf(i, "unescaped control character in string")
 		default: // backslash
 			c.tape = append(c.tape, in[run:i]...)
 			if i+1 >= len(in) {
-				return false, c.errorf(start, "unterminated string")
+				return 0, c.errorf(start, "unterminated string")
 			}
 			switch e := in[i+1]; e {
 			case '"', '\\', 'b', 'f', 'n', 'r', 't':
 				c.tape = append(c.tape, '\\', e)
-				escaped = true
+				flags |= strEscaped
 				i += 2
 			case '/':
 				c.tape = append(c.tape, '/')
 				i += 2
 			case 'u':
-				r, ok := hex4(in, i+2)
+				r, ok := parseHex4(in, i+2)
 				if !ok {
-					return false, c.errorf(i, "invalid \\u escape")
+					return 0, c.errorf(i, "invalid \\u escape")
 				}
 				i += 6
 				switch {
 				case r >= 0xdc00 && r <= 0xdfff:
-					return false, c.errorf(i-6, "lone low surrogate escape")
+					return 0, c.errorf(i-6, "lone low surrogate escape")
 				case r >= 0xd800 && r <= 0xdbff:
 					lo, ok := rune(0), false
 					if i+1 < len(in) && in[i] == '\\' && in[i+1] == 'u' {
-						lo, ok = hex4(in, i+2)
+						lo, ok = parseHex4(in, i+2)
 					}
 					if !ok || lo < 0xdc00 || lo > 0xdfff {
-						return false, c.errorf(i-6, "lone high surrogate escape")
+						return 0, c.errorf(i-6, "lone high surrogate escape")
 					}
 					i += 6
 					r = 0x10000 + (r-0xd800)<<10 + (lo - 0xdc00)
 					c.tape = utf8.AppendRune(c.tape, r)
+					flags |= strHigh
 				case r < 0x20 || r == '"' || r == '\\':
 					c.tape = appendEscaped(c.tape, byte(r))
-					escaped = true
+					flags |= strEscaped
 				default:
+					if r >= 0xe000 {
+						flags |= strHigh
+					}
 					c.tape = utf8.AppendRune(c.tape, r)
 				}
 			default:
-				return false, c.errorf(i, "invalid escape in string")
+				return 0, c.errorf(i, "invalid escape in string")
 			}
 			run = i
 		}
 	}
 }
 
-func hex4(in []byte, i int) (rune, bool) {
+func parseHex4(in []byte, i int) (rune, bool) {
 	if len(in)-i < 4 {
 		return 0, false
 	}
@@ -590,7 +651,7 @@ func unescapeCanonical(dst, s []byte) []byte {
 		case 'r':
 			dst = append(dst, '\r')
 		case 'u':
-			r, _ := hex4(s, i+1)
+			r, _ := parseHex4(s, i+1)
 			dst = append(dst, byte(r))
 			i += 4
 		default: // '"' or '\\'
@@ -619,18 +680,21 @@ func (c *canonicalizer) number() error {
 	default:
 		return c.errorf(start, "invalid number")
 	}
-	integer := i - digits
+	intEnd := i
+	fracStart, fracEnd := i, i
 	if i < len(in) && in[i] == '.' {
 		i++
 		if i >= len(in) || in[i] < '0' || in[i] > '9' {
 			return c.errorf(start, "invalid number (no digit after the decimal point)")
 		}
+		fracStart = i
 		for i < len(in) && in[i] >= '0' && in[i] <= '9' {
 			i++
 		}
-		integer = 0
+		fracEnd = i
 	}
-	if i < len(in) && (in[i] == 'e' || in[i] == 'E') {
+	exponent := i < len(in) && (in[i] == 'e' || in[i] == 'E')
+	if exponent {
 		i++
 		if i < len(in) && (in[i] == '+' || in[i] == '-') {
 			i++
@@ -641,16 +705,9 @@ func (c *canonicalizer) number() error {
 		for i < len(in) && in[i] >= '0' && in[i] <= '9' {
 			i++
 		}
-		integer = 0
 	}
 	c.pos = i
-	// An integer of at most 15 digits is below 2^53 and 1e21: ECMAScript
-	// prints it as written, except that -0 is 0.
-	if integer > 0 && integer <= 15 {
-		if i-start == 2 && in[start] == '-' && in[start+1] == '0' {
-			start++
-		}
-		c.tape = append(c.tape, in[start:i]...)
+	if !exponent && c.appendShortDecimal(in[start:digits], in[digits:intEnd], in[fracStart:fracEnd]) {
 		return nil
 	}
 	f, err := strconv.ParseFloat(string(in[start:i]), 64)
@@ -659,6 +716,45 @@ func (c *canonicalizer) number() error {
 	}
 	c.tape = appendNumber(c.tape, f)
 	return nil
+}
+
+// appendShortDecimal appends the canonical form of a number written without
+// exponent, when it can do so without converting to binary: a decimal of at
+// most 15 significant digits (DBL_DIG) is the shortest decimal that rounds
+// to its double, and from 1e-6 to 1e21 ECMAScript prints that decimal in
+// plain notation. So the text is kept, less trailing fraction zeros, a
+// needless ".", and the sign of zero.
+func (c *canonicalizer) appendShortDecimal(sign, integer, frac []byte) bool {
+	for len(frac) > 0 && frac[len(frac)-1] == '0' {
+		frac = frac[:len(frac)-1]
+	}
+	var sig int
+	if integer[0] == '0' {
+		lead := 0
+		for lead < len(frac) && frac[lead] == '0' {
+			lead++
+		}
+		if lead == len(frac) { // zero, or -0
+			c.tape = append(c.tape, '0')
+			return true
+		}
+		if lead > 5 { // below 1e-6: exponent notation
+			return false
+		}
+		sig = len(frac) - lead
+	} else {
+		sig = len(integer) + len(frac)
+	}
+	if sig > 15 {
+		return false
+	}
+	c.tape = append(c.tape, sign...)
+	c.tape = append(c.tape, integer...)
+	if len(frac) > 0 {
+		c.tape = append(c.tape, '.')
+		c.tape = append(c.tape, frac...)
+	}
+	return true
 }
 
 // appendNumber appends f as ECMAScript's Number.prototype.toString does
@@ -695,10 +791,11 @@ func (c *canonicalizer) emitRange(s, e, k int) {
 		}
 		c.write(c.tape[s:o.start])
 		c.out = append(c.out, '{')
-		for j, m := range c.members[o.mem : o.mem+o.nmem] {
+		for j, id := range c.sorted[o.mem : o.mem+o.nmem] {
 			if j > 0 {
 				c.out = append(c.out, ',')
 			}
+			m := &c.members[id]
 			c.emitRange(m.start, m.end, m.firstObj)
 		}
 		c.out = append(c.out, '}')
@@ -709,7 +806,7 @@ func (c *canonicalizer) emitRange(s, e, k int) {
 
 func (c *canonicalizer) write(b []byte) {
 	c.out = append(c.out, b...)
-	if c.h != nil && len(c.out) >= flushSize {
+	if c.h != nil && len(c.out) >= canonFlushSize {
 		c.h.Write(c.out)
 		c.out = c.out[:0]
 	}

@@ -21,8 +21,8 @@ type jnode struct {
 	values []*jnode
 }
 
-// gen generates random documents. Its knobs are fixed per test.
-type gen struct {
+// docGen generates random documents. Its knobs are fixed per test.
+type docGen struct {
 	r        *rand.Rand
 	maxDepth int
 	maxWidth int
@@ -40,14 +40,14 @@ var genRunes = []rune{
 	0x10000, 0x1f600, 0x1f601, 0x10ffff, 0x2070e,
 }
 
-func (g *gen) rune() rune {
+func (g *docGen) rune() rune {
 	if g.r.IntN(3) == 0 {
 		return rune('a' + g.r.IntN(4)) // shared prefixes make sorting work harder
 	}
 	return genRunes[g.r.IntN(len(genRunes))]
 }
 
-func (g *gen) string(maxLen int) string {
+func (g *docGen) string(maxLen int) string {
 	var b strings.Builder
 	for n := g.r.IntN(maxLen + 1); n > 0; n-- {
 		b.WriteRune(g.rune())
@@ -69,7 +69,7 @@ var hardDoubles = []float64{
 	123456789012345680000, 1e15, 1e16, 999999999999999, 1e300, 1.7e-300,
 }
 
-func (g *gen) number() float64 {
+func (g *docGen) number() float64 {
 	switch g.r.IntN(6) {
 	case 0:
 		return hardDoubles[g.r.IntN(len(hardDoubles))]
@@ -89,7 +89,7 @@ func (g *gen) number() float64 {
 	}
 }
 
-func (g *gen) value(depth int) *jnode {
+func (g *docGen) value(depth int) *jnode {
 	k := g.r.IntN(10)
 	if depth >= g.maxDepth {
 		k = g.r.IntN(6)
@@ -124,7 +124,7 @@ func (g *gen) value(depth int) *jnode {
 }
 
 // chain wraps v in depth arrays and objects.
-func (g *gen) chain(v *jnode, depth int) *jnode {
+func (g *docGen) chain(v *jnode, depth int) *jnode {
 	for range depth {
 		if g.r.IntN(2) == 0 {
 			v = &jnode{kind: 'a', elems: []*jnode{v}}

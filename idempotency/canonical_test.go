@@ -214,16 +214,16 @@ func TestCanonicalizeDepth(t *testing.T) {
 		}
 		return b.Bytes()
 	}
-	in := deep(maxDepth)
+	in := deep(maxJSONDepth)
 	got, err := Canonicalize(in)
 	if err != nil {
-		t.Fatalf("depth %d: %v", maxDepth, err)
+		t.Fatalf("depth %d: %v", maxJSONDepth, err)
 	}
 	want, err := jcs.Transform(in)
 	if err != nil || !bytes.Equal(got, want) {
-		t.Errorf("depth %d: differs from jcs (%v)", maxDepth, err)
+		t.Errorf("depth %d: differs from jcs (%v)", maxJSONDepth, err)
 	}
-	for _, in := range [][]byte{deep(maxDepth + 1), []byte(strings.Repeat("[", 1<<20))} {
+	for _, in := range [][]byte{deep(maxJSONDepth + 1), []byte(strings.Repeat("[", 1<<20))} {
 		if _, err := Canonicalize(in); !errors.Is(err, ErrInvalidJSON) || !strings.Contains(err.Error(), "nesting deeper than 10000") {
 			t.Errorf("len %d: err = %v, want nesting error", len(in), err)
 		}
@@ -412,7 +412,7 @@ func TestCanonicalizeDifferential(t *testing.T) {
 		n = 300
 	}
 	for i := range n {
-		g := &gen{r: r, maxDepth: 1 + r.IntN(6), maxWidth: 1 + r.IntN(8)}
+		g := &docGen{r: r, maxDepth: 1 + r.IntN(6), maxWidth: 1 + r.IntN(8)}
 		doc := g.value(0)
 		if i%50 == 0 {
 			doc = g.chain(doc, r.IntN(3000))
@@ -461,7 +461,7 @@ func TestRequestHashIgnoresSpelling(t *testing.T) {
 		n = 100
 	}
 	for i := range n {
-		g := &gen{r: r, maxDepth: 1 + r.IntN(5), maxWidth: 1 + r.IntN(10)}
+		g := &docGen{r: r, maxDepth: 1 + r.IntN(5), maxWidth: 1 + r.IntN(10)}
 		doc := &jnode{kind: 'o'}
 		for j := range 1 + r.IntN(8) {
 			doc.names = append(doc.names, fmt.Sprintf("%s%d", g.string(3), j))
@@ -483,14 +483,14 @@ func TestRequestHashIgnoresSpelling(t *testing.T) {
 
 func TestCompareUTF16(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	g := &gen{r: r}
+	g := &docGen{r: r}
 	for range 20000 {
 		a, b := g.string(4), g.string(4)
 		if r.IntN(4) == 0 {
 			b = a + b
 		}
 		want := compareUTF16Reference(a, b)
-		if got := compareUTF16([]byte(a), []byte(b)); sign(got) != want {
+		if got := compareUTF16([]byte(a), []byte(b)); cmpSign(got) != want {
 			t.Fatalf("compareUTF16(%+q, %+q) = %d, want sign %d", a, b, got, want)
 		}
 	}
@@ -500,10 +500,10 @@ func compareUTF16Reference(a, b string) int {
 	ua, ub := utf16Units(a), utf16Units(b)
 	for i := 0; i < len(ua) && i < len(ub); i++ {
 		if ua[i] != ub[i] {
-			return sign(int(ua[i]) - int(ub[i]))
+			return cmpSign(int(ua[i]) - int(ub[i]))
 		}
 	}
-	return sign(len(ua) - len(ub))
+	return cmpSign(len(ua) - len(ub))
 }
 
 func utf16Units(s string) []uint16 {
@@ -519,7 +519,7 @@ func utf16Units(s string) []uint16 {
 	return u
 }
 
-func sign(n int) int {
+func cmpSign(n int) int {
 	switch {
 	case n < 0:
 		return -1
