@@ -372,13 +372,23 @@ func checkPath(p string) (string, string) {
 		}
 	}
 	pathPart, _, _ := strings.Cut(p, "?")
-	for _, seg := range strings.Split(pathPart, "/") {
-		dec, err := url.PathUnescape(seg)
-		if err != nil {
-			return "", "has an invalid percent-escape"
+	if pathPart == "" {
+		return "", "required: the vendor path under /proxy/"
+	}
+	// Check the decoded path: a server that decodes %2F or %2E before it
+	// normalizes must not find a dot segment either.
+	dec, err := url.PathUnescape(pathPart)
+	if err != nil {
+		return "", "has an invalid percent-escape"
+	}
+	for i := 0; i < len(dec); i++ {
+		if c := dec[i]; c < 0x20 || c == 0x7f || c == '\\' {
+			return "", "must not encode control characters or '\\'"
 		}
-		if dec == "." || dec == ".." {
-			return "", "must not contain . or .. segments"
+	}
+	for _, seg := range strings.Split(dec, "/") {
+		if seg == "." || seg == ".." {
+			return "", "must not contain . or .. segments, even percent-encoded"
 		}
 	}
 	return p, ""

@@ -74,7 +74,7 @@ func resetAfterRead(w http.ResponseWriter, r *http.Request) {
 	c.Close()
 }
 
-func newBroker(t *testing.T, base string) *nango.Broker {
+func newBroker(t testing.TB, base string) *nango.Broker {
 	t.Helper()
 	b, err := nango.New(nango.Config{BaseURL: base, Secret: secret})
 	if err != nil {
@@ -404,6 +404,7 @@ func TestRoutingRefused(t *testing.T) {
 		{"unknown field", map[string]string{"connection_id": "c", "provider_config_key": "p", "path": "/a", "retries": "3"}, `routing."retries"`},
 		{"bad method", proxyRouting("TRACE", "/a"), "routing.method"},
 		{"empty path", proxyRouting("POST", "/"), "routing.path"},
+		{"query only", proxyRouting("POST", "/?a=1"), "routing.path"},
 		{"dot dot", proxyRouting("POST", "/../connection/c"), "routing.path"},
 		{"dot", proxyRouting("POST", "a/./b"), "routing.path"},
 		{"encoded dot dot", proxyRouting("POST", "a/%2e%2E/b"), "routing.path"},
@@ -412,6 +413,8 @@ func TestRoutingRefused(t *testing.T) {
 		{"fragment", proxyRouting("POST", "a#b"), "routing.path"},
 		{"space", proxyRouting("POST", "a b"), "routing.path"},
 		{"backslash", proxyRouting("POST", `a\..\b`), "routing.path"},
+		{"encoded slash climbs", proxyRouting("POST", "..%2f..%2fconnection"), "routing.path"},
+		{"encoded backslash", proxyRouting("POST", "a%5c..%5cb"), "routing.path"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

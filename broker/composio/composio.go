@@ -1,0 +1,359 @@
+package composio
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/obol-gateway/obol/broker"
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// Kind is the broker kind in a Route and in refserver configuration.
+const Kind = "composio"
+
+// DefaultBaseURL is Composio's API root.
+const DefaultBaseURL = "https://backend.composio.dev"
+
+// StatusToolFailed is the status reported for a reply of HTTP 2xx whose body
+// says "successful": false: 424 Failed Dependency. Composio ran (or tried to
+// run) the tool and the tool failed; the tool's EffectSpec classifies 424
+// like any status, and a spec that does not list it makes the call unknown.
+const StatusToolFailed = http.StatusFailedDependency
+
+// Routing field names.
+const (
+	FieldToolSlug           = "tool_slug"            // required: the Composio tool, e.g. GITHUB_CREATE_AN_ISSUE
+	FieldConnectedAccountID = "connected_account_id" // the connected account to act as
+	FieldUserID             = "user_id"              // the Composio user; one of the two ids is required
+)
+
+// Config configures a Broker. Composio's execute endpoint has no retry knob:
+// the adapter's single request is the only one.
+type Config struct {
+	// BaseURL is Composio's API root. If empty, DefaultBaseURL. It must be
+	// http or https with a host and no userinfo, query or fragment.
+	BaseURL string
+
+	// APIKey is the project API key, sent as "x-api-key". Required. The
+	// caller reads it from the environment; it never appears in an error,
+	// in String or in a log value of Config.
+	APIKey string
+
+	// Executor sends each request. If nil, the Broker uses its own zero
+	// retry.Executor.
+	Executor *retry.Executor
+}
+
+// String describes c with the API key redacted.
+func (c Config) String() string {
+	key := `""`
+	if c.APIKey != "" {
+		key = "[redacted]"
+	}
+	return fmt.Sprintf("composio.Config{BaseURL:%q APIKey:%s}", c.BaseURL, key)
+}
+
+// GoString is String, so %#v does not print the API key either.
+func (c Config) GoString() string { return c.String() }
+
+// LogValue logs c with the API key redacted.
+func (c Config) LogValue() slog.Value {
+	key := ""
+	if c.APIKey != "" {
+		key = "[redacted]"
+	}
+	return slog.GroupValue(slog.String("base_url", c.BaseURL), slog.String("api_key", key))
+}
+
+// Broker executes federated calls as Composio tools. It is safe for
+// concurrent use.
+type Broker struct {
+	base   *url.URL
+	apiKey string
+	exec   *retry.Executor
+}
+
+var _ broker.Broker = (*Broker)(nil)
+
+// New validates cfg and returns a Broker. Every problem is reported at once
+// (errors.Join of *broker.FieldError); none names the API key.
+func New(cfg Config) (*Broker, error) {
+	var errs []error
+	bad := func(field, msg string) {
+		errs = append(errs, &broker.FieldError{Broker: Kind, Field: field, Msg: msg, Err: broker.ErrInvalidConfig})
+	}
+	raw := cfg.BaseURL
+	if raw == "" {
+		raw = DefaultBaseURL
+	}
+	base, why := parseBaseURL(raw)
+	if why != "" {
+		bad("BaseURL", why)
+	}
+	switch {
+	case cfg.APIKey == "":
+		bad("APIKey", "required (read it from the environment)")
+	case !visibleASCII(cfg.APIKey):
+		bad("APIKey", "must be printable ASCII without spaces")
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	exec := cfg.Executor
+	if exec == nil {
+		exec = new(retry.Executor)
+	}
+	return &Broker{base: base, apiKey: cfg.APIKey, exec: exec}, nil
+}
+
+type route struct {
+	slug, account, user string
+}
+
+func parseRouting(routing map[string]string) (route, error) {
+	var errs []error
+	bad := func(field, msg string) {
+		errs = append(errs, &broker.FieldError{Broker: Kind, Field: "routing." + field, Msg: msg, Err: broker.ErrInvalidRouting})
+	}
+	for _, k := range slices.Sorted(maps.Keys(routing)) {
+		switch k {
+		case FieldToolSlug, FieldConnectedAccountID, FieldUserID:
+		default:
+			bad(quoteField(k), "unknown field")
+		}
+	}
+	r := route{slug: routing[FieldToolSlug], account: routing[FieldConnectedAccountID], user: routing[FieldUserID]}
+	if !validSlug(r.slug) {
+		bad(FieldToolSlug, "must be 1 to 128 of A-Z a-z 0-9 _ -")
+	}
+	if r.account == "" && r.user == "" {
+		bad(FieldConnectedAccountID, "connected_account_id or user_id is required")
+	}
+	for _, f := range []string{FieldConnectedAccountID, FieldUserID} {
+		if v, ok := routing[f]; ok && (v == "" || len(v) > 256 || !visibleASCII(v)) {
+			bad(f, "must be 1 to 256 printable ASCII characters without spaces")
+		}
+	}
+	if len(errs) > 0 {
+		return route{}, errors.Join(errs...)
+	}
+	return r, nil
+}
+
+// Route validates routing and returns the dispatch facts of tool: the
+// connected account (or, without one, the user) as the connection, and the
+// execute path of the tool slug.
+func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Route, error) {
+	r, err := parseRouting(routing)
+	if err != nil {
+		return idempotency.Route{}, err
+	}
+	conn := r.account
+	if conn == "" {
+		conn = "user:" + r.user
+	}
+	return idempotency.Route{
+		Connection: conn,
+		Tool:       tool,
+		Method:     http.MethodPost,
+		Host:       b.base.Host,
+		Path:       b.executePath(r.slug),
+		Binding:    effectspec.BindingUnsupported,
+		Broker:     Kind,
+	}, nil
+}
+
+func (b *Broker) executePath(slug string) string {
+	return b.base.Path + "/api/v3/tools/execute/" + slug
+}
+
+// Dispatch executes call as one POST to the tool's execute endpoint and
+// reports the Executor's Result, with one translation for a 2xx reply:
+//
+//   - "successful": true keeps the status;
+//   - "successful": false becomes StatusToolFailed (body and headers kept);
+//   - a body that does not say either (not a JSON object with one boolean
+//     "successful", or Truncated) becomes post_send with
+//     broker.ErrUndecidableReply, so the outcome is unknown whatever the
+//     spec lists.
+//
+// Other statuses are Composio's own answer and pass through unchanged.
+func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
+	r, err := parseRouting(call.Routing)
+	if err != nil {
+		return broker.Refused(err)
+	}
+	args := []byte(call.Arguments)
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = []byte("{}")
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(args, &obj) != nil || obj == nil {
+		return broker.Refused(fmt.Errorf("%w: Composio arguments must be a JSON object", broker.ErrInvalidArguments))
+	}
+	body, err := json.Marshal(executeRequest{ConnectedAccountID: r.account, UserID: r.user, Arguments: args})
+	if err != nil {
+		return broker.Refused(fmt.Errorf("%w: %v", broker.ErrInvalidArguments, err))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base.Scheme+"://"+b.base.Host+b.executePath(r.slug), bytes.NewReader(body))
+	if err != nil {
+		return broker.Refused(&broker.FieldError{Broker: Kind, Field: "routing." + FieldToolSlug, Msg: "does not form a valid URL", Err: broker.ErrInvalidRouting})
+	}
+	req.GetBody = nil
+	req.Header.Set("x-api-key", b.apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	return translate(b.exec.Do(ctx, req))
+}
+
+type executeRequest struct {
+	ConnectedAccountID string          `json:"connected_account_id,omitempty"`
+	UserID             string          `json:"user_id,omitempty"`
+	Arguments          json.RawMessage `json:"arguments"`
+}
+
+// translate applies Dispatch's rule for 2xx replies.
+func translate(res retry.Result) retry.Result {
+	if res.Phase != retry.Responded || res.Status < 200 || res.Status > 299 {
+		return res
+	}
+	var rep Reply
+	err := broker.ErrUndecidableReply
+	if !res.Truncated {
+		rep, err = ParseReply(res.Body)
+	}
+	if err != nil {
+		return retry.Result{Phase: retry.PostSend, Status: res.Status, Err: &retry.Error{
+			Phase: retry.PostSend, Op: "read body", Reason: "undecidable reply", Err: broker.ErrUndecidableReply,
+		}}
+	}
+	if !rep.Successful {
+		res.Status = StatusToolFailed
+	}
+	return res
+}
+
+// Reply is the envelope of an execute reply.
+type Reply struct {
+	// Successful says whether the tool run succeeded.
+	Successful bool
+	// Data is the tool's output, as sent.
+	Data json.RawMessage
+	// Error is the tool's error (a string, an object or null), as sent.
+	Error json.RawMessage
+	// LogID identifies the run in Composio's logs.
+	LogID string
+}
+
+// ParseReply reads an execute reply. It returns an error wrapping
+// broker.ErrUndecidableReply unless body is one JSON object with exactly one
+// member "successful" whose value is a boolean.
+func ParseReply(body []byte) (Reply, error) {
+	var rep Reply
+	undecidable := func(why string) (Reply, error) {
+		return Reply{}, fmt.Errorf("%w: %s", broker.ErrUndecidableReply, why)
+	}
+	if !json.Valid(body) {
+		return undecidable("not valid JSON")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, _ := dec.Token(); t != json.Delim('{') {
+		return undecidable("not a JSON object")
+	}
+	seen := 0
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return undecidable("not a JSON object")
+		}
+		name, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return undecidable("not a JSON object")
+		}
+		if strings.EqualFold(name, "successful") && name != "successful" {
+			// encoding/json would read it as "successful"; Composio's
+			// field is lower case. Two readings: refuse to choose.
+			return undecidable(`a "successful" member in another case`)
+		}
+		switch name {
+		case "successful":
+			seen++
+			if err := json.Unmarshal(v, &rep.Successful); err != nil || bytes.Equal(v, []byte("null")) {
+				return undecidable(`"successful" is not a boolean`)
+			}
+		case "data":
+			rep.Data = v
+		case "error":
+			rep.Error = v
+		case "log_id":
+			_ = json.Unmarshal(v, &rep.LogID) // informational only
+		}
+	}
+	switch seen {
+	case 0:
+		return undecidable(`no "successful" member`)
+	case 1:
+		return rep, nil
+	}
+	return undecidable(`more than one "successful" member`)
+}
+
+func parseBaseURL(raw string) (*url.URL, string) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, "is not a valid URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, "scheme must be http or https"
+	case u.Host == "":
+		return nil, "has no host"
+	case u.User != nil:
+		return nil, "must not contain userinfo (pass the key in APIKey)"
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, "must not contain a query or fragment"
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u, ""
+}
+
+// validSlug keeps the slug a single path segment that needs no escaping.
+func validSlug(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func quoteField(k string) string {
+	if len(k) > 64 {
+		k = k[:64] + "..."
+	}
+	return fmt.Sprintf("%q", k)
+}
