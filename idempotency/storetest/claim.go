@@ -1,0 +1,321 @@
+package storetest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+// claimTests cover the rows of the state table (DESIGN.md section 6) that a
+// plain claim reaches.
+var claimTests = []test{
+	{"New", testClaimNew},
+	{"NewHeld", testClaimNewHeld},
+	{"RequestMismatch", testRequestMismatch},
+	{"DestinationConflict", testDestinationConflict},
+	{"InProgress", testInProgress},
+	{"ReplayAccepted", func(t *testing.T, h Harness) { testReplay(t, h, idempotency.StateAccepted, 201) }},
+	{"ReplayDefinitelyRejected", func(t *testing.T, h Harness) { testReplay(t, h, idempotency.StateDefinitelyRejected, 422) }},
+	{"ReplayKeepsOnlySafeHeaders", testReplaySafeHeaders},
+	{"ReplayBodyDropped", testReplayBodyDropped},
+	{"Held", testHeld},
+	{"UnknownHeader", func(t *testing.T, h Harness) { testUnknownRedispatch(t, h, effectspec.BindingHeader) }},
+	{"UnknownBodyPointer", func(t *testing.T, h Harness) { testUnknownRedispatch(t, h, effectspec.BindingBodyPointer) }},
+	{"UnknownUnsupported", testUnknownUnsupported},
+	{"LookupNotFound", testLookupNotFound},
+	{"ScopeIsolation", testScopeIsolation},
+}
+
+func testClaimNew(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := call(effectspec.BindingHeader)
+	r := e.claimed(req)
+	if r.LeaseDeadline.IsZero() || r.Ticket != "" || r.Record != nil || r.AlreadyApplied {
+		t.Fatalf("claimed: lease %v, ticket %q, record %v, already applied %v; want a lease and nothing else",
+			r.LeaseDeadline, r.Ticket, r.Record != nil, r.AlreadyApplied)
+	}
+	rec := e.lookup(req)
+	switch {
+	case rec.State != idempotency.StateInFlight:
+		t.Fatalf("record state %q, want in_flight", rec.State)
+	case rec.AttemptCount != 1:
+		t.Fatalf("record attempt count %d, want 1", rec.AttemptCount)
+	case rec.Key != req.Key || rec.KeySource != req.KeySource:
+		t.Fatalf("record key %q (%s), want %q (%s)", rec.Key, rec.KeySource, req.Key, req.KeySource)
+	case rec.RequestHash != req.RequestHash || rec.Binding != req.Binding || rec.Fingerprint != req.Fingerprint || rec.Route != req.Route:
+		t.Fatalf("record pins hash %q binding %q fingerprint %q route %+v; want %q %q %q %+v",
+			rec.RequestHash, rec.Binding, rec.Fingerprint, rec.Route, req.RequestHash, req.Binding, req.Fingerprint, req.Route)
+	case rec.ScopeVersion != idempotency.ScopeVersion:
+		t.Fatalf("record scope version %d, want %d", rec.ScopeVersion, idempotency.ScopeVersion)
+	case rec.SchemaVersion < 1:
+		t.Fatalf("record schema version %d, want >= 1", rec.SchemaVersion)
+	case !rec.LeaseDeadline.Equal(r.LeaseDeadline):
+		t.Fatalf("record lease %v, claim answered %v", rec.LeaseDeadline, r.LeaseDeadline)
+	case rec.CreatedAt.IsZero() || rec.UpdatedAt.IsZero() || !rec.FinalizedAt.IsZero():
+		t.Fatalf("record times created %v updated %v finalized %v", rec.CreatedAt, rec.UpdatedAt, rec.FinalizedAt)
+	case rec.Result != nil || rec.Ticket != "" || rec.Approved:
+		t.Fatalf("new record has a result (%v), ticket %q or approval %v", rec.Result != nil, rec.Ticket, rec.Approved)
+	}
+	// The lease is the configured one, counted from the claim on the store's
+	// clock (a second of slack for stores that keep coarser times).
+	if d := rec.LeaseDeadline.Sub(rec.CreatedAt); d < e.cfg.Lease-time.Second || d > e.cfg.Lease+time.Second {
+		t.Fatalf("lease deadline is %v after creation, want the configured lease %v", d, e.cfg.Lease)
+	}
+}
+
+func testClaimNewHeld(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := held(call(effectspec.BindingHeader))
+	r := e.claimWant(req, idempotency.StatusHeld)
+	if !idempotency.ValidTicketID(r.Ticket) {
+		t.Fatalf("held: ticket %q is not an apt_ id", r.Ticket)
+	}
+	if r.Token != 0 || !r.LeaseDeadline.IsZero() || r.Record != nil {
+		t.Fatalf("held: token %d, lease %v, record %v; a held call reserves nothing", r.Token, r.LeaseDeadline, r.Record != nil)
+	}
+	rec := e.lookup(req)
+	if rec.State != idempotency.StateHeld || rec.AttemptCount != 0 || rec.Ticket != r.Ticket || rec.Approved {
+		t.Fatalf("held record: state %q, attempts %d, ticket %q, approved %v; want held, 0, %q, false",
+			rec.State, rec.AttemptCount, rec.Ticket, rec.Approved, r.Ticket)
+	}
+	tk, err := e.s.Ticket(e.ctx, r.Ticket)
+	if err != nil {
+		t.Fatalf("Ticket: %v", err)
+	}
+	if tk.ID != r.Ticket || tk.Scope != req.Scope || tk.Key != req.Key || tk.Status != idempotency.TicketPending || tk.Approved {
+		t.Fatalf("Ticket = %+v; want id %q, scope %+v, key %q, pending", tk, r.Ticket, req.Scope, req.Key)
+	}
+}
+
+// testRequestMismatch: a different request under a claimed key is refused in
+// every state, before any other rule.
+func testRequestMismatch(t *testing.T, h Harness) {
+	e := std(t, h)
+	for _, st := range []string{"in_flight", "accepted", "unknown", "held"} {
+		req := call(effectspec.BindingHeader)
+		switch st {
+		case "held":
+			e.claimWant(held(req), idempotency.StatusHeld)
+		default:
+			e.claimed(req)
+			if st != "in_flight" {
+				e.finalize(req, 1, idempotency.State(st), result(201, `{"id":"ch_1"}`))
+			}
+		}
+		other := req
+		other.RequestHash = requestHash(`{"amount":999,"currency":"eur"}`)
+		e.unchanged(req, "a mismatching claim", func() {
+			contender(t, e.claimWant(other, idempotency.StatusRequestMismatch))
+			// A different request that also goes elsewhere is still a
+			// request mismatch: the request hash is checked first.
+			other.Fingerprint = otherFingerprint(req)
+			contender(t, e.claimWant(other, idempotency.StatusRequestMismatch))
+		})
+	}
+}
+
+func testDestinationConflict(t *testing.T, h Harness) {
+	e := std(t, h)
+	for _, final := range []bool{false, true} {
+		req := call(effectspec.BindingHeader)
+		e.claimed(req)
+		if final {
+			e.finalize(req, 1, idempotency.StateAccepted, result(201, `{"id":"ch_1"}`))
+		}
+		e.unchanged(req, "a conflicting claim", func() {
+			other := req
+			other.Binding = effectspec.BindingBodyPointer
+			contender(t, e.claimWant(other, idempotency.StatusDestinationConflict))
+			other = req
+			other.Fingerprint = otherFingerprint(req)
+			contender(t, e.claimWant(other, idempotency.StatusDestinationConflict))
+		})
+	}
+}
+
+func testInProgress(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := call(effectspec.BindingHeader)
+	e.claimed(req)
+	e.unchanged(req, "a contending claim", func() {
+		for range 3 {
+			contender(t, e.claimWant(req, idempotency.StatusInProgress))
+		}
+	})
+	if rec := e.lookup(req); rec.AttemptCount != 1 {
+		t.Fatalf("attempt count %d after contenders, want 1", rec.AttemptCount)
+	}
+}
+
+func testReplay(t *testing.T, h Harness, outcome idempotency.State, status int) {
+	e := std(t, h)
+	req := call(effectspec.BindingHeader)
+	e.claimed(req)
+	res := result(status, `{"id":"ch_1","amount":100}`)
+	fin := e.finalize(req, 1, outcome, res)
+	if fin.State != outcome || fin.AttemptCount != 1 || fin.FinalizedAt.IsZero() {
+		t.Fatalf("Finalize returned state %q, attempts %d, finalized %v; want %q, 1, a time",
+			fin.State, fin.AttemptCount, fin.FinalizedAt, outcome)
+	}
+	if fin.Result != nil && len(fin.Result.Body) != 0 {
+		t.Fatal("Finalize returned the result body; it answers the record without it")
+	}
+	e.unchanged(req, "a replay", func() {
+		for range 2 {
+			r := e.claimWant(req, idempotency.StatusReplay)
+			if r.Token != 0 || !r.LeaseDeadline.IsZero() || r.Ticket != "" || r.AlreadyApplied {
+				t.Fatalf("replay: token %d, lease %v, ticket %q, already applied %v; want none",
+					r.Token, r.LeaseDeadline, r.Ticket, r.AlreadyApplied)
+			}
+			if r.Record == nil {
+				t.Fatal("replay carries no record")
+			}
+			rec := *r.Record
+			if rec.State != outcome || rec.Key != req.Key || rec.RequestHash != req.RequestHash || rec.AttemptCount != 1 || rec.FinalizedAt.IsZero() {
+				t.Fatalf("replayed record: state %q, key %q, hash %q, attempts %d, finalized %v",
+					rec.State, rec.Key, rec.RequestHash, rec.AttemptCount, rec.FinalizedAt)
+			}
+			sameResult(t, rec.Result, res)
+		}
+	})
+}
+
+func testReplaySafeHeaders(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := call(effectspec.BindingHeader)
+	e.claimed(req)
+	res := result(201, `{}`)
+	res.Header.Set("Set-Cookie", "session=secret")
+	res.Header.Set("Authorization", "Bearer sk_live_secret")
+	res.Header.Set("Location", "https://files.example/x?signature=secret")
+	e.finalize(req, 1, idempotency.StateAccepted, res)
+	r := e.claimWant(req, idempotency.StatusReplay)
+	if r.Record == nil || r.Record.Result == nil {
+		t.Fatal("replay carries no result")
+	}
+	for name := range r.Record.Result.Header {
+		if !idempotency.SafeHeader(name) {
+			t.Fatalf("replay keeps header %s, which SafeHeader does not allow", name)
+		}
+	}
+	if got := r.Record.Result.Header.Get("Content-Type"); got != "application/json" {
+		t.Fatalf("replay lost the safe Content-Type header (got %q)", got)
+	}
+}
+
+func testReplayBodyDropped(t *testing.T, h Harness) {
+	e := std(t, h)
+	for _, n := range []int{e.cfg.MaxResultBytes, e.cfg.MaxResultBytes + 1} {
+		req := call(effectspec.BindingHeader)
+		e.claimed(req)
+		res := result(201, strings.Repeat("x", n))
+		e.finalize(req, 1, idempotency.StateAccepted, res)
+		r := e.claimWant(req, idempotency.StatusReplay)
+		if r.Record == nil || r.Record.Result == nil {
+			t.Fatal("replay carries no result")
+		}
+		got := r.Record.Result
+		if n <= e.cfg.MaxResultBytes {
+			sameResult(t, got, res)
+			continue
+		}
+		if !got.BodyDropped || len(got.Body) != 0 || got.Status != 201 || got.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("a %d-byte body over the %d-byte limit: dropped %v, %d bytes kept, status %d, content type %q; want dropped, status and headers kept",
+				n, e.cfg.MaxResultBytes, got.BodyDropped, len(got.Body), got.Status, got.Header.Get("Content-Type"))
+		}
+	}
+}
+
+func testHeld(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := held(call(effectspec.BindingHeader))
+	first := e.claimWant(req, idempotency.StatusHeld)
+	e.unchanged(req, "claims of a held record", func() {
+		for _, approval := range []bool{true, false} {
+			again := req
+			again.ApprovalRequired = approval
+			r := e.claimWant(again, idempotency.StatusHeld)
+			if r.Ticket != first.Ticket {
+				t.Fatalf("held again: ticket %q, want the same ticket %q", r.Ticket, first.Ticket)
+			}
+			contender(t, r)
+		}
+	})
+}
+
+func testUnknownRedispatch(t *testing.T, h Harness, binding effectspec.BindingKind) {
+	e := std(t, h)
+	req := call(binding)
+	e.claimed(req)
+	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	if rec := e.lookup(req); rec.State != idempotency.StateUnknown {
+		t.Fatalf("after finalize unknown: state %q", rec.State)
+	}
+	r := e.claimWant(req, idempotency.StatusClaimed)
+	if r.Token != 2 || r.LeaseDeadline.IsZero() || r.Record != nil {
+		t.Fatalf("re-claim of an unknown %s record: token %d, lease %v, record %v; want token 2 with a lease",
+			binding, r.Token, r.LeaseDeadline, r.Record != nil)
+	}
+	rec := e.lookup(req)
+	if rec.State != idempotency.StateInFlight || rec.AttemptCount != 2 || !rec.LeaseDeadline.Equal(r.LeaseDeadline) {
+		t.Fatalf("after re-claim: state %q, attempts %d, lease %v; want in_flight, 2, %v",
+			rec.State, rec.AttemptCount, rec.LeaseDeadline, r.LeaseDeadline)
+	}
+	contender(t, e.claimWant(req, idempotency.StatusInProgress))
+	e.finalize(req, 2, idempotency.StateAccepted, result(200, `{"ok":true}`))
+	if r := e.claimWant(req, idempotency.StatusReplay); r.Record == nil || r.Record.AttemptCount != 2 {
+		t.Fatal("replay after the second attempt does not count two attempts")
+	}
+}
+
+func testUnknownUnsupported(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := call(effectspec.BindingUnsupported)
+	e.claimed(req)
+	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	e.unchanged(req, "a claim of an unknown unsupported record", func() {
+		for range 2 {
+			contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
+		}
+	})
+}
+
+func testLookupNotFound(t *testing.T, h Harness) {
+	e := std(t, h)
+	e.absent(call(effectspec.BindingHeader))
+	if _, err := e.s.Ticket(e.ctx, idempotency.NewTicketID()); !isNotFound(err) {
+		t.Fatalf("Ticket of an unknown id: %v, want ErrNotFound", err)
+	}
+}
+
+// testScopeIsolation: one key in different scopes is different records.
+func testScopeIsolation(t *testing.T, h Harness) {
+	e := std(t, h)
+	base := call(effectspec.BindingHeader)
+	e.claimed(base)
+	variants := []func(*idempotency.ClaimRequest){
+		func(r *idempotency.ClaimRequest) { r.Scope.Workspace = "ws_other" },
+		func(r *idempotency.ClaimRequest) { r.Scope.Connection = "conn_other" },
+		func(r *idempotency.ClaimRequest) { r.Scope.Tool = "stripe.refund" },
+		func(r *idempotency.ClaimRequest) { r.Scope.Connection, r.Scope.Tool = "", "cap.charge" },
+	}
+	for i, v := range variants {
+		req := base
+		v(&req)
+		if r := e.claim(req); r.Status != idempotency.StatusClaimed || r.Token != 1 {
+			t.Fatalf("variant %d (%+v): status %q token %d; the same key in another scope is a new record", i, req.Scope, r.Status, r.Token)
+		}
+	}
+	if rec := e.lookup(base); rec.AttemptCount != 1 || rec.State != idempotency.StateInFlight {
+		t.Fatalf("original record changed: state %q, attempts %d", rec.State, rec.AttemptCount)
+	}
+	// A capability record is found by its scope.
+	capReq := base
+	capReq.Scope.Connection, capReq.Scope.Tool = "", "cap.charge"
+	if rec := e.lookup(capReq); rec.Key != base.Key {
+		t.Fatal("capability record not found under its scope")
+	}
+}

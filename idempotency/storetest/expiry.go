@@ -1,0 +1,129 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+// leaseTests: an in-flight record whose lease ran out reads as unknown, and
+// the state table's unknown row applies to it.
+var leaseTests = []test{
+	{"ExpiredVendorBinding", testLeaseExpiredVendorBinding},
+	{"ExpiredUnsupported", testLeaseExpiredUnsupported},
+	{"ExpiredReserveStale", testLeaseExpiredReserve},
+	{"SlowWorkerTakenOver", testSlowWorkerTakenOver},
+}
+
+// retentionTests: records live Retention after their last change.
+var retentionTests = []test{
+	{"FinalizedExpires", testRetentionFinalized},
+	{"FromLastChange", testRetentionFromLastChange},
+}
+
+func short(t *testing.T, h Harness) *env { t.Helper(); return newEnv(t, h, shortLease, longRetention) }
+
+func (e *env) expireLease() { e.wait(e.cfg.Lease + margin) }
+
+func (e *env) wantUnknown(req idempotency.ClaimRequest, attempts int) {
+	e.t.Helper()
+	if rec := e.lookup(req); rec.State != idempotency.StateUnknown || rec.AttemptCount != attempts {
+		e.t.Fatalf("Lookup after the lease: state %q, attempts %d; want unknown, %d", rec.State, rec.AttemptCount, attempts)
+	}
+}
+
+func testLeaseExpiredVendorBinding(t *testing.T, h Harness) {
+	e := short(t, h)
+	req := call(effectspec.BindingBodyPointer)
+	first := e.claimed(req)
+	e.expireLease()
+	e.wantUnknown(req, 1)
+	r := e.claimWant(req, idempotency.StatusClaimed)
+	if r.Token != 2 || !r.LeaseDeadline.After(first.LeaseDeadline) {
+		t.Fatalf("claim after the lease: token %d, lease %v (first lease %v); want token 2 with a new lease", r.Token, r.LeaseDeadline, first.LeaseDeadline)
+	}
+	if rec := e.lookup(req); rec.State != idempotency.StateInFlight || rec.AttemptCount != 2 {
+		t.Fatalf("after re-claim: state %q, attempts %d; want in_flight, 2", rec.State, rec.AttemptCount)
+	}
+}
+
+func testLeaseExpiredUnsupported(t *testing.T, h Harness) {
+	e := short(t, h)
+	req := call(effectspec.BindingUnsupported)
+	e.claimed(req)
+	e.expireLease()
+	e.wantUnknown(req, 1)
+	for range 2 {
+		contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
+	}
+	e.wantUnknown(req, 1)
+}
+
+// testLeaseExpiredReserve: a worker past its lease may not reserve another
+// attempt: the record is unknown, not in flight.
+func testLeaseExpiredReserve(t *testing.T, h Harness) {
+	e := short(t, h)
+	req := call(effectspec.BindingHeader)
+	e.claimed(req)
+	e.expireLease()
+	e.stale(req, "Reserve after the lease", func() error { return e.reserveErr(req, 1) })
+	e.wantUnknown(req, 1)
+}
+
+// testSlowWorkerTakenOver: a worker whose lease expired and whose slot was
+// taken over cannot finalize; the new owner's outcome is the one kept.
+func testSlowWorkerTakenOver(t *testing.T, h Harness) {
+	e := short(t, h)
+	req := call(effectspec.BindingHeader)
+	e.claimed(req)
+	e.expireLease()
+	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 {
+		t.Fatalf("takeover: token %d, want 2", r.Token)
+	}
+	e.stale(req, "the slow worker's Finalize", func() error { return e.finalizeErr(req, 1, idempotency.StateAccepted) })
+	e.stale(req, "the slow worker's Reserve", func() error { return e.reserveErr(req, 1) })
+	want := result(201, `{"id":"ch_new_owner"}`)
+	e.finalize(req, 2, idempotency.StateAccepted, want)
+	r := e.claimWant(req, idempotency.StatusReplay)
+	if r.Record == nil {
+		t.Fatal("replay without record")
+	}
+	sameResult(t, r.Record.Result, want)
+}
+
+func testRetentionFinalized(t *testing.T, h Harness) {
+	e := newEnv(t, h, shortLease, shortRetention)
+	req := call(effectspec.BindingHeader)
+	e.claimed(req)
+	e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`))
+	e.wait(e.cfg.Retention + margin)
+	e.absent(req)
+	// The key is free again: a new cycle from attempt 1.
+	e.claimed(req)
+}
+
+// testRetentionFromLastChange: a change (here an approval) restarts the
+// retention of the record and of its ticket.
+func testRetentionFromLastChange(t *testing.T, h Harness) {
+	e := newEnv(t, h, shortLease, shortRetention)
+	req := held(call(effectspec.BindingHeader))
+	ticket := e.hold(req)
+	step := e.cfg.Retention * 6 / 10
+	e.wait(step)
+	if _, err := e.decide(ticket, true); err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	e.wait(step) // past Retention since creation, within it since the approval
+	if rec := e.lookup(req); rec.State != idempotency.StateHeld || !rec.Approved {
+		t.Fatalf("after approval: state %q, approved %v", rec.State, rec.Approved)
+	}
+	if _, err := e.s.Ticket(e.ctx, ticket); err != nil {
+		t.Fatalf("Ticket %v after the approval, before the record expires: %v", step, err)
+	}
+	e.wait(step + margin)
+	e.absent(req)
+	if _, err := e.s.Ticket(e.ctx, ticket); !isNotFound(err) {
+		t.Fatalf("Ticket after the record expired: %v, want ErrNotFound", err)
+	}
+}

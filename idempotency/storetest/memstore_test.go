@@ -1,0 +1,328 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+// memStore is a minimal in-memory Store on a fake clock. It exists to prove
+// that the suite is satisfiable and, with a mutant set, that it catches
+// broken stores.
+type memStore struct {
+	cfg    Config
+	mutant string
+
+	mu      sync.Mutex
+	now     time.Time
+	recs    map[string]*memRec
+	tickets map[string]string // ticket id -> storage key
+}
+
+type memRec struct {
+	rec        idempotency.Record
+	scope      idempotency.Scope
+	expires    time.Time
+	cycleStart int  // attempt count when the current cycle began
+	denied     bool // the ticket was denied
+	ops        map[string]any
+}
+
+func newMemStore(cfg Config, mutant string) *memStore {
+	return &memStore{cfg: cfg, mutant: mutant, now: time.Unix(1_700_000_000, 0).UTC(),
+		recs: map[string]*memRec{}, tickets: map[string]string{}}
+}
+
+func (m *memStore) advance(d time.Duration) { m.mu.Lock(); m.now = m.now.Add(d); m.mu.Unlock() }
+
+var hashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// get returns the live record at k, dropping an expired one.
+func (m *memStore) get(k string) *memRec {
+	r := m.recs[k]
+	if r != nil && !m.now.Before(r.expires) {
+		delete(m.recs, k)
+		return nil
+	}
+	return r
+}
+
+func (m *memStore) touch(r *memRec) {
+	r.rec.UpdatedAt = m.now
+	if m.mutant == "no-retention-refresh" && !r.rec.CreatedAt.IsZero() {
+		return
+	}
+	r.expires = m.now.Add(m.cfg.Retention)
+}
+
+func (m *memStore) expired(r *memRec) bool {
+	return r.rec.State == idempotency.StateInFlight && !m.now.Before(r.rec.LeaseDeadline) && m.mutant != "lease-never-expires"
+}
+
+func (m *memStore) reserveNext(r *memRec) {
+	r.rec.State = idempotency.StateInFlight
+	r.rec.AttemptCount++
+	r.rec.LeaseDeadline = m.now.Add(m.cfg.Lease)
+	m.touch(r)
+}
+
+func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	k, err := req.Scope.StorageKey(m.cfg.Prefix, req.Key)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	if !hashRE.MatchString(req.RequestHash) || !hashRE.MatchString(req.Fingerprint) {
+		return idempotency.ClaimResult{}, errors.New("memstore: malformed hash")
+	}
+	switch req.Binding {
+	case effectspec.BindingHeader, effectspec.BindingBodyPointer, effectspec.BindingUnsupported:
+	default:
+		return idempotency.ClaimResult{}, errors.New("memstore: unknown binding")
+	}
+	if req.OpID == "" {
+		req.OpID = idempotency.NewOpID()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.get(k)
+	if m.mutant == "racy-claim" && r == nil {
+		m.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		m.mu.Lock()
+	}
+	if r == nil {
+		if req.Ticket != "" {
+			return idempotency.ClaimResult{}, fmt.Errorf("%w: no held record under this key", idempotency.ErrApprovalKeyMismatch)
+		}
+		r = &memRec{scope: req.Scope, ops: map[string]any{}, rec: idempotency.Record{
+			SchemaVersion: 1, ScopeVersion: idempotency.ScopeVersion, Key: req.Key, KeySource: req.KeySource,
+			RequestHash: req.RequestHash, Binding: req.Binding, Route: req.Route, Fingerprint: req.Fingerprint,
+		}}
+		m.touch(r)
+		r.rec.CreatedAt = m.now
+		m.recs[k] = r
+		var res idempotency.ClaimResult
+		if req.ApprovalRequired {
+			r.rec.State = idempotency.StateHeld
+			r.rec.Ticket = idempotency.NewTicketID()
+			m.tickets[r.rec.Ticket] = k
+			res = idempotency.ClaimResult{Status: idempotency.StatusHeld, Ticket: r.rec.Ticket}
+		} else {
+			m.reserveNext(r)
+			res = idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: 1, LeaseDeadline: r.rec.LeaseDeadline}
+		}
+		r.ops[req.OpID] = res
+		return res, nil
+	}
+	if prev, ok := r.ops[req.OpID].(idempotency.ClaimResult); ok && m.mutant != "no-opid" {
+		prev.AlreadyApplied = true
+		return prev, nil
+	}
+	refuse := func(s idempotency.ClaimStatus) (idempotency.ClaimResult, error) {
+		res := idempotency.ClaimResult{Status: s}
+		if m.mutant == "leak-token" {
+			res.Token = r.rec.AttemptCount
+		}
+		return res, nil
+	}
+	switch {
+	case r.rec.RequestHash != req.RequestHash && m.mutant != "ignore-hash":
+		return refuse(idempotency.StatusRequestMismatch)
+	case r.rec.Binding != req.Binding || r.rec.Fingerprint != req.Fingerprint:
+		return refuse(idempotency.StatusDestinationConflict)
+	}
+	if m.expired(r) {
+		r.rec.State = idempotency.StateUnknown
+		m.touch(r)
+	}
+	var res idempotency.ClaimResult
+	switch r.rec.State {
+	case idempotency.StateInFlight:
+		return refuse(idempotency.StatusInProgress)
+	case idempotency.StateAccepted, idempotency.StateDefinitelyRejected:
+		rec := m.copyRecord(r, true)
+		return idempotency.ClaimResult{Status: idempotency.StatusReplay, Record: &rec}, nil
+	case idempotency.StateDenied:
+		return refuse(idempotency.StatusDenied)
+	case idempotency.StateHeld:
+		if req.Ticket == "" || req.Ticket != r.rec.Ticket || !r.rec.Approved {
+			return idempotency.ClaimResult{Status: idempotency.StatusHeld, Ticket: r.rec.Ticket}, nil
+		}
+	case idempotency.StateUnknown:
+		if r.rec.Binding == effectspec.BindingUnsupported {
+			return refuse(idempotency.StatusOutcomeUnknown)
+		}
+	}
+	r.cycleStart = r.rec.AttemptCount
+	m.reserveNext(r)
+	res = idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline}
+	r.ops[req.OpID] = res
+	return res, nil
+}
+
+func (m *memStore) copyRecord(r *memRec, body bool) idempotency.Record {
+	rec := r.rec
+	if m.expired(r) {
+		rec.State = idempotency.StateUnknown
+	}
+	if rec.Result != nil {
+		res := *rec.Result
+		res.Header = res.Header.Clone()
+		if body {
+			res.Body = slices.Clone(res.Body)
+		} else {
+			res.Body = nil
+		}
+		rec.Result = &res
+	}
+	return rec
+}
+
+func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) (idempotency.Reservation, error) {
+	k, err := req.Scope.StorageKey(m.cfg.Prefix, req.Key)
+	if err != nil {
+		return idempotency.Reservation{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.get(k)
+	if r == nil {
+		return idempotency.Reservation{}, idempotency.ErrNotFound
+	}
+	if prev, ok := r.ops[req.OpID].(idempotency.Reservation); ok && req.OpID != "" {
+		prev.AlreadyApplied = true
+		return prev, nil
+	}
+	if r.rec.State != idempotency.StateInFlight || m.expired(r) || req.Token != r.rec.AttemptCount ||
+		(r.rec.AttemptCount-r.cycleStart >= 2 && m.mutant != "three-attempts") {
+		return idempotency.Reservation{}, idempotency.ErrStale
+	}
+	m.reserveNext(r)
+	res := idempotency.Reservation{Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline}
+	if req.OpID != "" {
+		r.ops[req.OpID] = res
+	}
+	return res, nil
+}
+
+func (m *memStore) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (idempotency.Record, error) {
+	k, err := req.Scope.StorageKey(m.cfg.Prefix, req.Key)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	switch req.Outcome {
+	case idempotency.StateAccepted, idempotency.StateDefinitelyRejected, idempotency.StateUnknown:
+	default:
+		return idempotency.Record{}, fmt.Errorf("memstore: outcome %q", req.Outcome)
+	}
+	if req.Token < 1 {
+		return idempotency.Record{}, errors.New("memstore: token < 1")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.get(k)
+	if r == nil {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	if _, ok := r.ops[req.OpID]; ok && req.OpID != "" {
+		return m.copyRecord(r, false), nil
+	}
+	if m.mutant != "no-cas-finalize" && (r.rec.State != idempotency.StateInFlight || req.Token != r.rec.AttemptCount) {
+		return idempotency.Record{}, idempotency.ErrStale
+	}
+	r.rec.State = req.Outcome
+	r.rec.FinalizedAt = m.now
+	r.rec.Result = nil
+	if req.Result != nil {
+		res := idempotency.StoredResult{Status: req.Result.Status, Header: http.Header{}, Body: slices.Clone(req.Result.Body)}
+		for name, v := range req.Result.Header {
+			if idempotency.SafeHeader(name) {
+				res.Header[name] = slices.Clone(v)
+			}
+		}
+		if len(res.Body) > m.cfg.MaxResultBytes {
+			res.Body, res.BodyDropped = nil, true
+		}
+		r.rec.Result = &res
+	}
+	m.touch(r)
+	if req.OpID != "" {
+		r.ops[req.OpID] = true
+	}
+	return m.copyRecord(r, false), nil
+}
+
+func (m *memStore) Lookup(ctx context.Context, scope idempotency.Scope, key idempotency.Key) (idempotency.Record, error) {
+	k, err := scope.StorageKey(m.cfg.Prefix, key)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.get(k)
+	if r == nil {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return m.copyRecord(r, true), nil
+}
+
+func (m *memStore) ticket(id string, r *memRec) idempotency.Ticket {
+	tk := idempotency.Ticket{ID: id, Scope: r.scope, Key: r.rec.Key, Status: idempotency.TicketPending}
+	switch {
+	case r.denied:
+		tk.Status = idempotency.TicketDenied
+	case r.rec.Approved:
+		tk.Status, tk.Approved = idempotency.TicketApproved, true
+	}
+	return tk
+}
+
+func (m *memStore) Ticket(ctx context.Context, id string) (idempotency.Ticket, error) {
+	if !idempotency.ValidTicketID(id) {
+		return idempotency.Ticket{}, errors.New("memstore: malformed ticket")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.get(m.tickets[id])
+	if r == nil {
+		return idempotency.Ticket{}, idempotency.ErrNotFound
+	}
+	return m.ticket(id, r), nil
+}
+
+func (m *memStore) Decide(ctx context.Context, req idempotency.DecideRequest) (idempotency.Ticket, error) {
+	if !idempotency.ValidTicketID(req.Ticket) {
+		return idempotency.Ticket{}, errors.New("memstore: malformed ticket")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.get(m.tickets[req.Ticket])
+	if r == nil {
+		return idempotency.Ticket{}, idempotency.ErrNotFound
+	}
+	switch {
+	case r.denied && req.Approve:
+		return idempotency.Ticket{}, idempotency.ErrDenied
+	case r.rec.Approved && !req.Approve:
+		return idempotency.Ticket{}, idempotency.ErrStale
+	case r.denied || r.rec.Approved:
+		return m.ticket(req.Ticket, r), nil
+	case req.Approve:
+		r.rec.Approved = true
+	default:
+		r.denied = true
+		r.rec.State = idempotency.StateDenied
+	}
+	m.touch(r)
+	return m.ticket(req.Ticket, r), nil
+}
+
+var _ idempotency.Store = (*memStore)(nil)

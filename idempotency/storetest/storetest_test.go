@@ -1,0 +1,54 @@
+package storetest
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+// mutantEnv names a broken memStore variant for a child test process.
+const mutantEnv = "STORETEST_MUTANT"
+
+func TestMemStore(t *testing.T) {
+	mutant := os.Getenv(mutantEnv)
+	Run(t, Harness{New: func(t *testing.T, cfg Config) (idempotency.Store, func(time.Duration)) {
+		s := newMemStore(cfg, mutant)
+		return s, s.advance
+	}})
+}
+
+// TestSuiteCatchesBrokenStores runs the suite against broken stores in a
+// child process and checks that the subtest guarding each rule fails.
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	if os.Getenv(mutantEnv) != "" {
+		t.Fatal("nested mutant run")
+	}
+	cases := []struct{ mutant, subtest string }{
+		{"leak-token", "Claim/InProgress"},
+		{"ignore-hash", "Claim/RequestMismatch"},
+		{"no-cas-finalize", "Attempts/FinalizeStaleToken"},
+		{"no-cas-finalize", "Lease/SlowWorkerTakenOver"},
+		{"three-attempts", "Attempts/ReserveSecond"},
+		{"no-opid", "Resend/Claim"},
+		{"lease-never-expires", "Lease/ExpiredVendorBinding"},
+		{"racy-claim", "Concurrency/OneKey"},
+		{"no-retention-refresh", "Retention/FromLastChange"},
+	}
+	for _, c := range cases {
+		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {
+			t.Parallel()
+			parts := strings.Split(c.subtest, "/")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestMemStore$/^"+parts[0]+"$/^"+parts[1]+"$", "-test.count=1")
+			cmd.Env = append(os.Environ(), mutantEnv+"="+c.mutant)
+			out, err := cmd.CombinedOutput()
+			want := "--- FAIL: TestMemStore/" + c.subtest
+			if err == nil || !strings.Contains(string(out), want) {
+				t.Fatalf("the suite did not catch mutant %q in %s (exit: %v):\n%s", c.mutant, c.subtest, err, out)
+			}
+		})
+	}
+}
