@@ -202,10 +202,7 @@ func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	if json.Unmarshal(args, &obj) != nil || obj == nil {
 		return broker.Refused(fmt.Errorf("%w: Composio arguments must be a JSON object", broker.ErrInvalidArguments))
 	}
-	body, err := json.Marshal(executeRequest{ConnectedAccountID: r.account, UserID: r.user, Arguments: args})
-	if err != nil {
-		return broker.Refused(fmt.Errorf("%w: %v", broker.ErrInvalidArguments, err))
-	}
+	body := envelope(r, args)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base.Scheme+"://"+b.base.Host+b.executePath(r.slug), bytes.NewReader(body))
 	if err != nil {
 		return broker.Refused(&broker.FieldError{Broker: Kind, Field: "routing." + FieldToolSlug, Msg: "does not form a valid URL", Err: broker.ErrInvalidRouting})
@@ -216,10 +213,22 @@ func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	return translate(b.exec.Do(ctx, req))
 }
 
-type executeRequest struct {
-	ConnectedAccountID string          `json:"connected_account_id,omitempty"`
-	UserID             string          `json:"user_id,omitempty"`
-	Arguments          json.RawMessage `json:"arguments"`
+// envelope writes the execute body by hand, so the arguments are sent byte
+// for byte (json.Marshal would compact and HTML-escape them). An id absent
+// from the routing is omitted.
+func envelope(r route, args []byte) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for _, f := range [...]struct{ name, v string }{{FieldConnectedAccountID, r.account}, {FieldUserID, r.user}} {
+		if f.v != "" {
+			v, _ := json.Marshal(f.v) // a string always marshals
+			fmt.Fprintf(&b, "%q:%s,", f.name, v)
+		}
+	}
+	b.WriteString(`"arguments":`)
+	b.Write(args)
+	b.WriteByte('}')
+	return b.Bytes()
 }
 
 // translate applies Dispatch's rule for 2xx replies.

@@ -110,8 +110,8 @@ func TestRequestShape(t *testing.T) {
 		args     string
 		wantBody string
 	}{
-		{"both ids", routing(), `{"owner": "o", "repo":"r", "n": 1.0}`,
-			`{"connected_account_id":"ca_123","user_id":"user-42","arguments":{"owner":"o","repo":"r","n":1.0}}`},
+		{"both ids", routing(), `{"owner": "o", "repo":"r", "n": 1.0, "html": "<a&b>"}`,
+			`{"connected_account_id":"ca_123","user_id":"user-42","arguments":{"owner": "o", "repo":"r", "n": 1.0, "html": "<a&b>"}}`},
 		{"account only", map[string]string{"tool_slug": "GITHUB_CREATE_AN_ISSUE", "connected_account_id": "ca_123"}, ``,
 			`{"connected_account_id":"ca_123","arguments":{}}`},
 		{"user only", map[string]string{"tool_slug": "GITHUB_CREATE_AN_ISSUE", "user_id": "user-42"}, `{}`,

@@ -51,7 +51,7 @@
 //     and user_id; the slug must be 1 to 128 of A-Z a-z 0-9 _ -, so it is one
 //     path segment that needs no escaping.
 //   - Arguments must be a JSON object (absent reads as {}), as Composio's
-//     "arguments" is; they are re-encoded compactly inside the envelope.
+//     "arguments" is; they go into the envelope byte for byte.
 //   - The API version is v3, as the contract fixes; Composio also serves
 //     v3.1 with the same body.
 //   - The tool version is not sent, so Composio applies its default.

@@ -15,7 +15,8 @@
 //
 // Proxy: {method} {BaseURL}/proxy/{path}, with the arguments as the JSON
 // body. Action: POST {BaseURL}/action/trigger with the body
-// {"action_name": ..., "input": <arguments>}. Every request carries
+// {"action_name": ..., "input": <arguments>}. Either way the arguments are
+// sent byte for byte (absent arguments as {}). Every request carries
 //
 //	Authorization: Bearer <Secret>
 //	Connection-Id: <connection_id>

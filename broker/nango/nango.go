@@ -295,13 +295,15 @@ func (b *Broker) proxyRequest(ctx context.Context, r route, args []byte) (*http.
 }
 
 func (b *Broker) actionRequest(ctx context.Context, r route, args []byte) (*http.Request, error) {
-	body, err := json.Marshal(struct {
-		ActionName string          `json:"action_name"`
-		Input      json.RawMessage `json:"input"`
-	}{r.action, args})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", broker.ErrInvalidArguments, err)
-	}
+	// The envelope is written by hand so the input is the arguments byte for
+	// byte (json.Marshal would compact and HTML-escape them).
+	name, _ := json.Marshal(r.action) // a string always marshals
+	body := make([]byte, 0, len(`{"action_name":,"input":}`)+len(name)+len(args))
+	body = append(body, `{"action_name":`...)
+	body = append(body, name...)
+	body = append(body, `,"input":`...)
+	body = append(body, args...)
+	body = append(body, '}')
 	req, err := b.newRequest(ctx, http.MethodPost, b.base.String()+"/action/trigger", body, r)
 	if err != nil {
 		return nil, err

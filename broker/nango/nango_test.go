@@ -194,8 +194,8 @@ func TestActionRequestShape(t *testing.T) {
 	b := newBroker(t, f.URL)
 	res := b.Dispatch(context.Background(), broker.Call{
 		Tool:      "github.create_issue",
-		Arguments: json.RawMessage(`{"repo":"o/r", "title":"t\u00e9"}`),
-		Routing:   actionRouting("create-issue"),
+		Arguments: json.RawMessage(`{"repo":"o/r", "title":"t\u00e9 <b>"}`),
+		Routing:   actionRouting("create <issue>"),
 		Attempt:   1,
 	})
 	if res.Phase != retry.Responded || res.Status != 200 {
@@ -216,7 +216,7 @@ func TestActionRequestShape(t *testing.T) {
 	if s.Header.Get("Content-Type") != "application/json" {
 		t.Errorf("Content-Type = %q", s.Header.Get("Content-Type"))
 	}
-	want := `{"action_name":"create-issue","input":{"repo":"o/r","title":"t\u00e9"}}`
+	want := `{"action_name":"create \u003cissue\u003e","input":{"repo":"o/r", "title":"t\u00e9 <b>"}}`
 	if string(s.Body) != want {
 		t.Errorf("body = %s\nwant   %s", s.Body, want)
 	}
