@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// restError is the body of every refused /v1 request.
+type restError struct {
+	Reason  string `json:"reason"`
+	Status  int    `json:"status"`
+	Message string `json:"message"`
+}
+
+func (s *server) restRefuse(w http.ResponseWriter, r refusal) {
+	s.metrics.refusals.WithLabelValues(r.reason).Inc()
+	if r.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="obol"`)
+	}
+	writeJSON(w, r.status, restError{r.reason, r.status, r.msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"reason":"internal","status":500,"message":"encoding failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+var errNotApprover = refusal{"unauthorized", http.StatusUnauthorized, "missing or unknown approver key (Authorization: Bearer <approver key>)"}
+
+func (s *server) isApprover(r *http.Request) bool {
+	tok, ok := bearerToken(r.Header)
+	return ok && s.cfg.approver(tok)
+}
+
+// ticketView is the answer of the approval endpoints.
+type ticketView struct {
+	Ticket         string `json:"ticket"`
+	Status         string `json:"status"`
+	Workspace      string `json:"workspace"`
+	Tool           string `json:"tool"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// handleDecide approves or denies a held call. The first decision is final;
+// repeating it answers the ticket again.
+func (s *server) handleDecide(approve bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.isApprover(r) {
+			s.restRefuse(w, errNotApprover)
+			return
+		}
+		id := r.PathValue("ticket")
+		if !idempotency.ValidTicketID(id) {
+			s.restRefuse(w, refusal{"invalid_request", http.StatusBadRequest, "not an apt_ ticket id"})
+			return
+		}
+		t, err := s.store.Decide(r.Context(), idempotency.DecideRequest{Ticket: id, Approve: approve, OpID: idempotency.NewOpID()})
+		if err != nil {
+			rf := s.classify(err)
+			if errors.Is(err, idempotency.ErrStale) {
+				rf = refusal{"already_decided", http.StatusConflict, "the ticket was already decided the other way"}
+			}
+			if rf.reason == "store_unavailable" {
+				s.metrics.storeErrors.WithLabelValues("decide").Inc()
+			}
+			s.log.Info("approval refused", "ticket", id, "approve", approve, "reason", rf.reason)
+			s.restRefuse(w, rf)
+			return
+		}
+		s.log.Info("approval decided", "ticket", id, "status", string(t.Status), "workspace", t.Scope.Workspace, "tool", t.Scope.Tool)
+		writeJSON(w, http.StatusOK, ticketView{Ticket: t.ID, Status: string(t.Status), Workspace: t.Scope.Workspace,
+			Tool: t.Scope.Tool, IdempotencyKey: t.Key.String()})
+	}
+}
+
+// handleReceipt answers the receipt of a key in the caller's workspace.
+// Another workspace's key is simply not found: scopes never cross.
+func (s *server) handleReceipt(w http.ResponseWriter, r *http.Request) {
+	tok, ok := bearerToken(r.Header)
+	ws := ""
+	if ok {
+		ws, ok = s.cfg.workspace(tok)
+	}
+	if !ok {
+		s.restRefuse(w, refusal{"unauthorized", http.StatusUnauthorized, "missing or unknown API key (Authorization: Bearer <key>)"})
+		return
+	}
+	key, err := idempotency.ParseKey(r.PathValue("key"))
+	if err != nil {
+		s.restRefuse(w, s.classify(err))
+		return
+	}
+	name := r.URL.Query().Get("tool")
+	if !s.known(name) {
+		s.restRefuse(w, refusal{"unknown_tool", http.StatusNotFound, "query parameter tool must name a configured tool"})
+		return
+	}
+	scope := idempotency.Scope{Workspace: ws, Tool: name}
+	if t := s.cfg.Tools[name]; t != nil {
+		scope.Connection = t.Connection
+	}
+	rec, err := s.store.Lookup(r.Context(), scope, key)
+	if err != nil {
+		rf := s.classify(err)
+		if rf.reason == "not_found" {
+			rf.msg = "no call with this key for this tool in your workspace"
+		}
+		s.restRefuse(w, rf)
+		return
+	}
+	writeJSON(w, http.StatusOK, retry.Receipt(scope, s.specFor(name, rec.Fingerprint).Spec, rec))
+}
+
+// specFor finds the tool a record was dispatched to: the tool itself, or for
+// a capability the provider whose route has the record's fingerprint (the
+// pinned one when none matches, e.g. a held call).
+func (s *server) specFor(name, fingerprint string) *tool {
+	if t := s.cfg.Tools[name]; t != nil {
+		return t
+	}
+	c := s.cfg.Capabilities[name]
+	for _, p := range c.Providers {
+		if t := s.cfg.Tools[p]; t.Route.Fingerprint() == fingerprint {
+			return t
+		}
+	}
+	return s.cfg.Tools[s.pin(name)]
+}
+
+type pinRequest struct {
+	Provider string `json:"provider"`
+}
+
+type pinView struct {
+	Capability string `json:"capability"`
+	Pin        string `json:"pin"`
+	Previous   string `json:"previous"`
+}
+
+// handlePin moves a capability to another provider. Keys claimed before the
+// change keep their route: calling one again is a destination_conflict.
+func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
+	if !s.isApprover(r) {
+		s.restRefuse(w, errNotApprover)
+		return
+	}
+	name := r.PathValue("name")
+	c := s.cfg.Capabilities[name]
+	if c == nil {
+		s.restRefuse(w, refusal{"unknown_tool", http.StatusNotFound, "no capability named " + quoteName(name)})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBytes))
+	if err != nil {
+		s.restRefuse(w, refusal{"request_too_large", http.StatusRequestEntityTooLarge, "request body too large"})
+		return
+	}
+	var req pinRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || dec.More() {
+		s.restRefuse(w, refusal{"invalid_request", http.StatusBadRequest, `body must be {"provider": "tool.name"}`})
+		return
+	}
+	found := false
+	for _, p := range c.Providers {
+		found = found || p == req.Provider
+	}
+	if !found {
+		s.restRefuse(w, refusal{"invalid_request", http.StatusBadRequest, "provider must be one of the capability's providers"})
+		return
+	}
+	s.mu.Lock()
+	prev := s.pins[name]
+	s.pins[name] = req.Provider
+	s.mu.Unlock()
+	s.log.Info("capability pinned", "capability", name, "pin", req.Provider, "previous", prev)
+	writeJSON(w, http.StatusOK, pinView{Capability: name, Pin: req.Provider, Previous: prev})
+}
+
+// handleHealth reads one ticket that cannot exist: not found means the
+// store answers.
+func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	_, err := s.store.Ticket(ctx, "apt_00000000000000000000000000000000")
+	if err != nil && !errors.Is(err, idempotency.ErrNotFound) {
+		s.metrics.storeErrors.WithLabelValues("health").Inc()
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "store": "error"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

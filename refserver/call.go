@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// callTool is the handler of every configured tool and capability.
+func (s *server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	start := time.Now()
+	var ci *callInfo
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		ci, _ = req.Extra.TokenInfo.Extra[tokenExtraCall].(*callInfo)
+	}
+	if ci == nil {
+		// Unreachable: the front authenticates every request.
+		return nil, rpcError(refusal{"unauthorized", http.StatusUnauthorized, "unauthenticated call"}, "")
+	}
+	name := req.Params.Name
+	res, out, r := s.run(ctx, ci, req.Params)
+	elapsed := time.Since(start)
+	key := out.Key.String()
+	if key == "" {
+		key = ci.key.String()
+	}
+	attrs := []any{"workspace", ci.workspace, "tool", name, "key", key, "key_source", string(ci.source), "elapsed", elapsed}
+	if r != nil {
+		s.metrics.refusals.WithLabelValues(r.reason).Inc()
+		s.metrics.callSeconds.WithLabelValues(r.reason).Observe(elapsed.Seconds())
+		s.log.Info("tools/call refused", append(attrs, "reason", r.reason, "error", r.msg)...)
+		return nil, rpcError(*r, key)
+	}
+	rc := out.Receipt
+	s.metrics.outcomes.WithLabelValues(string(rc.Outcome)).Inc()
+	if rc.Replayed {
+		s.metrics.replays.Inc()
+	}
+	s.metrics.callSeconds.WithLabelValues(string(rc.Outcome)).Observe(elapsed.Seconds())
+	s.log.Info("tools/call", append(attrs, "outcome", string(rc.Outcome), "attempts", rc.AttemptCount,
+		"status", rc.Status, "replayed", rc.Replayed)...)
+	return res, nil
+}
+
+// run resolves and runs one call. It returns a result, or a refusal.
+func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, retry.Outcome, *refusal) {
+	args := []byte(p.Arguments)
+	if len(args) > maxArgBytes {
+		return nil, retry.Outcome{}, &refusal{"arguments_too_large", http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("arguments larger than %d bytes", maxArgBytes)}
+	}
+	if t := bytes.TrimSpace(args); len(t) > 0 && t[0] != '{' {
+		return nil, retry.Outcome{}, &refusal{"invalid_arguments", http.StatusBadRequest, "arguments must be a JSON object"}
+	}
+	var ticket string
+	if v, ok := p.Meta[metaTicket]; ok {
+		t, isStr := v.(string)
+		if !isStr || !idempotency.ValidTicketID(t) {
+			return nil, retry.Outcome{}, &refusal{"invalid_request", http.StatusBadRequest,
+				"_meta " + metaTicket + " must be an apt_ ticket id"}
+		}
+		ticket = t
+	}
+	call := retry.Call{
+		Scope:     idempotency.Scope{Workspace: ci.workspace, Tool: p.Name},
+		Key:       ci.key,
+		KeySource: ci.source,
+		Arguments: json.RawMessage(args),
+		Ticket:    ticket,
+	}
+	if t := s.cfg.Tools[p.Name]; t != nil {
+		call.Scope.Connection = t.Connection
+		call.Spec, call.Route, call.Target = t.Spec, t.Route, t.Target
+	} else {
+		// A capability: scoped as unresolved, dispatched to the pinned
+		// provider, whose route the claim fingerprints. A later pin change
+		// makes this key a destination_conflict, never a redispatch.
+		pt := s.cfg.Tools[s.pin(p.Name)]
+		call.Spec, call.Route, call.Target = pt.Spec, pt.Route, pt.Target
+	}
+	out, err := s.orch.Do(ctx, call)
+	if err != nil {
+		r := s.classify(err)
+		return nil, out, &r
+	}
+	return s.result(out), out, nil
+}
+
+// result renders an outcome as a tool result.
+func (s *server) result(out retry.Outcome) *mcp.CallToolResult {
+	res := &mcp.CallToolResult{Meta: mcp.Meta{metaKey: out.Key.String(), metaReceipt: out.Receipt}}
+	rc := out.Receipt
+	if rc.Outcome == receipt.Held {
+		res.Meta[metaApprove] = map[string]string{"ticket": out.Ticket, "status": string(idempotency.TicketPending)}
+		res.Content = []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+			"held for approval: ticket %s. After POST /v1/approvals/%s/approve, call again with _meta %q = %q.",
+			out.Ticket, out.Ticket, metaTicket, out.Ticket)}}
+		return res
+	}
+	res.IsError = rc.Outcome != receipt.Accepted
+	var text string
+	switch {
+	case out.Result != nil && out.Result.BodyDropped:
+		text = fmt.Sprintf("vendor status %d; the body was larger than the store keeps", out.Result.Status)
+	case out.Result != nil:
+		body := out.Result.Body
+		text = strings.ToValidUTF8(string(body), string(utf8.RuneError))
+		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '{' && json.Valid(t) {
+			res.StructuredContent = json.RawMessage(t)
+		}
+	}
+	switch rc.Outcome {
+	case receipt.Unknown:
+		if text == "" {
+			text = "outcome unknown: the vendor may or may not have acted on this call; see the receipt"
+		}
+	case receipt.DefinitelyRejected:
+		if text == "" {
+			text = fmt.Sprintf("rejected by the vendor (status %d)", rc.Status)
+		}
+	}
+	res.Content = []mcp.Content{&mcp.TextContent{Text: text}}
+	return res
+}

@@ -1,0 +1,647 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/obol-gateway/obol/broker"
+	"github.com/obol-gateway/obol/broker/composio"
+	"github.com/obol-gateway/obol/broker/nango"
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// fileConfig is the configuration file of DESIGN.md section 11, as written.
+type fileConfig struct {
+	KeyPrefix    *string            `json:"key_prefix"`
+	Retention    string             `json:"retention"`
+	Lease        string             `json:"lease"`
+	Environment  string             `json:"environment"`
+	Workspaces   []workspaceConfig  `json:"workspaces"`
+	ApproverKeys []string           `json:"approver_keys"`
+	Connections  []connectionConfig `json:"connections"`
+	Brokers      []brokerConfig     `json:"brokers"`
+	Tools        []json.RawMessage  `json:"tools"`
+	Capabilities []capabilityConfig `json:"capabilities"`
+}
+
+type workspaceConfig struct {
+	ID      string   `json:"id"`
+	APIKeys []string `json:"api_keys"`
+}
+
+type connectionConfig struct {
+	ID        string `json:"id"`
+	Provider  string `json:"provider"`
+	BaseURL   string `json:"base_url"`
+	SecretEnv string `json:"secret_env"`
+}
+
+type brokerConfig struct {
+	ID        string `json:"id"`
+	Kind      string `json:"kind"`
+	BaseURL   string `json:"base_url"`
+	SecretEnv string `json:"secret_env"`
+}
+
+type capabilityConfig struct {
+	Name      string   `json:"name"`
+	Providers []string `json:"providers"`
+	Pin       string   `json:"pin"`
+}
+
+// Limits of the configuration.
+const (
+	defaultRetention = 24 * time.Hour
+	defaultLease     = 30 * time.Second
+	minLease         = time.Second
+	maxConfigBytes   = 4 << 20
+	minAPIKeyLen     = 8
+)
+
+// config is a loaded, validated configuration: everything the server needs
+// to dispatch, with secrets resolved. Secrets live only in the targets'
+// headers and the brokers; nothing here is logged.
+type config struct {
+	Prefix       string
+	Retention    time.Duration
+	Lease        time.Duration
+	Environment  effectspec.Environment
+	workspaces   map[[32]byte]string // sha256(api key) -> workspace id
+	approvers    map[[32]byte]bool   // sha256(approver key)
+	Workspaces   []string            // ids, in file order
+	Tools        map[string]*tool
+	ToolOrder    []string // tool and capability names, in file order
+	Capabilities map[string]*capability
+	secrets      []string // every secret value, for redaction
+}
+
+// tool is one configured tool: its spec and how a call reaches the vendor.
+type tool struct {
+	Name        string
+	Description string
+	Spec        effectspec.Spec
+	// Connection is the scope's connection segment: the connection id of a
+	// native tool, the broker id of a federated one.
+	Connection string
+	Route      idempotency.Route
+	Target     retry.Target
+}
+
+// capability is a cap.* tool: a stable name over interchangeable providers.
+type capability struct {
+	Name      string
+	Providers []string
+	Pin       string // initial pin; the live pin is in pins
+}
+
+// configError is every problem of a configuration, one per line.
+type configError struct{ problems []string }
+
+func (e *configError) Error() string {
+	return "refserver: config: " + strings.Join(e.problems, "\n  ")
+}
+
+// loadConfig parses and validates a configuration file. getenv resolves
+// secret_env names (os.LookupEnv in production). exec is shared by every
+// native tool and broker.
+func loadConfig(data []byte, getenv func(string) (string, bool), exec *retry.Executor) (*config, error) {
+	if len(data) > maxConfigBytes {
+		return nil, &configError{[]string{fmt.Sprintf("file larger than %d bytes", maxConfigBytes)}}
+	}
+	// Canonicalize refuses duplicate member names and lone surrogates, which
+	// encoding/json would silently accept (the last duplicate wins).
+	if _, err := idempotency.Canonicalize(data); err != nil {
+		return nil, &configError{[]string{"not valid JSON: " + strings.TrimPrefix(err.Error(), "idempotency: ")}}
+	}
+	var fc fileConfig
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fc); err != nil {
+		return nil, &configError{[]string{err.Error()}}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &configError{[]string{"trailing data after the configuration object"}}
+	}
+	return fc.resolve(getenv, exec)
+}
+
+// loadConfigFile reads path and loads it with the process environment.
+func loadConfigFile(path string, exec *retry.Executor) (*config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("refserver: config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("refserver: config: %w", err)
+	}
+	return loadConfig(data, os.LookupEnv, exec)
+}
+
+func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Executor) (*config, error) {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+
+	c := &config{
+		Prefix:       idempotency.DefaultPrefix,
+		Retention:    defaultRetention,
+		Lease:        defaultLease,
+		workspaces:   map[[32]byte]string{},
+		approvers:    map[[32]byte]bool{},
+		Tools:        map[string]*tool{},
+		Capabilities: map[string]*capability{},
+	}
+	if fc.KeyPrefix != nil {
+		if err := idempotency.ValidatePrefix(*fc.KeyPrefix); err != nil {
+			bad("key_prefix: %s", trimErr(err))
+		}
+		c.Prefix = *fc.KeyPrefix
+	}
+	if d, ok := parseDuration(fc.Retention, defaultRetention, "retention", bad); ok {
+		c.Retention = d
+	}
+	if d, ok := parseDuration(fc.Lease, defaultLease, "lease", bad); ok {
+		c.Lease = d
+	}
+	if c.Lease < minLease {
+		bad("lease: must be at least %s", minLease)
+	}
+	if c.Retention <= c.Lease {
+		bad("retention: must be longer than the lease (%s)", c.Lease)
+	}
+	env, err := effectspec.ParseEnvironment(fc.Environment)
+	if err != nil {
+		bad("environment: %s", trimErr(err))
+	}
+	c.Environment = env
+
+	// Keys: workspace API keys and approver keys, all distinct.
+	seenKey := map[[32]byte]string{}
+	addKey := func(where, k string) ([32]byte, bool) {
+		h := sha256.Sum256([]byte(k))
+		if why := checkAPIKey(k); why != "" {
+			bad("%s: %s", where, why)
+			return h, false
+		}
+		if prev, dup := seenKey[h]; dup {
+			bad("%s: the same key as %s", where, prev)
+			return h, false
+		}
+		seenKey[h] = where
+		return h, true
+	}
+	if len(fc.Workspaces) == 0 {
+		bad("workspaces: at least one is required")
+	}
+	seenWS := map[string]bool{}
+	for i, ws := range fc.Workspaces {
+		where := fmt.Sprintf("workspaces[%d]", i)
+		if err := validSegment(ws.ID); err != "" {
+			bad("%s.id: %s", where, err)
+		} else if seenWS[ws.ID] {
+			bad("%s.id: duplicate workspace %s", where, ws.ID)
+		}
+		seenWS[ws.ID] = true
+		c.Workspaces = append(c.Workspaces, ws.ID)
+		if len(ws.APIKeys) == 0 {
+			bad("%s.api_keys: at least one is required", where)
+		}
+		for j, k := range ws.APIKeys {
+			if h, ok := addKey(fmt.Sprintf("%s.api_keys[%d]", where, j), k); ok {
+				c.workspaces[h] = ws.ID
+			}
+		}
+	}
+	for i, k := range fc.ApproverKeys {
+		if h, ok := addKey(fmt.Sprintf("approver_keys[%d]", i), k); ok {
+			c.approvers[h] = true
+		}
+	}
+
+	secret := func(where, name string, required bool) string {
+		if name == "" {
+			if required {
+				bad("%s.secret_env: required", where)
+			}
+			return ""
+		}
+		if !validEnvName(name) {
+			bad("%s.secret_env: %s is not an environment variable name", where, strconv.Quote(truncate(name)))
+			return ""
+		}
+		v, ok := getenv(name)
+		if !ok || v == "" {
+			bad("%s.secret_env: environment variable %s is not set", where, name)
+			return ""
+		}
+		c.secrets = append(c.secrets, v)
+		return v
+	}
+
+	conns := map[string]*connectionConfig{}
+	connSecrets := map[string]string{}
+	connURLs := map[string]*url.URL{}
+	for i := range fc.Connections {
+		cc := &fc.Connections[i]
+		where := fmt.Sprintf("connections[%d]", i)
+		if why := validSegment(cc.ID); why != "" {
+			bad("%s.id: %s", where, why)
+		} else if cc.ID == idempotency.Unresolved {
+			bad("%s.id: %q is reserved for capability calls", where, idempotency.Unresolved)
+		} else if conns[cc.ID] != nil {
+			bad("%s.id: duplicate connection %s", where, cc.ID)
+		}
+		if why := validSegment(cc.Provider); why != "" {
+			bad("%s.provider: %s", where, why)
+		}
+		u, why := parseBaseURL(cc.BaseURL)
+		if why != "" {
+			bad("%s.base_url: %s", where, why)
+		}
+		conns[cc.ID] = cc
+		connURLs[cc.ID] = u
+		connSecrets[cc.ID] = secret(where, cc.SecretEnv, false)
+	}
+
+	brokers := map[string]broker.Broker{}
+	for i, bc := range fc.Brokers {
+		where := fmt.Sprintf("brokers[%d]", i)
+		if why := validSegment(bc.ID); why != "" {
+			bad("%s.id: %s", where, why)
+			continue
+		}
+		if _, dup := brokers[bc.ID]; dup || conns[bc.ID] != nil {
+			bad("%s.id: %s is already a broker or connection id", where, bc.ID)
+			continue
+		}
+		sec := secret(where, bc.SecretEnv, true)
+		var (
+			b   broker.Broker
+			err error
+		)
+		switch bc.Kind {
+		case nango.Kind:
+			b, err = nango.New(nango.Config{BaseURL: bc.BaseURL, Secret: sec, Executor: exec})
+		case composio.Kind:
+			b, err = composio.New(composio.Config{BaseURL: bc.BaseURL, APIKey: sec, Executor: exec})
+		default:
+			bad("%s.kind: want %q or %q", where, nango.Kind, composio.Kind)
+			continue
+		}
+		if err != nil {
+			if sec != "" { // a missing secret is already reported
+				bad("%s: %s", where, oneLine(err))
+			}
+			continue
+		}
+		brokers[bc.ID] = b
+	}
+
+	for i, raw := range fc.Tools {
+		t, errs := resolveTool(i, raw, conns, connURLs, connSecrets, brokers, exec)
+		problems = append(problems, errs...)
+		if t == nil {
+			continue
+		}
+		if c.Tools[t.Name] != nil {
+			bad("tools[%d]: duplicate tool %s", i, t.Name)
+			continue
+		}
+		c.Tools[t.Name] = t
+		c.ToolOrder = append(c.ToolOrder, t.Name)
+	}
+	if len(fc.Tools) == 0 {
+		bad("tools: at least one is required")
+	}
+
+	for i, cp := range fc.Capabilities {
+		where := fmt.Sprintf("capabilities[%d]", i)
+		if !strings.HasPrefix(cp.Name, "cap.") || !validToolName(cp.Name) {
+			bad("%s.name: must be cap. followed by a tool name ([A-Za-z0-9_.-], at most 128 bytes)", where)
+			continue
+		}
+		if c.Capabilities[cp.Name] != nil || c.Tools[cp.Name] != nil {
+			bad("%s.name: duplicate tool %s", where, cp.Name)
+			continue
+		}
+		if len(cp.Providers) == 0 {
+			bad("%s.providers: at least one is required", where)
+		}
+		ok := len(cp.Providers) > 0
+		for j, p := range cp.Providers {
+			switch {
+			case c.Tools[p] == nil:
+				bad("%s.providers[%d]: no tool named %s", where, j, quoteName(p))
+				ok = false
+			case slices.Index(cp.Providers, p) != j:
+				bad("%s.providers[%d]: %s is listed twice", where, j, p)
+				ok = false
+			}
+		}
+		if !slices.Contains(cp.Providers, cp.Pin) {
+			bad("%s.pin: must be one of the providers", where)
+			ok = false
+		}
+		if ok {
+			c.Capabilities[cp.Name] = &capability{Name: cp.Name, Providers: slices.Clone(cp.Providers), Pin: cp.Pin}
+			c.ToolOrder = append(c.ToolOrder, cp.Name)
+		}
+	}
+
+	if len(problems) > 0 {
+		return nil, &configError{problems}
+	}
+	return c, nil
+}
+
+// toolEntry is the fixed part of a tool entry. A native tool has connection,
+// method and path; a federated one has broker, and every other member is a
+// routing field of that broker (strings only), validated by the broker.
+var nativeFields = []string{"connection", "method", "path", "spec", "description"}
+
+func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig, urls map[string]*url.URL,
+	secrets map[string]string, brokers map[string]broker.Broker, exec *retry.Executor) (*tool, []string) {
+	var problems []string
+	where := fmt.Sprintf("tools[%d]", i)
+	bad := func(format string, args ...any) {
+		problems = append(problems, where+fmt.Sprintf(format, args...))
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		bad(": must be a JSON object")
+		return nil, problems
+	}
+	str := func(name string) (string, bool) {
+		v, ok := m[name]
+		if !ok {
+			return "", false
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			bad(".%s: must be a string", name)
+			return "", false
+		}
+		return s, true
+	}
+	specRaw, ok := m["spec"]
+	if !ok {
+		bad(".spec: required")
+		return nil, problems
+	}
+	spec, err := effectspec.Parse(specRaw)
+	if err != nil {
+		var ve *effectspec.ValidationError
+		if errors.As(err, &ve) {
+			for _, p := range ve.Problems {
+				bad(".spec: %s", p.Error())
+			}
+		} else {
+			bad(".spec: %s", err)
+		}
+		return nil, problems
+	}
+	where = fmt.Sprintf("tools[%d] (%s)", i, spec.Tool)
+	if strings.HasPrefix(spec.Tool, "cap.") {
+		bad(".spec.tool: the cap. prefix is reserved for capabilities")
+	}
+	desc, _ := str("description")
+	t := &tool{Name: spec.Tool, Description: desc, Spec: spec}
+
+	if brokerID, isFederated := str("broker"); isFederated {
+		if spec.Route != effectspec.RouteFederated {
+			bad(`.spec.route: a tool with "broker" must be "federated"`)
+		}
+		if err := broker.ValidateSpec(spec); err != nil && spec.Route == effectspec.RouteFederated {
+			bad(": %s", oneLine(err))
+		}
+		b := brokers[brokerID]
+		if b == nil {
+			bad(".broker: no broker named %s", quoteName(brokerID))
+			return nil, problems
+		}
+		routing := map[string]string{}
+		for _, k := range sortedKeys(m) {
+			switch k {
+			case "broker", "spec", "description":
+				continue
+			}
+			var s string
+			if err := json.Unmarshal(m[k], &s); err != nil {
+				bad(".%s: a routing field must be a string", quoteName(k))
+				continue
+			}
+			routing[k] = s
+		}
+		rt, err := b.Route(spec.Tool, routing)
+		if err != nil {
+			bad(": %s", oneLine(err))
+			return nil, problems
+		}
+		t.Connection = brokerID
+		t.Route = rt
+		t.Target = broker.Target(b, spec.Tool, routing)
+		if len(problems) > 0 {
+			return nil, problems
+		}
+		return t, nil
+	}
+
+	for _, k := range sortedKeys(m) {
+		if !slices.Contains(nativeFields, k) {
+			bad(": unknown field %s (a native tool has connection, method, path, spec, description)", quoteName(k))
+		}
+	}
+	if spec.Route == effectspec.RouteFederated {
+		bad(`.broker: required for a "federated" tool`)
+	}
+	connID, _ := str("connection")
+	cc := conns[connID]
+	if cc == nil {
+		bad(".connection: no connection named %s", quoteName(connID))
+	}
+	method, hasMethod := str("method")
+	if !hasMethod {
+		method = http.MethodPost
+	}
+	if !validMethod(method) {
+		bad(".method: must be an upper-case HTTP method token")
+	}
+	path, _ := str("path")
+	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "?# \t\r\n") {
+		bad(".path: must start with / and hold no query, fragment or whitespace")
+	}
+	if len(problems) > 0 || cc == nil {
+		return nil, problems
+	}
+	base := urls[connID]
+	if base == nil {
+		return nil, problems // base_url already reported
+	}
+	target := &retry.HTTPTarget{Executor: exec, Method: method, URL: strings.TrimSuffix(base.String(), "/") + path}
+	if s := secrets[connID]; s != "" {
+		target.Header = http.Header{"Authorization": {"Bearer " + s}}
+	}
+	t.Connection = connID
+	t.Target = target
+	t.Route = idempotency.Route{
+		Connection: connID,
+		Provider:   cc.Provider,
+		Tool:       spec.Tool,
+		Method:     method,
+		Host:       base.Host,
+		Path:       strings.TrimSuffix(base.Path, "/") + path,
+		Binding:    spec.Idempotency.Kind,
+	}
+	if t.Route.Binding == "" {
+		t.Route.Binding = effectspec.BindingUnsupported
+	}
+	return t, nil
+}
+
+func parseDuration(s string, def time.Duration, field string, bad func(string, ...any)) (time.Duration, bool) {
+	if s == "" {
+		return def, true
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		bad("%s: %s is not a positive duration such as \"30s\"", field, strconv.Quote(truncate(s)))
+		return 0, false
+	}
+	return d, true
+}
+
+func parseBaseURL(raw string) (*url.URL, string) {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "":
+		return nil, "required"
+	case err != nil:
+		return nil, "not a URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, "must be http or https"
+	case u.Host == "":
+		return nil, "must have a host"
+	case u.User != nil:
+		return nil, "must not hold credentials (use secret_env)"
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return nil, "must not have a query or fragment"
+	}
+	return u, ""
+}
+
+// checkAPIKey returns why k cannot be an API key, or "".
+func checkAPIKey(k string) string {
+	if len(k) < minAPIKeyLen || len(k) > 256 {
+		return fmt.Sprintf("must be %d to 256 bytes", minAPIKeyLen)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] <= ' ' || k[i] >= 0x7f {
+			return "must be printable ASCII without spaces"
+		}
+	}
+	return ""
+}
+
+func validSegment(s string) string {
+	if err := (idempotency.Scope{Workspace: s, Connection: "c", Tool: "t"}).Validate(); err != nil {
+		return "must be 1 to 128 of [A-Za-z0-9_.-]"
+	}
+	return ""
+}
+
+func validToolName(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func validEnvName(s string) bool {
+	if s == "" || len(s) > 128 || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func validMethod(m string) bool {
+	if m == "" || len(m) > 16 {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		if m[i] < 'A' || m[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// quoteName shows a name in an error: as is when it is a valid tool name,
+// quoted and cut short otherwise.
+func quoteName(s string) string {
+	if validToolName(s) {
+		return s
+	}
+	return strconv.Quote(truncate(s))
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+func trimErr(err error) string {
+	s := err.Error()
+	for _, p := range []string{"idempotency: ", "effectspec: "} {
+		s = strings.TrimPrefix(s, p)
+	}
+	return s
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// workspace returns the workspace of an API key.
+func (c *config) workspace(apiKey string) (string, bool) {
+	ws, ok := c.workspaces[sha256.Sum256([]byte(apiKey))]
+	return ws, ok
+}
+
+// approver reports whether k is an approver key.
+func (c *config) approver(k string) bool { return c.approvers[sha256.Sum256([]byte(k))] }

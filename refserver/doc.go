@@ -1,0 +1,112 @@
+// Command refserver is the Obol reference gateway: an MCP server (Streamable
+// HTTP, official Go SDK) at POST /mcp whose every tools/call runs the
+// idempotency core end to end: claim in Redis, dispatch to the vendor or a
+// broker, finalize, replay.
+//
+// The one recommended path to try it:
+//
+//	go run ./refserver            # demo config, demo vendor, embedded store
+//
+// and for real use:
+//
+//	refserver -config gateway.json -redis redis://127.0.0.1:6379 -addr 0.0.0.0:8080
+//
+// Flags: -config FILE (DESIGN.md section 11 format), -redis URL (redis://,
+// rediss://, or comma-separated Cluster seeds), -addr HOST:PORT (default
+// 127.0.0.1:8080). The listen address is printed on stdout on start.
+//
+// # Endpoints
+//
+//	POST /mcp                              MCP: tools/list, tools/call (Bearer workspace key)
+//	POST /v1/approvals/{ticket}/approve    approver key
+//	POST /v1/approvals/{ticket}/deny       approver key
+//	GET  /v1/receipts/{key}?tool=NAME      workspace key; another workspace's key is 404
+//	POST /v1/capabilities/{name}/pin       approver key, body {"provider": "tool.name"}
+//	GET  /healthz, GET /metrics            no key
+//
+// # Decisions where the contract is silent
+//
+// MCP transport. The SDK handler runs stateless (no Mcp-Session-Id), so any
+// number of refserver processes can serve one client behind a load balancer:
+// every state that matters is in Redis. Answers are application/json rather
+// than an SSE stream. A client may call tools/call without initialize.
+//
+// The front of POST /mcp. Before the SDK sees a request, a thin wrapper
+// authenticates the Bearer key (401 otherwise), reads the body (at most
+// 1 MiB, else 413 request_too_large), resolves the Idempotency-Key with
+// idempotency.FromHeader (malformed or repeated: HTTP 400 with a JSON-RPC
+// error, reason malformed_key) and sets the effective key as the response
+// header. The key is checked on every POST, not only on tools/call. A
+// JSON-RPC batch may hold at most one tools/call, since one header cannot key
+// several calls (400 invalid_request). A resume that carries a ticket and no
+// key answers with the ticket's key: the wrapper reads
+// params._meta["dev.obol/approval-ticket"] and looks the ticket up. The
+// workspace and key reach the tool handler as the request's auth.TokenInfo.
+//
+// Refusals. JSON-RPC errors carry error.data {"reason", "status",
+// "idempotency_key"}. Codes: -32602 for unknown_tool, invalid_arguments,
+// arguments_too_large and invalid_request; -32603 for internal and
+// store_unavailable; -32000 for every other refusal. Reasons beyond
+// DESIGN.md: unauthorized (401), invalid_request (400), invalid_arguments
+// (400: arguments that are not one JSON object, duplicate names, lone
+// surrogates), arguments_too_large (413, over 256 KiB), request_too_large
+// (413), not_found (404: an approval ticket that does not exist or belongs to
+// another workspace or tool), scope_version_conflict (409),
+// store_unavailable (503), internal (500). The /v1 endpoints answer
+// {"reason", "status", "message"} with the same reasons, plus
+// already_decided (409) for a ticket decided the other way.
+//
+// Results. The vendor body is the text content, and also structuredContent
+// when it is a JSON object. definitely_rejected and unknown are results with
+// isError true. A held call is a result (not an error) with _meta
+// dev.obol/approval {"ticket", "status": "pending"}; calling again before
+// the decision answers the same ticket.
+//
+// Federated tools. A tool entry with "broker" names a configured broker; all
+// its other members except "spec" and "description" are the broker's
+// routing fields (strings), which the broker validates at start. The scope's
+// connection segment of a federated call is the broker's id.
+//
+// Capabilities. cap.* names are reserved for capabilities. A capability is
+// claimed with the connection segment "unresolved" and the route of the
+// pinned provider fingerprinted, so after a pin change an existing key is a
+// destination_conflict, never a redispatch. The pin lives in the process:
+// several refserver processes must each be pinned (the pin endpoint is cheap
+// to call on each), and a restart returns to the configured pin. A receipt of
+// a capability call names the provider whose route matches the record's
+// fingerprint.
+//
+// Configuration. Loading refuses unknown members, duplicate member names,
+// trailing data, invalid specs (every problem at once), ids that do not
+// match [A-Za-z0-9_.-]{1,128}, API keys shorter than 8 bytes or shared
+// between workspaces and approvers, and a secret_env that names an unset or
+// empty variable. Errors name the field, never a key or secret value. A
+// connection without secret_env sends no Authorization header. Tools whose
+// writes the policy denies in the configured environment are logged at
+// start and refused per call with policy_denied.
+//
+// The demo (no -config). An in-process vendor on a loopback port serves six
+// tools: payments.create_charge (header binding; {"simulate": "503_once"}
+// shows the one immediate second attempt), crm.create_contact (body_pointer
+// /metadata/idempotency_key), chat.post_message (binding unsupported),
+// payments.refund (approval required), email.a and email.b, and the
+// capability cap.send_email over the last two. The demo environment is
+// "development" so that the policy lets chat.post_message run; in production
+// it is policy_denied. The API keys are fixed (printed on start) so that the
+// documented curl commands work. GET {vendor}/stats counts vendor requests.
+//
+// The embedded store (no -redis) is a miniredis in the process, reached over
+// loopback with a rueidis client without client-side caching. It is not
+// durable and not shared, which the server says loudly on start.
+//
+// Logs are log/slog text on stderr: one line per call and per attempt with
+// workspace, tool, key, outcome and timing. Keys are identifiers, not
+// secrets, and are logged; Authorization values, API keys and connection
+// secrets never are (error texts pass through a receipt.Redactor of every
+// configured secret). Metrics are on their own Prometheus registry.
+//
+// Limits and shutdown. Bodies 1 MiB, arguments 256 KiB, /v1 bodies 64 KiB;
+// read-header 10s, read 30s, write lease+15s, idle 2m. On SIGINT or SIGTERM
+// the server stops accepting and waits up to lease+5s for in-flight calls:
+// an attempt never outlives its lease, so each one finalizes.
+package main

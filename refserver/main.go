@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/obol-gateway/obol/retry"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("refserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "configuration `file` (JSON, DESIGN.md section 11); default: the demo configuration and demo vendor")
+	redisURL := fs.String("redis", "", "Redis `URL`: redis://, rediss://, or comma-separated Cluster seeds; default: an embedded, NOT durable store")
+	addr := fs.String("addr", "127.0.0.1:8080", "listen `address` host:port")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "refserver: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	exec := &retry.Executor{}
+	var (
+		cfg    *config
+		vendor *demoVendor
+		err    error
+	)
+	if *configPath != "" {
+		cfg, err = loadConfigFile(*configPath, exec)
+	} else {
+		vendor, err = startDemoVendor()
+		if err == nil {
+			defer vendor.close(context.Background())
+			cfg, err = vendor.config(exec)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	for _, name := range cfg.ToolOrder {
+		if t := cfg.Tools[name]; t != nil {
+			if err := t.Spec.Check(cfg.Environment); err != nil {
+				log.Warn("tool will be refused with policy_denied in this environment", "tool", name, "environment", string(cfg.Environment))
+			}
+		}
+	}
+
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	store, release, err := openStore(octx, cfg, *redisURL, stderr)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer release()
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "refserver: listen: %v\n", err)
+		return 1
+	}
+	s := newServer(cfg, store, log)
+	hs := &http.Server{
+		Handler:           s.handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// A call may take up to the lease; the answer still has to get out.
+		WriteTimeout:   cfg.Lease + 15*time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(stdout, "obol refserver listening on %s (MCP at %s/mcp)\n", base, base)
+	if vendor != nil {
+		fmt.Fprintf(stdout, "demo mode: environment %s, demo vendor at %s (GET %s/stats counts its requests)\n", cfg.Environment, vendor.URL, vendor.URL)
+		fmt.Fprintf(stdout, "demo API keys: ws_acme %s, ws_globex %s; approver %s\n", demoKeyAcme, demoKeyGlobex, demoKeyAdmin)
+	}
+	if *redisURL == "" {
+		fmt.Fprintln(stdout, "store: EMBEDDED, NOT DURABLE (use -redis URL)")
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		fmt.Fprintf(stderr, "refserver: serve: %v\n", err)
+		return 1
+	case <-ctx.Done():
+	}
+	// Stop accepting, then let in-flight calls finalize: an attempt never
+	// outlives its lease, so lease plus a margin bounds the wait.
+	log.Info("shutting down: waiting for in-flight calls", "bound", cfg.Lease+5*time.Second)
+	sctx, scancel := context.WithTimeout(context.Background(), cfg.Lease+5*time.Second)
+	defer scancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("shutdown incomplete", "error", err.Error())
+		return 1
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("serve", "error", err.Error())
+	}
+	log.Info("stopped")
+	return 0
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics live on their own registry, so that nothing registered globally
+// by a library leaks into /metrics.
+type metrics struct {
+	reg            *prometheus.Registry
+	claims         *prometheus.CounterVec // by claim result
+	attempts       *prometheus.CounterVec // by phase
+	attemptSeconds *prometheus.HistogramVec
+	outcomes       *prometheus.CounterVec // by receipt outcome
+	replays        prometheus.Counter
+	refusals       *prometheus.CounterVec // by wire reason
+	storeErrors    *prometheus.CounterVec // by store operation
+	callSeconds    *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "obol_claims_total", Help: "Claims by result (claimed, replay, held, request_mismatch, ...).",
+		}, []string{"result"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "obol_attempts_total", Help: "Outbound attempts by phase (before_send, post_send, responded).",
+		}, []string{"phase"}),
+		attemptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "obol_attempt_duration_seconds", Help: "Duration of one outbound attempt.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"phase"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "obol_outcomes_total", Help: "Answered tool calls by outcome (accepted, definitely_rejected, unknown, held).",
+		}, []string{"outcome"}),
+		replays: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "obol_replays_total", Help: "Tool calls answered from a stored result.",
+		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "obol_refusals_total", Help: "Refused requests by wire reason.",
+		}, []string{"reason"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "obol_store_errors_total", Help: "Store (Redis) errors by operation.",
+		}, []string{"op"}),
+		callSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "obol_call_duration_seconds", Help: "Duration of tools/call by outcome or refusal reason.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(m.claims, m.attempts, m.attemptSeconds, m.outcomes, m.replays, m.refusals, m.storeErrors,
+		m.callSeconds, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// Request limits. Every refusal for a limit is a JSON-RPC error that touches
+// no store state.
+const (
+	maxBodyBytes  = 1 << 20   // a whole POST /mcp body
+	maxArgBytes   = 256 << 10 // the arguments of one tools/call
+	maxAdminBytes = 64 << 10  // a /v1 request body
+)
+
+// Wire names of DESIGN.md section 11.
+const (
+	metaKey     = "dev.obol/idempotency-key"
+	metaReceipt = "dev.obol/receipt"
+	metaApprove = "dev.obol/approval"
+	metaTicket  = "dev.obol/approval-ticket"
+	headerKey   = "Idempotency-Key"
+)
+
+// server is the reference gateway: the MCP endpoint, the approval,
+// capability and receipt endpoints, health and metrics.
+type server struct {
+	cfg     *config
+	store   idempotency.Store
+	orch    *retry.Orchestrator
+	log     *slog.Logger
+	sdkLog  *slog.Logger // the SDK logs every session at Info; it gets warnings only
+	metrics *metrics
+	redact  receipt.Redactor
+	mcp     *mcp.Server
+
+	mu   sync.RWMutex
+	pins map[string]string // capability -> pinned provider tool
+}
+
+func newServer(cfg *config, store idempotency.Store, log *slog.Logger) *server {
+	s := &server{
+		cfg:     cfg,
+		store:   store,
+		log:     log,
+		sdkLog:  slog.New(warnOnly{log.Handler()}),
+		metrics: newMetrics(),
+		redact:  receipt.NewRedactor(cfg.secrets...),
+		pins:    map[string]string{},
+	}
+	for name, c := range cfg.Capabilities {
+		s.pins[name] = c.Pin
+	}
+	s.orch = &retry.Orchestrator{
+		Store:  store,
+		Lease:  cfg.Lease,
+		Policy: effectspec.Policy{Environment: cfg.Environment},
+		OnClaim: func(_ *retry.Call, st idempotency.ClaimStatus) {
+			s.metrics.claims.WithLabelValues(string(st)).Inc()
+		},
+		OnAttempt: func(c *retry.Call, n int, res retry.Result, d time.Duration) {
+			s.metrics.attempts.WithLabelValues(string(res.Phase)).Inc()
+			s.metrics.attemptSeconds.WithLabelValues(string(res.Phase)).Observe(d.Seconds())
+			attrs := []any{"workspace", c.Scope.Workspace, "tool", c.Scope.Tool, "key", c.Key.String(),
+				"attempt", n, "phase", string(res.Phase), "status", res.Status, "elapsed", d}
+			if res.Err != nil {
+				attrs = append(attrs, "error", s.redact.String(res.Err.Error()))
+			}
+			s.log.Info("attempt", attrs...)
+		},
+		OnStoreError: func(c *retry.Call, op string, err error) {
+			s.metrics.storeErrors.WithLabelValues(op).Inc()
+			s.log.Warn("store error", "op", op, "tool", c.Scope.Tool, "key", c.Key.String(), "error", s.redact.String(err.Error()))
+		},
+	}
+	s.mcp = s.newMCPServer()
+	return s
+}
+
+// handler routes every endpoint.
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		JSONResponse:        true,
+		MaxRequestBodyBytes: maxBodyBytes,
+		Logger:              s.sdkLog,
+	})
+	// The SDK attaches the TokenInfo of this middleware to every request it
+	// hands a tool handler: that is how the call's workspace and effective key
+	// reach the handler.
+	bearer := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		ci, ok := ctx.Value(callInfoKey{}).(*callInfo)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: ci.workspace, Extra: map[string]any{tokenExtraCall: ci}}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+	mux.Handle("/mcp", s.mcpFront(bearer(sdk)))
+	mux.HandleFunc("POST /v1/approvals/{ticket}/approve", s.handleDecide(true))
+	mux.HandleFunc("POST /v1/approvals/{ticket}/deny", s.handleDecide(false))
+	mux.HandleFunc("GET /v1/receipts/{key}", s.handleReceipt)
+	mux.HandleFunc("POST /v1/capabilities/{name}/pin", s.handlePin)
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (s *server) newMCPServer() *mcp.Server {
+	m := mcp.NewServer(&mcp.Implementation{Name: "obol-refserver", Version: "0.1.0"}, &mcp.ServerOptions{
+		Instructions: "Every tools/call is idempotent per Idempotency-Key header; see the receipt in result _meta " + metaReceipt + ".",
+		Logger:       s.sdkLog,
+	})
+	// unknown_tool with the reason and status in error.data, which the SDK's
+	// own "unknown tool" error lacks.
+	m.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if ctr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
+				if ctr.Params == nil || !s.known(ctr.Params.Name) {
+					name := ""
+					if ctr.Params != nil {
+						name = ctr.Params.Name
+					}
+					s.metrics.refusals.WithLabelValues("unknown_tool").Inc()
+					return nil, rpcError(refusal{reason: "unknown_tool", status: http.StatusNotFound,
+						msg: "unknown tool " + quoteName(name)}, "")
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	for _, name := range s.cfg.ToolOrder {
+		m.AddTool(s.toolDef(name), s.callTool)
+	}
+	return m
+}
+
+func (s *server) known(name string) bool {
+	return s.cfg.Tools[name] != nil || s.cfg.Capabilities[name] != nil
+}
+
+func (s *server) toolDef(name string) *mcp.Tool {
+	def := &mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{}}
+	if t := s.cfg.Tools[name]; t != nil {
+		def.Description = t.Description
+		if def.Description == "" {
+			def.Description = fmt.Sprintf("%s via %s (idempotency binding %s)", effectName(t.Spec), t.Connection, t.Route.Binding)
+		}
+		def.Annotations.ReadOnlyHint = t.Spec.Effect == effectspec.EffectRead
+		return def
+	}
+	c := s.cfg.Capabilities[name]
+	def.Description = fmt.Sprintf("capability served by one of %s (pinned provider decides)", strings.Join(c.Providers, ", "))
+	return def
+}
+
+func effectName(s effectspec.Spec) string {
+	if s.Effect == effectspec.EffectRead {
+		return "read"
+	}
+	return "write"
+}
+
+func (s *server) pin(capName string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.pins[capName]
+}
+
+// refusal is a call refused before or instead of dispatch.
+type refusal struct {
+	reason string
+	status int
+	msg    string
+}
+
+// JSON-RPC error codes: -32602 (invalid params) for a call that names no
+// tool or carries bad arguments, -32603 for internal and store failures,
+// -32000 for every refusal of the idempotency contract.
+func (r refusal) code() int64 {
+	switch r.reason {
+	case "unknown_tool", "invalid_arguments", "arguments_too_large", "invalid_request":
+		return -32602
+	case "internal", "store_unavailable":
+		return -32603
+	}
+	return -32000
+}
+
+// errorData is error.data of every refusal.
+type errorData struct {
+	Reason         string `json:"reason"`
+	Status         int    `json:"status"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+func rpcError(r refusal, key string) *jsonrpcError {
+	data, _ := json.Marshal(errorData{Reason: r.reason, Status: r.status, IdempotencyKey: key})
+	return &jsonrpcError{Code: r.code(), Message: r.msg, Data: data}
+}
+
+// classify maps an error of the orchestrator to its wire refusal. Messages
+// come from this module's errors, which hold no secrets; they are redacted
+// once more all the same.
+func (s *server) classify(err error) refusal {
+	msg := s.redact.String(err.Error())
+	if reason, status := idempotency.Reason(err); reason != "" {
+		return refusal{reason, status, msg}
+	}
+	switch {
+	case errors.Is(err, effectspec.ErrPolicyDenied):
+		return refusal{effectspec.ReasonPolicyDenied, http.StatusForbidden, msg}
+	case errors.Is(err, idempotency.ErrNotFound):
+		return refusal{"not_found", http.StatusNotFound, msg}
+	case errors.Is(err, idempotency.ErrInvalidJSON):
+		return refusal{"invalid_arguments", http.StatusBadRequest, msg}
+	case errors.Is(err, idempotency.ErrInvalidScope):
+		return refusal{"invalid_request", http.StatusBadRequest, msg}
+	}
+	return refusal{"internal", http.StatusInternalServerError, msg}
+}
+
+// warnOnly passes on records of level Warn and above.
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnOnly) WithAttrs(as []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(as)} }
+func (h warnOnly) WithGroup(g string) slog.Handler       { return warnOnly{h.Handler.WithGroup(g)} }

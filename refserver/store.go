@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
+)
+
+const notDurableBanner = `
+************************************************************************
+*  EMBEDDED STORE: an in-process miniredis. It is NOT DURABLE.         *
+*  Every claim, receipt and approval ticket is lost when this process  *
+*  exits, and several processes do not share it. Use -redis URL for    *
+*  anything but a demo.                                                *
+************************************************************************
+`
+
+// openStore connects the store: Redis at redisURL, or the embedded
+// miniredis when redisURL is empty. release frees everything it opened.
+func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writer) (_ idempotency.Store, release func(), err error) {
+	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, Lease: cfg.Lease}
+	var (
+		clientOpt rueidis.ClientOption
+		mr        *miniredis.Miniredis
+		stop      = make(chan struct{})
+	)
+	if redisURL == "" {
+		mr = miniredis.NewMiniRedis()
+		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+			return nil, nil, fmt.Errorf("refserver: embedded store: %w", err)
+		}
+		fmt.Fprint(stderr, notDurableBanner)
+		// miniredis keeps time for TTLs only when told: age keys so that
+		// retention is honoured. (Leases use Redis TIME, which is real.)
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					mr.FastForward(time.Second)
+				}
+			}
+		}()
+		clientOpt = rueidis.ClientOption{InitAddress: []string{mr.Addr()}}
+		// miniredis has no CONFIG and never evicts.
+		opts.SkipEvictionCheck = true
+	} else {
+		clientOpt, err = parseRedisURL(redisURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("refserver: -redis: %w", err)
+		}
+	}
+	// Server-assisted client caching is of no use to scripts and miniredis
+	// lacks it.
+	clientOpt.DisableCache = true
+	client, err := rueidis.NewClient(clientOpt)
+	if err != nil {
+		if mr != nil {
+			close(stop)
+			mr.Close()
+		}
+		return nil, nil, fmt.Errorf("refserver: redis: %w", err)
+	}
+	release = func() {
+		client.Close()
+		if mr != nil {
+			close(stop)
+			mr.Close()
+		}
+	}
+	st, err := redisstore.New(ctx, client, opts)
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("refserver: %w", err)
+	}
+	return st, release, nil
+}
+
+// parseRedisURL is a stand-in until redisstore.ParseURL lands. TODO(refserver): switch.
+func parseRedisURL(s string) (rueidis.ClientOption, error) {
+	var out rueidis.ClientOption
+	for i, part := range strings.Split(s, ",") {
+		o, err := rueidis.ParseURL(strings.TrimSpace(part))
+		if err != nil {
+			return rueidis.ClientOption{}, err
+		}
+		if i == 0 {
+			out = o
+			continue
+		}
+		out.InitAddress = append(out.InitAddress, o.InitAddress...)
+	}
+	return out, nil
+}
