@@ -1,0 +1,96 @@
+package idempotency
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
+)
+
+// FuzzCanonicalize: never panics; accepts only JSON; its output is valid JSON
+// and UTF-8, canonical (a fixed point) and hashed by RequestHash; and it
+// agrees with gowebpki/jcs on what is valid and on the canonical form.
+// Seeds: testdata/fuzz/FuzzCanonicalize.
+func FuzzCanonicalize(f *testing.F) {
+	f.Add([]byte(`{"b":[1.0,1e21,-0,"\u00e9\ud83d\ude00"],"a":{"\ue000":1,"\ud800\udc00":2}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out, err := Canonicalize(data)
+		hash, herr := RequestHash(data)
+		want, werr := jcs.Transform(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidJSON) {
+				t.Fatalf("error %v is not ErrInvalidJSON", err)
+			}
+			if herr == nil && !isBlankJSON(data) {
+				t.Fatalf("Canonicalize fails (%v) but RequestHash = %s", err, hash)
+			}
+			if werr == nil {
+				t.Fatalf("Canonicalize rejects what jcs accepts: %v\ninput %q", err, data)
+			}
+			return
+		}
+		if werr != nil {
+			t.Fatalf("Canonicalize accepts what jcs rejects (%v)\ninput %q", werr, data)
+		}
+		if !bytes.Equal(out, want) {
+			t.Fatalf("differs from jcs\ninput %q\n got %q\nwant %q", data, out, want)
+		}
+		if !json.Valid(data) {
+			t.Fatalf("accepted input that encoding/json rejects: %q", data)
+		}
+		if !json.Valid(out) || !utf8.Valid(out) {
+			t.Fatalf("output is not valid JSON and UTF-8: %q", out)
+		}
+		again, err := Canonicalize(out)
+		if err != nil || !bytes.Equal(again, out) {
+			t.Fatalf("output is not canonical: %q -> %q, %v", out, again, err)
+		}
+		if herr != nil {
+			t.Fatalf("RequestHash: %v", herr)
+		}
+		if h2, _ := RequestHash(out); h2 != hash {
+			t.Fatalf("RequestHash(input) %s != RequestHash(output) %s", hash, h2)
+		}
+		if string(out) != "null" {
+			sum := sha256.Sum256(out)
+			if w := "sha256:" + hex.EncodeToString(sum[:]); hash != w {
+				t.Fatalf("RequestHash = %s, want %s", hash, w)
+			}
+		}
+		app, err := AppendCanonical([]byte("x"), data)
+		if err != nil || string(app) != "x"+string(out) {
+			t.Fatalf("AppendCanonical = %q, %v", app, err)
+		}
+	})
+}
+
+// FuzzCanonicalizeSpelling: one generated document written in two random
+// spellings (member order, whitespace, escapes, number notation) has one
+// hash, and that hash is jcs's. Seeds: testdata/fuzz/FuzzCanonicalizeSpelling.
+func FuzzCanonicalizeSpelling(f *testing.F) {
+	f.Add(uint64(1), uint64(2), uint8(3))
+	f.Fuzz(func(t *testing.T, seed, spell uint64, shape uint8) {
+		g := &docGen{r: rand.New(rand.NewPCG(seed, 0)), maxDepth: 1 + int(shape%6), maxWidth: 1 + int(shape/6%10)}
+		doc := g.value(0)
+		if shape >= 240 {
+			doc = g.chain(doc, int(seed%2000))
+		}
+		a := spelling{}.text(doc)
+		b := spelling{rand.New(rand.NewPCG(spell, 1))}.text(doc)
+		ha, err := RequestHash(a)
+		if err != nil {
+			t.Fatalf("RequestHash(%q): %v", a, err)
+		}
+		hb, err := RequestHash(b)
+		if err != nil || ha != hb {
+			t.Fatalf("spellings hash apart\n%q -> %s\n%q -> %s, %v", a, ha, b, hb, err)
+		}
+		checkAgainstJCS(t, b)
+	})
+}
