@@ -25,7 +25,7 @@ const (
 )
 
 // demoConfigJSON is the demo configuration, in the file format of -config.
-// VENDOR is replaced by the demo vendor's base URL. The environment is
+// {{VENDOR}} is replaced by the demo vendor's base URL. The environment is
 // "development" so that the policy lets chat.post_message, a write whose
 // vendor cannot deduplicate, run; in production it is policy_denied.
 const demoConfigJSON = `{
@@ -36,11 +36,11 @@ const demoConfigJSON = `{
   ],
   "approver_keys": ["` + demoKeyAdmin + `"],
   "connections": [
-    {"id": "conn_pay", "provider": "demopay", "base_url": "VENDOR/pay", "secret_env": "DEMO_PAY_KEY"},
-    {"id": "conn_crm", "provider": "democrm", "base_url": "VENDOR/crm", "secret_env": "DEMO_CRM_KEY"},
-    {"id": "conn_chat", "provider": "demochat", "base_url": "VENDOR/chat", "secret_env": "DEMO_CHAT_KEY"},
-    {"id": "conn_mail_a", "provider": "mail_a", "base_url": "VENDOR/mail-a", "secret_env": "DEMO_MAIL_A_KEY"},
-    {"id": "conn_mail_b", "provider": "mail_b", "base_url": "VENDOR/mail-b", "secret_env": "DEMO_MAIL_B_KEY"}
+    {"id": "conn_pay", "provider": "demopay", "base_url": "{{VENDOR}}/pay", "secret_env": "DEMO_PAY_KEY"},
+    {"id": "conn_crm", "provider": "democrm", "base_url": "{{VENDOR}}/crm", "secret_env": "DEMO_CRM_KEY"},
+    {"id": "conn_chat", "provider": "demochat", "base_url": "{{VENDOR}}/chat", "secret_env": "DEMO_CHAT_KEY"},
+    {"id": "conn_mail_a", "provider": "mail_a", "base_url": "{{VENDOR}}/mail-a", "secret_env": "DEMO_MAIL_A_KEY"},
+    {"id": "conn_mail_b", "provider": "mail_b", "base_url": "{{VENDOR}}/mail-b", "secret_env": "DEMO_MAIL_B_KEY"}
   ],
   "tools": [
     {"connection": "conn_pay", "method": "POST", "path": "/v1/charges",
@@ -141,7 +141,7 @@ func (v *demoVendor) close(ctx context.Context) { v.srv.Shutdown(ctx) }
 
 // config loads the demo configuration against this vendor.
 func (v *demoVendor) config(exec *retry.Executor) (*config, error) {
-	return loadConfig([]byte(strings.ReplaceAll(demoConfigJSON, "VENDOR", v.URL)), v.getenv, exec)
+	return loadConfig([]byte(strings.ReplaceAll(demoConfigJSON, "{{VENDOR}}", v.URL)), v.getenv, exec)
 }
 
 func (v *demoVendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/retry"
+)
+
+const testSecret = "sk_test_do_not_print_me_9f8e7d"
+
+func testEnv(name string) (string, bool) {
+	switch name {
+	case "VENDOR_KEY", "NANGO_SECRET_KEY", "COMPOSIO_API_KEY":
+		return testSecret + "_" + name, true
+	case "EMPTY_KEY":
+		return "", true
+	}
+	return "", false
+}
+
+// goodConfig is a complete configuration: native tools, both brokers, a
+// capability.
+const goodConfig = `{
+  "key_prefix": "gw1:", "retention": "1h", "lease": "10s", "environment": "production",
+  "workspaces": [{"id": "ws_acme", "api_keys": ["ob_live_acme_1", "ob_live_acme_2"]},
+                 {"id": "ws_globex", "api_keys": ["ob_live_globex"]}],
+  "approver_keys": ["ob_admin_key_1"],
+  "connections": [{"id": "conn_stripe", "provider": "stripe", "base_url": "http://127.0.0.1:9000/api", "secret_env": "VENDOR_KEY"},
+                  {"id": "conn_open", "provider": "open", "base_url": "https://open.example"}],
+  "brokers": [{"id": "nango", "kind": "nango", "base_url": "https://api.nango.dev", "secret_env": "NANGO_SECRET_KEY"},
+              {"id": "composio", "kind": "composio", "base_url": "https://backend.composio.dev", "secret_env": "COMPOSIO_API_KEY"}],
+  "tools": [
+    {"connection": "conn_stripe", "method": "POST", "path": "/v1/charges",
+     "spec": {"tool": "stripe.create_charge", "effect": "write", "route": "native",
+              "idempotency": {"binding": "header", "header": "Idempotency-Key"},
+              "status": {"accepted": [200, 201], "definitely_rejected": [400, 402], "retryable": [429, 503]}}},
+    {"connection": "conn_open", "path": "/send",
+     "spec": {"tool": "open.send", "idempotency": {"binding": "body_pointer", "pointer": "/meta/key"},
+              "status": {"accepted": [200]}}},
+    {"connection": "conn_open", "path": "/send2",
+     "spec": {"tool": "open.send2", "idempotency": {"binding": "header", "header": "X-Key"},
+              "status": {"accepted": [200]}}},
+    {"broker": "nango", "connection_id": "user-42", "provider_config_key": "github", "path": "/repos/o/r/issues",
+     "spec": {"tool": "github.create_issue", "effect": "write", "route": "federated", "status": {"accepted": [201]}}},
+    {"broker": "composio", "tool_slug": "GMAIL_SEND_EMAIL", "user_id": "u1", "description": "send mail",
+     "spec": {"tool": "gmail.send", "route": "federated", "status": {"accepted": [200]}}}
+  ],
+  "capabilities": [{"name": "cap.send", "providers": ["open.send", "open.send2"], "pin": "open.send2"}]
+}`
+
+func TestLoadConfigGood(t *testing.T) {
+	c, err := loadConfig([]byte(goodConfig), testEnv, &retry.Executor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Prefix != "gw1:" || c.Retention != time.Hour || c.Lease != 10*time.Second || c.Environment != effectspec.Production {
+		t.Errorf("prefix %q retention %v lease %v env %q", c.Prefix, c.Retention, c.Lease, c.Environment)
+	}
+	for k, want := range map[string]string{"ob_live_acme_1": "ws_acme", "ob_live_acme_2": "ws_acme", "ob_live_globex": "ws_globex"} {
+		if ws, ok := c.workspace(k); !ok || ws != want {
+			t.Errorf("workspace(%s) = %q, %v; want %s", k, ws, ok, want)
+		}
+	}
+	if _, ok := c.workspace("ob_admin_key_1"); ok {
+		t.Error("an approver key authenticates a workspace")
+	}
+	if !c.approver("ob_admin_key_1") || c.approver("ob_live_acme_1") {
+		t.Error("approver keys mixed up with workspace keys")
+	}
+	wantOrder := []string{"stripe.create_charge", "open.send", "open.send2", "github.create_issue", "gmail.send", "cap.send"}
+	if strings.Join(c.ToolOrder, ",") != strings.Join(wantOrder, ",") {
+		t.Errorf("tool order %v, want %v", c.ToolOrder, wantOrder)
+	}
+
+	st := c.Tools["stripe.create_charge"]
+	wantRoute := idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+		Method: "POST", Host: "127.0.0.1:9000", Path: "/api/v1/charges", Binding: effectspec.BindingHeader}
+	if st.Route != wantRoute || st.Connection != "conn_stripe" {
+		t.Errorf("route %+v connection %q, want %+v", st.Route, st.Connection, wantRoute)
+	}
+	ht, ok := st.Target.(*retry.HTTPTarget)
+	if !ok {
+		t.Fatalf("target %T, want *retry.HTTPTarget", st.Target)
+	}
+	if ht.URL != "http://127.0.0.1:9000/api/v1/charges" || ht.Method != http.MethodPost ||
+		ht.Header.Get("Authorization") != "Bearer "+testSecret+"_VENDOR_KEY" {
+		t.Errorf("target %s %s auth-set=%v", ht.Method, ht.URL, ht.Header.Get("Authorization") != "")
+	}
+	if ot := c.Tools["open.send"].Target.(*retry.HTTPTarget); ot.Header != nil || ot.Method != http.MethodPost {
+		t.Errorf("connection without secret_env: header %v method %q", ot.Header, ot.Method)
+	}
+
+	gh := c.Tools["github.create_issue"]
+	if gh.Connection != "nango" || gh.Route.Broker != "nango" || gh.Route.Connection != "user-42" ||
+		gh.Route.Binding != effectspec.BindingUnsupported {
+		t.Errorf("nango tool: connection %q route %+v", gh.Connection, gh.Route)
+	}
+	if gm := c.Tools["gmail.send"]; gm.Connection != "composio" || gm.Description != "send mail" {
+		t.Errorf("composio tool: connection %q description %q", gm.Connection, gm.Description)
+	}
+	cp := c.Capabilities["cap.send"]
+	if cp == nil || cp.Pin != "open.send2" || len(cp.Providers) != 2 {
+		t.Errorf("capability %+v", cp)
+	}
+	if len(c.secrets) != 3 {
+		t.Errorf("%d secrets kept for redaction, want 3", len(c.secrets))
+	}
+}
+
+func TestLoadConfigDemo(t *testing.T) {
+	v, err := startDemoVendor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.close(t.Context())
+	c, err := v.config(&retry.Executor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Environment != effectspec.Development {
+		t.Errorf("demo environment %q, want development", c.Environment)
+	}
+	kinds := map[effectspec.BindingKind]bool{}
+	approval := false
+	for _, tl := range c.Tools {
+		kinds[tl.Route.Binding] = true
+		approval = approval || tl.Spec.Approval == effectspec.ApprovalRequired
+	}
+	if len(kinds) != 3 || !approval {
+		t.Errorf("demo bindings %v, approval-gated %v: want all three bindings and an approval-gated tool", kinds, approval)
+	}
+	if c.Capabilities["cap.send_email"] == nil {
+		t.Error("demo lacks cap.send_email")
+	}
+	// The unsupported tool passes only because the demo is not production.
+	if err := c.Tools["chat.post_message"].Spec.Check(effectspec.Production); !errors.Is(err, effectspec.ErrPolicyDenied) {
+		t.Errorf("chat.post_message in production: %v, want policy_denied", err)
+	}
+}
+
+// edit replaces old with new in goodConfig exactly once.
+func edit(t *testing.T, old, new string) string {
+	t.Helper()
+	if strings.Count(goodConfig, old) != 1 {
+		t.Fatalf("edit: %q occurs %d times", old, strings.Count(goodConfig, old))
+	}
+	return strings.Replace(goodConfig, old, new, 1)
+}
+
+func TestLoadConfigBad(t *testing.T) {
+	cases := []struct {
+		name, config string
+		want         []string // substrings of the error
+	}{
+		{"unknown top-level field", edit(t, `"lease": "10s"`, `"lease": "10s", "leese": "1s"`), []string{`unknown field "leese"`}},
+		{"duplicate member", edit(t, `"lease": "10s"`, `"lease": "10s", "lease": "20s"`), []string{"not valid JSON", "duplicate"}},
+		{"trailing data", goodConfig + ` {}`, []string{"not valid JSON"}},
+		{"not JSON", `{"workspaces": [`, []string{"not valid JSON"}},
+		{"bad duration", edit(t, `"lease": "10s"`, `"lease": "ten"`), []string{"lease:"}},
+		{"lease not shorter than retention", edit(t, `"retention": "1h"`, `"retention": "10s"`), []string{"retention: must be longer than the lease"}},
+		{"bad environment", edit(t, `"environment": "production"`, `"environment": "prod"`), []string{"environment:", "unknown environment"}},
+		{"bad prefix", edit(t, `"key_prefix": "gw1:"`, `"key_prefix": "{gw}"`), []string{"key_prefix:"}},
+		{"bad workspace id", edit(t, `"id": "ws_acme"`, `"id": "ws:acme"`), []string{"workspaces[0].id"}},
+		{"duplicate workspace", edit(t, `"id": "ws_globex"`, `"id": "ws_acme"`), []string{"workspaces[1].id: duplicate"}},
+		{"short api key", edit(t, `"ob_live_globex"`, `"short"`), []string{"workspaces[1].api_keys[0]: must be 8 to 256 bytes"}},
+		{"key shared with approver", edit(t, `"approver_keys": ["ob_admin_key_1"]`, `"approver_keys": ["ob_live_globex"]`),
+			[]string{"approver_keys[0]: the same key as workspaces[1].api_keys[0]"}},
+		{"unset secret_env", edit(t, `"secret_env": "VENDOR_KEY"`, `"secret_env": "MISSING_KEY"`),
+			[]string{"connections[0].secret_env: environment variable MISSING_KEY is not set"}},
+		{"empty secret_env value", edit(t, `"secret_env": "VENDOR_KEY"`, `"secret_env": "EMPTY_KEY"`),
+			[]string{"environment variable EMPTY_KEY is not set"}},
+		{"bad env name", edit(t, `"secret_env": "VENDOR_KEY"`, `"secret_env": "VENDOR-KEY"`), []string{"is not an environment variable name"}},
+		{"reserved connection id", edit(t, `"id": "conn_open"`, `"id": "unresolved"`), []string{"connections[1].id", "reserved"}},
+		{"base_url with credentials", edit(t, `"https://open.example"`, `"https://u:p@open.example"`), []string{"connections[1].base_url: must not hold credentials"}},
+		{"base_url scheme", edit(t, `"https://open.example"`, `"ftp://open.example"`), []string{"connections[1].base_url: must be http or https"}},
+		{"broker kind", edit(t, `"kind": "composio"`, `"kind": "zapier"`), []string{"brokers[1].kind"}},
+		{"broker without secret", edit(t, `"secret_env": "NANGO_SECRET_KEY"`, `"secret_env": ""`), []string{"brokers[0].secret_env: required"}},
+		{"bad spec", edit(t, `"binding": "header", "header": "Idempotency-Key"`, `"binding": "header", "header": "Content-Length"`),
+			[]string{"tools[0].spec:", "idempotency.header"}},
+		{"spec unknown field", edit(t, `"effect": "write", "route": "native"`, `"effect": "write", "route": "native", "retries": 3`),
+			[]string{"tools[0].spec:", "retries"}},
+		{"unknown connection", edit(t, `"connection": "conn_stripe"`, `"connection": "conn_nope"`), []string{"tools[0] (stripe.create_charge).connection: no connection named conn_nope"}},
+		{"native unknown field", edit(t, `"path": "/v1/charges"`, `"path": "/v1/charges", "timeout": "1s"`), []string{"unknown field timeout"}},
+		{"bad method", edit(t, `"method": "POST"`, `"method": "post"`), []string{".method"}},
+		{"path with query", edit(t, `"/v1/charges"`, `"/v1/charges?x=1"`), []string{".path"}},
+		{"federated without broker", edit(t, `"broker": "nango", "connection_id": "user-42", "provider_config_key": "github", "path": "/repos/o/r/issues",`,
+			`"connection": "conn_open", "path": "/x",`), []string{`tools[3] (github.create_issue).broker: required for a "federated" tool`}},
+		{"federated vendor binding", edit(t, `"route": "native",
+              "idempotency": {"binding": "header"`, `"route": "federated",
+              "idempotency": {"binding": "header"`), []string{"tools[0].spec:", "binding must be unsupported"}},
+		{"broker tool not federated", edit(t, `"effect": "write", "route": "federated", "status": {"accepted": [201]}`,
+			`"effect": "write", "route": "native", "status": {"accepted": [201]}`), []string{`a tool with "broker" must be "federated"`}},
+		{"unknown broker", edit(t, `"broker": "nango"`, `"broker": "nangoo"`), []string{"no broker named nangoo"}},
+		{"bad routing", edit(t, `"provider_config_key": "github", `, ``), []string{"provider_config_key"}},
+		{"routing not a string", edit(t, `"user_id": "u1"`, `"user_id": 7`), []string{"routing field must be a string"}},
+		{"duplicate tool", edit(t, `"tool": "open.send2"`, `"tool": "open.send"`), []string{"duplicate tool open.send"}},
+		{"cap prefix on a tool", edit(t, `"tool": "gmail.send"`, `"tool": "cap.gmail"`), []string{"cap. prefix is reserved"}},
+		{"capability name", edit(t, `"name": "cap.send"`, `"name": "send"`), []string{"capabilities[0].name"}},
+		{"capability provider", edit(t, `"providers": ["open.send", "open.send2"]`, `"providers": ["open.send", "nope"]`),
+			[]string{"capabilities[0].providers[1]: no tool named nope", "capabilities[0].pin"}},
+		{"capability pin", edit(t, `"pin": "open.send2"`, `"pin": "stripe.create_charge"`), []string{"capabilities[0].pin: must be one of the providers"}},
+		{"no tools", `{"workspaces": [{"id": "w", "api_keys": ["abcdefgh"]}]}`, []string{"tools: at least one is required"}},
+		{"no workspaces", `{"tools": []}`, []string{"workspaces: at least one is required"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loadConfig([]byte(tc.config), testEnv, &retry.Executor{})
+			if err == nil {
+				t.Fatalf("loaded: %+v", c)
+			}
+			msg := err.Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q\nlacks %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, testSecret) || strings.Contains(msg, "ob_live_") || strings.Contains(msg, "ob_admin") {
+				t.Errorf("error leaks a secret or key: %q", msg)
+			}
+		})
+	}
+}
+
+func TestLoadConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.json")
+	if err := os.WriteFile(p, []byte(goodConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VENDOR_KEY", "x_vendor_secret")
+	t.Setenv("NANGO_SECRET_KEY", "x_nango_secret")
+	t.Setenv("COMPOSIO_API_KEY", "x_composio_secret")
+	if _, err := loadConfigFile(p, &retry.Executor{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VENDOR_KEY", "")
+	if _, err := loadConfigFile(p, &retry.Executor{}); err == nil || !strings.Contains(err.Error(), "VENDOR_KEY is not set") {
+		t.Errorf("unset secret: %v", err)
+	}
+	if _, err := loadConfigFile(filepath.Join(dir, "missing.json"), &retry.Executor{}); err == nil {
+		t.Error("missing file loaded")
+	}
+}

@@ -1,0 +1,677 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/redistest"
+)
+
+const (
+	e2eSecret   = "vendor_sk_e2e_never_log_me_4c1d"
+	e2eKeyOne   = "ob_e2e_workspace_one"
+	e2eKeyTwo   = "ob_e2e_workspace_two"
+	e2eKeyAdmin = "ob_e2e_approver"
+)
+
+// e2eConfig points every tool at the test vendor ({{VENDOR}}).
+const e2eConfig = `{
+  "key_prefix": "e2e:", "lease": "10s", "environment": "production",
+  "workspaces": [{"id": "ws_one", "api_keys": ["` + e2eKeyOne + `"]}, {"id": "ws_two", "api_keys": ["` + e2eKeyTwo + `"]}],
+  "approver_keys": ["` + e2eKeyAdmin + `"],
+  "connections": [{"id": "conn_v", "provider": "testvendor", "base_url": "{{VENDOR}}", "secret_env": "E2E_VENDOR_SECRET"}],
+  "tools": [
+    {"connection": "conn_v", "path": "/charge", "spec": {"tool": "pay.charge",
+      "idempotency": {"binding": "header", "header": "Idempotency-Key"},
+      "status": {"accepted": [201], "definitely_rejected": [402], "retryable": [503]}}},
+    {"connection": "conn_v", "path": "/slow", "spec": {"tool": "pay.slow",
+      "idempotency": {"binding": "header", "header": "Idempotency-Key"}, "status": {"accepted": [201]}}},
+    {"connection": "conn_v", "path": "/refund", "spec": {"tool": "pay.refund", "approval": "required",
+      "idempotency": {"binding": "header", "header": "Idempotency-Key"}, "status": {"accepted": [201]}}},
+    {"connection": "conn_v", "path": "/chat", "spec": {"tool": "chat.post",
+      "idempotency": {"binding": "unsupported"}, "status": {"accepted": [201]}}},
+    {"connection": "conn_v", "path": "/mail-a", "spec": {"tool": "mail.a",
+      "idempotency": {"binding": "header", "header": "Idempotency-Key"}, "status": {"accepted": [201]}}},
+    {"connection": "conn_v", "path": "/mail-b", "spec": {"tool": "mail.b",
+      "idempotency": {"binding": "body_pointer", "pointer": "/idem"}, "status": {"accepted": [201]}}}
+  ],
+  "capabilities": [{"name": "cap.mail", "providers": ["mail.a", "mail.b"], "pin": "mail.a"}]
+}`
+
+// testVendor counts requests per path and per path and key, and checks the
+// connection secret.
+type testVendor struct {
+	*httptest.Server
+	mu      sync.Mutex
+	byPath  map[string]int
+	byKey   map[string]int
+	badAuth int
+	slowGot chan struct{} // a request reached /slow
+	seq     int
+}
+
+func newTestVendor(t *testing.T) *testVendor {
+	v := &testVendor{byPath: map[string]int{}, byKey: map[string]int{}, slowGot: make(chan struct{}, 64)}
+	v.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		key := r.Header.Get("Idempotency-Key")
+		if key == "" {
+			var b struct {
+				Idem string `json:"idem"`
+			}
+			json.Unmarshal(body, &b)
+			key = b.Idem
+		}
+		v.mu.Lock()
+		v.byPath[r.URL.Path]++
+		v.byKey[r.URL.Path+" "+key]++
+		v.seq++
+		n := v.seq
+		if r.Header.Get("Authorization") != "Bearer "+e2eSecret {
+			v.badAuth++
+		}
+		v.mu.Unlock()
+		if r.URL.Path == "/slow" {
+			v.slowGot <- struct{}{}
+			time.Sleep(400 * time.Millisecond)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Set-Cookie", "session=vendor-secret-cookie")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"obj_%d","path":%q,"args":%s}`, n, r.URL.Path, body)
+	}))
+	t.Cleanup(v.Close)
+	return v
+}
+
+func (v *testVendor) count(path, key string) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if key == "" {
+		return v.byPath[path]
+	}
+	return v.byKey[path+" "+key]
+}
+
+// buildRefserver builds this package into a temporary directory.
+func buildRefserver(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "refserver")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proc is a running refserver.
+type proc struct {
+	cmd    *exec.Cmd
+	base   string
+	stderr *syncBuffer
+	done   chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startRefserver(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	p.cmd.Env = append(os.Environ(), "E2E_VENDOR_SECRET="+e2eSecret)
+	p.cmd.Stderr = p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			p.cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("refserver stderr:\n%s", p.stderr.String())
+		}
+	})
+	timeout := time.After(30 * time.Second)
+	for p.base == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("refserver exited before listening:\n%s", p.stderr.String())
+			}
+			if _, rest, found := strings.Cut(l, "listening on "); found {
+				p.base, _, _ = strings.Cut(rest, " ")
+			}
+		case <-timeout:
+			t.Fatalf("refserver did not start:\n%s", p.stderr.String())
+		}
+	}
+	go func() {
+		for range lines { // keep the pipe drained
+		}
+	}()
+	return p
+}
+
+// headerTransport adds fixed headers to every request.
+type headerTransport struct{ h http.Header }
+
+func (ht headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range ht.h {
+		r.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// session connects an MCP client that sends apiKey and, if not empty, key
+// on every request.
+func (p *proc) session(t *testing.T, apiKey, key string) *mcp.ClientSession {
+	t.Helper()
+	h := http.Header{"Authorization": {"Bearer " + apiKey}}
+	if key != "" {
+		h.Set("Idempotency-Key", key)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	tr := &mcp.StreamableClientTransport{
+		Endpoint:             p.base + "/mcp",
+		HTTPClient:           &http.Client{Transport: headerTransport{h}},
+		DisableStandaloneSSE: true,
+		MaxRetries:           -1,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := client.Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+type wireReceipt struct {
+	IdempotencyKey string `json:"idempotency_key"`
+	KeySource      string `json:"key_source"`
+	RequestHash    string `json:"request_hash"`
+	Tool           string `json:"tool"`
+	Workspace      string `json:"workspace"`
+	Route          struct {
+		Connection  string `json:"connection"`
+		Provider    string `json:"provider"`
+		Fingerprint string `json:"fingerprint"`
+	} `json:"route"`
+	Binding      string `json:"binding"`
+	Propagation  string `json:"propagation"`
+	AttemptCount int    `json:"attempt_count"`
+	Outcome      string `json:"outcome"`
+	Status       int    `json:"status"`
+	Replayed     bool   `json:"replayed"`
+}
+
+// answer is a tools/call result or refusal, decoded.
+type answer struct {
+	res     *mcp.CallToolResult
+	err     error
+	refusal errorData
+	rc      wireReceipt
+	key     string
+	text    string
+	ticket  string
+}
+
+func call(t *testing.T, s *mcp.ClientSession, name string, args any, ticket string) answer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	params := &mcp.CallToolParams{Name: name, Arguments: args}
+	if ticket != "" {
+		params.Meta = mcp.Meta{metaTicket: ticket}
+	}
+	res, err := s.CallTool(ctx, params)
+	a := answer{res: res, err: err}
+	if err != nil {
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) {
+			t.Fatalf("%s: error without JSON-RPC error data: %v", name, err)
+		}
+		if err := json.Unmarshal(we.Data, &a.refusal); err != nil {
+			t.Fatalf("%s: error.data %s: %v", name, we.Data, err)
+		}
+		return a
+	}
+	b, _ := json.Marshal(res.Meta[metaReceipt])
+	if err := json.Unmarshal(b, &a.rc); err != nil {
+		t.Fatalf("receipt %s: %v", b, err)
+	}
+	a.key, _ = res.Meta[metaKey].(string)
+	if len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			a.text = tc.Text
+		}
+	}
+	if ap, ok := res.Meta[metaApprove].(map[string]any); ok {
+		a.ticket, _ = ap["ticket"].(string)
+		if ap["status"] != "pending" {
+			t.Errorf("approval status %v", ap["status"])
+		}
+	}
+	return a
+}
+
+func (a answer) wantRefusal(t *testing.T, reason string, status int) {
+	t.Helper()
+	if a.err == nil {
+		t.Fatalf("got a result (outcome %s), want refusal %s", a.rc.Outcome, reason)
+	}
+	if a.refusal.Reason != reason || a.refusal.Status != status {
+		t.Fatalf("refusal %+v (%v), want %s/%d", a.refusal, a.err, reason, status)
+	}
+}
+
+func (a answer) wantOutcome(t *testing.T, outcome string, replayed bool) {
+	t.Helper()
+	if a.err != nil {
+		t.Fatalf("refused: %v", a.err)
+	}
+	if a.rc.Outcome != outcome || a.rc.Replayed != replayed {
+		t.Fatalf("outcome %s replayed %v, want %s replayed %v", a.rc.Outcome, a.rc.Replayed, outcome, replayed)
+	}
+}
+
+// post sends a /v1 request and decodes the JSON answer.
+func (p *proc) post(t *testing.T, method, path, bearer, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, p.base+path, strings.NewReader(body))
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s %s: %d %q", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, m
+}
+
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts Redis")
+	}
+	redis := redistest.Start(t)
+	vendor := newTestVendor(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendor.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildRefserver(t)
+	p := startRefserver(t, bin, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+
+	charge := map[string]any{"amount": 1200, "currency": "usd"}
+
+	t.Run("tools/list", func(t *testing.T) {
+		s := p.session(t, e2eKeyOne, "")
+		res, err := s.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tl := range res.Tools {
+			names = append(names, tl.Name)
+		}
+		if len(names) != 7 || !strings.Contains(strings.Join(names, ","), "cap.mail") {
+			t.Errorf("tools %v", names)
+		}
+	})
+
+	k1 := idempotency.NewKey().String()
+	t.Run("replay", func(t *testing.T) {
+		s := p.session(t, e2eKeyOne, k1)
+		first := call(t, s, "pay.charge", charge, "")
+		first.wantOutcome(t, "accepted", false)
+		if first.key != k1 || first.rc.IdempotencyKey != k1 || first.rc.KeySource != "supplied" || first.rc.AttemptCount != 1 ||
+			first.rc.Status != 201 || first.rc.Workspace != "ws_one" || first.rc.Binding != "header" || first.rc.Propagation != "header" {
+			t.Errorf("first receipt %+v key %s", first.rc, first.key)
+		}
+		if first.res.StructuredContent == nil || !strings.Contains(first.text, `"amount":1200`) {
+			t.Errorf("content %q structured %v", first.text, first.res.StructuredContent)
+		}
+		again := call(t, s, "pay.charge", map[string]any{"currency": "usd", "amount": 1200}, "") // key order does not matter
+		again.wantOutcome(t, "accepted", true)
+		if again.text != first.text || again.rc.AttemptCount != 1 || again.rc.RequestHash != first.rc.RequestHash {
+			t.Errorf("replay differs: %q vs %q, receipt %+v", again.text, first.text, again.rc)
+		}
+		if n := vendor.count("/charge", k1); n != 1 {
+			t.Errorf("vendor saw %d requests for the key, want 1", n)
+		}
+	})
+
+	t.Run("request_mismatch", func(t *testing.T) {
+		s := p.session(t, e2eKeyOne, k1)
+		call(t, s, "pay.charge", map[string]any{"amount": 999, "currency": "usd"}, "").wantRefusal(t, "request_mismatch", 422)
+		if n := vendor.count("/charge", k1); n != 1 {
+			t.Errorf("vendor saw %d requests for the key, want 1", n)
+		}
+	})
+
+	t.Run("malformed key is HTTP 400", func(t *testing.T) {
+		before := vendor.count("/charge", "")
+		for _, hv := range [][]string{{"idt_nothex"}, {k1, k1}} {
+			req, _ := http.NewRequest(http.MethodPost, p.base+"/mcp", strings.NewReader(
+				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay.charge","arguments":{"amount":1}}}`))
+			req.Header.Set("Authorization", "Bearer "+e2eKeyOne)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header["Idempotency-Key"] = hv
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var m struct {
+				Error struct {
+					Data errorData `json:"data"`
+				} `json:"error"`
+			}
+			json.Unmarshal(body, &m)
+			if resp.StatusCode != 400 || m.Error.Data.Reason != "malformed_key" || resp.Header.Get("Idempotency-Key") != "" {
+				t.Errorf("%q: %d %s", hv, resp.StatusCode, body)
+			}
+		}
+		// The SDK client sees the same refusal as a JSON-RPC error.
+		h := http.Header{"Authorization": {"Bearer " + e2eKeyOne}, "Idempotency-Key": {"bogus"}}
+		client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+		_, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp",
+			HTTPClient: &http.Client{Transport: headerTransport{h}}, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) || !strings.Contains(string(we.Data), `"malformed_key"`) {
+			t.Errorf("client connect with a malformed key: %v", err)
+		}
+		if after := vendor.count("/charge", ""); after != before {
+			t.Errorf("vendor saw %d new requests", after-before)
+		}
+	})
+
+	t.Run("minted key", func(t *testing.T) {
+		s := p.session(t, e2eKeyOne, "")
+		a := call(t, s, "pay.charge", map[string]any{"amount": 5}, "")
+		a.wantOutcome(t, "accepted", false)
+		if _, err := idempotency.ParseKey(a.key); err != nil || a.rc.KeySource != "minted" || vendor.count("/charge", a.key) != 1 {
+			t.Errorf("minted key %q source %s", a.key, a.rc.KeySource)
+		}
+	})
+
+	t.Run("16 concurrent calls reach the vendor once", func(t *testing.T) {
+		k := idempotency.NewKey().String()
+		sessions := make([]*mcp.ClientSession, 16)
+		for i := range sessions {
+			sessions[i] = p.session(t, e2eKeyOne, k)
+		}
+		answers := make([]answer, len(sessions))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, s := range sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				answers[i] = call(t, s, "pay.slow", map[string]any{"n": 1}, "")
+			}()
+		}
+		close(start)
+		wg.Wait()
+		fresh, replays, inProgress := 0, 0, 0
+		for _, a := range answers {
+			switch {
+			case a.err == nil && a.rc.Outcome == "accepted" && !a.rc.Replayed:
+				fresh++
+			case a.err == nil && a.rc.Outcome == "accepted":
+				replays++
+			case a.refusal.Reason == "in_progress" && a.refusal.Status == 409:
+				inProgress++
+			default:
+				t.Errorf("unexpected answer: %+v %v", a.rc, a.err)
+			}
+		}
+		if fresh != 1 || fresh+replays+inProgress != 16 {
+			t.Errorf("fresh %d, replays %d, in_progress %d", fresh, replays, inProgress)
+		}
+		if n := vendor.count("/slow", k); n != 1 {
+			t.Errorf("vendor saw %d requests for the key, want 1", n)
+		}
+		t.Logf("fresh %d, replays %d, in_progress %d", fresh, replays, inProgress)
+	})
+
+	t.Run("approval", func(t *testing.T) {
+		k := idempotency.NewKey().String()
+		refund := map[string]any{"charge": "obj_1", "amount": 500}
+		s := p.session(t, e2eKeyOne, k)
+		held := call(t, s, "pay.refund", refund, "")
+		held.wantOutcome(t, "held", false)
+		if !idempotency.ValidTicketID(held.ticket) || held.rc.AttemptCount != 0 {
+			t.Fatalf("held: ticket %q receipt %+v", held.ticket, held.rc)
+		}
+		// Before the decision, the same call answers the same ticket.
+		if again := call(t, s, "pay.refund", refund, held.ticket); again.ticket != held.ticket || again.rc.Outcome != "held" {
+			t.Errorf("pending resume: %+v ticket %s err %v", again.rc, again.ticket, again.err)
+		}
+		// Another key on the ticket is denied, never reconciled.
+		other := p.session(t, e2eKeyOne, idempotency.NewKey().String())
+		call(t, other, "pay.refund", refund, held.ticket).wantRefusal(t, "approval_key_mismatch", 422)
+
+		if code, m := p.post(t, "POST", "/v1/approvals/"+held.ticket+"/approve", e2eKeyOne, ""); code != 401 {
+			t.Errorf("approve with a workspace key: %d %v", code, m)
+		}
+		if n := vendor.count("/refund", ""); n != 0 {
+			t.Fatalf("vendor saw %d refunds before approval", n)
+		}
+		code, m := p.post(t, "POST", "/v1/approvals/"+held.ticket+"/approve", e2eKeyAdmin, "")
+		if code != 200 || m["status"] != "approved" || m["idempotency_key"] != k {
+			t.Fatalf("approve: %d %v", code, m)
+		}
+		// A resume after approval with another key is still a mismatch.
+		call(t, other, "pay.refund", refund, held.ticket).wantRefusal(t, "approval_key_mismatch", 422)
+		// A resume with no key uses the ticket's key.
+		nokey := p.session(t, e2eKeyOne, "")
+		done := call(t, nokey, "pay.refund", refund, held.ticket)
+		done.wantOutcome(t, "accepted", false)
+		if done.key != k || done.rc.AttemptCount != 1 {
+			t.Errorf("resume: key %s receipt %+v", done.key, done.rc)
+		}
+		call(t, s, "pay.refund", refund, held.ticket).wantOutcome(t, "accepted", true)
+		if n := vendor.count("/refund", k); n != 1 || vendor.count("/refund", "") != 1 {
+			t.Errorf("vendor saw %d refunds for the key (%d in all), want 1", n, vendor.count("/refund", ""))
+		}
+		// Deny after approve is refused; the record is untouched.
+		if code, m := p.post(t, "POST", "/v1/approvals/"+held.ticket+"/deny", e2eKeyAdmin, ""); code == 200 {
+			t.Errorf("deny after approve: %d %v", code, m)
+		}
+	})
+
+	t.Run("deny", func(t *testing.T) {
+		k := idempotency.NewKey().String()
+		s := p.session(t, e2eKeyOne, k)
+		held := call(t, s, "pay.refund", map[string]any{"amount": 1}, "")
+		if code, m := p.post(t, "POST", "/v1/approvals/"+held.ticket+"/deny", e2eKeyAdmin, ""); code != 200 || m["status"] != "denied" {
+			t.Fatalf("deny: %d %v", code, m)
+		}
+		call(t, s, "pay.refund", map[string]any{"amount": 1}, held.ticket).wantRefusal(t, "denied", 403)
+		if n := vendor.count("/refund", k); n != 0 {
+			t.Errorf("vendor saw %d requests for a denied call", n)
+		}
+	})
+
+	t.Run("receipts are scoped to the workspace", func(t *testing.T) {
+		code, m := p.post(t, "GET", "/v1/receipts/"+k1+"?tool=pay.charge", e2eKeyOne, "")
+		if code != 200 || m["idempotency_key"] != k1 || m["outcome"] != "accepted" || m["attempt_count"] != 1.0 || m["workspace"] != "ws_one" {
+			t.Errorf("own receipt: %d %v", code, m)
+		}
+		if code, m := p.post(t, "GET", "/v1/receipts/"+k1+"?tool=pay.charge", e2eKeyTwo, ""); code != 404 || m["reason"] != "not_found" {
+			t.Errorf("another workspace: %d %v", code, m)
+		}
+		if code, _ := p.post(t, "GET", "/v1/receipts/"+k1+"?tool=pay.charge", "", ""); code != 401 {
+			t.Errorf("no key: %d", code)
+		}
+		if code, m := p.post(t, "GET", "/v1/receipts/idt_bad?tool=pay.charge", e2eKeyOne, ""); code != 400 || m["reason"] != "malformed_key" {
+			t.Errorf("bad key: %d %v", code, m)
+		}
+	})
+
+	t.Run("pin change is a destination_conflict", func(t *testing.T) {
+		k := idempotency.NewKey().String()
+		mail := map[string]any{"to": "ada@example.com"}
+		s := p.session(t, e2eKeyOne, k)
+		first := call(t, s, "cap.mail", mail, "")
+		first.wantOutcome(t, "accepted", false)
+		if first.rc.Tool != "cap.mail" || first.rc.Route.Connection != "conn_v" || vendor.count("/mail-a", k) != 1 {
+			t.Fatalf("first: %+v", first.rc)
+		}
+		if code, m := p.post(t, "POST", "/v1/capabilities/cap.mail/pin", e2eKeyAdmin, `{"provider": "mail.b"}`); code != 200 || m["pin"] != "mail.b" {
+			t.Fatalf("pin: %d %v", code, m)
+		}
+		call(t, s, "cap.mail", mail, "").wantRefusal(t, "destination_conflict", 409)
+		if n := vendor.count("/mail-b", ""); n != 0 {
+			t.Errorf("the new provider saw %d requests", n)
+		}
+		// A new key goes to the new provider, with the key in the body.
+		k2 := idempotency.NewKey().String()
+		call(t, p.session(t, e2eKeyOne, k2), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
+		if n := vendor.count("/mail-b", k2); n != 1 {
+			t.Errorf("new provider saw %d requests for a new key", n)
+		}
+		if code, _ := p.post(t, "POST", "/v1/capabilities/cap.mail/pin", e2eKeyAdmin, `{"provider": "pay.charge"}`); code != 400 {
+			t.Errorf("pin to a non-provider: %d", code)
+		}
+	})
+
+	t.Run("refusals touch nothing", func(t *testing.T) {
+		k := idempotency.NewKey().String()
+		s := p.session(t, e2eKeyOne, k)
+		call(t, s, "chat.post", map[string]any{"text": "hi"}, "").wantRefusal(t, "policy_denied", 403)
+		call(t, s, "no.such", map[string]any{}, "").wantRefusal(t, "unknown_tool", 404)
+		call(t, s, "pay.charge", map[string]any{"x": strings.Repeat("a", maxArgBytes)}, "").wantRefusal(t, "arguments_too_large", 413)
+		call(t, s, "pay.charge", charge, "apt_nothex").wantRefusal(t, "invalid_request", 400)
+		call(t, s, "pay.charge", charge, "apt_00000000000000000000000000000000").wantRefusal(t, "not_found", 404)
+		if n := vendor.count("/chat", ""); n != 0 {
+			t.Errorf("vendor saw %d chat requests", n)
+		}
+		if code, m := p.post(t, "GET", "/v1/receipts/"+k+"?tool=pay.charge", e2eKeyOne, ""); code != 404 {
+			t.Errorf("a refused call left a record: %d %v", code, m)
+		}
+		// The key is still free for a real call.
+		call(t, s, "pay.charge", charge, "").wantOutcome(t, "accepted", false)
+	})
+
+	t.Run("metrics and health", func(t *testing.T) {
+		resp, err := http.Get(p.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{`obol_claims_total{result="claimed"}`, `obol_claims_total{result="replay"}`,
+			`obol_attempts_total{phase="responded"}`, `obol_outcomes_total{outcome="accepted"}`, "obol_replays_total",
+			`obol_refusals_total{reason="request_mismatch"}`, "obol_call_duration_seconds_bucket"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+		if code, m := p.post(t, "GET", "/healthz", "", ""); code != 200 || m["status"] != "ok" {
+			t.Errorf("healthz: %d %v", code, m)
+		}
+	})
+
+	t.Run("graceful shutdown finishes an in-flight call", func(t *testing.T) {
+		k := idempotency.NewKey().String()
+		s := p.session(t, e2eKeyOne, k)
+		for len(vendor.slowGot) > 0 {
+			<-vendor.slowGot
+		}
+		got := make(chan answer, 1)
+		go func() { got <- call(t, s, "pay.slow", map[string]any{"n": 2}, "") }()
+		select {
+		case <-vendor.slowGot:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call never reached the vendor")
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		a := <-got
+		a.wantOutcome(t, "accepted", false)
+		select {
+		case err := <-p.done:
+			if err != nil {
+				t.Errorf("exit: %v", err)
+			}
+			p.done <- err // for the cleanup
+		case <-time.After(15 * time.Second):
+			t.Fatal("refserver did not exit after SIGTERM")
+		}
+	})
+
+	logs := p.stderr.String()
+	for _, secret := range []string{e2eSecret, e2eKeyOne, e2eKeyTwo, e2eKeyAdmin, "vendor-secret-cookie"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the logs hold %q", secret)
+		}
+	}
+	if !strings.Contains(logs, `msg=tools/call`) {
+		t.Errorf("no call logs:\n%s", logs)
+	}
+}

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// fakeStore answers Ticket from a map and records every call; every other
+// method fails, so a test sees any store access it did not expect.
+type fakeStore struct {
+	mu        sync.Mutex
+	tickets   map[string]idempotency.Ticket
+	ticketErr error
+	calls     []string
+}
+
+func (f *fakeStore) record(op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, op)
+}
+
+func (f *fakeStore) ops() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+var errFake = errors.New("fake store: not implemented")
+
+func (f *fakeStore) Claim(context.Context, idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	f.record("claim")
+	return idempotency.ClaimResult{}, errFake
+}
+func (f *fakeStore) Reserve(context.Context, idempotency.ReserveRequest) (idempotency.Reservation, error) {
+	f.record("reserve")
+	return idempotency.Reservation{}, errFake
+}
+func (f *fakeStore) Finalize(context.Context, idempotency.FinalizeRequest) (idempotency.Record, error) {
+	f.record("finalize")
+	return idempotency.Record{}, errFake
+}
+func (f *fakeStore) Lookup(context.Context, idempotency.Scope, idempotency.Key) (idempotency.Record, error) {
+	f.record("lookup")
+	return idempotency.Record{}, errFake
+}
+func (f *fakeStore) Decide(context.Context, idempotency.DecideRequest) (idempotency.Ticket, error) {
+	f.record("decide")
+	return idempotency.Ticket{}, errFake
+}
+func (f *fakeStore) Ticket(_ context.Context, id string) (idempotency.Ticket, error) {
+	f.record("ticket")
+	if f.ticketErr != nil {
+		return idempotency.Ticket{}, f.ticketErr
+	}
+	t, ok := f.tickets[id]
+	if !ok {
+		return idempotency.Ticket{}, idempotency.ErrNotFound
+	}
+	return t, nil
+}
+
+func newTestServer(t *testing.T, st idempotency.Store) *server {
+	t.Helper()
+	cfg, err := loadConfig([]byte(goodConfig), testEnv, &retry.Executor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newServer(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// frontResult is what passed the front, or what it refused.
+type frontResult struct {
+	code    int
+	header  http.Header
+	body    []byte
+	info    *callInfo // nil when the request did not pass
+	reached string    // the body the next handler read
+}
+
+func callFront(t *testing.T, s *server, h http.Header, body string) frontResult {
+	t.Helper()
+	var res frontResult
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res.info, _ = r.Context().Value(callInfoKey{}).(*callInfo)
+		b, _ := io.ReadAll(r.Body)
+		res.reached = string(b)
+		w.WriteHeader(http.StatusOK)
+	})
+	req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+	for k, vs := range h {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	rec := httptest.NewRecorder()
+	s.mcpFront(next).ServeHTTP(rec, req)
+	res.code, res.header, res.body = rec.Code, rec.Header(), rec.Body.Bytes()
+	return res
+}
+
+// rpcRefusal decodes a JSON-RPC error response of the front.
+func rpcRefusal(t *testing.T, body []byte) (id string, code int64, data errorData) {
+	t.Helper()
+	var resp struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   *struct {
+			Code    int64     `json:"code"`
+			Message string    `json:"message"`
+			Data    errorData `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil || resp.Error == nil || resp.JSONRPC != "2.0" {
+		t.Fatalf("not a JSON-RPC error response: %s (%v)", body, err)
+	}
+	return string(resp.ID), resp.Error.Code, resp.Error.Data
+}
+
+const (
+	callBody  = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","arguments":{"a":1}}}`
+	listBody  = `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
+	goodKey   = "idt_0123456789abcdef0123456789abcdef"
+	otherKey  = "idt_ffffffffffffffffffffffffffffffff"
+	ticketID  = "apt_00112233445566778899aabbccddeeff"
+	acmeAuth  = "Bearer ob_live_acme_2"
+	adminAuth = "Bearer ob_admin_key_1"
+)
+
+func resumeBody(ticket string) string {
+	return `{"jsonrpc":"2.0","id":"r1","method":"tools/call","params":{"name":"open.send","arguments":{},"_meta":{"dev.obol/approval-ticket":"` + ticket + `"}}}`
+}
+
+func TestFrontAuth(t *testing.T) {
+	st := &fakeStore{}
+	s := newTestServer(t, st)
+	for _, tc := range []struct {
+		name string
+		auth []string
+	}{
+		{"missing", nil},
+		{"unknown key", []string{"Bearer ob_live_nobody"}},
+		{"approver key", []string{adminAuth}},
+		{"basic scheme", []string{"Basic ob_live_acme_2"}},
+		{"no token", []string{"Bearer "}},
+		{"two fields", []string{acmeAuth, acmeAuth}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := callFront(t, s, http.Header{"Authorization": tc.auth, "Idempotency-Key": {goodKey}}, callBody)
+			if r.code != http.StatusUnauthorized || r.info != nil {
+				t.Fatalf("code %d, passed %v", r.code, r.info != nil)
+			}
+			if r.header.Get("WWW-Authenticate") == "" {
+				t.Error("no WWW-Authenticate")
+			}
+			if _, _, d := rpcRefusal(t, r.body); d.Reason != "unauthorized" || d.Status != 401 {
+				t.Errorf("data %+v", d)
+			}
+			if strings.Contains(string(r.body), "ob_live") || strings.Contains(string(r.body), "ob_admin") {
+				t.Errorf("refusal echoes the key: %s", r.body)
+			}
+		})
+	}
+	for _, auth := range []string{acmeAuth, "bearer ob_live_acme_1", "Bearer ob_live_globex"} {
+		r := callFront(t, s, http.Header{"Authorization": {auth}}, callBody)
+		want := "ws_acme"
+		if strings.HasSuffix(auth, "globex") {
+			want = "ws_globex"
+		}
+		if r.code != http.StatusOK || r.info == nil || r.info.workspace != want {
+			t.Errorf("%s: code %d info %+v, want workspace %s", auth, r.code, r.info, want)
+		}
+	}
+	if ops := st.ops(); len(ops) != 0 {
+		t.Errorf("store touched: %v", ops)
+	}
+}
+
+func TestFrontKey(t *testing.T) {
+	st := &fakeStore{}
+	s := newTestServer(t, st)
+	auth := http.Header{"Authorization": {acmeAuth}}
+	with := func(keys ...string) http.Header {
+		h := auth.Clone()
+		h["Idempotency-Key"] = keys
+		return h
+	}
+
+	t.Run("supplied bare", func(t *testing.T) {
+		r := callFront(t, s, with(goodKey), callBody)
+		if r.code != 200 || r.info.key.String() != goodKey || r.info.source != idempotency.KeySupplied {
+			t.Fatalf("code %d info %+v", r.code, r.info)
+		}
+		if got := r.header.Get("Idempotency-Key"); got != goodKey {
+			t.Errorf("response header %q", got)
+		}
+		if r.reached != callBody {
+			t.Errorf("the SDK would read %q, not the body", r.reached)
+		}
+	})
+	t.Run("supplied structured field string", func(t *testing.T) {
+		r := callFront(t, s, with(`"`+goodKey+`"`), callBody)
+		if r.code != 200 || r.info.key.String() != goodKey || r.header.Get("Idempotency-Key") != goodKey {
+			t.Fatalf("code %d info %+v header %q", r.code, r.info, r.header.Get("Idempotency-Key"))
+		}
+	})
+	t.Run("minted", func(t *testing.T) {
+		r1 := callFront(t, s, auth, callBody)
+		r2 := callFront(t, s, auth, callBody)
+		k1, err := idempotency.ParseKey(r1.header.Get("Idempotency-Key"))
+		if err != nil || r1.info.source != idempotency.KeyMinted || r1.info.key != k1 {
+			t.Fatalf("minted key %q (%v), info %+v", r1.header.Get("Idempotency-Key"), err, r1.info)
+		}
+		if r2.info.key == k1 {
+			t.Error("two calls without a key got the same minted key")
+		}
+	})
+	t.Run("no header on non-call requests", func(t *testing.T) {
+		r := callFront(t, s, auth, listBody)
+		if r.code != 200 || r.header.Get("Idempotency-Key") != "" {
+			t.Errorf("code %d, header %q", r.code, r.header.Get("Idempotency-Key"))
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		keys []string
+		body string
+		id   string
+	}{
+		{"garbage", []string{"nope"}, callBody, "7"},
+		{"upper-case hex", []string{strings.ToUpper(goodKey)}, callBody, "7"},
+		{"whitespace", []string{" " + goodKey}, callBody, "7"},
+		{"sf parameters", []string{`"` + goodKey + `";a=1`}, callBody, "7"},
+		{"empty", []string{""}, callBody, "7"},
+		{"repeated", []string{goodKey, goodKey}, callBody, "7"},
+		{"on tools/list too", []string{"nope"}, listBody, "3"},
+	} {
+		t.Run("malformed "+tc.name, func(t *testing.T) {
+			r := callFront(t, s, with(tc.keys...), tc.body)
+			if r.code != http.StatusBadRequest || r.info != nil {
+				t.Fatalf("code %d passed %v", r.code, r.info != nil)
+			}
+			id, code, d := rpcRefusal(t, r.body)
+			if d.Reason != "malformed_key" || d.Status != 400 || id != tc.id || code != -32000 {
+				t.Errorf("id %s code %d data %+v", id, code, d)
+			}
+			if r.header.Get("Idempotency-Key") != "" {
+				t.Error("a refused key came back as the effective key")
+			}
+		})
+	}
+	t.Run("batch with two calls", func(t *testing.T) {
+		r := callFront(t, s, with(goodKey), "["+callBody+","+strings.Replace(callBody, `"id":7`, `"id":8`, 1)+"]")
+		if _, _, d := rpcRefusal(t, r.body); r.code != 400 || d.Reason != "invalid_request" {
+			t.Errorf("code %d data %+v", r.code, d)
+		}
+	})
+	t.Run("batch with one call", func(t *testing.T) {
+		r := callFront(t, s, with(goodKey), "["+callBody+","+listBody+"]")
+		if r.code != 200 || r.header.Get("Idempotency-Key") != goodKey {
+			t.Errorf("code %d header %q", r.code, r.header.Get("Idempotency-Key"))
+		}
+	})
+	t.Run("body too large", func(t *testing.T) {
+		big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"open.send","arguments":{"x":"` +
+			strings.Repeat("a", maxBodyBytes) + `"}}}`
+		r := callFront(t, s, with(goodKey), big)
+		if _, _, d := rpcRefusal(t, r.body); r.code != 413 || d.Reason != "request_too_large" || r.info != nil {
+			t.Errorf("code %d data %+v", r.code, d)
+		}
+	})
+	if ops := st.ops(); len(ops) != 0 {
+		t.Errorf("store touched: %v", ops)
+	}
+}
+
+func TestFrontResume(t *testing.T) {
+	tk, _ := idempotency.ParseKey(goodKey)
+	st := &fakeStore{tickets: map[string]idempotency.Ticket{
+		ticketID: {ID: ticketID, Scope: idempotency.Scope{Workspace: "ws_acme", Connection: "conn_open", Tool: "open.send"}, Key: tk},
+	}}
+	s := newTestServer(t, st)
+	acme := http.Header{"Authorization": {acmeAuth}}
+
+	// No key: the ticket's key, never a fresh one.
+	r := callFront(t, s, acme, resumeBody(ticketID))
+	if r.code != 200 || r.header.Get("Idempotency-Key") != goodKey || r.info.key != tk {
+		t.Fatalf("resume without key: code %d header %q info %+v", r.code, r.header.Get("Idempotency-Key"), r.info)
+	}
+	// The handler still sees a minted source, so the orchestrator checks the
+	// ticket itself.
+	if r.info.source != idempotency.KeyMinted {
+		t.Errorf("source %q", r.info.source)
+	}
+
+	// A supplied key is kept as is; the orchestrator refuses a mismatch.
+	h := acme.Clone()
+	h.Set("Idempotency-Key", otherKey)
+	r = callFront(t, s, h, resumeBody(ticketID))
+	if r.header.Get("Idempotency-Key") != otherKey || r.info.source != idempotency.KeySupplied {
+		t.Errorf("supplied key on resume: header %q info %+v", r.header.Get("Idempotency-Key"), r.info)
+	}
+
+	// Another workspace's ticket does not lend its key.
+	globex := http.Header{"Authorization": {"Bearer ob_live_globex"}}
+	r = callFront(t, s, globex, resumeBody(ticketID))
+	if r.code != 200 || r.header.Get("Idempotency-Key") == goodKey || r.info.key == tk {
+		t.Errorf("another workspace's ticket: header %q", r.header.Get("Idempotency-Key"))
+	}
+
+	// Unknown and malformed tickets: a minted key; the handler refuses.
+	for _, id := range []string{"apt_99999999999999999999999999999999", "apt_nope"} {
+		r = callFront(t, s, acme, resumeBody(id))
+		if r.code != 200 || r.header.Get("Idempotency-Key") == goodKey || r.info.source != idempotency.KeyMinted {
+			t.Errorf("ticket %s: code %d header %q", id, r.code, r.header.Get("Idempotency-Key"))
+		}
+	}
+	for _, op := range st.ops() {
+		if op != "ticket" {
+			t.Errorf("the front made a %s call", op)
+		}
+	}
+
+	// A store that cannot answer: 503, and nothing passes.
+	st.ticketErr = &storeDown{}
+	r = callFront(t, s, acme, resumeBody(ticketID))
+	if _, _, d := rpcRefusal(t, r.body); r.code != 503 || d.Reason != "store_unavailable" || r.info != nil {
+		t.Errorf("store down: code %d data %+v", r.code, d)
+	}
+}
+
+type storeDown struct{}
+
+func (*storeDown) Error() string { return "redis down" }
+func (*storeDown) Unwrap() error { return idempotency.ErrStoreUnavailable }
+
+func TestBearerToken(t *testing.T) {
+	for _, tc := range []struct {
+		vals []string
+		tok  string
+		ok   bool
+	}{
+		{[]string{"Bearer abc"}, "abc", true},
+		{[]string{"BEARER  abc "}, "abc", true},
+		{[]string{"Bearer a b"}, "", false},
+		{[]string{"Bearerabc"}, "", false},
+		{[]string{"Token abc"}, "", false},
+		{nil, "", false},
+		{[]string{"Bearer abc", "Bearer abc"}, "", false},
+	} {
+		tok, ok := bearerToken(http.Header{"Authorization": tc.vals})
+		if tok != tc.tok || ok != tc.ok {
+			t.Errorf("%q: %q, %v; want %q, %v", tc.vals, tok, ok, tc.tok, tc.ok)
+		}
+	}
+}
