@@ -208,7 +208,7 @@ func TestSetAtPointerErrors(t *testing.T) {
 	for _, tc := range tests {
 		body := []byte(tc.body)
 		before := bytes.Clone(body)
-		out, err := SetAtPointer(body, tc.pointer, "K")
+		out, err := SetAtPointer(body, tc.pointer, "idt_secretvalue")
 		if !errors.Is(err, tc.want) || out != nil {
 			t.Errorf("%s %q: got %s, %v; want %v", tc.body, tc.pointer, out, err, tc.want)
 			continue
@@ -218,6 +218,9 @@ func TestSetAtPointerErrors(t *testing.T) {
 		}
 		if !bytes.Equal(body, before) {
 			t.Errorf("%s %q: input modified", tc.body, tc.pointer)
+		}
+		if strings.Contains(err.Error(), "secretvalue") {
+			t.Errorf("%s %q: error quotes the value: %v", tc.body, tc.pointer, err)
 		}
 	}
 }
