@@ -23,7 +23,9 @@
 // idempotency.binding takes its documented zero default (write, native, none,
 // unsupported); an explicit "" is an error, because it is more likely a
 // templating slip than a choice. Validate, which sees only Go values, accepts
-// the empty defaults. A status list element must be an integer literal.
+// the empty defaults. A status list element must be an integer literal; an
+// empty list reads as absent. Spec.MarshalJSON leaves empty enumerated fields
+// out, so Parse(json.Marshal(s)) gives back every valid s.
 //
 // Errors. Each problem is a *FieldError rendered as
 // "effectspec: TOOL: FIELD: MSG" and unwrapping to ErrInvalidSpec; Parse,
