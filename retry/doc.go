@@ -1,0 +1,94 @@
+// Package retry makes the outbound attempts of a tool call: exactly one HTTP
+// attempt per reservation, with no hidden retry below it, so that the
+// attempt_count on a receipt equals the number of requests the vendor could
+// have seen.
+//
+// # Executor
+//
+// The one recommended path is a long-lived Executor per gateway (its zero
+// value is ready) and one Do per reserved attempt:
+//
+//	var exec retry.Executor // keep it: it pools keep-alive connections
+//
+//	res := exec.Do(ctx, req) // ctx: the dispatch deadline inside the lease
+//	switch res.Phase {
+//	case retry.BeforeSend: // proven: the vendor got no byte; may be attempted again
+//	case retry.PostSend:   // the vendor may have seen it: the outcome is unknown
+//	case retry.Responded:  // res.Status, res.Header, res.Body (or res.Truncated)
+//	}
+//
+// Do never returns an error of its own: every outcome is a Result, and
+// Result.Err, an *Error, explains a BeforeSend or PostSend attempt. An
+// *Error's message never holds a header value, the URL (path, query and
+// userinfo may hold credentials) or bytes the vendor sent; the error it
+// wraps may, so log Error() and nothing below it. errors.Is(res.Err,
+// ErrInvalidRequest) tells a request that can never be sent from a network
+// failure; it is reported as BeforeSend, since nothing was written.
+//
+// # How before_send is proven
+//
+// Every connection the Executor dials is wrapped in a conn that counts the
+// bytes handed to Write, counting before the write starts. An httptrace
+// GotConn hook finds the connection the request is about to be written to
+// (under the *tls.Conn for https) and notes its count. When the round trip
+// fails, the connection is sealed: under the same mutex as the count, every
+// later Write fails without writing, and the connection is closed. If the
+// count at the seal equals the count at GotConn, no request byte reached the
+// socket and none ever will, and the phase is BeforeSend; otherwise it is
+// PostSend. A failure before GotConn (a refused dial, a context done before
+// a connection was found) is BeforeSend. httptrace's WroteHeaders and
+// WroteRequest callbacks are not used: they fire while bytes may still sit
+// in a buffer. TLS handshake bytes are written before GotConn and are not
+// request bytes. Any other byte written after GotConn, even one that failed,
+// counts: the proof errs only towards PostSend.
+//
+// # No hidden retry
+//
+// net/http's Transport silently re-sends a request on a new connection when
+// a reused keep-alive connection fails and the request is "replayable" (a
+// GET, HEAD, OPTIONS or TRACE, or any request with an Idempotency-Key or
+// X-Idempotency-Key header, whose body is nil, http.NoBody or rewindable
+// through GetBody), and also when the transport wrote nothing to the
+// connection and the body is empty or rewindable. The Executor closes each
+// path:
+//
+//   - The request handed to the transport always has a non-nil body other
+//     than http.NoBody, and no GetBody. Such a request is never replayable,
+//     and its outgoing length is never zero, so the transport's own rules
+//     retry nothing, not even when nothing was written. (The transport judges
+//     "nothing written" by bytes the connection accepted; the Executor does
+//     not rely on that judgement but leaves the second attempt to the caller,
+//     after a proven BeforeSend.) A keep-alive connection is still reused
+//     whenever the previous response was read in full.
+//   - An empty body is sent as net/http sends a nil one for GET, HEAD,
+//     DELETE and OPTIONS (no body framing, or Content-Length: 0 where
+//     net/http sends it), because the transport probes such bodies. For POST,
+//     PUT, PATCH and other methods an empty body goes out as an empty chunked
+//     body (Transfer-Encoding: chunked), since only a nil body gets
+//     Content-Length: 0 and a nil body is replayable.
+//   - HTTP/1.1 only: no HTTP/2, whose transport re-sends on GOAWAY,
+//     REFUSED_STREAM and some protocol errors. ALPN offers only http/1.1.
+//   - Transport.RoundTrip, not http.Client: a redirect is a Responded result
+//     with its 3xx status and Location header, never followed.
+//   - No proxy: the environment's proxy settings are ignored, since a
+//     forward proxy may retry on its own.
+//   - One Transport per Executor, so no other code shares its pool.
+//   - Should the transport still ask for a second connection within one Do,
+//     that connection is sealed before the request is handed to it and the
+//     attempt is canceled: at most one connection ever receives a byte of an
+//     attempt.
+//
+// # Other decisions
+//
+//   - The whole response body is read, up to MaxBodyBytes. A larger body is
+//     not read further: the Result is Responded with Status and Header,
+//     Truncated is set, Body is nil, and the connection is closed instead
+//     of reused. A truncated response is not complete, so a caller must not
+//     treat it as a consistent answer.
+//   - A body cut short by the connection, or by ctx, is PostSend, with the
+//     Status that had arrived.
+//   - Responses are not decompressed (no Accept-Encoding is added), so Body
+//     holds the bytes the vendor sent.
+//   - Do ignores req's own context and uses ctx: deadlines, cancellation and
+//     trace hooks come from ctx.
+package retry

@@ -1,0 +1,305 @@
+package retry
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Phase says how far an attempt got on the wire.
+type Phase string
+
+const (
+	// BeforeSend: proven that no request byte was written to a socket.
+	BeforeSend Phase = "before_send"
+	// PostSend: the attempt failed after request bytes may have left,
+	// including timeouts and a response body cut short.
+	PostSend Phase = "post_send"
+	// Responded: the status, the headers and the whole body were read (or
+	// the body was dropped for its size; see Result.Truncated).
+	Responded Phase = "responded"
+)
+
+// Result is what one attempt did.
+type Result struct {
+	Phase Phase
+	// Status is the vendor's status code: set when Responded, and when
+	// PostSend if the status line arrived before the failure; else 0.
+	Status int
+	// Header is the vendor's response header when Responded.
+	Header http.Header
+	// Body is the whole response body when Responded; nil when Truncated.
+	Body []byte
+	// Truncated reports that the body exceeded MaxBodyBytes. Status and
+	// Header are kept and Body is nil. The rest of the body is not read:
+	// the connection is closed rather than reused. The vendor did answer,
+	// so the phase is Responded, but the response is not complete.
+	Truncated bool
+	// Err is the failure of a BeforeSend or PostSend attempt, an *Error.
+	// It is nil when Responded.
+	Err error
+}
+
+// Default limits of an Executor.
+const (
+	DefaultMaxBodyBytes        = 10 << 20
+	DefaultDialTimeout         = 5 * time.Second
+	DefaultTLSHandshakeTimeout = 10 * time.Second
+	DefaultIdleConnTimeout     = 90 * time.Second
+	DefaultMaxIdleConnsPerHost = 16
+)
+
+// An Executor makes exactly one outbound HTTP/1.1 attempt per Do and reports
+// how far it got. It never retries, never follows a redirect and never lets
+// its transport re-send a request; see the package documentation for how.
+//
+// The zero Executor is ready to use. Its fields must not be changed after the
+// first call to Do. An Executor is safe for concurrent use and keeps
+// keep-alive connections between calls; it should be reused.
+type Executor struct {
+	// MaxBodyBytes limits the response body that is read. If zero or
+	// negative, DefaultMaxBodyBytes (10 MiB).
+	MaxBodyBytes int64
+
+	// DialTimeout bounds each dial, including one made by DialContext. If
+	// zero, DefaultDialTimeout (5s).
+	DialTimeout time.Duration
+
+	// TLSHandshakeTimeout bounds each TLS handshake. If zero,
+	// DefaultTLSHandshakeTimeout (10s).
+	TLSHandshakeTimeout time.Duration
+
+	// TLSClientConfig configures TLS for https. If nil, the defaults of
+	// crypto/tls. It is cloned, and its NextProtos is replaced by
+	// "http/1.1": HTTP/2 is never negotiated.
+	TLSClientConfig *tls.Config
+
+	// IdleConnTimeout is how long an idle keep-alive connection is kept.
+	// If zero, DefaultIdleConnTimeout (90s).
+	IdleConnTimeout time.Duration
+
+	// MaxIdleConnsPerHost is how many idle keep-alive connections are kept
+	// per host. If zero, DefaultMaxIdleConnsPerHost (16).
+	MaxIdleConnsPerHost int
+
+	// DialContext dials the vendor (or a tunnel to it). If nil, a
+	// net.Dialer with TCP keep-alive. Whatever it returns is wrapped to
+	// count written bytes, so it must not write request bytes itself.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	once sync.Once
+	tr   *http.Transport
+}
+
+func (e *Executor) transport() *http.Transport {
+	e.once.Do(func() {
+		dial := e.DialContext
+		if dial == nil {
+			dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
+		}
+		dialTimeout := orDefault(e.DialTimeout, DefaultDialTimeout)
+		var tlsConf *tls.Config
+		if e.TLSClientConfig != nil {
+			tlsConf = e.TLSClientConfig.Clone()
+		} else {
+			tlsConf = &tls.Config{}
+		}
+		tlsConf.NextProtos = []string{"http/1.1"}
+		var protos http.Protocols
+		protos.SetHTTP1(true)
+		e.tr = &http.Transport{
+			// No Proxy: the environment's proxy settings are ignored, since
+			// a forward proxy could retry on its own.
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+				defer cancel()
+				nc, err := dial(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return &conn{Conn: nc}, nil
+			},
+			TLSClientConfig:     tlsConf,
+			TLSHandshakeTimeout: orDefault(e.TLSHandshakeTimeout, DefaultTLSHandshakeTimeout),
+			// A non-nil empty map and HTTP/1 alone: no HTTP/2, whose
+			// transport re-sends on GOAWAY and REFUSED_STREAM.
+			TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+			Protocols:           &protos,
+			DisableCompression:  true,
+			IdleConnTimeout:     orDefault(e.IdleConnTimeout, DefaultIdleConnTimeout),
+			MaxIdleConnsPerHost: orDefault(e.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost),
+		}
+	})
+	return e.tr
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// CloseIdleConnections closes the idle keep-alive connections. It does not
+// interrupt attempts in flight.
+func (e *Executor) CloseIdleConnections() {
+	e.transport().CloseIdleConnections()
+}
+
+// Do makes exactly one attempt to send req and reads the whole response.
+//
+// ctx governs the attempt (dial, write, wait and body read); req's own
+// context is ignored. req is not modified, and its body is consumed and
+// closed. req.GetBody is never called. A nil body, or http.NoBody, is sent
+// as an empty body: with no body framing for GET, HEAD, DELETE and OPTIONS
+// (exactly as net/http sends a nil body), and as an empty chunked body for
+// other methods, since a Content-Length of 0 is only sent for a nil body,
+// which the transport would treat as replayable.
+func (e *Executor) Do(ctx context.Context, req *http.Request) Result {
+	out, err := outgoing(ctx, req)
+	if err != nil {
+		return Result{Phase: BeforeSend, Err: newError(BeforeSend, "request", err)}
+	}
+	return e.send(out)
+}
+
+// outgoing returns the request that is handed to the transport: a shallow
+// copy of req on ctx whose body is never nil and cannot be rewound. With
+// such a body net/http's Transport retries nothing: isReplayable is false
+// (the body is not nil, not NoBody, and there is no GetBody), and the
+// nothing-written retry needs a zero outgoing length or a GetBody.
+func outgoing(ctx context.Context, req *http.Request) (*http.Request, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
+	}
+	bad := func(what string) (*http.Request, error) {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, fmt.Errorf("%w: %s", ErrInvalidRequest, what)
+	}
+	switch {
+	case req.URL == nil:
+		return bad("no URL")
+	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
+		return bad("scheme is not http or https")
+	case req.URL.Host == "":
+		return bad("no host")
+	case req.Method == http.MethodConnect:
+		return bad("CONNECT")
+	case req.ContentLength != 0 && (req.Body == nil || req.Body == http.NoBody):
+		return bad("Content-Length without a body")
+	case req.Header == nil:
+		return bad("nil header")
+	}
+	out := req.WithContext(ctx)
+	out.GetBody = nil
+	if out.Body == nil || out.Body == http.NoBody {
+		out.Body = emptyBody{}
+		out.ContentLength = 0
+	}
+	return out, nil
+}
+
+// emptyBody is an empty body that is neither nil nor http.NoBody.
+type emptyBody struct{}
+
+func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (emptyBody) Close() error             { return nil }
+
+// attempt tracks the connection of one Do.
+type attempt struct {
+	cancel context.CancelCauseFunc
+
+	mu    sync.Mutex
+	conns int   // GotConn calls
+	c     *conn // the first connection, if it is ours
+	base  int64 // c's attempted bytes at GotConn
+}
+
+// gotConn records the connection the request is about to be written to. A
+// second connection would carry a hidden retry. The transport cannot ask for
+// one for our requests, but if it ever did, the connection is sealed before
+// the request is handed to it and the attempt is canceled, so at most one
+// connection ever receives a byte of an attempt.
+func (a *attempt) gotConn(info httptrace.GotConnInfo) {
+	c := connOf(info.Conn)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.conns++
+	if a.conns > 1 {
+		if c != nil {
+			c.seal()
+		}
+		a.cancel(errSecondConn)
+		return
+	}
+	if c != nil {
+		a.c, a.base = c, c.written()
+	}
+}
+
+// settle decides the phase of a failed round trip. It seals the connection,
+// so a late write of the transport cannot contradict a before_send verdict.
+func (a *attempt) settle() Phase {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.conns == 0:
+		return BeforeSend // failed before a connection was handed over
+	case a.c == nil:
+		return PostSend // a connection we cannot account for
+	case a.c.seal() != a.base:
+		return PostSend
+	}
+	return BeforeSend
+}
+
+func (e *Executor) send(req *http.Request) Result {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	defer cancel(nil)
+	a := &attempt{cancel: cancel}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: a.gotConn})
+
+	resp, err := e.transport().RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		phase := a.settle()
+		if isInvalidHeader(err) {
+			err = fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+		return Result{Phase: phase, Err: newError(phase, "round trip", err)}
+	}
+	defer resp.Body.Close()
+
+	limit := e.MaxBodyBytes
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	res := Result{Phase: Responded, Status: resp.StatusCode, Header: resp.Header}
+	if resp.ContentLength > limit {
+		res.Truncated = true
+		return res
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	switch {
+	case err != nil:
+		return Result{Phase: PostSend, Status: resp.StatusCode, Err: newError(PostSend, "read body", err)}
+	case int64(len(body)) > limit:
+		res.Truncated = true
+	default:
+		res.Body = body
+	}
+	return res
+}
+
+func isInvalidHeader(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "net/http: invalid header") || strings.HasPrefix(msg, "net/http: invalid trailer")
+}
