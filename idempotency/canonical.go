@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"sync"
@@ -49,7 +50,7 @@ func AppendCanonical(dst, data []byte) ([]byte, error) {
 		return append(dst, c.tape...), nil
 	}
 	c.out, c.h = dst, nil
-	c.emitRange(0, len(c.tape), 0)
+	c.emitRange(0, uint32(len(c.tape)), 0)
 	dst, c.out = c.out, nil
 	return dst, nil
 }
@@ -82,7 +83,7 @@ func RequestHash(arguments []byte) (string, error) {
 		c.hash.Write(c.tape)
 	} else {
 		c.out, c.h = c.buf[:0], c.hash
-		c.emitRange(0, len(c.tape), 0)
+		c.emitRange(0, uint32(len(c.tape)), 0)
 		c.hash.Write(c.out)
 		c.buf, c.out, c.h = c.out[:0], nil, nil
 	}
@@ -130,26 +131,32 @@ type canonicalizer struct {
 }
 
 // canonMember is one `"name":value` of an object, located in the tape.
+// Positions are 32-bit to keep the hot arrays small; maxCanonicalInput keeps
+// them in range.
 type canonMember struct {
 	prefix           uint64 // the first 8 bytes of the name, big-endian
-	start, end       int    // the member in the tape, without a separating comma
-	keyStart, keyEnd int    // the unescaped name, in keys if inKeys, else in tape
-	firstObj         int    // index in objs of the first object inside the value
-	off              int    // input offset of the name, for errors
+	start, end       uint32 // the member in the tape, without a separating comma
+	keyStart, keyEnd uint32 // the unescaped name, in keys if inKeys, else in tape
+	firstObj         uint32 // index in objs of the first object inside the value
+	off              uint32 // input offset of the name, for errors
 	inKeys           bool
 	high             bool // the name has a rune at or above U+E000
 }
 
 type canonObject struct {
-	start, end int  // '{' through '}' in the tape
-	mem, nmem  int  // sorted[mem:mem+nmem]; only when dirty
-	next       int  // index in objs of the first object after this one's subtree
-	dirty      bool // this object or one inside it needs reordering
+	start, end uint32 // '{' through '}' in the tape
+	mem, nmem  uint32 // sorted[mem:mem+nmem]; only when dirty
+	next       uint32 // index in objs of the first object after this one's subtree
+	dirty      bool   // this object or one inside it needs reordering
 }
 
 const (
-	canonFlushSize = 16 << 10 // emit chunk handed to the hash
-	canonMaxPooled = 4 << 20  // larger buffers are not kept between calls
+	// maxCanonicalInput bounds the input so that the canonical text (at most
+	// about 6x the input, when short exponents such as 1e20 expand) has
+	// 32-bit offsets.
+	maxCanonicalInput = 256 << 20
+	canonFlushSize    = 16 << 10 // emit chunk handed to the hash
+	canonMaxPooled    = 4 << 20  // larger buffers are not kept between calls
 )
 
 var canonicalizers = sync.Pool{New: func() any { return new(canonicalizer) }}
@@ -180,6 +187,9 @@ func trimCanonPooled[T any](s []T, size int) []T {
 
 // parse validates c.in and fills the tape.
 func (c *canonicalizer) parse(data []byte) error {
+	if len(data) > maxCanonicalInput {
+		return fmt.Errorf("%w: document larger than %d MiB", ErrInvalidJSON, maxCanonicalInput>>20)
+	}
 	c.in, c.pos, c.depth, c.reorder = data, 0, 0, false
 	c.tape = slices.Grow(c.tape[:0], len(data))
 	c.keys, c.members, c.objs, c.open = c.keys[:0], c.members[:0], c.objs[:0], c.open[:0]
@@ -306,7 +316,7 @@ func (c *canonicalizer) object() error {
 		return c.errorf(c.pos, "nesting deeper than %d", maxJSONDepth)
 	}
 	idx := len(c.objs)
-	c.objs = append(c.objs, canonObject{start: len(c.tape)})
+	c.objs = append(c.objs, canonObject{start: uint32(len(c.tape))})
 	c.open = append(c.open, idx)
 	base := len(c.stack)
 	c.pos++
@@ -320,17 +330,17 @@ func (c *canonicalizer) object() error {
 				}
 				return c.errorf(c.pos, "%s where a member name was expected", describeJSONByte(byte(ch)))
 			}
-			m := canonMember{start: len(c.tape), off: c.pos}
+			m := canonMember{start: uint32(len(c.tape)), off: uint32(c.pos)}
 			flags, err := c.str()
 			if err != nil {
 				return err
 			}
 			key := c.tape[m.start+1 : len(c.tape)-1]
-			m.keyStart, m.keyEnd, m.high = m.start+1, len(c.tape)-1, flags&strHigh != 0
+			m.keyStart, m.keyEnd, m.high = m.start+1, uint32(len(c.tape)-1), flags&strHigh != 0
 			if flags&strEscaped != 0 {
-				m.keyStart, m.inKeys = len(c.keys), true
+				m.keyStart, m.inKeys = uint32(len(c.keys)), true
 				c.keys = unescapeCanonical(c.keys, key)
-				m.keyEnd = len(c.keys)
+				m.keyEnd = uint32(len(c.keys))
 				key = c.keys[m.keyStart:]
 			}
 			m.prefix = namePrefix(key)
@@ -345,11 +355,11 @@ func (c *canonicalizer) object() error {
 			if c.skipSpace() < 0 {
 				return c.errorf(c.pos, "unexpected end of input in object")
 			}
-			m.firstObj = len(c.objs)
+			m.firstObj = uint32(len(c.objs))
 			if err := c.value(); err != nil {
 				return err
 			}
-			m.end = len(c.tape)
+			m.end = uint32(len(c.tape))
 			c.stack = append(c.stack, int32(len(c.members)))
 			c.members = append(c.members, m)
 			ch = c.skipSpace()
@@ -377,7 +387,7 @@ func (c *canonicalizer) object() error {
 	for i := 1; i < len(ids); i++ {
 		r := c.compare(&c.members[ids[i-1]], &c.members[ids[i]])
 		if r == 0 {
-			return c.errorf(c.members[ids[i]].off, "duplicate member name")
+			return c.errorf(int(c.members[ids[i]].off), "duplicate member name")
 		}
 		if r > 0 {
 			sorted = false
@@ -391,11 +401,11 @@ func (c *canonicalizer) object() error {
 	}
 	c.open = c.open[:len(c.open)-1]
 	o := &c.objs[idx]
-	o.end, o.next = len(c.tape), len(c.objs)
+	o.end, o.next = uint32(len(c.tape)), uint32(len(c.objs))
 	if !sorted || o.dirty {
 		c.reorder = true
 		o.dirty = true
-		o.mem, o.nmem = len(c.sorted), len(ids)
+		o.mem, o.nmem = uint32(len(c.sorted)), uint32(len(ids))
 		c.sorted = append(c.sorted, ids...)
 		if n := len(c.open); n > 0 {
 			c.objs[c.open[n-1]].dirty = true
@@ -420,7 +430,7 @@ func (c *canonicalizer) sortMembers(ids []int32) error {
 	}
 	for i := 1; i < len(ids); i++ {
 		if a, b := &ms[ids[i-1]], &ms[ids[i]]; c.compare(a, b) == 0 {
-			return c.errorf(max(a.off, b.off), "duplicate member name")
+			return c.errorf(int(max(a.off, b.off)), "duplicate member name")
 		}
 	}
 	return nil
@@ -437,7 +447,7 @@ func (c *canonicalizer) compare(a, b *canonMember) int {
 			return 1
 		}
 		if a.keyEnd-a.keyStart <= 8 && b.keyEnd-b.keyStart <= 8 {
-			return (a.keyEnd - a.keyStart) - (b.keyEnd - b.keyStart)
+			return int(a.keyEnd-a.keyStart) - int(b.keyEnd-b.keyStart)
 		}
 	}
 	ka, kb := c.tape, c.tape
@@ -516,9 +526,7 @@ func (c *canonicalizer) str() (flags int, err error) {
 	run := start // next byte to copy verbatim
 	i := start + 1
 	for {
-		for i < len(in) && strSafe[in[i]] {
-			i++
-		}
+		i = skipSafe(in, i)
 		if i >= len(in) {
 			return 0, c.errorf(start, "unterminated string")
 		}
@@ -587,6 +595,27 @@ func (c *canonicalizer) str() (flags int, err error) {
 			run = i
 		}
 	}
+}
+
+// skipSafe returns the index of the first byte at or after i that does not
+// stand for itself in a string, or len(in). It tests eight bytes at a time.
+func skipSafe(in []byte, i int) int {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(in); i += 8 {
+		w := binary.LittleEndian.Uint64(in[i:])
+		q, bs := w^(lo*'"'), w^(lo*'\\')
+		// Per byte, the high bit is set where the byte is below 0x20, is a
+		// quote or a backslash, or is non-ASCII. Borrows can only mark bytes
+		// after a marked one, so the lowest mark is exact.
+		m := ((w-lo*0x20)&^w | (q-lo)&^q | (bs-lo)&^bs | w) & hi
+		if m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(in) && strSafe[in[i]] {
+		i++
+	}
+	return i
 }
 
 func parseHex4(in []byte, i int) (rune, bool) {
@@ -707,7 +736,11 @@ func (c *canonicalizer) number() error {
 		}
 	}
 	c.pos = i
-	if !exponent && c.appendShortDecimal(in[start:digits], in[digits:intEnd], in[fracStart:fracEnd]) {
+	exp := in[i:i]
+	if exponent {
+		exp = in[fracEnd+1 : i]
+	}
+	if c.appendShortDecimal(start != digits, in[digits:intEnd], in[fracStart:fracEnd], exp) {
 		return nil
 	}
 	f, err := strconv.ParseFloat(string(in[start:i]), 64)
@@ -718,41 +751,83 @@ func (c *canonicalizer) number() error {
 	return nil
 }
 
-// appendShortDecimal appends the canonical form of a number written without
-// exponent, when it can do so without converting to binary: a decimal of at
-// most 15 significant digits (DBL_DIG) is the shortest decimal that rounds
-// to its double, and from 1e-6 to 1e21 ECMAScript prints that decimal in
-// plain notation. So the text is kept, less trailing fraction zeros, a
-// needless ".", and the sign of zero.
-func (c *canonicalizer) appendShortDecimal(sign, integer, frac []byte) bool {
-	for len(frac) > 0 && frac[len(frac)-1] == '0' {
-		frac = frac[:len(frac)-1]
+// appendShortDecimal appends the canonical form of the number with the
+// given integer, fraction and exponent digits when it can do so without
+// converting to binary: a decimal of at most 15 significant digits (DBL_DIG)
+// is the shortest decimal that rounds to its double, and from 1e-6 to 1e21
+// ECMAScript prints that decimal in plain notation. It reports false for
+// other numbers.
+func (c *canonicalizer) appendShortDecimal(neg bool, integer, frac, exp []byte) bool {
+	var d [16]byte // significant digits
+	k, zeros, first := 0, 0, -1
+	for i, part := range [2][]byte{integer, frac} {
+		for j, ch := range part {
+			switch {
+			case ch == '0' && first < 0:
+			case ch == '0':
+				zeros++
+			default:
+				if first < 0 {
+					first = j
+					if i == 1 {
+						first += len(integer)
+					}
+				}
+				if k+zeros >= len(d) {
+					return false
+				}
+				for ; zeros > 0; zeros-- {
+					d[k] = '0'
+					k++
+				}
+				d[k] = ch
+				k++
+			}
+		}
 	}
-	var sig int
-	if integer[0] == '0' {
-		lead := 0
-		for lead < len(frac) && frac[lead] == '0' {
-			lead++
-		}
-		if lead == len(frac) { // zero, or -0
-			c.tape = append(c.tape, '0')
-			return true
-		}
-		if lead > 5 { // below 1e-6: exponent notation
-			return false
-		}
-		sig = len(frac) - lead
-	} else {
-		sig = len(integer) + len(frac)
+	if k == 0 { // zero, or -0
+		c.tape = append(c.tape, '0')
+		return true
 	}
-	if sig > 15 {
+	if k > 15 {
 		return false
 	}
-	c.tape = append(c.tape, sign...)
-	c.tape = append(c.tape, integer...)
-	if len(frac) > 0 {
+	// The value is 0.d * 10^n.
+	n := len(integer) - first
+	if len(exp) > 0 {
+		e, sign := 0, 1
+		switch exp[0] {
+		case '-':
+			sign = -1
+			fallthrough
+		case '+':
+			exp = exp[1:]
+		}
+		for _, ch := range exp {
+			if e > 1000 {
+				return false
+			}
+			e = e*10 + int(ch-'0')
+		}
+		n += sign * e
+	}
+	if n < -5 || n > 21 { // below 1e-6 or from 1e21: exponent notation
+		return false
+	}
+	if neg {
+		c.tape = append(c.tape, '-')
+	}
+	switch {
+	case n >= k:
+		c.tape = append(c.tape, d[:k]...)
+		c.tape = append(c.tape, "000000000000000000000"[:n-k]...)
+	case n > 0:
+		c.tape = append(c.tape, d[:n]...)
 		c.tape = append(c.tape, '.')
-		c.tape = append(c.tape, frac...)
+		c.tape = append(c.tape, d[n:k]...)
+	default:
+		c.tape = append(c.tape, "0.00000"[:2-n]...)
+		c.tape = append(c.tape, d[:k]...)
 	}
 	return true
 }
@@ -782,8 +857,8 @@ func appendNumber(dst []byte, f float64) []byte {
 
 // emitRange appends tape[s:e] to c.out with the members of dirty objects in
 // sorted order; k is the index of the first object at or after s.
-func (c *canonicalizer) emitRange(s, e, k int) {
-	for k < len(c.objs) && c.objs[k].start < e {
+func (c *canonicalizer) emitRange(s, e, k uint32) {
+	for int(k) < len(c.objs) && c.objs[k].start < e {
 		o := &c.objs[k]
 		if !o.dirty {
 			k = o.next

@@ -115,8 +115,19 @@ func TestCanonicalizeNumbers(t *testing.T) {
 		{"123456789012345678901234", "1.2345678901234569e+23"},
 		{"18446744073709551616", "18446744073709552000"},
 		{"0.30000000000000004", "0.30000000000000004"}, {"0.1e1", "1"},
+		{"15e-1", "1.5"}, {"12.5e-1", "1.25"}, {"0.00012e2", "0.012"}, {"123e-8", "0.00000123"},
+		{"123e-9", "1.23e-7"}, {"1.5e20", "150000000000000000000"}, {"1.5e21", "1.5e+21"},
+		{"0e999999999", "0"}, {"-0.0e5", "0"}, {"1E-6", "0.000001"}, {"1e-06", "0.000001"},
+		{"123456789012345e6", "123456789012345000000"}, {"1234567890123456e5", "123456789012345600000"},
+		{"1e+0000000000000000000000000000000000000001", "10"}, {"1e99999999999999999999", ""},
 	}
 	for _, tt := range more {
+		if tt.want == "" {
+			if _, err := Canonicalize([]byte(tt.in)); !errors.Is(err, ErrInvalidJSON) {
+				t.Errorf("Canonicalize(%s) error = %v, want ErrInvalidJSON", tt.in, err)
+			}
+			continue
+		}
 		if got, err := Canonicalize([]byte(tt.in)); err != nil || string(got) != tt.want {
 			t.Errorf("Canonicalize(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
 		}
@@ -527,4 +538,41 @@ func cmpSign(n int) int {
 		return 1
 	}
 	return 0
+}
+
+func TestSkipSafe(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	special := []byte{0x00, 0x1f, 0x20, '"', '\\', 0x7f, 0x80, 0xff, '!', '#', '[', ']', 0x21, 0x5b, 0x5d}
+	for range 100000 {
+		b := make([]byte, r.IntN(40))
+		for i := range b {
+			if r.IntN(8) == 0 {
+				b[i] = special[r.IntN(len(special))]
+			} else {
+				b[i] = byte(0x20 + r.IntN(0x60))
+			}
+		}
+		start := r.IntN(len(b) + 1)
+		want := start
+		for want < len(b) && strSafe[b[want]] {
+			want++
+		}
+		if got := skipSafe(b, start); got != want {
+			t.Fatalf("skipSafe(%q, %d) = %d, want %d", b, start, got, want)
+		}
+	}
+}
+
+func TestCanonicalizeSizeLimit(t *testing.T) {
+	// A fresh large allocation is not touched before the size check, so this
+	// costs address space, not memory.
+	big := make([]byte, maxCanonicalInput+1)
+	for _, f := range []func([]byte) error{
+		func(b []byte) error { _, err := Canonicalize(b); return err },
+		func(b []byte) error { _, err := RequestHash(b); return err },
+	} {
+		if err := f(big); !errors.Is(err, ErrInvalidJSON) || !strings.Contains(err.Error(), "larger than 256 MiB") {
+			t.Errorf("err = %v, want size error", err)
+		}
+	}
 }
