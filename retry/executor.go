@@ -283,7 +283,7 @@ func (e *Executor) send(req *http.Request) Result {
 		limit = DefaultMaxBodyBytes
 	}
 	res := Result{Phase: Responded, Status: resp.StatusCode, Header: resp.Header}
-	if resp.ContentLength > limit {
+	if resp.ContentLength > limit && resp.Body != http.NoBody { // HEAD, 204, 304 carry no body
 		res.Truncated = true
 		return res
 	}

@@ -419,6 +419,11 @@ func TestDoBodyLimit(t *testing.T) {
 	defer srv.Close()
 	e := Executor{MaxBodyBytes: limit}
 	defer e.CloseIdleConnections()
+	head := e.Do(context.Background(), newRequest(t, "HEAD", srv.URL+"/?n=1048576", ""))
+	phaseErr(t, head, Responded)
+	if head.Truncated || len(head.Body) != 0 || head.Header.Get("Content-Length") != "1048576" {
+		t.Errorf("HEAD: truncated %v, body of %d bytes, Content-Length %q", head.Truncated, len(head.Body), head.Header.Get("Content-Length"))
+	}
 	for _, tc := range []struct {
 		n       int
 		chunked bool
