@@ -61,8 +61,8 @@
 //     after a proven BeforeSend.) A keep-alive connection is still reused
 //     whenever the previous response was read in full.
 //   - An empty body is sent as net/http sends a nil one for GET, HEAD,
-//     DELETE and OPTIONS (no body framing, or Content-Length: 0 where
-//     net/http sends it), because the transport probes such bodies. For POST,
+//     DELETE and OPTIONS (no body framing), because the transport probes
+//     such bodies and finds them empty. For POST,
 //     PUT, PATCH and other methods an empty body goes out as an empty chunked
 //     body (Transfer-Encoding: chunked), since only a nil body gets
 //     Content-Length: 0 and a nil body is replayable.
