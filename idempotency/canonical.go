@@ -14,10 +14,10 @@ import (
 	"unicode/utf8"
 )
 
-// maxJSONDepth is the deepest nesting of arrays and objects that Canonicalize and
-// RequestHash accept; deeper input is ErrInvalidJSON rather than unbounded
-// work. It equals the limit of encoding/json, so any arguments a Go MCP server
-// can decode can be hashed.
+// maxJSONDepth is the deepest nesting of arrays and objects that
+// Canonicalize and RequestHash accept; deeper input is ErrInvalidJSON rather
+// than unbounded recursion. It equals the limit of encoding/json (and of
+// gowebpki/jcs), so any arguments a Go MCP server can decode can be hashed.
 const maxJSONDepth = 10000
 
 // emptyObjectHash is RequestHash of absent arguments: the hash of "{}".
@@ -28,11 +28,13 @@ const emptyObjectHash = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e83
 // of their names, numbers as ECMAScript's Number.prototype.toString prints the
 // nearest IEEE 754 double, strings as UTF-8 with only the escapes JCS requires.
 //
-// Input that is not exactly one JSON value (RFC 8259), invalid UTF-8, a lone
-// surrogate escape, two members of one object with the same name (compared
-// after unescaping), a number beyond the double range, or nesting of arrays
-// and objects deeper than 10000 is an error wrapping ErrInvalidJSON that names the input offset but
-// never quotes the input. Numbers that underflow become 0, as in ECMAScript.
+// Input that is not exactly one JSON value (RFC 8259, whitespace around it
+// allowed), invalid UTF-8, a lone surrogate escape, two members of one object
+// with the same name (compared after unescaping), a number beyond the double
+// range, nesting of arrays and objects deeper than 10000, or more than 256 MiB
+// of input is an error wrapping ErrInvalidJSON. The error names the input
+// offset but never quotes the input, which may hold secrets. Numbers that
+// underflow become 0, as in ECMAScript. Canonicalize never modifies data.
 func Canonicalize(data []byte) ([]byte, error) {
 	return AppendCanonical(nil, data)
 }
@@ -152,7 +154,7 @@ type canonObject struct {
 
 const (
 	// maxCanonicalInput bounds the input so that the canonical text (at most
-	// about 6x the input, when short exponents such as 1e20 expand) has
+	// 5.25 times the input, when 1e20 becomes 100000000000000000000) has
 	// 32-bit offsets.
 	maxCanonicalInput = 256 << 20
 	canonFlushSize    = 16 << 10 // emit chunk handed to the hash
@@ -170,10 +172,10 @@ func putCanonicalizer(c *canonicalizer) {
 	c.tape = trimCanonPooled(c.tape, 1)
 	c.keys = trimCanonPooled(c.keys, 1)
 	c.buf = trimCanonPooled(c.buf, 1)
-	c.members = trimCanonPooled(c.members, 64)
+	c.members = trimCanonPooled(c.members, 40)
 	c.stack = trimCanonPooled(c.stack, 4)
 	c.sorted = trimCanonPooled(c.sorted, 4)
-	c.objs = trimCanonPooled(c.objs, 48)
+	c.objs = trimCanonPooled(c.objs, 24)
 	c.open = trimCanonPooled(c.open, 8)
 	canonicalizers.Put(c)
 }
@@ -210,8 +212,8 @@ func (c *canonicalizer) errorf(off int, format string, args ...any) error {
 	return fmt.Errorf("%w: at offset %d: %s", ErrInvalidJSON, off, fmt.Sprintf(format, args...))
 }
 
-// describeJSONByte names an unexpected byte without quoting input that might be a
-// secret: structural characters are shown, anything else only by its class.
+// describeJSONByte names an unexpected byte without quoting input that might
+// be a secret: structural characters are shown, anything else by its class.
 func describeJSONByte(b byte) string {
 	switch {
 	case b == '{' || b == '}' || b == '[' || b == ']' || b == ':' || b == ',' || b == '"':
