@@ -238,8 +238,10 @@ func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result, deadline 
 	}
 	switch res.Phase {
 	case BeforeSend:
-		// A deadline that fired before a byte left means no time, not a fault.
-		return !errors.Is(res.Err, context.DeadlineExceeded) && !errors.Is(res.Err, context.Canceled)
+		// A deadline that fired before a byte left means no time, not a
+		// fault, and an invalid request stays invalid.
+		return !errors.Is(res.Err, context.DeadlineExceeded) && !errors.Is(res.Err, context.Canceled) &&
+			!errors.Is(res.Err, ErrInvalidRequest)
 	case Responded:
 		return !res.Truncated && spec.Retryable(res.Status)
 	}

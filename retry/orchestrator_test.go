@@ -1,0 +1,612 @@
+package retry_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/receipt"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// backend opens a fresh claim store with the given lease.
+type backend struct {
+	name string
+	open func(t *testing.T, lease time.Duration) idempotency.Store
+}
+
+func backends() []backend {
+	return []backend{
+		{"miniredis", func(t *testing.T, lease time.Duration) idempotency.Store {
+			m := miniredis.RunT(t)
+			return openStore(t, rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true}, lease, true)
+		}},
+		{"redis", func(t *testing.T, lease time.Duration) idempotency.Store {
+			s := redistest.Start(t)
+			return openStore(t, rueidis.ClientOption{InitAddress: []string{s.Addr()}, DisableCache: true}, lease, false)
+		}},
+	}
+}
+
+func openStore(t *testing.T, opt rueidis.ClientOption, lease time.Duration, skipEviction bool) idempotency.Store {
+	t.Helper()
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	st, err := redisstore.New(context.Background(), c, redisstore.Options{Lease: lease, SkipEvictionCheck: skipEviction})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// forEachBackend runs f against miniredis and a real redis-server.
+func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) { f(t, b) })
+	}
+}
+
+// vendor is an HTTP vendor that counts the requests it read.
+type vendor struct {
+	*httptest.Server
+	seen    atomic.Int64
+	mu      sync.Mutex
+	keys    []string
+	handler func(n int64, w http.ResponseWriter, r *http.Request)
+}
+
+func newVendor(t *testing.T, h func(n int64, w http.ResponseWriter, r *http.Request)) *vendor {
+	v := &vendor{handler: h}
+	v.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		n := v.seen.Add(1)
+		v.mu.Lock()
+		v.keys = append(v.keys, r.Header.Get("Idempotency-Key"))
+		v.mu.Unlock()
+		v.handler(n, w, r)
+	}))
+	t.Cleanup(v.Close)
+	return v
+}
+
+func status(code int) func(int64, http.ResponseWriter, *http.Request) {
+	return func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"status":%d}`, code)
+	}
+}
+
+func spec(binding effectspec.BindingKind) effectspec.Spec {
+	s := effectspec.Spec{
+		Tool: "pay.charge", Effect: effectspec.EffectWrite, Route: effectspec.RouteNative,
+		Idempotency: effectspec.Binding{Kind: binding},
+		Status: effectspec.Statuses{Accepted: []int{200, 201}, DefinitelyRejected: []int{400, 422},
+			Retryable: []int{429, 503}},
+		Approval: effectspec.ApprovalNone,
+	}
+	switch binding {
+	case effectspec.BindingHeader:
+		s.Idempotency.Header = "Idempotency-Key"
+	case effectspec.BindingBodyPointer:
+		s.Idempotency.Pointer = "/meta/idempotency_key"
+	}
+	return s
+}
+
+func call(url string, sp effectspec.Spec, key idempotency.Key, ex *retry.Executor) retry.Call {
+	return retry.Call{
+		Scope:     idempotency.Scope{Workspace: "ws_acme", Connection: "conn_pay", Tool: sp.Tool},
+		Key:       key,
+		KeySource: idempotency.KeySupplied,
+		Arguments: []byte(`{"amount": 100, "currency": "eur"}`),
+		Spec:      sp,
+		Route:     idempotency.Route{Connection: "conn_pay", Provider: "pay", Tool: sp.Tool, Method: "POST", Host: "vendor", Path: "/charge"},
+		Target:    &retry.HTTPTarget{Executor: ex, URL: url + "/charge", Header: http.Header{"Authorization": {"Bearer sk_test_secret"}}},
+	}
+}
+
+func orch(st idempotency.Store, lease time.Duration) *retry.Orchestrator {
+	return &retry.Orchestrator{Store: st, Lease: lease, Policy: effectspec.Policy{Environment: effectspec.Development}}
+}
+
+func expect(t *testing.T, out retry.Outcome, err error, outcome receipt.Outcome, attempts int, seen int64) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if out.Receipt.Outcome != outcome || out.Receipt.AttemptCount != attempts {
+		t.Fatalf("outcome %s with %d attempts, want %s with %d", out.Receipt.Outcome, out.Receipt.AttemptCount, outcome, attempts)
+	}
+	if int64(attempts) < seen {
+		t.Fatalf("vendor saw %d requests but attempt_count is %d", seen, attempts)
+	}
+}
+
+func TestConnectionRefusedThenSuccess(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		v := newVendor(t, status(201))
+		var dials atomic.Int64
+		ex := &retry.Executor{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if dials.Add(1) == 1 {
+				return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("connection refused")}
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}
+		o := orch(b.open(t, 5*time.Second), 5*time.Second)
+		out, err := o.Do(context.Background(), call(v.URL, spec(effectspec.BindingUnsupported), idempotency.NewKey(), ex))
+		expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
+		if v.seen.Load() != 1 {
+			t.Fatalf("vendor saw %d, want 1", v.seen.Load())
+		}
+	})
+}
+
+// closeAfterRead is a raw vendor that reads one whole request and closes the
+// connection without answering.
+func closeAfterRead(t *testing.T) (addr string, seen *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	seen = new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				seen.Add(1)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), seen
+}
+
+func TestVendorClosesAfterReading(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		url, seen := closeAfterRead(t)
+		o := orch(b.open(t, 5*time.Second), 5*time.Second)
+		for _, bind := range []effectspec.BindingKind{effectspec.BindingHeader, effectspec.BindingUnsupported} {
+			out, err := o.Do(context.Background(), call(url, spec(bind), idempotency.NewKey(), &retry.Executor{}))
+			expect(t, out, err, receipt.Unknown, 1, 0)
+		}
+		if seen.Load() != 2 {
+			t.Fatalf("vendor saw %d requests for 2 calls of 1 attempt each", seen.Load())
+		}
+	})
+}
+
+// A vendor that closes each keep-alive connection right after answering (no
+// Connection: close header), so the next call finds a dead pooled connection.
+func TestKeepAliveClosedByVendorNoHiddenResend(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		var seen atomic.Int64
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					req, err := http.ReadRequest(bufio.NewReader(c))
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					seen.Add(1)
+					io.WriteString(c, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+					time.Sleep(5 * time.Millisecond)
+				}()
+			}
+		}()
+		o := orch(b.open(t, 5*time.Second), 5*time.Second)
+		ex := &retry.Executor{}
+		total, accepted := 0, int64(0)
+		for i := 0; i < 20; i++ {
+			out, err := o.Do(context.Background(), call("http://"+ln.Addr().String(), spec(effectspec.BindingHeader), idempotency.NewKey(), ex))
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += out.Receipt.AttemptCount
+			switch out.Receipt.Outcome {
+			case receipt.Accepted:
+				accepted++
+			case receipt.Unknown:
+				// The request went into a connection the vendor had closed:
+				// bytes left, nobody read them, and nobody may re-send them.
+			default:
+				t.Fatalf("outcome %s", out.Receipt.Outcome)
+			}
+		}
+		// Every request the vendor read was a reserved attempt that was
+		// answered: a transport re-send would show as seen > accepted.
+		if got := seen.Load(); got != accepted || got > int64(total) || accepted == 0 {
+			t.Fatalf("vendor saw %d requests, %d accepted, %d attempts reserved", got, accepted, total)
+		}
+	})
+}
+
+func TestRetryable503(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		o := orch(b.open(t, 5*time.Second), 5*time.Second)
+		// header binding: 503 earns the one second attempt.
+		v := newVendor(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			if n == 1 {
+				status(503)(n, w, r)
+				return
+			}
+			status(201)(n, w, r)
+		})
+		key := idempotency.NewKey()
+		out, err := o.Do(context.Background(), call(v.URL, spec(effectspec.BindingHeader), key, &retry.Executor{}))
+		expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
+		if v.seen.Load() != 2 || v.keys[0] != key.String() || v.keys[1] != key.String() {
+			t.Fatalf("vendor saw %d requests with keys %v", v.seen.Load(), v.keys)
+		}
+		// unsupported: no second attempt.
+		u := newVendor(t, status(503))
+		out, err = o.Do(context.Background(), call(u.URL, spec(effectspec.BindingUnsupported), idempotency.NewKey(), &retry.Executor{}))
+		expect(t, out, err, receipt.Unknown, 1, u.seen.Load())
+		if u.seen.Load() != 1 {
+			t.Fatalf("vendor saw %d, want 1", u.seen.Load())
+		}
+		// 503 twice: unknown with two attempts, never a third.
+		w := newVendor(t, status(503))
+		out, err = o.Do(context.Background(), call(w.URL, spec(effectspec.BindingBodyPointer), idempotency.NewKey(), &retry.Executor{}))
+		expect(t, out, err, receipt.Unknown, 2, w.seen.Load())
+		if w.seen.Load() != 2 || out.Receipt.Status != 503 {
+			t.Fatalf("vendor saw %d, status %d", w.seen.Load(), out.Receipt.Status)
+		}
+	})
+}
+
+func TestRejectedIsReplayed(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		o := orch(b.open(t, 5*time.Second), 5*time.Second)
+		v := newVendor(t, status(422))
+		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
+		out, err := o.Do(context.Background(), c)
+		expect(t, out, err, receipt.DefinitelyRejected, 1, v.seen.Load())
+		again, err := o.Do(context.Background(), c)
+		expect(t, again, err, receipt.DefinitelyRejected, 1, v.seen.Load())
+		if !again.Receipt.Replayed || v.seen.Load() != 1 || string(again.Result.Body) != `{"status":422}` {
+			t.Fatalf("replayed=%v seen=%d body=%q", again.Receipt.Replayed, v.seen.Load(), again.Result.Body)
+		}
+		if again.Receipt.RequestHash != out.Receipt.RequestHash || again.Receipt.IdempotencyKey != out.Receipt.IdempotencyKey {
+			t.Fatalf("replay receipt disagrees: %+v vs %+v", again.Receipt, out.Receipt)
+		}
+	})
+}
+
+func TestSlowVendorEndsInsideLease(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const lease = 600 * time.Millisecond
+		st := b.open(t, lease)
+		release := make(chan struct{})
+		v := newVendor(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-time.After(3 * time.Second):
+			}
+			status(201)(n, w, r)
+		})
+		defer close(release)
+		began := time.Now()
+		out, err := orch(st, lease).Do(context.Background(), call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{}))
+		expect(t, out, err, receipt.Unknown, 1, v.seen.Load())
+		if el := time.Since(began); el > lease {
+			// Not a timing assertion of speed: the contract is that no worker
+			// outlives its lease; the dispatch deadline is lease - margin.
+			t.Fatalf("call took %v, longer than the lease %v", el, lease)
+		}
+	})
+}
+
+// A worker paused past its lease: another gateway takes the slot over (the
+// vendor deduplicates on our key) and the late worker's finalize is stale.
+func TestLateWorkerFinalizeIsStale(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const lease = 400 * time.Millisecond
+		st := b.open(t, lease)
+		release := make(chan struct{})
+		v := newVendor(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			if n == 1 {
+				<-release
+			}
+			status(201)(n, w, r)
+		})
+		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
+		// The late worker believes its lease is long (a paused process).
+		late := orch(st, 10*time.Second)
+		type res struct {
+			out retry.Outcome
+			err error
+		}
+		done := make(chan res, 1)
+		go func() {
+			out, err := late.Do(context.Background(), c)
+			done <- res{out, err}
+		}()
+		for v.seen.Load() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(lease + 100*time.Millisecond)
+		out, err := orch(st, lease).Do(context.Background(), c)
+		expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
+		close(release)
+		r := <-done
+		if !errors.Is(r.err, idempotency.ErrStale) {
+			t.Fatalf("late finalize: %v, want ErrStale", r.err)
+		}
+		rec, err := st.Lookup(context.Background(), c.Scope, c.Key)
+		if err != nil || rec.State != idempotency.StateAccepted || rec.AttemptCount != 2 || v.seen.Load() != 2 {
+			t.Fatalf("record %+v err %v, vendor saw %d", rec, err, v.seen.Load())
+		}
+	})
+}
+
+func TestRedirectNotFollowed(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		target := newVendor(t, status(201))
+		v := newVendor(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL+"/charge", http.StatusTemporaryRedirect)
+		})
+		out, err := orch(b.open(t, 5*time.Second), 5*time.Second).Do(context.Background(),
+			call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{}))
+		expect(t, out, err, receipt.Unknown, 1, v.seen.Load())
+		if target.seen.Load() != 0 || out.Receipt.Status != 307 {
+			t.Fatalf("redirect followed: target saw %d, status %d", target.seen.Load(), out.Receipt.Status)
+		}
+	})
+}
+
+func TestLaterCallOnUnknownSlot(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		o := orch(b.open(t, 5*time.Second), 5*time.Second)
+		url, seen := closeAfterRead(t)
+		good := newVendor(t, status(201))
+		// Vendor binding: the next call makes one new attempt.
+		c := call(url, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
+		out, err := o.Do(context.Background(), c)
+		expect(t, out, err, receipt.Unknown, 1, seen.Load())
+		c.Target = &retry.HTTPTarget{URL: good.URL + "/charge"}
+		out, err = o.Do(context.Background(), c)
+		expect(t, out, err, receipt.Accepted, 2, seen.Load()+good.seen.Load())
+		if good.seen.Load() != 1 {
+			t.Fatalf("second call sent %d requests", good.seen.Load())
+		}
+		// Without a vendor binding: refused, nothing sent.
+		u := call(url, spec(effectspec.BindingUnsupported), idempotency.NewKey(), &retry.Executor{})
+		out, err = o.Do(context.Background(), u)
+		expect(t, out, err, receipt.Unknown, 1, 1)
+		before := seen.Load()
+		u.Target = &retry.HTTPTarget{URL: good.URL + "/charge"}
+		if _, err = o.Do(context.Background(), u); !errors.Is(err, idempotency.ErrOutcomeUnknown) {
+			t.Fatalf("unsupported retry: %v, want ErrOutcomeUnknown", err)
+		}
+		if seen.Load() != before || good.seen.Load() != 1 {
+			t.Fatal("a refused call reached a vendor")
+		}
+	})
+}
+
+func TestCallerCancelsMidCall(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		o := orch(b.open(t, 5*time.Second), 5*time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		v := newVendor(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			cancel()
+			time.Sleep(100 * time.Millisecond)
+			status(201)(n, w, r)
+		})
+		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
+		out, err := o.Do(ctx, c)
+		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		again, err := o.Do(context.Background(), c)
+		expect(t, again, err, receipt.Accepted, 1, v.seen.Load())
+		if !again.Receipt.Replayed || v.seen.Load() != 1 {
+			t.Fatalf("replayed=%v, vendor saw %d", again.Receipt.Replayed, v.seen.Load())
+		}
+	})
+}
+
+// faultStore fails chosen operations as a Redis outage would.
+type faultStore struct {
+	idempotency.Store
+	failClaim, failReserve bool
+}
+
+func (f *faultStore) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	if f.failClaim {
+		return idempotency.ClaimResult{}, fmt.Errorf("%w: injected", idempotency.ErrStoreUnavailable)
+	}
+	return f.Store.Claim(ctx, r)
+}
+
+func (f *faultStore) Reserve(ctx context.Context, r idempotency.ReserveRequest) (idempotency.Reservation, error) {
+	if f.failReserve {
+		return idempotency.Reservation{}, fmt.Errorf("%w: injected", idempotency.ErrStoreUnavailable)
+	}
+	return f.Store.Reserve(ctx, r)
+}
+
+func TestStoreErrorsMeanNoSend(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		v := newVendor(t, status(503))
+		fs := &faultStore{Store: b.open(t, 5*time.Second), failClaim: true}
+		o := orch(fs, 5*time.Second)
+		if _, err := o.Do(context.Background(), call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})); !errors.Is(err, idempotency.ErrStoreUnavailable) {
+			t.Fatalf("claim outage: %v", err)
+		}
+		if v.seen.Load() != 0 {
+			t.Fatal("sent without a claim")
+		}
+		fs.failClaim, fs.failReserve = false, true
+		out, err := o.Do(context.Background(), call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{}))
+		expect(t, out, err, receipt.Unknown, 1, v.seen.Load())
+		if v.seen.Load() != 1 {
+			t.Fatalf("sent %d requests with one reservation", v.seen.Load())
+		}
+	})
+}
+
+func TestSecretsStayOut(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const secret = "sk_live_TOPSECRET_42"
+		v := newVendor(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+			if !strings.Contains(r.Header.Get("Authorization"), secret) {
+				t.Error("vendor did not get the credential")
+			}
+			w.Header().Set("Set-Cookie", "session="+secret)
+			w.Header().Set("X-Echo-Auth", secret)
+			status(201)(n, w, r)
+		})
+		o := orch(b.open(t, 5*time.Second), 5*time.Second)
+		var logged strings.Builder
+		o.OnAttempt = func(c *retry.Call, n int, res retry.Result, _ time.Duration) {
+			fmt.Fprintf(&logged, "%v %d %v %d %v", c.Scope, n, res.Phase, res.Status, res.Err)
+		}
+		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
+		c.Target.(*retry.HTTPTarget).Header.Set("Authorization", "Bearer "+secret)
+		out, err := o.Do(context.Background(), c)
+		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		again, _ := o.Do(context.Background(), c)
+		for _, h := range []http.Header{out.Result.Header, again.Result.Header} {
+			if fmt.Sprint(h) != "map[Content-Type:[application/json]]" {
+				t.Errorf("stored headers %v", h)
+			}
+		}
+		enc, _ := out.Receipt.MarshalJSON()
+		// And a failing path: an unreachable vendor.
+		c.Target.(*retry.HTTPTarget).URL = "http://user:" + secret + "@127.0.0.1:1/x?token=" + secret
+		c.Key = idempotency.NewKey()
+		_, err2 := o.Do(context.Background(), c)
+		for what, s := range map[string]string{"receipt": string(enc), "log": logged.String(), "error": fmt.Sprint(err2)} {
+			if strings.Contains(s, secret) {
+				t.Errorf("secret in %s: %s", what, s)
+			}
+		}
+	})
+}
+
+func TestInvalidRequestIsNotRetried(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		var sends atomic.Int64
+		c := call("http://unused", spec(effectspec.BindingHeader), idempotency.NewKey(), nil)
+		inner := &retry.HTTPTarget{URL: "ftp://127.0.0.1:1/x"}
+		c.Target = retry.TargetFunc(func(ctx context.Context, a retry.Attempt) retry.Result {
+			sends.Add(1)
+			return inner.Send(ctx, a)
+		})
+		out, err := orch(b.open(t, 5*time.Second), 5*time.Second).Do(context.Background(), c)
+		expect(t, out, err, receipt.Unknown, 1, 0)
+		if sends.Load() != 1 {
+			t.Fatalf("an invalid request was tried %d times", sends.Load())
+		}
+	})
+}
+
+func TestPolicyDeniedBeforeClaim(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		st := b.open(t, 5*time.Second)
+		v := newVendor(t, status(201))
+		c := call(v.URL, spec(effectspec.BindingUnsupported), idempotency.NewKey(), nil)
+		o := &retry.Orchestrator{Store: st} // zero Policy: production
+		if _, err := o.Do(context.Background(), c); !errors.Is(err, effectspec.ErrPolicyDenied) {
+			t.Fatalf("unsupported write in production: %v", err)
+		}
+		if _, err := st.Lookup(context.Background(), c.Scope, c.Key); !errors.Is(err, idempotency.ErrNotFound) || v.seen.Load() != 0 {
+			t.Fatalf("a denied call left a record (%v) or reached the vendor (%d)", err, v.seen.Load())
+		}
+	})
+}
+
+func TestBadArgumentsChangeNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		st := b.open(t, 5*time.Second)
+		v := newVendor(t, status(201))
+		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), nil)
+		c.Arguments = []byte(`{"a":1,"a":2}`)
+		if _, err := orch(st, 5*time.Second).Do(context.Background(), c); !errors.Is(err, idempotency.ErrInvalidJSON) {
+			t.Fatalf("duplicate member: %v", err)
+		}
+		if _, err := st.Lookup(context.Background(), c.Scope, c.Key); !errors.Is(err, idempotency.ErrNotFound) || v.seen.Load() != 0 {
+			t.Fatalf("bad input left a record (%v) or reached the vendor", err)
+		}
+	})
+}
+
+func TestApprovalFlow(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		st := b.open(t, 5*time.Second)
+		o := orch(st, 5*time.Second)
+		v := newVendor(t, status(201))
+		sp := spec(effectspec.BindingHeader)
+		sp.Approval = effectspec.ApprovalRequired
+		c := call(v.URL, sp, idempotency.NewKey(), nil)
+		held, err := o.Do(context.Background(), c)
+		if err != nil || held.Receipt.Outcome != receipt.Held || !idempotency.ValidTicketID(held.Ticket) {
+			t.Fatalf("held: %+v %v", held, err)
+		}
+		// A plain repeat stays held with the same ticket.
+		again, err := o.Do(context.Background(), c)
+		if err != nil || again.Ticket != held.Ticket {
+			t.Fatalf("repeat: %+v %v", again, err)
+		}
+		if _, err := st.Decide(context.Background(), idempotency.DecideRequest{Ticket: held.Ticket, Approve: true, OpID: idempotency.NewOpID()}); err != nil {
+			t.Fatal(err)
+		}
+		// A resume with another supplied key is refused and opens no slot.
+		other := c
+		other.Ticket, other.Key = held.Ticket, idempotency.NewKey()
+		if _, err := o.Do(context.Background(), other); !errors.Is(err, idempotency.ErrApprovalKeyMismatch) {
+			t.Fatalf("mismatched resume: %v", err)
+		}
+		if _, err := st.Lookup(context.Background(), other.Scope, other.Key); !errors.Is(err, idempotency.ErrNotFound) {
+			t.Fatalf("mismatched resume opened a slot: %v", err)
+		}
+		// A resume with a freshly minted key takes the ticket's key.
+		resume := c
+		resume.Ticket, resume.Key, resume.KeySource = held.Ticket, idempotency.NewKey(), idempotency.KeyMinted
+		out, err := o.Do(context.Background(), resume)
+		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		if out.Key != c.Key || v.seen.Load() != 1 || v.keys[0] != c.Key.String() {
+			t.Fatalf("resume used key %s (vendor got %v), want the ticket's %s", out.Key, v.keys, c.Key)
+		}
+	})
+}
