@@ -1,0 +1,42 @@
+package redisstore
+
+import (
+	"errors"
+
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+var (
+	// ErrEvictionPolicy: a Redis node's maxmemory-policy is not noeviction.
+	// Eviction deletes live claims silently (a volatile-* policy targets
+	// exactly our keys, since they carry TTLs), which lets a retry dispatch
+	// twice.
+	ErrEvictionPolicy = errors.New("redisstore: maxmemory-policy must be noeviction")
+	// ErrReplicas: fewer replicas than Options.WaitReplicas acknowledged a
+	// reservation within Options.WaitTimeout. The reservation is not trusted:
+	// do not send. It is returned wrapped in an *OpError, so errors.Is also
+	// matches idempotency.ErrStoreUnavailable.
+	ErrReplicas = errors.New("redisstore: too few replicas acknowledged the reservation")
+	// ErrCorruptRecord: a stored record or ticket that this package cannot
+	// read (another schema, or written by something else).
+	ErrCorruptRecord = errors.New("redisstore: unreadable record")
+)
+
+// OpError is a failed store operation: Redis answered with an error, did not
+// answer in time, or a reservation lacked its replica acknowledgements. The
+// operation may or may not have been applied; re-send it with the same OpID or
+// settle the state with Lookup. It matches idempotency.ErrStoreUnavailable
+// and its cause under errors.Is.
+type OpError struct {
+	Op  string // "claim", "reserve", "finalize", "lookup", "ticket", "decide", "new"
+	Err error
+}
+
+func (e *OpError) Error() string {
+	return "redisstore: " + e.Op + ": " + idempotency.ErrStoreUnavailable.Error() + ": " + e.Err.Error()
+}
+
+// Unwrap returns idempotency.ErrStoreUnavailable and the cause.
+func (e *OpError) Unwrap() []error { return []error{idempotency.ErrStoreUnavailable, e.Err} }
+
+func opError(op string, err error) error { return &OpError{Op: op, Err: err} }

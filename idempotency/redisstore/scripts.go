@@ -1,0 +1,64 @@
+package redisstore
+
+import (
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+
+	"github.com/redis/rueidis"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// script is one embedded Lua script. Mutating scripts use
+// rueidis.NewLuaScript, never a Retryable variant: rueidis re-sends a command
+// after a network error only when it is read-only or marked retryable, so a
+// write whose reply was lost comes back as an error (and is re-sent by the
+// caller with the same op id), never silently a second time.
+type script struct {
+	src string
+	sha string
+	lua *rueidis.Lua
+	// rw runs a read-only script with plain EVALSHA, for servers that refuse
+	// TIME inside EVALSHA_RO (miniredis does; Redis 7 does not).
+	rw *rueidis.Lua
+}
+
+func loadScript(name string, readOnly bool) *script {
+	common, err := luaFS.ReadFile("lua/common.lua")
+	if err != nil {
+		panic("redisstore: " + err.Error()) // embedded at build time
+	}
+	body, err := luaFS.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic("redisstore: " + err.Error())
+	}
+	src := string(common) + "\n" + string(body)
+	sum := sha1.Sum([]byte(src))
+	s := &script{src: src, sha: hex.EncodeToString(sum[:])}
+	if readOnly {
+		// EVALSHA_RO: rueidis may retry it after a network error, which is
+		// harmless for a script that cannot write.
+		s.lua = rueidis.NewLuaScriptReadOnly(src)
+		s.rw = rueidis.NewLuaScript(src)
+	} else {
+		s.lua = rueidis.NewLuaScript(src)
+	}
+	return s
+}
+
+// scripts are parsed once per Store; they are immutable after New.
+type scripts struct {
+	claim, reserve, finalize, lookup, decide *script
+}
+
+func newScripts() scripts {
+	return scripts{
+		claim:    loadScript("claim", false),
+		reserve:  loadScript("reserve", false),
+		finalize: loadScript("finalize", false),
+		lookup:   loadScript("lookup", true),
+		decide:   loadScript("decide", false),
+	}
+}

@@ -1,0 +1,623 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+// Defaults of the zero Options.
+const (
+	DefaultRetention      = 24 * time.Hour
+	DefaultLease          = 30 * time.Second
+	DefaultMaxResultBytes = 64 << 10
+	DefaultWaitTimeout    = time.Second
+)
+
+// Options configure a Store. The zero value is ready to use.
+type Options struct {
+	// Prefix starts every key. If empty, idempotency.DefaultPrefix ("obol:").
+	Prefix string
+	// Retention is how long a record lives after its last change. If zero,
+	// 24h. It must exceed Lease.
+	Retention time.Duration
+	// Lease bounds one reserved attempt. If zero, 30s.
+	Lease time.Duration
+	// MaxResultBytes caps the stored result (body plus kept headers). Over
+	// it, the status and receipt are kept, the body is dropped and a replay
+	// says BodyDropped. If zero, 64 KiB.
+	MaxResultBytes int
+	// WaitReplicas, if > 0, makes every reservation (a claimed Claim and a
+	// Reserve) wait until that many replicas acknowledged it, on the same
+	// connection, in the same round trip. If fewer do within WaitTimeout the
+	// call fails with ErrReplicas and the reservation is not to be used.
+	WaitReplicas int
+	// WaitTimeout bounds the WAIT. If zero, 1s.
+	WaitTimeout time.Duration
+	// SkipEvictionCheck skips the check that every node runs with
+	// maxmemory-policy noeviction. Only for services that block CONFIG GET
+	// and for miniredis (which has no CONFIG and never evicts): with any
+	// evicting policy, Redis deletes live claims silently under memory
+	// pressure, and a retry then dispatches a second time.
+	SkipEvictionCheck bool
+}
+
+// Store is an idempotency.Store on Redis or Redis Cluster. It is safe for
+// concurrent use.
+type Store struct {
+	client      rueidis.Client
+	prefix      string
+	retention   string // milliseconds, as sent to the scripts
+	lease       string
+	retentionMS int64
+	maxResult   int
+	waitN       int64
+	waitMS      int64
+	sc          scripts
+	noTimeInRO  atomic.Bool // the server refuses TIME in EVALSHA_RO
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// New checks opts and the server (maxmemory-policy on every node, unless
+// SkipEvictionCheck), loads the scripts and returns a Store. The client stays
+// owned by the caller; it must not set ConnLifetime, since an expiring
+// connection makes rueidis re-send in-flight commands, writes included.
+func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = idempotency.DefaultPrefix
+	}
+	if err := idempotency.ValidatePrefix(opts.Prefix); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	if opts.Retention == 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.Lease == 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.MaxResultBytes == 0 {
+		opts.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if opts.WaitTimeout == 0 {
+		opts.WaitTimeout = DefaultWaitTimeout
+	}
+	switch {
+	case opts.Lease < time.Millisecond:
+		return nil, fmt.Errorf("redisstore: lease %v: must be at least 1ms", opts.Lease)
+	case opts.Retention <= opts.Lease:
+		return nil, fmt.Errorf("redisstore: retention %v: must exceed the lease %v", opts.Retention, opts.Lease)
+	case opts.MaxResultBytes < 0:
+		return nil, fmt.Errorf("redisstore: max result bytes %d: must not be negative", opts.MaxResultBytes)
+	case opts.WaitReplicas < 0:
+		return nil, fmt.Errorf("redisstore: wait replicas %d: must not be negative", opts.WaitReplicas)
+	case opts.WaitTimeout < time.Millisecond:
+		return nil, fmt.Errorf("redisstore: wait timeout %v: must be at least 1ms", opts.WaitTimeout)
+	}
+	s := &Store{
+		client:      client,
+		prefix:      opts.Prefix,
+		retention:   strconv.FormatInt(opts.Retention.Milliseconds(), 10),
+		lease:       strconv.FormatInt(opts.Lease.Milliseconds(), 10),
+		retentionMS: opts.Retention.Milliseconds(),
+		maxResult:   opts.MaxResultBytes,
+		waitN:       int64(opts.WaitReplicas),
+		waitMS:      opts.WaitTimeout.Milliseconds(),
+		sc:          newScripts(),
+	}
+	nodes := client.Nodes()
+	if !opts.SkipEvictionCheck {
+		for addr, n := range nodes {
+			m, err := n.Do(ctx, n.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+			if err != nil {
+				return nil, fmt.Errorf("redisstore: CONFIG GET maxmemory-policy on %s (set SkipEvictionCheck only if the service blocks CONFIG and never evicts): %w", addr, err)
+			}
+			if p := m["maxmemory-policy"]; p != "noeviction" {
+				return nil, fmt.Errorf("%w: node %s has %q", ErrEvictionPolicy, addr, p)
+			}
+		}
+	}
+	// Preload the scripts so that the first call is one round trip. Best
+	// effort: EVALSHA falls back to EVAL on NOSCRIPT (a failover, a restart).
+	for _, n := range nodes {
+		for _, sc := range []*script{s.sc.claim, s.sc.reserve, s.sc.finalize, s.sc.lookup, s.sc.decide} {
+			n.Do(ctx, n.B().ScriptLoad().Script(sc.src).Build())
+		}
+	}
+	return s, nil
+}
+
+// exec runs one script on key. With wait set and WaitReplicas > 0 it pins a
+// connection and pipelines WAIT behind the script, since WAIT only covers
+// the writes of its own connection; a cluster redirect there is an error,
+// never a WAIT answered by another node. It returns the reply and the
+// replica acknowledgements (-1 when no WAIT ran).
+func (s *Store) exec(ctx context.Context, sc *script, key string, args []string, wait bool) ([]rueidis.RedisMessage, int64, error) {
+	if sc.rw != nil {
+		if !s.noTimeInRO.Load() {
+			arr, err := sc.lua.Exec(ctx, s.client, []string{key}, args).ToArray()
+			if err == nil || !strings.Contains(err.Error(), "not allowed in read-only scripts") {
+				return arr, -1, err
+			}
+			s.noTimeInRO.Store(true)
+		}
+		arr, err := sc.rw.Exec(ctx, s.client, []string{key}, args).ToArray()
+		return arr, -1, err
+	}
+	if !wait || s.waitN == 0 {
+		arr, err := sc.lua.Exec(ctx, s.client, []string{key}, args).ToArray()
+		return arr, -1, err
+	}
+	dc, release := s.client.Dedicate()
+	defer release()
+	res := dc.DoMulti(ctx,
+		dc.B().Evalsha().Sha1(sc.sha).Numkeys(1).Key(key).Arg(args...).Build(),
+		dc.B().Wait().Numreplicas(s.waitN).Timeout(s.waitMS).Build())
+	if re, ok := rueidis.IsRedisErr(res[0].Error()); ok && re.IsNoScript() {
+		res = dc.DoMulti(ctx,
+			dc.B().Eval().Script(sc.src).Numkeys(1).Key(key).Arg(args...).Build(),
+			dc.B().Wait().Numreplicas(s.waitN).Timeout(s.waitMS).Build())
+	}
+	arr, err := res[0].ToArray()
+	if err != nil {
+		return nil, -1, err
+	}
+	acks, err := res[1].AsInt64()
+	if err != nil {
+		return nil, -1, fmt.Errorf("WAIT: %w", err)
+	}
+	return arr, acks, nil
+}
+
+func (s *Store) checkAcks(acks int64) error {
+	if acks >= 0 && acks < s.waitN {
+		return fmt.Errorf("%w: %d of %d", ErrReplicas, acks, s.waitN)
+	}
+	return nil
+}
+
+func (s *Store) ticketKey(id string) string { return s.prefix + "apt:" + id }
+
+// validOpID mints an op id when empty and checks the charset otherwise: the
+// stored form (one kind byte + id) must stay a small listpack value.
+func validOpID(id string) (string, error) {
+	if id == "" {
+		return idempotency.NewOpID(), nil
+	}
+	if len(id) > 63 {
+		return "", errors.New("redisstore: op id: longer than 63 bytes")
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return "", fmt.Errorf("redisstore: op id: byte %d is not in [A-Za-z0-9_-]", i)
+		}
+	}
+	return id, nil
+}
+
+func validRouteField(field, v string) error {
+	if len(v) > 128 {
+		return fmt.Errorf("redisstore: route %s: longer than 128 bytes", field)
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' || c == 0x7f {
+			return fmt.Errorf("redisstore: route %s: control byte at %d", field, i)
+		}
+	}
+	return nil
+}
+
+// Claim applies the state table of DESIGN.md section 6 in one script.
+func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	key, err := req.Scope.StorageKey(s.prefix, req.Key)
+	if err != nil {
+		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	rh, err := hexOf("request hash", req.RequestHash)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	fp, err := hexOf("fingerprint", req.Fingerprint)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	b, ok := bindingCode(req.Binding)
+	if !ok {
+		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: unknown binding %q", req.Binding)
+	}
+	var ks string
+	switch req.KeySource {
+	case idempotency.KeySupplied:
+		ks = "s"
+	case idempotency.KeyMinted:
+		ks = "m"
+	default:
+		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: key source %q: want %q or %q", req.KeySource, idempotency.KeySupplied, idempotency.KeyMinted)
+	}
+	if err := validRouteField("connection", req.Route.Connection); err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	if err := validRouteField("provider", req.Route.Provider); err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	if req.Ticket != "" && !idempotency.ValidTicketID(req.Ticket) {
+		return idempotency.ClaimResult{}, errors.New("redisstore: claim: malformed approval ticket")
+	}
+	op, err := validOpID(req.OpID)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	approval, fresh := "0", ""
+	if req.ApprovalRequired {
+		approval, fresh = "1", idempotency.NewTicketID()
+	}
+	arr, acks, err := s.exec(ctx, s.sc.claim, key, []string{
+		strconv.Itoa(idempotency.ScopeVersion), rh, b, fp, req.Route.Connection, req.Route.Provider, ks,
+		approval, req.Ticket, fresh, op, s.lease, s.retention,
+	}, true)
+	if err != nil {
+		return idempotency.ClaimResult{}, opError("claim", err)
+	}
+	res, err := parseClaim(req.Key, arr)
+	if err != nil {
+		return idempotency.ClaimResult{}, opError("claim", err)
+	}
+	switch res.Status {
+	case idempotency.StatusClaimed:
+		if err := s.checkAcks(acks); err != nil {
+			return idempotency.ClaimResult{}, opError("claim", err)
+		}
+	case idempotency.StatusHeld:
+		// The ticket key lives in its own slot, so it is a second command.
+		// Every held answer rewrites it: a crash between the two leaves a
+		// held record whose next claim restores the ticket.
+		if err := s.writeTicket(ctx, res.Ticket, req.Scope, req.Key, key); err != nil {
+			return idempotency.ClaimResult{}, opError("claim", err)
+		}
+	}
+	return res, nil
+}
+
+func parseClaim(key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.ClaimResult, error) {
+	if len(arr) == 0 {
+		return idempotency.ClaimResult{}, errors.New("empty script reply")
+	}
+	st, err := arr[0].ToString()
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	res := idempotency.ClaimResult{Status: idempotency.ClaimStatus(st)}
+	applied := func(i int) bool {
+		if len(arr) <= i {
+			return false
+		}
+		v, err := arr[i].AsInt64()
+		return err == nil && v == 1
+	}
+	switch res.Status {
+	case idempotency.StatusClaimed:
+		if len(arr) < 3 {
+			return res, errors.New("short claim reply")
+		}
+		n, err1 := arr[1].AsInt64()
+		l, err2 := arr[2].AsInt64()
+		if err := errors.Join(err1, err2); err != nil {
+			return res, err
+		}
+		res.Token, res.LeaseDeadline, res.AlreadyApplied = int(n), time.UnixMilli(l).UTC(), applied(3)
+	case idempotency.StatusHeld:
+		if len(arr) < 2 {
+			return res, errors.New("short claim reply")
+		}
+		if res.Ticket, err = arr[1].ToString(); err != nil {
+			return res, err
+		}
+		res.AlreadyApplied = applied(2)
+	case idempotency.StatusOutcomeUnknown:
+		res.AlreadyApplied = applied(1)
+	case idempotency.StatusReplay:
+		if len(arr) < 2 {
+			return res, errors.New("short claim reply")
+		}
+		flat, err := arr[1].AsStrSlice()
+		if err != nil {
+			return res, err
+		}
+		rec, err := decodeRecord(key, flat, 0)
+		if err != nil {
+			return res, err
+		}
+		res.Record = &rec
+	case idempotency.StatusRequestMismatch, idempotency.StatusDestinationConflict,
+		idempotency.StatusInProgress, idempotency.StatusDenied, idempotency.StatusScopeVersionConflict:
+	default:
+		return res, fmt.Errorf("unexpected claim status %q", st)
+	}
+	return res, nil
+}
+
+// ticketValue is the ticket key's JSON: what Ticket needs to find the record.
+type ticketValue struct {
+	Workspace  string `json:"w"`
+	Connection string `json:"c,omitempty"`
+	Tool       string `json:"t"`
+	Key        string `json:"k"`
+	Record     string `json:"r"`
+}
+
+func (s *Store) writeTicket(ctx context.Context, id string, scope idempotency.Scope, key idempotency.Key, recordKey string) error {
+	v, err := json.Marshal(ticketValue{scope.Workspace, scope.Connection, scope.Tool, key.String(), recordKey})
+	if err != nil {
+		return err
+	}
+	return s.client.Do(ctx, s.client.B().Set().Key(s.ticketKey(id)).Value(string(v)).PxMilliseconds(s.retentionMS).Build()).Error()
+}
+
+// Reserve reserves attempt Token+1: the one immediate second attempt of a
+// cycle.
+func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (idempotency.Reservation, error) {
+	key, err := req.Scope.StorageKey(s.prefix, req.Key)
+	if err != nil {
+		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
+	}
+	if req.Token < 1 {
+		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: token %d: must be at least 1", req.Token)
+	}
+	op, err := validOpID(req.OpID)
+	if err != nil {
+		return idempotency.Reservation{}, err
+	}
+	arr, acks, err := s.exec(ctx, s.sc.reserve, key, []string{strconv.Itoa(req.Token), op, s.lease, s.retention}, true)
+	if err != nil {
+		return idempotency.Reservation{}, opError("reserve", err)
+	}
+	st, err := status(arr)
+	if err != nil {
+		return idempotency.Reservation{}, opError("reserve", err)
+	}
+	switch st {
+	case "not_found":
+		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", idempotency.ErrNotFound)
+	case "stale":
+		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
+	case "lease_expired":
+		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: the lease of attempt %d has expired: %w", req.Token, idempotency.ErrStale)
+	case "cycle_exhausted":
+		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: this cycle already had two attempts: %w", idempotency.ErrStale)
+	case "reserved":
+		if len(arr) < 3 {
+			return idempotency.Reservation{}, opError("reserve", errors.New("short reserve reply"))
+		}
+		n, err1 := arr[1].AsInt64()
+		l, err2 := arr[2].AsInt64()
+		if err := errors.Join(err1, err2); err != nil {
+			return idempotency.Reservation{}, opError("reserve", err)
+		}
+		if err := s.checkAcks(acks); err != nil {
+			return idempotency.Reservation{}, opError("reserve", err)
+		}
+		return idempotency.Reservation{Token: int(n), LeaseDeadline: time.UnixMilli(l).UTC(), AlreadyApplied: len(arr) > 3}, nil
+	}
+	return idempotency.Reservation{}, opError("reserve", fmt.Errorf("unexpected reply %q", st))
+}
+
+func status(arr []rueidis.RedisMessage) (string, error) {
+	if len(arr) == 0 {
+		return "", errors.New("empty script reply")
+	}
+	return arr[0].ToString()
+}
+
+// Finalize records the outcome of attempt Token and returns the record
+// without the body.
+func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (idempotency.Record, error) {
+	key, err := req.Scope.StorageKey(s.prefix, req.Key)
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
+	}
+	if req.Token < 1 {
+		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: token %d: must be at least 1", req.Token)
+	}
+	switch req.Outcome {
+	case idempotency.StateAccepted, idempotency.StateDefinitelyRejected, idempotency.StateUnknown:
+	default:
+		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: outcome %q: want accepted, definitely_rejected or unknown", req.Outcome)
+	}
+	if req.Result != nil && (req.Result.Status < 0 || req.Result.Status > 999) {
+		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: status %d out of range", req.Result.Status)
+	}
+	op, err := validOpID(req.OpID)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	args := append([]string{strconv.Itoa(req.Token), stateCodes[req.Outcome], op, s.retention}, encodeResult(req.Result, s.maxResult)...)
+	arr, _, err := s.exec(ctx, s.sc.finalize, key, args, false)
+	if err != nil {
+		return idempotency.Record{}, opError("finalize", err)
+	}
+	st, err := status(arr)
+	if err != nil {
+		return idempotency.Record{}, opError("finalize", err)
+	}
+	switch st {
+	case "not_found":
+		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", idempotency.ErrNotFound)
+	case "stale":
+		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
+	case "finalized":
+		if len(arr) < 2 {
+			return idempotency.Record{}, opError("finalize", errors.New("short finalize reply"))
+		}
+		flat, err := arr[1].AsStrSlice()
+		if err != nil {
+			return idempotency.Record{}, opError("finalize", err)
+		}
+		rec, err := decodeRecord(req.Key, flat, 0)
+		if err != nil {
+			return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
+		}
+		return rec, nil
+	}
+	return idempotency.Record{}, opError("finalize", fmt.Errorf("unexpected reply %q", st))
+}
+
+// Lookup reads a record with a read-only script, judging its lease by the
+// Redis clock.
+func (s *Store) Lookup(ctx context.Context, scope idempotency.Scope, key idempotency.Key) (idempotency.Record, error) {
+	rk, err := scope.StorageKey(s.prefix, key)
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("redisstore: lookup: %w", err)
+	}
+	arr, _, err := s.exec(ctx, s.sc.lookup, rk, nil, false)
+	if err != nil {
+		return idempotency.Record{}, opError("lookup", err)
+	}
+	st, err := status(arr)
+	if err != nil {
+		return idempotency.Record{}, opError("lookup", err)
+	}
+	if st == "not_found" {
+		return idempotency.Record{}, fmt.Errorf("redisstore: lookup: %w", idempotency.ErrNotFound)
+	}
+	if st != "found" || len(arr) < 3 {
+		return idempotency.Record{}, opError("lookup", fmt.Errorf("unexpected reply %q", st))
+	}
+	now, err1 := arr[1].AsInt64()
+	flat, err2 := arr[2].AsStrSlice()
+	if err := errors.Join(err1, err2); err != nil {
+		return idempotency.Record{}, opError("lookup", err)
+	}
+	rec, err := decodeRecord(key, flat, now)
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("redisstore: lookup: %w", err)
+	}
+	return rec, nil
+}
+
+// resolve reads a ticket key.
+func (s *Store) resolve(ctx context.Context, op, id string) (ticketValue, idempotency.Key, error) {
+	if !idempotency.ValidTicketID(id) {
+		return ticketValue{}, idempotency.Key{}, fmt.Errorf("redisstore: %s: malformed ticket id", op)
+	}
+	raw, err := s.client.Do(ctx, s.client.B().Get().Key(s.ticketKey(id)).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return ticketValue{}, idempotency.Key{}, fmt.Errorf("redisstore: %s: ticket: %w", op, idempotency.ErrNotFound)
+	}
+	if err != nil {
+		return ticketValue{}, idempotency.Key{}, opError(op, err)
+	}
+	var tv ticketValue
+	if err := json.Unmarshal([]byte(raw), &tv); err != nil {
+		return ticketValue{}, idempotency.Key{}, fmt.Errorf("redisstore: %s: %w: ticket", op, ErrCorruptRecord)
+	}
+	k, err := idempotency.ParseKey(tv.Key)
+	if err != nil {
+		return ticketValue{}, idempotency.Key{}, fmt.Errorf("redisstore: %s: %w: ticket key", op, ErrCorruptRecord)
+	}
+	// The record key is derived again, so that a ticket can only ever point at
+	// the record of its own scope and key under this prefix.
+	rk, err := idempotency.Scope{Workspace: tv.Workspace, Connection: tv.Connection, Tool: tv.Tool}.StorageKey(s.prefix, k)
+	if err != nil || rk != tv.Record {
+		return ticketValue{}, idempotency.Key{}, fmt.Errorf("redisstore: %s: %w: ticket scope", op, ErrCorruptRecord)
+	}
+	return tv, k, nil
+}
+
+func (tv ticketValue) ticket(id string, k idempotency.Key, st idempotency.TicketStatus) idempotency.Ticket {
+	return idempotency.Ticket{
+		ID:       id,
+		Scope:    idempotency.Scope{Workspace: tv.Workspace, Connection: tv.Connection, Tool: tv.Tool},
+		Key:      k,
+		Status:   st,
+		Approved: st == idempotency.TicketApproved,
+	}
+}
+
+// Ticket resolves an approval ticket and reads its decision from the record.
+func (s *Store) Ticket(ctx context.Context, id string) (idempotency.Ticket, error) {
+	tv, k, err := s.resolve(ctx, "ticket", id)
+	if err != nil {
+		return idempotency.Ticket{}, err
+	}
+	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(tv.Record).Field("t", "s", "ap").Build()).ToArray()
+	if err != nil {
+		return idempotency.Ticket{}, opError("ticket", err)
+	}
+	if len(vals) != 3 {
+		return idempotency.Ticket{}, opError("ticket", errors.New("short HMGET reply"))
+	}
+	t, _ := vals[0].ToString()
+	if t != id {
+		return idempotency.Ticket{}, fmt.Errorf("redisstore: ticket: record: %w", idempotency.ErrNotFound)
+	}
+	st, _ := vals[1].ToString()
+	ap, _ := vals[2].ToString()
+	switch {
+	case st == "d":
+		return tv.ticket(id, k, idempotency.TicketDenied), nil
+	case ap == "1":
+		return tv.ticket(id, k, idempotency.TicketApproved), nil
+	}
+	return tv.ticket(id, k, idempotency.TicketPending), nil
+}
+
+// Decide approves or denies a held call. The first decision is final.
+func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idempotency.Ticket, error) {
+	op, err := validOpID(req.OpID)
+	if err != nil {
+		return idempotency.Ticket{}, err
+	}
+	tv, k, err := s.resolve(ctx, "decide", req.Ticket)
+	if err != nil {
+		return idempotency.Ticket{}, err
+	}
+	approve := "0"
+	if req.Approve {
+		approve = "1"
+	}
+	arr, _, err := s.exec(ctx, s.sc.decide, tv.Record, []string{req.Ticket, approve, op, s.retention}, false)
+	if err != nil {
+		return idempotency.Ticket{}, opError("decide", err)
+	}
+	st, err := status(arr)
+	if err != nil {
+		return idempotency.Ticket{}, opError("decide", err)
+	}
+	var ts idempotency.TicketStatus
+	switch st {
+	case "not_found":
+		return idempotency.Ticket{}, fmt.Errorf("redisstore: decide: record: %w", idempotency.ErrNotFound)
+	case "approved":
+		ts = idempotency.TicketApproved
+	case "denied":
+		ts = idempotency.TicketDenied
+	case "conflict":
+		standing := ""
+		if len(arr) > 1 {
+			standing, _ = arr[1].ToString()
+		}
+		if standing == "denied" {
+			return idempotency.Ticket{}, fmt.Errorf("redisstore: decide: the ticket was already denied: %w", idempotency.ErrDenied)
+		}
+		return idempotency.Ticket{}, fmt.Errorf("redisstore: decide: the ticket was already approved: %w", idempotency.ErrStale)
+	default:
+		return idempotency.Ticket{}, opError("decide", fmt.Errorf("unexpected reply %q", st))
+	}
+	// The record's retention restarted; keep its ticket resolvable as long.
+	if err := s.client.Do(ctx, s.client.B().Pexpire().Key(s.ticketKey(req.Ticket)).Milliseconds(s.retentionMS).Build()).Error(); err != nil {
+		return idempotency.Ticket{}, opError("decide", err)
+	}
+	return tv.ticket(req.Ticket, k, ts), nil
+}
