@@ -3,10 +3,60 @@
 // attempt_count on a receipt equals the number of requests the vendor could
 // have seen.
 //
+// # Orchestrator
+//
+// The one recommended path is an Orchestrator per gateway and one Do per
+// tool call:
+//
+//	o := &retry.Orchestrator{Store: store} // zero Policy: production
+//	out, err := o.Do(ctx, retry.Call{
+//		Scope: scope, Key: key, KeySource: source, Arguments: args, Spec: spec,
+//		Route:  idempotency.Route{Connection: "conn_stripe", Provider: "stripe", ...},
+//		Target: &retry.HTTPTarget{URL: url, Header: auth},
+//	})
+//	// err: a refusal (errors.Is against idempotency.ErrRequestMismatch,
+//	// ErrInProgress, ErrOutcomeUnknown, effectspec.ErrPolicyDenied, ...),
+//	// nothing was sent. Otherwise out.Receipt says what happened, out.Result
+//	// holds the vendor's answer (fresh or replayed).
+//
+// Do checks the policy, hashes the arguments, claims the key, and when the
+// claim reserved an attempt sends it through the Target and finalizes the
+// record with the fencing token it holds. The rules it keeps:
+//
+//   - One immediate second attempt at most, and only after a proven
+//     BeforeSend failure (not an invalid request, not an expired deadline),
+//     or a complete Responded answer whose status the spec lists as
+//     retryable when the vendor deduplicates on our key
+//     (effectspec.Spec.Retryable). The second attempt is reserved in the
+//     store (Reserve, compare-and-set on the token) before it is sent; if
+//     the reservation fails, nothing more is sent.
+//   - A PostSend failure finalizes unknown with its attempt counted.
+//     A proven BeforeSend failure that is not retried is also recorded
+//     unknown: the contract has no "release" transition, and a later call
+//     with a vendor binding simply makes a new attempt.
+//   - Every attempt has a dispatch deadline of Lease - SafetyMargin measured
+//     from just before its reservation was sent, so no attempt outlives the
+//     lease that other gateways respect.
+//   - After the claim, sending and finalizing run on
+//     context.WithoutCancel(ctx): a client that disconnects does not turn an
+//     answered call into unknown; the outcome is recorded and replayed to
+//     the next call with the key.
+//   - Store calls whose reply was lost are re-sent with the same operation
+//     id (StoreRetries), which the store answers as already applied; when
+//     the store stays unavailable, a claim or reserve fails closed (no send)
+//     and a finalize returns an error wrapping idempotency.ErrStoreUnavailable
+//     together with the vendor's answer in Outcome.Result (the record reads
+//     unknown once its lease ends).
+//   - A finalize answered ErrStale (another gateway took the slot over after
+//     the lease) is reported, never overwritten.
+//
+// Hooks (OnClaim, OnAttempt, OnStoreError) are function fields so a gateway
+// can log and count; they receive no secret.
+//
 // # Executor
 //
-// The one recommended path is a long-lived Executor per gateway (its zero
-// value is ready) and one Do per reserved attempt:
+// Targets use a long-lived Executor per gateway (its zero value is ready)
+// and one Do per reserved attempt:
 //
 //	var exec retry.Executor // keep it: it pools keep-alive connections
 //
