@@ -421,6 +421,9 @@ func (c *canonicalizer) object() error {
 // duplicate name.
 func (c *canonicalizer) sortMembers(ids []int32) error {
 	ms := c.members
+	if len(ids) <= 16 && c.sortByPrefix(ids) {
+		return nil
+	}
 	if len(ids) <= 16 {
 		for i := 1; i < len(ids); i++ {
 			for j := i; j > 0 && c.compare(&ms[ids[j-1]], &ms[ids[j]]) > 0; j-- {
@@ -436,6 +439,39 @@ func (c *canonicalizer) sortMembers(ids []int32) error {
 		}
 	}
 	return nil
+}
+
+// sortByPrefix sorts a few ids by the first 8 bytes of their names alone,
+// the common case. It reports false, leaving ids as they were, when that
+// cannot decide: two equal prefixes or a name at or above U+E000.
+func (c *canonicalizer) sortByPrefix(ids []int32) bool {
+	type entry struct {
+		prefix uint64
+		id     int32
+	}
+	var buf [16]entry
+	es := buf[:len(ids)]
+	for i, id := range ids {
+		m := &c.members[id]
+		if m.high {
+			return false
+		}
+		es[i] = entry{m.prefix, id}
+	}
+	for i := 1; i < len(es); i++ {
+		for j := i; j > 0 && es[j-1].prefix > es[j].prefix; j-- {
+			es[j-1], es[j] = es[j], es[j-1]
+		}
+	}
+	for i := 1; i < len(es); i++ {
+		if es[i-1].prefix == es[i].prefix {
+			return false
+		}
+	}
+	for i, e := range es {
+		ids[i] = e.id
+	}
+	return true
 }
 
 // compare orders member names by UTF-16 code units.
@@ -742,6 +778,9 @@ func (c *canonicalizer) number() error {
 	if exponent {
 		exp = in[fracEnd+1 : i]
 	}
+	if !exponent && c.appendPlain(in[start:i], in[digits:intEnd], in[fracStart:fracEnd]) {
+		return nil
+	}
 	if c.appendShortDecimal(start != digits, in[digits:intEnd], in[fracStart:fracEnd], exp) {
 		return nil
 	}
@@ -751,6 +790,26 @@ func (c *canonicalizer) number() error {
 	}
 	c.tape = appendNumber(c.tape, f)
 	return nil
+}
+
+// appendPlain appends a number written without exponent as it is when that
+// is its canonical form (see appendShortDecimal): at most 15 digits, no
+// trailing fraction zero, at least 1e-6, and not -0.
+func (c *canonicalizer) appendPlain(num, integer, frac []byte) bool {
+	if len(integer)+len(frac) > 15 || len(frac) > 0 && frac[len(frac)-1] == '0' {
+		return false
+	}
+	if integer[0] == '0' {
+		if len(frac) == 0 { // 0 or -0
+			c.tape = append(c.tape, '0')
+			return true
+		}
+		if len(frac) > 5 && string(frac[:6]) == "000000" {
+			return false
+		}
+	}
+	c.tape = append(c.tape, num...)
+	return true
 }
 
 // appendShortDecimal appends the canonical form of the number with the
