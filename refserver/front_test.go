@@ -71,7 +71,7 @@ func (f *fakeStore) Ticket(_ context.Context, id string) (idempotency.Ticket, er
 	return t, nil
 }
 
-func newTestServer(t *testing.T, st idempotency.Store) *server {
+func newTestServer(t testing.TB, st idempotency.Store) *server {
 	t.Helper()
 	cfg, err := loadConfig([]byte(goodConfig), testEnv, &retry.Executor{})
 	if err != nil {
