@@ -129,4 +129,3 @@ func BenchmarkFront(b *testing.B) {
 		})
 	}
 }
-
