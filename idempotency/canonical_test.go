@@ -576,3 +576,30 @@ func TestCanonicalizeSizeLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestCanonicalizeLargeObjects covers objects beyond the small-object sort:
+// many members, long names with shared prefixes, and a duplicate among them.
+func TestCanonicalizeLargeObjects(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	g := &docGen{r: r}
+	for _, n := range []int{17, 100, 2000} {
+		doc := &jnode{kind: 'o'}
+		for i := range n {
+			name := fmt.Sprintf("%s%d", g.string(3), i)
+			if i%3 == 0 {
+				name = "a_long_shared_prefix_" + name
+			}
+			doc.names = append(doc.names, name)
+			doc.values = append(doc.values, &jnode{kind: '#', num: float64(i)})
+		}
+		in := spelling{r}.text(doc)
+		checkAgainstJCS(t, in)
+
+		doc.names = append(doc.names, doc.names[r.IntN(n)])
+		doc.values = append(doc.values, &jnode{kind: 'n'})
+		in = spelling{r}.text(doc)
+		if _, err := Canonicalize(in); !errors.Is(err, ErrInvalidJSON) || !strings.Contains(err.Error(), "duplicate member name") {
+			t.Errorf("%d members with a duplicate: err = %v", n+1, err)
+		}
+	}
+}
