@@ -675,3 +675,67 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("no call logs:\n%s", logs)
 	}
 }
+
+// TestEndToEndClusterTwoGateways runs two refserver processes on one Redis
+// Cluster (a comma-separated seed list): a call through one is a replay
+// through the other, and concurrent calls through both reach the vendor once.
+func TestEndToEndClusterTwoGateways(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts a Redis Cluster")
+	}
+	cluster := redistest.StartCluster(t, 3, 0)
+	vendor := newTestVendor(t)
+	cfgPath := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendor.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildRefserver(t)
+	seeds := "redis://" + strings.Join(cluster.Addrs(), ",")
+	gw := []*proc{
+		startRefserver(t, bin, "-config", cfgPath, "-redis", seeds),
+		startRefserver(t, bin, "-config", cfgPath, "-redis", seeds),
+	}
+
+	k := idempotency.NewKey().String()
+	charge := map[string]any{"amount": 42}
+	call(t, gw[0].session(t, e2eKeyOne, k), "pay.charge", charge, "").wantOutcome(t, "accepted", false)
+	call(t, gw[1].session(t, e2eKeyOne, k), "pay.charge", charge, "").wantOutcome(t, "accepted", true)
+	call(t, gw[1].session(t, e2eKeyOne, k), "pay.charge", map[string]any{"amount": 43}, "").wantRefusal(t, "request_mismatch", 422)
+	if n := vendor.count("/charge", k); n != 1 {
+		t.Errorf("vendor saw %d requests, want 1", n)
+	}
+
+	k2 := idempotency.NewKey().String()
+	var sessions []*mcp.ClientSession
+	for i := 0; i < 8; i++ {
+		sessions = append(sessions, gw[i%2].session(t, e2eKeyOne, k2))
+	}
+	var wg sync.WaitGroup
+	answers := make([]answer, len(sessions))
+	for i, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = call(t, s, "pay.slow", map[string]any{"n": 3}, "")
+		}()
+	}
+	wg.Wait()
+	fresh := 0
+	for _, a := range answers {
+		switch {
+		case a.err == nil && a.rc.Outcome == "accepted":
+			if !a.rc.Replayed {
+				fresh++
+			}
+		case a.refusal.Reason != "in_progress":
+			t.Errorf("unexpected answer %+v %v", a.rc, a.err)
+		}
+	}
+	if n := vendor.count("/slow", k2); n != 1 || fresh != 1 {
+		t.Errorf("vendor saw %d requests, %d fresh answers; want 1 and 1", n, fresh)
+	}
+	// A receipt is readable through either gateway.
+	if code, m := gw[1].post(t, "GET", "/v1/receipts/"+k+"?tool=pay.charge", e2eKeyOne, ""); code != 200 || m["attempt_count"] != 1.0 {
+		t.Errorf("receipt through the other gateway: %d %v", code, m)
+	}
+}
