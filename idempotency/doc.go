@@ -36,6 +36,21 @@
 // route fingerprint names the tool too, so even a 64-bit tool-hash collision
 // cannot reuse another tool's record.
 //
+// # Request hash
+//
+// RequestHash is "sha256:" and the hex SHA-256 of the RFC 8785 (JCS)
+// canonical form of the arguments, computed in one streaming pass with one
+// allocation. Decisions where the contract is silent:
+//
+//   - Absent arguments hash as {}: nil, empty, whitespace only, and the
+//     literal null (what Go writes for a nil map). Any other non-object
+//     value is hashed as it is; requiring an object is the caller's choice.
+//   - Invalid JSON, duplicate member names (compared after unescaping), lone
+//     surrogates, invalid UTF-8, numbers that overflow a double, nesting
+//     deeper than 10000 and input over 256 MiB are ErrInvalidJSON, with the
+//     byte offset and never the input itself. Numbers that underflow become
+//     0, as in ECMAScript.
+//
 // # Claims
 //
 // Store.Claim applies the state table of the design contract in one atomic

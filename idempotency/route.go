@@ -33,8 +33,8 @@ func (r Route) Fingerprint() string {
 		b, err = Canonicalize(b)
 	}
 	if err != nil {
-		// Marshalling a struct of strings cannot fail; Canonicalize only
-		// rejects lone surrogates, which json.Marshal already replaced.
+		// Marshalling a struct of strings cannot fail, and json.Marshal's
+		// output (invalid UTF-8 already replaced) is always canonicalizable.
 		panic("idempotency: route fingerprint: " + err.Error())
 	}
 	sum := sha256.Sum256(b)
