@@ -26,16 +26,20 @@ import (
 
 // fileConfig is the configuration file of DESIGN.md section 11, as written.
 type fileConfig struct {
-	KeyPrefix    *string            `json:"key_prefix"`
-	Retention    string             `json:"retention"`
-	Lease        string             `json:"lease"`
-	Environment  string             `json:"environment"`
-	Workspaces   []workspaceConfig  `json:"workspaces"`
-	ApproverKeys []string           `json:"approver_keys"`
-	Connections  []connectionConfig `json:"connections"`
-	Brokers      []brokerConfig     `json:"brokers"`
-	Tools        []json.RawMessage  `json:"tools"`
-	Capabilities []capabilityConfig `json:"capabilities"`
+	KeyPrefix   *string `json:"key_prefix"`
+	Retention   string  `json:"retention"`
+	Lease       string  `json:"lease"`
+	Environment string  `json:"environment"`
+	// AllowUnsupportedWrites is effectspec.Policy.AllowUnsupportedWrites:
+	// the explicit opt-in to writes whose vendor cannot deduplicate
+	// (binding unsupported, every federated route) in production.
+	AllowUnsupportedWrites bool               `json:"allow_unsupported_writes"`
+	Workspaces             []workspaceConfig  `json:"workspaces"`
+	ApproverKeys           []string           `json:"approver_keys"`
+	Connections            []connectionConfig `json:"connections"`
+	Brokers                []brokerConfig     `json:"brokers"`
+	Tools                  []json.RawMessage  `json:"tools"`
+	Capabilities           []capabilityConfig `json:"capabilities"`
 }
 
 type workspaceConfig struct {
@@ -80,6 +84,7 @@ type config struct {
 	Retention    time.Duration
 	Lease        time.Duration
 	Environment  effectspec.Environment
+	Policy       effectspec.Policy
 	workspaces   map[[32]byte]string // sha256(api key) -> workspace id
 	approvers    map[[32]byte]bool   // sha256(approver key)
 	Workspaces   []string            // ids, in file order
@@ -189,6 +194,7 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 		bad("environment: %s", trimErr(err))
 	}
 	c.Environment = env
+	c.Policy = effectspec.Policy{Environment: env, AllowUnsupportedWrites: fc.AllowUnsupportedWrites}
 
 	// Keys: workspace API keys and approver keys, all distinct.
 	seenKey := map[[32]byte]string{}

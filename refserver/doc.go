@@ -83,7 +83,11 @@
 // empty variable. Errors name the field, never a key or secret value. A
 // connection without secret_env sends no Authorization header. Tools whose
 // writes the policy denies in the configured environment are logged at
-// start and refused per call with policy_denied.
+// start and refused per call with policy_denied. One optional member beyond
+// DESIGN.md: "allow_unsupported_writes" (default false), the policy's
+// explicit opt-in to writes whose vendor cannot deduplicate (binding
+// unsupported, every federated route) in production; such a call whose
+// outcome is unknown is never sent again.
 //
 // The demo (no -config). An in-process vendor on a loopback port serves six
 // tools: payments.create_charge (header binding; {"simulate": "503_once"}

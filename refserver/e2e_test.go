@@ -217,13 +217,18 @@ func (ht headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // on every request.
 func (p *proc) session(t *testing.T, apiKey, key string) *mcp.ClientSession {
 	t.Helper()
+	return newSession(t, p.base, apiKey, key)
+}
+
+func newSession(t *testing.T, base, apiKey, key string) *mcp.ClientSession {
+	t.Helper()
 	h := http.Header{"Authorization": {"Bearer " + apiKey}}
 	if key != "" {
 		h.Set("Idempotency-Key", key)
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
 	tr := &mcp.StreamableClientTransport{
-		Endpoint:             p.base + "/mcp",
+		Endpoint:             base + "/mcp",
 		HTTPClient:           &http.Client{Transport: headerTransport{h}},
 		DisableStandaloneSSE: true,
 		MaxRetries:           -1,

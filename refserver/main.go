@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	for _, name := range cfg.ToolOrder {
 		if t := cfg.Tools[name]; t != nil {
-			if err := t.Spec.Check(cfg.Environment); err != nil {
+			if err := cfg.Policy.Check(t.Spec); err != nil {
 				log.Warn("tool will be refused with policy_denied in this environment", "tool", name, "environment", string(cfg.Environment))
 			}
 		}

@@ -70,7 +70,7 @@ func newServer(cfg *config, store idempotency.Store, log *slog.Logger) *server {
 	s.orch = &retry.Orchestrator{
 		Store:  store,
 		Lease:  cfg.Lease,
-		Policy: effectspec.Policy{Environment: cfg.Environment},
+		Policy: cfg.Policy,
 		OnClaim: func(_ *retry.Call, st idempotency.ClaimStatus) {
 			s.metrics.claims.WithLabelValues(string(st)).Inc()
 		},

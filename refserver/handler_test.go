@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// inProcess serves configJSON from this process on miniredis.
+func inProcess(t *testing.T, configJSON string, env func(string) (string, bool)) string {
+	t.Helper()
+	cfg, err := loadConfig([]byte(configJSON), env, &retry.Executor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr := miniredis.RunT(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Prefix, Lease: cfg.Lease, SkipEvictionCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(newServer(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil))).handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// fakeNango answers the Nango proxy: 201 for /proxy/ok, a dropped
+// connection after reading the request for /proxy/drop, 500 for /proxy/500.
+type fakeNango struct {
+	*httptest.Server
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func newFakeNango(t *testing.T) *fakeNango {
+	n := &fakeNango{}
+	n.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		n.mu.Lock()
+		n.reqs = append(n.reqs, r)
+		n.mu.Unlock()
+		switch r.URL.Path {
+		case "/proxy/drop":
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		case "/proxy/500":
+			w.WriteHeader(http.StatusInternalServerError)
+		default:
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, `{"number": 7}`)
+		}
+	}))
+	t.Cleanup(n.Close)
+	return n
+}
+
+func (n *fakeNango) requests() []*http.Request {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]*http.Request(nil), n.reqs...)
+}
+
+const federatedConfig = `{
+  "environment": "production", "allow_unsupported_writes": true,
+  "workspaces": [{"id": "ws_one", "api_keys": ["` + e2eKeyOne + `"]}],
+  "brokers": [{"id": "nango_main", "kind": "nango", "base_url": "{{NANGO}}", "secret_env": "NANGO_SECRET_KEY"}],
+  "tools": [
+    {"broker": "nango_main", "connection_id": "user-1", "provider_config_key": "github", "path": "/ok",
+     "spec": {"tool": "gh.create_issue", "route": "federated", "status": {"accepted": [201]}}},
+    {"broker": "nango_main", "connection_id": "user-1", "provider_config_key": "github", "path": "/drop",
+     "spec": {"tool": "gh.drop", "route": "federated", "status": {"accepted": [201]}}},
+    {"broker": "nango_main", "connection_id": "user-1", "provider_config_key": "github", "path": "/500",
+     "spec": {"tool": "gh.500", "route": "federated", "status": {"accepted": [201], "retryable": [500]}}}
+  ]
+}`
+
+func TestFederatedCalls(t *testing.T) {
+	nango := newFakeNango(t)
+	base := inProcess(t, strings.ReplaceAll(federatedConfig, "{{NANGO}}", nango.URL), testEnv)
+
+	k := idempotency.NewKey().String()
+	s := newSession(t, base, e2eKeyOne, k)
+	a := call(t, s, "gh.create_issue", map[string]any{"title": "x"}, "")
+	a.wantOutcome(t, "accepted", false)
+	if a.rc.Binding != "unsupported" || a.rc.Propagation != "none" || a.rc.Route.Connection != "user-1" || a.rc.AttemptCount != 1 {
+		t.Errorf("receipt %+v", a.rc)
+	}
+	reqs := nango.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("nango saw %d requests", len(reqs))
+	}
+	r := reqs[0]
+	if r.URL.Path != "/proxy/ok" || r.Header.Get("Retries") != "0" || r.Header.Get("Retry-On") != "" ||
+		r.Header.Get("Connection-Id") != "user-1" || r.Header.Get("Provider-Config-Key") != "github" ||
+		r.Header.Get("Authorization") != "Bearer "+testSecret+"_NANGO_SECRET_KEY" || r.Header.Get("Idempotency-Key") != "" {
+		t.Errorf("nango request %s %v", r.URL.Path, r.Header)
+	}
+	call(t, s, "gh.create_issue", map[string]any{"title": "x"}, "").wantOutcome(t, "accepted", true)
+	if n := len(nango.requests()); n != 1 {
+		t.Errorf("replay reached nango: %d requests", n)
+	}
+
+	// A dropped connection after the request was sent: unknown, isError,
+	// and the same key is never sent again (no vendor binding).
+	k2 := idempotency.NewKey().String()
+	s2 := newSession(t, base, e2eKeyOne, k2)
+	u := call(t, s2, "gh.drop", map[string]any{}, "")
+	if u.err != nil || !u.res.IsError || u.rc.Outcome != "unknown" || u.rc.AttemptCount != 1 || u.text == "" {
+		t.Fatalf("dropped: err %v isError %v receipt %+v text %q", u.err, u.res != nil && u.res.IsError, u.rc, u.text)
+	}
+	call(t, s2, "gh.drop", map[string]any{}, "").wantRefusal(t, "outcome_unknown", 409)
+
+	// An unlisted status is unknown too, with the vendor's status on the
+	// receipt; retryable is inert without a vendor binding (one attempt).
+	v := call(t, newSession(t, base, e2eKeyOne, ""), "gh.500", map[string]any{}, "")
+	if v.err != nil || !v.res.IsError || v.rc.Outcome != "unknown" || v.rc.Status != 500 || v.rc.AttemptCount != 1 {
+		t.Errorf("500: err %v receipt %+v", v.err, v.rc)
+	}
+	drops, fives := 0, 0
+	for _, r := range nango.requests() {
+		switch r.URL.Path {
+		case "/proxy/drop":
+			drops++
+		case "/proxy/500":
+			fives++
+		}
+	}
+	if drops != 1 || fives != 1 {
+		t.Errorf("nango saw %d drop and %d 500 requests, want 1 and 1", drops, fives)
+	}
+}
+
+func TestFederatedWriteDeniedInProduction(t *testing.T) {
+	nango := newFakeNango(t)
+	cfg := strings.Replace(strings.ReplaceAll(federatedConfig, "{{NANGO}}", nango.URL), `"allow_unsupported_writes": true`, `"allow_unsupported_writes": false`, 1)
+	base := inProcess(t, cfg, testEnv)
+	call(t, newSession(t, base, e2eKeyOne, ""), "gh.create_issue", map[string]any{}, "").wantRefusal(t, "policy_denied", 403)
+	if n := len(nango.requests()); n != 0 {
+		t.Errorf("nango saw %d requests", n)
+	}
+}
