@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"slices"
@@ -57,9 +58,9 @@ func codeBinding(c string) (effectspec.BindingKind, bool) {
 	return "", false
 }
 
-// headerCodes name the stored headers compactly: field "h"+index. A safe
-// header that is not listed here is stored as "h:"+canonical name. Append
-// only: the index is part of the schema.
+// headerCodes name the stored headers compactly: field "0".."9" by index. A
+// safe header that is not listed here is stored as ":"+canonical name.
+// Append only: the index is part of the schema.
 var headerCodes = [...]string{
 	"Content-Type", "Content-Language", "Content-Encoding", "Etag", "Last-Modified",
 	"Retry-After", "Idempotency-Key", "Idempotent-Replayed", "X-Request-Id", "Request-Id",
@@ -68,21 +69,30 @@ var headerCodes = [...]string{
 func headerField(canonical string) string {
 	for i, h := range headerCodes {
 		if h == canonical {
-			return "h" + strconv.Itoa(i)
+			return strconv.Itoa(i)
 		}
 	}
-	return "h:" + canonical
+	return ":" + canonical
 }
 
 func fieldHeader(f string) (string, bool) {
-	if strings.HasPrefix(f, "h:") {
-		return f[2:], len(f) > 2
+	if f[0] == ':' {
+		return f[1:], len(f) > 1
 	}
-	i, err := strconv.Atoi(f[1:])
-	if err != nil || i < 0 || i >= len(headerCodes) {
-		return "", false
+	if len(f) == 1 && f[0] >= '0' && f[0] <= '9' && int(f[0]-'0') < len(headerCodes) {
+		return headerCodes[f[0]-'0'], true
 	}
-	return headerCodes[i], true
+	return "", false
+}
+
+// opTag is what a record stores of an operation: 8 bytes of SHA-256 over its
+// kind and op id. It only has to tell the last operation on one record from
+// another, and keeps the record small whatever the op id's length.
+func opTag(kind byte, id string) string {
+	h := sha256.New()
+	h.Write([]byte{kind})
+	h.Write([]byte(id))
+	return string(h.Sum(nil)[:8])
 }
 
 // hexOf strips "sha256:" and checks 64 lowercase hex digits.
@@ -99,13 +109,7 @@ func hexOf(field, v string) (string, error) {
 	return h, nil
 }
 
-func msTime(v string) time.Time {
-	ms, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || ms <= 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
-}
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
 // decodeRecord reads a flat field/value list (HGETALL order). now is the
 // server time in milliseconds, or 0 when the caller does not judge leases.
@@ -113,80 +117,62 @@ func decodeRecord(key idempotency.Key, flat []string, nowMS int64) (idempotency.
 	if len(flat)%2 != 0 {
 		return idempotency.Record{}, fmt.Errorf("%w: odd field list", ErrCorruptRecord)
 	}
-	r := idempotency.Record{Key: key}
+	r := idempotency.Record{Key: key, SchemaVersion: schemaVersion}
 	var res idempotency.StoredResult
-	var hasResult bool
-	var leaseMS int64
+	var hasResult, hasFinal, hasUpdated bool
+	var leaseMS, created, updated, final int64
 	for i := 0; i < len(flat); i += 2 {
 		f, v := flat[i], flat[i+1]
 		var err error
 		switch f {
 		case "v":
 			r.SchemaVersion, err = strconv.Atoi(v)
-		case "sv":
+		case "m":
+			err = decodeMeta(&r, v)
+		case "w":
 			r.ScopeVersion, err = strconv.Atoi(v)
-		case "s":
-			st, ok := codeStates[v]
-			if !ok {
-				err = fmt.Errorf("state %q", v)
-			}
-			r.State = st
-		case "ks":
-			switch v {
-			case "s":
-				r.KeySource = idempotency.KeySupplied
-			case "m":
-				r.KeySource = idempotency.KeyMinted
-			default:
-				err = fmt.Errorf("key source %q", v)
-			}
-		case "rh":
+		case "q":
 			r.RequestHash = "sha256:" + v
-		case "b":
-			b, ok := codeBinding(v)
-			if !ok {
-				err = fmt.Errorf("binding %q", v)
-			}
-			r.Binding = b
-		case "fp":
+		case "f":
 			r.Fingerprint = "sha256:" + v
-		case "rc":
+		case "c":
 			r.Route.Connection = v
-		case "rp":
+		case "p":
 			r.Route.Provider = v
 		case "n":
 			r.AttemptCount, err = strconv.Atoi(v)
 		case "l":
 			leaseMS, err = strconv.ParseInt(v, 10, 64)
-			r.LeaseDeadline = time.UnixMilli(leaseMS).UTC()
+			r.LeaseDeadline = msTime(leaseMS)
 		case "t":
 			r.Ticket = v
-		case "ap":
+		case "a":
 			r.Approved = v == "1"
-		case "st":
+		case "C":
+			created, err = strconv.ParseInt(v, 10, 64)
+		case "U":
+			hasUpdated = true
+			updated, err = strconv.ParseInt(v, 10, 64)
+		case "F":
+			hasFinal = true
+			final, err = strconv.ParseInt(v, 10, 64)
+		case "x":
 			hasResult = true
 			res.Status, err = strconv.Atoi(v)
-		case "bd":
+		case "B":
 			hasResult = true
 			res.Body = []byte(v)
-		case "bx":
+		case "D":
 			hasResult = true
 			res.BodyDropped = v == "1"
-		case "ca":
-			r.CreatedAt = msTime(v)
-		case "ua":
-			r.UpdatedAt = msTime(v)
-		case "fa":
-			r.FinalizedAt = msTime(v)
-		case "cy", "op":
+		case "y", "o":
 		default:
-			if f[0] != 'h' {
-				continue // a field of a later schema minor: ignore
+			name, ok := "", false
+			if f != "" {
+				name, ok = fieldHeader(f)
 			}
-			name, ok := fieldHeader(f)
 			if !ok {
-				err = fmt.Errorf("header field %q", f)
-				break
+				continue // a field of a later schema minor: ignore
 			}
 			hasResult = true
 			if res.Header == nil {
@@ -204,6 +190,14 @@ func decodeRecord(key idempotency.Key, flat []string, nowMS int64) (idempotency.
 	if r.State == "" {
 		return idempotency.Record{}, fmt.Errorf("%w: no state", ErrCorruptRecord)
 	}
+	r.CreatedAt = msTime(created)
+	if hasFinal {
+		r.FinalizedAt = msTime(created + final)
+		r.UpdatedAt = r.FinalizedAt
+	}
+	if hasUpdated {
+		r.UpdatedAt = msTime(updated)
+	}
 	if hasResult {
 		r.Result = &res
 	}
@@ -211,6 +205,32 @@ func decodeRecord(key idempotency.Key, flat []string, nowMS int64) (idempotency.
 		r.State = idempotency.StateUnknown
 	}
 	return r, nil
+}
+
+// decodeMeta reads field m: state, key source, binding.
+func decodeMeta(r *idempotency.Record, m string) error {
+	if len(m) != 3 {
+		return fmt.Errorf("%d bytes, want 3", len(m))
+	}
+	st, ok := codeStates[m[:1]]
+	if !ok {
+		return fmt.Errorf("state %q", m[:1])
+	}
+	r.State = st
+	switch m[1] {
+	case 's':
+		r.KeySource = idempotency.KeySupplied
+	case 'm':
+		r.KeySource = idempotency.KeyMinted
+	default:
+		return fmt.Errorf("key source %q", m[1:2])
+	}
+	b, ok := codeBinding(m[2:])
+	if !ok {
+		return fmt.Errorf("binding %q", m[2:])
+	}
+	r.Binding = b
+	return nil
 }
 
 // encodeResult turns a result into finalize arguments: status, dropped flag,

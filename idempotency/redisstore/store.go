@@ -265,7 +265,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	}
 	arr, acks, err := s.exec(ctx, s.sc.claim, key, []string{
 		strconv.Itoa(idempotency.ScopeVersion), rh, b, fp, req.Route.Connection, req.Route.Provider, ks,
-		approval, req.Ticket, fresh, op, s.lease, s.retention,
+		approval, req.Ticket, fresh, opTag('c', op), s.lease, s.retention,
 	}, true)
 	if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)
@@ -379,7 +379,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
-	arr, acks, err := s.exec(ctx, s.sc.reserve, key, []string{strconv.Itoa(req.Token), op, s.lease, s.retention}, true)
+	arr, acks, err := s.exec(ctx, s.sc.reserve, key, []string{strconv.Itoa(req.Token), opTag('r', op), s.lease, s.retention}, true)
 	if err != nil {
 		return idempotency.Reservation{}, opError("reserve", err)
 	}
@@ -442,7 +442,7 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	if err != nil {
 		return idempotency.Record{}, err
 	}
-	args := append([]string{strconv.Itoa(req.Token), stateCodes[req.Outcome], op, s.retention}, encodeResult(req.Result, s.maxResult)...)
+	args := append([]string{strconv.Itoa(req.Token), stateCodes[req.Outcome], opTag('f', op), s.retention}, encodeResult(req.Result, s.maxResult)...)
 	arr, _, err := s.exec(ctx, s.sc.finalize, key, args, false)
 	if err != nil {
 		return idempotency.Record{}, opError("finalize", err)
@@ -551,7 +551,7 @@ func (s *Store) Ticket(ctx context.Context, id string) (idempotency.Ticket, erro
 	if err != nil {
 		return idempotency.Ticket{}, err
 	}
-	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(tv.Record).Field("t", "s", "ap").Build()).ToArray()
+	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(tv.Record).Field("t", "m", "a").Build()).ToArray()
 	if err != nil {
 		return idempotency.Ticket{}, opError("ticket", err)
 	}
@@ -562,10 +562,10 @@ func (s *Store) Ticket(ctx context.Context, id string) (idempotency.Ticket, erro
 	if t != id {
 		return idempotency.Ticket{}, fmt.Errorf("redisstore: ticket: record: %w", idempotency.ErrNotFound)
 	}
-	st, _ := vals[1].ToString()
+	m, _ := vals[1].ToString()
 	ap, _ := vals[2].ToString()
 	switch {
-	case st == "d":
+	case strings.HasPrefix(m, "d"):
 		return tv.ticket(id, k, idempotency.TicketDenied), nil
 	case ap == "1":
 		return tv.ticket(id, k, idempotency.TicketApproved), nil
@@ -587,7 +587,7 @@ func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idem
 	if req.Approve {
 		approve = "1"
 	}
-	arr, _, err := s.exec(ctx, s.sc.decide, tv.Record, []string{req.Ticket, approve, op, s.retention}, false)
+	arr, _, err := s.exec(ctx, s.sc.decide, tv.Record, []string{req.Ticket, approve, opTag('d', op), s.retention}, false)
 	if err != nil {
 		return idempotency.Ticket{}, opError("decide", err)
 	}

@@ -22,7 +22,7 @@ func TestClaimNewReservesAttemptOne(t *testing.T) {
 		t.Fatalf("claim = %+v", res)
 	}
 	rk := m.recordKey(t, k)
-	if got := m.mr.HGet(rk, "rh"); got != hashOf("args")[7:] {
+	if got := m.mr.HGet(rk, "q"); got != hashOf("args")[7:] {
 		t.Fatalf("stored request hash %q, want bare hex", got)
 	}
 	if ttl := m.mr.TTL(rk); ttl != 24*time.Hour {
@@ -95,7 +95,7 @@ func TestScopeVersionConflictNeverRewrites(t *testing.T) {
 	k := idempotency.NewKey()
 	rk := m.recordKey(t, k)
 	for _, s := range []string{"f", "u", "a"} {
-		m.mr.HSet(rk, "v", "1", "sv", "2", "s", s, "rh", "x", "n", "1", "l", "1")
+		m.mr.HSet(rk, "m", s+"sh", "w", "2", "q", hashOf("args")[7:], "f", hashOf("route")[7:], "n", "1", "l", "1")
 		before := m.snapshot(t)
 		mustClaim(t, m.store, claimReq(k), idempotency.StatusScopeVersionConflict)
 		if after := m.snapshot(t); after != before {
@@ -297,7 +297,7 @@ func TestExpiredLease(t *testing.T) {
 			if rec, _ := m.store.Lookup(ctx, testScope, k); rec.State != idempotency.StateUnknown {
 				t.Fatalf("expired lease reads %s, want unknown", rec.State)
 			}
-			if s := m.mr.HGet(m.recordKey(t, k), "s"); s != "f" {
+			if s := m.mr.HGet(m.recordKey(t, k), "m"); s != "fsu" && s != "fsh" {
 				t.Fatalf("lookup wrote state %q", s)
 			}
 			res := mustClaim(t, m.store, req, c.want)
@@ -312,8 +312,8 @@ func TestExpiredLease(t *testing.T) {
 					t.Fatalf("old token finalize: %v", err)
 				}
 			default:
-				if s := m.mr.HGet(rk, "s"); s != "u" {
-					t.Fatalf("state %q, want u", s)
+				if s := m.mr.HGet(rk, "m"); s != "usu" {
+					t.Fatalf("meta %q, want usu", s)
 				}
 				if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateAccepted}); !errors.Is(err, idempotency.ErrStale) {
 					t.Fatalf("finalize after unknown: %v", err)

@@ -1,30 +1,31 @@
 -- claim: ARGV = scope version, request hash, binding, fingerprint, route
 -- connection, route provider, key source, approval required (0/1), presented
--- ticket, fresh ticket, op id, lease ms, retention ms.
+-- ticket, fresh ticket, op tag, lease ms, retention ms.
 -- Replies: {status, ...}. Only 'replay' carries the record; contenders get a
 -- bare status.
 local sv, rh, b, fp, rc, rp, ks = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local approval, presented, fresh = ARGV[8], ARGV[9], ARGV[10]
-local op = 'c' .. ARGV[11]
+local approval, presented, fresh, op = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local lease, retention = tonumber(ARGV[12]), tonumber(ARGV[13])
 local now = now_ms()
 
 if redis.call('EXISTS', key) == 0 then
   if approval == '1' then
-    redis.call('HSET', key, 'v', '1', 'sv', sv, 's', 'h', 'ks', ks, 'rh', rh, 'b', b, 'fp', fp,
-      'rc', rc, 'rp', rp, 'n', '0', 't', fresh, 'ca', int(now), 'ua', int(now), 'op', op)
+    redis.call('HSET', key, 'm', 'h' .. ks .. b, 'w', sv, 'q', rh, 'f', fp, 'c', rc, 'p', rp,
+      'n', '0', 't', fresh, 'C', int(now), 'U', int(now), 'o', op)
     touch(retention)
     return {'held', fresh}
   end
   local l = now + lease
-  redis.call('HSET', key, 'v', '1', 'sv', sv, 's', 'f', 'ks', ks, 'rh', rh, 'b', b, 'fp', fp,
-    'rc', rc, 'rp', rp, 'n', '1', 'cy', '1', 'l', int(l), 'ca', int(now), 'ua', int(now), 'op', op)
+  redis.call('HSET', key, 'm', 'f' .. ks .. b, 'w', sv, 'q', rh, 'f', fp, 'c', rc, 'p', rp,
+    'n', '1', 'y', '1', 'l', int(l), 'C', int(now), 'U', int(now), 'o', op)
   touch(retention)
   return {'claimed', 1, l}
 end
 
-local r = redis.call('HMGET', key, 'sv', 'rh', 'b', 'fp', 's', 'n', 'l', 't', 'ap', 'op')
-local rsv, rrh, rb, rfp, s, n, l, t, ap, rop = r[1], r[2], r[3], r[4], r[5], tonumber(r[6]) or 0, tonumber(r[7]) or 0, r[8], r[9], r[10]
+local r = redis.call('HMGET', key, 'm', 'w', 'q', 'f', 'n', 'l', 't', 'a', 'o')
+local m, rsv, rrh, rfp = r[1] or '', r[2], r[3], r[4]
+local n, l, t, ap, rop = tonumber(r[5]) or 0, tonumber(r[6]) or 0, r[7], r[8], r[9]
+local s, rb = string.sub(m, 1, 1), string.sub(m, 3, 3)
 
 if rsv ~= sv then
   return {'scope_version_conflict'}
@@ -52,40 +53,40 @@ if rop == op then
   end
 end
 
+local expired = false
 if s == 'f' then
   if l > now then
     return {'in_progress'}
   end
-  s = 'u' -- the lease expired: whatever the attempt did is unknown
+  expired = true -- the lease ran out: whatever the attempt did is unknown
 elseif s == 'a' or s == 'r' then
   return {'replay', record(true)}
 elseif s == 'h' then
   if presented ~= '' and presented == t and ap == '1' then
     local nl = now + lease
-    redis.call('HSET', key, 's', 'f', 'n', int(n + 1), 'cy', '1', 'l', int(nl), 'ua', int(now), 'op', op)
+    redis.call('HSET', key, 'm', with_state(m, 'f'), 'n', int(n + 1), 'y', '1', 'l', int(nl), 'U', int(now), 'o', op)
     touch(retention)
     return {'claimed', n + 1, nl}
   end
   return {'held', t}
 elseif s == 'd' then
   return {'denied'}
+elseif s ~= 'u' then
+  return redis.error_reply('ERR redisstore: record has an unknown state')
 end
 
-if s == 'u' then
-  if b ~= 'u' then
-    -- The vendor deduplicates on our key: reserve the next attempt, new cycle.
-    local nl = now + lease
-    clear_result()
-    redis.call('HSET', key, 's', 'f', 'n', int(n + 1), 'cy', '1', 'l', int(nl), 'ua', int(now), 'op', op)
-    touch(retention)
-    return {'claimed', n + 1, nl}
-  end
-  if r[5] == 'f' then
-    redis.call('HSET', key, 's', 'u', 'ua', int(now), 'op', op)
-    redis.call('HDEL', key, 'l')
-    touch(retention)
-  end
-  return {'outcome_unknown'}
+-- unknown, or in flight with an expired lease
+if b ~= 'u' then
+  -- The vendor deduplicates on our key: reserve the next attempt, new cycle.
+  local nl = now + lease
+  clear_result()
+  redis.call('HSET', key, 'm', with_state(m, 'f'), 'n', int(n + 1), 'y', '1', 'l', int(nl), 'U', int(now), 'o', op)
+  touch(retention)
+  return {'claimed', n + 1, nl}
 end
-
-return redis.error_reply('ERR redisstore: record has an unknown state')
+if expired then
+  redis.call('HSET', key, 'm', with_state(m, 'u'), 'U', int(now), 'o', op)
+  redis.call('HDEL', key, 'l', 'y')
+  touch(retention)
+end
+return {'outcome_unknown'}

@@ -2,13 +2,21 @@
 -- the record hash. Time comes from the server clock: Redis 7 replicates the
 -- effects of a script, not the script, so TIME is safe here.
 --
--- Record fields (schema 1): v schema, sv scope version, s state
--- (h held, f in_flight, a accepted, r definitely_rejected, u unknown,
--- d denied), ks key source, rh request hash (hex), b binding (h, p, u),
--- fp fingerprint (hex), rc/rp route connection/provider, n attempt count =
--- fencing token, cy attempts in the current cycle, l lease deadline (ms),
--- t ticket, ap approved, st status, bd body, bx body dropped, h* headers,
--- ca/ua/fa created/updated/finalized (ms), op last operation (kind + op id).
+-- Record fields (schema 1; single letters keep the hash a small listpack):
+--   m  state, key source, binding: 3 bytes. State h held, f in_flight,
+--      a accepted, r definitely_rejected, u unknown, d denied; key source
+--      s supplied, m minted; binding h header, p body_pointer, u unsupported
+--   w  scope version           q  request hash (64 hex)
+--   f  fingerprint (64 hex)    c, p  route connection, provider
+--   n  attempts = fencing token
+--   y  attempts in this cycle  l  lease deadline (ms)     (in flight only)
+--   t  ticket                  a  approved ("1")
+--   C  created (ms)            U  updated (ms)            (until finalized)
+--   F  finalized (ms after C; then also the last update)
+--   x  status                  B  body                    D  body dropped
+--   0-9, :Name  kept headers
+--   o  last operation: 8-byte digest of its kind and op id
+--   v  schema version, absent for 1
 local key = KEYS[1]
 
 local function now_ms()
@@ -24,11 +32,17 @@ local function touch(retention)
   redis.call('PEXPIRE', key, retention)
 end
 
--- clear_result removes a stored result (status, body, headers).
+-- with_state replaces the state byte of m.
+local function with_state(m, s)
+  return s .. string.sub(m, 2)
+end
+
+-- clear_result removes a stored result (status, body, headers, finalized).
 local function clear_result()
   local del = {}
   for _, f in ipairs(redis.call('HKEYS', key)) do
-    if string.sub(f, 1, 1) == 'h' or f == 'st' or f == 'bd' or f == 'bx' or f == 'fa' then
+    local c = string.sub(f, 1, 1)
+    if c == 'x' or c == 'B' or c == 'D' or c == 'F' or c == ':' or (c >= '0' and c <= '9') then
       del[#del + 1] = f
     end
   end
@@ -45,7 +59,7 @@ local function record(with_body)
   end
   local out = {}
   for i = 1, #all, 2 do
-    if all[i] ~= 'bd' then
+    if all[i] ~= 'B' then
       out[#out + 1] = all[i]
       out[#out + 1] = all[i + 1]
     end

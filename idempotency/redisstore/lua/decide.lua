@@ -1,15 +1,15 @@
--- decide: ARGV = ticket, approve (0/1), op id, retention ms.
+-- decide: ARGV = ticket, approve (0/1), op tag, retention ms.
 -- The first decision is final: repeating it answers it again, contradicting
 -- it answers the decision that stands.
-local ticket, approve = ARGV[1], ARGV[2] == '1'
-local op = 'd' .. ARGV[3]
+local ticket, approve, op = ARGV[1], ARGV[2] == '1', ARGV[3]
 local retention = tonumber(ARGV[4])
 
 if redis.call('EXISTS', key) == 0 then
   return {'not_found'}
 end
-local r = redis.call('HMGET', key, 't', 's', 'ap', 'op')
-local t, s, ap, rop = r[1], r[2], r[3], r[4]
+local r = redis.call('HMGET', key, 't', 'm', 'a', 'o')
+local t, m, ap, rop = r[1], r[2] or '', r[3], r[4]
+local s = string.sub(m, 1, 1)
 if t ~= ticket then
   return {'not_found'}
 end
@@ -34,10 +34,9 @@ if s ~= 'h' then
 end
 local now = now_ms()
 if approve then
-  redis.call('HSET', key, 'ap', '1', 'ua', int(now), 'op', op)
-  touch(retention)
-  return {'approved'}
+  redis.call('HSET', key, 'a', '1', 'U', int(now), 'o', op)
+else
+  redis.call('HSET', key, 'm', with_state(m, 'd'), 'U', int(now), 'o', op)
 end
-redis.call('HSET', key, 's', 'd', 'ua', int(now), 'op', op)
 touch(retention)
-return {'denied'}
+return {approve and 'approved' or 'denied'}

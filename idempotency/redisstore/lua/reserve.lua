@@ -1,13 +1,12 @@
--- reserve: ARGV = token, op id, lease ms, retention ms.
-local token = tonumber(ARGV[1])
-local op = 'r' .. ARGV[2]
+-- reserve: ARGV = token, op tag, lease ms, retention ms.
+local token, op = tonumber(ARGV[1]), ARGV[2]
 local lease, retention = tonumber(ARGV[3]), tonumber(ARGV[4])
 
 if redis.call('EXISTS', key) == 0 then
   return {'not_found'}
 end
-local r = redis.call('HMGET', key, 's', 'n', 'cy', 'l', 'op')
-local s, n, cy, l, rop = r[1], tonumber(r[2]) or 0, tonumber(r[3]) or 0, tonumber(r[4]) or 0, r[5]
+local r = redis.call('HMGET', key, 'm', 'n', 'y', 'l', 'o')
+local s, n, cy, l, rop = string.sub(r[1] or '', 1, 1), tonumber(r[2]) or 0, tonumber(r[3]) or 0, tonumber(r[4]) or 0, r[5]
 
 if rop == op then
   touch(retention)
@@ -25,6 +24,6 @@ if l <= now then
   return {'lease_expired'}
 end
 local nl = now + lease
-redis.call('HSET', key, 'n', int(n + 1), 'cy', int(cy + 1), 'l', int(nl), 'ua', int(now), 'op', op)
+redis.call('HSET', key, 'n', int(n + 1), 'y', int(cy + 1), 'l', int(nl), 'U', int(now), 'o', op)
 touch(retention)
 return {'reserved', n + 1, nl}
