@@ -599,6 +599,14 @@ func TestEndToEnd(t *testing.T) {
 		if n := vendor.count("/mail-b", k2); n != 1 {
 			t.Errorf("new provider saw %d requests for a new key", n)
 		}
+		// Each receipt names the provider that served it (mail.a propagates
+		// by header, mail.b by body pointer), whatever the pin is now.
+		for key, prop := range map[string]string{k: "header", k2: "body_pointer"} {
+			code, m := p.post(t, "GET", "/v1/receipts/"+key+"?tool=cap.mail", e2eKeyOne, "")
+			if code != 200 || m["propagation"] != prop || m["tool"] != "cap.mail" {
+				t.Errorf("capability receipt: %d %v, want propagation %s", code, m, prop)
+			}
+		}
 		if code, _ := p.post(t, "POST", "/v1/capabilities/cap.mail/pin", e2eKeyAdmin, `{"provider": "pay.charge"}`); code != 400 {
 			t.Errorf("pin to a non-provider: %d", code)
 		}
