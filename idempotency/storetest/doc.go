@@ -25,9 +25,10 @@
 //   - A refused claim (in_progress, request_mismatch, destination_conflict,
 //     denied, outcome_unknown) carries no token, lease, record or ticket; a
 //     held answer carries only the record's own ticket.
-//   - Finalize answers the record without the result body; a stored body of
-//     exactly MaxResultBytes is kept, one byte more is dropped with
-//     BodyDropped set and the status and safe headers kept. Headers that
+//   - Finalize answers the record without the result body; a body of half
+//     MaxResultBytes is kept (whether or not a store counts headers against
+//     the limit), one byte over the limit is dropped with BodyDropped set and
+//     the status and safe headers kept. Headers that
 //     idempotency.SafeHeader rejects are never replayed.
 //   - Reserve and Finalize on a record that is not in flight (final, unknown,
 //     held, or in flight with an expired lease) are ErrStale; on a missing

@@ -174,10 +174,18 @@ func (s *Server) spawn() (inUse bool, err error) {
 	logPath := filepath.Join(s.dir, "redis.log")
 	logStart := fileSize(logPath)
 
+	// Errors before the log file is open (bad arguments) go to stdout. A file,
+	// not a pipe: Wait never waits for a forked child (a BGSAVE or AOF
+	// rewrite) that inherited it.
+	outPath := filepath.Join(s.dir, "stdout.log")
+	out, err := os.Create(outPath)
+	if err != nil {
+		return false, err
+	}
+	defer out.Close() // the child has its own copy
 	cmd := exec.Command(s.bin, append([]string{confPath}, s.args...)...)
 	cmd.Dir = s.dir
-	var out bytes.Buffer // errors before the log file is open (bad arguments)
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return false, fmt.Errorf("redistest: %w", err)
@@ -196,7 +204,8 @@ func (s *Server) spawn() (inUse bool, err error) {
 			s.mu.Lock()
 			s.cmd = nil
 			s.mu.Unlock()
-			msg := strings.TrimSpace(out.String() + "\n" + s.logSince(logStart))
+			early, _ := os.ReadFile(outPath)
+			msg := strings.TrimSpace(string(early) + "\n" + s.logSince(logStart))
 			inUse := strings.Contains(msg, "in use") || strings.Contains(msg, "Could not create server TCP listening socket")
 			return inUse, fmt.Errorf("redistest: redis-server on port %d exited during start-up:\n%s", s.port, lastLines(msg, 15))
 		default:
