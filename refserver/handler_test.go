@@ -157,3 +157,74 @@ func TestFederatedWriteDeniedInProduction(t *testing.T) {
 		t.Errorf("nango saw %d requests", n)
 	}
 }
+
+// TestDemoMode runs main's run with no flags but -addr: the embedded store,
+// the demo config and vendor. A call replays, its receipt reads back, the
+// store is announced as not durable, and cancelling stops the server.
+func TestDemoMode(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	stderr := &syncBuffer{}
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"-addr", "127.0.0.1:0"}, pw, stderr)
+		pw.Close()
+	}()
+	out := &syncBuffer{}
+	lines := make(chan string, 8)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := pr.Read(buf)
+			out.Write(buf[:n])
+			for _, l := range strings.Split(string(buf[:n]), "\n") {
+				lines <- l
+			}
+			if err != nil {
+				close(lines)
+				return
+			}
+		}
+	}()
+	base := ""
+	for l := range lines {
+		if _, rest, ok := strings.Cut(l, "listening on "); ok {
+			base, _, _ = strings.Cut(rest, " ")
+			break
+		}
+	}
+	if base == "" {
+		t.Fatalf("no listen address; stderr:\n%s", stderr.String())
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	k := idempotency.NewKey().String()
+	s := newSession(t, base, demoKeyAcme, k)
+	args := map[string]any{"amount": 1200, "currency": "usd"}
+	call(t, s, "payments.create_charge", args, "").wantOutcome(t, "accepted", false)
+	call(t, s, "payments.create_charge", args, "").wantOutcome(t, "accepted", true)
+	call(t, s, "payments.create_charge", map[string]any{"amount": 1}, "").wantRefusal(t, "request_mismatch", 422)
+	call(t, newSession(t, base, demoKeyAcme, ""), "chat.post_message", map[string]any{"text": "hi"}, "").wantOutcome(t, "accepted", false)
+
+	req, _ := http.NewRequest(http.MethodGet, base+"/v1/receipts/"+k+"?tool=payments.create_charge", nil)
+	req.Header.Set("Authorization", "Bearer "+demoKeyAcme)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"attempt_count":1`) {
+		t.Errorf("receipt: %d %s", resp.StatusCode, body)
+	}
+	cancel()
+	if code := <-exit; code != 0 {
+		t.Errorf("exit code %d; stderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "NOT DURABLE") || !strings.Contains(out.String(), demoKeyAdmin) {
+		t.Errorf("stdout %q\nstderr %q", out.String(), stderr.String())
+	}
+}

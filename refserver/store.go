@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -56,7 +55,7 @@ func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writ
 		// miniredis has no CONFIG and never evicts.
 		opts.SkipEvictionCheck = true
 	} else {
-		clientOpt, err = parseRedisURL(redisURL)
+		clientOpt, err = redisstore.ParseURL(redisURL)
 		if err != nil {
 			return nil, nil, fmt.Errorf("refserver: -redis: %w", err)
 		}
@@ -85,21 +84,4 @@ func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writ
 		return nil, nil, fmt.Errorf("refserver: %w", err)
 	}
 	return st, release, nil
-}
-
-// parseRedisURL is a stand-in until redisstore.ParseURL lands. TODO(refserver): switch.
-func parseRedisURL(s string) (rueidis.ClientOption, error) {
-	var out rueidis.ClientOption
-	for i, part := range strings.Split(s, ",") {
-		o, err := rueidis.ParseURL(strings.TrimSpace(part))
-		if err != nil {
-			return rueidis.ClientOption{}, err
-		}
-		if i == 0 {
-			out = o
-			continue
-		}
-		out.InitAddress = append(out.InitAddress, o.InitAddress...)
-	}
-	return out, nil
 }
