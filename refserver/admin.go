@@ -115,8 +115,11 @@ func (s *server) handleReceipt(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.store.Lookup(r.Context(), scope, key)
 	if err != nil {
 		rf := s.classify(err)
-		if rf.reason == "not_found" {
+		switch rf.reason {
+		case "not_found":
 			rf.msg = "no call with this key for this tool in your workspace"
+		case "store_unavailable":
+			s.metrics.storeErrors.WithLabelValues("lookup").Inc()
 		}
 		s.restRefuse(w, rf)
 		return
