@@ -174,10 +174,8 @@ func (o *Orchestrator) resolveTicket(ctx context.Context, call *Call) error {
 	if call.KeySource == idempotency.KeySupplied && call.Key != t.Key {
 		return idempotency.ErrApprovalKeyMismatch
 	}
+	// The receipt keeps the source the key had when the call was held.
 	call.Key = t.Key
-	if call.KeySource == "" || call.KeySource == idempotency.KeyMinted {
-		call.KeySource = idempotency.KeySupplied
-	}
 	return nil
 }
 

@@ -605,6 +605,9 @@ func TestApprovalFlow(t *testing.T) {
 		resume.Ticket, resume.Key, resume.KeySource = held.Ticket, idempotency.NewKey(), idempotency.KeyMinted
 		out, err := o.Do(context.Background(), resume)
 		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		if out.Receipt.KeySource != string(idempotency.KeySupplied) {
+			t.Fatalf("resume receipt key_source %q, want the held call's %q", out.Receipt.KeySource, idempotency.KeySupplied)
+		}
 		if out.Key != c.Key || v.seen.Load() != 1 || v.keys[0] != c.Key.String() {
 			t.Fatalf("resume used key %s (vendor got %v), want the ticket's %s", out.Key, v.keys, c.Key)
 		}
