@@ -62,7 +62,9 @@ func run(addr, redisURL, vendorURL string) error {
 		}
 		defer mr.Close()
 		fmt.Fprint(os.Stderr, notDurable)
-		go ageKeys(ctx, mr)
+		// miniredis ages TTLs only when told; with ClockTTL they follow the
+		// wall clock, so records expire after their retention as in Redis.
+		mr.ClockTTL(true)
 		opt.InitAddress = []string{mr.Addr()}
 		storeOpts.SkipEvictionCheck = true // miniredis has no CONFIG and never evicts
 	} else {
@@ -107,22 +109,6 @@ func run(addr, redisURL, vendorURL string) error {
 		return err
 	}
 	return <-shut
-}
-
-// ageKeys advances miniredis's TTL clock with the wall clock: miniredis
-// expires keys only when told, so retention would never end. (Leases read
-// Redis TIME, which miniredis takes from the wall clock already.)
-func ageKeys(ctx context.Context, mr *miniredis.Miniredis) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			mr.FastForward(time.Second)
-		}
-	}
 }
 
 // demoVendor answers every charge with 201 and counts the requests it saw,
