@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -57,4 +58,31 @@ func TestParseURLErrorsHideSecrets(t *testing.T) {
 			t.Fatalf("%q: error %q", in, err)
 		}
 	}
+}
+
+// FuzzParseURL: no panic, no password in any error, and every accepted
+// input keeps the store's required options.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"redis://127.0.0.1:6379", "rediss://u:p@h:1/2", "a:1,b:2", "redis://:p@a,b,c?dial_timeout=1s", "redis://[::1]:1"} {
+		f.Add(s, "s3cr3tpw")
+	}
+	f.Fuzz(func(t *testing.T, s, pw string) {
+		if len(pw) < 6 || strings.ContainsAny(pw, "@/?#:,%[] \"\\") || strings.Contains(strconv.Quote(s), pw) {
+			return
+		}
+		in := "redis://user:" + pw + "@" + s
+		if strings.Contains(s, "://") {
+			in = strings.Replace(s, "://", "://user:"+pw+"@", 1)
+		}
+		opt, err := ParseURL(in)
+		if err != nil {
+			if strings.Contains(err.Error(), pw) {
+				t.Fatalf("error leaks the password: %v", err)
+			}
+			return
+		}
+		if !opt.DisableCache || opt.ConnLifetime != 0 || len(opt.InitAddress) == 0 {
+			t.Fatalf("%q: options %+v", in, opt)
+		}
+	})
 }

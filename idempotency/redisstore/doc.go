@@ -1,0 +1,80 @@
+// Package redisstore is the idempotency.Store on Redis 7+ (standalone or
+// Cluster, and Valkey) through rueidis.
+//
+// The one recommended path:
+//
+//	opt, err := redisstore.ParseURL("redis://10.0.0.1:6379") // or "h1:7000,h2:7001,h3:7002"
+//	client, err := rueidis.NewClient(opt)                    // no ConnLifetime
+//	store, err := redisstore.New(ctx, client, redisstore.Options{})
+//
+// An embedded, non-durable store for tests and demos runs on miniredis:
+//
+//	mr := miniredis.RunT(t)
+//	client, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+//	store, _ := redisstore.New(ctx, client, redisstore.Options{SkipEvictionCheck: true})
+//
+// (miniredis has no CONFIG command, so the eviction check cannot run; it
+// never evicts.)
+//
+// # Operations
+//
+// Every operation is one Lua script (embedded, sent as EVALSHA with an EVAL
+// fallback on NOSCRIPT) on exactly one key, the record hash that
+// idempotency.Scope.StorageKey names, so it is valid on Redis Cluster and
+// records spread over all slots. Time inside scripts is Redis TIME. A first
+// call costs one round trip to claim and one to finalize; a replay costs one.
+// Approval tickets live under {prefix}apt:{ticket}, their own key (and slot),
+// written by a separate SET whenever a claim answers held, so that a crash
+// between the two leaves a held record whose next claim restores the ticket.
+//
+// # Retries and re-sends
+//
+// rueidis re-sends a command by itself only when it is read-only or marked
+// retryable, after a network error (and then until ctx ends: give Lookup a
+// deadline), on MOVED/ASK redirects (the redirecting node did not run it),
+// and when ClientOption.ConnLifetime expires a connection, which re-sends
+// in-flight commands, writes included. Mutating scripts are therefore plain
+// NewLuaScript scripts (never a Retryable or NoSha variant) and ConnLifetime
+// must stay 0 (ParseURL never sets it). A write whose reply was lost comes
+// back as an error wrapping idempotency.ErrStoreUnavailable: the caller does
+// not send, and re-sends the step with the same OpID, which answers
+// AlreadyApplied instead of acting twice, or settles the state with Lookup.
+// A record remembers only its last operation (as an 8-byte digest of the
+// kind and op id); a re-send after a later change is judged afresh.
+//
+// # Decisions where the contract is silent
+//
+//   - Lookup runs as EVALSHA_RO (Redis refuses any write in it). A server that
+//     refuses TIME there (miniredis) gets the same script by EVALSHA.
+//   - Finalize is fenced by the token alone: an in-flight record whose lease
+//     expired, but that no claim took over, accepts its own attempt's outcome.
+//     Once a claim has seen the expired lease (taking over with the next
+//     attempt, or marking an unsupported binding's record unknown) the old
+//     token is stale. Reserve, which extends the work, needs a live lease.
+//   - Decide: the first decision is final. Repeating it answers the ticket;
+//     approving a denied ticket is ErrDenied, denying an approved one ErrStale.
+//     Decide also restarts the ticket key's retention. An approved ticket
+//     dispatches only through a claim that presents it.
+//   - MaxResultBytes counts the body and the kept headers; over it the body is
+//     dropped (BodyDropped), and headers that alone exceed it are dropped too.
+//     Only idempotency.SafeHeader headers are stored.
+//   - WaitReplicas: the WAIT is pipelined behind the script on one pinned
+//     connection (WAIT counts the writes of its own connection); a Cluster
+//     redirect there is an error, never a WAIT answered by another node. A
+//     shortfall is ErrReplicas inside an *OpError: the reservation stays in
+//     the record but is not to be used; a re-send with the same OpID waits
+//     again, and its no-op write makes that WAIT cover the original write.
+//   - The eviction check runs on every node the client knows (replicas too,
+//     since a replica may be promoted).
+//   - ClaimRequest.KeySource must be KeySupplied or KeyMinted; op ids are at
+//     most 63 bytes of [A-Za-z0-9_-] (empty: minted).
+//
+// # Record layout and size
+//
+// A record is one hash with single-letter fields (see lua/common.lua), the
+// request hash and fingerprint as bare 64-digit hex, PEXPIRE'd Retention
+// after every change. A finalized record without body, with a
+// Content-Type header, takes 392 bytes by MEMORY USAGE on Redis 7.0 (a
+// 256-byte listpack under an 83-byte key). A value over 64 bytes (a body, a
+// long header) turns that record into a hashtable, several times larger.
+package redisstore
