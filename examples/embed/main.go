@@ -40,7 +40,7 @@ const notDurable = `
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
-	redisURL := flag.String("redis", "", "Redis URL (redis://, rediss://); empty: an embedded, NOT durable miniredis")
+	redisURL := flag.String("redis", "", "Redis URL (redis://, rediss://, or a comma-separated Cluster seed list); empty: an embedded, NOT durable miniredis")
 	vendorURL := flag.String("vendor", "", "vendor base URL; empty: an in-process demo vendor")
 	flag.Parse()
 	if err := run(*addr, *redisURL, *vendorURL); err != nil {
@@ -69,11 +69,11 @@ func run(addr, redisURL, vendorURL string) error {
 		storeOpts.SkipEvictionCheck = true // miniredis has no CONFIG and never evicts
 	} else {
 		var err error
-		if opt, err = rueidis.ParseURL(redisURL); err != nil {
-			return errors.New("embed: -redis: not a redis:// or rediss:// URL") // the URL may hold a password
+		if opt, err = redisstore.ParseURL(redisURL); err != nil { // never echoes the URL
+			return fmt.Errorf("embed: -redis: %w", err)
 		}
 	}
-	opt.DisableCache = true // scripts gain nothing from client-side caching, and miniredis lacks it
+	opt.DisableCache = true // miniredis lacks client-side caching (ParseURL sets it for Redis)
 	client, err := rueidis.NewClient(opt)
 	if err != nil {
 		return fmt.Errorf("embed: redis: %w", err)
