@@ -68,7 +68,7 @@ var headerCodes = [...]string{
 
 func headerField(canonical string) string {
 	for i, h := range headerCodes {
-		if h == canonical {
+		if h == canonical && i < 10 { // one digit: field names stay one byte
 			return strconv.Itoa(i)
 		}
 	}

@@ -604,3 +604,18 @@ func TestNewOptions(t *testing.T) {
 		t.Fatal("New without CONFIG GET accepted")
 	}
 }
+
+func TestHeaderFieldsRoundTrip(t *testing.T) {
+	for i, name := range headerCodes {
+		f := headerField(name)
+		if got, ok := fieldHeader(f); !ok || got != name || (i < 10 && len(f) != 1) {
+			t.Fatalf("%s -> %q -> %q, %v", name, f, got, ok)
+		}
+	}
+	if f := headerField("X-Other"); f != ":X-Other" {
+		t.Fatalf("uncoded header field %q", f)
+	}
+	if _, ok := fieldHeader("10"); ok {
+		t.Fatal("multi-digit field read as a header")
+	}
+}
