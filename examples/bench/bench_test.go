@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// TestMain serves the bare server when the harness under test starts this
+// binary in that role, as main does.
+func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) == "bare" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		code := serveBare(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// needRedis skips when redis-server or redis-benchmark is missing, loudly,
+// and fails instead when OBOL_REQUIRE_REDIS=1.
+func needRedis(t *testing.T) {
+	t.Helper()
+	for _, bin := range []string{"redis-server", "redis-benchmark"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if os.Getenv("OBOL_REQUIRE_REDIS") == "1" {
+				t.Fatalf("%s not found and OBOL_REQUIRE_REDIS=1: %v", bin, err)
+			}
+			t.Skipf("SKIPPED: %s not found (%v); set OBOL_REQUIRE_REDIS=1 to make this a failure", bin, err)
+		}
+	}
+}
+
+var cellSep = regexp.MustCompile(`\s{2,}`)
+
+func TestQuickRunPrintsEveryRow(t *testing.T) {
+	needRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"-redis-server", "-quick", "-mem-records", "500"}, &out, &errb); code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	t.Logf("table:\n%s", out.String())
+
+	var rows [][]string
+	inTable := false
+	for _, line := range strings.Split(out.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "#  measurement"):
+			inTable = true
+		case inTable && strings.TrimSpace(line) == "":
+			inTable = false
+		case inTable:
+			cells := cellSep.Split(strings.TrimSpace(line), -1)
+			if len(cells) != 7 {
+				t.Fatalf("row %q has %d cells, want 7: %q", line, len(cells), cells)
+			}
+			rows = append(rows, cells)
+		}
+	}
+	count := map[string]int{}
+	digit := regexp.MustCompile(`[0-9]`)
+	for _, r := range rows {
+		id, name, ours, ref, ratio, verdict := r[0], r[1], r[2], r[3], r[4], r[6]
+		count[id]++
+		if !digit.MatchString(ours) {
+			t.Errorf("row %s %q: ours %q has no number", id, name, ours)
+		}
+		if verdict != pass && verdict != miss && verdict != info {
+			t.Errorf("row %s %q: verdict %q", id, name, verdict)
+		}
+		if id == "5" {
+			continue
+		}
+		if !digit.MatchString(ref) {
+			t.Errorf("row %s %q: reference %q has no number", id, name, ref)
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSuffix(ratio, "x"), 64); err != nil || v <= 0 {
+			t.Errorf("row %s %q: ratio %q is not a positive number", id, name, ratio)
+		}
+	}
+	// 1 and 2: concurrency 1, 50, 200; 3: 1 KiB and 64 KiB; 4: one; 5: two
+	// kinds, each MEMORY USAGE and used_memory with the projection.
+	want := map[string]int{"1": 3, "2": 3, "3": 2, "4": 1, "5": 4}
+	for id, n := range want {
+		if count[id] != n {
+			t.Errorf("table has %d rows numbered %s, want %d", count[id], id, n)
+		}
+	}
+	for _, r := range rows {
+		if r[0] == "1" && strings.Contains(r[1], "c=200") && r[5] != ">= 0.60" {
+			t.Errorf("row 1 at c=200 has target %q", r[5])
+		}
+		if r[0] == "5" && strings.Contains(r[1], "no body: MEMORY USAGE") && r[5] != "<= 400 B" {
+			t.Errorf("row 5 without a body has target %q", r[5])
+		}
+	}
+	if !regexp.MustCompile(`\d+ of 8 targets met`).MatchString(out.String()) {
+		t.Errorf("no summary line with 8 targets in:\n%s", out.String())
+	}
+}
+
+func TestHandClaimKeepsTheStateTable(t *testing.T) {
+	needRedis(t)
+	ctx := context.Background()
+	rs, err := startRedis(ctx, "redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.stop()
+	h := newHandClaim(rs.addr, 0, 4)
+	defer h.close()
+	w, err := newWorkload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := w.keyBase + w.keyer().next().String()
+	step := func(a claimArgs, want string) {
+		t.Helper()
+		got, err := h.claim(ctx, key, a)
+		if err != nil || got != want {
+			t.Fatalf("claim = %q, %v; want %q", got, err, want)
+		}
+	}
+	step(w.args, "claimed")
+	step(w.args, "in_progress")
+	other := w.args
+	other.rh = strings.Repeat("0", 64)
+	step(other, "request_mismatch")
+	other = w.args
+	other.fp = strings.Repeat("0", 64)
+	step(other, "destination_conflict")
+	// An expired lease is reclaimed with the next attempt for a vendor
+	// binding, as the script does.
+	if err := h.rdb.HSet(ctx, key, "l", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	step(w.args, "claimed")
+	if n, _ := h.rdb.HGet(ctx, key, "n").Result(); n != "2" {
+		t.Fatalf("attempt count after the reclaim = %q, want 2", n)
+	}
+	if err := h.rdb.HSet(ctx, key, "s", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	step(w.args, "replay")
+	// The record has the fields the script writes, and its retention.
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{rs.addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ttl, err := client.Do(ctx, client.B().Pttl().Key(key).Build()).AsInt64()
+	if err != nil || ttl < (23*time.Hour).Milliseconds() {
+		t.Fatalf("PTTL = %d, %v; want about 24h", ttl, err)
+	}
+}
+
+func TestParseBenchCSV(t *testing.T) {
+	good := "\"test\",\"rps\",\"avg_latency_ms\"\n\"EVALSHA abc 1 k\",\"92986.05\",\"0.5\"\n"
+	if r, err := parseBenchCSV([]byte(good)); err != nil || r != 92986.05 {
+		t.Errorf("good output: %v, %v", r, err)
+	}
+	for name, bad := range map[string]string{
+		"server error": "Error from server: NOSCRIPT No matching script. Please use EVAL.\n\"test\",\"rps\"\n",
+		"no row":       "\"test\",\"rps\"\n",
+		"not csv":      "\"test",
+		"zero rps":     "\"test\",\"rps\"\n\"x\",\"0\"\n",
+		"other header": "\"name\",\"qps\"\n\"x\",\"1\"\n",
+	} {
+		if r, err := parseBenchCSV([]byte(bad)); err == nil {
+			t.Errorf("%s: rate %v, want an error", name, r)
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{},                                     // no Redis
+		{"-redis-server", "-redis", "h:1"},     // both
+		{"-redis-server", "-concurrency", "0"}, // out of range
+		{"-redis-server", "-concurrency", "1,x"},
+		{"-redis-server", "-rows", "6"},
+		{"-redis-server", "-duration", "1ms"},
+		{"-redis-server", "-rounds", "0"},
+		{"-redis", "localhost"}, // no port
+		{"-redis-server", "extra"},
+	} {
+		var errb bytes.Buffer
+		if code := run(context.Background(), args, &bytes.Buffer{}, &errb); code != 2 || errb.Len() == 0 {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and a message", args, code, errb.String())
+		}
+	}
+	o, err := parseFlags([]string{"-redis-server", "-quick"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.duration != 300*time.Millisecond || o.rounds != 1 || len(o.concurrency) != 3 || !o.rows[5] {
+		t.Errorf("-quick: %+v", o)
+	}
+	o, err = parseFlags([]string{"-redis-server", "-quick", "-duration", "2s"}, &bytes.Buffer{})
+	if err != nil || o.duration != 2*time.Second {
+		t.Errorf("-quick -duration 2s: %v, %v", o.duration, err)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+	if got := group(1234567); got != "1,234,567" {
+		t.Errorf("group = %q", got)
+	}
+}

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+// workload is the claim every side of rows 1 and 2 makes: a fresh key of one
+// tool on one connection, with a header binding.
+type workload struct {
+	scope   idempotency.Scope
+	route   idempotency.RouteRecord
+	hash    string // sha256:...
+	fp      string // sha256:...
+	keyBase string // the storage key without the idempotency key
+	args    claimArgs
+	nonce   atomic.Uint64 // per measurement, so keys never repeat in a run
+}
+
+func newWorkload() (*workload, error) {
+	w := &workload{
+		scope: idempotency.Scope{Workspace: "ws_bench", Connection: "conn_bench", Tool: "bench.create_charge"},
+		route: idempotency.RouteRecord{Connection: "conn_bench", Provider: "benchpay"},
+	}
+	var err error
+	if w.hash, err = idempotency.RequestHash([]byte(`{"amount": 1200, "currency": "usd", "customer": "cus_42"}`)); err != nil {
+		return nil, err
+	}
+	w.fp = idempotency.Route{Connection: "conn_bench", Provider: "benchpay", Tool: "bench.create_charge",
+		Method: "POST", Host: "127.0.0.1:9000", Path: "/v1/charges", Binding: effectspec.BindingHeader}.Fingerprint()
+	k := idempotency.NewKey()
+	full, err := w.scope.StorageKey(idempotency.DefaultPrefix, k)
+	if err != nil {
+		return nil, err
+	}
+	w.keyBase = strings.TrimSuffix(full, k.String())
+	w.args = claimArgs{rh: strings.TrimPrefix(w.hash, "sha256:"), b: "h", fp: strings.TrimPrefix(w.fp, "sha256:"),
+		rc: w.route.Connection, rp: w.route.Provider, ks: "s", op: idempotency.NewOpID()}
+	return w, nil
+}
+
+// keyer makes unique keys without crypto/rand in the measured loop:
+// "idt_" + 16 hex of the measurement + 16 hex of a counter.
+type keyer struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func (w *workload) keyer() *keyer {
+	return &keyer{prefix: fmt.Sprintf("idt_%016x", w.nonce.Add(1)<<32|uint64(time.Now().UnixNano())&0xffffffff)}
+}
+
+func (k *keyer) next() idempotency.Key {
+	s := strconv.FormatUint(k.n.Add(1), 16)
+	key, err := idempotency.ParseKey(k.prefix + strings.Repeat("0", 16-len(s)) + s)
+	if err != nil {
+		panic(err) // unreachable: the form is fixed
+	}
+	return key
+}
+
+// loop runs op on c goroutines for d and returns completed operations per
+// second. The first error stops it.
+func loop(ctx context.Context, c int, d time.Duration, op func(ctx context.Context) error) (ops int64, perSec float64, err error) {
+	var (
+		stop  atomic.Bool
+		total atomic.Int64
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	start := time.Now()
+	timer := time.AfterFunc(d, func() { stop.Store(true) })
+	defer timer.Stop()
+	for range c {
+		wg.Go(func() {
+			var n int64
+			for !stop.Load() && ctx.Err() == nil {
+				if err := op(ctx); err != nil {
+					once.Do(func() { first = err })
+					stop.Store(true)
+					break
+				}
+				n++
+			}
+			total.Add(n)
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if first == nil {
+		first = ctx.Err()
+	}
+	return total.Load(), float64(total.Load()) / elapsed.Seconds(), first
+}
+
+// measureOurs runs redisstore.Store.Claim on fresh keys. Each op is one
+// Claim (the EVALSHA of the claim script through rueidis, which pipelines
+// concurrent callers on shared connections); no finalize.
+func measureOurs(ctx context.Context, e *env, w *workload, c int, d time.Duration) (float64, error) {
+	k := w.keyer()
+	ops, r, err := loop(ctx, c, d, func(ctx context.Context) error {
+		res, err := e.store.Claim(ctx, idempotency.ClaimRequest{
+			Scope: w.scope, Key: k.next(), KeySource: idempotency.KeySupplied, RequestHash: w.hash,
+			Binding: effectspec.BindingHeader, Route: w.route, Fingerprint: w.fp,
+		})
+		if err == nil && res.Status != idempotency.StatusClaimed {
+			err = fmt.Errorf("claim of a fresh key answered %s", res.Status)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return r, e.checkKeys(ctx, ops, ops)
+}
+
+// measureHand runs the go-redis claim of handClaim on fresh keys.
+func measureHand(ctx context.Context, e *env, h *handClaim, w *workload, c int, d time.Duration) (float64, error) {
+	k := w.keyer()
+	ops, r, err := loop(ctx, c, d, func(ctx context.Context) error {
+		st, err := h.claim(ctx, w.keyBase+k.next().String(), w.args)
+		if err == nil && st != "claimed" {
+			err = fmt.Errorf("go-redis claim of a fresh key answered %s", st)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return r, e.checkKeys(ctx, ops, ops)
+}
+
+// checkKeys proves that the measured claims landed: the database holds
+// between lo and hi keys.
+func (e *env) checkKeys(ctx context.Context, lo, hi int64) error {
+	n, err := e.dbsize(ctx)
+	if err != nil {
+		return err
+	}
+	if n < lo || n > hi {
+		return fmt.Errorf("%d records in Redis after the measurement, want %d to %d", n, lo, hi)
+	}
+	return nil
+}
+
+// benchArgs is the redis-benchmark command line of the Redis-side limit:
+// EVALSHA of our own claim script on a fresh key, with the arguments
+// redisstore sends (scope version, request hash, binding, fingerprint,
+// route, key source, no approval, no ticket, an op id, lease 30s,
+// retention 24h). __rand_int__ makes the keys unique: 12 digits (after 20
+// zeros: 32 digits, like our keys) drawn from 2*10^9, the most -r takes (an
+// int), so a million requests repeat about 250 keys, which then answer
+// in_progress: 0.03% of cheaper calls, in the limit's favour.
+func (e *env) benchArgs(w *workload, c, n int) []string {
+	host, port, _ := net.SplitHostPort(e.o.redisHostPort)
+	a := w.args
+	return []string{
+		"-h", host, "-p", port, "--dbnum", strconv.Itoa(e.o.db),
+		"-c", strconv.Itoa(c), "-P", strconv.Itoa(e.o.pipeline), "-n", strconv.Itoa(n),
+		"-r", "2000000000", "--csv",
+		"EVALSHA", e.claimSHA, "1", w.keyBase + "idt_00000000000000000000__rand_int__",
+		strconv.Itoa(idempotency.ScopeVersion), a.rh, a.b, a.fp, a.rc, a.rp, a.ks, "0", "", "", a.op,
+		"30000", strconv.FormatInt((24 * time.Hour).Milliseconds(), 10),
+	}
+}
+
+// measureLimit runs redis-benchmark with n requests and returns its rate.
+func measureLimit(ctx context.Context, e *env, w *workload, c, n int) (float64, error) {
+	cmd := exec.CommandContext(ctx, e.o.benchBin, e.benchArgs(w, c, n)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("redis-benchmark: %w: %s", err, lastLine(errb.String()))
+	}
+	r, err := parseBenchCSV(out.Bytes())
+	if err != nil {
+		return 0, err
+	}
+	// Random keys may repeat (see benchArgs): allow 1%.
+	return r, e.checkKeys(ctx, int64(float64(n)*0.99), int64(n)+int64(c*e.o.pipeline))
+}
+
+// parseBenchCSV reads the rps column of redis-benchmark --csv. A server
+// error is printed as a line of its own and leaves no result row.
+func parseBenchCSV(out []byte) (float64, error) {
+	if i := bytes.Index(out, []byte("Error from server")); i >= 0 {
+		line, _, _ := bytes.Cut(out[i:], []byte("\n"))
+		return 0, fmt.Errorf("redis-benchmark: %s", line)
+	}
+	recs, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark output: %w", err)
+	}
+	if len(recs) < 2 || len(recs[0]) < 2 || recs[0][1] != "rps" || len(recs[1]) < 2 {
+		return 0, fmt.Errorf("redis-benchmark output: no result row in %q", out)
+	}
+	r, err := strconv.ParseFloat(recs[1][1], 64)
+	if err != nil || r <= 0 {
+		return 0, fmt.Errorf("redis-benchmark output: rps %q", recs[1][1])
+	}
+	return r, nil
+}
+
+// claimRows measures rows 1 and 2. Per concurrency and round it measures
+// ours, redis-benchmark and go-redis back to back, rotating which goes first,
+// with the database flushed before each; the rows show medians.
+func claimRows(ctx context.Context, o *options, e *env, t *table) error {
+	w, err := newWorkload()
+	if err != nil {
+		return err
+	}
+	// The script redis-benchmark sends must answer as ours does.
+	probe := w.keyBase + idempotency.NewKey().String()
+	a := e.benchArgs(w, 1, 1)
+	i := indexOf(a, "EVALSHA")
+	reply, err := e.client.Do(ctx, e.client.B().Evalsha().Sha1(e.claimSHA).Numkeys(1).Key(probe).Arg(a[i+4:]...).Build()).ToArray()
+	if err != nil || len(reply) == 0 {
+		return fmt.Errorf("probe EVALSHA of the claim script: %v", err)
+	}
+	if st, _ := reply[0].ToString(); st != "claimed" {
+		return fmt.Errorf("probe EVALSHA of the claim script answered %q", st)
+	}
+	if _, err := exec.LookPath(o.benchBin); err != nil && o.rows[1] {
+		return fmt.Errorf("redis-benchmark: %w", err)
+	}
+	for _, c := range o.concurrency {
+		var ours, limit, hand []float64
+		var h *handClaim
+		if o.rows[2] {
+			h = newHandClaim(o.redisHostPort, o.db, c)
+		}
+		// Calibrate redis-benchmark's request count to the duration.
+		n := 20000
+		if o.rows[1] {
+			if err := e.flush(ctx); err != nil {
+				return err
+			}
+			r, err := measureLimit(ctx, e, w, c, n)
+			if err != nil {
+				return err
+			}
+			n = max(1000, int(r*o.duration.Seconds()))
+		}
+		sides := []func() error{
+			func() error {
+				r, err := measureOurs(ctx, e, w, c, o.duration)
+				ours = append(ours, r)
+				return err
+			},
+		}
+		if o.rows[1] {
+			sides = append(sides, func() error {
+				r, err := measureLimit(ctx, e, w, c, n)
+				limit = append(limit, r)
+				n = max(1000, int(r*o.duration.Seconds()))
+				return err
+			})
+		}
+		if h != nil {
+			sides = append(sides, func() error {
+				r, err := measureHand(ctx, e, h, w, c, o.duration)
+				hand = append(hand, r)
+				return err
+			})
+		}
+		for round := range o.rounds {
+			for j := range sides {
+				if err := e.flush(ctx); err != nil {
+					return err
+				}
+				if err := sides[(round+j)%len(sides)](); err != nil {
+					if h != nil {
+						h.close()
+					}
+					return fmt.Errorf("concurrency %d: %w", c, err)
+				}
+			}
+			fmt.Fprintf(o.progress, "claim c=%d round %d: ours %s, limit %s, go-redis %s\n", c, round+1,
+				rate(last(ours)), rate(last(limit)), rate(last(hand)))
+		}
+		if h != nil {
+			h.close()
+		}
+		mo := median(ours)
+		if o.rows[1] {
+			ml := median(limit)
+			r := mo / ml
+			tgt, v := "-", info
+			if c == 200 {
+				tgt, v = ">= 0.60", verdict(r >= 0.6)
+			}
+			t.add(row{"1", fmt.Sprintf("claim, c=%d: Store.Claim vs redis-benchmark EVALSHA -P %d", c, o.pipeline),
+				rate(mo), rate(ml), fmt.Sprintf("%.2f", r), tgt, v})
+		}
+		if o.rows[2] {
+			mh := median(hand)
+			r := mo / mh
+			t.add(row{"2", fmt.Sprintf("claim, c=%d: Store.Claim vs go-redis WATCH/HMGET/MULTI", c),
+				rate(mo), rate(mh), fmt.Sprintf("%.2fx", r), ">= 2x", verdict(r >= 2)})
+		}
+	}
+	return e.flush(ctx)
+}
+
+func last(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return xs[len(xs)-1]
+}
+
+func indexOf(a []string, s string) int {
+	for i, v := range a {
+		if v == s {
+			return i
+		}
+	}
+	panic(errors.New("indexOf: " + s))
+}

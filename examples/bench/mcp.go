@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+// Row 4's fixed names. The keys exist only in this run's processes.
+const (
+	mcpTool      = "payments.create_charge"
+	mcpAPIKey    = "ob_bench_workspace_key"
+	mcpAdminKey  = "ob_bench_approver_key"
+	vendorSecret = "sk_bench_vendor_secret"
+	vendorEnv    = "OBOL_BENCH_VENDOR_KEY"
+	vendorPath   = "/v1/charges"
+)
+
+// refserverConfig is refserver's configuration for row 4: one native tool
+// with a header binding on the local vendor, production environment.
+const refserverConfig = `{
+  "key_prefix": "obol:", "retention": "24h", "lease": "30s", "environment": "production",
+  "workspaces": [{"id": "ws_bench", "api_keys": ["` + mcpAPIKey + `"]}],
+  "approver_keys": ["` + mcpAdminKey + `"],
+  "connections": [{"id": "conn_pay", "provider": "benchpay", "base_url": "{{VENDOR}}", "secret_env": "` + vendorEnv + `"}],
+  "tools": [{"connection": "conn_pay", "method": "POST", "path": "` + vendorPath + `",
+    "spec": {"tool": "` + mcpTool + `", "effect": "write", "route": "native",
+      "idempotency": {"binding": "header", "header": "Idempotency-Key"},
+      "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 409, 422], "retryable": [429, 503]}}}]
+}`
+
+// vendor is the local vendor both servers call: it checks the secret,
+// counts requests and answers 201 with a small JSON charge.
+type vendor struct {
+	url      string
+	srv      *http.Server
+	requests atomic.Int64
+}
+
+func startVendor() (*vendor, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	v := &vendor{url: "http://" + ln.Addr().String()}
+	v.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != vendorPath || r.Method != http.MethodPost || r.Header.Get("Authorization") != "Bearer "+vendorSecret {
+			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		n := v.requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Request-Id", "req_"+strconv.FormatInt(n, 10))
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"ch_%d","object":"charge","amount":1200,"currency":"usd","status":"succeeded"}`, n)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go v.srv.Serve(ln)
+	return v, nil
+}
+
+func (v *vendor) close() { v.srv.Close() }
+
+// child is a server process of row 4.
+type child struct {
+	name   string
+	base   string // http://host:port
+	cmd    *exec.Cmd
+	stderr *os.File
+	exited chan struct{}
+}
+
+// startChild starts cmd and waits for its "listening on http://..." line.
+func startChild(ctx context.Context, name string, cmd *exec.Cmd, dir string) (*child, error) {
+	c := &child{name: name, cmd: cmd, exited: make(chan struct{})}
+	var err error
+	if c.stderr, err = os.CreateTemp(dir, name+"-*.log"); err != nil {
+		return nil, err
+	}
+	cmd.Stderr = c.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
+				addr, _, _ := strings.Cut(rest, " ")
+				select {
+				case found <- addr:
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, out)
+	}()
+	go func() { cmd.Wait(); close(c.exited) }()
+	select {
+	case c.base = <-found:
+		return c, nil
+	case <-c.exited:
+		return nil, fmt.Errorf("%s exited on start: %s", name, c.logTail())
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	c.stop()
+	return nil, fmt.Errorf("%s: no listen address within 30s: %s", name, c.logTail())
+}
+
+func (c *child) logTail() string {
+	b, _ := os.ReadFile(c.stderr.Name())
+	b = bytes.TrimSpace(b)
+	if len(b) > 600 {
+		b = b[len(b)-600:]
+	}
+	return string(b)
+}
+
+func (c *child) stop() {
+	select {
+	case <-c.exited:
+	default:
+		c.cmd.Process.Kill()
+		<-c.exited
+	}
+	c.stderr.Close()
+}
+
+// buildRefserver builds ./refserver into dir.
+func buildRefserver(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "refserver")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./refserver")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./refserver: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return bin, nil
+}
+
+// callResult is one measurement of tools/call round trips.
+type callResult struct {
+	perSec   float64
+	p50, p99 time.Duration
+}
+
+func (r callResult) String() string {
+	return fmt.Sprintf("%s p50 %s p99 %s", rate(r.perSec), dur(r.p50), dur(r.p99))
+}
+
+// loadCalls runs c clients, each sending tools/call with a fresh
+// Idempotency-Key back to back for d, and checks that every call succeeded
+// and that the vendor saw exactly one request per call.
+func loadCalls(ctx context.Context, base string, v *vendor, c int, d time.Duration) (callResult, error) {
+	tr := &http.Transport{MaxIdleConnsPerHost: c, MaxIdleConns: c, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: time.Minute}
+	var (
+		stop atomic.Bool
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		lat  []time.Duration
+		fail error
+	)
+	before := v.requests.Load()
+	start := time.Now()
+	timer := time.AfterFunc(d, func() { stop.Store(true) })
+	defer timer.Stop()
+	for i := range c {
+		wg.Go(func() {
+			var mine []time.Duration
+			for n := 0; !stop.Load() && ctx.Err() == nil; n++ {
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"amount":1200,"currency":"usd","customer":"cus_%d"}}}`, n, mcpTool, i)
+				t0 := time.Now()
+				if err := callOnce(ctx, hc, base, body); err != nil {
+					mu.Lock()
+					fail = errors.Join(fail, err)
+					mu.Unlock()
+					stop.Store(true)
+					break
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if fail != nil {
+		return callResult{}, fail
+	}
+	if len(lat) == 0 {
+		return callResult{}, errors.New("no call completed")
+	}
+	if seen := v.requests.Load() - before; seen != int64(len(lat)) {
+		return callResult{}, fmt.Errorf("the vendor saw %d requests for %d calls", seen, len(lat))
+	}
+	slices.Sort(lat)
+	return callResult{
+		perSec: float64(len(lat)) / elapsed.Seconds(),
+		p50:    lat[len(lat)*50/100],
+		p99:    lat[min(len(lat)-1, len(lat)*99/100)],
+	}, nil
+}
+
+func callOnce(ctx context.Context, hc *http.Client, base, body string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+mcpAPIKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Idempotency-Key", idempotency.NewKey().String())
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"result"`)) || bytes.Contains(out, []byte(`"isError":true`)) {
+		if len(out) > 300 {
+			out = out[:300]
+		}
+		return fmt.Errorf("tools/call answered %d: %s", resp.StatusCode, out)
+	}
+	return nil
+}
+
+// mcpRows measures row 4: refserver (claim, one vendor request, finalize,
+// receipt) against the bare server (the same SDK server forwarding with
+// retry.Executor, no idempotency), each in its own process, alternating.
+func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
+	dir, err := os.MkdirTemp("", "obol-bench-mcp-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	v, err := startVendor()
+	if err != nil {
+		return err
+	}
+	defer v.close()
+
+	bin := o.refserverBin
+	if bin == "" {
+		fmt.Fprintln(o.progress, "building refserver ...")
+		if bin, err = buildRefserver(ctx, o.moduleRoot, dir); err != nil {
+			return err
+		}
+	}
+	cfgPath := filepath.Join(dir, "refserver.json")
+	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(refserverConfig, "{{VENDOR}}", v.url)), 0o600); err != nil {
+		return err
+	}
+	rc := exec.Command(bin, "-config", cfgPath, "-redis", o.redisURL, "-addr", "127.0.0.1:0")
+	rc.Env = append(os.Environ(), vendorEnv+"="+vendorSecret)
+	ref, err := startChild(ctx, "refserver", rc, dir)
+	if err != nil {
+		return err
+	}
+	defer ref.stop()
+
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	bc := exec.Command(self, "-vendor", v.url+vendorPath, "-addr", "127.0.0.1:0")
+	bc.Env = append(os.Environ(), roleEnv+"=bare", vendorEnv+"="+vendorSecret)
+	bare, err := startChild(ctx, "bare server", bc, dir)
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
+
+	// Warm both up: connections, pools, first-call allocations.
+	warm := min(o.duration/2, time.Second)
+	for _, base := range []string{ref.base, bare.base} {
+		if _, err := loadCalls(ctx, base, v, o.mcpClients, warm); err != nil {
+			return err
+		}
+	}
+	var ours, ref0 []callResult
+	sides := []func() error{
+		func() error {
+			if err := e.flush(ctx); err != nil {
+				return err
+			}
+			r, err := loadCalls(ctx, ref.base, v, o.mcpClients, o.duration)
+			if err != nil {
+				return fmt.Errorf("refserver: %w", err)
+			}
+			ours = append(ours, r)
+			return nil
+		},
+		func() error {
+			r, err := loadCalls(ctx, bare.base, v, o.mcpClients, o.duration)
+			if err != nil {
+				return fmt.Errorf("bare server: %w", err)
+			}
+			ref0 = append(ref0, r)
+			return nil
+		},
+	}
+	for round := range o.rounds {
+		for j := range sides {
+			if err := sides[(round+j)%2](); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(o.progress, "tools/call round %d: refserver %v, bare %v\n", round+1, ours[len(ours)-1], ref0[len(ref0)-1])
+	}
+	mo, mb := medianCalls(ours), medianCalls(ref0)
+	r := mo.perSec / mb.perSec
+	t.add(row{"4", fmt.Sprintf("tools/call, %d clients: refserver vs same SDK server without idempotency", o.mcpClients),
+		mo.String(), mb.String(), fmt.Sprintf("%.2f", r), ">= 0.50", verdict(r >= 0.5)})
+	return e.flush(ctx)
+}
+
+func medianCalls(rs []callResult) callResult {
+	var ps, p50, p99 []float64
+	for _, r := range rs {
+		ps, p50, p99 = append(ps, r.perSec), append(p50, float64(r.p50)), append(p99, float64(r.p99))
+	}
+	return callResult{median(ps), time.Duration(median(p50)), time.Duration(median(p99))}
+}

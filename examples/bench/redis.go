@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency/redisstore"
+)
+
+// redisProc is the private redis-server of -redis-server.
+type redisProc struct {
+	addr   string
+	dir    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// startRedis starts redis-server on a free loopback port with persistence
+// off, retrying with another port when it loses the race for one.
+func startRedis(ctx context.Context, bin string) (*redisProc, error) {
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("redis-server: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "obol-bench-redis-")
+	if err != nil {
+		return nil, err
+	}
+	var last error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		p, err := spawnRedis(ctx, path, dir, port)
+		if err == nil {
+			return p, nil
+		}
+		last = err
+	}
+	os.RemoveAll(dir)
+	return nil, last
+}
+
+func spawnRedis(ctx context.Context, path, dir string, port int) (*redisProc, error) {
+	p := &redisProc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan struct{})}
+	var out bytes.Buffer
+	p.cmd = exec.Command(path, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--maxmemory-policy", "noeviction")
+	p.cmd.Stdout, p.cmd.Stderr = &out, &out
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("redis-server: %w", err)
+	}
+	go func() { p.cmd.Wait(); close(p.exited) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if pingRedis(p.addr) == nil {
+			return p, nil
+		}
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("redis-server on port %d exited: %s", port, strings.TrimSpace(lastLine(out.String())))
+		case <-ctx.Done():
+			p.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("redis-server on port %d: no PONG within 15s", port)
+		}
+	}
+}
+
+func (p *redisProc) stop() {
+	select {
+	case <-p.exited:
+	default:
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+	os.RemoveAll(p.dir)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func pingRedis(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// moduleRoot finds the directory of this module's go.mod above the working
+// directory: the harness reads the claim script from the source tree and
+// builds refserver from it.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("module github.com/obol-gateway/obol\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run the harness inside the obol module (go run ./examples/bench from the repository root)")
+		}
+		dir = parent
+	}
+}
+
+// env is what every row shares: one Redis, one rueidis client and the Store
+// on it, and the claim script as Redis runs it.
+type env struct {
+	o            *options
+	client       rueidis.Client
+	store        *redisstore.Store
+	claimSrc     string
+	claimSHA     string
+	redisVersion string
+}
+
+func openEnv(ctx context.Context, o *options) (*env, error) {
+	// The same client options as refserver: no client-side caching, which is
+	// of no use to scripts.
+	client, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:  []string{o.redisHostPort},
+		SelectDB:     o.db,
+		DisableCache: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis %s: %w", o.redisHostPort, err)
+	}
+	e := &env{o: o, client: client}
+	if !o.ownRedis {
+		n, err := client.Do(ctx, client.B().Dbsize().Build()).AsInt64()
+		if err != nil {
+			client.Close()
+			return nil, fmt.Errorf("redis %s: DBSIZE: %w", o.redisHostPort, err)
+		}
+		if n != 0 {
+			client.Close()
+			return nil, fmt.Errorf("redis %s database %d holds %d keys: the harness flushes its database between measurements, so give an empty one with -db", o.redisHostPort, o.db, n)
+		}
+	}
+	info, err := client.Do(ctx, client.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("redis %s: INFO: %w", o.redisHostPort, err)
+	}
+	e.redisVersion = infoField(info, "redis_version")
+	if e.store, err = redisstore.New(ctx, client, redisstore.Options{}); err != nil {
+		client.Close()
+		return nil, err
+	}
+	// The script redis-benchmark runs is read from the source tree; New has
+	// just loaded the one compiled into this binary. SCRIPT EXISTS proves
+	// they are the same bytes.
+	lua := filepath.Join(o.moduleRoot, "idempotency", "redisstore", "lua")
+	common, err1 := os.ReadFile(filepath.Join(lua, "common.lua"))
+	claim, err2 := os.ReadFile(filepath.Join(lua, "claim.lua"))
+	if err := errors.Join(err1, err2); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("claim script: %w", err)
+	}
+	e.claimSrc = string(common) + "\n" + string(claim)
+	sum := sha1.Sum([]byte(e.claimSrc))
+	e.claimSHA = hex.EncodeToString(sum[:])
+	ex, err := client.Do(ctx, client.B().ScriptExists().Sha1(e.claimSHA).Build()).AsIntSlice()
+	if err != nil || len(ex) != 1 || ex[0] != 1 {
+		client.Close()
+		return nil, fmt.Errorf("the claim script in %s is not the one compiled into this binary (rebuild)", lua)
+	}
+	return e, nil
+}
+
+func (e *env) close() { e.client.Close() }
+
+// flush empties the harness's database, so that every measurement starts
+// from the same memory and key count.
+func (e *env) flush(ctx context.Context) error {
+	return e.client.Do(ctx, e.client.B().Flushdb().Sync().Build()).Error()
+}
+
+func (e *env) dbsize(ctx context.Context) (int64, error) {
+	return e.client.Do(ctx, e.client.B().Dbsize().Build()).AsInt64()
+}
+
+// infoField returns one field of an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
