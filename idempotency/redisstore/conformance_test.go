@@ -58,6 +58,7 @@ func TestConformanceMiniredis(t *testing.T) {
 // TestConformanceRedis runs the suite against one real redis-server; the
 // subtests share it, kept apart by their key prefixes.
 func TestConformanceRedis(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	c := newClient(t, rueidis.ClientOption{InitAddress: []string{srv.Addr()}})
 	storetest.Run(t, storetest.Harness{New: func(t *testing.T, cfg storetest.Config) (idempotency.Store, func(time.Duration)) {
@@ -69,6 +70,7 @@ func TestConformanceRedis(t *testing.T) {
 // through the rueidis cluster client: every script touches one key, so
 // records spread over all masters.
 func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3, 0)
 	c := newClient(t, rueidis.ClientOption{InitAddress: cl.Addrs()})
 	if len(c.Nodes()) < 3 {

@@ -43,6 +43,7 @@ const (
 	shortRetention = 2 * time.Second
 	margin         = 300 * time.Millisecond // waited beyond a deadline
 	maxResult      = 1024
+	callTimeout    = time.Minute // for all of one subtest's store calls
 )
 
 // Run runs the conformance suite against the stores h makes. Its subtests
@@ -104,7 +105,11 @@ func newEnv(t *testing.T, h Harness, lease, retention time.Duration) *env {
 	if s == nil {
 		t.Fatal("storetest: Harness.New returned a nil Store")
 	}
-	return &env{t: t, ctx: t.Context(), s: s, advance: advance, cfg: cfg}
+	// A store that hangs (a script that never returns) fails its subtest
+	// instead of stalling the whole run until the test binary times out.
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	t.Cleanup(cancel)
+	return &env{t: t, ctx: ctx, s: s, advance: advance, cfg: cfg}
 }
 
 // std is a store with leases and retention that never run out during a test.
