@@ -107,41 +107,87 @@ func loop(ctx context.Context, c int, d time.Duration, op func(ctx context.Conte
 	return total.Load(), float64(total.Load()) / elapsed.Seconds(), first
 }
 
+// sample is one measurement of a claim implementation: the client-side
+// rate and the Redis CPU time per claim.
+type sample struct {
+	perSec    float64
+	redisUsec float64
+}
+
+func (s sample) String() string { return fmt.Sprintf("%s (Redis %.1fµs/claim)", rate(s.perSec), s.redisUsec) }
+
+// measure runs f (which returns the claims made and the rate), checks that
+// those claims landed (ops less a slack fraction to ops plus extra records)
+// and reads the Redis CPU time they took.
+func (e *env) measure(ctx context.Context, f func() (ops int64, perSec float64, err error), slack float64, extra int64) (sample, error) {
+	cpu0, err := e.redisCPU(ctx)
+	if err != nil {
+		return sample{}, err
+	}
+	ops, r, err := f()
+	if err != nil {
+		return sample{}, err
+	}
+	if err := e.checkKeys(ctx, int64(float64(ops)*(1-slack)), ops+extra); err != nil {
+		return sample{}, err
+	}
+	cpu1, err := e.redisCPU(ctx)
+	if err != nil {
+		return sample{}, err
+	}
+	return sample{perSec: r, redisUsec: (cpu1 - cpu0) / float64(ops)}, nil
+}
+
 // measureOurs runs redisstore.Store.Claim on fresh keys. Each op is one
 // Claim (the EVALSHA of the claim script through rueidis, which pipelines
 // concurrent callers on shared connections); no finalize.
-func measureOurs(ctx context.Context, e *env, w *workload, c int, d time.Duration) (float64, error) {
+func measureOurs(ctx context.Context, e *env, w *workload, c int, d time.Duration) (sample, error) {
 	k := w.keyer()
-	ops, r, err := loop(ctx, c, d, func(ctx context.Context) error {
-		res, err := e.store.Claim(ctx, idempotency.ClaimRequest{
-			Scope: w.scope, Key: k.next(), KeySource: idempotency.KeySupplied, RequestHash: w.hash,
-			Binding: effectspec.BindingHeader, Route: w.route, Fingerprint: w.fp,
+	return e.measure(ctx, func() (int64, float64, error) {
+		return loop(ctx, c, d, func(ctx context.Context) error {
+			res, err := e.store.Claim(ctx, idempotency.ClaimRequest{
+				Scope: w.scope, Key: k.next(), KeySource: idempotency.KeySupplied, RequestHash: w.hash,
+				Binding: effectspec.BindingHeader, Route: w.route, Fingerprint: w.fp,
+			})
+			if err == nil && res.Status != idempotency.StatusClaimed {
+				err = fmt.Errorf("claim of a fresh key answered %s", res.Status)
+			}
+			return err
 		})
-		if err == nil && res.Status != idempotency.StatusClaimed {
-			err = fmt.Errorf("claim of a fresh key answered %s", res.Status)
-		}
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	return r, e.checkKeys(ctx, ops, ops)
+	}, 0, 0)
 }
 
 // measureHand runs the go-redis claim of handClaim on fresh keys.
-func measureHand(ctx context.Context, e *env, h *handClaim, w *workload, c int, d time.Duration) (float64, error) {
+func measureHand(ctx context.Context, e *env, h *handClaim, w *workload, c int, d time.Duration) (sample, error) {
 	k := w.keyer()
-	ops, r, err := loop(ctx, c, d, func(ctx context.Context) error {
-		st, err := h.claim(ctx, w.keyBase+k.next().String(), w.args)
-		if err == nil && st != "claimed" {
-			err = fmt.Errorf("go-redis claim of a fresh key answered %s", st)
-		}
-		return err
-	})
+	return e.measure(ctx, func() (int64, float64, error) {
+		return loop(ctx, c, d, func(ctx context.Context) error {
+			st, err := h.claim(ctx, w.keyBase+k.next().String(), w.args)
+			if err == nil && st != "claimed" {
+				err = fmt.Errorf("go-redis claim of a fresh key answered %s", st)
+			}
+			return err
+		})
+	}, 0, 0)
+}
+
+// redisCPU returns the CPU time the Redis process has used (user plus
+// system, INFO cpu), in microseconds: the server-side cost of a claim,
+// parsing and socket I/O included, which command statistics leave out.
+func (e *env) redisCPU(ctx context.Context) (float64, error) {
+	info, err := e.client.Do(ctx, e.client.B().Info().Section("cpu").Build()).ToString()
 	if err != nil {
 		return 0, err
 	}
-	return r, e.checkKeys(ctx, ops, ops)
+	var total float64
+	for _, f := range []string{"used_cpu_sys", "used_cpu_user"} {
+		v, err := strconv.ParseFloat(infoField(info, f), 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu: %s: %w", f, err)
+		}
+		total += v
+	}
+	return total * 1e6, nil
 }
 
 // checkKeys proves that the measured claims landed: the database holds
@@ -179,19 +225,19 @@ func (e *env) benchArgs(w *workload, c, n int) []string {
 }
 
 // measureLimit runs redis-benchmark with n requests and returns its rate.
-func measureLimit(ctx context.Context, e *env, w *workload, c, n int) (float64, error) {
-	cmd := exec.CommandContext(ctx, e.o.benchBin, e.benchArgs(w, c, n)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("redis-benchmark: %w: %s", err, lastLine(errb.String()))
-	}
-	r, err := parseBenchCSV(out.Bytes())
-	if err != nil {
-		return 0, err
-	}
-	// Random keys may repeat (see benchArgs): allow 1%.
-	return r, e.checkKeys(ctx, int64(float64(n)*0.99), int64(n)+int64(c*e.o.pipeline))
+// Random keys may repeat (see benchArgs), so 1% fewer records may land; it
+// may send up to one pipeline per client more than n.
+func measureLimit(ctx context.Context, e *env, w *workload, c, n int) (sample, error) {
+	return e.measure(ctx, func() (int64, float64, error) {
+		cmd := exec.CommandContext(ctx, e.o.benchBin, e.benchArgs(w, c, n)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			return 0, 0, fmt.Errorf("redis-benchmark: %w: %s", err, lastLine(errb.String()))
+		}
+		r, err := parseBenchCSV(out.Bytes())
+		return int64(n), r, err
+	}, 0.01, int64(c*e.o.pipeline))
 }
 
 // parseBenchCSV reads the rps column of redis-benchmark --csv. A server
@@ -238,7 +284,7 @@ func claimRows(ctx context.Context, o *options, e *env, t *table) error {
 		return fmt.Errorf("redis-benchmark: %w", err)
 	}
 	for _, c := range o.concurrency {
-		var ours, limit, hand []float64
+		var ours, limit, hand []sample
 		var h *handClaim
 		if o.rows[2] {
 			h = newHandClaim(o.redisHostPort, o.db, c)
@@ -253,7 +299,7 @@ func claimRows(ctx context.Context, o *options, e *env, t *table) error {
 			if err != nil {
 				return err
 			}
-			n = max(1000, int(r*o.duration.Seconds()))
+			n = max(1000, int(r.perSec*o.duration.Seconds()))
 		}
 		sides := []func() error{
 			func() error {
@@ -266,7 +312,7 @@ func claimRows(ctx context.Context, o *options, e *env, t *table) error {
 			sides = append(sides, func() error {
 				r, err := measureLimit(ctx, e, w, c, n)
 				limit = append(limit, r)
-				n = max(1000, int(r*o.duration.Seconds()))
+				n = max(1000, int(r.perSec*o.duration.Seconds()))
 				return err
 			})
 		}
@@ -289,38 +335,47 @@ func claimRows(ctx context.Context, o *options, e *env, t *table) error {
 					return fmt.Errorf("concurrency %d: %w", c, err)
 				}
 			}
-			fmt.Fprintf(o.progress, "claim c=%d round %d: ours %s, limit %s, go-redis %s\n", c, round+1,
-				rate(last(ours)), rate(last(limit)), rate(last(hand)))
+			fmt.Fprintf(o.progress, "claim c=%d round %d: ours %v, limit %v, go-redis %v\n", c, round+1,
+				last(ours), last(limit), last(hand))
 		}
 		if h != nil {
 			h.close()
 		}
-		mo := median(ours)
+		mo := medianSample(ours)
 		if o.rows[1] {
-			ml := median(limit)
-			r := mo / ml
+			ml := medianSample(limit)
+			r := mo.perSec / ml.perSec
 			tgt, v := "-", info
 			if c == 200 {
 				tgt, v = ">= 0.60", verdict(r >= 0.6)
 			}
 			t.add(row{"1", fmt.Sprintf("claim, c=%d: Store.Claim vs redis-benchmark EVALSHA -P %d", c, o.pipeline),
-				rate(mo), rate(ml), fmt.Sprintf("%.2f", r), tgt, v})
+				mo.String(), ml.String(), fmt.Sprintf("%.2f", r), tgt, v})
 		}
 		if o.rows[2] {
-			mh := median(hand)
-			r := mo / mh
+			mh := medianSample(hand)
+			r := mo.perSec / mh.perSec
 			t.add(row{"2", fmt.Sprintf("claim, c=%d: Store.Claim vs go-redis WATCH/HMGET/MULTI", c),
-				rate(mo), rate(mh), fmt.Sprintf("%.2fx", r), ">= 2x", verdict(r >= 2)})
+				mo.String(), mh.String(), fmt.Sprintf("%.2fx", r), ">= 2x", verdict(r >= 2)})
 		}
 	}
 	return e.flush(ctx)
 }
 
-func last(xs []float64) float64 {
+func last(xs []sample) sample {
 	if len(xs) == 0 {
-		return 0
+		return sample{}
 	}
 	return xs[len(xs)-1]
+}
+
+// medianSample takes the median of each figure on its own.
+func medianSample(xs []sample) sample {
+	var r, u []float64
+	for _, x := range xs {
+		r, u = append(r, x.perSec), append(u, x.redisUsec)
+	}
+	return sample{median(r), median(u)}
 }
 
 func indexOf(a []string, s string) int {
