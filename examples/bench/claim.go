@@ -114,7 +114,9 @@ type sample struct {
 	redisUsec float64
 }
 
-func (s sample) String() string { return fmt.Sprintf("%s (Redis %.1fµs/claim)", rate(s.perSec), s.redisUsec) }
+func (s sample) String() string {
+	return fmt.Sprintf("%s (Redis %.1fµs/claim)", rate(s.perSec), s.redisUsec)
+}
 
 // measure runs f (which returns the claims made and the rate), checks that
 // those claims landed (ops less a slack fraction to ops plus extra records)
