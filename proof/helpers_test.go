@@ -325,9 +325,8 @@ type reply struct {
 		IsError bool `json:"isError"`
 		Content []struct{ Text string }
 		Meta    struct {
-			Key     string         `json:"dev.obol/idempotency-key"`
-			Receipt wireReceipt    `json:"dev.obol/receipt"`
-			Raw     map[string]any `json:"-"`
+			Key     string      `json:"dev.obol/idempotency-key"`
+			Receipt wireReceipt `json:"dev.obol/receipt"`
 		} `json:"_meta"`
 	}
 	body []byte

@@ -102,11 +102,13 @@ func (h *libHarness) audit(t testing.TB, f *figures) (failed []idempotency.Key) 
 	for _, k := range h.store.acked() {
 		acked[k] = true
 	}
-	var claimFailed, finalizeFailed, unsent, rolledBack int
+	var claimFailed, finalizeFailed, unsent, rolledBack, vendorSum, attemptSum int
 	sample := ""
 	for k, r := range results {
 		n := h.vendor.count(k.String())
 		rec, err := lookup(ctx, h.raw, k)
+		vendorSum += n
+		attemptSum += rec.AttemptCount
 		switch {
 		case errors.Is(err, idempotency.ErrNotFound):
 			if n > 0 || r.err == nil || acked[k] {
@@ -154,7 +156,8 @@ func (h *libHarness) audit(t testing.TB, f *figures) (failed []idempotency.Key) 
 		}
 	}
 	f.calls += len(results)
-	f.note("claim_failed_closed=%d finalize_failed=%d reserved_never_sent=%d", claimFailed, finalizeFailed, unsent)
+	f.note("vendor_requests=%d attempt_count_sum=%d claim_failed_closed=%d finalize_failed=%d reserved_never_sent=%d",
+		vendorSum, attemptSum, claimFailed, finalizeFailed, unsent)
 	if h.finalizeMayRollBack {
 		f.note("finalizations_rolled_back=%d", rolledBack)
 	}
