@@ -74,9 +74,12 @@
 //   - attempt_count counts what the vendor could have seen. In window a the
 //     reserved attempt provably never left, so with a vendor binding the
 //     retry's receipt says attempt_count 2 while the vendor saw 1 request.
-//     The suite counts such keys as reserved_never_sent, and counts a
-//     mismatch only when the vendor saw more requests than attempt_count
-//     (a send without a reservation) or, outside that window, fewer.
+//     The same happens when a slow store (a WAIT during a failover) eats the
+//     dispatch deadline: the attempt fails before_send, is still counted,
+//     and the call ends unknown. The suite counts such keys as
+//     reserved_never_sent (and completes them later), and counts a mismatch
+//     when the vendor saw more requests than attempt_count (a send without
+//     a reservation) or, for a call that ended accepted or rejected, fewer.
 //   - A duplicate is a vendor request beyond attempt_count, or for an
 //     unsupported binding any second request for one call.
 //   - Lease expiry in the linearizability model is an explicit operation:
