@@ -64,6 +64,11 @@
 //     shortfall is ErrReplicas inside an *OpError: the reservation stays in
 //     the record but is not to be used; a re-send with the same OpID waits
 //     again, and its no-op write makes that WAIT cover the original write.
+//     After a failover the promoted master has no replica until one rejoins
+//     (for example the old master, restarted); until then every reservation
+//     on its slots fails closed with ErrReplicas. Finalizes are not WAITed:
+//     a failover may roll a finalized record back to in flight, which then
+//     reads unknown once its lease ends, never accepted by mistake.
 //   - The eviction check runs on every node the client knows (replicas too,
 //     since a replica may be promoted).
 //   - ClaimRequest.KeySource must be KeySupplied or KeyMinted; op ids are at

@@ -41,7 +41,8 @@ type Options struct {
 	// connection, in the same round trip. If fewer do within WaitTimeout the
 	// call fails with ErrReplicas and the reservation is not to be used.
 	WaitReplicas int
-	// WaitTimeout bounds the WAIT. If zero, 1s.
+	// WaitTimeout bounds the WAIT. If zero, 1s. With WaitReplicas it must be
+	// at most half the lease: the WAIT is spent out of the dispatch time.
 	WaitTimeout time.Duration
 	// SkipEvictionCheck skips the check that every node runs with
 	// maxmemory-policy noeviction. Only for services that block CONFIG GET
@@ -105,6 +106,9 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 		return nil, fmt.Errorf("redisstore: wait replicas %d: must not be negative", opts.WaitReplicas)
 	case opts.WaitTimeout < time.Millisecond:
 		return nil, fmt.Errorf("redisstore: wait timeout %v: must be at least 1ms", opts.WaitTimeout)
+	case opts.WaitReplicas > 0 && 2*opts.WaitTimeout > opts.Lease:
+		// A WAIT that may take the whole lease leaves no time to send.
+		return nil, fmt.Errorf("redisstore: wait timeout %v: must be at most half the lease %v", opts.WaitTimeout, opts.Lease)
 	}
 	s := &Store{
 		client:      client,

@@ -1,0 +1,36 @@
+package redisstore
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+)
+
+func TestOptionsRefused(t *testing.T) {
+	mr := miniredis.RunT(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	for want, o := range map[string]Options{
+		"must exceed the lease":              {Lease: time.Minute, Retention: time.Minute},
+		"lease 1µs: must be at least 1ms":    {Lease: time.Microsecond},
+		"must not be negative":               {MaxResultBytes: -1},
+		"at most half the lease":             {WaitReplicas: 1, Lease: time.Second, WaitTimeout: 600 * time.Millisecond},
+		"braces":                             {Prefix: "{obol}:"},
+		"wait timeout 1µs: must be at least": {WaitTimeout: time.Microsecond},
+	} {
+		o.SkipEvictionCheck = true
+		_, err := New(ctx, client, o)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: err %v, want it to say %q", o, err, want)
+		}
+	}
+	if _, err := New(ctx, client, Options{WaitReplicas: 1, Lease: time.Second, WaitTimeout: 500 * time.Millisecond, SkipEvictionCheck: true}); err != nil {
+		t.Errorf("wait timeout of half the lease refused: %v", err)
+	}
+}
