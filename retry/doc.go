@@ -50,6 +50,13 @@
 //   - A finalize answered ErrStale (another gateway took the slot over after
 //     the lease) is reported, never overwritten.
 //
+// attempt_count on a receipt counts reserved attempts, each made durable
+// before it may be sent: the vendor saw at most that many requests, and
+// fewer only when a reserved attempt never left (a proven BeforeSend, or a
+// gateway that died between the reservation and the send). It is never
+// lower than what the vendor saw: that is the promise the proof suite
+// checks.
+//
 // Hooks (OnClaim, OnAttempt, OnStoreError) are function fields so a gateway
 // can log and count; they receive no secret.
 //
