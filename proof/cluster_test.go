@@ -19,7 +19,7 @@ func TestClusterFailover(t *testing.T) {
 	start := time.Now()
 	cl := redistest.StartCluster(t, 3, 1)
 	v := newVendor(t, 2*time.Millisecond)
-	h := newLibHarness(t, newStore(t, newClient(t, cl.Addrs()...), redisstore.Options{Lease: libLease, WaitReplicas: 1}), v)
+	h := newLibHarness(t, newStore(t, newClient(t, cl.Addrs()...), redisstore.Options{Lease: libLease, WaitReplicas: 1, WaitTimeout: libLease / 4}), v)
 	h.finalizeMayRollBack = true
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() { h.load(8, stop); close(done) }()
