@@ -27,6 +27,16 @@
 // written by a separate SET whenever a claim answers held, so that a crash
 // between the two leaves a held record whose next claim restores the ticket.
 //
+// Capability pins live under {prefix}pin:{capability}, a plain string per
+// capability naming its provider, so that every gateway on one Redis routes a
+// new capability call alike. Pin reads it (one GET), SetPin replaces it and
+// InitPin seeds it only when absent (SET NX GET), which lets a restarting
+// gateway keep a pin changed since its configuration was written. A pin has
+// no TTL: it is configuration, not a record, and stays until replaced or
+// deleted. Names are checked as tool names (1 to 128 of [A-Za-z0-9_.-]; the
+// capability starts with "cap.", the provider does not), so a pin key never
+// holds braces or a second colon.
+//
 // # Retries and re-sends
 //
 // rueidis re-sends a command by itself only when it is read-only or marked

@@ -20,6 +20,9 @@ var (
 	// ErrCorruptRecord: a stored record or ticket that this package cannot
 	// read (another schema, or written by something else).
 	ErrCorruptRecord = errors.New("redisstore: unreadable record")
+	// ErrInvalidPin: a capability or provider name that Pin, SetPin or
+	// InitPin refuses. Nothing was sent to Redis.
+	ErrInvalidPin = errors.New("redisstore: invalid pin")
 )
 
 // OpError is a failed store operation: Redis answered with an error, did not
@@ -28,7 +31,7 @@ var (
 // settle the state with Lookup. It matches idempotency.ErrStoreUnavailable
 // and its cause under errors.Is.
 type OpError struct {
-	Op  string // "claim", "reserve", "finalize", "lookup", "ticket", "decide", "new"
+	Op  string // "claim", "reserve", "finalize", "lookup", "ticket", "decide", "pin", "setpin", "initpin", "new"
 	Err error
 }
 
