@@ -47,10 +47,10 @@ func AppendCanonical(dst, data []byte) ([]byte, error) {
 	if err := c.parse(data); err != nil {
 		return dst, err
 	}
-	dst = slices.Grow(dst, len(c.tape)) // reordering keeps the length
 	if !c.reorder {
-		return append(dst, c.tape...), nil
+		return append(dst, c.text...), nil
 	}
+	dst = slices.Grow(dst, len(c.tape)) // reordering keeps the length
 	c.out, c.h = dst, nil
 	c.emitRange(0, uint32(len(c.tape)), 0)
 	dst, c.out = c.out, nil
@@ -77,21 +77,22 @@ func RequestHash(arguments []byte) (string, error) {
 	if string(c.tape) == "null" {
 		return emptyObjectHash, nil
 	}
-	if c.hash == nil {
-		c.hash = sha256.New()
-	}
-	c.hash.Reset()
 	if !c.reorder {
-		c.hash.Write(c.tape)
+		c.sum = sha256.Sum256(c.text)
 	} else {
+		if c.hash == nil {
+			c.hash = sha256.New()
+		}
+		c.hash.Reset()
 		c.out, c.h = c.buf[:0], c.hash
 		c.emitRange(0, uint32(len(c.tape)), 0)
 		c.hash.Write(c.out)
 		c.buf, c.out, c.h = c.out[:0], nil, nil
+		c.hash.Sum(c.sum[:0])
 	}
 	var s [len("sha256:") + 2*sha256.Size]byte
 	copy(s[:], "sha256:")
-	hex.Encode(s[len("sha256:"):], c.hash.Sum(c.sum[:0]))
+	hex.Encode(s[len("sha256:"):], c.sum[:])
 	return string(s[:]), nil
 }
 
@@ -104,25 +105,33 @@ func isBlankJSON(b []byte) bool {
 	return true
 }
 
-// The canonicalizer works in two passes. The parse pass validates the input
-// and writes every token in canonical form, in input order, to the tape; it
-// sorts the members of each object as the object closes. When every object
-// was already in order (the common case), the tape is the output. Otherwise
-// the emit pass copies the tape, visiting the members of the objects that need
-// it in sorted order and copying everything else in runs, so each byte is
-// copied once whatever the nesting.
+// The canonicalizer validates the input and writes every token in canonical
+// form to the tape. As an object closes it sorts the object's members and,
+// when they were out of order, rewrites the object in place in sorted order
+// (the top-level object is written to scratch instead), so that the tape of a
+// closed object is final. Rewriting in place copies an object's bytes once
+// more for each enclosing object that is rewritten, so it is bounded by a
+// budget linear in the input. Past the budget, an object that needs sorting
+// and every object around it is left in input order and recorded as dirty,
+// and an emit pass copies the tape, visiting the members of dirty objects in
+// sorted order and copying everything else in runs, so each byte is copied
+// once more whatever the nesting. When the parse leaves no dirty object (the
+// common case), tape or scratch is the output.
 type canonicalizer struct {
 	in      []byte
 	pos     int
 	depth   int
-	reorder bool // some object's members are not in input order
+	reorder bool // some object is dirty: the output needs the emit pass
 
 	tape    []byte        // canonical tokens in input order
 	keys    []byte        // unescaped member names whose canonical form has escapes
-	members []canonMember // every object member, in input order
+	scratch []byte        // an object's members in sorted order, before copying back
+	text    []byte        // the canonical text, tape or scratch, unless reorder
+	budget  int           // bytes that objects may still be sorted in place
+	members []canonMember // the members of open and dirty objects, in input order
 	stack   []int32       // indexes into members of the open objects' members
 	sorted  []int32       // indexes into members, in name order, of dirty objects
-	objs    []canonObject // every object, in order of its '{'
+	objs    []canonObject // the open and the dirty objects, in order of '{'
 	open    []int         // indexes into objs of the objects still open
 
 	out  []byte    // emit target
@@ -149,7 +158,7 @@ type canonObject struct {
 	start, end uint32 // '{' through '}' in the tape
 	mem, nmem  uint32 // sorted[mem:mem+nmem]; only when dirty
 	next       uint32 // index in objs of the first object after this one's subtree
-	dirty      bool   // this object or one inside it needs reordering
+	dirty      bool   // this object or one inside it is left to the emit pass
 }
 
 const (
@@ -168,9 +177,10 @@ func getCanonicalizer() *canonicalizer {
 }
 
 func putCanonicalizer(c *canonicalizer) {
-	c.in, c.out, c.h = nil, nil, nil
+	c.in, c.out, c.h, c.text = nil, nil, nil, nil
 	c.tape = trimCanonPooled(c.tape, 1)
 	c.keys = trimCanonPooled(c.keys, 1)
+	c.scratch = trimCanonPooled(c.scratch, 1)
 	c.buf = trimCanonPooled(c.buf, 1)
 	c.members = trimCanonPooled(c.members, 40)
 	c.stack = trimCanonPooled(c.stack, 4)
@@ -193,17 +203,22 @@ func (c *canonicalizer) parse(data []byte) error {
 		return fmt.Errorf("%w: document larger than %d MiB", ErrInvalidJSON, maxCanonicalInput>>20)
 	}
 	c.in, c.pos, c.depth, c.reorder = data, 0, 0, false
+	c.budget = 2*len(data) + 4096
 	c.tape = slices.Grow(c.tape[:0], len(data))
 	c.keys, c.members, c.objs, c.open = c.keys[:0], c.members[:0], c.objs[:0], c.open[:0]
 	c.stack, c.sorted = c.stack[:0], c.sorted[:0]
 	if c.skipSpace() < 0 {
 		return c.errorf(c.pos, "no JSON value")
 	}
+	c.text = nil
 	if err := c.value(); err != nil {
 		return err
 	}
 	if c.skipSpace() >= 0 {
 		return c.errorf(c.pos, "%s after the top-level value", describeJSONByte(c.in[c.pos]))
+	}
+	if c.text == nil && !c.reorder {
+		c.text = c.tape
 	}
 	return nil
 }
@@ -320,7 +335,7 @@ func (c *canonicalizer) object() error {
 	idx := len(c.objs)
 	c.objs = append(c.objs, canonObject{start: uint32(len(c.tape))})
 	c.open = append(c.open, idx)
-	base := len(c.stack)
+	base, firstMember := len(c.stack), len(c.members)
 	c.pos++
 	c.tape = append(c.tape, '{')
 	ch := c.skipSpace()
@@ -345,7 +360,16 @@ func (c *canonicalizer) object() error {
 				m.keyEnd = uint32(len(c.keys))
 				key = c.keys[m.keyStart:]
 			}
-			m.prefix = namePrefix(key)
+			if flags&strVerbatim != 0 && int(m.off)+9 <= len(c.in) {
+				// Load from the input rather than from the tape just
+				// written, and clear what follows the name.
+				m.prefix = binary.BigEndian.Uint64(c.in[m.off+1:])
+				if len(key) < 8 {
+					m.prefix &^= math.MaxUint64 >> (8 * len(key))
+				}
+			} else {
+				m.prefix = namePrefix(key)
+			}
 			if ch = c.skipSpace(); ch != ':' {
 				if ch < 0 {
 					return c.errorf(c.pos, "unexpected end of input in object")
@@ -403,18 +427,48 @@ func (c *canonicalizer) object() error {
 	}
 	c.open = c.open[:len(c.open)-1]
 	o := &c.objs[idx]
-	o.end, o.next = uint32(len(c.tape)), uint32(len(c.objs))
-	if !sorted || o.dirty {
-		c.reorder = true
-		o.dirty = true
-		o.mem, o.nmem = uint32(len(c.sorted)), uint32(len(ids))
-		c.sorted = append(c.sorted, ids...)
-		if n := len(c.open); n > 0 {
-			c.objs[c.open[n-1]].dirty = true
+	final := !o.dirty
+	if final && !sorted {
+		switch n := len(c.tape) - int(o.start); {
+		case c.depth == 0: // the top-level value: scratch is the output
+			c.scratch = c.appendSorted(c.scratch[:0], ids)
+			c.text = c.scratch
+		case n <= c.budget:
+			c.budget -= n
+			c.scratch = c.appendSorted(c.scratch[:0], ids)
+			copy(c.tape[o.start:], c.scratch)
+		default:
+			final = false
 		}
+	}
+	if final {
+		// The object's text is final: forget it and what it holds.
+		c.objs, c.members, c.stack = c.objs[:idx], c.members[:firstMember], c.stack[:base]
+		return nil
+	}
+	c.reorder = true
+	o.end, o.next, o.dirty = uint32(len(c.tape)), uint32(len(c.objs)), true
+	o.mem, o.nmem = uint32(len(c.sorted)), uint32(len(ids))
+	c.sorted = append(c.sorted, ids...)
+	if n := len(c.open); n > 0 {
+		c.objs[c.open[n-1]].dirty = true
 	}
 	c.stack = c.stack[:base]
 	return nil
+}
+
+// appendSorted appends the object that ends the tape, with its members in
+// the order of ids, to dst.
+func (c *canonicalizer) appendSorted(dst []byte, ids []int32) []byte {
+	dst = append(dst, '{')
+	for _, id := range ids {
+		m := &c.members[id]
+		// The byte after a member is its ',' or the closing '}'.
+		dst = append(dst, c.tape[m.start:m.end+1]...)
+		dst[len(dst)-1] = ','
+	}
+	dst[len(dst)-1] = '}'
+	return dst
 }
 
 // sortMembers sorts the indexes ids of members by name, or reports a
@@ -553,8 +607,9 @@ var strSafe = func() (t [256]bool) {
 
 // Flags of a parsed string.
 const (
-	strEscaped = 1 << iota // the canonical form has an escape
-	strHigh                // a rune at or above U+E000 (a UTF-8 lead byte >= 0xEE)
+	strEscaped  = 1 << iota // the canonical form has an escape
+	strHigh                 // a rune at or above U+E000 (a UTF-8 lead byte >= 0xEE)
+	strVerbatim             // the canonical form is the input as written
 )
 
 // str parses the string at c.pos (a '"') and appends its canonical form.
@@ -570,6 +625,9 @@ func (c *canonicalizer) str() (flags int, err error) {
 		}
 		switch ch := in[i]; {
 		case ch == '"':
+			if run == start {
+				flags |= strVerbatim
+			}
 			c.tape = append(c.tape, in[run:i+1]...)
 			c.pos = i + 1
 			return flags, nil
@@ -917,14 +975,11 @@ func appendNumber(dst []byte, f float64) []byte {
 }
 
 // emitRange appends tape[s:e] to c.out with the members of dirty objects in
-// sorted order; k is the index of the first object at or after s.
+// sorted order; k is the index of the first object at or after s. Only dirty
+// objects are left in objs when the parse ends.
 func (c *canonicalizer) emitRange(s, e, k uint32) {
 	for int(k) < len(c.objs) && c.objs[k].start < e {
 		o := &c.objs[k]
-		if !o.dirty {
-			k = o.next
-			continue
-		}
 		c.write(c.tape[s:o.start])
 		c.out = append(c.out, '{')
 		for j, id := range c.sorted[o.mem : o.mem+o.nmem] {

@@ -603,3 +603,31 @@ func TestCanonicalizeLargeObjects(t *testing.T) {
 		}
 	}
 }
+
+// TestCanonicalizeBeyondSortBudget covers documents whose out-of-order objects
+// nest so deep that sorting each in place would copy far more than the input:
+// the outer ones are left to the emit pass, which must agree with jcs, also
+// when the output is hashed in chunks.
+func TestCanonicalizeBeyondSortBudget(t *testing.T) {
+	for _, tt := range []struct{ depth, pad int }{{4, 30 << 10}, {200, 64}, {3000, 0}} {
+		var b strings.Builder
+		for range tt.depth {
+			b.WriteString(`{"z":`)
+		}
+		fmt.Fprintf(&b, `{"y":"%s","x":[{"b":1,"a":2}]}`, strings.Repeat("é", tt.pad))
+		for i := range tt.depth {
+			fmt.Fprintf(&b, `,"a%d":{"d":%d,"c":[]}}`, i, i)
+		}
+		in := []byte(b.String())
+		checkAgainstJCS(t, in)
+		// The parse must leave work to the emit pass, or this covers nothing.
+		c := getCanonicalizer()
+		if err := c.parse(in); err != nil {
+			t.Fatal(err)
+		}
+		if !c.reorder {
+			t.Errorf("depth %d: every object sorted in place; the emit pass is not exercised", tt.depth)
+		}
+		putCanonicalizer(c)
+	}
+}
