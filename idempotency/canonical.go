@@ -409,21 +409,9 @@ func (c *canonicalizer) object() error {
 	c.depth--
 
 	ids := c.stack[base:]
-	sorted := true
-	for i := 1; i < len(ids); i++ {
-		r := c.compare(&c.members[ids[i-1]], &c.members[ids[i]])
-		if r == 0 {
-			return c.errorf(int(c.members[ids[i]].off), "duplicate member name")
-		}
-		if r > 0 {
-			sorted = false
-			break
-		}
-	}
-	if !sorted {
-		if err := c.sortMembers(ids); err != nil {
-			return err
-		}
+	sorted, err := c.sortObject(ids)
+	if err != nil {
+		return err
 	}
 	c.open = c.open[:len(c.open)-1]
 	o := &c.objs[idx]
@@ -471,13 +459,34 @@ func (c *canonicalizer) appendSorted(dst []byte, ids []int32) []byte {
 	return dst
 }
 
+// sortObject sorts the indexes ids of an object's members by name and
+// reports whether they were in order already, or reports a duplicate name.
+func (c *canonicalizer) sortObject(ids []int32) (sorted bool, err error) {
+	if len(ids) < 2 {
+		return true, nil
+	}
+	if len(ids) <= 16 {
+		if ok, moved := c.sortByPrefix(ids); ok {
+			return !moved, nil
+		}
+	}
+	ms := c.members
+	for i := 1; i < len(ids); i++ {
+		r := c.compare(&ms[ids[i-1]], &ms[ids[i]])
+		if r == 0 {
+			return false, c.errorf(int(ms[ids[i]].off), "duplicate member name")
+		}
+		if r > 0 {
+			return false, c.sortMembers(ids)
+		}
+	}
+	return true, nil
+}
+
 // sortMembers sorts the indexes ids of members by name, or reports a
 // duplicate name.
 func (c *canonicalizer) sortMembers(ids []int32) error {
 	ms := c.members
-	if len(ids) <= 16 && c.sortByPrefix(ids) {
-		return nil
-	}
 	if len(ids) <= 16 {
 		for i := 1; i < len(ids); i++ {
 			for j := i; j > 0 && c.compare(&ms[ids[j-1]], &ms[ids[j]]) > 0; j-- {
@@ -495,37 +504,32 @@ func (c *canonicalizer) sortMembers(ids []int32) error {
 	return nil
 }
 
-// sortByPrefix sorts a few ids by the first 8 bytes of their names alone,
-// the common case. It reports false, leaving ids as they were, when that
-// cannot decide: two equal prefixes or a name at or above U+E000.
-func (c *canonicalizer) sortByPrefix(ids []int32) bool {
-	type entry struct {
-		prefix uint64
-		id     int32
-	}
-	var buf [16]entry
-	es := buf[:len(ids)]
-	for i, id := range ids {
+// sortByPrefix sorts at most 16 ids by the first 8 bytes of their names
+// alone, the common case, by insertion, and reports whether any moved. It
+// reports !ok, leaving ids as they were, when that cannot decide: two equal
+// prefixes or a name with a rune at or above U+E000.
+func (c *canonicalizer) sortByPrefix(ids []int32) (ok, moved bool) {
+	var ps [16]uint64
+	var is [16]int32
+	for k, id := range ids[:min(len(ids), 16)] {
 		m := &c.members[id]
 		if m.high {
-			return false
+			return false, false
 		}
-		es[i] = entry{m.prefix, id}
-	}
-	for i := 1; i < len(es); i++ {
-		for j := i; j > 0 && es[j-1].prefix > es[j].prefix; j-- {
-			es[j-1], es[j] = es[j], es[j-1]
+		p, j := m.prefix, k
+		for ; j > 0 && ps[j-1] > p; j-- {
+			ps[j], is[j] = ps[j-1], is[j-1]
 		}
-	}
-	for i := 1; i < len(es); i++ {
-		if es[i-1].prefix == es[i].prefix {
-			return false
+		if j > 0 && ps[j-1] == p { // the sorted part's largest prefix not above p
+			return false, false
 		}
+		ps[j], is[j] = p, id
+		moved = moved || j != k
 	}
-	for i, e := range es {
-		ids[i] = e.id
+	if moved {
+		copy(ids, is[:])
 	}
-	return true
+	return true, moved
 }
 
 // compare orders member names by UTF-16 code units.
@@ -632,14 +636,16 @@ func (c *canonicalizer) str() (flags int, err error) {
 			c.pos = i + 1
 			return flags, nil
 		case ch >= 0x80:
-			r, size := utf8.DecodeRune(in[i:])
-			if r == utf8.RuneError && size == 1 {
-				return 0, c.errorf(i, "invalid UTF-8 in string")
+			// Validate the text up to the next quote, escape or control
+			// character at once rather than rune by rune.
+			j := skipText(in, i)
+			if !utf8.Valid(in[i:j]) {
+				return 0, c.errorf(firstInvalidUTF8(in[:j], i), "invalid UTF-8 in string")
 			}
-			if r >= 0xe000 {
+			if hasHighRune(in[i:j]) {
 				flags |= strHigh
 			}
-			i += size
+			i = j
 		case ch < 0x20:
 			return 0, c.errorf(i, "unescaped control character in string")
 		default: // backslash
@@ -710,6 +716,58 @@ func skipSafe(in []byte, i int) int {
 	}
 	for i < len(in) && strSafe[in[i]] {
 		i++
+	}
+	return i
+}
+
+// skipText is skipSafe that passes bytes at or above 0x80 as well.
+func skipText(in []byte, i int) int {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(in); i += 8 {
+		w := binary.LittleEndian.Uint64(in[i:])
+		q, bs := w^(lo*'"'), w^(lo*'\\')
+		// As in skipSafe, without marking the bytes that have the high bit.
+		m := ((w-lo*0x20)&^w | (q-lo)&^q | (bs-lo)&^bs) & hi
+		if m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(in) && (in[i] >= 0x80 || strSafe[in[i]]) {
+		i++
+	}
+	return i
+}
+
+// hasHighRune reports whether valid UTF-8 text has a rune at or above
+// U+E000, that is a byte at or above 0xEE.
+func hasHighRune(b []byte) bool {
+	const hi = 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		// Per byte, (b&0x7f)+0x12 reaches 0x80 when b&0x7f >= 0x6e, with no
+		// carry into the next byte.
+		if w&(w&^hi+0x1212121212121212)&hi != 0 {
+			return true
+		}
+	}
+	for ; i < len(b); i++ {
+		if b[i] >= 0xee {
+			return true
+		}
+	}
+	return false
+}
+
+// firstInvalidUTF8 returns the offset at or after i of the first byte of in
+// that does not start a valid UTF-8 sequence.
+func firstInvalidUTF8(in []byte, i int) int {
+	for i < len(in) {
+		r, size := utf8.DecodeRune(in[i:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		i += size
 	}
 	return i
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -629,5 +630,57 @@ func TestCanonicalizeBeyondSortBudget(t *testing.T) {
 			t.Errorf("depth %d: every object sorted in place; the emit pass is not exercised", tt.depth)
 		}
 		putCanonicalizer(c)
+	}
+}
+
+func TestSkipTextAndHasHighRune(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	special := []byte{0x00, 0x1f, '"', '\\', 0x7f, 0x80, 0xbf, 0xc3, 0xed, 0xee, 0xef, 0xf0, 0xff}
+	for range 100000 {
+		b := make([]byte, r.IntN(40))
+		for i := range b {
+			if r.IntN(6) == 0 {
+				b[i] = special[r.IntN(len(special))]
+			} else {
+				b[i] = byte(0x20 + r.IntN(0x60))
+			}
+		}
+		start := r.IntN(len(b) + 1)
+		want := start
+		for want < len(b) && (b[want] >= 0x80 || strSafe[b[want]]) {
+			want++
+		}
+		if got := skipText(b, start); got != want {
+			t.Fatalf("skipText(%q, %d) = %d, want %d", b, start, got, want)
+		}
+		if got, want := hasHighRune(b), slices.ContainsFunc(b, func(c byte) bool { return c >= 0xee }); got != want {
+			t.Fatalf("hasHighRune(%q) = %v, want %v", b, got, want)
+		}
+	}
+	for _, s := range []string{"abcdefgh퟿", "abcdefgh", "￿", "𐀀", "abÿ߿ࠀ퟿xyz", "𠜎"} {
+		want := strings.ContainsFunc(s, func(r rune) bool { return r >= 0xe000 })
+		if got := hasHighRune([]byte(s)); got != want {
+			t.Errorf("hasHighRune(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// TestCanonicalizeInvalidUTF8Offset: the offset names the first bad byte
+// also when it follows valid non-ASCII text in a long string.
+func TestCanonicalizeInvalidUTF8Offset(t *testing.T) {
+	for _, tt := range []struct {
+		in  string
+		off int
+	}{
+		{"\"abcdefghé\xffxyz\"", 11},
+		{"\"ééééééééé\xe2\x82\"", 19},
+		{"\"ab😀cdefghijklmn\xed\xa0\x80\"", 19},
+		{"\"é\\n\xc3\x28\"", 5},
+		{"[\"ok\",\"\u00e9\u00e9\xf8\"]", 11},
+	} {
+		_, err := Canonicalize([]byte(tt.in))
+		if want := fmt.Sprintf("at offset %d: invalid UTF-8 in string", tt.off); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Canonicalize(%q): err = %v, want %q", tt.in, err, want)
+		}
 	}
 }
