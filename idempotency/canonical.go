@@ -333,7 +333,8 @@ func (c *canonicalizer) object() error {
 		return c.errorf(c.pos, "nesting deeper than %d", maxJSONDepth)
 	}
 	idx := len(c.objs)
-	c.objs = append(c.objs, canonObject{start: uint32(len(c.tape))})
+	c.objs = append(c.objs, canonObject{})
+	c.objs[idx].start = uint32(len(c.tape))
 	c.open = append(c.open, idx)
 	base, firstMember := len(c.stack), len(c.members)
 	c.pos++
@@ -385,9 +386,10 @@ func (c *canonicalizer) object() error {
 			if err := c.value(); err != nil {
 				return err
 			}
-			m.end = uint32(len(c.tape))
 			c.stack = append(c.stack, int32(len(c.members)))
 			c.members = append(c.members, m)
+			// Set after the copy: copying a struct just written to stalls.
+			c.members[len(c.members)-1].end = uint32(len(c.tape))
 			ch = c.skipSpace()
 			if ch == ',' {
 				c.pos++
@@ -632,7 +634,13 @@ func (c *canonicalizer) str() (flags int, err error) {
 			if run == start {
 				flags |= strVerbatim
 			}
-			c.tape = append(c.tape, in[run:i+1]...)
+			if t, n := len(c.tape), i+1-run; n <= 16 && cap(c.tape)-t >= 16 && len(in)-run >= 16 {
+				// Short: one fixed-size copy, which need not call memmove.
+				*(*[16]byte)(c.tape[t : t+16]) = *(*[16]byte)(in[run:])
+				c.tape = c.tape[:t+n]
+			} else {
+				c.tape = append(c.tape, in[run:i+1]...)
+			}
 			c.pos = i + 1
 			return flags, nil
 		case ch >= 0x80:
