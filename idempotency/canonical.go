@@ -421,12 +421,10 @@ func (c *canonicalizer) object() error {
 	if final && !sorted {
 		switch n := len(c.tape) - int(o.start); {
 		case c.depth == 0: // the top-level value: scratch is the output
-			c.scratch = c.appendSorted(c.scratch[:0], ids)
-			c.text = c.scratch
+			c.text = c.sortedText(o.start, ids)
 		case n <= c.budget:
 			c.budget -= n
-			c.scratch = c.appendSorted(c.scratch[:0], ids)
-			copy(c.tape[o.start:], c.scratch)
+			copy(c.tape[o.start:], c.sortedText(o.start, ids))
 		default:
 			final = false
 		}
@@ -447,18 +445,30 @@ func (c *canonicalizer) object() error {
 	return nil
 }
 
-// appendSorted appends the object that ends the tape, with its members in
-// the order of ids, to dst.
-func (c *canonicalizer) appendSorted(dst []byte, ids []int32) []byte {
-	dst = append(dst, '{')
+// sortedText writes the object at tape[start:], which ends the tape, with
+// its members in the order of ids to scratch, and returns that text.
+func (c *canonicalizer) sortedText(start uint32, ids []int32) []byte {
+	const slack = 32 // members up to this long move in one fixed-size copy
+	n := len(c.tape) - int(start)
+	buf := slices.Grow(c.scratch[:0], n+slack)[:n+slack]
+	c.scratch = buf
+	tape := c.tape[:cap(c.tape)]
+	buf[0] = '{'
+	w := 1
 	for _, id := range ids {
 		m := &c.members[id]
 		// The byte after a member is its ',' or the closing '}'.
-		dst = append(dst, c.tape[m.start:m.end+1]...)
-		dst[len(dst)-1] = ','
+		s, e := int(m.start), int(m.end)+1
+		if e-s <= slack && s+slack <= len(tape) {
+			*(*[slack]byte)(buf[w : w+slack]) = *(*[slack]byte)(tape[s:])
+		} else {
+			copy(buf[w:], tape[s:e])
+		}
+		w += e - s
+		buf[w-1] = ','
 	}
-	dst[len(dst)-1] = '}'
-	return dst
+	buf[n-1] = '}'
+	return buf[:n]
 }
 
 // sortObject sorts the indexes ids of an object's members by name and
