@@ -246,14 +246,15 @@ func describeJSONByte(b byte) string {
 // skipSpace advances past JSON whitespace and returns the next byte, or -1 at
 // the end of the input.
 func (c *canonicalizer) skipSpace() int {
-	for c.pos < len(c.in) {
-		switch ch := c.in[c.pos]; ch {
-		case ' ', '\t', '\n', '\r':
-			c.pos++
-		default:
+	in, pos := c.in, c.pos
+	for ; pos < len(in); pos++ {
+		// One test for the common case: every JSON whitespace is <= ' '.
+		if ch := in[pos]; ch > ' ' || ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r' {
+			c.pos = pos
 			return int(ch)
 		}
 	}
+	c.pos = pos
 	return -1
 }
 
