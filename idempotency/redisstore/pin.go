@@ -16,7 +16,9 @@ const maxName = 128
 func (s *Store) pinKey(capability string) string { return s.prefix + "pin:" + capability }
 
 // Pin returns the provider stored as the pin of capability, and false when
-// none is stored (the caller then uses its configured pin).
+// none is stored (the caller then uses its configured pin). rueidis re-sends
+// this read-only GET after a network error or a LOADING reply until ctx
+// ends: give it a deadline.
 func (s *Store) Pin(ctx context.Context, capability string) (provider string, ok bool, err error) {
 	if err := validCapability(capability); err != nil {
 		return "", false, err
