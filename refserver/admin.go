@@ -153,8 +153,9 @@ type pinView struct {
 	Previous   string `json:"previous"`
 }
 
-// handlePin moves a capability to another provider. Keys claimed before the
-// change keep their route: calling one again is a destination_conflict.
+// handlePin moves a capability to another provider, in the store, so every
+// gateway routes new keys there. Keys claimed before the change keep their
+// route: calling one again is a destination_conflict.
 func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 	if !s.isApprover(r) {
 		s.restRefuse(w, errNotApprover)
@@ -186,10 +187,26 @@ func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 		s.restRefuse(w, refusal{"invalid_request", http.StatusBadRequest, "provider must be one of the capability's providers"})
 		return
 	}
-	s.mu.Lock()
-	prev := s.pins[name]
-	s.pins[name] = req.Provider
-	s.mu.Unlock()
+	// The store first: a pin that only this process knew would route new
+	// calls here differently from the other gateways.
+	prev := s.pin(name)
+	if s.pinned != nil {
+		stored, err := s.pinned.SetPin(r.Context(), name, req.Provider)
+		if err != nil {
+			rf := s.classify(err)
+			if rf.reason == "store_unavailable" {
+				s.metrics.storeErrors.WithLabelValues("setpin").Inc()
+			}
+			s.log.Warn("capability pin not stored", "capability", name, "error", rf.msg)
+			s.restRefuse(w, rf)
+			return
+		}
+		prev = stored
+		if prev == "" {
+			prev = c.Pin // nothing stored: the configured pin was in effect
+		}
+	}
+	s.setLocalPin(name, req.Provider)
 	s.log.Info("capability pinned", "capability", name, "pin", req.Provider, "previous", prev)
 	writeJSON(w, http.StatusOK, pinView{Capability: name, Pin: req.Provider, Previous: prev})
 }

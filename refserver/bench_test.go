@@ -42,7 +42,7 @@ func benchServer(b *testing.B, addr string, mini bool) (base string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := newServer(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := newServer(cfg, st, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	srv := httptest.NewServer(s.handler())
 	b.Cleanup(srv.Close)
 	return srv.URL

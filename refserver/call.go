@@ -83,10 +83,15 @@ func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw
 		call.Scope.Connection = t.Connection
 		call.Spec, call.Route, call.Target = t.Spec, t.Route, t.Target
 	} else {
-		// A capability: scoped as unresolved, dispatched to the pinned
-		// provider, whose route the claim fingerprints. A later pin change
-		// makes this key a destination_conflict, never a redispatch.
-		pt := s.cfg.Tools[s.pin(p.Name)]
+		// A capability: scoped as unresolved, dispatched to the provider
+		// pinned in the store now, whose route the claim fingerprints. A
+		// later pin change makes this key a destination_conflict, never a
+		// redispatch.
+		pin, r := s.currentPin(ctx, p.Name)
+		if r != nil {
+			return nil, retry.Outcome{}, r
+		}
+		pt := s.cfg.Tools[pin]
 		call.Spec, call.Route, call.Target = pt.Spec, pt.Route, pt.Target
 	}
 	out, err := s.orch.Do(ctx, call)

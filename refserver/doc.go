@@ -70,11 +70,19 @@
 // Capabilities. cap.* names are reserved for capabilities. A capability is
 // claimed with the connection segment "unresolved" and the route of the
 // pinned provider fingerprinted, so after a pin change an existing key is a
-// destination_conflict, never a redispatch. The pin lives in the process:
-// several refserver processes must each be pinned (the pin endpoint is cheap
-// to call on each), and a restart returns to the configured pin. A receipt of
-// a capability call names the provider whose route matches the record's
-// fingerprint.
+// destination_conflict, never a redispatch. The pin lives in the store, at
+// {prefix}pin:{capability} without TTL, so that every refserver process on
+// one Redis routes a new key alike: the pin endpoint writes it there (then
+// answers), and each capability call reads it with one GET before its claim.
+// No stored pin means the configured one. A store error on that read refuses
+// the call with store_unavailable, and a stored pin that is not one of the
+// capability's providers in this configuration refuses it with internal,
+// both before any claim or dispatch. The configured "pin" is only the
+// initial value: on start each is stored unless a pin is stored already
+// (SET NX), so a restart keeps a pin changed through the endpoint; to return
+// to the configured pin, post it. The embedded store behaves the same within
+// its one process. A receipt of a capability call names the provider whose
+// route matches the record's fingerprint.
 //
 // Configuration. Loading refuses unknown members, duplicate member names,
 // trailing data, invalid specs (every problem at once), ids that do not

@@ -691,7 +691,8 @@ func TestEndToEnd(t *testing.T) {
 
 // TestEndToEndClusterTwoGateways runs two refserver processes on one Redis
 // Cluster (a comma-separated seed list): a call through one is a replay
-// through the other, and concurrent calls through both reach the vendor once.
+// through the other, concurrent calls through both reach the vendor once, and
+// a capability pin posted to one holds on the other and across a restart.
 func TestEndToEndClusterTwoGateways(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts a Redis Cluster")
@@ -750,5 +751,44 @@ func TestEndToEndClusterTwoGateways(t *testing.T) {
 	// A receipt is readable through either gateway.
 	if code, m := gw[1].post(t, "GET", "/v1/receipts/"+k+"?tool=pay.charge", e2eKeyOne, ""); code != 200 || m["attempt_count"] != 1.0 {
 		t.Errorf("receipt through the other gateway: %d %v", code, m)
+	}
+
+	// A pin posted to one gateway routes new keys through the other.
+	mail := map[string]any{"to": "ada@example.com"}
+	k3 := idempotency.NewKey().String()
+	call(t, gw[0].session(t, e2eKeyOne, k3), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
+	if code, m := gw[0].post(t, "POST", "/v1/capabilities/cap.mail/pin", e2eKeyAdmin, `{"provider": "mail.b"}`); code != 200 || m["previous"] != "mail.a" {
+		t.Fatalf("pin through gateway 0: %d %v", code, m)
+	}
+	k4 := idempotency.NewKey().String()
+	call(t, gw[1].session(t, e2eKeyOne, k4), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
+	if n := vendor.count("/mail-b", k4); n != 1 {
+		t.Errorf("a new key through gateway 1: mail.b saw %d requests, want 1", n)
+	}
+	for i, g := range gw {
+		call(t, g.session(t, e2eKeyOne, k3), "cap.mail", mail, "").wantRefusal(t, "destination_conflict", 409)
+		if na, nb := vendor.count("/mail-a", k3), vendor.count("/mail-b", k3); na != 1 || nb != 0 {
+			t.Errorf("existing key through gateway %d: mail.a %d, mail.b %d requests; want 1 and 0", i, na, nb)
+		}
+	}
+
+	// A restarted gateway keeps the stored pin, not its configured one.
+	if err := gw[1].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-gw[1].done:
+		gw[1].done <- err // for the cleanup
+	case <-time.After(15 * time.Second):
+		t.Fatal("gateway 1 did not exit after SIGTERM")
+	}
+	restarted := startRefserver(t, bin, "-config", cfgPath, "-redis", seeds)
+	k5 := idempotency.NewKey().String()
+	call(t, restarted.session(t, e2eKeyOne, k5), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
+	if na, nb := vendor.count("/mail-a", k5), vendor.count("/mail-b", k5); na != 0 || nb != 1 {
+		t.Errorf("after a restart: mail.a %d, mail.b %d requests; want 0 and 1", na, nb)
+	}
+	if !strings.Contains(restarted.stderr.String(), "capability pin kept from the store") {
+		t.Errorf("the restarted gateway did not log the kept pin:\n%s", restarted.stderr.String())
 	}
 }

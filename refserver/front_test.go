@@ -77,7 +77,7 @@ func newTestServer(t testing.TB, st idempotency.Store) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newServer(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return newServer(cfg, st, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 // frontResult is what passed the front, or what it refused.

@@ -35,7 +35,7 @@ func inProcess(t *testing.T, configJSON string, env func(string) (string, bool))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(newServer(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil))).handler())
+	srv := httptest.NewServer(newServer(cfg, st, st, slog.New(slog.NewTextHandler(io.Discard, nil))).handler())
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

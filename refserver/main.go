@@ -67,20 +67,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	store, release, err := openStore(octx, cfg, *redisURL, stderr)
-	cancel()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	defer release()
+	s := newServer(cfg, store, store, log)
+	if err := s.seedPins(octx); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	cancel()
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "refserver: listen: %v\n", err)
 		return 1
 	}
-	s := newServer(cfg, store, log)
 	hs := &http.Server{
 		Handler:           s.handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,9 @@ const (
 	maxAdminBytes = 64 << 10  // a /v1 request body
 )
 
+// pinReadTimeout bounds the read of a capability's pin before its claim.
+const pinReadTimeout = 2 * time.Second
+
 // Wire names of DESIGN.md section 11.
 const (
 	metaKey     = "dev.obol/idempotency-key"
@@ -50,14 +54,27 @@ type server struct {
 	redact  receipt.Redactor
 	mcp     *mcp.Server
 
+	pinned pinStore // where pins are shared; nil keeps them in this process
+
 	mu   sync.RWMutex
-	pins map[string]string // capability -> pinned provider tool
+	pins map[string]string // capability -> the pin last read or written here
 }
 
-func newServer(cfg *config, store idempotency.Store, log *slog.Logger) *server {
+// pinStore keeps capability pins where every gateway on the store sees them.
+// *redisstore.Store is one.
+type pinStore interface {
+	Pin(ctx context.Context, capability string) (provider string, ok bool, err error)
+	SetPin(ctx context.Context, capability, provider string) (previous string, err error)
+	InitPin(ctx context.Context, capability, provider string) (pin string, err error)
+}
+
+// newServer serves cfg on store. Pins are read from and written to pins;
+// with nil pins (tests of other parts only) they stay in this process.
+func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Logger) *server {
 	s := &server{
 		cfg:     cfg,
 		store:   store,
+		pinned:  pins,
 		log:     log,
 		sdkLog:  slog.New(warnOnly{log.Handler()}),
 		metrics: newMetrics(),
@@ -177,10 +194,81 @@ func effectName(s effectspec.Spec) string {
 	return "write"
 }
 
+// pin is the pin last read or written by this process: what a receipt falls
+// back to. Calls read the shared pin with currentPin.
 func (s *server) pin(capName string) string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.pins[capName]
+}
+
+func (s *server) setLocalPin(capName, provider string) {
+	s.mu.Lock()
+	s.pins[capName] = provider
+	s.mu.Unlock()
+}
+
+// currentPin reads the shared pin of a capability (one GET), or the
+// configured pin when none is stored. A store failure refuses the call
+// before any claim or dispatch, and so does a stored pin that is not one of
+// the capability's providers here (a configuration that dropped it): both
+// fail closed rather than route elsewhere than the other gateways.
+func (s *server) currentPin(ctx context.Context, capName string) (string, *refusal) {
+	c := s.cfg.Capabilities[capName]
+	if s.pinned == nil {
+		return s.pin(capName), nil
+	}
+	// The client re-sends a read-only GET after network errors and LOADING
+	// replies until its context ends, and a request's context may outlive
+	// its client: bound the read so that it fails closed in time.
+	rctx, cancel := context.WithTimeout(ctx, pinReadTimeout)
+	p, ok, err := s.pinned.Pin(rctx, capName)
+	cancel()
+	if err != nil {
+		r := s.classify(err)
+		if r.reason == "store_unavailable" {
+			s.metrics.storeErrors.WithLabelValues("pin").Inc()
+		}
+		s.log.Warn("capability pin unreadable", "capability", capName, "error", r.msg)
+		return "", &r
+	}
+	if !ok {
+		p = c.Pin
+	}
+	if !slices.Contains(c.Providers, p) {
+		return "", &refusal{"internal", http.StatusInternalServerError, fmt.Sprintf(
+			"capability %s is pinned to %s, which is not one of its providers in this configuration; pin it again", capName, p)}
+	}
+	s.setLocalPin(capName, p)
+	return p, nil
+}
+
+// seedPins stores each configured pin unless a pin is stored already, so a
+// restart keeps a pin changed through the endpoint, and logs every pin kept
+// from the store.
+func (s *server) seedPins(ctx context.Context) error {
+	if s.pinned == nil {
+		return nil
+	}
+	for _, name := range s.cfg.ToolOrder {
+		c := s.cfg.Capabilities[name]
+		if c == nil {
+			continue
+		}
+		p, err := s.pinned.InitPin(ctx, name, c.Pin)
+		if err != nil {
+			return fmt.Errorf("refserver: pin of %s: %w", name, err)
+		}
+		switch {
+		case !slices.Contains(c.Providers, p):
+			s.log.Warn("stored capability pin is not a provider here: calls are refused until it is pinned again",
+				"capability", name, "pin", p, "configured", c.Pin)
+		case p != c.Pin:
+			s.log.Info("capability pin kept from the store", "capability", name, "pin", p, "configured", c.Pin)
+		}
+		s.setLocalPin(name, p)
+	}
+	return nil
 }
 
 // refusal is a call refused before or instead of dispatch.

@@ -9,7 +9,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
-	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 )
 
@@ -24,7 +23,7 @@ const notDurableBanner = `
 
 // openStore connects the store: Redis at redisURL, or the embedded
 // miniredis when redisURL is empty. release frees everything it opened.
-func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writer) (_ idempotency.Store, release func(), err error) {
+func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writer) (_ *redisstore.Store, release func(), err error) {
 	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, Lease: cfg.Lease}
 	var (
 		clientOpt rueidis.ClientOption
