@@ -65,6 +65,8 @@ func postCall(b *testing.B, c *http.Client, base, key, body string) {
 	}
 }
 
+const benchCapBody = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cap.mail","arguments":{"to":"ada@example.com"}}}`
+
 const benchBody = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay.charge","arguments":{"amount":1200,"currency":"usd"}}}`
 
 // benchCalls measures whole tools/call round trips over HTTP: a fresh key
@@ -87,6 +89,16 @@ func benchCalls(b *testing.B, base string) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			postCall(b, c, base, k, benchBody)
+		}
+	})
+	// A capability replay adds the read of the shared pin (one GET) to the
+	// claim.
+	b.Run("capability-replay", func(b *testing.B) {
+		k := idempotency.NewKey().String()
+		postCall(b, c, base, k, benchCapBody)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			postCall(b, c, base, k, benchCapBody)
 		}
 	})
 	b.Run("fresh-parallel", func(b *testing.B) {
