@@ -1,12 +1,16 @@
 package redisstore
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency"
 )
 
 func TestOptionsRefused(t *testing.T) {
@@ -32,5 +36,33 @@ func TestOptionsRefused(t *testing.T) {
 	}
 	if _, err := New(ctx, client, Options{WaitReplicas: 1, Lease: time.Second, WaitTimeout: 500 * time.Millisecond, SkipEvictionCheck: true}); err != nil {
 		t.Errorf("wait timeout of half the lease refused: %v", err)
+	}
+}
+
+// A read-only call on a Redis that keeps answering LOADING (rueidis retries
+// read-only commands on it until ctx ends) ends at ReadTimeout instead of
+// hanging a caller whose ctx has no deadline.
+func TestReadOnlyCallsAreBounded(t *testing.T) {
+	mr := miniredis.RunT(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	st, err := New(ctx, client, Options{SkipEvictionCheck: true, ReadTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr.SetError("LOADING Redis is loading the dataset in memory")
+	k := idempotency.NewKey()
+	scope := idempotency.Scope{Workspace: "ws", Connection: "c", Tool: "t"}
+	if _, err := st.Lookup(context.Background(), scope, k); !errors.Is(err, idempotency.ErrStoreUnavailable) {
+		t.Errorf("Lookup: %v, want ErrStoreUnavailable", err)
+	}
+	if _, err := st.Ticket(context.Background(), idempotency.NewTicketID()); !errors.Is(err, idempotency.ErrStoreUnavailable) {
+		t.Errorf("Ticket: %v, want ErrStoreUnavailable", err)
+	}
+	if _, _, err := st.Pin(context.Background(), "cap.send_email"); !errors.Is(err, idempotency.ErrStoreUnavailable) {
+		t.Errorf("Pin: %v, want ErrStoreUnavailable", err)
 	}
 }

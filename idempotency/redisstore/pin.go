@@ -23,6 +23,8 @@ func (s *Store) Pin(ctx context.Context, capability string) (provider string, ok
 	if err := validCapability(capability); err != nil {
 		return "", false, err
 	}
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
 	v, err := s.client.Do(ctx, s.client.B().Get().Key(s.pinKey(capability)).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return "", false, nil

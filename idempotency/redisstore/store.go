@@ -21,6 +21,7 @@ const (
 	DefaultLease          = 30 * time.Second
 	DefaultMaxResultBytes = 64 << 10
 	DefaultWaitTimeout    = time.Second
+	DefaultReadTimeout    = 5 * time.Second
 )
 
 // Options configure a Store. The zero value is ready to use.
@@ -50,6 +51,11 @@ type Options struct {
 	// evicting policy, Redis deletes live claims silently under memory
 	// pressure, and a retry then dispatches a second time.
 	SkipEvictionCheck bool
+	// ReadTimeout bounds each read-only call (Lookup, Ticket, Pin) whose ctx
+	// has no earlier deadline. rueidis retries read-only commands on
+	// connection errors and LOADING replies until ctx ends, so an unbounded
+	// ctx could wait forever on a Redis that is starting. If zero, 5s.
+	ReadTimeout time.Duration
 }
 
 // Store is an idempotency.Store on Redis or Redis Cluster. It is safe for
@@ -65,6 +71,15 @@ type Store struct {
 	waitMS      int64
 	sc          scripts
 	noTimeInRO  atomic.Bool // the server refuses TIME in EVALSHA_RO
+	readTimeout time.Duration
+}
+
+// readCtx bounds a read-only call; see Options.ReadTimeout.
+func (s *Store) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.readTimeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.readTimeout)
 }
 
 var _ idempotency.Store = (*Store)(nil)
@@ -95,6 +110,9 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 	if opts.WaitTimeout == 0 {
 		opts.WaitTimeout = DefaultWaitTimeout
 	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
 	switch {
 	case opts.Lease < time.Millisecond:
 		return nil, fmt.Errorf("redisstore: lease %v: must be at least 1ms", opts.Lease)
@@ -120,6 +138,7 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 		waitN:       int64(opts.WaitReplicas),
 		waitMS:      opts.WaitTimeout.Milliseconds(),
 		sc:          newScripts(),
+		readTimeout: opts.ReadTimeout,
 	}
 	nodes := client.Nodes()
 	if !opts.SkipEvictionCheck {
@@ -484,6 +503,8 @@ func (s *Store) Lookup(ctx context.Context, scope idempotency.Scope, key idempot
 	if err != nil {
 		return idempotency.Record{}, fmt.Errorf("redisstore: lookup: %w", err)
 	}
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
 	arr, _, err := s.exec(ctx, s.sc.lookup, rk, nil, false)
 	if err != nil {
 		return idempotency.Record{}, opError("lookup", err)
@@ -551,6 +572,8 @@ func (tv ticketValue) ticket(id string, k idempotency.Key, st idempotency.Ticket
 
 // Ticket resolves an approval ticket and reads its decision from the record.
 func (s *Store) Ticket(ctx context.Context, id string) (idempotency.Ticket, error) {
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
 	tv, k, err := s.resolve(ctx, "ticket", id)
 	if err != nil {
 		return idempotency.Ticket{}, err
