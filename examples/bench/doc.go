@@ -52,7 +52,7 @@
 //     which adds the keyspace and expiry dictionary entries, projected to 10
 //     million claims retained 24h. Target: at most 400 bytes without a body.
 //
-// Colleagues' processes on the same cores are noise the rounds and medians
+// Other processes on the same cores are noise that the rounds and medians
 // only damp: compare ratios, not absolute rates, and rerun a MISS before
 // believing it. -cpuprofile profiles the harness process, which is the
 // client side of rows 1 to 3.
