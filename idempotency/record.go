@@ -164,12 +164,14 @@ type FinalizeRequest struct {
 // Ticket is an approval ticket: "apt_" + 32 hex, bound to the key it was
 // minted under.
 type Ticket struct {
-	ID       string
-	Scope    Scope
-	Key      Key
-	Status   TicketStatus
-	Approved bool
+	ID     string
+	Scope  Scope
+	Key    Key
+	Status TicketStatus
 }
+
+// Approved reports whether the ticket was approved.
+func (t Ticket) Approved() bool { return t.Status == TicketApproved }
 
 // TicketStatus is the decision state of a ticket.
 type TicketStatus string

@@ -562,11 +562,10 @@ func (s *Store) resolve(ctx context.Context, op, id string) (ticketValue, idempo
 
 func (tv ticketValue) ticket(id string, k idempotency.Key, st idempotency.TicketStatus) idempotency.Ticket {
 	return idempotency.Ticket{
-		ID:       id,
-		Scope:    idempotency.Scope{Workspace: tv.Workspace, Connection: tv.Connection, Tool: tv.Tool},
-		Key:      k,
-		Status:   st,
-		Approved: st == idempotency.TicketApproved,
+		ID:     id,
+		Scope:  idempotency.Scope{Workspace: tv.Workspace, Connection: tv.Connection, Tool: tv.Tool},
+		Key:    k,
+		Status: st,
 	}
 }
 

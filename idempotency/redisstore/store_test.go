@@ -165,7 +165,7 @@ func TestHeldApprovalResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk.Key != k || tk.Scope != testScope || tk.Status != idempotency.TicketPending || tk.Approved {
+	if tk.Key != k || tk.Scope != testScope || tk.Status != idempotency.TicketPending || tk.Approved() {
 		t.Fatalf("ticket = %+v", tk)
 	}
 	// Later claims see the same ticket; a crash that lost the ticket key is
@@ -184,7 +184,7 @@ func TestHeldApprovalResume(t *testing.T) {
 	mustClaim(t, m.store, resume, idempotency.StatusHeld)
 
 	tk, err = m.store.Decide(ctx, idempotency.DecideRequest{Ticket: h.Ticket, Approve: true})
-	if err != nil || tk.Status != idempotency.TicketApproved || !tk.Approved {
+	if err != nil || tk.Status != idempotency.TicketApproved || !tk.Approved() {
 		t.Fatalf("approve = %+v, %v", tk, err)
 	}
 	// Approved, but a claim without the ticket does not dispatch.
@@ -201,7 +201,7 @@ func TestHeldApprovalResume(t *testing.T) {
 	if _, err := m.store.Decide(ctx, idempotency.DecideRequest{Ticket: h.Ticket, Approve: false}); !errors.Is(err, idempotency.ErrStale) {
 		t.Fatalf("deny after approve: %v, want ErrStale", err)
 	}
-	if tk, err := m.store.Decide(ctx, idempotency.DecideRequest{Ticket: h.Ticket, Approve: true}); err != nil || !tk.Approved {
+	if tk, err := m.store.Decide(ctx, idempotency.DecideRequest{Ticket: h.Ticket, Approve: true}); err != nil || !tk.Approved() {
 		t.Fatalf("approve again: %+v, %v", tk, err)
 	}
 	rec, _ := m.store.Lookup(ctx, testScope, k)
@@ -451,7 +451,7 @@ func TestOpIDResendHeldAndDecide(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := m.snapshot(t)
-	if tk, err := m.store.Decide(ctx, d); err != nil || !tk.Approved {
+	if tk, err := m.store.Decide(ctx, d); err != nil || !tk.Approved() {
 		t.Fatalf("re-sent decide = %+v, %v", tk, err)
 	}
 	if m.snapshot(t) != snap {

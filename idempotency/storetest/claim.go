@@ -85,7 +85,7 @@ func testClaimNewHeld(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("Ticket: %v", err)
 	}
-	if tk.ID != r.Ticket || tk.Scope != req.Scope || tk.Key != req.Key || tk.Status != idempotency.TicketPending || tk.Approved {
+	if tk.ID != r.Ticket || tk.Scope != req.Scope || tk.Key != req.Key || tk.Status != idempotency.TicketPending || tk.Approved() {
 		t.Fatalf("Ticket = %+v; want id %q, scope %+v, key %q, pending", tk, r.Ticket, req.Scope, req.Key)
 	}
 }

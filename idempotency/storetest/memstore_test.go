@@ -280,7 +280,7 @@ func (m *memStore) ticket(id string, r *memRec) idempotency.Ticket {
 	case r.denied:
 		tk.Status = idempotency.TicketDenied
 	case r.rec.Approved:
-		tk.Status, tk.Approved = idempotency.TicketApproved, true
+		tk.Status = idempotency.TicketApproved
 	}
 	return tk
 }
