@@ -30,7 +30,7 @@ func gateway(t *testing.T, mr *miniredis.Miniredis, vendorURL string) *proc {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Prefix, Lease: cfg.Lease, SkipEvictionCheck: true})
+	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Prefix, Lease: cfg.Lease, ReadTimeout: storeReadTimeout, SkipEvictionCheck: true})
 	if err != nil {
 		t.Fatal(err)
 	}

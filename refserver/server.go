@@ -30,8 +30,11 @@ const (
 	maxAdminBytes = 64 << 10  // a /v1 request body
 )
 
-// pinReadTimeout bounds the read of a capability's pin before its claim.
-const pinReadTimeout = 2 * time.Second
+// storeReadTimeout bounds every read-only store call (redisstore
+// Options.ReadTimeout): the client re-sends a read-only command after network
+// errors and LOADING replies until its context ends, and a request's context
+// may outlive its client, so reads must fail closed in time.
+const storeReadTimeout = 2 * time.Second
 
 // Wire names of DESIGN.md section 11.
 const (
@@ -218,12 +221,8 @@ func (s *server) currentPin(ctx context.Context, capName string) (string, *refus
 	if s.pinned == nil {
 		return s.pin(capName), nil
 	}
-	// The client re-sends a read-only GET after network errors and LOADING
-	// replies until its context ends, and a request's context may outlive
-	// its client: bound the read so that it fails closed in time.
-	rctx, cancel := context.WithTimeout(ctx, pinReadTimeout)
-	p, ok, err := s.pinned.Pin(rctx, capName)
-	cancel()
+	// The store bounds the read by storeReadTimeout.
+	p, ok, err := s.pinned.Pin(ctx, capName)
 	if err != nil {
 		r := s.classify(err)
 		if r.reason == "store_unavailable" {

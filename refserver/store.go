@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
@@ -24,11 +23,10 @@ const notDurableBanner = `
 // openStore connects the store: Redis at redisURL, or the embedded
 // miniredis when redisURL is empty. release frees everything it opened.
 func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writer) (_ *redisstore.Store, release func(), err error) {
-	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, Lease: cfg.Lease}
+	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, Lease: cfg.Lease, ReadTimeout: storeReadTimeout}
 	var (
 		clientOpt rueidis.ClientOption
 		mr        *miniredis.Miniredis
-		stop      = make(chan struct{})
 	)
 	if redisURL == "" {
 		mr = miniredis.NewMiniRedis()
@@ -36,20 +34,9 @@ func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writ
 			return nil, nil, fmt.Errorf("refserver: embedded store: %w", err)
 		}
 		fmt.Fprint(stderr, notDurableBanner)
-		// miniredis keeps time for TTLs only when told: age keys so that
+		// miniredis ages TTLs only when told: follow the wall clock so that
 		// retention is honoured. (Leases use Redis TIME, which is real.)
-		go func() {
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					mr.FastForward(time.Second)
-				}
-			}
-		}()
+		mr.ClockTTL(true)
 		clientOpt = rueidis.ClientOption{InitAddress: []string{mr.Addr()}}
 		// miniredis has no CONFIG and never evicts.
 		opts.SkipEvictionCheck = true
@@ -65,7 +52,6 @@ func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writ
 	client, err := rueidis.NewClient(clientOpt)
 	if err != nil {
 		if mr != nil {
-			close(stop)
 			mr.Close()
 		}
 		return nil, nil, fmt.Errorf("refserver: redis: %w", err)
@@ -73,7 +59,6 @@ func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writ
 	release = func() {
 		client.Close()
 		if mr != nil {
-			close(stop)
 			mr.Close()
 		}
 	}

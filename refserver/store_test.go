@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+// The embedded store ages TTLs with the wall clock, so retention is honoured
+// there as on Redis.
+func TestEmbeddedStoreHonoursRetention(t *testing.T) {
+	ctx := context.Background()
+	cfg := &config{Prefix: "obol:", Retention: 300 * time.Millisecond, Lease: 100 * time.Millisecond}
+	st, release, err := openStore(ctx, cfg, "", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	scope := idempotency.Scope{Workspace: "ws", Connection: "c", Tool: "t"}
+	req := idempotency.ClaimRequest{Scope: scope, Key: idempotency.NewKey(), KeySource: idempotency.KeyMinted,
+		RequestHash: "sha256:" + fill('a'), Binding: effectspec.BindingHeader, Fingerprint: "sha256:" + fill('b')}
+	if r, err := st.Claim(ctx, req); err != nil || r.Status != idempotency.StatusClaimed {
+		t.Fatalf("claim: %+v %v", r, err)
+	}
+	if _, err := st.Lookup(ctx, scope, req.Key); err != nil {
+		t.Fatalf("fresh record: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, err := st.Lookup(ctx, scope, req.Key); !errors.Is(err, idempotency.ErrNotFound) {
+		t.Fatalf("after retention: %v, want ErrNotFound", err)
+	}
+}
+
+func fill(c byte) string {
+	b := make([]byte, 64)
+	for i := range b {
+		b[i] = c
+	}
+	return string(b)
+}
