@@ -153,11 +153,11 @@ func TestCrashMatrix(t *testing.T) {
 					}
 				default:
 					got := r.result.Meta.Receipt
-					if r.refused || got.Outcome != want.outcome || got.Replayed != want.replayed || got.AttemptCount != want.attempts {
+					if r.refused || string(got.Outcome) != want.outcome || got.Replayed != want.replayed || got.AttemptCount != want.attempts {
 						t.Errorf("retry: %v, want outcome %s replayed %v attempts %d", r, want.outcome, want.replayed, want.attempts)
 					}
 				}
-				if rc.Outcome != want.outcome || rc.AttemptCount != want.attempts {
+				if string(rc.Outcome) != want.outcome || rc.AttemptCount != want.attempts {
 					t.Errorf("receipt: outcome %s attempts %d, want %s %d", rc.Outcome, rc.AttemptCount, want.outcome, want.attempts)
 				}
 				if seen != want.vendor {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/obol-gateway/obol/receipt"
 	"io"
 	"net"
 	"net/http"
@@ -350,26 +351,9 @@ func (r reply) String() string {
 	return fmt.Sprintf("result %s attempts=%d replayed=%v text=%q", rc.Outcome, rc.AttemptCount, rc.Replayed, r.text())
 }
 
-type wireReceipt struct {
-	IdempotencyKey string `json:"idempotency_key"`
-	KeySource      string `json:"key_source"`
-	RequestHash    string `json:"request_hash"`
-	Tool           string `json:"tool"`
-	Workspace      string `json:"workspace"`
-	Route          struct {
-		Connection  string `json:"connection"`
-		Provider    string `json:"provider"`
-		Fingerprint string `json:"fingerprint"`
-	} `json:"route"`
-	Binding      string `json:"binding"`
-	Propagation  string `json:"propagation"`
-	AttemptCount int    `json:"attempt_count"`
-	Outcome      string `json:"outcome"`
-	Status       int    `json:"status"`
-	Replayed     bool   `json:"replayed"`
-	CreatedAt    string `json:"created_at"`
-	FinalizedAt  string `json:"finalized_at"`
-}
+// wireReceipt is the receipt as the wire carries it, decoded with the
+// library's own type so a drift between the two shows up as a test failure.
+type wireReceipt = receipt.Receipt
 
 // callTool sends one tools/call as a raw JSON-RPC POST (refserver runs the
 // SDK stateless, so no initialize is needed) with key as Idempotency-Key.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/obol-gateway/obol/receipt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -243,24 +244,9 @@ func newSession(t *testing.T, base, apiKey, key string) *mcp.ClientSession {
 	return s
 }
 
-type wireReceipt struct {
-	IdempotencyKey string `json:"idempotency_key"`
-	KeySource      string `json:"key_source"`
-	RequestHash    string `json:"request_hash"`
-	Tool           string `json:"tool"`
-	Workspace      string `json:"workspace"`
-	Route          struct {
-		Connection  string `json:"connection"`
-		Provider    string `json:"provider"`
-		Fingerprint string `json:"fingerprint"`
-	} `json:"route"`
-	Binding      string `json:"binding"`
-	Propagation  string `json:"propagation"`
-	AttemptCount int    `json:"attempt_count"`
-	Outcome      string `json:"outcome"`
-	Status       int    `json:"status"`
-	Replayed     bool   `json:"replayed"`
-}
+// wireReceipt is the receipt as the wire carries it, decoded with the
+// library's own type so a drift between the two shows up as a test failure.
+type wireReceipt = receipt.Receipt
 
 // answer is a tools/call result or refusal, decoded.
 type answer struct {
@@ -327,7 +313,7 @@ func (a answer) wantOutcome(t *testing.T, outcome string, replayed bool) {
 	if a.err != nil {
 		t.Fatalf("refused: %v", a.err)
 	}
-	if a.rc.Outcome != outcome || a.rc.Replayed != replayed {
+	if string(a.rc.Outcome) != outcome || a.rc.Replayed != replayed {
 		t.Fatalf("outcome %s replayed %v, want %s replayed %v", a.rc.Outcome, a.rc.Replayed, outcome, replayed)
 	}
 }
