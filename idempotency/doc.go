@@ -61,6 +61,11 @@
 // lease expired) gets one new attempt only when the vendor deduplicates on
 // our key, and is outcome_unknown otherwise.
 //
+// The key a vendor sees is never the client's: a record of a header or
+// body_pointer binding carries VendorKey, derived from the deployment, the
+// whole scope, the key and the request hash, so two tenants that share a
+// vendor account never meet in the vendor's own deduplication.
+//
 // Fencing tokens are attempt numbers: Reserve and Finalize are
 // compare-and-set on them and a stale token changes nothing (ErrStale). A
 // finalize whose token is still current is accepted even after its lease

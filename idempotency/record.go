@@ -34,7 +34,11 @@ type Record struct {
 	Binding       effectspec.BindingKind
 	Route         RouteRecord
 	Fingerprint   string // "sha256:..."
-	AttemptCount  int    // attempts reserved so far; also the current fencing token
+	// VendorKey is the key sent to the vendor (DESIGN.md section 5a), for
+	// header and body_pointer bindings. Zero for an unsupported binding, and
+	// for a record made before vendor keys existed, which keeps sending Key.
+	VendorKey     Key
+	AttemptCount  int // attempts reserved so far; also the current fencing token
 	LeaseDeadline time.Time
 	Ticket        string // approval ticket, when the call was held
 	Approved      bool
@@ -101,6 +105,10 @@ type ClaimResult struct {
 	Status ClaimStatus
 	// Token is the fencing token (the attempt number) reserved, when Claimed.
 	Token int
+	// VendorKey is the record's vendor key, when Claimed: the key every
+	// attempt of the slot propagates. Zero for an unsupported binding and for
+	// a record made before vendor keys existed (send Key then).
+	VendorKey Key
 	// LeaseDeadline bounds the dispatch, when Claimed (Redis server time).
 	LeaseDeadline time.Time
 	// Ticket is the approval ticket, when Held.

@@ -10,7 +10,9 @@ import "context"
 // applied, so the caller re-sends it with the same OpID (which answers
 // AlreadyApplied if it had been) or settles the state with Lookup.
 type Store interface {
-	// Claim applies the state table of DESIGN.md section 6.
+	// Claim applies the state table of DESIGN.md section 6. A record of a
+	// header or body_pointer binding is created with its VendorKey (DESIGN.md
+	// section 5a), which every claimed answer returns unchanged.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// Reserve reserves attempt Token+1 if Token is current and in flight, and
 	// the cycle has had only one attempt; otherwise ErrStale.

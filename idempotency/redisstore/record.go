@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"slices"
@@ -95,8 +96,9 @@ func opTag(kind byte, id string) string {
 	return string(h.Sum(nil)[:8])
 }
 
-// hexOf strips "sha256:" and checks 64 lowercase hex digits.
-func hexOf(field, v string) (string, error) {
+// digestOf strips "sha256:", checks 64 lowercase hex digits and returns the
+// 32 bytes they encode: records keep digests as bytes, half the size.
+func digestOf(field, v string) (string, error) {
 	h, ok := strings.CutPrefix(v, "sha256:")
 	if !ok || len(h) != 64 {
 		return "", fmt.Errorf("redisstore: %s: want sha256: followed by 64 lowercase hex digits", field)
@@ -106,7 +108,34 @@ func hexOf(field, v string) (string, error) {
 			return "", fmt.Errorf("redisstore: %s: want sha256: followed by 64 lowercase hex digits", field)
 		}
 	}
-	return h, nil
+	b, _ := hex.DecodeString(h)
+	return string(b), nil
+}
+
+// digestText is the "sha256:..." text of a stored digest: 32 bytes, or the
+// 64 hex digits that records made before digests were packed hold.
+func digestText(v string) (string, error) {
+	switch len(v) {
+	case 32:
+		return "sha256:" + hex.EncodeToString([]byte(v)), nil
+	case 64:
+		return "sha256:" + v, nil
+	}
+	return "", fmt.Errorf("digest of %d bytes", len(v))
+}
+
+// packKey stores a key as its 16 bytes: the vendor key is on every record of
+// a vendor binding.
+func packKey(k idempotency.Key) string {
+	b, _ := hex.DecodeString(k.String()[len("idt_"):])
+	return string(b)
+}
+
+func unpackKey(v string) (idempotency.Key, error) {
+	if len(v) != 16 {
+		return idempotency.Key{}, fmt.Errorf("%w: vendor key of %d bytes, want 16", ErrCorruptRecord, len(v))
+	}
+	return idempotency.ParseKey("idt_" + hex.EncodeToString([]byte(v)))
 }
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
@@ -132,13 +161,15 @@ func decodeRecord(key idempotency.Key, flat []string, nowMS int64) (idempotency.
 		case "w":
 			r.ScopeVersion, err = strconv.Atoi(v)
 		case "q":
-			r.RequestHash = "sha256:" + v
+			r.RequestHash, err = digestText(v)
 		case "f":
-			r.Fingerprint = "sha256:" + v
+			r.Fingerprint, err = digestText(v)
 		case "c":
 			r.Route.Connection = v
 		case "p":
 			r.Route.Provider = v
+		case "k":
+			r.VendorKey, err = unpackKey(v)
 		case "n":
 			r.AttemptCount, err = strconv.Atoi(v)
 		case "l":

@@ -72,6 +72,7 @@ type Store struct {
 	sc          scripts
 	noTimeInRO  atomic.Bool // the server refuses TIME in EVALSHA_RO
 	readTimeout time.Duration
+	deployment  string // the fleet's id, an input of every vendor key
 }
 
 // readCtx bounds a read-only call; see Options.ReadTimeout.
@@ -152,6 +153,11 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 			}
 		}
 	}
+	dep, err := initDeployment(ctx, client, s.prefix)
+	if err != nil {
+		return nil, err
+	}
+	s.deployment = dep
 	// Preload the scripts so that the first call is one round trip. Best
 	// effort: EVALSHA falls back to EVAL on NOSCRIPT (a failover, a restart).
 	for _, n := range nodes {
@@ -161,6 +167,28 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 	}
 	return s, nil
 }
+
+// initDeployment reads the fleet's deployment id at {prefix}meta:deployment,
+// or makes it: the first gateway's SET NX wins and every other reads its
+// value in the same command (SET NX GET, Redis 7).
+func initDeployment(ctx context.Context, client rueidis.Client, prefix string) (string, error) {
+	fresh := idempotency.NewDeploymentID()
+	old, err := client.Do(ctx, client.B().Set().Key(prefix+"meta:deployment").Value(fresh).Nx().Get().Build()).ToString()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return fresh, nil
+	case err != nil:
+		return "", fmt.Errorf("redisstore: deployment id: %w", err)
+	case !idempotency.ValidDeploymentID(old):
+		return "", fmt.Errorf("%w: %smeta:deployment is not 32 lowercase hex digits", ErrCorruptRecord, prefix)
+	}
+	return old, nil
+}
+
+// Deployment returns the fleet's deployment id (DESIGN.md section 5a): made
+// once per key prefix on a Redis deployment, by the first Store, and read by
+// every later one.
+func (s *Store) Deployment() string { return s.deployment }
 
 // exec runs one script on key. With wait set and WaitReplicas > 0 it pins a
 // connection and pipelines WAIT behind the script, since WAIT only covers
@@ -248,11 +276,11 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	rh, err := hexOf("request hash", req.RequestHash)
+	rh, err := digestOf("request hash", req.RequestHash)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	fp, err := hexOf("fingerprint", req.Fingerprint)
+	fp, err := digestOf("fingerprint", req.Fingerprint)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
@@ -282,13 +310,17 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
+	vk := ""
+	if b != "u" {
+		vk = packKey(idempotency.VendorKey(s.deployment, req.Scope, req.Key, req.RequestHash))
+	}
 	approval, fresh := "0", ""
 	if req.ApprovalRequired {
 		approval, fresh = "1", idempotency.NewTicketID()
 	}
 	arr, acks, err := s.exec(ctx, s.sc.claim, key, []string{
 		strconv.Itoa(idempotency.ScopeVersion), rh, b, fp, req.Route.Connection, req.Route.Provider, ks,
-		approval, req.Ticket, fresh, opTag('c', op), s.lease, s.retention,
+		approval, req.Ticket, fresh, opTag('c', op), s.lease, s.retention, vk,
 	}, true)
 	if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)
@@ -340,6 +372,17 @@ func parseClaim(key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.Cl
 			return res, err
 		}
 		res.Token, res.LeaseDeadline, res.AlreadyApplied = int(n), time.UnixMilli(l).UTC(), applied(3)
+		if len(arr) > 4 {
+			vk, err := arr[4].ToString()
+			if err != nil {
+				return res, err
+			}
+			if vk != "" {
+				if res.VendorKey, err = unpackKey(vk); err != nil {
+					return res, err
+				}
+			}
+		}
 	case idempotency.StatusHeld:
 		if len(arr) < 2 {
 			return res, errors.New("short claim reply")

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
@@ -22,8 +23,12 @@ func TestClaimNewReservesAttemptOne(t *testing.T) {
 		t.Fatalf("claim = %+v", res)
 	}
 	rk := m.recordKey(t, k)
-	if got := m.mr.HGet(rk, "q"); got != hashOf("args")[7:] {
-		t.Fatalf("stored request hash %q, want bare hex", got)
+	if got := m.mr.HGet(rk, "q"); hex.EncodeToString([]byte(got)) != hashOf("args")[7:] {
+		t.Fatalf("stored request hash %q, want its 32 bytes", got)
+	}
+	wantVK := idempotency.VendorKey(m.store.Deployment(), testScope, k, hashOf("args"))
+	if res.VendorKey != wantVK || res.VendorKey == k {
+		t.Fatalf("claim vendor key %v, want %v (never the client's key %v)", res.VendorKey, wantVK, k)
 	}
 	if ttl := m.mr.TTL(rk); ttl != 24*time.Hour {
 		t.Fatalf("TTL %v, want 24h", ttl)
@@ -35,7 +40,7 @@ func TestClaimNewReservesAttemptOne(t *testing.T) {
 	if rec.State != idempotency.StateInFlight || rec.AttemptCount != 1 || rec.RequestHash != hashOf("args") ||
 		rec.Fingerprint != hashOf("route") || rec.Binding != effectspec.BindingHeader || rec.KeySource != idempotency.KeySupplied ||
 		rec.Route.Provider != "stripe" || rec.ScopeVersion != idempotency.ScopeVersion || rec.SchemaVersion != schemaVersion ||
-		!rec.CreatedAt.Equal(t0) || rec.Key != k {
+		!rec.CreatedAt.Equal(t0) || rec.Key != k || rec.VendorKey != wantVK {
 		t.Fatalf("lookup = %+v", rec)
 	}
 }

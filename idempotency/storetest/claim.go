@@ -27,6 +27,7 @@ var claimTests = []test{
 	{"UnknownUnsupported", testUnknownUnsupported},
 	{"LookupNotFound", testLookupNotFound},
 	{"ScopeIsolation", testScopeIsolation},
+	{"VendorKey", testVendorKey},
 }
 
 func testClaimNew(t *testing.T, h Harness) {
@@ -318,5 +319,46 @@ func testScopeIsolation(t *testing.T, h Harness) {
 	capReq.Scope.Connection, capReq.Scope.Tool = "", "cap.charge"
 	if rec := e.lookup(capReq); rec.Key != base.Key {
 		t.Fatal("capability record not found under its scope")
+	}
+}
+
+// testVendorKey: a vendor binding's record carries a vendor key made from the
+// whole slot (DESIGN.md section 5a): never the client's key, another one in
+// another workspace, and the same one on every claim that dispatches and on
+// the replayed record. An unsupported binding has none.
+func testVendorKey(t *testing.T, h Harness) {
+	e := std(t, h)
+	for _, b := range []effectspec.BindingKind{effectspec.BindingHeader, effectspec.BindingBodyPointer} {
+		req := call(b)
+		vk := e.claimed(req).VendorKey
+		if vk.IsZero() || vk == req.Key {
+			t.Fatalf("%s: claim vendor key %q; want one derived from the slot, never the client's key %q", b, vk, req.Key)
+		}
+		if _, err := idempotency.ParseKey(vk.String()); err != nil {
+			t.Fatalf("%s: vendor key is not an idt_ key: %v", b, err)
+		}
+		if rec := e.lookup(req); rec.VendorKey != vk {
+			t.Fatalf("%s: record vendor key %q, claim answered %q", b, rec.VendorKey, vk)
+		}
+		other := req
+		other.Scope.Workspace = "ws_other"
+		if ovk := e.claimed(other).VendorKey; ovk == vk || ovk == req.Key {
+			t.Fatalf("%s: another workspace with the same client key got vendor key %q (first %q)", b, ovk, vk)
+		}
+		e.finalize(req, 1, idempotency.StateUnknown, nil)
+		if r := e.claimWant(req, idempotency.StatusClaimed); r.VendorKey != vk {
+			t.Fatalf("%s: redispatch sends vendor key %q, the slot's is %q", b, r.VendorKey, vk)
+		}
+		e.finalize(req, 2, idempotency.StateAccepted, result(201, `{}`))
+		if r := e.claimWant(req, idempotency.StatusReplay); r.Record == nil || r.Record.VendorKey != vk {
+			t.Fatalf("%s: replayed record lacks the vendor key %q", b, vk)
+		}
+	}
+	req := call(effectspec.BindingUnsupported)
+	if vk := e.claimed(req).VendorKey; !vk.IsZero() {
+		t.Fatalf("unsupported binding: vendor key %q, want none", vk)
+	}
+	if rec := e.lookup(req); !rec.VendorKey.IsZero() {
+		t.Fatalf("unsupported binding: record vendor key %q, want none", rec.VendorKey)
 	}
 }

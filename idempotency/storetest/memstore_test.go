@@ -43,6 +43,9 @@ func newMemStore(cfg Config, mutant string) *memStore {
 
 func (m *memStore) advance(d time.Duration) { m.mu.Lock(); m.now = m.now.Add(d); m.mu.Unlock() }
 
+// memDeployment is the memStore fleet's deployment id.
+const memDeployment = "0123456789abcdef0123456789abcdef"
+
 var hashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // get returns the live record at k, dropping an expired one.
@@ -106,6 +109,12 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 			SchemaVersion: 1, ScopeVersion: idempotency.ScopeVersion, Key: req.Key, KeySource: req.KeySource,
 			RequestHash: req.RequestHash, Binding: req.Binding, Route: req.Route, Fingerprint: req.Fingerprint,
 		}}
+		if req.Binding != effectspec.BindingUnsupported {
+			r.rec.VendorKey = idempotency.VendorKey(memDeployment, req.Scope, req.Key, req.RequestHash)
+			if m.mutant == "client-key-to-vendor" {
+				r.rec.VendorKey = req.Key
+			}
+		}
 		m.touch(r)
 		r.rec.CreatedAt = m.now
 		m.recs[k] = r
@@ -117,7 +126,7 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 			res = idempotency.ClaimResult{Status: idempotency.StatusHeld, Ticket: r.rec.Ticket}
 		} else {
 			m.reserveNext(r)
-			res = idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: 1, LeaseDeadline: r.rec.LeaseDeadline}
+			res = idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: 1, LeaseDeadline: r.rec.LeaseDeadline, VendorKey: r.rec.VendorKey}
 		}
 		r.ops[req.OpID] = res
 		return res, nil
@@ -163,7 +172,7 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	}
 	r.cycleStart = r.rec.AttemptCount
 	m.reserveNext(r)
-	res = idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline}
+	res = idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline, VendorKey: r.rec.VendorKey}
 	r.ops[req.OpID] = res
 	return res, nil
 }

@@ -37,6 +37,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"lease-never-expires", "Lease/ExpiredVendorBinding"},
 		{"racy-claim", "Concurrency/OneKey"},
 		{"no-retention-refresh", "Retention/FromLastChange"},
+		{"client-key-to-vendor", "Claim/VendorKey"},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {

@@ -6,8 +6,11 @@
 --   m  state, key source, binding: 3 bytes. State h held, f in_flight,
 --      a accepted, r definitely_rejected, u unknown, d denied; key source
 --      s supplied, m minted; binding h header, p body_pointer, u unsupported
---   w  scope version           q  request hash (64 hex)
---   f  fingerprint (64 hex)    c, p  route connection, provider
+--   w  scope version           q  request hash (32 bytes)
+--   f  fingerprint (32 bytes)  c, p  route connection, provider
+--      (records made before digests were packed hold 64 hex digits)
+--   k  vendor key (its 16 bytes; header and body_pointer bindings, absent on
+--      records made before vendor keys)
 --   n  attempts = fencing token
 --   y  attempts in this cycle  l  lease deadline (ms)     (in flight only)
 --   t  ticket                  a  approved ("1")
@@ -30,6 +33,15 @@ end
 
 local function touch(retention)
   redis.call('PEXPIRE', key, retention)
+end
+
+-- same_digest compares a stored digest with the 32 bytes of a request; a
+-- record made before digests were packed holds 64 hex digits.
+local function same_digest(stored, raw)
+  if stored ~= nil and #stored == 64 then
+    return stored == string.gsub(raw, '.', function(c) return string.format('%02x', string.byte(c)) end)
+  end
+  return stored == raw
 end
 
 -- with_state replaces the state byte of m.

@@ -1,0 +1,62 @@
+package idempotency
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"testing"
+)
+
+func TestVendorKeyDerivation(t *testing.T) {
+	const dep = "00112233445566778899aabbccddeeff"
+	key, _ := ParseKey("idt_00000000000000000000000000000001")
+	rh := "sha256:" + hex.EncodeToString(make([]byte, 32))
+	scope := Scope{Workspace: "ws_acme", Connection: "conn_pay", Tool: "payments.create_charge"}
+
+	// The derivation of DESIGN.md section 5a, written out byte by byte.
+	input := "obol/vendor-key/v2\x00" + dep + "\x00ws_acme\x00conn_pay\x00" + ToolHash("payments.create_charge") +
+		"\x00idt_00000000000000000000000000000001\x00" + rh
+	sum := sha256.Sum256([]byte(input))
+	want := "idt_" + hex.EncodeToString(sum[:16])
+	got := VendorKey(dep, scope, key, rh)
+	if got.String() != want {
+		t.Fatalf("VendorKey = %s, want %s", got, want)
+	}
+	if _, err := ParseKey(got.String()); err != nil {
+		t.Fatalf("vendor key is not a key: %v", err)
+	}
+
+	// Every input moves the key; a capability is scoped as unresolved.
+	other, _ := ParseKey("idt_00000000000000000000000000000002")
+	variants := map[string]Key{
+		"deployment":   VendorKey("ffeeddccbbaa99887766554433221100", scope, key, rh),
+		"workspace":    VendorKey(dep, Scope{Workspace: "ws_globex", Connection: "conn_pay", Tool: scope.Tool}, key, rh),
+		"connection":   VendorKey(dep, Scope{Workspace: "ws_acme", Connection: "conn_other", Tool: scope.Tool}, key, rh),
+		"tool":         VendorKey(dep, Scope{Workspace: "ws_acme", Connection: "conn_pay", Tool: "payments.refund"}, key, rh),
+		"key":          VendorKey(dep, scope, other, rh),
+		"request hash": VendorKey(dep, scope, key, "sha256:"+hex.EncodeToString(sum[:])),
+	}
+	seen := map[Key]string{got: "base"}
+	for name, k := range variants {
+		if prev, dup := seen[k]; dup {
+			t.Fatalf("changing the %s gives the same vendor key as %s", name, prev)
+		}
+		seen[k] = name
+	}
+	capA := VendorKey(dep, Scope{Workspace: "ws_acme", Connection: "conn_a", Tool: "cap.send_email"}, key, rh)
+	capB := VendorKey(dep, Scope{Workspace: "ws_acme", Tool: "cap.send_email"}, key, rh)
+	if capA != capB {
+		t.Fatal("a capability's vendor key depends on a connection; its scope is unresolved")
+	}
+}
+
+func TestDeploymentID(t *testing.T) {
+	a, b := NewDeploymentID(), NewDeploymentID()
+	if !ValidDeploymentID(a) || a == b {
+		t.Fatalf("deployment ids %q, %q: want two distinct 32-hex ids", a, b)
+	}
+	for _, bad := range []string{"", "idt_" + a, a[:31], a + "0", "0123456789ABCDEF0123456789abcdef"} {
+		if ValidDeploymentID(bad) {
+			t.Fatalf("ValidDeploymentID(%q) = true", bad)
+		}
+	}
+}
