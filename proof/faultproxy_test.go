@@ -348,7 +348,7 @@ func appendValue(r *bufio.Reader, raw *[]byte) error {
 }
 
 // scriptKind names the redisstore script a command runs, by its shape:
-// claim has 13 arguments, finalize at least 7 with an outcome code second,
+// claim has 14 arguments, finalize at least 7 with an outcome code second,
 // reserve 4 with a numeric token first, lookup none. key is the record key.
 func scriptKind(cmd []string) (kind, key string) {
 	if len(cmd) < 4 {
@@ -369,7 +369,7 @@ func scriptKind(cmd []string) (kind, key string) {
 	switch {
 	case len(argv) == 0:
 		return "lookup", key
-	case len(argv) == 13:
+	case len(argv) == 14:
 		return "claim", key
 	case len(argv) >= 7 && (argv[1] == "a" || argv[1] == "r" || argv[1] == "u"):
 		return "finalize", key

@@ -125,6 +125,10 @@ func TestManyGateways(t *testing.T) {
 			if first.Outcome != "accepted" || first.AttemptCount != 1 || first.Replayed {
 				t.Errorf("%s %s: receipt %+v", b.binding, key, first)
 			}
+			// The vendor saw the receipt's vendor key, never the client's.
+			if sent := v.sentKey(key); sent != first.VendorKey || (b.binding != "unsupported") != (sent != "") {
+				t.Errorf("%s %s: vendor saw key %q, receipt vendor_key %q", b.binding, key, sent, first.VendorKey)
+			}
 		}
 	}
 	v.integrity(t)

@@ -64,14 +64,16 @@ func gatewayConfig(vendorURL, lease string) string {
 }
 
 // vendor is a counting vendor. Every request carries a "ref" member in its
-// JSON body (the test puts the call's key there), so requests are counted
-// per call whatever the binding, even when the key is not propagated.
+// JSON body (the test puts the call's client key there), so requests are
+// counted per call whatever the binding, even when no key is propagated; the
+// propagated key is checked to be the call's vendor key.
 type vendor struct {
 	*httptest.Server
 	mu      sync.Mutex
 	byRef   map[string]int
-	keyOf   map[string]string // ref -> propagated key seen ("" for unsupported)
-	badKey  int               // propagated key differs from ref
+	keyOf   map[string]string // ref -> propagated (vendor) key seen; none for unsupported
+	refOf   map[string]string // propagated key -> the ref it was first seen with
+	badKey  int               // the client's key, or not the one vendor key of its slot
 	badAuth int
 	seq     int
 	delay   time.Duration
@@ -81,7 +83,7 @@ type vendor struct {
 }
 
 func newVendor(t testing.TB, delay time.Duration) *vendor {
-	v := &vendor{byRef: map[string]int{}, keyOf: map[string]string{}, delay: delay}
+	v := &vendor{byRef: map[string]int{}, keyOf: map[string]string{}, refOf: map[string]string{}, delay: delay}
 	v.Server = httptest.NewServer(http.HandlerFunc(v.serve))
 	t.Cleanup(v.Close)
 	return v
@@ -103,10 +105,16 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	v.seq++
 	n := v.seq
 	if key != "" {
-		v.keyOf[b.Ref] = key
-		if key != b.Ref {
+		// The vendor must see the slot's vendor key (DESIGN.md section 5a):
+		// never the client's key (the ref), the same one on every attempt of
+		// a call, and one no other call shares.
+		prev, seen := v.keyOf[b.Ref]
+		owner, taken := v.refOf[key]
+		if key == b.Ref || (seen && prev != key) || (taken && owner != b.Ref) {
 			v.badKey++
 		}
+		v.keyOf[b.Ref] = key
+		v.refOf[key] = b.Ref
 	}
 	if r.Header.Get("Authorization") != "Bearer "+vendorSecret {
 		v.badAuth++
@@ -130,6 +138,13 @@ func (v *vendor) count(ref string) int {
 	return v.byRef[ref]
 }
 
+// sentKey is the key propagated with ref's requests ("" when none was).
+func (v *vendor) sentKey(ref string) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.keyOf[ref]
+}
+
 func (v *vendor) total() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -151,7 +166,7 @@ func (v *vendor) integrity(t testing.TB) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.badKey != 0 || v.badAuth != 0 {
-		t.Errorf("vendor: %d requests carried another call's key, %d lacked the connection secret", v.badKey, v.badAuth)
+		t.Errorf("vendor: %d requests carried the client's key or not their slot's one vendor key, %d lacked the connection secret", v.badKey, v.badAuth)
 	}
 }
 

@@ -32,16 +32,20 @@ type Route struct {
 // holds no free-form text: nothing a vendor or client sends is copied into it
 // except the status code, so no secret can reach it.
 type Receipt struct {
-	IdempotencyKey string  `json:"idempotency_key"`
-	KeySource      string  `json:"key_source"` // "supplied" or "minted"
-	RequestHash    string  `json:"request_hash"`
-	Tool           string  `json:"tool"`
-	Workspace      string  `json:"workspace"`
-	Route          Route   `json:"route"`
-	Binding        string  `json:"binding"`     // header, body_pointer or unsupported
-	Propagation    string  `json:"propagation"` // header, body_pointer or none
-	AttemptCount   int     `json:"attempt_count"`
-	Outcome        Outcome `json:"outcome"`
+	IdempotencyKey string `json:"idempotency_key"`
+	KeySource      string `json:"key_source"` // "supplied" or "minted"
+	RequestHash    string `json:"request_hash"`
+	Tool           string `json:"tool"`
+	Workspace      string `json:"workspace"`
+	Route          Route  `json:"route"`
+	Binding        string `json:"binding"`     // header, body_pointer or unsupported
+	Propagation    string `json:"propagation"` // header, body_pointer or none
+	// VendorKey is the key the vendor received (DESIGN.md section 5a), for
+	// header and body_pointer bindings only; never the client's key, except
+	// on a record made before vendor keys existed.
+	VendorKey    string  `json:"vendor_key,omitempty"`
+	AttemptCount int     `json:"attempt_count"`
+	Outcome      Outcome `json:"outcome"`
 	// Status is the vendor's last HTTP status; 0 (omitted) when none arrived.
 	Status      int       `json:"status,omitempty"`
 	Replayed    bool      `json:"replayed"`

@@ -158,7 +158,16 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	default:
 		return Outcome{}, claim.Err()
 	}
-	return o.dispatch(ctx, &call, hash, claim.Token, start)
+	return o.dispatch(ctx, &call, hash, sendKey(call.Key, claim.VendorKey), claim.Token, start)
+}
+
+// sendKey is the key a vendor receives: the record's vendor key, or the
+// client's key for a record made before vendor keys existed.
+func sendKey(client, vendor idempotency.Key) idempotency.Key {
+	if vendor.IsZero() {
+		return client
+	}
+	return vendor
 }
 
 // resolveTicket binds a resume to the ticket's key and scope.
@@ -195,7 +204,7 @@ func (o *Orchestrator) margin() time.Duration {
 
 // dispatch sends the reserved attempt(s) and finalizes. It runs detached from
 // the caller's cancellation, bounded by the lease.
-func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, token int, reservedAt time.Time) (Outcome, error) {
+func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, vendorKey idempotency.Key, token int, reservedAt time.Time) (Outcome, error) {
 	ctx = context.WithoutCancel(ctx)
 	first := token
 	var res Result
@@ -203,7 +212,7 @@ func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, to
 		deadline := reservedAt.Add(o.lease() - o.margin())
 		actx, cancel := context.WithDeadline(ctx, deadline)
 		began := time.Now()
-		res = call.Target.Send(actx, Attempt{Key: call.Key, Number: token, Arguments: call.Arguments, Spec: call.Spec})
+		res = call.Target.Send(actx, Attempt{Key: vendorKey, Number: token, Arguments: call.Arguments, Spec: call.Spec})
 		cancel()
 		if o.OnAttempt != nil {
 			o.OnAttempt(call, token, res, time.Since(began))
@@ -335,6 +344,9 @@ func (o *Orchestrator) outcome(call *Call, hash string, rec idempotency.Record, 
 	}
 	if r.KeySource == "" {
 		r.KeySource = string(call.KeySource)
+	}
+	if rec.Binding == effectspec.BindingHeader || rec.Binding == effectspec.BindingBodyPointer {
+		r.VendorKey = sendKey(call.Key, rec.VendorKey).String()
 	}
 	if rec.Result != nil {
 		r.Status = rec.Result.Status

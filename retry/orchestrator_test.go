@@ -275,8 +275,10 @@ func TestRetryable503(t *testing.T) {
 		key := idempotency.NewKey()
 		out, err := o.Do(context.Background(), call(v.URL, spec(effectspec.BindingHeader), key, &retry.Executor{}))
 		expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
-		if v.seen.Load() != 2 || v.keys[0] != key.String() || v.keys[1] != key.String() {
-			t.Fatalf("vendor saw %d requests with keys %v", v.seen.Load(), v.keys)
+		vk := out.Receipt.VendorKey
+		if v.seen.Load() != 2 || v.keys[0] != vk || v.keys[1] != vk || vk == key.String() {
+			t.Fatalf("vendor saw %d requests with keys %v; want the receipt's vendor key %s twice, never the client's %s",
+				v.seen.Load(), v.keys, vk, key)
 		}
 		// unsupported: no second attempt.
 		u := newVendor(t, status(503))
@@ -608,8 +610,10 @@ func TestApprovalFlow(t *testing.T) {
 		if out.Receipt.KeySource != string(idempotency.KeySupplied) {
 			t.Fatalf("resume receipt key_source %q, want the held call's %q", out.Receipt.KeySource, idempotency.KeySupplied)
 		}
-		if out.Key != c.Key || v.seen.Load() != 1 || v.keys[0] != c.Key.String() {
-			t.Fatalf("resume used key %s (vendor got %v), want the ticket's %s", out.Key, v.keys, c.Key)
+		want := idempotency.VendorKey(st.(interface{ Deployment() string }).Deployment(), c.Scope, c.Key, out.Receipt.RequestHash).String()
+		if out.Key != c.Key || v.seen.Load() != 1 || v.keys[0] != want || out.Receipt.VendorKey != want {
+			t.Fatalf("resume used key %s (vendor got %v, receipt vendor key %s), want the ticket's %s and its vendor key %s",
+				out.Key, v.keys, out.Receipt.VendorKey, c.Key, want)
 		}
 	})
 }

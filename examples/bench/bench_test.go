@@ -137,10 +137,10 @@ func TestHandClaimKeepsTheStateTable(t *testing.T) {
 	step(w.args, "claimed")
 	step(w.args, "in_progress")
 	other := w.args
-	other.rh = strings.Repeat("0", 64)
+	other.rh = strings.Repeat("0", 32)
 	step(other, "request_mismatch")
 	other = w.args
-	other.fp = strings.Repeat("0", 64)
+	other.fp = strings.Repeat("0", 32)
 	step(other, "destination_conflict")
 	// An expired lease is reclaimed with the next attempt for a vendor
 	// binding, as the script does.

@@ -47,7 +47,7 @@ func (h *handClaim) close() { h.rdb.Close() }
 // claimArgs are the values a claim pins (already validated and encoded as
 // redisstore stores them).
 type claimArgs struct {
-	rh, b, fp, rc, rp, ks, op string
+	rh, b, fp, rc, rp, ks, op, vk string
 }
 
 // claim returns the status of the state table: claimed, request_mismatch,
@@ -67,7 +67,7 @@ func (h *handClaim) claim(ctx context.Context, key string, a claimArgs) (string,
 			if v[3] == nil {
 				_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 					p.HSet(ctx, key, "v", "1", "sv", "1", "s", "f", "ks", a.ks, "rh", a.rh, "b", a.b, "fp", a.fp,
-						"rc", a.rc, "rp", a.rp, "n", "1", "cy", "1", "l", lease, "ca", nowS, "ua", nowS, "op", "c"+a.op)
+						"rc", a.rc, "rp", a.rp, "vk", a.vk, "n", "1", "cy", "1", "l", lease, "ca", nowS, "ua", nowS, "op", "c"+a.op)
 					p.PExpire(ctx, key, time.Duration(h.retention)*time.Millisecond)
 					return nil
 				})

@@ -52,6 +52,7 @@ func (v *vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 type env struct {
+	store  *redisstore.Store
 	mr     *miniredis.Miniredis
 	vendor *vendor
 	h      http.Handler
@@ -75,7 +76,19 @@ func newEnv(t *testing.T, v *vendor) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{mr: mr, vendor: v, h: h}
+	return &env{store: store, mr: mr, vendor: v, h: h}
+}
+
+// records lists the keys of claim records and tickets: the fleet's meta keys
+// (the deployment id) are written when the store starts.
+func records(mr *miniredis.Miniredis) []string {
+	var out []string
+	for _, k := range mr.Keys() {
+		if !strings.HasPrefix(k, idempotency.DefaultPrefix+"meta:") {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func (e *env) charge(key []string, body string) *httptest.ResponseRecorder {
@@ -112,9 +125,14 @@ func TestReplayAndMismatch(t *testing.T) {
 	if first.Header().Get("Idempotent-Replayed") != "" {
 		t.Error("first call says Idempotent-Replayed")
 	}
+	// The vendor gets the slot's vendor key (DESIGN.md section 5a), never
+	// the client's.
+	k, _ := idempotency.ParseKey(key)
+	hash, _ := idempotency.RequestHash([]byte(`{"amount": 100, "currency": "eur"}`))
+	vk := idempotency.VendorKey(e.store.Deployment(), chargeScope, k, hash).String()
 	e.vendor.mu.Lock()
-	if e.vendor.keys[0] != key || e.vendor.auths[0] != "Bearer "+testVendorKey {
-		t.Errorf("vendor saw key %q auth %q", e.vendor.keys[0], e.vendor.auths[0])
+	if e.vendor.keys[0] != vk || vk == key || e.vendor.auths[0] != "Bearer "+testVendorKey {
+		t.Errorf("vendor saw key %q auth %q; want the vendor key %q", e.vendor.keys[0], e.vendor.auths[0], vk)
 	}
 	e.vendor.mu.Unlock()
 
@@ -169,7 +187,7 @@ func TestMalformedKey(t *testing.T) {
 	if n := e.vendor.calls.Load(); n != 0 {
 		t.Errorf("vendor saw %d requests, want 0", n)
 	}
-	if keys := e.mr.Keys(); len(keys) != 0 {
+	if keys := records(e.mr); len(keys) != 0 {
 		t.Errorf("store holds %v after refusals, want nothing", keys)
 	}
 }
@@ -180,7 +198,7 @@ func TestInvalidArguments(t *testing.T) {
 	if w.Code != http.StatusBadRequest || reason(t, w) != "invalid_arguments" {
 		t.Errorf("invalid JSON: %d %q, want 400 invalid_arguments", w.Code, w.Body)
 	}
-	if e.vendor.calls.Load() != 0 || len(e.mr.Keys()) != 0 {
+	if e.vendor.calls.Load() != 0 || len(records(e.mr)) != 0 {
 		t.Error("invalid JSON reached the vendor or the store")
 	}
 }
@@ -243,3 +261,5 @@ func TestNewGatewayRejectsBadVendorURL(t *testing.T) {
 		}
 	}
 }
+
+var chargeScope = idempotency.Scope{Workspace: workspace, Connection: connection, Tool: "payments.create_charge"}
