@@ -51,10 +51,13 @@ func ParseList(data []byte) ([]Spec, error) {
 			first[s.Tool] = i
 		}
 		all = append(all, p.list...)
-		specs = append(specs, s.seal())
+		specs = append(specs, s)
 	}
 	if len(all) > 0 {
 		return nil, &ValidationError{Problems: all}
+	}
+	for i := range specs {
+		specs[i] = specs[i].seal()
 	}
 	return specs, nil
 }
