@@ -43,9 +43,9 @@ func miniStore(t *testing.T) idempotency.Store {
 }
 
 func federatedSpec() effectspec.Spec {
-	return effectspec.Spec{Tool: "github.create_issue", Effect: effectspec.EffectWrite, Route: effectspec.RouteFederated,
+	return effectspec.MustNew(effectspec.Spec{Tool: "github.create_issue", Effect: effectspec.EffectWrite, Route: effectspec.RouteFederated,
 		Idempotency: effectspec.Binding{Kind: effectspec.BindingUnsupported},
-		Status:      effectspec.Statuses{Accepted: []int{200, 201}, DefinitelyRejected: []int{422}, Retryable: []int{503}}}
+		Status:      effectspec.Statuses{Accepted: []int{200, 201}, DefinitelyRejected: []int{422}, Retryable: []int{503}}})
 }
 
 func federatedCall(t *testing.T, baseURL string) retry.Call {

@@ -27,6 +27,12 @@
 // empty list reads as absent. Spec.MarshalJSON leaves empty enumerated fields
 // out, so Parse(json.Marshal(s)) gives back every valid s.
 //
+// Validated specs. Parse, ParseList and New return specs marked validated;
+// Validate only checks. Spec.Validated is false for a literal, a spec decoded
+// with encoding/json, the zero Spec and a validated spec changed since, and
+// retry.Orchestrator refuses those with ErrUnvalidated before any claim: a
+// rule that was never checked can never decide a dispatch.
+//
 // Errors. Each problem is a *FieldError rendered as
 // "effectspec: TOOL: FIELD: MSG" and unwrapping to ErrInvalidSpec; Parse,
 // ParseList and Validate return them all at once in a *ValidationError. A tool

@@ -10,6 +10,10 @@ var (
 	// ErrInvalidSpec: a spec (or list of specs) breaks the JSON shape or a rule
 	// of the contract. Every *FieldError unwraps to it.
 	ErrInvalidSpec = errors.New("effectspec: invalid spec")
+	// ErrUnvalidated: a spec that did not come from Parse, ParseList or New
+	// (or was changed since) where a validated one is required; see
+	// Spec.Validated.
+	ErrUnvalidated = errors.New("effectspec: spec not validated (build it with Parse, ParseList or New)")
 	// ErrPolicyDenied: the policy refuses the call before any claim. Its wire
 	// reason is ReasonPolicyDenied.
 	ErrPolicyDenied = errors.New("effectspec: policy denied")

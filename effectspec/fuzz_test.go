@@ -132,6 +132,9 @@ func FuzzParse(f *testing.F) {
 		if err := s.Validate(); err != nil {
 			t.Fatalf("Parse accepted what Validate refuses: %v", err)
 		}
+		if !s.Validated() {
+			t.Fatal("Parse returned a spec not marked validated")
+		}
 		enc, err := json.Marshal(s)
 		if err != nil {
 			t.Fatal(err)

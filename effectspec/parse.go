@@ -13,7 +13,8 @@ import (
 // matched exactly (case-sensitive); an unknown or repeated member, a null, an
 // explicit "" for an enumerated field, a value of the wrong type, trailing
 // data after the object and every rule Validate checks are errors. All
-// problems are reported at once as a *ValidationError.
+// problems are reported at once as a *ValidationError. The spec returned is
+// validated (Spec.Validated).
 func Parse(data []byte) (Spec, error) {
 	raw, err := single(data, '{', "a JSON object")
 	if err != nil {
@@ -23,12 +24,13 @@ func Parse(data []byte) (Spec, error) {
 	if err := p.err(); err != nil {
 		return Spec{}, err
 	}
-	return s, nil
+	return s.seal(), nil
 }
 
 // ParseList loads a JSON array of specs, as Parse does each one, and also
 // refuses two specs for the same tool. All problems of all specs are
-// reported at once; on error no spec is returned.
+// reported at once; on error no spec is returned. The specs returned are
+// validated (Spec.Validated).
 func ParseList(data []byte) ([]Spec, error) {
 	raw, err := single(data, '[', "a JSON array")
 	if err != nil {
@@ -53,6 +55,9 @@ func ParseList(data []byte) ([]Spec, error) {
 	}
 	if len(all) > 0 {
 		return nil, &ValidationError{Problems: all}
+	}
+	for i := range specs {
+		specs[i] = specs[i].seal()
 	}
 	return specs, nil
 }

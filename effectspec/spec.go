@@ -71,8 +71,11 @@ type Statuses struct {
 	Retryable          []int `json:"retryable,omitempty"`
 }
 
-// Spec is one tool's EffectSpec. The zero Spec is the most cautious reading:
-// a native write with no vendor binding and nothing accepted.
+// Spec is one tool's EffectSpec. A Spec to dispatch with must come from
+// Parse, ParseList or New, which validate it; retry.Orchestrator refuses any
+// other with ErrUnvalidated (see Validated). The zero Spec reads most
+// cautiously (a native write with no vendor binding and nothing accepted),
+// but it is not validated.
 type Spec struct {
 	Tool        string    `json:"tool"`
 	Effect      Effect    `json:"effect"`
@@ -80,4 +83,8 @@ type Spec struct {
 	Idempotency Binding   `json:"idempotency"`
 	Status      Statuses  `json:"status"`
 	Approval    Approval  `json:"approval"`
+
+	// validated is a private copy of the spec as it passed validation; only
+	// seal sets it.
+	validated *Spec
 }

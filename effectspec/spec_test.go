@@ -35,7 +35,7 @@ func TestParseDesignExample(t *testing.T) {
 		},
 		Approval: ApprovalNone,
 	}
-	if !reflect.DeepEqual(s, want) {
+	if !reflect.DeepEqual(s, MustNew(want)) {
 		t.Fatalf("got %+v\nwant %+v", s, want)
 	}
 }
@@ -45,7 +45,7 @@ func TestParseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(s, Spec{Tool: "mail.send"}) {
+	if !reflect.DeepEqual(s, MustNew(Spec{Tool: "mail.send"})) {
 		t.Fatalf("got %+v", s)
 	}
 	if s.VendorDedup() || s.Propagation() != PropagationNone || s.Classify(200) != Unknown {
@@ -356,7 +356,7 @@ func roundTrip(t *testing.T, doc string) {
 	if err != nil {
 		t.Fatalf("%s: %v", data, err)
 	}
-	if !reflect.DeepEqual(s, again) {
+	if !reflect.DeepEqual(s, again) || !again.Validated() {
 		t.Fatalf("round trip changed the spec:\n%+v\n%+v", s, again)
 	}
 }

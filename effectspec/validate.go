@@ -87,6 +87,8 @@ func checkPointer(p string) string {
 // Validate checks every rule of the contract and reports all problems at
 // once as a *ValidationError whose FieldErrors unwrap to ErrInvalidSpec.
 //
+// Validate only checks: use New for a spec marked validated.
+//
 // Validate reads a Go value, so an empty Effect, Route, Approval or Binding
 // Kind is its documented zero default and valid; only Parse can tell an
 // explicit "" from an absent field, and it refuses the explicit one.

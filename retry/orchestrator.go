@@ -59,7 +59,8 @@ type Call struct {
 	KeySource idempotency.KeySource
 	// Arguments are the call's JSON arguments; nil or empty means {}.
 	Arguments json.RawMessage
-	// Spec is the tool's validated EffectSpec.
+	// Spec is the tool's EffectSpec, from effectspec.Parse, ParseList or New:
+	// Do refuses any other with effectspec.ErrUnvalidated.
 	Spec effectspec.Spec
 	// Route holds the non-secret dispatch facts; it is fingerprinted and
 	// pinned by the claim.
@@ -99,6 +100,9 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	}
 	if call.Target == nil {
 		return Outcome{}, errors.New("retry: Call.Target is nil")
+	}
+	if !call.Spec.Validated() {
+		return Outcome{}, fmt.Errorf("retry: Call.Spec: %w", effectspec.ErrUnvalidated)
 	}
 	if err := o.Policy.Check(call.Spec); err != nil {
 		return Outcome{}, err

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -111,7 +112,7 @@ func spec(binding effectspec.BindingKind) effectspec.Spec {
 	case effectspec.BindingBodyPointer:
 		s.Idempotency.Pointer = "/meta/idempotency_key"
 	}
-	return s
+	return effectspec.MustNew(s)
 }
 
 func call(url string, sp effectspec.Spec, key idempotency.Key, ex *retry.Executor) retry.Call {
@@ -573,6 +574,87 @@ func TestBadArgumentsChangeNothing(t *testing.T) {
 	})
 }
 
+// spyStore counts every call that reaches the store.
+type spyStore struct {
+	idempotency.Store
+	calls atomic.Int64
+}
+
+func (s *spyStore) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	s.calls.Add(1)
+	return s.Store.Claim(ctx, r)
+}
+
+func (s *spyStore) Reserve(ctx context.Context, r idempotency.ReserveRequest) (idempotency.Reservation, error) {
+	s.calls.Add(1)
+	return s.Store.Reserve(ctx, r)
+}
+
+func (s *spyStore) Finalize(ctx context.Context, r idempotency.FinalizeRequest) (idempotency.Record, error) {
+	s.calls.Add(1)
+	return s.Store.Finalize(ctx, r)
+}
+
+func (s *spyStore) Lookup(ctx context.Context, scope idempotency.Scope, k idempotency.Key) (idempotency.Record, error) {
+	s.calls.Add(1)
+	return s.Store.Lookup(ctx, scope, k)
+}
+
+func (s *spyStore) Ticket(ctx context.Context, id string) (idempotency.Ticket, error) {
+	s.calls.Add(1)
+	return s.Store.Ticket(ctx, id)
+}
+
+func (s *spyStore) Decide(ctx context.Context, r idempotency.DecideRequest) (idempotency.Ticket, error) {
+	s.calls.Add(1)
+	return s.Store.Decide(ctx, r)
+}
+
+// A Spec that did not come through effectspec's validation is refused before
+// the store or the vendor sees anything, even one whose content would pass.
+func TestUnvalidatedSpecRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		inner := b.open(t, 5*time.Second)
+		spy := &spyStore{Store: inner}
+		o := orch(spy, 5*time.Second)
+		v := newVendor(t, status(201))
+		valid := spec(effectspec.BindingHeader)
+		literal := effectspec.Spec{Tool: valid.Tool, Effect: valid.Effect, Route: valid.Route,
+			Idempotency: valid.Idempotency, Status: valid.Status, Approval: valid.Approval}
+		if err := literal.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		changed := valid
+		changed.Idempotency.Header = "X-Other-Key"
+		var decoded effectspec.Spec
+		enc, _ := json.Marshal(valid)
+		if err := json.Unmarshal(enc, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		for name, sp := range map[string]effectspec.Spec{
+			"zero": {}, "literal": literal, "changed after validation": changed, "encoding/json": decoded,
+		} {
+			c := call(v.URL, sp, idempotency.NewKey(), nil)
+			c.Scope.Tool, c.Route.Tool = valid.Tool, valid.Tool
+			if _, err := o.Do(context.Background(), c); !errors.Is(err, effectspec.ErrUnvalidated) {
+				t.Errorf("%s: %v, want ErrUnvalidated", name, err)
+			}
+			if _, err := inner.Lookup(context.Background(), c.Scope, c.Key); !errors.Is(err, idempotency.ErrNotFound) {
+				t.Errorf("%s: left a record: %v", name, err)
+			}
+		}
+		if n := spy.calls.Load(); n != 0 || v.seen.Load() != 0 {
+			t.Fatalf("unvalidated specs reached the store %d times and the vendor %d times", n, v.seen.Load())
+		}
+		// The validated spec goes through, and the spy does count it.
+		out, err := o.Do(context.Background(), call(v.URL, valid, idempotency.NewKey(), nil))
+		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		if spy.calls.Load() == 0 {
+			t.Fatal("the spy saw no call: the check above proves nothing")
+		}
+	})
+}
+
 func TestApprovalFlow(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		st := b.open(t, 5*time.Second)
@@ -580,6 +662,7 @@ func TestApprovalFlow(t *testing.T) {
 		v := newVendor(t, status(201))
 		sp := spec(effectspec.BindingHeader)
 		sp.Approval = effectspec.ApprovalRequired
+		sp = effectspec.MustNew(sp)
 		c := call(v.URL, sp, idempotency.NewKey(), nil)
 		held, err := o.Do(context.Background(), c)
 		if err != nil || held.Receipt.Outcome != receipt.Held || !idempotency.ValidTicketID(held.Ticket) {

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -13,29 +14,98 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-func TestOptionsRefused(t *testing.T) {
+func miniClient(t *testing.T) (*miniredis.Miniredis, rueidis.Client) {
+	t.Helper()
 	mr := miniredis.RunT(t)
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
-	for want, o := range map[string]Options{
-		"must exceed the lease":              {Lease: time.Minute, Retention: time.Minute},
-		"lease 1µs: must be at least 1ms":    {Lease: time.Microsecond},
-		"must not be negative":               {MaxResultBytes: -1},
-		"at most half the lease":             {WaitReplicas: 1, Lease: time.Second, WaitTimeout: 600 * time.Millisecond},
-		"braces":                             {Prefix: "{obol}:"},
-		"wait timeout 1µs: must be at least": {WaitTimeout: time.Microsecond},
-	} {
+	t.Cleanup(client.Close)
+	return mr, client
+}
+
+// refusedOptions are Options that New must refuse, each with what the error
+// must say.
+var refusedOptions = []struct {
+	want string
+	o    Options
+}{
+	{"lease -1s: must not be negative", Options{Lease: -time.Second}},
+	{"retention -1h0m0s: must not be negative", Options{Retention: -time.Hour}},
+	{"wait timeout -1ms: must not be negative", Options{WaitTimeout: -time.Millisecond}},
+	{"read timeout -1ns: must not be negative", Options{ReadTimeout: -1}},
+	{"max result bytes -1: must not be negative", Options{MaxResultBytes: -1}},
+	{"wait replicas -1: must not be negative", Options{WaitReplicas: -1}},
+	{"lease 1µs: must be at least 1ms", Options{Lease: time.Microsecond}},
+	{"wait timeout 1µs: must be at least 1ms", Options{WaitTimeout: time.Microsecond}},
+	{"retention 1m0s: must be at least 2 times the lease 1m0s", Options{Lease: time.Minute, Retention: time.Minute}},
+	{"retention 1m59.999999999s: must be at least 2 times the lease 1m0s", Options{Lease: time.Minute, Retention: 2*time.Minute - 1}},
+	{"retention 30s: must be at least 2 times the lease 30s", Options{Retention: 30 * time.Second}},   // against the default lease
+	{"retention 24h0m0s: must be at least 2 times the lease 13h0m0s", Options{Lease: 13 * time.Hour}}, // the default retention
+	{"must be at least 2 times the lease", Options{Lease: 1 << 62, Retention: math.MaxInt64}},         // 2*Lease overflows
+	{"at most half the lease", Options{WaitReplicas: 1, Lease: time.Second, WaitTimeout: 600 * time.Millisecond}},
+	{"at most half the lease", Options{WaitReplicas: 1, Lease: time.Hour, WaitTimeout: 1 << 62}}, // 2*WaitTimeout overflows
+	{"braces", Options{Prefix: "{obol}:"}},
+}
+
+func TestOptionsRefused(t *testing.T) {
+	_, client := miniClient(t)
+	for _, c := range refusedOptions {
+		o := c.o
 		o.SkipEvictionCheck = true
 		_, err := New(ctx, client, o)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%+v: err %v, want it to say %q", o, err, want)
+		if !errors.Is(err, ErrInvalidOptions) || !strings.HasPrefix(err.Error(), "redisstore: invalid options: ") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: err %v, want ErrInvalidOptions saying %q", c.o, err, c.want)
 		}
 	}
-	if _, err := New(ctx, client, Options{WaitReplicas: 1, Lease: time.Second, WaitTimeout: 500 * time.Millisecond, SkipEvictionCheck: true}); err != nil {
-		t.Errorf("wait timeout of half the lease refused: %v", err)
+	for _, o := range []Options{
+		{WaitReplicas: 1, Lease: time.Second, WaitTimeout: 500 * time.Millisecond}, // half the lease
+		{Lease: time.Minute, Retention: 2 * time.Minute},                           // exactly two leases
+		{Lease: 12 * time.Hour},  // the default retention, two leases
+		{WaitTimeout: time.Hour}, // no WaitReplicas: the WAIT never runs
+		{Lease: time.Millisecond, Retention: 2 * time.Millisecond},
+	} {
+		o.SkipEvictionCheck = true
+		if _, err := New(ctx, client, o); err != nil {
+			t.Errorf("%+v refused: %v", o, err)
+		}
+	}
+}
+
+// New refuses bad Options before it sends a single command: the server sees
+// nothing, and a dead server makes no difference to the answer.
+func TestOptionsRefusedBeforeAnyCommand(t *testing.T) {
+	mr, client := miniClient(t)
+	before := mr.CommandCount()
+	for _, c := range refusedOptions {
+		o := c.o
+		o.SkipEvictionCheck = false // would send CONFIG GET first otherwise
+		if _, err := New(ctx, client, o); !errors.Is(err, ErrInvalidOptions) {
+			t.Fatalf("%+v: %v", c.o, err)
+		}
+	}
+	if n := mr.CommandCount() - before; n != 0 {
+		t.Fatalf("refused options sent %d commands", n)
+	}
+	// The count does move when New gets to talk to the server.
+	if _, err := New(ctx, client, Options{SkipEvictionCheck: true}); err != nil {
+		t.Fatal(err)
+	}
+	if mr.CommandCount() == before {
+		t.Fatal("New sent nothing with valid options: the count above proves nothing")
+	}
+
+	mr.Close()
+	dctx, cancel := context.WithTimeout(ctx, time.Minute) // a bound, never an assertion
+	defer cancel()
+	for _, c := range refusedOptions {
+		if _, err := New(dctx, client, c.o); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%+v on a dead server: %v, want ErrInvalidOptions", c.o, err)
+		}
+	}
+	if _, err := New(dctx, client, Options{}); err == nil || errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("valid options on a dead server: %v, want a connection error", err)
 	}
 }
 

@@ -24,14 +24,17 @@ const (
 	DefaultReadTimeout    = 5 * time.Second
 )
 
-// Options configure a Store. The zero value is ready to use.
+// Options configure a Store. The zero value is ready to use. New refuses,
+// with ErrInvalidOptions, a negative duration or count and the other limits
+// below.
 type Options struct {
 	// Prefix starts every key. If empty, idempotency.DefaultPrefix ("obol:").
 	Prefix string
 	// Retention is how long a record lives after its last change. If zero,
-	// 24h. It must exceed Lease.
+	// 24h. It must be at least MinRetentionLeases times Lease, and should
+	// exceed the largest tool timeout plus Lease (DESIGN.md section 7).
 	Retention time.Duration
-	// Lease bounds one reserved attempt. If zero, 30s.
+	// Lease bounds one reserved attempt. If zero, 30s; at least 1ms.
 	Lease time.Duration
 	// MaxResultBytes caps the stored result (body plus kept headers). Over
 	// it, the status and receipt are kept, the body is dropped and a replay
@@ -42,8 +45,9 @@ type Options struct {
 	// connection, in the same round trip. If fewer do within WaitTimeout the
 	// call fails with ErrReplicas and the reservation is not to be used.
 	WaitReplicas int
-	// WaitTimeout bounds the WAIT. If zero, 1s. With WaitReplicas it must be
-	// at most half the lease: the WAIT is spent out of the dispatch time.
+	// WaitTimeout bounds the WAIT. If zero, 1s; at least 1ms. With
+	// WaitReplicas it must be at most half the lease: the WAIT is spent out of
+	// the dispatch time.
 	WaitTimeout time.Duration
 	// SkipEvictionCheck skips the check that every node runs with
 	// maxmemory-policy noeviction. Only for services that block CONFIG GET
@@ -93,41 +97,9 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	if opts.Prefix == "" {
-		opts.Prefix = idempotency.DefaultPrefix
-	}
-	if err := idempotency.ValidatePrefix(opts.Prefix); err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
-	}
-	if opts.Retention == 0 {
-		opts.Retention = DefaultRetention
-	}
-	if opts.Lease == 0 {
-		opts.Lease = DefaultLease
-	}
-	if opts.MaxResultBytes == 0 {
-		opts.MaxResultBytes = DefaultMaxResultBytes
-	}
-	if opts.WaitTimeout == 0 {
-		opts.WaitTimeout = DefaultWaitTimeout
-	}
-	if opts.ReadTimeout <= 0 {
-		opts.ReadTimeout = DefaultReadTimeout
-	}
-	switch {
-	case opts.Lease < time.Millisecond:
-		return nil, fmt.Errorf("redisstore: lease %v: must be at least 1ms", opts.Lease)
-	case opts.Retention <= opts.Lease:
-		return nil, fmt.Errorf("redisstore: retention %v: must exceed the lease %v", opts.Retention, opts.Lease)
-	case opts.MaxResultBytes < 0:
-		return nil, fmt.Errorf("redisstore: max result bytes %d: must not be negative", opts.MaxResultBytes)
-	case opts.WaitReplicas < 0:
-		return nil, fmt.Errorf("redisstore: wait replicas %d: must not be negative", opts.WaitReplicas)
-	case opts.WaitTimeout < time.Millisecond:
-		return nil, fmt.Errorf("redisstore: wait timeout %v: must be at least 1ms", opts.WaitTimeout)
-	case opts.WaitReplicas > 0 && 2*opts.WaitTimeout > opts.Lease:
-		// A WAIT that may take the whole lease leaves no time to send.
-		return nil, fmt.Errorf("redisstore: wait timeout %v: must be at most half the lease %v", opts.WaitTimeout, opts.Lease)
+	opts, err := opts.resolve()
+	if err != nil {
+		return nil, err
 	}
 	s := &Store{
 		client:      client,

@@ -22,8 +22,9 @@ import (
 )
 
 // spec is the refunds tool's EffectSpec: the vendor deduplicates on our key,
-// which it reads from the "idempotency_key" member of the body.
-var spec = effectspec.Spec{
+// which it reads from the "idempotency_key" member of the body. MustNew
+// validates it: the orchestrator runs only validated specs.
+var spec = effectspec.MustNew(effectspec.Spec{
 	Tool:        "payments.refund",
 	Effect:      effectspec.EffectWrite,
 	Route:       effectspec.RouteNative,
@@ -33,7 +34,7 @@ var spec = effectspec.Spec{
 		DefinitelyRejected: []int{400, 402, 404, 409, 422},
 		Retryable:          []int{429, 503},
 	},
-}
+})
 
 // scope is where a refund's key is unique: the workspace (a real gateway takes
 // it from its own authentication), the connection and the tool.
