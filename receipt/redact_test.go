@@ -11,61 +11,9 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/obol-gateway/obol/internal/secrettest"
 	"github.com/obol-gateway/obol/receipt"
 )
-
-// jsonForms are the JSON string forms of s that real encoders write, made
-// here with encoding/json and by hand, independently of the Redactor.
-func jsonForms(s string) []string {
-	inner := func(b []byte) string { b = bytes.TrimSpace(b); return string(b[1 : len(b)-1]) }
-	html, _ := json.Marshal(s)
-	var plain bytes.Buffer
-	enc := json.NewEncoder(&plain)
-	enc.SetEscapeHTML(false)
-	enc.Encode(s)
-	h, p := inner(html), inner(plain.Bytes())
-	forms := []string{h, p, strings.ReplaceAll(h, "/", `\/`), strings.ReplaceAll(p, "/", `\/`),
-		upperHex(h)}
-	// Python's json.dumps: non-ASCII as \uXXXX.
-	var py strings.Builder
-	for _, r := range p {
-		switch {
-		case r > 0xffff:
-			r1, r2 := utf16.EncodeRune(r)
-			py.WriteString(escapeRune(r1) + escapeRune(r2))
-		case r > 0x7f:
-			py.WriteString(escapeRune(r))
-		default:
-			py.WriteRune(r)
-		}
-	}
-	forms = append(forms, py.String())
-	// A JSON document with the secret, echoed inside a JSON string.
-	twice, _ := json.Marshal(`{"token":"` + h + `"}`)
-	return append(forms, inner(twice))
-}
-
-// upperHex writes the hex digits of the \u escapes of the JSON string j in
-// upper case.
-func upperHex(j string) string {
-	b := []byte(j)
-	for i := 0; i+1 < len(b); i++ {
-		if b[i] == '\\' {
-			if b[i+1] == 'u' && i+6 <= len(b) {
-				copy(b[i+2:i+6], strings.ToUpper(string(b[i+2:i+6])))
-				i += 5
-			} else {
-				i++
-			}
-		}
-	}
-	return string(b)
-}
-
-func escapeRune(r rune) string {
-	const hex = "0123456789abcdef"
-	return `\u` + string([]byte{hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf]})
-}
 
 // unescape reads every JSON escape in b, leniently: \uXXXX in any case
 // (surrogate pairs joined), \X as X or its control character.
@@ -102,60 +50,6 @@ func unescape(b []byte) []byte {
 	return out
 }
 
-// decodesTo reports whether some run of base64 characters in b, at some
-// alignment, in either alphabet, with "\/" read as "/", decodes to bytes
-// holding want.
-func decodesTo(b []byte, want string) bool {
-	b = bytes.ReplaceAll(b, []byte(`\/`), []byte("/"))
-	for _, alpha := range []struct {
-		enc   *base64.Encoding
-		extra string
-	}{{base64.RawStdEncoding, "+/"}, {base64.RawURLEncoding, "-_"}} {
-		in := func(c byte) bool {
-			return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte(alpha.extra, c) >= 0
-		}
-		for i := 0; i < len(b); {
-			if !in(b[i]) {
-				i++
-				continue
-			}
-			j := i
-			for j < len(b) && in(b[j]) {
-				j++
-			}
-			for shift := 0; shift < 4 && i+shift < j; shift++ {
-				run := b[i+shift : j]
-				if len(run)%4 == 1 {
-					run = run[:len(run)-1] // not a whole byte
-				}
-				dec := make([]byte, alpha.enc.DecodedLen(len(run)))
-				n, err := alpha.enc.Decode(dec, run)
-				if err == nil && strings.Contains(string(dec[:n]), want) {
-					return true
-				}
-			}
-			i = j
-		}
-	}
-	return false
-}
-
-// leaks reports which form of secret out still holds, or "".
-func leaks(out []byte, secret string) string {
-	if bytes.Contains(out, []byte(secret)) {
-		return "raw"
-	}
-	for _, f := range jsonForms(secret) {
-		if bytes.Contains(out, []byte(f)) {
-			return "json " + f
-		}
-	}
-	if decodesTo(out, secret) {
-		return "base64"
-	}
-	return ""
-}
-
 const testSecret = "sk_live_4f/9<a>&b+c"
 
 func TestRedactorEveryForm(t *testing.T) {
@@ -172,15 +66,15 @@ func TestRedactorEveryForm(t *testing.T) {
 		"basic escaped":   strings.ReplaceAll(basic("ab:"+s+"?"), "/", `\/`),
 		"unpadded":        base64.RawStdEncoding.EncodeToString([]byte("xy" + s)),
 	}
-	for i, f := range jsonForms(s) {
+	for i, f := range secrettest.JSONForms(s) {
 		bodies["json form "+string(rune('a'+i))] = `{"echo":"` + f + `"}`
 	}
 	for name, body := range bodies {
-		if leaks([]byte(body), s) == "" {
+		if secrettest.Leak([]byte(body), s) == "" {
 			t.Fatalf("%s: the test body does not hold the secret: %s", name, body)
 		}
 		out := red.Bytes([]byte(body))
-		if l := leaks(out, s); l != "" {
+		if l := secrettest.Leak(out, s); l != "" {
 			t.Errorf("%s: %s form survived in %s", name, l, out)
 		}
 		if !bytes.Contains(out, []byte(receipt.Redacted)) {
@@ -271,15 +165,15 @@ func FuzzRedactor(f *testing.F) {
 		}
 		red := receipt.NewRedactor(secret)
 		once := unescape(body)
-		if leaks(body, secret) == "" && !bytes.Contains(once, []byte(secret)) &&
-			!bytes.Contains(unescape(once), []byte(secret)) && !decodesTo(body, secret[1:len(secret)-1]) {
+		if secrettest.Leak(body, secret) == "" && !bytes.Contains(once, []byte(secret)) &&
+			!bytes.Contains(unescape(once), []byte(secret)) && !secrettest.Decodes(body, secret[1:len(secret)-1]) {
 			// Nothing of the secret in any form: the body must not change.
 			if out := red.Bytes(body); !bytes.Equal(out, body) {
 				t.Fatalf("a body without the secret changed:\n%q\n%q", body, out)
 			}
 		}
 		var form string
-		switch forms := jsonForms(secret); {
+		switch forms := secrettest.JSONForms(secret); {
 		case int(mode) < len(forms):
 			form = forms[mode]
 		case mode%4 == 0:
@@ -294,7 +188,7 @@ func FuzzRedactor(f *testing.F) {
 		p := int(pos) % (len(body) + 1)
 		in := append(append(append([]byte(nil), body[:p]...), form...), body[p:]...)
 		out := red.Bytes(in)
-		if l := leaks(out, secret); l != "" {
+		if l := secrettest.Leak(out, secret); l != "" {
 			t.Fatalf("%s form survived:\nin  %q\nout %q", l, in, out)
 		}
 	})

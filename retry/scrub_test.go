@@ -21,6 +21,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/secrettest"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -53,92 +54,6 @@ func echoVendor(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	}))
 	t.Cleanup(srv.Close)
 	return srv, seen
-}
-
-// leak names the form in which b still holds one of secrets, or "".
-func leak(b []byte, secrets ...string) string {
-	for _, s := range secrets {
-		html, _ := json.Marshal(s)
-		var plain bytes.Buffer
-		enc := json.NewEncoder(&plain)
-		enc.SetEscapeHTML(false)
-		enc.Encode(s)
-		forms := map[string]string{"raw": s}
-		for name, f := range map[string]string{"json": string(html), "json without HTML escapes": strings.TrimSpace(plain.String())} {
-			f = f[1 : len(f)-1]
-			forms[name] = f
-			forms[name+` and "\/"`] = strings.ReplaceAll(f, "/", `\/`)
-		}
-		for name, f := range forms {
-			if bytes.Contains(b, []byte(f)) {
-				return name
-			}
-		}
-		if decodes(b, s) {
-			return "base64"
-		}
-	}
-	return ""
-}
-
-// decodes reports whether a run of base64 characters in b ("\/" read as "/")
-// decodes, at some alignment, to bytes holding s.
-func decodes(b []byte, s string) bool {
-	b = bytes.ReplaceAll(b, []byte(`\/`), []byte("/"))
-	isB64 := func(c byte) bool {
-		return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/'
-	}
-	for i := 0; i < len(b); i++ {
-		if !isB64(b[i]) || i > 0 && isB64(b[i-1]) {
-			continue
-		}
-		j := i
-		for j < len(b) && isB64(b[j]) {
-			j++
-		}
-		for shift := 0; shift < 4 && i+shift < j; shift++ {
-			run := b[i+shift : j]
-			if len(run)%4 == 1 {
-				run = run[:len(run)-1]
-			}
-			dec, err := base64.RawStdEncoding.DecodeString(string(run))
-			if err == nil && bytes.Contains(dec, []byte(s)) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// dumpRedis returns every key and every field and value in m.
-func dumpRedis(t *testing.T, m *miniredis.Miniredis) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	for _, k := range m.Keys() {
-		b.WriteString(k + "\n")
-		switch typ := m.Type(k); typ {
-		case "hash":
-			fields, _ := m.HKeys(k)
-			for _, f := range fields {
-				b.WriteString(f + "=" + m.HGet(k, f) + "\n")
-			}
-		case "string":
-			v, _ := m.Get(k)
-			b.WriteString(v + "\n")
-		case "set":
-			v, _ := m.Members(k)
-			b.WriteString(strings.Join(v, "\n") + "\n")
-		case "zset":
-			v, _ := m.ZMembers(k)
-			b.WriteString(strings.Join(v, "\n") + "\n")
-		case "list":
-			v, _ := m.List(k)
-			b.WriteString(strings.Join(v, "\n") + "\n")
-		default:
-			t.Fatalf("key %s: type %s not dumped", k, typ)
-		}
-	}
-	return b.Bytes()
 }
 
 func resultBytes(r *idempotency.StoredResult) []byte {
@@ -196,15 +111,15 @@ func TestEchoedCredentialsAreScrubbed(t *testing.T) {
 				"answer":         resultBytes(out.Result),
 				"replay":         resultBytes(again.Result),
 				"stored result":  resultBytes(rec.Result),
-				"raw redis hash": dumpRedis(t, m),
+				"raw redis hash": secrettest.DumpRedis(t, m),
 				"receipt":        enc,
 			} {
-				if l := leak(b, tc.secrets...); l != "" {
+				if l := secrettest.Leak(b, tc.secrets...); l != "" {
 					t.Errorf("%s holds the secret (%s): %s", what, l, b)
 				}
 			}
 			// The check above can see a leak: the vendor did echo it.
-			if l := leak([]byte(tc.auth+" "+base64.StdEncoding.EncodeToString([]byte(tc.auth))), tc.secrets...); l == "" {
+			if l := secrettest.Leak([]byte(tc.auth+" "+base64.StdEncoding.EncodeToString([]byte(tc.auth))), tc.secrets...); l == "" {
 				t.Fatal("the leak check sees nothing in the credential itself")
 			}
 		})
@@ -227,8 +142,8 @@ func TestCallSecretsScrubTargetFunc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for what, b := range map[string][]byte{"answer": resultBytes(out.Result), "redis": dumpRedis(t, m)} {
-		if l := leak(b, secret); l != "" {
+	for what, b := range map[string][]byte{"answer": resultBytes(out.Result), "redis": secrettest.DumpRedis(t, m)} {
+		if l := secrettest.Leak(b, secret); l != "" {
 			t.Errorf("%s holds the secret (%s): %s", what, l, b)
 		}
 	}
@@ -307,7 +222,7 @@ func TestReplayScrubsOldRecords(t *testing.T) {
 	if _, err := o.Do(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
-	if leak(dumpRedis(t, m), secret) == "" {
+	if secrettest.Leak(secrettest.DumpRedis(t, m), secret) == "" {
 		t.Fatal("setup: the record was stored without the secret")
 	}
 	c.Secrets = []string{secret}
