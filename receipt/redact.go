@@ -190,18 +190,24 @@ func escaped[T string | []byte](s T, from, i int) bool {
 
 // forms returns the forms of s that a Redactor searches for.
 func forms(s string) []string {
-	out := []string{s}
-	for m := range 16 {
-		f := string(appendJSON(nil, s, jsonStyle{html: m&1 != 0, slash: m&2 != 0, ascii: m&4 != 0, upper: m&8 != 0}))
-		out = append(out, f)
-		if f != s {
-			out = append(out,
-				string(appendJSON(nil, f, jsonStyle{html: true})),
-				string(appendJSON(nil, f, jsonStyle{html: true, slash: true})))
-		}
-	}
+	out := jsonForms(s)
 	if len(s) >= MinSecretLen {
 		out = append(out, base64Cores(s)...)
+	}
+	return out
+}
+
+// jsonForms returns s and its JSON string forms, escaped once and twice.
+func jsonForms(s string) []string {
+	out := []string{s}
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r >= utf8.RuneSelf || strings.ContainsRune(`"\/<>&`, r) }) {
+		return out // every JSON form is s itself
+	}
+	for m := range 16 {
+		f := string(appendJSON(nil, s, jsonStyle{html: m&1 != 0, slash: m&2 != 0, ascii: m&4 != 0, upper: m&8 != 0}))
+		out = append(out, f,
+			string(appendJSON(nil, f, jsonStyle{html: true})),
+			string(appendJSON(nil, f, jsonStyle{html: true, slash: true})))
 	}
 	return out
 }
