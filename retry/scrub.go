@@ -16,8 +16,9 @@ import (
 // headers) before the answer is stored or returned, so that a vendor which
 // echoes its request cannot hand a credential to the caller or to the store.
 //
-// Secrets returns every credential value the Target sends, each at least
-// receipt.MinSecretLen bytes long; empty strings are ignored. It must be
+// Secrets returns every credential value the Target sends; empty strings
+// are ignored. Each must be at least receipt.MinSecretLen bytes long, else
+// Do refuses the call before its claim (receipt.ErrShortSecret). It must be
 // safe for concurrent use.
 type SecretHolder interface {
 	Target
