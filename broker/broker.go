@@ -36,6 +36,11 @@ type Call struct {
 // sending (bad routing, bad arguments) is before_send with an error that
 // unwraps to one of this package's sentinels.
 //
+// A Broker that sends credentials should also have a method
+// Secrets() []string returning them, each at least receipt.MinSecretLen
+// bytes long: Target reports them to the orchestrator, which scrubs them from
+// the broker's answers (DESIGN.md section 8).
+//
 // Route validates routing fields without sending anything and returns the
 // non-secret dispatch facts the claim pins. Call it when the tool is
 // configured, so that bad routing fails at load time, and use its Route for
@@ -48,20 +53,40 @@ type Broker interface {
 // Target adapts b to the orchestrator: each Send becomes one Dispatch of tool
 // with a copy of routing taken now. Send refuses (before_send) an Attempt
 // whose Spec fails ValidateSpec, and it never passes the Attempt's key on.
+//
+// The Target is a retry.SecretHolder: its Secrets are b's when b has a
+// method Secrets() []string (both adapters do), so that the orchestrator
+// scrubs the broker's key from every answer; else none.
 func Target(b Broker, tool string, routing map[string]string) retry.Target {
-	routing = maps.Clone(routing)
-	return retry.TargetFunc(func(ctx context.Context, a retry.Attempt) retry.Result {
-		if err := ValidateSpec(a.Spec); err != nil {
-			return Refused(err)
-		}
-		return b.Dispatch(ctx, Call{
-			Tool:      tool,
-			Arguments: a.Arguments,
-			Routing:   maps.Clone(routing),
-			Attempt:   a.Number,
-		})
+	return &target{b: b, tool: tool, routing: maps.Clone(routing)}
+}
+
+type target struct {
+	b       Broker
+	tool    string
+	routing map[string]string
+}
+
+func (t *target) Send(ctx context.Context, a retry.Attempt) retry.Result {
+	if err := ValidateSpec(a.Spec); err != nil {
+		return Refused(err)
+	}
+	return t.b.Dispatch(ctx, Call{
+		Tool:      t.tool,
+		Arguments: a.Arguments,
+		Routing:   maps.Clone(t.routing),
+		Attempt:   a.Number,
 	})
 }
+
+func (t *target) Secrets() []string {
+	if h, ok := t.b.(interface{ Secrets() []string }); ok {
+		return h.Secrets()
+	}
+	return nil
+}
+
+var _ retry.SecretHolder = (*target)(nil)
 
 // ValidateSpec reports whether spec may be dispatched through a broker: its
 // route must be "federated" and its binding "unsupported" (or absent), so

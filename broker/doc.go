@@ -52,7 +52,12 @@
 //   - Configuration errors are reported all at once (errors.Join of
 //     *FieldError). No error quotes a secret, and none quotes a base URL,
 //     which could carry credentials in its path. Config types redact their
-//     secret in String, GoString and LogValue.
+//     secret in String, GoString and LogValue. A secret shorter than
+//     receipt.MinSecretLen is refused (receipt.ErrShortSecret).
+//   - The broker's key never comes back: each adapter reports it (a
+//     Secrets method) and Target passes it on as a retry.SecretHolder, so
+//     the orchestrator scrubs it from the answer a broker or its tool echoes
+//     before the answer is stored or returned.
 //   - Adapters use their own zero retry.Executor unless given one; sharing
 //     the gateway's Executor shares its limits and keep-alive pool.
 package broker

@@ -52,7 +52,8 @@ type FieldError struct {
 	// Msg says what is wrong.
 	Msg string
 	// Err is the sentinel: ErrRetriesEnabled, ErrAsync, ErrInvalidConfig or
-	// ErrInvalidRouting.
+	// ErrInvalidRouting. A secret shorter than receipt.MinSecretLen matches
+	// both ErrInvalidConfig and receipt.ErrShortSecret.
 	Err error
 }
 

@@ -4,7 +4,10 @@
 //
 // A receipt is built by the retry orchestrator from the claim record; this
 // package only defines its shape and its stable JSON encoding, so that it can
-// be imported by code that merely reads receipts.
+// be imported by code that merely reads receipts. Its Redactor replaces a
+// route's secrets in every form a vendor's echo may hold them (raw,
+// JSON-escaped, base64), in log text and in a vendor's answer before it is
+// stored or returned (DESIGN.md section 8).
 //
 // The JSON encoding embeds the Go field order: embedded-struct promotion
 // keeps idempotency_key first and finalized_at last. created_at and

@@ -2,7 +2,6 @@ package receipt
 
 import (
 	"encoding/json"
-	"strings"
 	"time"
 )
 
@@ -74,31 +73,4 @@ func formatTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(timeLayout)
-}
-
-// Redactor replaces known secret values in text meant for logs and errors.
-// The zero Redactor changes nothing.
-type Redactor struct{ r *strings.Replacer }
-
-// NewRedactor returns a Redactor for the given secrets; empty values are
-// ignored.
-func NewRedactor(secrets ...string) Redactor {
-	var pairs []string
-	for _, s := range secrets {
-		if s != "" {
-			pairs = append(pairs, s, "[redacted]")
-		}
-	}
-	if len(pairs) == 0 {
-		return Redactor{}
-	}
-	return Redactor{r: strings.NewReplacer(pairs...)}
-}
-
-// String returns s with every secret replaced by "[redacted]".
-func (r Redactor) String(s string) string {
-	if r.r == nil {
-		return s
-	}
-	return r.r.Replace(s)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/obol-gateway/obol/broker/nango"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -253,6 +254,12 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 		v, ok := getenv(name)
 		if !ok || v == "" {
 			bad("%s.secret_env: environment variable %s is not set", where, name)
+			return ""
+		}
+		if receipt.CheckSecret(v) != nil {
+			// Vendor answers are scrubbed of every secret; a shorter one
+			// could not be replaced without corrupting them.
+			bad("%s.secret_env: environment variable %s holds fewer than %d bytes", where, name, receipt.MinSecretLen)
 			return ""
 		}
 		c.secrets = append(c.secrets, v)
@@ -500,6 +507,8 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig,
 	}
 	target := &retry.HTTPTarget{Executor: exec, Method: method, URL: strings.TrimSuffix(base.String(), "/") + path}
 	if s := secrets[connID]; s != "" {
+		// The target reports this credential (retry.SecretHolder), so the
+		// orchestrator scrubs it from every answer the vendor echoes it in.
 		target.Header = http.Header{"Authorization": {"Bearer " + s}}
 	}
 	t.Connection = connID

@@ -58,7 +58,26 @@
 // checks.
 //
 // Hooks (OnClaim, OnAttempt, OnStoreError) are function fields so a gateway
-// can log and count; they receive no secret.
+// can log and count. Their errors hold no secret; OnAttempt's Result carries
+// the vendor's body and headers as received, so log its Phase, Status and
+// Err only.
+//
+// # Secrets never come back
+//
+// A vendor may echo its request, credentials included. Before a vendor's
+// answer is stored (finalize) or returned (fresh or replayed), every secret
+// of the call is replaced by receipt.Redacted in the body and in the kept
+// headers, raw, JSON-escaped and inside base64 (see receipt.Redactor). The
+// secrets are Call.Secrets and, when the Target is a SecretHolder, its
+// Secrets: HTTPTarget reports the credentials of its Authorization,
+// Proxy-Authorization and X-Api-Key headers and of its URL's userinfo, and
+// the broker adapters their keys. Call.Secrets exists for a TargetFunc,
+// which has no method to report them, and for credentials that travel where
+// HTTPTarget does not look (a query, the body). A secret shorter than
+// receipt.MinSecretLen bytes is refused before the claim (an error wrapping
+// receipt.ErrShortSecret, naming where it came from): it could not be
+// replaced without corrupting answers. Replays are scrubbed too, so a record
+// stored before a secret was known comes back clean.
 //
 // # Executor
 //

@@ -18,7 +18,8 @@ type HTTPTarget struct {
 	URL string
 	// Header is sent with every attempt, for example the connection's
 	// Authorization. It may hold secrets: nothing of it reaches a receipt,
-	// a stored result or an error.
+	// a stored result or an error, and the credentials Secrets finds in it
+	// are scrubbed from the vendor's answer.
 	Header http.Header
 }
 

@@ -45,7 +45,8 @@ type Orchestrator struct {
 	// OnClaim, if non-nil, is called with every claim's answer.
 	OnClaim func(call *Call, status idempotency.ClaimStatus)
 	// OnAttempt, if non-nil, is called after every attempt with what the
-	// wire showed.
+	// wire showed. res's Body and Header are the vendor's as received, not
+	// yet scrubbed of the call's secrets: do not log them.
 	OnAttempt func(call *Call, number int, res Result, elapsed time.Duration)
 	// OnStoreError, if non-nil, is called with every store error (after
 	// which the orchestrator either re-sends the same operation or fails closed).
@@ -66,7 +67,14 @@ type Call struct {
 	// pinned by the claim.
 	Route idempotency.Route
 	// Target sends one attempt. Required, even for a call that will replay.
+	// If it is a SecretHolder, its Secrets are scrubbed from the answer.
 	Target Target
+	// Secrets are scrubbed from the vendor's answer (body and kept headers)
+	// before it is stored or returned, with those the Target reports as a
+	// SecretHolder: for credentials a TargetFunc sends, or that travel in a
+	// query or body. Each must be at least receipt.MinSecretLen bytes long.
+	// If nil, only the Target's.
+	Secrets []string
 	// Ticket resumes a call held for approval. The ticket carries its key: a
 	// minted Key is replaced by the ticket's, a supplied Key that differs is
 	// ErrApprovalKeyMismatch.
@@ -103,6 +111,9 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	}
 	if !call.Spec.Validated() {
 		return Outcome{}, fmt.Errorf("retry: Call.Spec: %w", effectspec.ErrUnvalidated)
+	}
+	if _, err := secrets(&call); err != nil {
+		return Outcome{}, err
 	}
 	if err := o.Policy.Check(call.Spec); err != nil {
 		return Outcome{}, err
@@ -153,6 +164,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	switch claim.Status {
 	case idempotency.StatusClaimed:
 	case idempotency.StatusReplay:
+		claim.Record = scrubbedRecord(&call, claim.Record) // also records stored before scrubbing existed
 		return o.outcome(&call, hash, *claim.Record, true), nil
 	case idempotency.StatusHeld:
 		out := o.outcome(&call, hash, idempotency.Record{State: idempotency.StateHeld, KeySource: call.KeySource,
@@ -270,6 +282,7 @@ func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, to
 			state = idempotency.StateDefinitelyRejected
 		}
 		stored = &idempotency.StoredResult{Status: res.Status, Header: safeHeaders(res.Header), Body: res.Body, BodyDropped: res.Truncated}
+		stored = scrubbed(call, stored)
 	}
 	freq := idempotency.FinalizeRequest{Scope: call.Scope, Key: call.Key, Token: token, Outcome: state, Result: stored, OpID: idempotency.NewOpID()}
 	// The finalize has the rest of the lease, and at least the margin.

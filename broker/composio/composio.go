@@ -16,6 +16,7 @@ import (
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -106,6 +107,10 @@ func New(cfg Config) (*Broker, error) {
 		bad("APIKey", "required (read it from the environment)")
 	case !visibleASCII(cfg.APIKey):
 		bad("APIKey", "must be printable ASCII without spaces")
+	case receipt.CheckSecret(cfg.APIKey) != nil:
+		errs = append(errs, &broker.FieldError{Broker: Kind, Field: "APIKey",
+			Msg: fmt.Sprintf("must be at least %d bytes: a shorter one cannot be scrubbed from answers", receipt.MinSecretLen),
+			Err: fmt.Errorf("%w: %w", broker.ErrInvalidConfig, receipt.ErrShortSecret)})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -116,6 +121,10 @@ func New(cfg Config) (*Broker, error) {
 	}
 	return &Broker{base: base, apiKey: cfg.APIKey, exec: exec}, nil
 }
+
+// Secrets returns the API key, the one credential the Broker sends, so that
+// it is scrubbed from every answer (broker.Target reports it).
+func (b *Broker) Secrets() []string { return []string{b.apiKey} }
 
 type route struct {
 	slug, account, user string

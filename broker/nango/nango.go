@@ -17,6 +17,7 @@ import (
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -124,6 +125,9 @@ func New(cfg Config) (*Broker, error) {
 		bad("Secret", "required (read it from the environment)", broker.ErrInvalidConfig)
 	case !visibleASCII(cfg.Secret):
 		bad("Secret", "must be printable ASCII without spaces", broker.ErrInvalidConfig)
+	case receipt.CheckSecret(cfg.Secret) != nil:
+		bad("Secret", fmt.Sprintf("must be at least %d bytes: a shorter one cannot be scrubbed from answers", receipt.MinSecretLen),
+			fmt.Errorf("%w: %w", broker.ErrInvalidConfig, receipt.ErrShortSecret))
 	}
 	if cfg.Retries != 0 {
 		bad("Retries", fmt.Sprintf("is %d, must be 0: the gateway owns every retry", cfg.Retries), broker.ErrRetriesEnabled)
@@ -150,6 +154,10 @@ func New(cfg Config) (*Broker, error) {
 	}
 	return &Broker{base: base, secret: cfg.Secret, exec: exec}, nil
 }
+
+// Secrets returns the Nango secret key, the one credential the Broker sends,
+// so that it is scrubbed from every answer (broker.Target reports it).
+func (b *Broker) Secrets() []string { return []string{b.secret} }
 
 // route is a validated set of routing fields.
 type route struct {
