@@ -318,6 +318,26 @@ func (a answer) wantOutcome(t *testing.T, outcome string, replayed bool) {
 	}
 }
 
+// sent counts v's requests at path for ws_one's call of tool with clientKey,
+// by the vendor_key its receipt shows (DESIGN.md section 5a), after checking
+// that the client's key itself never reached the vendor. A call with no
+// record counts 0.
+func (p *proc) sent(t *testing.T, v *testVendor, tool, path, clientKey string) int {
+	t.Helper()
+	if n := v.count(path, clientKey); n != 0 {
+		t.Errorf("%s: the vendor received the client's key %d times", path, n)
+	}
+	code, m := p.post(t, "GET", "/v1/receipts/"+clientKey+"?tool="+tool, e2eKeyOne, "")
+	if code == 404 {
+		return 0
+	}
+	vk, _ := m["vendor_key"].(string)
+	if code != 200 || vk == "" || vk == clientKey {
+		t.Fatalf("receipt of %s: %d %v; want a vendor_key other than the client's key", clientKey, code, m)
+	}
+	return v.count(path, vk)
+}
+
 // post sends a /v1 request and decodes the JSON answer.
 func (p *proc) post(t *testing.T, method, path, bearer, body string) (int, map[string]any) {
 	t.Helper()
@@ -386,7 +406,7 @@ func TestEndToEnd(t *testing.T) {
 		if again.text != first.text || again.rc.AttemptCount != 1 || again.rc.RequestHash != first.rc.RequestHash {
 			t.Errorf("replay differs: %q vs %q, receipt %+v", again.text, first.text, again.rc)
 		}
-		if n := vendor.count("/charge", k1); n != 1 {
+		if n := p.sent(t, vendor, "pay.charge", "/charge", k1); n != 1 {
 			t.Errorf("vendor saw %d requests for the key, want 1", n)
 		}
 	})
@@ -394,7 +414,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("request_mismatch", func(t *testing.T) {
 		s := p.session(t, e2eKeyOne, k1)
 		call(t, s, "pay.charge", map[string]any{"amount": 999, "currency": "usd"}, "").wantRefusal(t, "request_mismatch", 422)
-		if n := vendor.count("/charge", k1); n != 1 {
+		if n := p.sent(t, vendor, "pay.charge", "/charge", k1); n != 1 {
 			t.Errorf("vendor saw %d requests for the key, want 1", n)
 		}
 	})
@@ -442,7 +462,7 @@ func TestEndToEnd(t *testing.T) {
 		s := p.session(t, e2eKeyOne, "")
 		a := call(t, s, "pay.charge", map[string]any{"amount": 5}, "")
 		a.wantOutcome(t, "accepted", false)
-		if _, err := idempotency.ParseKey(a.key); err != nil || a.rc.KeySource != "minted" || vendor.count("/charge", a.key) != 1 {
+		if _, err := idempotency.ParseKey(a.key); err != nil || a.rc.KeySource != "minted" || p.sent(t, vendor, "pay.charge", "/charge", a.key) != 1 {
 			t.Errorf("minted key %q source %s", a.key, a.rc.KeySource)
 		}
 	})
@@ -482,7 +502,7 @@ func TestEndToEnd(t *testing.T) {
 		if fresh != 1 || fresh+replays+inProgress != 16 {
 			t.Errorf("fresh %d, replays %d, in_progress %d", fresh, replays, inProgress)
 		}
-		if n := vendor.count("/slow", k); n != 1 {
+		if n := p.sent(t, vendor, "pay.slow", "/slow", k); n != 1 {
 			t.Errorf("vendor saw %d requests for the key, want 1", n)
 		}
 		t.Logf("fresh %d, replays %d, in_progress %d", fresh, replays, inProgress)
@@ -525,7 +545,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("resume: key %s receipt %+v", done.key, done.rc)
 		}
 		call(t, s, "pay.refund", refund, held.ticket).wantOutcome(t, "accepted", true)
-		if n := vendor.count("/refund", k); n != 1 || vendor.count("/refund", "") != 1 {
+		if n := p.sent(t, vendor, "pay.refund", "/refund", k); n != 1 || vendor.count("/refund", "") != 1 {
 			t.Errorf("vendor saw %d refunds for the key (%d in all), want 1", n, vendor.count("/refund", ""))
 		}
 		// Deny after approve is refused; the record is untouched.
@@ -542,7 +562,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("deny: %d %v", code, m)
 		}
 		call(t, s, "pay.refund", map[string]any{"amount": 1}, held.ticket).wantRefusal(t, "denied", 403)
-		if n := vendor.count("/refund", k); n != 0 {
+		if n := p.sent(t, vendor, "pay.refund", "/refund", k); n != 0 {
 			t.Errorf("vendor saw %d requests for a denied call", n)
 		}
 	})
@@ -569,7 +589,7 @@ func TestEndToEnd(t *testing.T) {
 		s := p.session(t, e2eKeyOne, k)
 		first := call(t, s, "cap.mail", mail, "")
 		first.wantOutcome(t, "accepted", false)
-		if first.rc.Tool != "cap.mail" || first.rc.Route.Connection != "conn_v" || vendor.count("/mail-a", k) != 1 {
+		if first.rc.Tool != "cap.mail" || first.rc.Route.Connection != "conn_v" || p.sent(t, vendor, "cap.mail", "/mail-a", k) != 1 {
 			t.Fatalf("first: %+v", first.rc)
 		}
 		if code, m := p.post(t, "POST", "/v1/capabilities/cap.mail/pin", e2eKeyAdmin, `{"provider": "mail.b"}`); code != 200 || m["pin"] != "mail.b" {
@@ -582,7 +602,7 @@ func TestEndToEnd(t *testing.T) {
 		// A new key goes to the new provider, with the key in the body.
 		k2 := idempotency.NewKey().String()
 		call(t, p.session(t, e2eKeyOne, k2), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
-		if n := vendor.count("/mail-b", k2); n != 1 {
+		if n := p.sent(t, vendor, "cap.mail", "/mail-b", k2); n != 1 {
 			t.Errorf("new provider saw %d requests for a new key", n)
 		}
 		// Each receipt names the provider that served it (mail.a propagates
@@ -701,7 +721,7 @@ func TestEndToEndClusterTwoGateways(t *testing.T) {
 	call(t, gw[0].session(t, e2eKeyOne, k), "pay.charge", charge, "").wantOutcome(t, "accepted", false)
 	call(t, gw[1].session(t, e2eKeyOne, k), "pay.charge", charge, "").wantOutcome(t, "accepted", true)
 	call(t, gw[1].session(t, e2eKeyOne, k), "pay.charge", map[string]any{"amount": 43}, "").wantRefusal(t, "request_mismatch", 422)
-	if n := vendor.count("/charge", k); n != 1 {
+	if n := gw[0].sent(t, vendor, "pay.charge", "/charge", k); n != 1 {
 		t.Errorf("vendor saw %d requests, want 1", n)
 	}
 
@@ -731,7 +751,7 @@ func TestEndToEndClusterTwoGateways(t *testing.T) {
 			t.Errorf("unexpected answer %+v %v", a.rc, a.err)
 		}
 	}
-	if n := vendor.count("/slow", k2); n != 1 || fresh != 1 {
+	if n := gw[0].sent(t, vendor, "pay.slow", "/slow", k2); n != 1 || fresh != 1 {
 		t.Errorf("vendor saw %d requests, %d fresh answers; want 1 and 1", n, fresh)
 	}
 	// A receipt is readable through either gateway.
@@ -748,12 +768,12 @@ func TestEndToEndClusterTwoGateways(t *testing.T) {
 	}
 	k4 := idempotency.NewKey().String()
 	call(t, gw[1].session(t, e2eKeyOne, k4), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
-	if n := vendor.count("/mail-b", k4); n != 1 {
+	if n := gw[0].sent(t, vendor, "cap.mail", "/mail-b", k4); n != 1 {
 		t.Errorf("a new key through gateway 1: mail.b saw %d requests, want 1", n)
 	}
 	for i, g := range gw {
 		call(t, g.session(t, e2eKeyOne, k3), "cap.mail", mail, "").wantRefusal(t, "destination_conflict", 409)
-		if na, nb := vendor.count("/mail-a", k3), vendor.count("/mail-b", k3); na != 1 || nb != 0 {
+		if na, nb := gw[0].sent(t, vendor, "cap.mail", "/mail-a", k3), gw[0].sent(t, vendor, "cap.mail", "/mail-b", k3); na != 1 || nb != 0 {
 			t.Errorf("existing key through gateway %d: mail.a %d, mail.b %d requests; want 1 and 0", i, na, nb)
 		}
 	}
@@ -771,7 +791,7 @@ func TestEndToEndClusterTwoGateways(t *testing.T) {
 	restarted := startRefserver(t, bin, "-config", cfgPath, "-redis", seeds)
 	k5 := idempotency.NewKey().String()
 	call(t, restarted.session(t, e2eKeyOne, k5), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
-	if na, nb := vendor.count("/mail-a", k5), vendor.count("/mail-b", k5); na != 0 || nb != 1 {
+	if na, nb := restarted.sent(t, vendor, "cap.mail", "/mail-a", k5), restarted.sent(t, vendor, "cap.mail", "/mail-b", k5); na != 0 || nb != 1 {
 		t.Errorf("after a restart: mail.a %d, mail.b %d requests; want 0 and 1", na, nb)
 	}
 	if !strings.Contains(restarted.stderr.String(), "capability pin kept from the store") {

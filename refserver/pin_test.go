@@ -54,7 +54,7 @@ func TestPinSharedBetweenGateways(t *testing.T) {
 
 	k := idempotency.NewKey().String()
 	call(t, newSession(t, b.base, e2eKeyOne, k), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
-	if n := vendor.count("/mail-a", k); n != 1 {
+	if n := b.sent(t, vendor, "cap.mail", "/mail-a", k); n != 1 {
 		t.Fatalf("configured provider saw %d requests, want 1", n)
 	}
 	if v, _ := mr.Get("e2e:pin:cap.mail"); v != "mail.a" {
@@ -71,14 +71,14 @@ func TestPinSharedBetweenGateways(t *testing.T) {
 
 	k2 := idempotency.NewKey().String()
 	call(t, newSession(t, b.base, e2eKeyOne, k2), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
-	if na, nb := vendor.count("/mail-a", k2), vendor.count("/mail-b", k2); na != 0 || nb != 1 {
+	if na, nb := b.sent(t, vendor, "cap.mail", "/mail-a", k2), b.sent(t, vendor, "cap.mail", "/mail-b", k2); na != 0 || nb != 1 {
 		t.Errorf("a new key through B: mail.a saw %d, mail.b saw %d; want 0 and 1", na, nb)
 	}
 	for _, g := range []*proc{a, b} {
 		call(t, newSession(t, g.base, e2eKeyOne, k), "cap.mail", mail, "").wantRefusal(t, "destination_conflict", 409)
 	}
-	if n := vendor.count("/mail-b", k); n != 0 || vendor.count("/mail-a", k) != 1 {
-		t.Errorf("the existing key was dispatched again (mail.b %d, mail.a %d)", n, vendor.count("/mail-a", k))
+	if n := b.sent(t, vendor, "cap.mail", "/mail-b", k); n != 0 || b.sent(t, vendor, "cap.mail", "/mail-a", k) != 1 {
+		t.Errorf("the existing key was dispatched again (mail.b %d, mail.a %d)", n, b.sent(t, vendor, "cap.mail", "/mail-a", k))
 	}
 
 	// A restart: a new gateway with the same configuration (pin mail.a).
@@ -88,7 +88,7 @@ func TestPinSharedBetweenGateways(t *testing.T) {
 	}
 	k3 := idempotency.NewKey().String()
 	call(t, newSession(t, c.base, e2eKeyOne, k3), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
-	if n := vendor.count("/mail-b", k3); n != 1 {
+	if n := b.sent(t, vendor, "cap.mail", "/mail-b", k3); n != 1 {
 		t.Errorf("restarted gateway: mail.b saw %d requests, want 1", n)
 	}
 	// Its receipt of the first key still names the provider that served it.
@@ -143,7 +143,7 @@ func TestPinFailsClosed(t *testing.T) {
 	mr.Del("e2e:pin:cap.mail")
 	k2 := idempotency.NewKey().String()
 	call(t, newSession(t, g.base, e2eKeyOne, k2), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
-	if n := vendor.count("/mail-a", k2); n != 1 {
+	if n := g.sent(t, vendor, "cap.mail", "/mail-a", k2); n != 1 {
 		t.Errorf("without a stored pin: mail.a saw %d requests, want the configured pin", n)
 	}
 }
