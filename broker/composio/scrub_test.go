@@ -66,6 +66,7 @@ func TestEchoedAPIKeyIsScrubbed(t *testing.T) {
 		Target:    broker.Target(b, "github.create_issue", routing()),
 	}
 	c.Spec.Effect = effectspec.EffectWrite
+	c.Spec = effectspec.MustNew(c.Spec)
 	o := &retry.Orchestrator{Store: st, Lease: 5 * time.Second, Policy: effectspec.Policy{AllowUnsupportedWrites: true}}
 	out, err := o.Do(context.Background(), c)
 	if err != nil || out.Receipt.Outcome != receipt.Accepted || keys.Load() != 1 {

@@ -73,8 +73,8 @@ func TestEchoedSecretIsScrubbed(t *testing.T) {
 				Scope: idempotency.Scope{Workspace: "ws_acme", Connection: "nango", Tool: "gh.create_issue"},
 				Key:   idempotency.NewKey(), KeySource: idempotency.KeyMinted,
 				Arguments: []byte(`{"title":"bug"}`),
-				Spec: effectspec.Spec{Tool: "gh.create_issue", Effect: effectspec.EffectWrite, Route: effectspec.RouteFederated,
-					Idempotency: effectspec.Binding{Kind: effectspec.BindingUnsupported}, Status: effectspec.Statuses{Accepted: []int{200}}},
+				Spec: effectspec.MustNew(effectspec.Spec{Tool: "gh.create_issue", Effect: effectspec.EffectWrite, Route: effectspec.RouteFederated,
+					Idempotency: effectspec.Binding{Kind: effectspec.BindingUnsupported}, Status: effectspec.Statuses{Accepted: []int{200}}}),
 				Route:  route,
 				Target: broker.Target(b, "gh.create_issue", routing),
 			}
