@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/receipt"
@@ -115,7 +116,7 @@ func scrubbed(call *Call, res *idempotency.StoredResult) *idempotency.StoredResu
 	if len(s) == 0 {
 		return res
 	}
-	red := receipt.NewRedactor(s...)
+	red := redactorFor(s)
 	var hdr http.Header // a clone, made at the first change
 	for k, vs := range res.Header {
 		for i, v := range vs {
@@ -137,6 +138,36 @@ func scrubbed(call *Call, res *idempotency.StoredResult) *idempotency.StoredResu
 		out.Header = hdr
 	}
 	return &out
+}
+
+// redactors caches a Redactor per set of secrets: building one costs
+// microseconds, and a gateway sends the same few credential sets on every
+// call. Bounded, since Call.Secrets may vary per call.
+var redactors struct {
+	sync.Mutex
+	m map[string]receipt.Redactor
+}
+
+const maxCachedRedactors = 256
+
+func redactorFor(secrets []string) receipt.Redactor {
+	id := strings.Join(secrets, "\x00")
+	redactors.Lock()
+	r, ok := redactors.m[id]
+	redactors.Unlock()
+	if ok {
+		return r
+	}
+	r = receipt.NewRedactor(secrets...)
+	redactors.Lock()
+	if redactors.m == nil {
+		redactors.m = make(map[string]receipt.Redactor)
+	}
+	if len(redactors.m) < maxCachedRedactors {
+		redactors.m[id] = r
+	}
+	redactors.Unlock()
+	return r
 }
 
 // scrubbedRecord is rec with its result scrubbed: rec itself when nothing
