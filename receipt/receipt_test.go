@@ -25,6 +25,7 @@ func sample() receipt.Receipt {
 		Route:          receipt.Route{Connection: "conn_stripe", Provider: "stripe", Fingerprint: "sha256:0f"},
 		Binding:        "header",
 		Propagation:    "header",
+		VendorKey:      "idt_9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d",
 		AttemptCount:   1,
 		Outcome:        receipt.Accepted,
 		Status:         201,
