@@ -3,6 +3,7 @@ package retry
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 )
 
@@ -25,8 +26,10 @@ type HTTPTarget struct {
 
 var sharedExecutor Executor
 
-// Send propagates the key and makes exactly one attempt. A propagation
-// failure is BeforeSend: nothing was written.
+// Send propagates the key and makes exactly one attempt. A request that
+// cannot be built (the key cannot be written at the pointer, a URL that does
+// not parse) is BeforeSend with ErrInvalidRequest: it fails the same way
+// every time, so it is never retried, and nothing was written.
 func (t *HTTPTarget) Send(ctx context.Context, a Attempt) Result {
 	body := []byte(a.Arguments)
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -39,7 +42,7 @@ func (t *HTTPTarget) Send(ctx context.Context, a Attempt) Result {
 	h.Set("Content-Type", "application/json")
 	body, _, err := a.Spec.Apply(h, body, a.Key.String())
 	if err != nil {
-		return Result{Phase: BeforeSend, Err: err}
+		return Result{Phase: BeforeSend, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
 	}
 	method := t.Method
 	if method == "" {
@@ -47,7 +50,7 @@ func (t *HTTPTarget) Send(ctx context.Context, a Attempt) Result {
 	}
 	req, err := http.NewRequestWithContext(ctx, method, t.URL, bytes.NewReader(body))
 	if err != nil {
-		return Result{Phase: BeforeSend, Err: newError(BeforeSend, "request", err)}
+		return Result{Phase: BeforeSend, Err: newError(BeforeSend, "request", fmt.Errorf("%w: %w", ErrInvalidRequest, err))}
 	}
 	req.Header = h
 	ex := t.Executor

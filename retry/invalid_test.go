@@ -1,0 +1,45 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// TestUnbuildableRequestIsNeverRetried: a body pointer that crosses a
+// string can never be written, so the request can never be built. It fails
+// the same way every time: one reservation, no second attempt, nothing sent.
+func TestUnbuildableRequestIsNeverRetried(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		v := newVendor(t, status(201))
+		var results []retry.Result
+		o := orch(b.open(t, 5*time.Second), 5*time.Second)
+		c := call(v.URL, spec(effectspec.BindingBodyPointer), idempotency.NewKey(), &retry.Executor{})
+		c.Arguments = []byte(`{"amount": 100, "meta": "not an object"}`)
+		tgt := c.Target
+		c.Target = retry.TargetFunc(func(ctx context.Context, a retry.Attempt) retry.Result {
+			res := tgt.Send(ctx, a)
+			results = append(results, res)
+			return res
+		})
+		out, err := o.Do(context.Background(), c)
+		if len(results) != 1 || results[0].Phase != retry.BeforeSend || !errors.Is(results[0].Err, retry.ErrInvalidRequest) {
+			t.Fatalf("attempts %+v: want one before_send attempt with ErrInvalidRequest", results)
+		}
+		if v.seen.Load() != 0 {
+			t.Fatalf("vendor saw %d requests", v.seen.Load())
+		}
+		if err == nil && out.Receipt.AttemptCount != 1 {
+			t.Fatalf("attempt_count %d, want 1 (an invalid request is never retried)", out.Receipt.AttemptCount)
+		}
+		if err == nil && out.Receipt.Outcome == receipt.Accepted {
+			t.Fatal("an unbuildable request was accepted")
+		}
+	})
+}
