@@ -268,8 +268,11 @@ func TestFrontKey(t *testing.T) {
 	})
 	t.Run("batch with one call", func(t *testing.T) {
 		r := callFront(t, s, with(goodKey), "["+callBody+","+listBody+"]")
-		if r.code != 200 || r.header.Get("Idempotency-Key") != goodKey {
-			t.Errorf("code %d header %q", r.code, r.header.Get("Idempotency-Key"))
+		if _, _, d := rpcRefusal(t, r.body); r.code != 400 || d.Reason != "invalid_request" || r.info != nil {
+			t.Errorf("code %d data %+v", r.code, d)
+		}
+		if r.header.Get("Idempotency-Key") != "" || strings.Contains(string(r.body), goodKey) {
+			t.Errorf("a batch got a key: header %q body %s", r.header.Get("Idempotency-Key"), r.body)
 		}
 	})
 	t.Run("body too large", func(t *testing.T) {
@@ -319,12 +322,16 @@ func TestFrontResume(t *testing.T) {
 		t.Errorf("another workspace's ticket: header %q", r.header.Get("Idempotency-Key"))
 	}
 
-	// Unknown and malformed tickets: a minted key; the handler refuses.
-	for _, id := range []string{"apt_99999999999999999999999999999999", "apt_nope"} {
-		r = callFront(t, s, acme, resumeBody(id))
-		if r.code != 200 || r.header.Get("Idempotency-Key") == goodKey || r.info.source != idempotency.KeyMinted {
-			t.Errorf("ticket %s: code %d header %q", id, r.code, r.header.Get("Idempotency-Key"))
-		}
+	// An unknown ticket: a minted key; the handler refuses.
+	r = callFront(t, s, acme, resumeBody("apt_99999999999999999999999999999999"))
+	if r.code != 200 || r.header.Get("Idempotency-Key") == goodKey || r.info.source != idempotency.KeyMinted {
+		t.Errorf("unknown ticket: code %d header %q", r.code, r.header.Get("Idempotency-Key"))
+	}
+	// A malformed ticket: refused at the front, with the minted key.
+	r = callFront(t, s, acme, resumeBody("apt_nope"))
+	if _, _, d := rpcRefusal(t, r.body); r.code != 400 || d.Reason != "invalid_request" || r.info != nil ||
+		r.header.Get("Idempotency-Key") == "" || d.IdempotencyKey != r.header.Get("Idempotency-Key") {
+		t.Errorf("malformed ticket: code %d header %q data %+v", r.code, r.header.Get("Idempotency-Key"), d)
 	}
 	for _, op := range st.ops() {
 		if op != "ticket" {
