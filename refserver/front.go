@@ -102,9 +102,12 @@ func invalidMessage(code int64, msg string) *frontError {
 // part of a message reaches a second parser with a repeat in it.
 func parseEnvelope(body []byte) (envelope, *frontError) {
 	var env envelope
+	// A repeated member is refused as a message: its answer never carries
+	// a key, whatever was read before.
+	repeated := invalidMessage(codeInvalidRequest, "invalid request: a member name occurs twice")
 	if err := strictjson.Check(body); err != nil {
 		if errors.Is(err, strictjson.ErrRepeated) {
-			return env, invalidMessage(codeInvalidRequest, "invalid request: a member name occurs twice")
+			return env, repeated
 		}
 		return env, invalidMessage(codeParseError, "parse error: the body is not one valid JSON value")
 	}
@@ -112,8 +115,11 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 		return env, invalidMessage(codeInvalidRequest, "invalid request: one JSON-RPC message per request; batches are not accepted")
 	}
 	msg, err := strictjson.Object(body)
+	if errors.Is(err, strictjson.ErrRepeated) {
+		return env, repeated
+	}
 	if err != nil {
-		return env, invalidMessage(codeInvalidRequest, "invalid request: the message must be a JSON object without repeated member names")
+		return env, invalidMessage(codeInvalidRequest, "invalid request: the message must be a JSON object")
 	}
 	for name := range msg {
 		switch name {
@@ -160,13 +166,20 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 		return env, nil
 	}
 	params, err := strictjson.Object(raw)
+	if errors.Is(err, strictjson.ErrRepeated) {
+		return env, repeated
+	}
 	if err != nil {
-		return bad("invalid_request", "invalid params: params must be a JSON object without repeated member names")
+		return bad("invalid_request", "invalid params: params must be a JSON object")
 	}
 	var meta map[string]json.RawMessage
 	if rawMeta, ok := params["_meta"]; ok {
-		if meta, err = strictjson.Object(rawMeta); err != nil {
-			return bad("invalid_request", "invalid params: _meta must be a JSON object without repeated member names")
+		meta, err = strictjson.Object(rawMeta)
+		if errors.Is(err, strictjson.ErrRepeated) {
+			return env, repeated
+		}
+		if err != nil {
+			return bad("invalid_request", "invalid params: _meta must be a JSON object")
 		}
 	}
 	if !env.call {
