@@ -123,23 +123,7 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 // handler routes every endpoint.
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-		Stateless:           true,
-		JSONResponse:        true,
-		MaxRequestBodyBytes: maxBodyBytes,
-		Logger:              s.sdkLog,
-	})
-	// The SDK attaches the TokenInfo of this middleware to every request it
-	// hands a tool handler: that is how the call's workspace and effective key
-	// reach the handler.
-	bearer := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
-		ci, ok := ctx.Value(callInfoKey{}).(*callInfo)
-		if !ok {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{UserID: ci.workspace, Extra: map[string]any{tokenExtraCall: ci}}, nil
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	mux.Handle("/mcp", s.mcpFront(bearer(sdk)))
+	mux.Handle("/mcp", s.mcpHandler(s.mcp))
 	// Every admin endpoint runs under the store bound: a Redis that is down
 	// answers 503 store_unavailable in time, never a request that hangs.
 	mux.Handle("POST /v1/approvals/{ticket}/approve", s.bounded(s.handleDecide(true)))
@@ -149,6 +133,30 @@ func (s *server) handler() http.Handler {
 	mux.Handle("GET /healthz", s.bounded(http.HandlerFunc(s.handleHealth)))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// mcpHandler serves m on POST /mcp behind the front.
+func (s *server) mcpHandler(m *mcp.Server) http.Handler {
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		JSONResponse:        true,
+		MaxRequestBodyBytes: maxBodyBytes,
+		Logger:              s.sdkLog,
+	})
+	// The front is the one place that maps an API key to a workspace (it
+	// must answer 401 as a JSON-RPC error and refuse a repeated
+	// Authorization field, which the SDK's middleware would not). This
+	// verifier only hands the front's result to the SDK, which attaches it
+	// to every request it gives a tool handler: that is how the call's
+	// workspace and effective key reach the handler.
+	bearer := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		ci, ok := ctx.Value(callInfoKey{}).(*callInfo)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: ci.workspace, Extra: map[string]any{tokenExtraCall: ci}}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+	return s.mcpFront(bearer(sdk))
 }
 
 func (s *server) newMCPServer() *mcp.Server {

@@ -446,3 +446,47 @@ func TestOtherMethodsOnMCP(t *testing.T) {
 		}
 	}
 }
+
+// TestClientBasicsThroughFront: the official client still connects, lists
+// tools and calls through the
+// strict front and the answer rewriting; a notification is answered 202
+// with no body.
+func TestClientBasicsThroughFront(t *testing.T) {
+	mr := miniredis.RunT(t)
+	vendor := newGateVendor(t)
+	p := gateway(t, mr, vendor.URL)
+	s, hr := recordingSession(t, p.base, e2eKeyOne, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// (The client's Ping is not used: go-sdk v1.8.0's client sends ping
+	// without the _meta that its own server requires under protocol
+	// 2026-07-28. A raw ping is below.)
+	tools, err := s.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools/list: %v", err)
+	}
+	a := callRaw(t, s, &mcp.CallToolParams{Name: "pay.charge", Arguments: map[string]any{"amount": 1}})
+	a.wantOutcomeRaw(t)
+	if hr.last(t).Get("Idempotency-Key") == "" {
+		t.Error("no key on the result")
+	}
+	// The 2025 handshake, by hand: initialize, then the notification.
+	resp, b := rawPost(t, p.base, http.MethodPost, e2eKeyOne, "",
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"protocolVersion":"2025-06-18"`)) {
+		t.Errorf("initialize: %d %s", resp.StatusCode, b)
+	}
+	resp, b = rawPost(t, p.base, http.MethodPost, e2eKeyOne, "", `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if resp.StatusCode != http.StatusAccepted || len(b) != 0 || resp.Header.Get("Idempotency-Key") != "" {
+		t.Errorf("notification: %d %q", resp.StatusCode, b)
+	}
+	// An id that is a string comes back as the same string.
+	resp, b = rawPost(t, p.base, http.MethodPost, e2eKeyOne, "", `{"jsonrpc":"2.0","id":"a\u0062","method":"ping"}`)
+	var pong struct {
+		ID     string          `json:"id"`
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(b, &pong); err != nil || resp.StatusCode != 200 || pong.ID != "ab" || pong.Result == nil {
+		t.Errorf("ping with a string id: %d %s", resp.StatusCode, b)
+	}
+}
