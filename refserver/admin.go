@@ -6,10 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/internal/strictjson"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -173,9 +171,8 @@ func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req pinRequest
-	if err := strictjson.Decode(body, &req); err != nil {
-		s.restRefuse(w, refusal{"invalid_request", http.StatusBadRequest,
-			`body must be {"provider": "tool.name"}: ` + strings.TrimPrefix(err.Error(), "strictjson: ")})
+	if err := decodeStrict(body, &req); err != nil {
+		s.restRefuse(w, refusal{"invalid_request", http.StatusBadRequest, `body must be {"provider": "tool.name"}: ` + err.Error()})
 		return
 	}
 	found := false

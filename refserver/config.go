@@ -20,7 +20,6 @@ import (
 	"github.com/obol-gateway/obol/broker/nango"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/internal/strictjson"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -127,13 +126,13 @@ func loadConfig(data []byte, getenv func(string) (string, bool), exec *retry.Exe
 	if len(data) > maxConfigBytes {
 		return nil, &configError{[]string{fmt.Sprintf("file larger than %d bytes", maxConfigBytes)}}
 	}
-	// encoding/json alone would accept a repeated member (the last wins), a
-	// name in another case ("WORKSPACES" for "workspaces") and unknown
-	// members nested in known ones; strictjson refuses them all at every
-	// depth, naming the path, never a value.
+	// encoding/json alone would accept a repeated member (the last wins)
+	// and a name in another case ("WORKSPACES" matches "workspaces", so the
+	// two merge); decodeStrict refuses both at every depth, and unknown
+	// members, naming the path, never a value.
 	var fc fileConfig
-	if err := strictjson.Decode(data, &fc); err != nil {
-		return nil, &configError{[]string{strings.TrimPrefix(err.Error(), "strictjson: ")}}
+	if err := decodeStrict(data, &fc); err != nil {
+		return nil, &configError{[]string{err.Error()}}
 	}
 	return fc.resolve(getenv, exec)
 }
