@@ -81,7 +81,7 @@ func TestDecode(t *testing.T) {
 			t.Errorf("error quotes the document: %v", err)
 		}
 	}
-	if err := Decode([]byte(`{}`), o); err == nil {
+	if err := Decode([]byte(`{}`), o); !errors.Is(err, ErrTarget) {
 		t.Error("Decode into a non-pointer")
 	}
 }
