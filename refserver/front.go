@@ -202,6 +202,9 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 // validID accepts what every JSON-RPC library reads the same way: a short
 // string, or an integer that a double holds exactly.
 func validID(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
 	if raw[0] == '"' {
 		return len(raw) <= maxIDBytes
 	}
