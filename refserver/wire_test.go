@@ -467,7 +467,9 @@ func TestClientBasicsThroughFront(t *testing.T) {
 	if err != nil || len(tools.Tools) == 0 {
 		t.Fatalf("tools/list: %v", err)
 	}
-	a := callRaw(t, s, &mcp.CallToolParams{Name: "pay.charge", Arguments: map[string]any{"amount": 1}})
+	// Arguments are the caller's data: names that differ only in case are
+	// two members there.
+	a := callRaw(t, s, &mcp.CallToolParams{Name: "pay.charge", Arguments: json.RawMessage(`{"amount":1,"Amount":2}`)})
 	a.wantOutcomeRaw(t)
 	if hr.last(t).Get("Idempotency-Key") == "" {
 		t.Error("no key on the result")
