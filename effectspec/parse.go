@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/obol-gateway/obol/internal/strictjson"
 )
 
 // Parse loads one spec from a JSON object and validates it. Member names are
@@ -81,6 +83,16 @@ func single(data []byte, open byte, what string) (json.RawMessage, error) {
 	}
 	if raw[0] != open {
 		return nil, docError("document must be " + what)
+	}
+	// encoding/json silently replaces invalid UTF-8 and lone surrogates;
+	// the module's one strict reading refuses them (and a depth beyond its
+	// bound). A repeated member is left to object, which names its field.
+	switch err := strictjson.Check(raw); {
+	case errors.Is(err, strictjson.ErrDepth):
+		return nil, docError("invalid JSON: nested too deeply")
+	case err != nil && !errors.Is(err, strictjson.ErrRepeated):
+		// The decoder above took everything else.
+		return nil, docError("invalid JSON: invalid UTF-8 or a lone surrogate")
 	}
 	return raw, nil
 }

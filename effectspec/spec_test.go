@@ -196,6 +196,10 @@ func TestParseRules(t *testing.T) {
 			[]string{`effectspec: empty document`}},
 		{"invalid JSON", `{"tool":`,
 			[]string{`effectspec: invalid JSON: unexpected EOF`}},
+		{"lone surrogate", `{"tool":"t","idempotency":{"binding":"body_pointer","pointer":"/a\ud800"}}`,
+			[]string{`effectspec: invalid JSON: invalid UTF-8 or a lone surrogate`}},
+		{"invalid UTF-8", "{\"tool\":\"t\",\"idempotency\":{\"binding\":\"body_pointer\",\"pointer\":\"/\xff\"}}",
+			[]string{`effectspec: invalid JSON: invalid UTF-8 or a lone surrogate`}},
 		{"many problems at once", `{"tool":"t","effect":"w","route":"r","approval":"a","status":{"accepted":[1]}}`,
 			[]string{
 				`effectspec: t: effect: "w" is not "read" or "write"`,

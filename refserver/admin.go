@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/retry"
@@ -173,10 +171,8 @@ func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req pinRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() {
-		s.restRefuse(w, refusal{"invalid_request", http.StatusBadRequest, `body must be {"provider": "tool.name"}`})
+	if err := decodeStrict(body, &req); err != nil {
+		s.restRefuse(w, refusal{"invalid_request", http.StatusBadRequest, `body must be {"provider": "tool.name"}: ` + err.Error()})
 		return
 	}
 	found := false
@@ -211,12 +207,22 @@ func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, pinView{Capability: name, Pin: req.Provider, Previous: prev})
 }
 
+// bounded runs h with its request's context ended after storeTimeout, so
+// each store call it makes (a Decide, a SetPin, a Lookup) fails with
+// store_unavailable when Redis does not answer in time. A write that timed
+// out may still have been applied: each admin write is safe to repeat.
+func (s *server) bounded(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.storeTimeout)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
 // handleHealth reads one ticket that cannot exist: not found means the
 // store answers.
 func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	_, err := s.store.Ticket(ctx, "apt_00000000000000000000000000000000")
+	_, err := s.store.Ticket(r.Context(), "apt_00000000000000000000000000000000")
 	if err != nil && !errors.Is(err, idempotency.ErrNotFound) {
 		s.metrics.storeErrors.WithLabelValues("health").Inc()
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "store": "error"})

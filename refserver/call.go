@@ -20,10 +20,7 @@ import (
 // callTool is the handler of every configured tool and capability.
 func (s *server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	start := time.Now()
-	var ci *callInfo
-	if req.Extra != nil && req.Extra.TokenInfo != nil {
-		ci, _ = req.Extra.TokenInfo.Extra[tokenExtraCall].(*callInfo)
-	}
+	ci := callInfoOf(req)
 	if ci == nil {
 		// Unreachable: the front authenticates every request.
 		return nil, rpcError(refusal{"unauthorized", http.StatusUnauthorized, "unauthenticated call"}, "")
@@ -51,6 +48,15 @@ func (s *server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	s.log.Info("tools/call", append(attrs, "outcome", string(rc.Outcome), "attempts", rc.AttemptCount,
 		"status", rc.Status, "replayed", rc.Replayed)...)
 	return res, nil
+}
+
+// callInfoOf returns what the front resolved for req, or nil.
+func callInfoOf(req *mcp.CallToolRequest) *callInfo {
+	if req.Extra == nil || req.Extra.TokenInfo == nil {
+		return nil
+	}
+	ci, _ := req.Extra.TokenInfo.Extra[tokenExtraCall].(*callInfo)
+	return ci
 }
 
 // run resolves and runs one call. It returns a result, or a refusal.

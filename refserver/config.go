@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -128,19 +127,13 @@ func loadConfig(data []byte, getenv func(string) (string, bool), exec *retry.Exe
 	if len(data) > maxConfigBytes {
 		return nil, &configError{[]string{fmt.Sprintf("file larger than %d bytes", maxConfigBytes)}}
 	}
-	// Canonicalize refuses duplicate member names and lone surrogates, which
-	// encoding/json would silently accept (the last duplicate wins).
-	if _, err := idempotency.Canonicalize(data); err != nil {
-		return nil, &configError{[]string{"not valid JSON: " + strings.TrimPrefix(err.Error(), "idempotency: ")}}
-	}
+	// encoding/json alone would accept a repeated member (the last wins)
+	// and a name in another case ("WORKSPACES" matches "workspaces", so the
+	// two merge); decodeStrict refuses both at every depth, and unknown
+	// members, naming the path, never a value.
 	var fc fileConfig
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fc); err != nil {
+	if err := decodeStrict(data, &fc); err != nil {
 		return nil, &configError{[]string{err.Error()}}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &configError{[]string{"trailing data after the configuration object"}}
 	}
 	return fc.resolve(getenv, exec)
 }

@@ -160,8 +160,19 @@ func TestLoadConfigBad(t *testing.T) {
 		name, config string
 		want         []string // substrings of the error
 	}{
-		{"unknown top-level field", edit(t, `"lease": "10s"`, `"lease": "10s", "leese": "1s"`), []string{`unknown field "leese"`}},
-		{"duplicate member", edit(t, `"lease": "10s"`, `"lease": "10s", "lease": "20s"`), []string{"not valid JSON", "duplicate"}},
+		{"unknown top-level field", edit(t, `"lease": "10s"`, `"lease": "10s", "leese": "1s"`), []string{`leese: unknown field`}},
+		{"duplicate member", edit(t, `"lease": "10s"`, `"lease": "10s", "lease": "20s"`), []string{"lease: repeated member"}},
+		{"escaped duplicate", edit(t, `"lease": "10s"`, `"lease": "10s", "l\u0065ase": "20s"`), []string{"lease: repeated member"}},
+		{"case-variant member", edit(t, `"approver_keys": [`, `"WORKSPACES": [], "approver_keys": [`), []string{"WORKSPACES: repeated member"}},
+		{"case-variant member first", edit(t, `"workspaces": [`, `"WORKSPACES": [], "workspaces": [`), []string{"WORKSPACES: unknown field"}},
+		{"case-only field name", edit(t, `"lease": "10s"`, `"Lease": "10s"`), []string{"Lease: unknown field"}},
+		{"nested case variant", edit(t, `"id": "ws_acme"`, `"id": "ws_acme", "ID": "ws_other"`), []string{"workspaces[0].ID: repeated member"}},
+		{"nested unknown field", edit(t, `"id": "ws_acme"`, `"id": "ws_acme", "owner": "x"`), []string{"workspaces[0].owner: unknown field"}},
+		{"duplicate inside a tool", edit(t, `"method": "POST"`, `"method": "POST", "method": "GET"`), []string{"tools[0].method: repeated member"}},
+		{"case variant inside a spec", edit(t, `"effect": "write", "route": "native"`, `"effect": "write", "Effect": "read", "route": "native"`),
+			[]string{"tools[0].spec.Effect: repeated member"}},
+		{"wrong type", edit(t, `"lease": "10s"`, `"lease": 4242424242424242`), []string{"lease: wrong type"}},
+		{"secret-looking member name", edit(t, `"lease": "10s"`, `"lease": "10s", "sk live 4242424242424242": 1`), []string{"{member "}},
 		{"trailing data", goodConfig + ` {}`, []string{"not valid JSON"}},
 		{"not JSON", `{"workspaces": [`, []string{"not valid JSON"}},
 		{"bad duration", edit(t, `"lease": "10s"`, `"lease": "ten"`), []string{"lease:"}},
@@ -222,7 +233,7 @@ func TestLoadConfigBad(t *testing.T) {
 					t.Errorf("error %q\nlacks %q", msg, w)
 				}
 			}
-			if strings.Contains(msg, testSecret) || strings.Contains(msg, "ob_live_") || strings.Contains(msg, "ob_admin") {
+			if strings.Contains(msg, testSecret) || strings.Contains(msg, "ob_live_") || strings.Contains(msg, "ob_admin") || strings.Contains(msg, "4242") {
 				t.Errorf("error leaks a secret or key: %q", msg)
 			}
 		})

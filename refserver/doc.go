@@ -14,6 +14,10 @@
 // Flags: -config FILE (DESIGN.md section 11 format), -redis URL (redis://,
 // rediss://, or comma-separated Cluster seeds), -addr HOST:PORT (default
 // 127.0.0.1:8080). The listen address is printed on stdout on start.
+// Without -redis, the URL comes from the environment variable
+// OBOL_REDIS_URL, so a password never has to be on the command line (where
+// any user of the machine can read it); when both are set, -redis wins and
+// the server warns that OBOL_REDIS_URL is ignored. The URL is never printed.
 //
 // # Endpoints
 //
@@ -31,27 +35,60 @@
 // every state that matters is in Redis. Answers are application/json rather
 // than an SSE stream. A client may call tools/call without initialize.
 //
-// The front of POST /mcp. Before the SDK sees a request, a thin wrapper
+// The front of POST /mcp. Any method but POST gets 405 with Allow: POST
+// (with or without a key). Before the SDK sees a request, a thin wrapper
 // authenticates the Bearer key (401 otherwise), reads the body (at most
-// 1 MiB, else 413 request_too_large), resolves the Idempotency-Key with
-// idempotency.FromHeader (malformed or repeated: HTTP 400 with a JSON-RPC
-// error, reason malformed_key) and sets the effective key as the response
-// header. The key is checked on every POST, not only on tools/call. A
-// JSON-RPC batch may hold at most one tools/call, since one header cannot key
-// several calls (400 invalid_request). A resume that carries a ticket and no
-// key answers with the ticket's key: the wrapper reads
-// params._meta["dev.obol/approval-ticket"] and looks the ticket up. The
-// workspace and key reach the tool handler as the request's auth.TokenInfo.
+// 1 MiB, else 413 request_too_large) and reads the message once, strictly:
+// one JSON object (a batch is refused: one message per POST), valid UTF-8
+// without lone surrogates, no member name twice anywhere in the message
+// (names compared after unescaping, so "method" and "meth\u006fd" are one
+// name), and in the envelope objects (the message, params, params._meta) no
+// two names equal up to case. That rule covers the arguments too, compared
+// exactly there: the request hash would refuse a repeat later, but this way
+// no part of a message reaches a second parser with one. The jsonrpc, id
+// (a string or an integer), method (a short printable string), params,
+// params.name, arguments and the approval ticket must have their types.
+// Each such refusal is HTTP 400 with a JSON-RPC error (code -32700 for a
+// body that is not JSON, -32600 for the message, -32602 for params),
+// reason invalid_request (invalid_arguments for arguments that are not an
+// object) and a fixed message. The SDK reads the same bytes afterwards,
+// and can only read what the front read.
+//
+// Then the wrapper resolves the Idempotency-Key with idempotency.FromHeader
+// (malformed or repeated: HTTP 400 with a JSON-RPC error, reason
+// malformed_key; checked on every POST, not only on tools/call) and, for a
+// tools/call, sets the effective key as the response header. A resume that
+// carries a ticket and no key answers with the ticket's key: the wrapper
+// looks the ticket up. The workspace and key reach the tool handler as the
+// request's auth.TokenInfo; the front is the one place that maps an API key
+// to a workspace (the SDK's bearer middleware only passes its result on).
+//
+// Every answer to a tools/call carries the Idempotency-Key header and, when
+// it is a refusal, error.data.idempotency_key with the same key; except
+// where no key could be read: malformed_key, a message refused for repeated
+// members or before it was read as a tools/call, and a resume whose ticket
+// could not be read (store_unavailable: its key is the ticket's).
+//
+// No error quotes the request. The front's own refusals have fixed texts.
+// The SDK's answer is held and rewritten before it leaves: a JSON-RPC error
+// the SDK made gets a fixed message by code and error.data {"reason",
+// "status"} (invalid_request, method_not_found, internal), and a plain-text
+// transport refusal becomes a JSON-RPC error with a fixed message. Errors
+// this server made keep their texts, none of which names a value of the
+// request (unknown_tool does not name the tool). The one part of a request
+// that comes back is the JSON-RPC id, as the protocol requires.
 //
 // Refusals. JSON-RPC errors carry error.data {"reason", "status",
 // "idempotency_key"}. Codes: -32602 for unknown_tool, invalid_arguments,
-// arguments_too_large and invalid_request; -32603 for internal and
-// store_unavailable; -32000 for every other refusal. Reasons beyond
-// DESIGN.md: unauthorized (401), invalid_request (400), invalid_arguments
-// (400: arguments that are not one JSON object, duplicate names, lone
+// arguments_too_large and invalid params; -32600 and -32700 for a message
+// the front refuses (above); -32603 for internal and store_unavailable;
+// -32000 for every other refusal. Reasons beyond DESIGN.md: unauthorized
+// (401), method_not_allowed (405), method_not_found (404: a JSON-RPC method
+// the server does not serve), invalid_request (400), invalid_arguments (400:
+// arguments that are not one JSON object, duplicate names, lone
 // surrogates), arguments_too_large (413, over 256 KiB), request_too_large
-// (413), not_found (404: an approval ticket that does not exist or belongs to
-// another workspace or tool), scope_version_conflict (409),
+// (413), not_found (404: an approval ticket that does not exist or belongs
+// to another workspace or tool), scope_version_conflict (409),
 // store_unavailable (503), internal (500). The /v1 endpoints answer
 // {"reason", "status", "message"} with the same reasons, plus
 // already_decided (409) for a ticket decided the other way.
@@ -84,11 +121,16 @@
 // its one process. A receipt of a capability call names the provider whose
 // route matches the record's fingerprint.
 //
-// Configuration. Loading refuses unknown members, duplicate member names,
-// trailing data, invalid specs (every problem at once), ids that do not
+// Configuration. Loading reads the file with internal/strictjson: it
+// refuses a repeated member name (after unescaping) and two names equal up
+// to case ({"workspaces": [...], "WORKSPACES": [...]}), members the format
+// does not declare by their exact name, invalid UTF-8 and lone surrogates,
+// at every depth, and trailing data; and it refuses invalid specs (every problem at once), ids that do not
 // match [A-Za-z0-9_.-]{1,128}, API keys shorter than 8 bytes or shared
 // between workspaces and approvers, and a secret_env that names an unset or
-// empty variable. Errors name the field, never a key or secret value. A
+// empty variable. Errors name the field path, never a value (a member name
+// that is not a plain identifier shows as {member N}). The pin body is read
+// the same way. A
 // connection without secret_env sends no Authorization header. Tools whose
 // writes the policy denies in the configured environment are logged at
 // start and refused per call with policy_denied. One optional member beyond
@@ -116,6 +158,12 @@
 // secrets, and are logged; Authorization values, API keys and connection
 // secrets never are (error texts pass through a receipt.Redactor of every
 // configured secret). Metrics are on their own Prometheus registry.
+//
+// Admin endpoints. Every /v1 request and /healthz runs under the store
+// timeout (2s, the store's read timeout): a store call that does not answer
+// in time (Redis down, loading, unreachable) is 503 store_unavailable, never
+// a request that hangs. An approve, deny or pin that timed out may still
+// have been applied; each is safe to repeat.
 //
 // Limits and shutdown. Bodies 1 MiB, arguments 256 KiB, /v1 bodies 64 KiB;
 // read-header 10s, read 30s, write lease+15s, idle 2m. On SIGINT or SIGTERM

@@ -7,12 +7,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/tidwall/gjson"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/strictjson"
 )
 
 type jsonrpcError = jsonrpc.Error
@@ -31,6 +32,22 @@ type callInfoKey struct{}
 // the tool handler.
 const tokenExtraCall = "dev.obol/call"
 
+// JSON-RPC 2.0 error codes.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+	codeInternal       = -32603
+)
+
+// Limits of the envelope: every MCP method name and every id a client
+// makes is far shorter.
+const (
+	maxMethodBytes = 128
+	maxIDBytes     = 256
+)
+
 // bearerToken returns the token of the one Authorization header field, if it
 // is "Bearer <token>".
 func bearerToken(h http.Header) (string, bool) {
@@ -46,45 +63,181 @@ func bearerToken(h http.Header) (string, bool) {
 	return tok, true
 }
 
-// peek is what the front reads from a JSON-RPC body without decoding it.
-type peek struct {
-	calls  int             // tools/call requests in the body (a batch may hold several)
-	id     json.RawMessage // the id of the (first) tools/call, or of the request
-	ticket gjson.Result    // params._meta["dev.obol/approval-ticket"] of the tools/call
+// envelope is the front's one reading of a JSON-RPC message: the only
+// reading the gateway acts on. The SDK reads the same bytes again, and
+// parseEnvelope makes sure it cannot read anything else.
+type envelope struct {
+	id     json.RawMessage // nil for a notification, or when refused before the id was read
+	method string
+	call   bool   // method is tools/call
+	name   string // params.name of a tools/call
+	ticket string // params._meta["dev.obol/approval-ticket"], "" when absent
 }
 
-var ticketPath = "params._meta." + gjson.Escape(metaTicket)
-
-func peekBody(body []byte) peek {
-	var p peek
-	root := gjson.ParseBytes(body)
-	visit := func(msg gjson.Result) {
-		if msg.Get("method").String() != "tools/call" {
-			return
-		}
-		p.calls++
-		if p.calls == 1 {
-			p.id = json.RawMessage(msg.Get("id").Raw)
-			p.ticket = msg.Get(ticketPath)
-		}
-	}
-	if root.IsArray() {
-		root.ForEach(func(_, v gjson.Result) bool { visit(v); return true })
-	} else {
-		visit(root)
-		if p.calls == 0 {
-			p.id = json.RawMessage(root.Get("id").Raw)
-		}
-	}
-	return p
+// frontError is a message the front refuses. Its text is fixed: never any
+// part of the body.
+type frontError struct {
+	code   int64
+	reason string
+	msg    string
+	// call: refused after the message was read as a tools/call, so the
+	// answer carries the effective key.
+	call bool
 }
 
-// mcpFront is the thin wrapper in front of the SDK: it authenticates the
-// caller, resolves the effective Idempotency-Key, sets it on the response,
-// and refuses what the SDK must never see. A refusal here touches no store
-// state (the one read it may make is the ticket lookup of a resume).
+func invalidMessage(code int64, msg string) *frontError {
+	return &frontError{code: code, reason: "invalid_request", msg: msg}
+}
+
+// parseEnvelope reads one JSON-RPC message strictly. It refuses what two
+// JSON parsers could read differently: invalid JSON or UTF-8, lone
+// surrogates, a member name that occurs twice anywhere in the message
+// (after unescaping), and in the envelope objects (the message, params,
+// params._meta) two names equal up to case, which a case-insensitive
+// decoder would merge. It refuses batches: one message per POST.
+//
+// The arguments of a tools/call are held to the same no-repeat rule (names
+// compared exactly there: arguments are the caller's data). The request
+// hash would refuse a repeated name later, but refusing it here means no
+// part of a message reaches a second parser with a repeat in it.
+func parseEnvelope(body []byte) (envelope, *frontError) {
+	var env envelope
+	// A repeated member is refused as a message: its answer never carries
+	// a key, whatever was read before.
+	repeated := invalidMessage(codeInvalidRequest, "invalid request: a member name occurs twice")
+	if err := strictjson.Check(body); err != nil {
+		if errors.Is(err, strictjson.ErrRepeated) {
+			return env, repeated
+		}
+		return env, invalidMessage(codeParseError, "parse error: the body is not one valid JSON value")
+	}
+	if bytes.TrimSpace(body)[0] == '[' {
+		return env, invalidMessage(codeInvalidRequest, "invalid request: one JSON-RPC message per request; batches are not accepted")
+	}
+	msg, err := strictjson.Object(body)
+	if errors.Is(err, strictjson.ErrRepeated) {
+		return env, repeated
+	}
+	if err != nil {
+		return env, invalidMessage(codeInvalidRequest, "invalid request: the message must be a JSON object")
+	}
+	for name := range msg {
+		switch name {
+		case "jsonrpc", "id", "method", "params", "result", "error":
+		default:
+			return env, invalidMessage(codeInvalidRequest, "invalid request: unknown member in the message")
+		}
+	}
+	if rawID, ok := msg["id"]; ok {
+		if !validID(rawID) {
+			return env, invalidMessage(codeInvalidRequest, "invalid request: id must be a short string or an integer")
+		}
+		env.id = rawID
+	}
+	if string(msg["jsonrpc"]) != `"2.0"` {
+		return env, invalidMessage(codeInvalidRequest, `invalid request: jsonrpc must be "2.0"`)
+	}
+	rawMethod, isRequest := msg["method"]
+	if !isRequest {
+		// A response to a server request: an id and exactly one of result
+		// and error.
+		_, hasResult := msg["result"]
+		_, hasError := msg["error"]
+		if env.id == nil || hasResult == hasError || msg["params"] != nil {
+			return env, invalidMessage(codeInvalidRequest, "invalid request: neither a request nor a response")
+		}
+		return env, nil
+	}
+	if msg["result"] != nil || msg["error"] != nil {
+		return env, invalidMessage(codeInvalidRequest, "invalid request: a request has no result or error")
+	}
+	if rawMethod[0] != '"' || json.Unmarshal(rawMethod, &env.method) != nil || !validRPCMethod(env.method) {
+		return env, invalidMessage(codeInvalidRequest, "invalid request: method must be a short printable string")
+	}
+	env.call = env.method == "tools/call"
+	bad := func(reason, msg string) (envelope, *frontError) {
+		return env, &frontError{code: codeInvalidParams, reason: reason, msg: msg, call: env.call}
+	}
+	raw, hasParams := msg["params"]
+	if !hasParams || string(raw) == "null" {
+		if env.call {
+			return bad("invalid_request", "invalid params: tools/call needs params")
+		}
+		return env, nil
+	}
+	params, err := strictjson.Object(raw)
+	if errors.Is(err, strictjson.ErrRepeated) {
+		return env, repeated
+	}
+	if err != nil {
+		return bad("invalid_request", "invalid params: params must be a JSON object")
+	}
+	var meta map[string]json.RawMessage
+	if rawMeta, ok := params["_meta"]; ok {
+		meta, err = strictjson.Object(rawMeta)
+		if errors.Is(err, strictjson.ErrRepeated) {
+			return env, repeated
+		}
+		if err != nil {
+			return bad("invalid_request", "invalid params: _meta must be a JSON object")
+		}
+	}
+	if !env.call {
+		return env, nil
+	}
+	if n := params["name"]; len(n) == 0 || n[0] != '"' || json.Unmarshal(n, &env.name) != nil || env.name == "" {
+		return bad("invalid_request", "invalid params: name must be a tool name")
+	}
+	if a, ok := params["arguments"]; ok && a[0] != '{' && string(a) != "null" {
+		return bad("invalid_arguments", "invalid arguments: arguments must be a JSON object")
+	}
+	if t, ok := meta[metaTicket]; ok {
+		if t[0] != '"' || json.Unmarshal(t, &env.ticket) != nil || !idempotency.ValidTicketID(env.ticket) {
+			return bad("invalid_request", "invalid params: _meta "+metaTicket+" must be an apt_ ticket id")
+		}
+	}
+	return env, nil
+}
+
+// validID accepts what every JSON-RPC library reads the same way: a short
+// string, or an integer that a double holds exactly.
+func validID(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	if raw[0] == '"' {
+		return len(raw) <= maxIDBytes
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	return err == nil && n > -(1<<53) && n < 1<<53
+}
+
+func validRPCMethod(m string) bool {
+	if m == "" || len(m) > maxMethodBytes {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		if m[i] <= ' ' || m[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// mcpFront is the thin wrapper in front of the SDK: it answers 405 to
+// anything but POST, authenticates the caller, reads the message once
+// (parseEnvelope), resolves the effective Idempotency-Key and sets it on
+// the answer to a tools/call, refuses what the SDK must never see, and
+// rewrites the SDK's answer so that no error quotes the request
+// (sanitizer). A refusal here touches no store state (the one read it may
+// make is the ticket lookup of a resume).
 func (s *server) mcpFront(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			s.frontRefuse(w, nil, refusal{"method_not_allowed", http.StatusMethodNotAllowed, "only POST is served on /mcp"}, "")
+			return
+		}
 		tok, ok := bearerToken(r.Header)
 		ws := ""
 		if ok {
@@ -93,10 +246,6 @@ func (s *server) mcpFront(next http.Handler) http.Handler {
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="obol"`)
 			s.frontRefuse(w, nil, refusal{"unauthorized", http.StatusUnauthorized, "missing or unknown API key (Authorization: Bearer <key>)"}, "")
-			return
-		}
-		if r.Method != http.MethodPost {
-			next.ServeHTTP(w, r) // the stateless SDK handler answers 405
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
@@ -110,53 +259,199 @@ func (s *server) mcpFront(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		p := peekBody(body)
-
+		env, ferr := parseEnvelope(body)
+		if ferr != nil && !ferr.call {
+			// Refused before it was read as a call: no key in the answer.
+			s.frontRefuseCode(w, env.id, ferr.code, refusal{ferr.reason, http.StatusBadRequest, ferr.msg}, "")
+			return
+		}
 		key, src, err := idempotency.FromHeader(r.Header.Values(headerKey))
 		if err != nil {
-			s.frontRefuse(w, p.id, s.classify(err), "")
+			s.frontRefuse(w, env.id, s.classify(err), "")
 			return
 		}
-		if p.calls > 1 {
-			// One header cannot key several calls.
-			s.frontRefuse(w, p.id, refusal{"invalid_request", http.StatusBadRequest, "a batch may hold at most one tools/call"}, "")
-			return
-		}
-		if p.calls == 1 {
-			if src == idempotency.KeyMinted && p.ticket.Type == gjson.String && idempotency.ValidTicketID(p.ticket.Str) {
-				// A resume without a key uses the ticket's key: a freshly
-				// minted key never overrides a ticket.
-				t, err := s.store.Ticket(r.Context(), p.ticket.Str)
-				switch {
-				case err == nil && t.Scope.Workspace == ws:
-					key = t.Key
-				case errors.Is(err, idempotency.ErrStoreUnavailable):
-					s.metrics.storeErrors.WithLabelValues("ticket").Inc()
-					s.frontRefuse(w, p.id, s.classify(err), "")
-					return
-				}
-				// Not found, or another workspace's: the handler refuses it.
+		if ferr == nil && env.ticket != "" && src == idempotency.KeyMinted {
+			// A resume without a key uses the ticket's key: a freshly
+			// minted key never overrides a ticket.
+			t, err := s.store.Ticket(r.Context(), env.ticket)
+			switch {
+			case err == nil && t.Scope.Workspace == ws:
+				key = t.Key
+			case errors.Is(err, idempotency.ErrStoreUnavailable):
+				// The key of this call is the ticket's, which could not be
+				// read: no key in the answer.
+				s.metrics.storeErrors.WithLabelValues("ticket").Inc()
+				s.frontRefuse(w, env.id, s.classify(err), "")
+				return
 			}
-			w.Header().Set(headerKey, key.String())
+			// Not found, or another workspace's: the handler refuses it.
+		}
+		callKey := ""
+		if env.call {
+			callKey = key.String()
+			w.Header().Set(headerKey, callKey)
+		}
+		if ferr != nil {
+			s.frontRefuseCode(w, env.id, ferr.code, refusal{ferr.reason, http.StatusBadRequest, ferr.msg}, callKey)
+			return
 		}
 		ctx := context.WithValue(r.Context(), callInfoKey{}, &callInfo{workspace: ws, key: key, source: src})
-		next.ServeHTTP(w, r.WithContext(ctx))
+		sw := &sanitizer{ResponseWriter: w, id: env.id}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		sw.finish(callKey)
 	})
 }
 
 // frontRefuse writes a JSON-RPC error response with an HTTP status.
 func (s *server) frontRefuse(w http.ResponseWriter, id json.RawMessage, r refusal, key string) {
+	s.frontRefuseCode(w, id, r.code(), r, key)
+}
+
+func (s *server) frontRefuseCode(w http.ResponseWriter, id json.RawMessage, code int64, r refusal, key string) {
 	s.metrics.refusals.WithLabelValues(r.reason).Inc()
-	if len(id) == 0 || !json.Valid(id) {
+	e := rpcError(r, key)
+	e.Code = code
+	writeRPCError(w, r.status, id, e)
+}
+
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jsonrpcError) {
+	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
 	resp := struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   *jsonrpcError   `json:"error"`
-	}{"2.0", id, rpcError(r, key)}
-	b, _ := json.Marshal(resp)
+	}{"2.0", id, e}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		resp.ID = json.RawMessage("null")
+		b, _ = json.Marshal(resp)
+	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(r.status)
+	w.Header().Del("Content-Length")
+	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
+}
+
+// sanitizer holds the SDK's answer to one request and rewrites it before it
+// leaves. The SDK's own error messages may quote the request (a method
+// name, a params object), so every JSON-RPC error it wrote gets a fixed
+// message and the error.data of DESIGN.md section 11, and every other
+// refusal it wrote (plain-text transport errors) becomes such a JSON-RPC
+// error. Errors this server made (error.data with a reason) keep their
+// message: they never quote the request. The stateless JSON-response
+// handler answers each POST with one body, so holding it costs nothing.
+type sanitizer struct {
+	http.ResponseWriter
+	id     json.RawMessage // the request's, for a refusal the SDK wrote in plain text
+	status int
+	buf    bytes.Buffer
+}
+
+func (sw *sanitizer) WriteHeader(code int) {
+	if sw.status == 0 {
+		sw.status = code
+	}
+}
+
+func (sw *sanitizer) Write(p []byte) (int, error) {
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	return sw.buf.Write(p)
+}
+
+// Flush is a no-op: the answer leaves whole in finish.
+func (sw *sanitizer) Flush() {}
+
+// finish writes the answer; key, when set, goes into error.data.
+func (sw *sanitizer) finish(key string) {
+	w := sw.ResponseWriter
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	var resp struct {
+		ID    json.RawMessage `json:"id"`
+		Error *struct {
+			Code int64           `json:"code"`
+			Msg  string          `json:"message"`
+			Data json.RawMessage `json:"data"`
+		} `json:"error"`
+	}
+	body := sw.buf.Bytes()
+	isJSON := strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") && json.Unmarshal(body, &resp) == nil
+	switch {
+	case status < 400 && (len(body) == 0 || isJSON && resp.Error == nil):
+		w.WriteHeader(status)
+		w.Write(body)
+	case isJSON && resp.Error != nil:
+		var d errorData
+		e := &jsonrpcError{Code: resp.Error.Code, Message: resp.Error.Msg}
+		if strictjson.Decode(resp.Error.Data, &d) != nil || d.Reason == "" {
+			d = errorData{Reason: sdkReason(e.Code), Status: sdkStatus(e.Code)}
+			e.Message = sdkMessage(e.Code)
+		}
+		if key != "" {
+			d.IdempotencyKey = key
+		}
+		e.Data, _ = json.Marshal(d)
+		id := resp.ID
+		if !validID(id) {
+			id = sw.id
+		}
+		writeRPCError(w, status, id, e)
+	default:
+		// A transport refusal in plain text, or anything else the SDK
+		// wrote with an error status: a fixed JSON-RPC error instead.
+		if status < 400 {
+			status = http.StatusInternalServerError
+		}
+		d := errorData{Reason: "invalid_request", Status: status, IdempotencyKey: key}
+		if status >= 500 {
+			d.Reason = "internal"
+		}
+		data, _ := json.Marshal(d)
+		writeRPCError(w, status, sw.id, &jsonrpcError{Code: codeInvalidRequest,
+			Message: "request refused by the MCP transport (HTTP " + strconv.Itoa(status) + ")", Data: data})
+	}
+}
+
+// sdkReason, sdkStatus and sdkMessage are what an SDK error with a JSON-RPC
+// code becomes on the wire.
+func sdkReason(code int64) string {
+	switch code {
+	case codeParseError, codeInvalidRequest, codeInvalidParams:
+		return "invalid_request"
+	case codeMethodNotFound:
+		return "method_not_found"
+	}
+	return "internal"
+}
+
+func sdkStatus(code int64) int {
+	switch code {
+	case codeParseError, codeInvalidRequest, codeInvalidParams:
+		return http.StatusBadRequest
+	case codeMethodNotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusInternalServerError
+}
+
+func sdkMessage(code int64) string {
+	switch code {
+	case codeParseError:
+		return "parse error"
+	case codeInvalidRequest:
+		return "invalid request"
+	case codeMethodNotFound:
+		return "method not found"
+	case codeInvalidParams:
+		return "invalid params"
+	case codeInternal:
+		return "internal error"
+	}
+	return "request failed"
 }

@@ -268,8 +268,11 @@ func TestFrontKey(t *testing.T) {
 	})
 	t.Run("batch with one call", func(t *testing.T) {
 		r := callFront(t, s, with(goodKey), "["+callBody+","+listBody+"]")
-		if r.code != 200 || r.header.Get("Idempotency-Key") != goodKey {
-			t.Errorf("code %d header %q", r.code, r.header.Get("Idempotency-Key"))
+		if _, _, d := rpcRefusal(t, r.body); r.code != 400 || d.Reason != "invalid_request" || r.info != nil {
+			t.Errorf("code %d data %+v", r.code, d)
+		}
+		if r.header.Get("Idempotency-Key") != "" || strings.Contains(string(r.body), goodKey) {
+			t.Errorf("a batch got a key: header %q body %s", r.header.Get("Idempotency-Key"), r.body)
 		}
 	})
 	t.Run("body too large", func(t *testing.T) {
@@ -319,12 +322,16 @@ func TestFrontResume(t *testing.T) {
 		t.Errorf("another workspace's ticket: header %q", r.header.Get("Idempotency-Key"))
 	}
 
-	// Unknown and malformed tickets: a minted key; the handler refuses.
-	for _, id := range []string{"apt_99999999999999999999999999999999", "apt_nope"} {
-		r = callFront(t, s, acme, resumeBody(id))
-		if r.code != 200 || r.header.Get("Idempotency-Key") == goodKey || r.info.source != idempotency.KeyMinted {
-			t.Errorf("ticket %s: code %d header %q", id, r.code, r.header.Get("Idempotency-Key"))
-		}
+	// An unknown ticket: a minted key; the handler refuses.
+	r = callFront(t, s, acme, resumeBody("apt_99999999999999999999999999999999"))
+	if r.code != 200 || r.header.Get("Idempotency-Key") == goodKey || r.info.source != idempotency.KeyMinted {
+		t.Errorf("unknown ticket: code %d header %q", r.code, r.header.Get("Idempotency-Key"))
+	}
+	// A malformed ticket: refused at the front, with the minted key.
+	r = callFront(t, s, acme, resumeBody("apt_nope"))
+	if _, _, d := rpcRefusal(t, r.body); r.code != 400 || d.Reason != "invalid_request" || r.info != nil ||
+		r.header.Get("Idempotency-Key") == "" || d.IdempotencyKey != r.header.Get("Idempotency-Key") {
+		t.Errorf("malformed ticket: code %d header %q data %+v", r.code, r.header.Get("Idempotency-Key"), d)
 	}
 	for _, op := range st.ops() {
 		if op != "ticket" {
@@ -362,6 +369,61 @@ func TestBearerToken(t *testing.T) {
 		tok, ok := bearerToken(http.Header{"Authorization": tc.vals})
 		if tok != tc.tok || ok != tc.ok {
 			t.Errorf("%q: %q, %v; want %q, %v", tc.vals, tok, ok, tc.tok, tc.ok)
+		}
+	}
+}
+
+// TestSanitizer rewrites what an SDK handler may write: its own JSON-RPC
+// errors (any message, any data) get a fixed message and section 11 data,
+// plain-text refusals become JSON-RPC errors, results and empty answers
+// pass unchanged, and an error without an id takes the request's.
+func TestSanitizer(t *testing.T) {
+	const secret = "4242424242424242"
+	for _, tc := range []struct {
+		name, ctype, body string
+		status            int
+		key               string
+		wantStatus        int
+		wantReason        string
+		wantID            string
+	}{
+		{"sdk error", "application/json", `{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"bad ` + secret + `","data":"` + secret + `"}}`, 200, goodKey, 200, "invalid_request", "5"},
+		{"sdk error without id", "application/json", `{"jsonrpc":"2.0","error":{"code":-32601,"message":"` + secret + `"}}`, 400, "", 400, "method_not_found", `"req"`},
+		{"sdk error with null id", "application/json", `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"` + secret + `"}}`, 400, "", 400, "invalid_request", `"req"`},
+		{"our refusal keeps its text", "application/json", `{"jsonrpc":"2.0","id":5,"error":{"code":-32000,"message":"idempotency: request hash mismatch","data":{"reason":"request_mismatch","status":422}}}`, 200, goodKey, 200, "request_mismatch", "5"},
+		{"plain text", "text/plain; charset=utf-8", "malformed payload: " + secret + "\n", 400, goodKey, 400, "invalid_request", `"req"`},
+		{"plain text 500", "text/plain", secret, 500, "", 500, "internal", `"req"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			sw := &sanitizer{ResponseWriter: rec, id: json.RawMessage(`"req"`)}
+			sw.Header().Set("Content-Type", tc.ctype)
+			sw.WriteHeader(tc.status)
+			sw.Write([]byte(tc.body))
+			sw.finish(tc.key)
+			b := rec.Body.Bytes()
+			if strings.Contains(string(b), secret) {
+				t.Fatalf("quotes the input: %s", b)
+			}
+			id, _, d := rpcRefusal(t, b)
+			if rec.Code != tc.wantStatus || d.Reason != tc.wantReason || d.IdempotencyKey != tc.key || id != tc.wantID {
+				t.Errorf("%d id %s data %+v: %s", rec.Code, id, d, b)
+			}
+		})
+	}
+	for _, body := range []string{"", `{"jsonrpc":"2.0","id":1,"result":{"x":"` + secret + `"}}`} {
+		rec := httptest.NewRecorder()
+		sw := &sanitizer{ResponseWriter: rec}
+		sw.Header().Set("Content-Type", "application/json")
+		status := http.StatusOK
+		if body == "" {
+			status = http.StatusAccepted
+		}
+		sw.WriteHeader(status)
+		sw.Write([]byte(body))
+		sw.finish(goodKey)
+		if rec.Code != status || rec.Body.String() != body {
+			t.Errorf("changed a good answer: %d %q", rec.Code, rec.Body.String())
 		}
 	}
 }

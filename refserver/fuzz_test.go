@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/strictjson"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -14,7 +22,10 @@ import (
 // credentials: it never panics, a request it passes has a valid effective
 // key (set on the response when the body holds a tools/call), a request it
 // refuses gets a JSON-RPC error with a reason, and it never calls the store
-// except to read a ticket.
+// except to read a ticket. Then the same request goes through the real SDK
+// handler: whatever the SDK dispatches must be what the front read (method,
+// tool name, approval ticket, and the key the handler sees), so no two
+// parsers can disagree about a call.
 func FuzzFront(f *testing.F) {
 	f.Add(callBody, goodKey, acmeAuth)
 	f.Add(callBody, "", acmeAuth)
@@ -25,12 +36,45 @@ func FuzzFront(f *testing.F) {
 	f.Add(`{"method":"tools/call","params":{"_meta":{"dev.obol/approval-ticket":7}}}`, "", acmeAuth)
 	f.Add(callBody, goodKey, "Bearer nobody")
 	f.Add(`not json`, "", "")
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"open.send"}}`, goodKey, acmeAuth)
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/list","meth\u006fd":"tools/call","params":{"name":"open.send"}}`, goodKey, acmeAuth)
+	f.Add(`{"jsonrpc":"2.0","id":1,"Method":"tools/call","method":"tools/list"}`, goodKey, acmeAuth)
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"open.send","Name":"x","_meta":{"dev.obol/approval-ticket":"`+ticketID+`"}}}`, "", acmeAuth)
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/c\u0061ll","params":{"name":"open.s\u0065nd"}}`, "", acmeAuth)
+	f.Add(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, "", acmeAuth)
+	f.Add(`{"jsonrpc":"2.0","id":"x","result":{}}`, "", acmeAuth)
 
 	tk, _ := idempotency.ParseKey(goodKey)
 	st := &fakeStore{tickets: map[string]idempotency.Ticket{
 		ticketID: {ID: ticketID, Scope: idempotency.Scope{Workspace: "ws_acme", Connection: "conn_open", Tool: "open.send"}, Key: tk},
 	}}
 	s := newTestServer(f, st)
+
+	// The SDK's reading: a server whose middleware records what it
+	// dispatches and stops there.
+	var (
+		mu   sync.Mutex
+		seen []sdkReading
+	)
+	rec := mcp.NewServer(&mcp.Implementation{Name: "fuzz", Version: "1"}, nil)
+	rec.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			r := sdkReading{method: method}
+			if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
+				r.name = ctr.Params.Name
+				r.ticket, r.hasTicket = ctr.Params.Meta[metaTicket]
+				if ci := callInfoOf(ctr); ci != nil {
+					r.key = ci.key.String()
+				}
+			}
+			mu.Lock()
+			seen = append(seen, r)
+			mu.Unlock()
+			return nil, errors.New("recorded")
+		}
+	})
+	sdk := s.mcpHandler(rec)
+
 	f.Fuzz(func(t *testing.T, body, key, auth string) {
 		h := http.Header{}
 		if auth != "" {
@@ -71,7 +115,60 @@ func FuzzFront(f *testing.F) {
 				t.Fatalf("the front made a %s call", op)
 			}
 		}
+
+		// The same request through the SDK.
+		mu.Lock()
+		seen = seen[:0]
+		mu.Unlock()
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		req.Header = h.Clone()
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		w := httptest.NewRecorder()
+		sdk.ServeHTTP(w, req)
+		mu.Lock()
+		got := append([]sdkReading(nil), seen...)
+		mu.Unlock()
+		if r.code != http.StatusOK {
+			if len(got) > 0 {
+				t.Fatalf("the front refused it, the SDK dispatched %+v", got)
+			}
+			return
+		}
+		if len(got) > 1 {
+			t.Fatalf("one POST, %d dispatches", len(got))
+		}
+		env, ferr := parseEnvelope([]byte(body))
+		if ferr != nil {
+			t.Fatalf("passed the front with a refusal %+v", ferr)
+		}
+		for _, g := range got {
+			if g.method != env.method {
+				t.Fatalf("front read method %q, SDK dispatched %q", env.method, g.method)
+			}
+			if !env.call {
+				continue
+			}
+			// A minted key differs between the two runs: compare with the
+			// key this run answered with.
+			if hk := w.Header().Get(headerKey); g.name != env.name || g.key != hk || g.key == "" {
+				t.Fatalf("front read %q key %s, SDK dispatched %q key %s", env.name, hk, g.name, g.key)
+			}
+			if env.ticket != "" && (!g.hasTicket || g.ticket != env.ticket) || env.ticket == "" && g.hasTicket {
+				t.Fatalf("front read ticket %q, SDK saw %v (%v)", env.ticket, g.ticket, g.hasTicket)
+			}
+		}
+		if b := w.Body.Bytes(); bytes.Contains(b, []byte("recorded")) {
+			t.Fatalf("an error message of a handler came back: %s", b)
+		}
 	})
+}
+
+// sdkReading is what the SDK dispatched for one request.
+type sdkReading struct {
+	method, name, key string
+	ticket            any
+	hasTicket         bool
 }
 
 // FuzzLoadConfig checks that loading never panics and that no error shows a
@@ -81,8 +178,16 @@ func FuzzLoadConfig(f *testing.F) {
 	f.Add([]byte(demoConfigJSON))
 	f.Add([]byte(`{"tools": [{"broker": "nango", "spec": {"tool": "x", "route": "federated"}}]}`))
 	f.Add([]byte(`{"workspaces": [{"id": "w", "api_keys": ["` + testSecret + `"]}], "tools": [1]}`))
+	f.Add([]byte(strings.Replace(goodConfig, `"workspaces"`, `"WORKSPACES": [], "workspaces"`, 1)))
+	f.Add([]byte(strings.Replace(goodConfig, `"lease"`, `"le\u0061se": "1h", "lease"`, 1)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := loadConfig(data, testEnv, &retry.Executor{})
+		if err == nil {
+			// Whatever loads has one reading: no repeated member anywhere.
+			if cerr := strictjson.Check(data); cerr != nil {
+				t.Fatalf("loaded a document strictjson refuses: %v", cerr)
+			}
+		}
 		if err != nil {
 			if c != nil {
 				t.Fatal("a config and an error")

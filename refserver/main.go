@@ -17,6 +17,11 @@ import (
 	"github.com/obol-gateway/obol/retry"
 )
 
+// envRedisURL names the environment variable that may hold the -redis URL,
+// so that a password never has to be on the command line (where every user
+// of the machine can read it).
+const envRedisURL = "OBOL_REDIS_URL"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -28,7 +33,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("refserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "configuration `file` (JSON, DESIGN.md section 11); default: the demo configuration and demo vendor")
-	redisURL := fs.String("redis", "", "Redis `URL`: redis://, rediss://, or comma-separated Cluster seeds; default: an embedded, NOT durable store")
+	redisURL := fs.String("redis", "", "Redis `URL`: redis://, rediss://, or comma-separated Cluster seeds; default: $"+envRedisURL+", else an embedded, NOT durable store")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `address` host:port")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -38,6 +43,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if env, ok := os.LookupEnv(envRedisURL); ok && env != "" {
+		// The flag wins, so a command line can always override what the
+		// environment says; the URL itself is never printed (it may hold a
+		// password).
+		if flagSet(fs, "redis") {
+			log.Warn("-redis is set: " + envRedisURL + " is ignored")
+		} else {
+			*redisURL = env
+		}
+	}
 
 	exec := &retry.Executor{}
 	var (
@@ -128,4 +143,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

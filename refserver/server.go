@@ -33,7 +33,8 @@ const (
 // storeReadTimeout bounds every read-only store call (redisstore
 // Options.ReadTimeout): the client re-sends a read-only command after network
 // errors and LOADING replies until its context ends, and a request's context
-// may outlive its client, so reads must fail closed in time.
+// may outlive its client, so reads must fail closed in time. It bounds every
+// store call of an admin request too (server.bounded).
 const storeReadTimeout = 2 * time.Second
 
 // Wire names of DESIGN.md section 11.
@@ -59,6 +60,10 @@ type server struct {
 
 	pinned pinStore // where pins are shared; nil keeps them in this process
 
+	// storeTimeout bounds the store calls of every admin request (see
+	// bounded); the store's own ReadTimeout bounds reads everywhere.
+	storeTimeout time.Duration
+
 	mu   sync.RWMutex
 	pins map[string]string // capability -> the pin last read or written here
 }
@@ -83,6 +88,8 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 		metrics: newMetrics(),
 		redact:  receipt.NewRedactor(cfg.secrets...),
 		pins:    map[string]string{},
+
+		storeTimeout: storeReadTimeout,
 	}
 	for name, c := range cfg.Capabilities {
 		s.pins[name] = c.Pin
@@ -116,15 +123,32 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 // handler routes every endpoint.
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+	mux.Handle("/mcp", s.mcpHandler(s.mcp))
+	// Every admin endpoint runs under the store bound: a Redis that is down
+	// answers 503 store_unavailable in time, never a request that hangs.
+	mux.Handle("POST /v1/approvals/{ticket}/approve", s.bounded(s.handleDecide(true)))
+	mux.Handle("POST /v1/approvals/{ticket}/deny", s.bounded(s.handleDecide(false)))
+	mux.Handle("GET /v1/receipts/{key}", s.bounded(http.HandlerFunc(s.handleReceipt)))
+	mux.Handle("POST /v1/capabilities/{name}/pin", s.bounded(http.HandlerFunc(s.handlePin)))
+	mux.Handle("GET /healthz", s.bounded(http.HandlerFunc(s.handleHealth)))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// mcpHandler serves m on POST /mcp behind the front.
+func (s *server) mcpHandler(m *mcp.Server) http.Handler {
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,
 		MaxRequestBodyBytes: maxBodyBytes,
 		Logger:              s.sdkLog,
 	})
-	// The SDK attaches the TokenInfo of this middleware to every request it
-	// hands a tool handler: that is how the call's workspace and effective key
-	// reach the handler.
+	// The front is the one place that maps an API key to a workspace (it
+	// must answer 401 as a JSON-RPC error and refuse a repeated
+	// Authorization field, which the SDK's middleware would not). This
+	// verifier only hands the front's result to the SDK, which attaches it
+	// to every request it gives a tool handler: that is how the call's
+	// workspace and effective key reach the handler.
 	bearer := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		ci, ok := ctx.Value(callInfoKey{}).(*callInfo)
 		if !ok {
@@ -132,14 +156,7 @@ func (s *server) handler() http.Handler {
 		}
 		return &auth.TokenInfo{UserID: ci.workspace, Extra: map[string]any{tokenExtraCall: ci}}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	mux.Handle("/mcp", s.mcpFront(bearer(sdk)))
-	mux.HandleFunc("POST /v1/approvals/{ticket}/approve", s.handleDecide(true))
-	mux.HandleFunc("POST /v1/approvals/{ticket}/deny", s.handleDecide(false))
-	mux.HandleFunc("GET /v1/receipts/{key}", s.handleReceipt)
-	mux.HandleFunc("POST /v1/capabilities/{name}/pin", s.handlePin)
-	mux.HandleFunc("GET /healthz", s.handleHealth)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	return mux
+	return s.mcpFront(bearer(sdk))
 }
 
 func (s *server) newMCPServer() *mcp.Server {
@@ -147,19 +164,19 @@ func (s *server) newMCPServer() *mcp.Server {
 		Instructions: "Every tools/call is idempotent per Idempotency-Key header; see the receipt in result _meta " + metaReceipt + ".",
 		Logger:       s.sdkLog,
 	})
-	// unknown_tool with the reason and status in error.data, which the SDK's
-	// own "unknown tool" error lacks.
+	// unknown_tool with the reason, status and key in error.data, which the
+	// SDK's own "unknown tool" error lacks. The message never names the
+	// tool: it is part of the request.
 	m.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if ctr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
 				if ctr.Params == nil || !s.known(ctr.Params.Name) {
-					name := ""
-					if ctr.Params != nil {
-						name = ctr.Params.Name
+					key := ""
+					if ci := callInfoOf(ctr); ci != nil {
+						key = ci.key.String()
 					}
 					s.metrics.refusals.WithLabelValues("unknown_tool").Inc()
-					return nil, rpcError(refusal{reason: "unknown_tool", status: http.StatusNotFound,
-						msg: "unknown tool " + quoteName(name)}, "")
+					return nil, rpcError(refusal{reason: "unknown_tool", status: http.StatusNotFound, msg: "unknown tool"}, key)
 				}
 			}
 			return next(ctx, method, req)
@@ -317,6 +334,9 @@ func (s *server) classify(err error) refusal {
 		return refusal{"not_found", http.StatusNotFound, msg}
 	case errors.Is(err, idempotency.ErrInvalidJSON):
 		return refusal{"invalid_arguments", http.StatusBadRequest, msg}
+	case errors.Is(err, context.DeadlineExceeded):
+		// A store call that ran out of its bound.
+		return refusal{"store_unavailable", http.StatusServiceUnavailable, "the store did not answer in time"}
 	case errors.Is(err, idempotency.ErrInvalidScope):
 		return refusal{"invalid_request", http.StatusBadRequest, msg}
 	}
