@@ -20,6 +20,7 @@ import (
 	"github.com/obol-gateway/obol/broker/nango"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -180,8 +181,8 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 	if c.Lease < minLease {
 		bad("lease: must be at least %s", minLease)
 	}
-	if c.Retention <= c.Lease {
-		bad("retention: must be longer than the lease (%s)", c.Lease)
+	if c.Retention/redisstore.MinRetentionLeases < c.Lease {
+		bad("retention: must be at least %d leases (%s)", redisstore.MinRetentionLeases, redisstore.MinRetentionLeases*c.Lease)
 	}
 	env, err := effectspec.ParseEnvironment(fc.Environment)
 	if err != nil {

@@ -12,7 +12,8 @@
 //	refserver -config gateway.json -redis redis://127.0.0.1:6379 -addr 0.0.0.0:8080
 //
 // Flags: -config FILE (DESIGN.md section 11 format), -redis URL (redis://,
-// rediss://, or comma-separated Cluster seeds), -addr HOST:PORT (default
+// rediss://, valkey://, valkeys://, unix:///path/to/socket, or
+// comma-separated Cluster seeds), -addr HOST:PORT (default
 // 127.0.0.1:8080). The listen address is printed on stdout on start.
 // Without -redis, the URL comes from the environment variable
 // OBOL_REDIS_URL, so a password never has to be on the command line (where
