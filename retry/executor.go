@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -214,6 +215,19 @@ type emptyBody struct{}
 func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
 func (emptyBody) Close() error             { return nil }
 
+type sendDeadlineKey struct{}
+
+// WithSendDeadline returns a copy of ctx that makes an Executor attempt
+// start writing its request before t: an attempt that has not written a
+// byte by then is stopped and reports BeforeSend with ErrSendDeadline (its
+// connection is sealed, so no byte of it leaves later). An attempt that
+// started writing in time goes on until ctx ends. The Orchestrator sets it
+// to the lease deadline minus its safety margin, and ctx's deadline to the
+// attempt's timeout: a renewed lease keeps the slot, never allows a send.
+func WithSendDeadline(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, sendDeadlineKey{}, t)
+}
+
 // attempt tracks the connection of one Do.
 type attempt struct {
 	cancel context.CancelCauseFunc
@@ -222,6 +236,23 @@ type attempt struct {
 	conns int   // GotConn calls
 	c     *conn // the first connection, if it is ours
 	base  int64 // c's attempted bytes at GotConn
+	late  bool  // the send deadline passed before a byte was written
+}
+
+// sendDeadline stops the attempt if it has not written a byte yet. A
+// connection handed over later is sealed in gotConn.
+func (a *attempt) sendDeadline() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.conns == 0:
+	case a.c != nil && a.c.written() == a.base:
+		a.c.seal()
+	default:
+		return // writing started in time (or on a conn we cannot seal)
+	}
+	a.late = true
+	a.cancel(ErrSendDeadline)
 }
 
 // gotConn records the connection the request is about to be written to. A
@@ -234,6 +265,13 @@ func (a *attempt) gotConn(info httptrace.GotConnInfo) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.conns++
+	if a.late && c != nil && a.conns == 1 {
+		// The send deadline passed while this conn was being made: seal it
+		// before the request reaches it.
+		a.c, a.base = c, c.written()
+		c.seal()
+		return
+	}
 	if a.conns > 1 {
 		if c != nil {
 			c.seal()
@@ -267,10 +305,17 @@ func (e *Executor) send(req *http.Request) Result {
 	defer cancel(nil)
 	a := &attempt{cancel: cancel}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: a.gotConn})
+	if by, ok := ctx.Value(sendDeadlineKey{}).(time.Time); ok {
+		t := time.AfterFunc(time.Until(by), a.sendDeadline)
+		defer t.Stop()
+	}
 
 	resp, err := e.transport().RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		phase := a.settle()
+		if cause := context.Cause(ctx); phase == BeforeSend && errors.Is(cause, ErrSendDeadline) {
+			err = cause
+		}
 		if isInvalidHeader(err) {
 			err = fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}

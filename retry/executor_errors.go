@@ -17,6 +17,11 @@ var (
 	// but repeating the attempt cannot help.
 	ErrInvalidRequest = errors.New("retry: invalid request")
 
+	// ErrSendDeadline: the attempt had not written a byte when its send
+	// deadline (WithSendDeadline) passed, so it was stopped unsent. It is
+	// always before_send.
+	ErrSendDeadline = errors.New("retry: send deadline passed before the request was written")
+
 	// errSealed is what a sealed connection returns from Write.
 	errSealed = errors.New("retry: connection sealed")
 	// errSecondConn cancels an attempt whose transport asked for a second
