@@ -13,6 +13,9 @@ const (
 	DefinitelyRejected Outcome = "definitely_rejected"
 	// Unknown: an attempt may have had an effect. It never becomes success.
 	Unknown Outcome = "unknown"
+	// InProgress: an attempt is in flight under a live lease (a receipt read
+	// while the call runs); its outcome is not known yet.
+	InProgress Outcome = "in_progress"
 	// Held and Denied describe calls that never reached a vendor: awaiting
 	// approval, or denied by an approver.
 	Held   Outcome = "held"

@@ -43,3 +43,24 @@ func TestUnbuildableRequestIsNeverRetried(t *testing.T) {
 		}
 	})
 }
+
+// TestReceiptOfACallInFlight: a receipt read while the call runs says
+// in_progress, not unknown; a lapsed lease (read back as unknown) says
+// unknown.
+func TestReceiptOfACallInFlight(t *testing.T) {
+	sp := spec(effectspec.BindingHeader)
+	scope := idempotency.Scope{Workspace: "ws_acme", Connection: "conn_pay", Tool: sp.Tool}
+	for state, want := range map[idempotency.State]receipt.Outcome{
+		idempotency.StateInFlight:           receipt.InProgress,
+		idempotency.StateUnknown:            receipt.Unknown,
+		idempotency.StateAccepted:           receipt.Accepted,
+		idempotency.StateDefinitelyRejected: receipt.DefinitelyRejected,
+		idempotency.StateHeld:               receipt.Held,
+		idempotency.StateDenied:             receipt.Denied,
+	} {
+		rc := retry.Receipt(scope, sp, idempotency.Record{State: state, Key: idempotency.NewKey(), AttemptCount: 1})
+		if rc.Outcome != want {
+			t.Errorf("receipt of a %s record: outcome %s, want %s", state, rc.Outcome, want)
+		}
+	}
+}

@@ -372,7 +372,8 @@ func (o *Orchestrator) outcome(call *Call, hash string, rec idempotency.Record, 
 }
 
 // OutcomeOf maps a record state to a receipt outcome. An in-flight record
-// (read by Lookup) is unknown: unknown never becomes success.
+// (read by Lookup while its lease is live) is in_progress; Lookup reads one
+// whose lease lapsed as unknown, and unknown never becomes success.
 func OutcomeOf(s idempotency.State) receipt.Outcome {
 	switch s {
 	case idempotency.StateAccepted:
@@ -383,6 +384,8 @@ func OutcomeOf(s idempotency.State) receipt.Outcome {
 		return receipt.Held
 	case idempotency.StateDenied:
 		return receipt.Denied
+	case idempotency.StateInFlight:
+		return receipt.InProgress
 	}
 	return receipt.Unknown
 }
