@@ -27,9 +27,9 @@ const (
 	testSecret = "vendor_sk_client_test_9b7e"
 )
 
-// testConfig points two tools at the test vendor ({{VENDOR}}): pay.charge
+// testConfig points three tools at the test vendor ({{VENDOR}}): pay.charge
 // answers at once, pay.flaky hangs up on the first request for a key, after
-// acting on it.
+// acting on it, and pay.slow answers when the test releases it.
 const testConfig = `{
   "key_prefix": "client:", "lease": "10s", "environment": "production",
   "workspaces": [{"id": "ws_client", "api_keys": ["` + testAPIKey + `"]}],
@@ -41,7 +41,9 @@ const testConfig = `{
       "status": {"accepted": [201], "definitely_rejected": [402], "retryable": [503]}}},
     {"connection": "conn_v", "method": "POST", "path": "/flaky", "spec": {"tool": "pay.flaky", "effect": "write", "route": "native",
       "idempotency": {"binding": "header", "header": "Idempotency-Key"},
-      "status": {"accepted": [201], "definitely_rejected": [402], "retryable": [503]}}}
+      "status": {"accepted": [201], "definitely_rejected": [402], "retryable": [503]}}},
+    {"connection": "conn_v", "method": "POST", "path": "/slow", "spec": {"tool": "pay.slow", "effect": "write", "route": "native",
+      "idempotency": {"binding": "header", "header": "Idempotency-Key"}, "status": {"accepted": [201]}}}
   ]
 }`
 
@@ -56,12 +58,16 @@ type vendor struct {
 	requests map[string]int    // path + " " + key
 	charged  map[string]string // path + " " + key -> stored answer
 	seq      int
+	slowGot  chan struct{} // a request reached /slow
+	release  chan struct{} // closed: /slow answers
 }
 
 func newVendor(t *testing.T) *vendor {
-	v := &vendor{requests: map[string]int{}, charged: map[string]string{}}
+	v := &vendor{requests: map[string]int{}, charged: map[string]string{},
+		slowGot: make(chan struct{}, 8), release: make(chan struct{})}
 	v.Server = httptest.NewServer(http.HandlerFunc(v.serve))
 	t.Cleanup(v.Close)
+	t.Cleanup(v.unblock) // runs first: Close waits for the handlers
 	return v
 }
 
@@ -82,6 +88,10 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 		v.charged[slot] = prev
 	}
 	v.mu.Unlock()
+	if r.URL.Path == "/slow" {
+		v.slowGot <- struct{}{}
+		<-v.release
+	}
 	if !seen && r.URL.Path == "/flaky" {
 		// Charged, then the connection drops before any answer: the gateway
 		// cannot know whether the charge happened.
@@ -94,6 +104,16 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	io.WriteString(w, prev)
+}
+
+func (v *vendor) unblock() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	select {
+	case <-v.release:
+	default:
+		close(v.release)
+	}
 }
 
 // charges counts the charges made at path, over every key.
@@ -174,7 +194,10 @@ func startGateway(t *testing.T, v *vendor) string {
 		for sc.Scan() {
 			if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
 				b, _, _ := strings.Cut(rest, " ")
-				base <- b
+				select {
+				case base <- b:
+				default:
+				}
 			}
 		}
 		cmd.Wait()
@@ -350,6 +373,46 @@ func TestRefusal(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "not-a-key") {
 		t.Errorf("the error quotes the key: %v", err)
+	}
+}
+
+// A second call with the key while the first is still at the vendor is
+// refused in_progress, naming the key to call again with; nothing is sent.
+func TestInProgressRefusal(t *testing.T) {
+	v := newVendor(t)
+	base := startGateway(t, v)
+	c1, c2 := dial(t, base), dial(t, base)
+	ctx := context.Background()
+	key := idempotency.NewKey().String()
+	type result struct {
+		a   *Answer
+		err error
+	}
+	firstDone := make(chan result, 1)
+	go func() {
+		a, err := c1.Call(ctx, Call{Tool: "pay.slow", Arguments: charge, Key: key})
+		firstDone <- result{a, err}
+	}()
+	<-v.slowGot
+	_, err := c2.Call(ctx, Call{Tool: "pay.slow", Arguments: charge, Key: key})
+	var r *Refusal
+	if !errors.As(err, &r) || r.Reason != "in_progress" || r.Status != 409 || r.Key != key {
+		t.Errorf("second call while the first runs: %v (%+v), want in_progress 409 with the key", err, r)
+	}
+	v.unblock()
+	first := <-firstDone
+	if first.err != nil || first.a.Receipt.Outcome != receipt.Accepted || first.a.Receipt.Replayed {
+		t.Fatalf("first call: %v %+v", first.err, first.a)
+	}
+	again, err := c2.Call(ctx, Call{Tool: "pay.slow", Arguments: charge, Key: key})
+	if err != nil || !again.Receipt.Replayed {
+		t.Fatalf("retry after the first finished: %v %+v", err, again)
+	}
+	if n := v.charges("/slow"); n != 1 {
+		t.Errorf("vendor made %d charges, want 1", n)
+	}
+	if n, _ := v.count("/slow", first.a.Receipt.VendorKey); n != 1 {
+		t.Errorf("vendor saw %d requests, want 1", n)
 	}
 }
 
