@@ -1,6 +1,10 @@
 package idempotency
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/obol-gateway/obol/effectspec"
+)
 
 // Refusals. Each is returned (possibly wrapped) by the claim lifecycle and
 // names a stable reason for the wire; see Reason.
@@ -35,6 +39,10 @@ var (
 	ErrNotFound = errors.New("idempotency: not found")
 	// ErrHeld: the call awaits approval.
 	ErrHeld = errors.New("idempotency: awaiting approval")
+	// ErrInvalidRequest: a request that cannot be built or is not a valid
+	// call (a body pointer the key cannot be written at, an invalid scope);
+	// it fails the same way every time, so it is never retried.
+	ErrInvalidRequest = errors.New("idempotency: invalid request")
 	// ErrStoreUnavailable: the store failed or timed out during a mutating step.
 	// The step may or may not have been applied; the caller must not send and
 	// should settle the state with a read-only Lookup.
@@ -43,6 +51,8 @@ var (
 
 // Reason returns the stable wire reason and the equivalent HTTP status (as in
 // the IETF Idempotency-Key draft) for a refusal, or ("", 0) when err is not one.
+// It is the one mapping of the lifecycle's sentinels (these, and effectspec's
+// policy denial) to the reasons of DESIGN.md section 11.
 func Reason(err error) (reason string, status int) {
 	switch {
 	case err == nil:
@@ -65,6 +75,18 @@ func Reason(err error) (reason string, status int) {
 		return "denied", 403
 	case errors.Is(err, ErrStoreUnavailable):
 		return "store_unavailable", 503
+	case errors.Is(err, ErrStale):
+		// A finalize whose lease was taken over: the slot's new owner
+		// decides the call's outcome.
+		return "lease_lost", 409
+	case errors.Is(err, effectspec.ErrPolicyDenied):
+		return effectspec.ReasonPolicyDenied, 403
+	case errors.Is(err, ErrInvalidJSON):
+		return "invalid_arguments", 400
+	case errors.Is(err, ErrInvalidScope), errors.Is(err, ErrInvalidRequest):
+		return "invalid_request", 400
+	case errors.Is(err, ErrNotFound):
+		return "not_found", 404
 	}
 	return "", 0
 }

@@ -33,3 +33,21 @@ func ExampleScope_StorageKey() {
 	// obol:idem:ws_acme:unresolved:c0a95ba59e1e6193:idt_5c1f0a9e2b7d4c3e8f6a1b2c3d4e5f60 <nil>
 	// idempotency: invalid scope: workspace: byte 2 is not in [A-Za-z0-9_.-]
 }
+
+// Reason is the one mapping from the lifecycle's errors to the wire.
+func ExampleReason() {
+	for _, err := range []error{
+		idempotency.ErrRequestMismatch,
+		fmt.Errorf("redisstore: finalize: %w", idempotency.ErrStale),
+		idempotency.ErrInvalidJSON,
+		errors.New("not a refusal"),
+	} {
+		reason, status := idempotency.Reason(err)
+		fmt.Printf("%q %d\n", reason, status)
+	}
+	// Output:
+	// "request_mismatch" 422
+	// "lease_lost" 409
+	// "invalid_arguments" 400
+	// "" 0
+}

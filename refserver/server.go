@@ -327,18 +327,9 @@ func (s *server) classify(err error) refusal {
 	if reason, status := idempotency.Reason(err); reason != "" {
 		return refusal{reason, status, msg}
 	}
-	switch {
-	case errors.Is(err, effectspec.ErrPolicyDenied):
-		return refusal{effectspec.ReasonPolicyDenied, http.StatusForbidden, msg}
-	case errors.Is(err, idempotency.ErrNotFound):
-		return refusal{"not_found", http.StatusNotFound, msg}
-	case errors.Is(err, idempotency.ErrInvalidJSON):
-		return refusal{"invalid_arguments", http.StatusBadRequest, msg}
-	case errors.Is(err, context.DeadlineExceeded):
+	if errors.Is(err, context.DeadlineExceeded) {
 		// A store call that ran out of its bound.
 		return refusal{"store_unavailable", http.StatusServiceUnavailable, "the store did not answer in time"}
-	case errors.Is(err, idempotency.ErrInvalidScope):
-		return refusal{"invalid_request", http.StatusBadRequest, msg}
 	}
 	return refusal{"internal", http.StatusInternalServerError, msg}
 }

@@ -135,13 +135,7 @@ func (c *charges) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // was sent to the vendor.
 func refuse(w http.ResponseWriter, err error) {
 	reason, status := idempotency.Reason(err)
-	switch {
-	case reason != "":
-	case errors.Is(err, effectspec.ErrPolicyDenied):
-		reason, status = effectspec.ReasonPolicyDenied, http.StatusForbidden
-	case errors.Is(err, idempotency.ErrInvalidJSON):
-		reason, status = "invalid_arguments", http.StatusBadRequest
-	default:
+	if reason == "" {
 		slog.Error("charge", "error", err) // library errors hold no secret
 		reason, status = "internal", http.StatusInternalServerError
 	}

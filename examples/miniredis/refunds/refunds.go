@@ -95,13 +95,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuse answers a refusal with its HTTP status and stable reason.
 func refuse(w http.ResponseWriter, err error) {
 	reason, status := idempotency.Reason(err)
-	switch {
-	case reason != "":
-	case errors.Is(err, effectspec.ErrPolicyDenied):
-		reason, status = effectspec.ReasonPolicyDenied, http.StatusForbidden
-	case errors.Is(err, idempotency.ErrInvalidJSON):
-		reason, status = "invalid_arguments", http.StatusBadRequest
-	default:
+	if reason == "" {
 		reason, status = "internal", http.StatusInternalServerError
 	}
 	writeJSON(w, status, map[string]string{"reason": reason})
