@@ -30,10 +30,11 @@ type vendor struct {
 	seen     atomic.Int64 // requests read in full
 	accepted atomic.Int64 // connections accepted
 
-	mu    sync.Mutex
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
-	once  sync.Once
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	closed bool // finish has begun: a connection accepted now is closed at once
+	wg     sync.WaitGroup
+	once   sync.Once
 }
 
 func newVendor(t *testing.T, tlsConf *tls.Config, serve func(c net.Conn, n int, req *http.Request) bool) *vendor {
@@ -64,6 +65,11 @@ func (v *vendor) acceptLoop() {
 		v.accepted.Add(1)
 		v.mu.Lock()
 		v.conns[c] = true
+		if v.closed {
+			// finish has already closed the others; a handler for this one
+			// would wait for a client that may keep it idle.
+			c.Close()
+		}
 		v.mu.Unlock()
 		v.wg.Add(1)
 		go v.handle(c)
@@ -95,6 +101,7 @@ func (v *vendor) finish() {
 	v.once.Do(func() {
 		v.ln.Close()
 		v.mu.Lock()
+		v.closed = true
 		for c := range v.conns {
 			c.Close()
 		}
