@@ -224,6 +224,74 @@ func (h *libHarness) recover(t testing.TB, f *figures, keys []idempotency.Key) {
 	f.note("recovered=%d recovery_failed_closed=%d", len(keys), failedClosed)
 }
 
+// hangGuard bounds every wait of a fault test: a step that never happens
+// fails the test instead of hanging it. It is not a speed limit.
+const hangGuard = 2 * time.Minute
+
+// startLoad runs h.load with 8 workers until the returned stop is called
+// (stop waits for the workers; calling it again does nothing).
+func (h *libHarness) startLoad() (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() { h.load(8, quit); close(done) }()
+	return sync.OnceFunc(func() { close(quit); <-done })
+}
+
+// hold makes the first n requests the vendor reads wait there, and waits
+// until n have arrived: those calls are reserved and sent, and none is
+// finalized until release is called (release is idempotent, and must be
+// called before the load can stop).
+func (h *libHarness) hold(t *testing.T, n int) (held []idempotency.Key, release func()) {
+	t.Helper()
+	arrived, gate := make(chan string, n), make(chan struct{})
+	var blocked atomic.Int64
+	h.vendor.setBlock(func(ref string) {
+		if blocked.Add(1) <= int64(n) {
+			arrived <- ref
+			<-gate
+		}
+	})
+	release = sync.OnceFunc(func() {
+		h.vendor.setBlock(nil)
+		close(gate)
+	})
+	t.Cleanup(release) // before the vendor's Close, which waits for its handlers
+	guard := time.After(hangGuard)
+	for len(held) < n {
+		select {
+		case ref := <-arrived:
+			k, err := idempotency.ParseKey(ref)
+			if err != nil {
+				release()
+				t.Fatalf("vendor ref %q: %v", ref, err)
+			}
+			held = append(held, k)
+		case <-guard:
+			release()
+			t.Fatalf("only %d of %d calls reached the vendor", len(held), n)
+		}
+	}
+	return held, release
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	guard := time.After(hangGuard)
+	for !cond() {
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-guard:
+			t.Fatalf("never happened: %s", what)
+		}
+	}
+}
+
+// completes reports whether a fresh call completes (accepted).
+func (h *libHarness) completes() bool {
+	r := h.call(context.Background(), idempotency.NewKey())
+	return r.err == nil && r.out.Receipt.Outcome == "accepted"
+}
+
 // outage runs a load of 8 workers and takes Redis down with down while calls
 // are known to be in flight: the first inFlight requests the vendor reads
 // wait there (reserved and sent, not finalized) until down has returned, so
@@ -234,55 +302,14 @@ func (h *libHarness) recover(t testing.TB, f *figures, keys []idempotency.Key) {
 // outage returns the keys of the held calls, each of which failed closed.
 func (h *libHarness) outage(t *testing.T, inFlight int, down, up func()) (held []idempotency.Key) {
 	t.Helper()
-	arrived, release := make(chan string, inFlight), make(chan struct{})
-	var blocked atomic.Int64
-	h.vendor.setBlock(func(ref string) {
-		if blocked.Add(1) <= int64(inFlight) {
-			arrived <- ref
-			<-release
-		}
-	})
-	releaseOnce := sync.OnceFunc(func() {
-		h.vendor.setBlock(nil)
-		close(release)
-	})
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() { h.load(8, stop); close(done) }()
-	defer func() {
-		releaseOnce() // also on a failure: the workers must be able to end
-		close(stop)
-		<-done
-	}()
-
-	guard := time.After(2 * time.Minute) // only against a hang
-	for len(held) < inFlight {
-		select {
-		case ref := <-arrived:
-			k, err := idempotency.ParseKey(ref)
-			if err != nil {
-				t.Fatalf("vendor ref %q: %v", ref, err)
-			}
-			held = append(held, k)
-		case <-guard:
-			t.Fatalf("only %d of %d calls reached the vendor", len(held), inFlight)
-		}
-	}
+	stop := h.startLoad()
+	defer stop()
+	held, release := h.hold(t, inFlight)
+	defer release() // also on a failure: the workers must be able to end
 	down()
-	releaseOnce()
+	release()
 
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			select {
-			case <-tick.C:
-			case <-guard:
-				t.Fatalf("%s: not while Redis was down", what)
-			}
-		}
-	}
-	waitFor("the held calls end", func() bool { return h.ended(held) })
+	waitFor(t, "the held calls end while Redis is down", func() bool { return h.ended(held) })
 	h.mu.Lock()
 	completed := 0
 	for _, k := range held {
@@ -295,19 +322,10 @@ func (h *libHarness) outage(t *testing.T, inFlight int, down, up func()) (held [
 	if completed > 0 {
 		t.FailNow()
 	}
-	waitFor("a claim fails closed", func() bool { return h.claimFailed(held) })
-
+	waitFor(t, "a claim fails closed while Redis is down", func() bool { return h.claimFailed(held) })
 	up()
-	for {
-		if r := h.call(context.Background(), idempotency.NewKey()); r.err == nil && r.out.Receipt.Outcome == "accepted" {
-			return held
-		}
-		select {
-		case <-tick.C:
-		case <-guard:
-			t.Fatalf("no call completed after Redis came back")
-		}
-	}
+	waitFor(t, "a call completes once Redis is back", h.completes)
+	return held
 }
 
 // ended reports whether every call of keys has returned.
