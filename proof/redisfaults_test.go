@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -188,17 +189,23 @@ func lookup(ctx context.Context, s *redisstore.Store, k idempotency.Key) (idempo
 	return rec, err
 }
 
-// recover calls every failed key again once faults are over (waiting out
-// the lease on in_progress): each must end accepted, with the vendor
-// having seen at least one request and no more than attempt_count.
+// recover calls every failed key again once faults are over, as a client
+// would: again while the key is in progress (until its lease lapses), and
+// again when the call fails closed because the store is slow or still
+// reconnecting, which the contract allows at any time. Each key must end
+// accepted, with the vendor having seen at least one request and no more
+// than attempt_count. Calls that failed closed are counted, not failed on.
 func (h *libHarness) recover(t testing.TB, f *figures, keys []idempotency.Key) {
 	t.Helper()
+	failedClosed := 0
 	for _, k := range keys {
 		var r callResult
 		for range 50 {
 			r = h.call(context.Background(), k)
 			f.calls++
-			if !errors.Is(r.err, idempotency.ErrInProgress) {
+			if errors.Is(r.err, idempotency.ErrStoreUnavailable) {
+				failedClosed++
+			} else if !errors.Is(r.err, idempotency.ErrInProgress) {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -214,60 +221,179 @@ func (h *libHarness) recover(t testing.TB, f *figures, keys []idempotency.Key) {
 			t.Errorf("%s after recovery: receipt %+v, vendor %d", k, rc, n)
 		}
 	}
-	f.note("recovered=%d", len(keys))
+	f.note("recovered=%d recovery_failed_closed=%d", len(keys), failedClosed)
 }
 
-// TestRedisRestartMidLoad stops Redis (AOF, fsync always) in the middle of a
-// load, keeps it down for 300ms and starts it again. Calls during the outage
-// must fail closed with a clear error and never send without a reservation.
+// hangGuard bounds every wait of a fault test: a step that never happens
+// fails the test instead of hanging it. It is not a speed limit.
+const hangGuard = 2 * time.Minute
+
+// startLoad runs h.load with 8 workers until the returned stop is called
+// (stop waits for the workers; calling it again does nothing).
+func (h *libHarness) startLoad() (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() { h.load(8, quit); close(done) }()
+	return sync.OnceFunc(func() { close(quit); <-done })
+}
+
+// hold makes the first n requests the vendor reads wait there, and waits
+// until n have arrived: those calls are reserved and sent, and none is
+// finalized until release is called (release is idempotent, and must be
+// called before the load can stop).
+func (h *libHarness) hold(t *testing.T, n int) (held []idempotency.Key, release func()) {
+	t.Helper()
+	arrived, gate := make(chan string, n), make(chan struct{})
+	var blocked atomic.Int64
+	h.vendor.setBlock(func(ref string) {
+		if blocked.Add(1) <= int64(n) {
+			arrived <- ref
+			<-gate
+		}
+	})
+	release = sync.OnceFunc(func() {
+		h.vendor.setBlock(nil)
+		close(gate)
+	})
+	t.Cleanup(release) // before the vendor's Close, which waits for its handlers
+	guard := time.After(hangGuard)
+	for len(held) < n {
+		select {
+		case ref := <-arrived:
+			k, err := idempotency.ParseKey(ref)
+			if err != nil {
+				release()
+				t.Fatalf("vendor ref %q: %v", ref, err)
+			}
+			held = append(held, k)
+		case <-guard:
+			release()
+			t.Fatalf("only %d of %d calls reached the vendor", len(held), n)
+		}
+	}
+	return held, release
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	guard := time.After(hangGuard)
+	for !cond() {
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-guard:
+			t.Fatalf("never happened: %s", what)
+		}
+	}
+}
+
+// completes reports whether a fresh call completes (accepted).
+func (h *libHarness) completes() bool {
+	r := h.call(context.Background(), idempotency.NewKey())
+	return r.err == nil && r.out.Receipt.Outcome == "accepted"
+}
+
+// outage runs a load of 8 workers and takes Redis down with down while calls
+// are known to be in flight: the first inFlight requests the vendor reads
+// wait there (reserved and sent, not finalized) until down has returned, so
+// that their finalizes meet the outage. Redis stays down until those calls,
+// and at least one claim made during the outage, have failed closed; up
+// brings it back, and the load stops once a fresh call has completed again.
+// Nothing here waits for a duration: each step waits for the event it names.
+// outage returns the keys of the held calls, each of which failed closed.
+func (h *libHarness) outage(t *testing.T, inFlight int, down, up func()) (held []idempotency.Key) {
+	t.Helper()
+	stop := h.startLoad()
+	defer stop()
+	held, release := h.hold(t, inFlight)
+	defer release() // also on a failure: the workers must be able to end
+	down()
+	release()
+
+	waitFor(t, "the held calls end while Redis is down", func() bool { return h.ended(held) })
+	h.mu.Lock()
+	completed := 0
+	for _, k := range held {
+		if r := h.results[k]; r.err == nil {
+			completed++
+			t.Errorf("%s: in flight when Redis went down, yet it completed (%s)", k, r.out.Receipt.Outcome)
+		}
+	}
+	h.mu.Unlock()
+	if completed > 0 {
+		t.FailNow()
+	}
+	waitFor(t, "a claim fails closed while Redis is down", func() bool { return h.claimFailed(held) })
+	up()
+	waitFor(t, "a call completes once Redis is back", h.completes)
+	return held
+}
+
+// ended reports whether every call of keys has returned.
+func (h *libHarness) ended(keys []idempotency.Key) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, k := range keys {
+		if _, ok := h.results[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// claimFailed reports whether a call other than those of held failed before
+// its finalize: its claim failed.
+func (h *libHarness) claimFailed(held []idempotency.Key) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, r := range h.results {
+		if r.err != nil && !slices.Contains(held, k) && !strings.Contains(r.err.Error(), "finalize") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRedisRestartMidLoad stops Redis (AOF, fsync always) while calls are in
+// flight under load, and starts it again once calls have failed closed.
+// Calls during the outage must fail closed with a clear error and never send
+// without a reservation; a call whose finalize failed closed is allowed
+// (counted as finalize_failed) and completes after the lease with no second
+// effect.
 func TestRedisRestartMidLoad(t *testing.T) {
 	start := time.Now()
 	redis := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	v := newVendor(t, 2*time.Millisecond)
 	h := newLibHarness(t, newStore(t, newClient(t, redis.Addr()), redisstore.Options{Lease: libLease}), v)
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() { h.load(8, stop); close(done) }()
-	time.Sleep(500 * time.Millisecond)
-	redis.Stop()
-	time.Sleep(300 * time.Millisecond) // longer than the orchestrator's re-sends
-	redis.Restart()
-	time.Sleep(700 * time.Millisecond)
-	close(stop)
-	<-done
+	held := h.outage(t, 4, redis.Stop, redis.Restart)
 	var f figures
 	failed := h.audit(t, &f)
-	if len(failed) == 0 {
-		t.Errorf("no call failed: the outage was not under load")
-	}
+	f.note("in_flight_at_outage=%d", len(held))
 	h.recover(t, &f, failed)
 	v.integrity(t)
 	f.report(t, start)
 }
 
 // TestRedisKill9AOF kills Redis (appendonly yes, appendfsync always) with
-// SIGKILL under load and restarts it: every acknowledged reservation and
-// every key the vendor saw must still have its record.
+// SIGKILL while calls are in flight under load, and restarts it: every
+// acknowledged reservation and every key the vendor saw must still have its
+// record.
 func TestRedisKill9AOF(t *testing.T) {
 	start := time.Now()
 	redis := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	v := newVendor(t, 2*time.Millisecond)
 	h := newLibHarness(t, newStore(t, newClient(t, redis.Addr()), redisstore.Options{Lease: libLease}), v)
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() { h.load(8, stop); close(done) }()
-	time.Sleep(700 * time.Millisecond)
-	redis.Kill()
-	ackedBeforeKill := len(h.store.acked())
-	time.Sleep(600 * time.Millisecond) // longer than the orchestrator's re-sends
-	redis.Restart()
-	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	<-done
+	const inFlight = 4
+	var ackedBeforeKill int
+	held := h.outage(t, inFlight, func() {
+		redis.Kill()
+		ackedBeforeKill = len(h.store.acked())
+	}, redis.Restart)
 	var f figures
 	failed := h.audit(t, &f) // checks every acknowledged key's record
-	if ackedBeforeKill == 0 {
-		t.Errorf("no reservation was acknowledged before the kill")
+	if ackedBeforeKill < inFlight {
+		t.Errorf("%d reservations acknowledged before the kill, with %d calls in flight", ackedBeforeKill, inFlight)
 	}
-	f.note("acknowledged_before_kill=%d", ackedBeforeKill)
+	f.note("acknowledged_before_kill=%d in_flight_at_kill=%d", ackedBeforeKill, len(held))
 	h.recover(t, &f, failed)
 	v.integrity(t)
 	f.report(t, start)

@@ -30,10 +30,11 @@ type vendor struct {
 	seen     atomic.Int64 // requests read in full
 	accepted atomic.Int64 // connections accepted
 
-	mu    sync.Mutex
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
-	once  sync.Once
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	closed bool // finish has begun: a connection accepted now is closed at once
+	wg     sync.WaitGroup
+	once   sync.Once
 }
 
 func newVendor(t *testing.T, tlsConf *tls.Config, serve func(c net.Conn, n int, req *http.Request) bool) *vendor {
@@ -64,6 +65,11 @@ func (v *vendor) acceptLoop() {
 		v.accepted.Add(1)
 		v.mu.Lock()
 		v.conns[c] = true
+		if v.closed {
+			// finish has already closed the others; a handler for this one
+			// would wait for a client that may keep it idle.
+			c.Close()
+		}
 		v.mu.Unlock()
 		v.wg.Add(1)
 		go v.handle(c)
@@ -95,6 +101,7 @@ func (v *vendor) finish() {
 	v.once.Do(func() {
 		v.ln.Close()
 		v.mu.Lock()
+		v.closed = true
 		for c := range v.conns {
 			c.Close()
 		}
@@ -354,22 +361,97 @@ func TestDoRedirectNotFollowed(t *testing.T) {
 	}
 }
 
+// expiringCtx is a context whose deadline passes when expire is called, so
+// that a test puts the deadline after what the vendor has seen instead of
+// racing a timer against a loaded machine.
+type expiringCtx struct {
+	context.Context
+	done   chan struct{}
+	expire func()
+}
+
+func newExpiringCtx() *expiringCtx {
+	c := &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+	c.expire = sync.OnceFunc(func() { close(c.done) })
+	return c
+}
+
+func (c *expiringCtx) Done() <-chan struct{} { return c.done }
+
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// readWatch is a client connection that reports, on wanting, the first Read
+// called after it has received want bytes: the client has consumed what the
+// vendor sent and waits for more.
+type readWatch struct {
+	net.Conn
+	want    int64
+	got     atomic.Int64
+	wanting chan struct{}
+	once    sync.Once
+}
+
+func (c *readWatch) Read(p []byte) (int, error) {
+	if c.got.Load() >= c.want {
+		c.once.Do(func() { close(c.wanting) })
+	}
+	n, err := c.Conn.Read(p)
+	c.got.Add(int64(n))
+	return n, err
+}
+
+// TestDoSlowVendor: the deadline passes while the vendor holds the request
+// (no answer) or the body (a partial one). Either is post_send, wrapping
+// DeadlineExceeded, with the status when the header had arrived.
 func TestDoSlowVendor(t *testing.T) {
-	release := make(chan struct{})
+	const partial = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial"
+	release, read := make(chan struct{}), make(chan struct{}, 2)
 	v := newVendor(t, nil, func(c net.Conn, n int, r *http.Request) bool {
 		if r.URL.Path == "/slow-body" {
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+			io.WriteString(c, partial)
 		}
+		read <- struct{}{}
 		<-release
 		return false
 	})
 	t.Cleanup(func() { close(release) }) // before v.finish, which waits for the handlers
 	for _, path := range []string{"/slow", "/slow-body"} {
 		t.Run(path, func(t *testing.T) {
-			var e Executor
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			defer cancel()
+			watch := &readWatch{want: int64(len(partial)), wanting: make(chan struct{})}
+			e := Executor{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				var d net.Dialer
+				c, err := d.DialContext(ctx, network, addr)
+				watch.Conn = c
+				return watch, err
+			}}
+			ctx := newExpiringCtx()
+			go func() {
+				// The deadline passes once the vendor holds the request and,
+				// for /slow-body, once the client read the partial answer and
+				// waits for the rest. The timer only keeps a broken client
+				// from hanging the test; it makes it fail instead.
+				guard := time.After(time.Minute)
+				select {
+				case <-read:
+					if path == "/slow-body" {
+						select {
+						case <-watch.wanting:
+						case <-guard:
+						}
+					}
+				case <-guard:
+				}
+				ctx.expire()
+			}()
 			res := e.Do(ctx, newRequest(t, "POST", v.url(path), `{"amount":1}`))
+			ctx.expire()
 			phaseErr(t, res, PostSend)
 			if !errors.Is(res.Err, context.DeadlineExceeded) {
 				t.Errorf("err %v does not wrap DeadlineExceeded", res.Err)

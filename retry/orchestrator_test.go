@@ -316,26 +316,73 @@ func TestRejectedIsReplayed(t *testing.T) {
 	})
 }
 
+// leaseSpy remembers the lease deadline of every claim the store granted.
+type leaseSpy struct {
+	idempotency.Store
+	mu      sync.Mutex
+	granted []time.Time
+}
+
+func (s *leaseSpy) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, r)
+	if err == nil && res.Status == idempotency.StatusClaimed {
+		s.mu.Lock()
+		s.granted = append(s.granted, res.LeaseDeadline)
+		s.mu.Unlock()
+	}
+	return res, err
+}
+
+// A vendor that never answers: the attempt is cut at its dispatch deadline,
+// which lies at or before the lease deadline the store granted minus the
+// margin (no worker sends after its lease, DESIGN.md section 6), and the call
+// ends unknown with its one attempt counted.
 func TestSlowVendorEndsInsideLease(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		const lease = 600 * time.Millisecond
-		st := b.open(t, lease)
-		release := make(chan struct{})
+		// The numbers do not matter to the contract; a wide margin leaves the
+		// finalize a whole second however slow the machine is.
+		const lease, margin = 2 * time.Second, time.Second
+		spy := &leaseSpy{Store: b.open(t, lease)}
+		release, testEnd := make(chan struct{}), t.Context()
 		v := newVendor(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 			select {
+			case <-r.Context().Done(): // the gateway gave up on the attempt
 			case <-release:
-			case <-time.After(3 * time.Second):
+			case <-testEnd.Done(): // a failed test must not hang in the server's Close
 			}
 			status(201)(n, w, r)
 		})
-		defer close(release)
-		began := time.Now()
-		out, err := orch(st, lease).Do(context.Background(), call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{}))
+		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
+		inner := c.Target
+		var deadlines []time.Time
+		var results []retry.Result
+		c.Target = retry.TargetFunc(func(ctx context.Context, a retry.Attempt) retry.Result {
+			d, ok := ctx.Deadline()
+			if !ok {
+				t.Error("the attempt's context has no deadline")
+			}
+			deadlines = append(deadlines, d)
+			res := inner.Send(ctx, a)
+			results = append(results, res)
+			return res
+		})
+		o := orch(spy, lease)
+		o.SafetyMargin = margin
+		out, err := o.Do(context.Background(), c)
+		close(release)
+		v.Close() // waits for the handler: seen is final
 		expect(t, out, err, receipt.Unknown, 1, v.seen.Load())
-		if el := time.Since(began); el > lease {
-			// Not a timing assertion of speed: the contract is that no worker
-			// outlives its lease; the dispatch deadline is lease - margin.
-			t.Fatalf("call took %v, longer than the lease %v", el, lease)
+		if v.seen.Load() != 1 || len(deadlines) != 1 || len(spy.granted) != 1 {
+			t.Fatalf("vendor saw %d, %d attempts sent, %d claims granted; want 1 of each", v.seen.Load(), len(deadlines), len(spy.granted))
+		}
+		if res := results[0]; res.Phase != retry.PostSend || !errors.Is(res.Err, context.DeadlineExceeded) {
+			t.Fatalf("attempt: phase %s err %v; want post_send cut by its deadline", res.Phase, res.Err)
+		}
+		// The store states the deadline in whole milliseconds of its clock
+		// (floored), here the same clock as ours: compare at that resolution.
+		limit := spy.granted[0].Add(-margin)
+		if got := deadlines[0].Truncate(time.Millisecond); got.After(limit) {
+			t.Fatalf("attempt deadline %v is after the granted lease deadline minus the margin %v", got, limit)
 		}
 	})
 }
@@ -344,12 +391,19 @@ func TestSlowVendorEndsInsideLease(t *testing.T) {
 // vendor deduplicates on our key) and the late worker's finalize is stale.
 func TestLateWorkerFinalizeIsStale(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		const lease = 400 * time.Millisecond
+		// The store's lease must lapse while the late worker's attempt is held;
+		// the taking-over worker then runs under it too.
+		const lease = time.Second
 		st := b.open(t, lease)
-		release := make(chan struct{})
+		arrived, release, testEnd := make(chan struct{}), make(chan struct{}), t.Context()
 		v := newVendor(t, func(n int64, w http.ResponseWriter, r *http.Request) {
 			if n == 1 {
-				<-release
+				close(arrived)
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				case <-testEnd.Done(): // a failed test must not hang in the server's Close
+				}
 			}
 			status(201)(n, w, r)
 		})
@@ -365,10 +419,12 @@ func TestLateWorkerFinalizeIsStale(t *testing.T) {
 			out, err := late.Do(context.Background(), c)
 			done <- res{out, err}
 		}()
-		for v.seen.Load() == 0 {
-			time.Sleep(5 * time.Millisecond)
+		select {
+		case <-arrived:
+		case r := <-done:
+			t.Fatalf("the late worker ended before its attempt reached the vendor: %v, receipt %+v", r.err, r.out.Receipt)
 		}
-		time.Sleep(lease + 100*time.Millisecond)
+		waitLeaseLapsed(t, st, c, lease)
 		out, err := orch(st, lease).Do(context.Background(), c)
 		expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
 		close(release)
@@ -381,6 +437,29 @@ func TestLateWorkerFinalizeIsStale(t *testing.T) {
 			t.Fatalf("record %+v err %v, vendor saw %d", rec, err, v.seen.Load())
 		}
 	})
+}
+
+// waitLeaseLapsed polls until c's in-flight record reads unknown, which it
+// does once the store's clock passes its lease deadline.
+func waitLeaseLapsed(t *testing.T, st idempotency.Store, c retry.Call, lease time.Duration) {
+	t.Helper()
+	giveUp := time.Now().Add(30 * lease) // only against a hang: a lease that never lapses
+	for {
+		rec, err := st.Lookup(context.Background(), c.Scope, c.Key)
+		if err != nil {
+			t.Fatalf("lookup: %v", err)
+		}
+		if rec.State != idempotency.StateInFlight {
+			if rec.State != idempotency.StateUnknown {
+				t.Fatalf("record %s, want unknown once its lease lapsed", rec.State)
+			}
+			return
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("the lease of %v has not lapsed after %v", lease, 30*lease)
+		}
+		time.Sleep(lease / 50)
+	}
 }
 
 func TestRedirectNotFollowed(t *testing.T) {
