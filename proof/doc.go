@@ -28,11 +28,17 @@
 //   - TestRedisRestartMidLoad, TestRedisKill9AOF: library level
 //     (retry.Orchestrator on redisstore, HTTPTarget to a counting vendor),
 //     Redis with appendonly yes and appendfsync always, stopped (SIGTERM)
-//     or killed (SIGKILL) under load and restarted. Calls during the outage
+//     or killed (SIGKILL) under load and restarted. The outage is driven by
+//     events, not sleeps: the vendor holds the first requests it reads, the
+//     test stops Redis, releases them so their finalizes meet the outage,
+//     and restarts Redis only once those and a later claim have failed
+//     (in_flight_at_outage, in_flight_at_kill). Calls during the outage
 //     fail closed with an error matching idempotency.ErrStoreUnavailable; a
 //     call whose claim failed sent nothing; every acknowledged reservation
 //     and every key the vendor saw has its record afterwards; failed keys
-//     complete after the lease with no second effect.
+//     complete after the lease with no second effect (a retry that meets the
+//     store still recovering fails closed again and is counted as
+//     recovery_failed_closed).
 //   - TestFaultProxy: our RESP-aware proxy between the store and Redis. One
 //     subtest drops the reply of every fifth claim and finalize after Redis
 //     ran the script and cuts the connection: the orchestrator re-sends the
@@ -41,8 +47,10 @@
 //     every command batch and cuts every connection every 150ms, with no
 //     re-sends, so calls fail closed and are recovered after the lease.
 //   - TestClusterFailover: 3 masters and 3 replicas, WaitReplicas=1, a master
-//     killed with SIGKILL under load. Every key the vendor saw and every
-//     acknowledged reservation keeps its record after the failover.
+//     killed with SIGKILL while the vendor holds calls, the replica's
+//     promotion awaited. Every key the vendor saw and every acknowledged
+//     reservation keeps its record after the failover; fresh calls that
+//     fail closed meanwhile are completed later (after_failover_failed_closed).
 //   - TestLinearizability: concurrent histories of claim (fresh and
 //     re-sent), reserve, finalize, lookup and lease expiry against real
 //     Redis, checked with porcupine per key against a sequential model of
