@@ -1,0 +1,128 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// healthSrc is a script with a shebang and no flags: Redis 7 refuses such a
+// script before it runs wherever it would refuse a write (out of memory
+// under noeviction, a read-only replica, loading, a cluster that is down or
+// failing over), which is where a claim would fail. It touches no key.
+const healthSrc = "#!lua\nreturn 1\n"
+
+// UnhealthyError says why a claim could not be written now.
+type UnhealthyError struct {
+	// Reason is one of "unreachable", "out_of_memory", "read_only",
+	// "loading", "failing_over", "error".
+	Reason string
+	// Node is the address of the node that failed.
+	Node string
+	Err  error
+}
+
+func (e *UnhealthyError) Error() string {
+	return "redisstore: health: node " + e.Node + ": " + e.Reason
+}
+
+func (e *UnhealthyError) Unwrap() error { return e.Err }
+
+// Health reports whether a claim could be written now on every master: nil,
+// or an *UnhealthyError. Unlike a read or a PING, it fails where writes do:
+// Redis out of memory (noeviction refuses writes), a replica that became
+// read-only, a node loading its data set, a Cluster that is down or failing
+// over. It writes nothing. Bound it with ctx (ReadTimeout does not apply).
+func (s *Store) Health(ctx context.Context) error {
+	nodes := s.client.Nodes()
+	for addr, n := range nodes {
+		if len(nodes) > 1 {
+			// A Cluster: replicas refuse writes by design; check masters.
+			role, err := n.Do(ctx, n.B().Role().Build()).ToArray()
+			if err != nil {
+				return unhealthy(addr, err)
+			}
+			if len(role) > 0 {
+				if r, _ := role[0].ToString(); r != "master" {
+					continue
+				}
+			}
+		}
+		err := n.Do(ctx, n.B().Eval().Script(healthSrc).Numkeys(0).Build()).Error()
+		if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(re.Error(), "compiling script") {
+			// miniredis (the embedded store) has no script flags; it never
+			// runs out of memory or turns read-only, so reaching it is enough.
+			err = n.Do(ctx, n.B().Eval().Script("return 1").Numkeys(0).Build()).Error()
+		}
+		if err != nil {
+			return unhealthy(addr, err)
+		}
+	}
+	return nil
+}
+
+func unhealthy(addr string, err error) error {
+	reason := "unreachable"
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		msg := re.Error()
+		switch {
+		case strings.HasPrefix(msg, "OOM"):
+			reason = "out_of_memory"
+		case strings.HasPrefix(msg, "READONLY"):
+			reason = "read_only"
+		case strings.HasPrefix(msg, "LOADING"):
+			reason = "loading"
+		case strings.HasPrefix(msg, "CLUSTERDOWN"), strings.HasPrefix(msg, "TRYAGAIN"),
+			strings.HasPrefix(msg, "MASTERDOWN"), strings.HasPrefix(msg, "MOVED"), strings.HasPrefix(msg, "ASK"):
+			reason = "failing_over"
+		default:
+			reason = "error"
+		}
+	} else if errors.Is(err, context.Canceled) {
+		reason = "error"
+	}
+	return &UnhealthyError{Reason: reason, Node: addr, Err: err}
+}
+
+// Durability is what the masters persist.
+type Durability struct {
+	// AOF: every master has appendonly yes.
+	AOF bool
+	// RDB: every master has at least one save point.
+	RDB bool
+}
+
+// None reports that a master persists nothing: a restart of it loses every
+// claim, and a retry after that dispatches again.
+func (d Durability) None() bool { return !d.AOF && !d.RDB }
+
+func (d Durability) String() string {
+	switch {
+	case d.AOF && d.RDB:
+		return "aof+rdb"
+	case d.AOF:
+		return "aof"
+	case d.RDB:
+		return "rdb"
+	}
+	return "none"
+}
+
+// Durability reads the persistence settings of every node that is a master
+// (CONFIG GET appendonly and save), so an operator can be told when a Redis
+// restart would lose claims. It fails where CONFIG is blocked.
+func (s *Store) Durability(ctx context.Context) (Durability, error) {
+	d := Durability{AOF: true, RDB: true}
+	for addr, n := range s.client.Nodes() {
+		m, err := n.Do(ctx, n.B().ConfigGet().Parameter("appendonly").Parameter("save").Build()).AsStrMap()
+		if err != nil {
+			return Durability{}, fmt.Errorf("redisstore: durability: CONFIG GET on %s: %w", addr, err)
+		}
+		d.AOF = d.AOF && m["appendonly"] == "yes"
+		d.RDB = d.RDB && strings.TrimSpace(m["save"]) != ""
+	}
+	return d, nil
+}
