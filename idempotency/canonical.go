@@ -1036,25 +1036,35 @@ const (
 // d.ddde±n, a text that no double prints as: requests that differ only
 // beyond a double's precision never share a hash.
 func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) error {
-	// The significant digits are all[first:last+1] of all = integer+frac.
-	first, last := -1, -1
-	for j, ch := range integer {
-		if ch != '0' {
-			if first < 0 {
-				first = j
-			}
-			last = j
-		}
+	// The significant digits, hi followed by lo, without leading or
+	// trailing zeros; first is the index of the first one in integer+frac.
+	var hi, lo []byte
+	first := 0
+	for first < len(integer) && integer[first] == '0' {
+		first++
 	}
-	for j, ch := range frac {
-		if ch != '0' {
-			if first < 0 {
-				first = len(integer) + j
-			}
-			last = len(integer) + j
-		}
+	last := len(frac) - 1
+	for last >= 0 && frac[last] == '0' {
+		last--
 	}
-	k := last - first + 1 // appendShortDecimal took zero
+	switch {
+	case first == len(integer): // 0.000ddd: appendShortDecimal took zero
+		f := 0
+		for frac[f] == '0' {
+			f++
+		}
+		first += f
+		lo = frac[f : last+1]
+	case last >= 0:
+		hi, lo = integer[first:], frac[:last+1]
+	default:
+		n := len(integer)
+		for integer[n-1] == '0' {
+			n--
+		}
+		hi = integer[first:n]
+	}
+	k := len(hi) + len(lo)
 	if k > maxExactDigits {
 		return c.errorf(start, "number with more than %d significant digits", maxExactDigits)
 	}
@@ -1088,40 +1098,39 @@ func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) e
 	// The shortest decimal of f, whose digits ECMAScript prints: d[.ddd]e±nn.
 	var buf [32]byte
 	s := strconv.AppendFloat(buf[:0], math.Abs(f), 'e', -1, 64)
-	var d [17]byte
-	ks := copy(d[:], s[:1])
-	i := 1
-	if s[1] == '.' {
-		for i = 2; s[i] != 'e'; i++ {
-			d[ks] = s[i]
-			ks++
-		}
+	i := len(s) - 4 // the 'e': the exponent has 2 or 3 digits
+	if s[i] != 'e' {
+		i--
 	}
-	es := 0
-	for _, ch := range s[i+2:] {
-		es = es*10 + int(ch-'0')
+	es := int(s[i+2]-'0')*10 + int(s[i+3]-'0')
+	if i+4 < len(s) {
+		es = es*10 + int(s[i+4]-'0')
 	}
 	if s[i+1] == '-' {
 		es = -es
 	}
-	exact := f != 0 && ks == k && es == e
-	for j := 0; exact && j < k; j++ {
-		exact = d[j] == digitAt(integer, frac, first+j)
+	var d [17]byte
+	d[0] = s[0]
+	ks := 1
+	if i > 1 {
+		ks += copy(d[1:], s[2:i])
 	}
 	neg = c.in[start] == '-'
-	if exact {
+	if f != 0 && es == e && ks == k && string(d[:len(hi)]) == string(hi) && string(d[len(hi):k]) == string(lo) {
 		c.tape = appendECMAScript(c.tape, neg, d[:ks], es+1)
 		return nil
 	}
 	if neg {
 		c.tape = append(c.tape, '-')
 	}
-	c.tape = append(c.tape, digitAt(integer, frac, first))
+	if len(hi) == 0 {
+		hi, lo = lo, nil
+	}
+	c.tape = append(c.tape, hi[0])
 	if k > 1 {
 		c.tape = append(c.tape, '.')
-		for j := first + 1; j <= last; j++ {
-			c.tape = append(c.tape, digitAt(integer, frac, j))
-		}
+		c.tape = append(c.tape, hi[1:]...)
+		c.tape = append(c.tape, lo...)
 	}
 	c.tape = append(c.tape, 'e', '+')
 	if e < 0 {
@@ -1130,14 +1139,6 @@ func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) e
 	}
 	c.tape = strconv.AppendInt(c.tape, int64(e), 10)
 	return nil
-}
-
-// digitAt returns digit j of integer followed by frac.
-func digitAt(integer, frac []byte, j int) byte {
-	if j < len(integer) {
-		return integer[j]
-	}
-	return frac[j-len(integer)]
 }
 
 // appendECMAScript appends the decimal 0.d * 10^n, d of at most 21 digits
