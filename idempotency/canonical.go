@@ -40,10 +40,10 @@ const emptyObjectHash = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e83
 // allowed), invalid UTF-8, a lone surrogate escape, two members of one object
 // with the same name (compared after unescaping), a number beyond the double
 // range, a nonzero number of magnitude below 1e-9999 or with more than 100
-// significant digits, nesting of arrays and objects deeper than 10000, or more than 256
-// MiB of input is an error wrapping ErrInvalidJSON. The error names the input
-// offset but never quotes the input, which may hold secrets. Canonicalize
-// never modifies data.
+// significant digits, nesting of arrays and objects deeper than 10000, or
+// more than 256 MiB of input is an error wrapping ErrInvalidJSON. The error
+// names the input offset but never quotes the input, which may hold secrets.
+// Canonicalize never modifies data.
 func Canonicalize(data []byte) ([]byte, error) {
 	return AppendCanonical(nil, data)
 }
@@ -1020,9 +1020,9 @@ func (c *canonicalizer) appendShortDecimal(neg bool, integer, frac, exp []byte) 
 
 const (
 	// maxExactDigits and minExactExponent bound the numbers whose exact
-	// value the canonical form keeps (see appendLongNumber): the exact form
-	// of anything a client sends stays short, and reading it costs no more
-	// than reading the input.
+	// value the canonical form keeps (see appendLongNumber), so that a
+	// hostile number can neither make the canonical text long nor its
+	// conversion to binary slow; no real argument comes near them.
 	maxExactDigits   = 100
 	minExactExponent = -9999
 )
@@ -1116,7 +1116,9 @@ func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) e
 		ks += copy(d[1:], s[2:i])
 	}
 	neg = c.in[start] == '-'
-	if f != 0 && es == e && ks == k && string(d[:len(hi)]) == string(hi) && string(d[len(hi):k]) == string(lo) {
+	// ks == k, tested first, keeps the slices of d in range.
+	if f != 0 && es == e && ks == k &&
+		string(d[:len(hi)]) == string(hi) && string(d[len(hi):k]) == string(lo) {
 		c.tape = appendECMAScript(c.tape, neg, d[:ks], es+1)
 		return nil
 	}
