@@ -24,9 +24,13 @@ func (s Spec) Propagation() Propagation {
 func (s Spec) VendorDedup() bool { return s.Propagation() != PropagationNone }
 
 // Classify gives the final outcome of a vendor status: Accepted or
-// DefinitelyRejected by the spec's lists, otherwise Unknown. A status that an
-// invalid spec lists as both is Unknown: unknown never becomes success.
+// DefinitelyRejected by the spec's lists, otherwise Unknown. A status in
+// InUse, and a status that an invalid spec lists as both accepted and
+// rejected, is Unknown: unknown never becomes success.
 func (s Spec) Classify(status int) Outcome {
+	if slices.Contains(s.Status.InUse, status) {
+		return Unknown
+	}
 	acc := slices.Contains(s.Status.Accepted, status)
 	rej := slices.Contains(s.Status.DefinitelyRejected, status)
 	switch {
@@ -39,13 +43,15 @@ func (s Spec) Classify(status int) Outcome {
 }
 
 // Retryable reports whether a responded status may earn the one immediate
-// second attempt: the status is in the retryable list and the vendor
-// deduplicates on our key (VendorDedup). Without a vendor binding a second
-// request could be a second effect, so no status is retryable.
+// second attempt: the status is in the retryable list, not in InUse, and the
+// vendor deduplicates on our key (VendorDedup). Without a vendor binding a
+// second request could be a second effect, so no status is retryable; an
+// in-use answer means the first request is still running, so a second one
+// now would only be answered in use again.
 //
 // The caller still owes the rest of the rule: a complete and consistent
 // response, and never more than two attempts in one cycle.
 func (s Spec) Retryable(status int) bool {
 	return s.VendorDedup() && slices.Contains(s.Status.Retryable, status) &&
-		!slices.Contains(s.Status.Accepted, status)
+		!slices.Contains(s.Status.Accepted, status) && !slices.Contains(s.Status.InUse, status)
 }

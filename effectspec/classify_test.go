@@ -24,7 +24,7 @@ func TestClassify(t *testing.T) {
 		want   Outcome
 	}{
 		{200, Accepted}, {201, Accepted},
-		{400, DefinitelyRejected}, {402, DefinitelyRejected}, {409, DefinitelyRejected}, {422, DefinitelyRejected},
+		{400, DefinitelyRejected}, {402, DefinitelyRejected}, {422, DefinitelyRejected}, {409, Unknown},
 		{202, Unknown}, {204, Unknown}, {302, Unknown}, {401, Unknown}, {429, Unknown},
 		{500, Unknown}, {503, Unknown}, {0, Unknown}, {-1, Unknown}, {999, Unknown},
 	}
@@ -40,6 +40,37 @@ func TestClassify(t *testing.T) {
 	}
 	if got := (Spec{}).Classify(200); got != Unknown {
 		t.Errorf("zero spec: %s", got)
+	}
+}
+
+// An in-use answer is unknown and never retried, also when an invalid spec
+// lists it elsewhere too.
+func TestInUse(t *testing.T) {
+	s := mustParse(t, stripeSpec)
+	if got := s.Classify(409); got != Unknown {
+		t.Errorf("Classify(409) = %s, want unknown", got)
+	}
+	if s.Retryable(409) {
+		t.Error("Retryable(409) with 409 in use")
+	}
+	if !s.Retryable(503) {
+		t.Error("Retryable(503) = false: the spec's retry list is ignored")
+	}
+	for name, st := range map[string]Statuses{
+		"accepted":            {Accepted: []int{200, 409}, InUse: []int{409}},
+		"definitely_rejected": {DefinitelyRejected: []int{409}, InUse: []int{409}},
+		"retryable":           {Retryable: []int{409}, InUse: []int{409}},
+	} {
+		bad := Spec{Tool: "t", Idempotency: Binding{Kind: BindingHeader, Header: "Idempotency-Key"}, Status: st}
+		if err := bad.Validate(); !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("409 in use and %s: Validate = %v", name, err)
+		}
+		if got := bad.Classify(409); got != Unknown {
+			t.Errorf("409 in use and %s: Classify = %s, want unknown", name, got)
+		}
+		if bad.Retryable(409) {
+			t.Errorf("409 in use and %s: Retryable", name)
+		}
 	}
 }
 

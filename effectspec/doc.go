@@ -55,7 +55,15 @@
 // definitely_rejected are disjoint and retryable shares no code with accepted.
 // retryable may share codes with definitely_rejected (retry once, then the
 // rejection is final). retryable on a spec without a vendor binding is valid
-// but inert: Retryable is false for every status.
+// but inert: Retryable is false for every status. in_use (the vendor still
+// works on a request with the same key) shares no code with any other list;
+// Classify reads it as unknown and Retryable as false even in a spec that
+// breaks that rule.
+//
+// Timeout. An absent timeout is the zero Timeout, read as the default 30s
+// (AttemptTimeout), and json.Marshal leaves it out, so a spec keeps following
+// the default. An explicit "0s" or a negative duration is an error, as is
+// anything above 15m; any Go duration string is accepted ("90s", "1m30s").
 //
 // JSON Pointer writes (SetAtPointer). The root pointer is refused. Existing
 // members and elements are replaced in place; "-" appends to an array; every

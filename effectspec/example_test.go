@@ -12,12 +12,12 @@ func Example() {
 	specs, err := effectspec.ParseList([]byte(`[
 	  {"tool": "stripe.create_charge", "effect": "write", "route": "native",
 	   "idempotency": {"binding": "header", "header": "Idempotency-Key"},
-	   "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 409, 422],
-	              "retryable": [429, 503]},
+	   "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 422],
+	              "retryable": [429, 503], "in_use": [409]},
 	   "approval": "none"},
 	  {"tool": "mail.send", "effect": "write",
 	   "idempotency": {"binding": "body_pointer", "pointer": "/meta/idempotency.key"},
-	   "status": {"accepted": [202]}}
+	   "status": {"accepted": [202]}, "timeout": "2m"}
 	]`))
 	if err != nil {
 		fmt.Println(err)
@@ -38,12 +38,17 @@ func Example() {
 	fmt.Println(prop, string(body), err)
 
 	fmt.Println(charge.Classify(201), charge.Classify(402), charge.Classify(500))
+	// 409: the vendor still works on a request with this key.
+	fmt.Println(charge.Classify(409), charge.Retryable(409))
 	fmt.Println(charge.Retryable(503), charge.Retryable(500))
+	fmt.Println(charge.AttemptTimeout(), mail.AttemptTimeout())
 	// Output:
 	// header idt_5c1f0a9e3b7d4c2a8f6e1d0b9a8c7e6f <nil>
 	// body_pointer {"to": "a@example.com", "meta": {"idempotency.key":"idt_5c1f0a9e3b7d4c2a8f6e1d0b9a8c7e6f"}} <nil>
 	// accepted definitely_rejected unknown
+	// unknown false
 	// true false
+	// 30s 2m0s
 }
 
 func ExampleParse_errors() {

@@ -109,6 +109,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"tool":"t","idempotency":{"binding":"body_pointer","pointer":"/a~1b/0"}}`))
 	f.Add([]byte(`[{"tool":"a"},{"tool":"a","effect":""}]`))
 	f.Add([]byte(`{"tool":"t","status":{"accepted":[200,200.0,"x"]},"x":null}`))
+	f.Add([]byte(`{"tool":"t","timeout":"1m30.5s","status":{"in_use":[409,425],"retryable":[503]}}`))
+	f.Add([]byte(`[{"tool":"a","timeout":"0s"},{"tool":"b","timeout":"16m","status":{"accepted":[409],"in_use":[409]}}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkErr := func(err error) {
 			var ve *ValidationError

@@ -1,6 +1,9 @@
 package effectspec
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // MarshalJSON writes the spec in the shape Parse reads, leaving out empty
 // enumerated fields (their zero defaults), because Parse refuses an explicit
@@ -13,7 +16,16 @@ func (s Spec) MarshalJSON() ([]byte, error) {
 		Idempotency Binding   `json:"idempotency"`
 		Status      Statuses  `json:"status"`
 		Approval    Approval  `json:"approval,omitempty"`
-	}{s.Tool, s.Effect, s.Route, s.Idempotency, s.Status, s.Approval})
+		Timeout     string    `json:"timeout,omitempty"`
+	}{s.Tool, s.Effect, s.Route, s.Idempotency, s.Status, s.Approval, durationText(s.Timeout)})
+}
+
+// durationText is d as Parse reads it, "" for the zero default.
+func durationText(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }
 
 // MarshalJSON writes the binding as Parse reads it, without an empty kind.

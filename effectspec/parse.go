@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/obol-gateway/obol/internal/strictjson"
 )
@@ -176,7 +177,7 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 		p.add("", "spec must be a JSON object")
 		return Spec{}, p
 	}
-	object(p, "", raw, []string{"tool", "effect", "route", "idempotency", "status", "approval"}, func(name string, v json.RawMessage) {
+	object(p, "", raw, []string{"tool", "effect", "route", "idempotency", "status", "approval", "timeout"}, func(name string, v json.RawMessage) {
 		switch name {
 		case "tool":
 			if t, ok := str(p, name, v, false); ok {
@@ -193,6 +194,10 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 		case "approval":
 			if t, ok := str(p, name, v, true); ok {
 				s.Approval = Approval(t)
+			}
+		case "timeout":
+			if t, ok := str(p, name, v, true); ok {
+				s.Timeout = duration(p, name, t)
 			}
 		case "idempotency":
 			object(p, name, v, []string{"binding", "header", "pointer"}, func(n string, v json.RawMessage) {
@@ -215,7 +220,7 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 				}
 			})
 		case "status":
-			object(p, name, v, []string{"accepted", "definitely_rejected", "retryable"}, func(n string, v json.RawMessage) {
+			object(p, name, v, []string{"accepted", "definitely_rejected", "retryable", "in_use"}, func(n string, v json.RawMessage) {
 				codes := ints(p, name+"."+n, v)
 				switch n {
 				case "accepted":
@@ -224,6 +229,8 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 					s.Status.DefinitelyRejected = codes
 				case "retryable":
 					s.Status.Retryable = codes
+				case "in_use":
+					s.Status.InUse = codes
 				}
 			})
 		}
@@ -249,6 +256,22 @@ func str(p *problems, field string, v json.RawMessage, enum bool) (string, bool)
 		return "", false
 	}
 	return s, true
+}
+
+// duration decodes a Go duration string. Zero and negative durations are
+// refused here, because Validate reads a zero Timeout as the default: an
+// explicit "0s" is a mistake, not a request for the default.
+func duration(p *problems, field, text string) time.Duration {
+	d, err := time.ParseDuration(text)
+	switch {
+	case err != nil:
+		p.add(field, fmt.Sprintf("%s is not a Go duration such as \"30s\"", quoteTrunc(text)))
+		return 0
+	case d <= 0:
+		p.add(field, "must be positive (omit the field for the default "+DefaultAttemptTimeout.String()+")")
+		return 0
+	}
+	return d
 }
 
 // ints decodes a JSON array of integer literals; the range is Validate's.

@@ -1,5 +1,7 @@
 package effectspec
 
+import "time"
+
 // Effect says whether a call changes the world. The zero Effect reads as
 // EffectWrite: the cautious reading.
 type Effect string
@@ -69,7 +71,20 @@ type Statuses struct {
 	Accepted           []int `json:"accepted,omitempty"`
 	DefinitelyRejected []int `json:"definitely_rejected,omitempty"`
 	Retryable          []int `json:"retryable,omitempty"`
+	// InUse holds the statuses the vendor answers while a request with the
+	// same key is still being processed (Stripe answers 409). They are
+	// always Unknown and never retryable: the first request may yet succeed.
+	// A code in InUse is in no other list.
+	InUse []int `json:"in_use,omitempty"`
 }
+
+const (
+	// DefaultAttemptTimeout is how long one attempt may take when a spec
+	// sets no Timeout.
+	DefaultAttemptTimeout = 30 * time.Second
+	// MaxAttemptTimeout is the largest Timeout a spec may set.
+	MaxAttemptTimeout = 15 * time.Minute
+)
 
 // Spec is one tool's EffectSpec. A Spec to dispatch with must come from
 // Parse, ParseList or New, which validate it; retry.Orchestrator refuses any
@@ -83,8 +98,26 @@ type Spec struct {
 	Idempotency Binding   `json:"idempotency"`
 	Status      Statuses  `json:"status"`
 	Approval    Approval  `json:"approval"`
+	// Timeout is how long one attempt may take, at most MaxAttemptTimeout.
+	// If zero, DefaultAttemptTimeout; see AttemptTimeout. In JSON it is a Go
+	// duration string such as "30s" or "2m", which Parse reads (encoding/json
+	// refuses it rather than lose it).
+	Timeout time.Duration `json:"timeout,omitempty"`
 
 	// validated is a private copy of the spec as it passed validation; only
 	// seal sets it.
 	validated *Spec
+}
+
+// AttemptTimeout is how long one attempt may take: Timeout, or
+// DefaultAttemptTimeout if Timeout is zero. It never exceeds
+// MaxAttemptTimeout, and an invalid negative Timeout reads as the default.
+func (s Spec) AttemptTimeout() time.Duration {
+	switch {
+	case s.Timeout <= 0:
+		return DefaultAttemptTimeout
+	case s.Timeout > MaxAttemptTimeout:
+		return MaxAttemptTimeout
+	}
+	return s.Timeout
 }

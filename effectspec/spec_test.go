@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const stripeSpec = `{
@@ -13,8 +14,8 @@ const stripeSpec = `{
   "effect": "write",
   "route": "native",
   "idempotency": {"binding": "header", "header": "Idempotency-Key"},
-  "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 409, 422],
-             "retryable": [429, 503]},
+  "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 422],
+             "retryable": [429, 503], "in_use": [409]},
   "approval": "none"
 }`
 
@@ -30,8 +31,9 @@ func TestParseDesignExample(t *testing.T) {
 		Idempotency: Binding{Kind: BindingHeader, Header: "Idempotency-Key"},
 		Status: Statuses{
 			Accepted:           []int{200, 201},
-			DefinitelyRejected: []int{400, 402, 404, 409, 422},
+			DefinitelyRejected: []int{400, 402, 404, 422},
 			Retryable:          []int{429, 503},
+			InUse:              []int{409},
 		},
 		Approval: ApprovalNone,
 	}
@@ -48,7 +50,8 @@ func TestParseDefaults(t *testing.T) {
 	if !reflect.DeepEqual(s, MustNew(Spec{Tool: "mail.send"})) {
 		t.Fatalf("got %+v", s)
 	}
-	if s.VendorDedup() || s.Propagation() != PropagationNone || s.Classify(200) != Unknown {
+	if s.VendorDedup() || s.Propagation() != PropagationNone || s.Classify(200) != Unknown ||
+		s.Timeout != 0 || s.AttemptTimeout() != DefaultAttemptTimeout {
 		t.Fatalf("zero spec is not the cautious reading: %+v", s)
 	}
 	if err := s.Check(""); !errors.Is(err, ErrPolicyDenied) {
@@ -174,6 +177,50 @@ func TestParseRules(t *testing.T) {
 			[]string{`effectspec: t: status.definitely_rejected: 409 is also accepted`}},
 		{"accepted and retryable", `{"tool":"t","status":{"accepted":[200,503],"retryable":[503]}}`,
 			[]string{`effectspec: t: status.retryable: 503 is also accepted`}},
+		{"in use and rejected", `{"tool":"t","status":{"definitely_rejected":[400,409],"in_use":[409]}}`,
+			[]string{`effectspec: t: status.in_use: 409 is also definitely_rejected`}},
+		{"in use and accepted", `{"tool":"t","status":{"accepted":[200],"in_use":[409,200]}}`,
+			[]string{`effectspec: t: status.in_use: 200 is also accepted`}},
+		{"in use and retryable", `{"tool":"t","status":{"retryable":[409,503],"in_use":[409]}}`,
+			[]string{`effectspec: t: status.in_use: 409 is also retryable`}},
+		{"in use in every list", `{"tool":"t","status":{"accepted":[409],"definitely_rejected":[409],"retryable":[409],"in_use":[409]}}`,
+			[]string{
+				`effectspec: t: status.definitely_rejected: 409 is also accepted`,
+				`effectspec: t: status.retryable: 409 is also accepted`,
+				`effectspec: t: status.in_use: 409 is also accepted`,
+				`effectspec: t: status.in_use: 409 is also definitely_rejected`,
+				`effectspec: t: status.in_use: 409 is also retryable`,
+			}},
+		{"in use out of range", `{"tool":"t","status":{"in_use":[409,42]}}`,
+			[]string{`effectspec: t: status.in_use[1]: 42 is not a status code (100-599)`}},
+		{"in use duplicate", `{"tool":"t","status":{"in_use":[409,409]}}`,
+			[]string{`effectspec: t: status.in_use[1]: 409 duplicates status.in_use[0]`}},
+		{"in use not integer", `{"tool":"t","status":{"in_use":["409"]}}`,
+			[]string{`effectspec: t: status.in_use[0]: "\"409\"" is not a status code (100-599)`}},
+		{"in use not list", `{"tool":"t","status":{"in_use":409}}`,
+			[]string{`effectspec: t: status.in_use: must be an array of status codes`}},
+		{"timeout zero", `{"tool":"t","timeout":"0s"}`,
+			[]string{`effectspec: t: timeout: must be positive (omit the field for the default 30s)`}},
+		{"timeout negative", `{"tool":"t","timeout":"-5s"}`,
+			[]string{`effectspec: t: timeout: must be positive (omit the field for the default 30s)`}},
+		{"timeout too long", `{"tool":"t","timeout":"15m0.001s"}`,
+			[]string{`effectspec: t: timeout: 15m0.001s is more than the maximum 15m0s`}},
+		{"timeout an hour", `{"tool":"t","timeout":"1h"}`,
+			[]string{`effectspec: t: timeout: 1h0m0s is more than the maximum 15m0s`}},
+		{"timeout no unit", `{"tool":"t","timeout":"30"}`,
+			[]string{`effectspec: t: timeout: "30" is not a Go duration such as "30s"`}},
+		{"timeout words", `{"tool":"t","timeout":"30 seconds"}`,
+			[]string{`effectspec: t: timeout: "30 seconds" is not a Go duration such as "30s"`}},
+		{"timeout number", `{"tool":"t","timeout":30}`,
+			[]string{`effectspec: t: timeout: must be a string`}},
+		{"timeout null", `{"tool":"t","timeout":null}`,
+			[]string{`effectspec: t: timeout: must be a string, not null`}},
+		{"timeout empty", `{"tool":"t","timeout":""}`,
+			[]string{`effectspec: t: timeout: must not be empty (omit the field for its default)`}},
+		{"timeout repeated", `{"tool":"t","timeout":"1s","timeout":"2s"}`,
+			[]string{`effectspec: t: timeout: repeated member`}},
+		{"timeout wrong case", `{"tool":"t","Timeout":"1s"}`,
+			[]string{`effectspec: t: Timeout: unknown field`}},
 		{"unknown top field", `{"tool":"t","effects":"read"}`,
 			[]string{`effectspec: t: effects: unknown field`}},
 		{"field name case", `{"tool":"t","Effect":"read"}`,
@@ -362,5 +409,74 @@ func roundTrip(t *testing.T, doc string) {
 	}
 	if !reflect.DeepEqual(s, again) || !again.Validated() {
 		t.Fatalf("round trip changed the spec:\n%+v\n%+v", s, again)
+	}
+}
+
+func TestParseTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want time.Duration
+	}{
+		{"30s", 30 * time.Second}, {"15m", 15 * time.Minute}, {"1m30s", 90 * time.Second},
+		{"1.5s", 1500 * time.Millisecond}, {"250ms", 250 * time.Millisecond}, {"+2m", 2 * time.Minute},
+		{"900s", MaxAttemptTimeout}, {"1ns", time.Nanosecond},
+	} {
+		s, err := Parse([]byte(`{"tool":"t","timeout":"` + tt.text + `"}`))
+		if err != nil {
+			t.Errorf("timeout %q: %v", tt.text, err)
+			continue
+		}
+		if s.Timeout != tt.want || s.AttemptTimeout() != tt.want {
+			t.Errorf("timeout %q: Timeout %v, AttemptTimeout %v; want %v", tt.text, s.Timeout, s.AttemptTimeout(), tt.want)
+		}
+		enc, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := Parse(enc); err != nil || again.Timeout != tt.want {
+			t.Errorf("timeout %q: %s parses as %v, %v", tt.text, enc, again.Timeout, err)
+		}
+	}
+	// The default is left out, not written as "30s": a spec that never set
+	// a timeout keeps following the default.
+	if enc, _ := json.Marshal(mustParse(t, `{"tool":"t"}`)); strings.Contains(string(enc), "timeout") {
+		t.Errorf("zero Timeout marshals as %s", enc)
+	}
+}
+
+func TestValidateTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		timeout time.Duration
+		want    string // "" for valid
+	}{
+		{0, ""}, {time.Nanosecond, ""}, {MaxAttemptTimeout, ""},
+		{-time.Second, "effectspec: t: timeout: must be positive (zero means the default 30s)"},
+		{MaxAttemptTimeout + time.Nanosecond, "effectspec: t: timeout: 15m0.000000001s is more than the maximum 15m0s"},
+	} {
+		_, err := New(Spec{Tool: "t", Timeout: tt.timeout})
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("Timeout %v: %v", tt.timeout, err)
+		case tt.want != "" && (err == nil || err.Error() != tt.want || !errors.Is(err, ErrInvalidSpec)):
+			t.Errorf("Timeout %v: error %v, want %q", tt.timeout, err, tt.want)
+		}
+	}
+}
+
+func TestAttemptTimeout(t *testing.T) {
+	for _, tt := range []struct{ timeout, want time.Duration }{
+		{0, DefaultAttemptTimeout},
+		{2 * time.Minute, 2 * time.Minute},
+		{MaxAttemptTimeout, MaxAttemptTimeout},
+		// Invalid specs (Validate refuses them) still get a bounded timeout.
+		{-time.Second, DefaultAttemptTimeout},
+		{time.Hour, MaxAttemptTimeout},
+	} {
+		if got := (Spec{Timeout: tt.timeout}).AttemptTimeout(); got != tt.want {
+			t.Errorf("Timeout %v: AttemptTimeout = %v, want %v", tt.timeout, got, tt.want)
+		}
+	}
+	if DefaultAttemptTimeout != 30*time.Second || MaxAttemptTimeout != 15*time.Minute {
+		t.Errorf("defaults %v, %v are not the contract's 30s and 15m", DefaultAttemptTimeout, MaxAttemptTimeout)
 	}
 }

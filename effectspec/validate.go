@@ -153,6 +153,7 @@ func (s Spec) validate(p *problems) {
 	checkStatusList(p, "status.accepted", s.Status.Accepted)
 	checkStatusList(p, "status.definitely_rejected", s.Status.DefinitelyRejected)
 	checkStatusList(p, "status.retryable", s.Status.Retryable)
+	checkStatusList(p, "status.in_use", s.Status.InUse)
 	for _, c := range sortedUnique(s.Status.Accepted) {
 		if slices.Contains(s.Status.DefinitelyRejected, c) {
 			p.add("status.definitely_rejected", fmt.Sprintf("%d is also accepted", c))
@@ -160,6 +161,24 @@ func (s Spec) validate(p *problems) {
 		if slices.Contains(s.Status.Retryable, c) {
 			p.add("status.retryable", fmt.Sprintf("%d is also accepted", c))
 		}
+	}
+	// An in-use answer says nothing yet: it must not read as any outcome,
+	// nor earn a second attempt while the first may still succeed.
+	for _, c := range sortedUnique(s.Status.InUse) {
+		for _, l := range []struct {
+			name  string
+			codes []int
+		}{{"accepted", s.Status.Accepted}, {"definitely_rejected", s.Status.DefinitelyRejected}, {"retryable", s.Status.Retryable}} {
+			if slices.Contains(l.codes, c) {
+				p.add("status.in_use", fmt.Sprintf("%d is also %s", c, l.name))
+			}
+		}
+	}
+	switch {
+	case s.Timeout < 0:
+		p.add("timeout", "must be positive (zero means the default "+DefaultAttemptTimeout.String()+")")
+	case s.Timeout > MaxAttemptTimeout:
+		p.add("timeout", fmt.Sprintf("%s is more than the maximum %s", s.Timeout, MaxAttemptTimeout))
 	}
 }
 

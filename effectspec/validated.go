@@ -31,9 +31,11 @@ func (s Spec) Validated() bool {
 	return v != nil &&
 		s.Tool == v.Tool && s.Effect == v.Effect && s.Route == v.Route &&
 		s.Idempotency == v.Idempotency && s.Approval == v.Approval &&
+		s.Timeout == v.Timeout &&
 		slices.Equal(s.Status.Accepted, v.Status.Accepted) &&
 		slices.Equal(s.Status.DefinitelyRejected, v.Status.DefinitelyRejected) &&
-		slices.Equal(s.Status.Retryable, v.Status.Retryable)
+		slices.Equal(s.Status.Retryable, v.Status.Retryable) &&
+		slices.Equal(s.Status.InUse, v.Status.InUse)
 }
 
 // seal marks a spec that passed validation. The copy it keeps owns its status
@@ -45,6 +47,7 @@ func (s Spec) seal() Spec {
 		Accepted:           slices.Clone(s.Status.Accepted),
 		DefinitelyRejected: slices.Clone(s.Status.DefinitelyRejected),
 		Retryable:          slices.Clone(s.Status.Retryable),
+		InUse:              slices.Clone(s.Status.InUse),
 	}
 	s.validated = &c
 	return s

@@ -3,12 +3,15 @@ package effectspec
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 )
 
 const validatedDoc = `{"tool": "stripe.create_charge",
   "idempotency": {"binding": "header", "header": "Idempotency-Key"},
-  "status": {"accepted": [200, 201], "definitely_rejected": [400], "retryable": [503]}}`
+  "status": {"accepted": [200, 201], "definitely_rejected": [400], "retryable": [503], "in_use": [409]},
+  "timeout": "45s"}`
 
 func TestValidatedOnlyFromValidation(t *testing.T) {
 	parsed, err := Parse([]byte(validatedDoc))
@@ -32,8 +35,14 @@ func TestValidatedOnlyFromValidation(t *testing.T) {
 		}
 	}
 
+	// encoding/json cannot read a duration string into Timeout: a spec it
+	// decodes would silently lose the timeout, so it refuses loudly.
 	var decoded Spec
-	if err := json.Unmarshal([]byte(validatedDoc), &decoded); err != nil {
+	if err := json.Unmarshal([]byte(validatedDoc), &decoded); err == nil {
+		t.Fatal("encoding/json decoded a duration string into Timeout")
+	}
+	decoded = Spec{}
+	if err := json.Unmarshal([]byte(strings.Replace(validatedDoc, `"timeout": "45s"`, `"timeout": 45000000000`, 1)), &decoded); err != nil {
 		t.Fatal(err)
 	}
 	checked := Spec{Tool: "t"}
@@ -82,16 +91,21 @@ func TestNewRefusesInvalid(t *testing.T) {
 // write through a status list the validated spec shares.
 func TestValidatedSpecChanged(t *testing.T) {
 	for name, change := range map[string]func(*Spec){
-		"tool":           func(s *Spec) { s.Tool = "other" },
-		"effect":         func(s *Spec) { s.Effect = EffectRead },
-		"route":          func(s *Spec) { s.Route = RouteFederated },
-		"approval":       func(s *Spec) { s.Approval = ApprovalRequired },
-		"binding kind":   func(s *Spec) { s.Idempotency.Kind = BindingUnsupported },
-		"binding header": func(s *Spec) { s.Idempotency.Header = "Authorization" },
-		"accepted":       func(s *Spec) { s.Status.Accepted = append(s.Status.Accepted, 400) },
-		"rejected":       func(s *Spec) { s.Status.DefinitelyRejected = nil },
-		"retryable":      func(s *Spec) { s.Status.Retryable[0] = 200 },
-		"accepted[0]":    func(s *Spec) { s.Status.Accepted[0] = 400 },
+		"tool":            func(s *Spec) { s.Tool = "other" },
+		"effect":          func(s *Spec) { s.Effect = EffectRead },
+		"route":           func(s *Spec) { s.Route = RouteFederated },
+		"approval":        func(s *Spec) { s.Approval = ApprovalRequired },
+		"binding kind":    func(s *Spec) { s.Idempotency.Kind = BindingUnsupported },
+		"binding header":  func(s *Spec) { s.Idempotency.Header = "Authorization" },
+		"accepted":        func(s *Spec) { s.Status.Accepted = append(s.Status.Accepted, 400) },
+		"rejected":        func(s *Spec) { s.Status.DefinitelyRejected = nil },
+		"retryable":       func(s *Spec) { s.Status.Retryable[0] = 200 },
+		"accepted[0]":     func(s *Spec) { s.Status.Accepted[0] = 400 },
+		"timeout":         func(s *Spec) { s.Timeout = 10 * time.Minute },
+		"timeout cleared": func(s *Spec) { s.Timeout = 0 },
+		"in use":          func(s *Spec) { s.Status.InUse = append(s.Status.InUse, 425) },
+		"in use cleared":  func(s *Spec) { s.Status.InUse = nil },
+		"in_use[0]":       func(s *Spec) { s.Status.InUse[0] = 425 },
 	} {
 		s, err := Parse([]byte(validatedDoc))
 		if err != nil {
@@ -105,7 +119,7 @@ func TestValidatedSpecChanged(t *testing.T) {
 		if again, err := New(s); err == nil && !again.Validated() {
 			t.Errorf("%s: New of the changed spec is not validated", name)
 		}
-		if name == "accepted[0]" || name == "retryable" {
+		if name == "accepted[0]" || name == "retryable" || name == "in_use[0]" {
 			// The write went through the shared array: the copy changed too.
 			if original.Validated() {
 				t.Errorf("%s: the copy sharing the list is still validated", name)

@@ -28,13 +28,22 @@ const emptyObjectHash = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e83
 // of their names, numbers as ECMAScript's Number.prototype.toString prints the
 // nearest IEEE 754 double, strings as UTF-8 with only the escapes JCS requires.
 //
+// One departure keeps numbers exact: a number whose value as written is not
+// the value of the shortest decimal of its nearest double (9007199254740993,
+// a 25-digit id, 1e-400) is written as that exact value in the notation
+// -?[1-9](\.[0-9]*[1-9])?e[+-](0|[1-9][0-9]*) (9.007199254740993e+15), a
+// text that no double prints as. Every number that a JavaScript or Go
+// encoder writes from a double keeps its RFC 8785 form, and two numbers share
+// a canonical form only if they have the same value (0 and -0 are both 0).
+//
 // Input that is not exactly one JSON value (RFC 8259, whitespace around it
 // allowed), invalid UTF-8, a lone surrogate escape, two members of one object
 // with the same name (compared after unescaping), a number beyond the double
-// range, nesting of arrays and objects deeper than 10000, or more than 256 MiB
-// of input is an error wrapping ErrInvalidJSON. The error names the input
-// offset but never quotes the input, which may hold secrets. Numbers that
-// underflow become 0, as in ECMAScript. Canonicalize never modifies data.
+// range, a nonzero number of magnitude below 1e-9999 or with more than 100
+// significant digits, nesting of arrays and objects deeper than 10000, or
+// more than 256 MiB of input is an error wrapping ErrInvalidJSON. The error
+// names the input offset but never quotes the input, which may hold secrets.
+// Canonicalize never modifies data.
 func Canonicalize(data []byte) ([]byte, error) {
 	return AppendCanonical(nil, data)
 }
@@ -163,8 +172,8 @@ type canonObject struct {
 
 const (
 	// maxCanonicalInput bounds the input so that the canonical text (at most
-	// 5.25 times the input, when 1e20 becomes 100000000000000000000) has
-	// 32-bit offsets.
+	// 5.25 times the input, when 1e20 becomes 100000000000000000000; a number
+	// kept exactly grows by less) has 32-bit offsets.
 	maxCanonicalInput = 256 << 20
 	canonFlushSize    = 16 << 10 // emit chunk handed to the hash
 	canonMaxPooled    = 4 << 20  // larger buffers are not kept between calls
@@ -919,12 +928,7 @@ func (c *canonicalizer) number() error {
 	if c.appendShortDecimal(start != digits, in[digits:intEnd], in[fracStart:fracEnd], exp) {
 		return nil
 	}
-	f, err := strconv.ParseFloat(string(in[start:i]), 64)
-	if err != nil { // the grammar is checked, so only out of range
-		return c.errorf(start, "number out of the double range")
-	}
-	c.tape = appendNumber(c.tape, f)
-	return nil
+	return c.appendLongNumber(start, in[digits:intEnd], in[fracStart:fracEnd], exp)
 }
 
 // appendPlain appends a number written without exponent as it is when that
@@ -1010,45 +1014,168 @@ func (c *canonicalizer) appendShortDecimal(neg bool, integer, frac, exp []byte) 
 	if n < -5 || n > 21 { // below 1e-6 or from 1e21: exponent notation
 		return false
 	}
-	if neg {
-		c.tape = append(c.tape, '-')
-	}
-	switch {
-	case n >= k:
-		c.tape = append(c.tape, d[:k]...)
-		c.tape = append(c.tape, "000000000000000000000"[:n-k]...)
-	case n > 0:
-		c.tape = append(c.tape, d[:n]...)
-		c.tape = append(c.tape, '.')
-		c.tape = append(c.tape, d[n:k]...)
-	default:
-		c.tape = append(c.tape, "0.00000"[:2-n]...)
-		c.tape = append(c.tape, d[:k]...)
-	}
+	c.tape = appendECMAScript(c.tape, neg, d[:k], n)
 	return true
 }
 
-// appendNumber appends f as ECMAScript's Number.prototype.toString does
-// (RFC 8785 section 3.2.2.3); f is finite.
-func appendNumber(dst []byte, f float64) []byte {
-	if f == 0 { // and -0
-		return append(dst, '0')
+const (
+	// maxExactDigits and minExactExponent bound the numbers whose exact
+	// value the canonical form keeps (see appendLongNumber), so that a
+	// hostile number can neither make the canonical text long nor its
+	// conversion to binary slow; no real argument comes near them.
+	maxExactDigits   = 100
+	minExactExponent = -9999
+)
+
+// appendLongNumber appends the canonical form of a nonzero number that
+// appendShortDecimal left undecided. When the shortest decimal that rounds
+// to the number's nearest double has the number's exact value, the number
+// is what a double encoder writes and its form is ECMAScript's. Otherwise
+// rounding would lose digits the client wrote (9007199254740993, a 25-digit
+// id, 1e-400), so the form is the exact value in exponent notation,
+// d.ddde±n, a text that no double prints as: requests that differ only
+// beyond a double's precision never share a hash.
+func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) error {
+	// The significant digits, hi followed by lo, without leading or
+	// trailing zeros; first is the index of the first one in integer+frac.
+	var hi, lo []byte
+	first := 0
+	for first < len(integer) && integer[first] == '0' {
+		first++
 	}
-	if a := math.Abs(f); a >= 1e-6 && a < 1e21 {
-		return strconv.AppendFloat(dst, f, 'f', -1, 64)
+	last := len(frac) - 1
+	for last >= 0 && frac[last] == '0' {
+		last--
 	}
-	n := len(dst)
-	dst = strconv.AppendFloat(dst, f, 'e', -1, 64)
-	// Go writes at least two exponent digits (1e-07); ECMAScript does not.
-	for i := len(dst) - 1; i > n; i-- {
-		if dst[i] == 'e' {
-			if dst[i+2] == '0' {
-				dst = append(dst[:i+2], dst[i+3:]...)
+	switch {
+	case first == len(integer): // 0.000ddd: appendShortDecimal took zero
+		f := 0
+		for frac[f] == '0' {
+			f++
+		}
+		first += f
+		lo = frac[f : last+1]
+	case last >= 0:
+		hi, lo = integer[first:], frac[:last+1]
+	default:
+		n := len(integer)
+		for integer[n-1] == '0' {
+			n--
+		}
+		hi = integer[first:n]
+	}
+	k := len(hi) + len(lo)
+	if k > maxExactDigits {
+		return c.errorf(start, "number with more than %d significant digits", maxExactDigits)
+	}
+	x, neg := 0, false // the exponent as written, saturated
+	if len(exp) > 0 {
+		switch exp[0] {
+		case '-':
+			neg = true
+			fallthrough
+		case '+':
+			exp = exp[1:]
+		}
+		for _, ch := range exp {
+			if x < 1<<40 {
+				x = x*10 + int(ch-'0')
 			}
-			break
+		}
+		if neg {
+			x = -x
 		}
 	}
-	return dst
+	// The value is d.ddd * 10^e.
+	e := len(integer) - first - 1 + x
+	if e < minExactExponent {
+		return c.errorf(start, "number with an exponent below %d", minExactExponent)
+	}
+	f, err := strconv.ParseFloat(string(c.in[start:c.pos]), 64)
+	if err != nil { // the grammar is checked, so only out of range
+		return c.errorf(start, "number out of the double range")
+	}
+	// The shortest decimal of f, whose digits ECMAScript prints: d[.ddd]e±nn.
+	var buf [32]byte
+	s := strconv.AppendFloat(buf[:0], math.Abs(f), 'e', -1, 64)
+	i := len(s) - 4 // the 'e': the exponent has 2 or 3 digits
+	if s[i] != 'e' {
+		i--
+	}
+	es := int(s[i+2]-'0')*10 + int(s[i+3]-'0')
+	if i+4 < len(s) {
+		es = es*10 + int(s[i+4]-'0')
+	}
+	if s[i+1] == '-' {
+		es = -es
+	}
+	var d [17]byte
+	d[0] = s[0]
+	ks := 1
+	if i > 1 {
+		ks += copy(d[1:], s[2:i])
+	}
+	neg = c.in[start] == '-'
+	// ks == k, tested first, keeps the slices of d in range.
+	if f != 0 && es == e && ks == k &&
+		string(d[:len(hi)]) == string(hi) && string(d[len(hi):k]) == string(lo) {
+		c.tape = appendECMAScript(c.tape, neg, d[:ks], es+1)
+		return nil
+	}
+	if neg {
+		c.tape = append(c.tape, '-')
+	}
+	if len(hi) == 0 {
+		hi, lo = lo, nil
+	}
+	c.tape = append(c.tape, hi[0])
+	if k > 1 {
+		c.tape = append(c.tape, '.')
+		c.tape = append(c.tape, hi[1:]...)
+		c.tape = append(c.tape, lo...)
+	}
+	c.tape = append(c.tape, 'e', '+')
+	if e < 0 {
+		c.tape[len(c.tape)-1] = '-'
+		e = -e
+	}
+	c.tape = strconv.AppendInt(c.tape, int64(e), 10)
+	return nil
+}
+
+// appendECMAScript appends the decimal 0.d * 10^n, d of at most 21 digits
+// without leading or trailing zeros, as ECMAScript's Number.prototype.toString
+// prints it (RFC 8785 section 3.2.2.3): plain from 1e-6 up to 1e21, otherwise
+// in exponent notation with an explicit exponent sign.
+func appendECMAScript(dst []byte, neg bool, d []byte, n int) []byte {
+	if neg {
+		dst = append(dst, '-')
+	}
+	k := len(d)
+	switch {
+	case n > 21 || n < -5:
+		dst = append(dst, d[0])
+		if k > 1 {
+			dst = append(dst, '.')
+			dst = append(dst, d[1:]...)
+		}
+		dst = append(dst, 'e', '+')
+		if n--; n < 0 {
+			dst[len(dst)-1] = '-'
+			n = -n
+		}
+		return strconv.AppendInt(dst, int64(n), 10)
+	case n >= k:
+		dst = append(dst, d...)
+		return append(dst, "000000000000000000000"[:n-k]...)
+	case n > 0:
+		dst = append(dst, d[:n]...)
+		dst = append(dst, '.')
+		return append(dst, d[n:]...)
+	default:
+		dst = append(dst, "0.00000"[:2-n]...)
+		return append(dst, d...)
+	}
 }
 
 // emitRange appends tape[s:e] to c.out with the members of dirty objects in

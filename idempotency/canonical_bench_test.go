@@ -3,7 +3,10 @@ package idempotency
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -84,4 +87,43 @@ func BenchmarkCanonicalize(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRequestHashNumbers hashes arguments made of numbers only: doubles
+// as encoding/json writes them (mostly 16 and 17 digits, so every one takes
+// the conversion to binary) and integers beyond 2^53 kept exactly.
+func BenchmarkRequestHashNumbers(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	doubles := make([]float64, 1000)
+	for i := range doubles {
+		doubles[i] = r.Float64() * math.Pow(10, float64(r.IntN(40)-20))
+	}
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%d%09d", uint64(1)<<62+r.Uint64N(1<<60), r.IntN(1e9))
+	}
+	for _, doc := range []struct {
+		name string
+		text []byte
+	}{
+		{"doubles", must(json.Marshal(map[string]any{"values": doubles}))},
+		{"ids", []byte(`{"ids":[` + strings.Join(ids, ",") + `]}`)},
+	} {
+		b.Run(doc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(doc.text)))
+			for b.Loop() {
+				if _, err := RequestHash(doc.text); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

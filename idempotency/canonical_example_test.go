@@ -29,3 +29,19 @@ func ExampleRequestHash() {
 	// sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a
 	// idempotency: invalid JSON: at offset 14: duplicate member name
 }
+
+// Numbers keep their exact value when their nearest double would lose
+// digits, so these are three different requests.
+func ExampleCanonicalize_exactNumbers() {
+	for _, args := range []string{`{"amount":9007199254740992}`, `{"amount":9007199254740993}`, `{"amount":1e-400}`} {
+		canon, _ := idempotency.Canonicalize([]byte(args))
+		fmt.Printf("%s\n", canon)
+	}
+	_, err := idempotency.Canonicalize([]byte(`{"amount":1e400}`))
+	fmt.Println(err)
+	// Output:
+	// {"amount":9007199254740992}
+	// {"amount":9.007199254740993e+15}
+	// {"amount":1e-400}
+	// idempotency: invalid JSON: at offset 10: number out of the double range
+}

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,8 +14,11 @@ import (
 // independently of the code under test only where the tests say so; mostly it
 // is rendered in many spellings that must all canonicalize alike.
 type jnode struct {
-	kind   byte // 'n' null, 't' true, 'f' false, '#' number, 's' string, 'a' array, 'o' object
+	kind   byte // 'n' null, 't' true, 'f' false, '#' number, 'd' decimal, 's' string, 'a' array, 'o' object
 	num    float64
+	neg    bool   // a decimal is -0.digits * 10^exp if neg, else 0.digits * 10^exp
+	digits string // no leading or trailing zero
+	exp    int
 	str    string
 	elems  []*jnode
 	names  []string
@@ -26,6 +30,7 @@ type docGen struct {
 	r        *rand.Rand
 	maxDepth int
 	maxWidth int
+	exact    bool // also decimals that no double prints (see decimal)
 }
 
 // Runes that stress escaping and UTF-16 ordering: ASCII, controls, the
@@ -89,6 +94,41 @@ func (g *docGen) number() float64 {
 	}
 }
 
+// decimal returns a number that is, mostly, not a double's shortest decimal:
+// a shortest decimal with a digit more, an integer near 2^53, up to 100
+// random digits at any scale from the least the canonical form keeps
+// (1e-9999) to the largest double, or below the smallest double.
+func (g *docGen) decimal() *jnode {
+	n := &jnode{kind: 'd', neg: g.r.IntN(2) == 0}
+	var d string
+	switch g.r.IntN(4) {
+	case 0:
+		m := strconv.FormatFloat(math.Abs(g.number()), 'e', -1, 64)
+		mant, exp, _ := strings.Cut(m, "e")
+		n.exp, _ = strconv.Atoi(exp)
+		n.exp++
+		d = strings.Replace(mant, ".", "", 1) + strconv.Itoa(1+g.r.IntN(9))
+	case 1:
+		d = strconv.FormatUint(1<<53+uint64(g.r.IntN(1<<12)), 10)
+		n.exp = len(d)
+	default:
+		for range 1 + g.r.IntN(100) {
+			d += strconv.Itoa(g.r.IntN(10))
+		}
+		n.exp = -9998 + g.r.IntN(9998+309)
+		if g.r.IntN(2) == 0 {
+			n.exp = -330 + g.r.IntN(350)
+		}
+	}
+	trimmed := strings.TrimLeft(d, "0")
+	n.exp -= len(d) - len(trimmed)
+	n.digits = strings.TrimRight(trimmed, "0")
+	if n.digits == "" || n.exp-1 < -9999 || n.exp > 308 {
+		n.digits, n.exp = "1", 1
+	}
+	return n
+}
+
 func (g *docGen) value(depth int) *jnode {
 	k := g.r.IntN(10)
 	if depth >= g.maxDepth {
@@ -98,6 +138,9 @@ func (g *docGen) value(depth int) *jnode {
 	case 0:
 		return &jnode{kind: "ntf"[g.r.IntN(3)]}
 	case 1, 2, 3:
+		if g.exact && g.r.IntN(2) == 0 {
+			return g.decimal()
+		}
 		return &jnode{kind: '#', num: g.number()}
 	case 4, 5:
 		return &jnode{kind: 's', str: g.string(6)}
@@ -166,6 +209,12 @@ func (s spelling) render(b *strings.Builder, n *jnode) {
 		b.WriteString("false")
 	case '#':
 		b.WriteString(s.number(n.num))
+	case 'd':
+		sign := ""
+		if n.neg {
+			sign = "-"
+		}
+		b.WriteString(s.decimal(sign, n.digits, n.exp))
 	case 's':
 		s.string(b, n.str)
 	case 'a':
@@ -203,41 +252,73 @@ func (s spelling) render(b *strings.Builder, n *jnode) {
 	s.ws(b)
 }
 
-// number spells f in one of several ways that all parse to f.
+// number spells f in one of several ways that all have the exact value of
+// f's shortest decimal, the value a double encoder means: any other value
+// (17 digits of 0.1, say) is another number, kept exactly.
 func (s spelling) number(f float64) string {
-	var t string
-	switch s.n(7) {
+	switch s.n(8) {
 	case 0:
-		t = strconv.FormatFloat(f, 'g', -1, 64)
+		return strconv.FormatFloat(f, 'g', -1, 64)
 	case 1:
-		t = strconv.FormatFloat(f, 'e', -1, 64)
+		return strconv.FormatFloat(f, 'e', -1, 64)
 	case 2:
-		t = strconv.FormatFloat(f, 'E', 16, 64) // 17 significant digits
+		b, err := json.Marshal(f)
+		if err != nil {
+			panic(err)
+		}
+		return string(b)
 	case 3:
-		t = strconv.FormatFloat(f, 'e', 25, 64) // more digits than needed
-	case 4:
 		if math.Abs(f) < 1e25 && (f == 0 || math.Abs(f) > 1e-25) {
-			t = strconv.FormatFloat(f, 'f', -1, 64)
+			t := strconv.FormatFloat(f, 'f', -1, 64)
 			if !strings.Contains(t, ".") {
 				t += ".000"
 			}
-		} else {
-			t = strconv.FormatFloat(f, 'g', -1, 64)
+			return t
 		}
-	case 5: // mantissa shifted into the exponent: 1.5 -> 15e-1, 100 -> 1e2
-		m := strconv.FormatFloat(f, 'e', -1, 64)
-		mant, exp, _ := strings.Cut(m, "e")
-		e, _ := strconv.Atoi(exp)
-		if whole, frac, ok := strings.Cut(mant, "."); ok {
-			mant, e = whole+frac, e-len(frac)
-		}
-		t = mant + "e" + strconv.Itoa(e)
-	default:
-		t = strconv.FormatFloat(f, 'g', 17, 64)
 	}
-	// JSON has no "+" mantissa and needs a digit before any "."; Go never
-	// writes either. Go may write "e+": JSON allows it.
-	return t
+	m := strconv.FormatFloat(f, 'e', -1, 64)
+	sign := ""
+	if m[0] == '-' {
+		sign, m = "-", m[1:]
+	}
+	mant, exp, _ := strings.Cut(m, "e")
+	n, _ := strconv.Atoi(exp)
+	return s.decimal(sign, strings.Replace(mant, ".", "", 1), n+1)
+}
+
+// decimal spells sign 0.d * 10^n in one of several ways.
+func (s spelling) decimal(sign, d string, n int) string {
+	switch s.n(5) {
+	case 0: // trailing zeros, upper-case E: 1.5 -> 1.5000E+0
+		return sign + d[:1] + "." + d[1:] + "000E" + expText(n-1, "+")
+	case 1: // leading zeros after the point: 1.5 -> 0.0015e3
+		return sign + "0.00" + d + "e" + expText(n+2, "")
+	case 2: // mantissa shifted into the exponent: 1.5 -> 15e-1, 100 -> 1e2
+		return sign + d + "e" + expText(n-len(d), "")
+	case 3: // plain, when that is short: 1.5e-7 -> 0.00000015, 1.5e7 -> 15000000
+		switch {
+		case n > 40 || n < -40:
+		case n <= 0:
+			return sign + "0." + strings.Repeat("0", -n) + d
+		case n >= len(d):
+			return sign + d + strings.Repeat("0", n-len(d))
+		default:
+			return sign + d[:n] + "." + d[n:]
+		}
+		fallthrough
+	default: // zero-padded exponent: 1.5 -> 1.5e-0000
+		return sign + d[:1] + "." + d[1:] + "0e" + expText(n-1, "+000")
+	}
+}
+
+// expText writes an exponent with an explicit sign, plus prefixed to a
+// non-negative one, and with zeros padded when plus ends in them.
+func expText(e int, plus string) string {
+	pad := strings.TrimLeft(plus, "+")
+	if e < 0 {
+		return "-" + pad + strconv.Itoa(-e)
+	}
+	return plus + strconv.Itoa(e)
 }
 
 // string spells str, escaping what JSON requires and, at random, more.

@@ -17,12 +17,27 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
+// TestCanonicalizeRFC8785Examples: the examples of RFC 8785 section 3.2.
+// The serialization example writes 333333333.33333329, two digits more than
+// its double prints back to, so that number keeps its exact value (the one
+// departure from RFC 8785, see Canonicalize); written as a double encoder
+// writes it, the example is the RFC's to the byte.
 func TestCanonicalizeRFC8785Examples(t *testing.T) {
 	tests := []struct{ name, in, want string }{
 		{
 			"3.2.2 serialization",
 			`{
   "numbers": [333333333.33333329, 1E30, 4.50,
+              2e-3, 0.000000000000000000000000001],
+  "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
+  "literals": [null, true, false]
+}`,
+			`{"literals":[null,true,false],"numbers":[3.3333333333333329e+8,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}`,
+		},
+		{
+			"3.2.2 serialization, numbers as doubles print",
+			`{
+  "numbers": [333333333.3333333, 1E30, 4.50,
               2e-3, 0.000000000000000000000000001],
   "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
   "literals": [null, true, false]
@@ -58,7 +73,8 @@ func TestCanonicalizeRFC8785Examples(t *testing.T) {
 }
 
 // TestCanonicalizeNumbers covers the table of RFC 8785 appendix B, each double
-// written in several JSON spellings, and ECMAScript corner cases.
+// written in several JSON spellings of its shortest decimal, ECMAScript
+// corner cases and numbers kept exactly.
 func TestCanonicalizeNumbers(t *testing.T) {
 	appendixB := []struct {
 		bits uint64
@@ -91,10 +107,15 @@ func TestCanonicalizeNumbers(t *testing.T) {
 	}
 	for _, tt := range appendixB {
 		f := math.Float64frombits(tt.bits)
+		short := strconv.FormatFloat(f, 'e', -1, 64)
+		mant, exp, _ := strings.Cut(short, "e")
+		if !strings.Contains(mant, ".") {
+			mant += "."
+		}
 		for _, in := range []string{
 			strconv.FormatFloat(f, 'g', -1, 64),
-			strconv.FormatFloat(f, 'E', 16, 64),
-			strconv.FormatFloat(f, 'e', 30, 64),
+			short,
+			mant + "000E" + exp,
 			tt.want,
 		} {
 			if got, err := Canonicalize([]byte(in)); err != nil || string(got) != tt.want {
@@ -108,19 +129,32 @@ func TestCanonicalizeNumbers(t *testing.T) {
 		{"1.0", "1"}, {"1e2", "100"}, {"1E+2", "100"}, {"100e-2", "1"}, {"0.1", "0.1"},
 		{"1e21", "1e+21"}, {"1e20", "100000000000000000000"}, {"123e18", "123000000000000000000"},
 		{"1e-7", "1e-7"}, {"1.5e-7", "1.5e-7"}, {"0.0000015", "0.0000015"}, {"1e-6", "0.000001"},
-		{"5e-324", "5e-324"}, {"2.5e-324", "5e-324"}, {"1e-400", "0"}, {"-1e-400", "0"},
+		{"5e-324", "5e-324"}, {"4.9406564584124654e-324", "4.9406564584124654e-324"},
+		{"2.5e-324", "2.5e-324"}, {"1e-400", "1e-400"}, {"-1e-400", "-1e-400"}, {"-0.000e-400", "0"},
+		{"1e-9999", "1e-9999"}, {"0.0001e-9995", "1e-9999"}, {"-12.5000e-10000", "-1.25e-9999"},
 		{"1e308", "1e+308"}, {"1.5e300", "1.5e+300"}, {"-1.5e-300", "-1.5e-300"},
-		{"9007199254740993", "9007199254740992"}, {"9007199254740995", "9007199254740996"},
+		{"9007199254740993", "9.007199254740993e+15"}, {"9007199254740995", "9.007199254740995e+15"},
+		{"9007199254740992", "9007199254740992"}, {"9007199254740992.000", "9007199254740992"},
+		{"9007199254740996", "9007199254740996"}, {"9007199254740993e0", "9.007199254740993e+15"},
+		{"1234567890123456789012345", "1.234567890123456789012345e+24"},
+		{"0.1000000000000000055511151231257827021181583404541015625", "1.000000000000000055511151231257827021181583404541015625e-1"},
+		{"1.00000000000000000000", "1"}, {"1.00000000000000000001", "1.00000000000000000001e+0"},
+		{"-100000000000000000001e-20", "-1.00000000000000000001e+0"},
+		{"0.10000000000000001", "1.0000000000000001e-1"}, {"1.7976931348623158e308", "1.7976931348623158e+308"},
 		{"123456789012345", "123456789012345"}, {"-123456789012345", "-123456789012345"},
-		{"1234567890123456", "1234567890123456"}, {"12345678901234567890", "12345678901234567000"},
-		{"123456789012345678901234", "1.2345678901234569e+23"},
-		{"18446744073709551616", "18446744073709552000"},
+		{"1234567890123456", "1234567890123456"}, {"12345678901234567890", "1.234567890123456789e+19"},
+		{"12345678901234567000", "12345678901234567000"}, {"18446744073709552000", "18446744073709552000"},
+		{"123456789012345678901234", "1.23456789012345678901234e+23"},
+		{"18446744073709551616", "1.8446744073709551616e+19"},
 		{"0.30000000000000004", "0.30000000000000004"}, {"0.1e1", "1"},
 		{"15e-1", "1.5"}, {"12.5e-1", "1.25"}, {"0.00012e2", "0.012"}, {"123e-8", "0.00000123"},
 		{"123e-9", "1.23e-7"}, {"1.5e20", "150000000000000000000"}, {"1.5e21", "1.5e+21"},
 		{"0e999999999", "0"}, {"-0.0e5", "0"}, {"1E-6", "0.000001"}, {"1e-06", "0.000001"},
 		{"123456789012345e6", "123456789012345000000"}, {"1234567890123456e5", "123456789012345600000"},
 		{"1e+0000000000000000000000000000000000000001", "10"}, {"1e99999999999999999999", ""},
+		{"1e-10000", ""}, {"1e-99999999999999999999", ""}, {"0.00001e-9995", ""},
+		{"1" + strings.Repeat("0", 99) + "1", ""}, {"1" + strings.Repeat("0", 98) + "1", "1." + strings.Repeat("0", 98) + "1e+99"},
+		{"1" + strings.Repeat("0", 400), ""}, {"1" + strings.Repeat("0", 300), "1e+300"},
 	}
 	for _, tt := range more {
 		if tt.want == "" {
@@ -283,7 +317,7 @@ func TestCanonicalizeErrors(t *testing.T) {
 		{`"abc\`, "at offset 0: unterminated string"},
 		{`1e400`, "at offset 0: number out of the double range"},
 		{`[-1e400]`, "at offset 1: number out of the double range"},
-		{strings.Repeat("9", 400), "at offset 0: number out of the double range"},
+		{strings.Repeat("9", 400), "at offset 0: number with more than 100 significant digits"},
 		{`01`, "at offset 1: unexpected number after the top-level value"},
 		{`1.`, "at offset 0: invalid number (no digit after the decimal point)"},
 		{`.5`, "at offset 0: unexpected character where a value was expected"},
@@ -344,13 +378,15 @@ func TestCanonicalizeErrorsDoNotQuoteInput(t *testing.T) {
 		`{"` + secret + `":1,"` + secret + `":1}`,
 		`{"token":"` + secret + `"} ` + secret,
 		`[1e999` + secret + `]`,
+		`[` + strings.Repeat("4242", 30) + `]`,
+		`[4242e-424242]`,
 	} {
 		_, err := Canonicalize([]byte(in))
 		if err == nil {
 			t.Errorf("Canonicalize(%q) succeeded", in)
 			continue
 		}
-		if strings.Contains(err.Error(), "sk_") || strings.Contains(err.Error(), "9f8e") {
+		if strings.Contains(err.Error(), "sk_") || strings.Contains(err.Error(), "9f8e") || strings.Contains(err.Error(), "4242") {
 			t.Errorf("error quotes the input: %v", err)
 		}
 	}
@@ -473,7 +509,7 @@ func TestRequestHashIgnoresSpelling(t *testing.T) {
 		n = 100
 	}
 	for i := range n {
-		g := &docGen{r: r, maxDepth: 1 + r.IntN(5), maxWidth: 1 + r.IntN(10)}
+		g := &docGen{r: r, maxDepth: 1 + r.IntN(5), maxWidth: 1 + r.IntN(10), exact: i%2 == 0}
 		doc := &jnode{kind: 'o'}
 		for j := range 1 + r.IntN(8) {
 			doc.names = append(doc.names, fmt.Sprintf("%s%d", g.string(3), j))

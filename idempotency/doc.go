@@ -48,8 +48,16 @@
 //   - Invalid JSON, duplicate member names (compared after unescaping), lone
 //     surrogates, invalid UTF-8, numbers that overflow a double, nesting
 //     deeper than 10000 and input over 256 MiB are ErrInvalidJSON, with the
-//     byte offset and never the input itself. Numbers that underflow become
-//     0, as in ECMAScript.
+//     byte offset and never the input itself.
+//
+// Numbers are exact (docs/DESIGN.md section 5): a number whose nearest double
+// does not print back to its value as written (9007199254740993, a 25-digit
+// id, 1e-400) keeps that value, as 9.007199254740993e+15, so requests that
+// differ beyond a double's precision never replay each other; a number with
+// more than 100 significant digits or below 1e-9999 is ErrInvalidJSON.
+// Numbers written from doubles by JavaScript or Go keep their RFC 8785 form;
+// an encoder that writes a double with more digits than it needs (C's %.17g)
+// writes another number.
 //
 // # Claims
 //
