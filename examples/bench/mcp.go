@@ -42,7 +42,7 @@ const refserverConfig = `{
   "tools": [{"connection": "conn_pay", "method": "POST", "path": "` + vendorPath + `",
     "spec": {"tool": "` + mcpTool + `", "effect": "write", "route": "native",
       "idempotency": {"binding": "header", "header": "Idempotency-Key"},
-      "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 409, 422], "retryable": [429, 503]}}}]
+      "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 422], "retryable": [429, 503], "in_use": [409]}}}]
 }`
 
 // vendor is the local vendor both servers call: it checks the secret,

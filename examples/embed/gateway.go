@@ -20,8 +20,8 @@ import (
 const chargeSpec = `{
 	"tool": "payments.create_charge", "effect": "write", "route": "native",
 	"idempotency": {"binding": "header", "header": "Idempotency-Key"},
-	"status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 409, 422],
-	           "retryable": [429, 503]}
+	"status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 422],
+	           "retryable": [429, 503], "in_use": [409]}
 }`
 
 // Names of the existing gateway: its tenant (normally from its own auth),

@@ -31,8 +31,11 @@ var spec = effectspec.MustNew(effectspec.Spec{
 	Idempotency: effectspec.Binding{Kind: effectspec.BindingBodyPointer, Pointer: "/idempotency_key"},
 	Status: effectspec.Statuses{
 		Accepted:           []int{200, 201},
-		DefinitelyRejected: []int{400, 402, 404, 409, 422},
+		DefinitelyRejected: []int{400, 402, 404, 422},
 		Retryable:          []int{429, 503},
+		// The vendor's "a request with this key is still being processed":
+		// always unknown, never retried at once.
+		InUse: []int{409},
 	},
 })
 
