@@ -155,6 +155,61 @@ func edit(t *testing.T, old, new string) string {
 	return strings.Replace(goodConfig, old, new, 1)
 }
 
+// schemaEdit gives the first tool of goodConfig the input schema js.
+func schemaEdit(t *testing.T, js string) string {
+	return edit(t, `"path": "/v1/charges",`, `"path": "/v1/charges", "input_schema": `+js+`,`)
+}
+
+// TestLoadConfigSchemas: descriptions and input schemas of native and
+// federated tools and of capabilities load, compacted, with the drafts the
+// validator implements.
+func TestLoadConfigSchemas(t *testing.T) {
+	cfg := schemaEdit(t, `{"type": "object", "properties": {"amount": {"type": "integer", "minimum": 1}}, "required": ["amount"]}`)
+	cfg = strings.Replace(cfg, `"description": "send mail"`, `"description": "send mail", "input_schema": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}`, 1)
+	cfg = strings.Replace(cfg, `"pin": "open.send2"`, `"pin": "open.send2", "description": "send it", "input_schema": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "$defs": {"to": {"type": "string"}}, "properties": {"to": {"$ref": "#/$defs/to"}}}`, 1)
+	c, err := loadConfig([]byte(cfg), testEnv, &retry.Executor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(c.Tools["stripe.create_charge"].Schema.raw); got != `{"type":"object","properties":{"amount":{"type":"integer","minimum":1}},"required":["amount"]}` {
+		t.Errorf("schema %s", got)
+	}
+	if c.Tools["gmail.send"].Schema == nil || c.Tools["gmail.send"].Description != "send mail" {
+		t.Errorf("federated tool %+v", c.Tools["gmail.send"])
+	}
+	if c.Tools["open.send"].Schema != nil {
+		t.Error("a tool without input_schema has a schema")
+	}
+	if cp := c.Capabilities["cap.send"]; cp.Schema == nil || cp.Description != "send it" {
+		t.Errorf("capability %+v", cp)
+	}
+	for _, tc := range []struct {
+		tool, args string
+		ok         bool
+	}{
+		{"stripe.create_charge", `{"amount": 5}`, true},
+		{"stripe.create_charge", `{"amount": 5.0}`, true},
+		{"stripe.create_charge", `{"amount": 0}`, false},
+		{"stripe.create_charge", `{"amount": 1.5}`, false},
+		{"stripe.create_charge", `{"amount": "5"}`, false},
+		{"stripe.create_charge", `{}`, false},
+		{"stripe.create_charge", ``, false},
+		{"stripe.create_charge", `null`, false},
+		{"open.send", ``, true},
+	} {
+		r := c.Tools[tc.tool].Schema.check([]byte(tc.args))
+		if (r == nil) != tc.ok {
+			t.Errorf("%s %s: refusal %+v, want ok %v", tc.tool, tc.args, r, tc.ok)
+		}
+		if r != nil && (r.reason != "invalid_arguments" || r.status != http.StatusBadRequest) {
+			t.Errorf("%s %s: refusal %+v", tc.tool, tc.args, r)
+		}
+	}
+	if r := c.Capabilities["cap.send"].Schema.check([]byte(`{"to": 4242}`)); r == nil || strings.Contains(r.msg, "4242") {
+		t.Errorf("capability refusal %+v", r)
+	}
+}
+
 func TestLoadConfigBad(t *testing.T) {
 	cases := []struct {
 		name, config string
@@ -219,6 +274,29 @@ func TestLoadConfigBad(t *testing.T) {
 		{"capability provider", edit(t, `"providers": ["open.send", "open.send2"]`, `"providers": ["open.send", "nope"]`),
 			[]string{"capabilities[0].providers[1]: no tool named nope", "capabilities[0].pin"}},
 		{"capability pin", edit(t, `"pin": "open.send2"`, `"pin": "stripe.create_charge"`), []string{"capabilities[0].pin: must be one of the providers"}},
+		{"schema not an object", schemaEdit(t, `[4242]`), []string{"tools[0] (stripe.create_charge).input_schema: must be a JSON Schema object"}},
+		{"schema null", schemaEdit(t, `null`), []string{"tools[0] (stripe.create_charge).input_schema: must be a JSON Schema object"}},
+		{"schema not of type object", schemaEdit(t, `{"type": "string", "maxLength": 4242}`), []string{`tools[0] (stripe.create_charge).input_schema: must have "type": "object"`}},
+		{"schema with type list", schemaEdit(t, `{"type": ["object", "null"]}`), []string{`input_schema: must have "type": "object"`}},
+		{"schema keyword of the wrong type", schemaEdit(t, `{"type": "object", "required": "4242"}`), []string{"tools[0] (stripe.create_charge).input_schema: is not a valid JSON Schema"}},
+		{"schema bad pattern", schemaEdit(t, `{"type": "object", "properties": {"card": {"type": "string", "pattern": "(4242"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: is not a valid JSON Schema"}},
+		{"schema remote ref", schemaEdit(t, `{"type": "object", "properties": {"card": {"$ref": "https://4242.example/card.json"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: is not a valid JSON Schema"}},
+		{"schema local ref to nowhere", schemaEdit(t, `{"type": "object", "properties": {"card": {"$ref": "#/$defs/c4242"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: is not a valid JSON Schema"}},
+		{"schema default that does not match", schemaEdit(t, `{"type": "object", "properties": {"card": {"type": "integer", "default": "4242"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: is not a valid JSON Schema"}},
+		{"schema draft", schemaEdit(t, `{"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"}`),
+			[]string{"input_schema: $schema: only draft 2020-12 and draft-07"}},
+		{"schema x-mcp-header", schemaEdit(t, `{"type": "object", "properties": {"card": {"type": "string", "x-mcp-header": "X-4242"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: x-mcp-header is not supported"}},
+		{"federated schema", edit(t, `"description": "send mail"`, `"description": "send mail", "input_schema": {"type": "string"}`),
+			[]string{`tools[4] (gmail.send).input_schema: must have "type": "object"`}},
+		{"description not a string", edit(t, `"description": "send mail"`, `"description": 4242`), []string{"tools[4] (gmail.send).description: must be a string"}},
+		{"capability schema", edit(t, `"pin": "open.send2"`, `"pin": "open.send2", "input_schema": {"type": "object", "minProperties": "4242"}`),
+			[]string{"capabilities[0] (cap.send).input_schema: is not a valid JSON Schema"}},
+		{"capability description", edit(t, `"pin": "open.send2"`, `"pin": "open.send2", "description": ["4242"]`), []string{"capabilities.description: wrong type"}},
 		{"no tools", `{"workspaces": [{"id": "w", "api_keys": ["abcdefgh"]}]}`, []string{"tools: at least one is required"}},
 		{"no workspaces", `{"tools": []}`, []string{"workspaces: at least one is required"}},
 	}
