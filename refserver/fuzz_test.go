@@ -43,6 +43,14 @@ func FuzzFront(f *testing.F) {
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/c\u0061ll","params":{"name":"open.s\u0065nd"}}`, "", acmeAuth)
 	f.Add(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, "", acmeAuth)
 	f.Add(`{"jsonrpc":"2.0","id":"x","result":{}}`, "", acmeAuth)
+	f.Add(metaBody(`"`+goodKey+`"`), "", acmeAuth)
+	f.Add(metaBody(`"`+goodKey+`"`), goodKey, acmeAuth)
+	f.Add(metaBody(`"`+goodKey+`"`), otherKey, acmeAuth)
+	f.Add(metaBody(`"\"`+goodKey+`\""`), "", acmeAuth)
+	f.Add(metaBody(`"idt_\u0030`+goodKey[5:]+`"`), "", acmeAuth)
+	f.Add(metaBody(`7`), "", acmeAuth)
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"`+metaKey+`":"`+goodKey+`","`+metaKey+`":"`+otherKey+`"}}}`, "", acmeAuth)
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"`+metaKey+`":"`+goodKey+`","DEV.obol/idempotency-key":"`+otherKey+`"}}}`, "", acmeAuth)
 
 	tk, _ := idempotency.ParseKey(goodKey)
 	st := &fakeStore{tickets: map[string]idempotency.Ticket{
@@ -63,6 +71,7 @@ func FuzzFront(f *testing.F) {
 			if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
 				r.name = ctr.Params.Name
 				r.ticket, r.hasTicket = ctr.Params.Meta[metaTicket]
+				r.metaKey, r.hasMetaKey = ctr.Params.Meta[metaKey]
 				if ci := callInfoOf(ctr); ci != nil {
 					r.key = ci.key.String()
 				}
@@ -157,6 +166,17 @@ func FuzzFront(f *testing.F) {
 			if env.ticket != "" && (!g.hasTicket || g.ticket != env.ticket) || env.ticket == "" && g.hasTicket {
 				t.Fatalf("front read ticket %q, SDK saw %v (%v)", env.ticket, g.ticket, g.hasTicket)
 			}
+			// A key in _meta: the SDK saw one exactly when the front
+			// read one, and it is the key the handler got.
+			if (env.metaKey != nil) != g.hasMetaKey {
+				t.Fatalf("front read _meta key %s, SDK saw %v (%v)", env.metaKey, g.metaKey, g.hasMetaKey)
+			}
+			if g.hasMetaKey {
+				ks, _ := g.metaKey.(string)
+				if k, err := idempotency.ParseKey(ks); err != nil || k.String() != g.key {
+					t.Fatalf("SDK saw _meta key %v, the handler got %s", g.metaKey, g.key)
+				}
+			}
 		}
 		if b := w.Body.Bytes(); bytes.Contains(b, []byte("recorded")) {
 			t.Fatalf("an error message of a handler came back: %s", b)
@@ -167,8 +187,9 @@ func FuzzFront(f *testing.F) {
 // sdkReading is what the SDK dispatched for one request.
 type sdkReading struct {
 	method, name, key string
-	ticket            any
+	ticket, metaKey   any
 	hasTicket         bool
+	hasMetaKey        bool
 }
 
 // FuzzLoadConfig checks that loading never panics and that no error shows a
