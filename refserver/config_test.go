@@ -140,6 +140,38 @@ func TestLoadConfigDemo(t *testing.T) {
 	if c.Capabilities["cap.send_email"] == nil {
 		t.Error("demo lacks cap.send_email")
 	}
+	// Every demo tool describes itself, and the arguments of the documented
+	// curl commands (README-demo.txt) pass its schema.
+	for name, tl := range c.Tools {
+		if tl.Description == "" || tl.Schema == nil {
+			t.Errorf("%s: description %q, schema %v", name, tl.Description, tl.Schema != nil)
+		}
+	}
+	if cp := c.Capabilities["cap.send_email"]; cp == nil || cp.Description == "" || cp.Schema == nil {
+		t.Errorf("cap.send_email: %+v", cp)
+	}
+	for _, tc := range []struct {
+		tool, args string
+		ok         bool
+	}{
+		{"payments.create_charge", `{"amount":1200,"currency":"usd"}`, true},
+		{"payments.create_charge", `{"amount":700,"currency":"usd","simulate":"503_once"}`, true},
+		{"payments.create_charge", `{"amount":0}`, true}, // the vendor's decline stays reachable
+		{"payments.create_charge", `{"amount":"1200"}`, false},
+		{"payments.create_charge", `{"amount":1200,"simulate":"500"}`, false},
+		{"payments.refund", `{"charge":"ch_1","amount":500}`, true},
+		{"payments.refund", `{"charge":"ch_1"}`, false},
+		{"crm.create_contact", `{"email":"ada@example.com"}`, true},
+		{"chat.post_message", `{"text":"hi"}`, true},
+		{"email.b", `{"to":"ada@example.com","subject":"hi"}`, true},
+	} {
+		if r := c.Tools[tc.tool].Schema.check([]byte(tc.args)); (r == nil) != tc.ok {
+			t.Errorf("%s %s: refusal %+v, want ok %v", tc.tool, tc.args, r, tc.ok)
+		}
+	}
+	if r := c.Capabilities["cap.send_email"].Schema.check([]byte(`{"to":"ada@example.com","subject":"hi"}`)); r != nil {
+		t.Errorf("cap.send_email: %+v", r)
+	}
 	// The unsupported tool passes only because the demo is not production.
 	if err := c.Tools["chat.post_message"].Spec.Check(effectspec.Production); !errors.Is(err, effectspec.ErrPolicyDenied) {
 		t.Errorf("chat.post_message in production: %v, want policy_denied", err)

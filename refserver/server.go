@@ -161,7 +161,8 @@ func (s *server) mcpHandler(m *mcp.Server) http.Handler {
 
 func (s *server) newMCPServer() *mcp.Server {
 	m := mcp.NewServer(&mcp.Implementation{Name: "obol-refserver", Version: "0.1.0"}, &mcp.ServerOptions{
-		Instructions: "Every tools/call is idempotent per Idempotency-Key header; see the receipt in result _meta " + metaReceipt + ".",
+		Instructions: "Every tools/call is idempotent per key: the Idempotency-Key header, or params._meta " + metaKey +
+			" for a client that cannot set headers. Send the same key again to retry safely; see the receipt in result _meta " + metaReceipt + ".",
 		Logger:       s.sdkLog,
 	})
 	// unknown_tool with the reason, status and key in error.data, which the
