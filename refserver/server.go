@@ -163,7 +163,7 @@ func (s *server) newMCPServer() *mcp.Server {
 	m := mcp.NewServer(&mcp.Implementation{Name: "obol-refserver", Version: "0.1.0"}, &mcp.ServerOptions{
 		Instructions: "Every tools/call is idempotent per key: the Idempotency-Key header, or params._meta " + metaKey +
 			" for a client that cannot set headers. Send the same key again to retry safely; see the receipt in result _meta " + metaReceipt + ".",
-		Logger:       s.sdkLog,
+		Logger: s.sdkLog,
 	})
 	// unknown_tool with the reason, status and key in error.data, which the
 	// SDK's own "unknown tool" error lacks. The message never names the
