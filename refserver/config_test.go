@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -192,6 +194,18 @@ func schemaEdit(t *testing.T, js string) string {
 	return edit(t, `"path": "/v1/charges",`, `"path": "/v1/charges", "input_schema": `+js+`,`)
 }
 
+// fanOutSchema is a schema whose $refs double the paths at each of n
+// levels: 2^n paths through a schema of 2n+1 nodes.
+func fanOutSchema(n int) string {
+	defs := make([]string, 0, n+1)
+	for i := range n {
+		next := `"#/$defs/a` + strconv.Itoa(i+1) + `"`
+		defs = append(defs, `"a`+strconv.Itoa(i)+`": {"allOf": [{"$ref": `+next+`}, {"$ref": `+next+`}]}`)
+	}
+	defs = append(defs, `"a`+strconv.Itoa(n)+`": {"type": "integer"}`)
+	return `{"type": "object", "$defs": {` + strings.Join(defs, ", ") + `}, "properties": {"a": {"$ref": "#/$defs/a0"}}}`
+}
+
 // TestLoadConfigSchemas: descriptions and input schemas of native and
 // federated tools and of capabilities load, compacted, with the drafts the
 // validator implements.
@@ -239,6 +253,18 @@ func TestLoadConfigSchemas(t *testing.T) {
 	}
 	if r := c.Capabilities["cap.send"].Schema.check([]byte(`{"to": 4242}`)); r == nil || strings.Contains(r.msg, "4242") {
 		t.Errorf("capability refusal %+v", r)
+	}
+
+	// $refs that form no cycle load, escaped pointers and a fan-out
+	// within the bound included.
+	for _, js := range []string{
+		fanOutSchema(10),
+		`{"type": "object", "$defs": {"a/b": {"type": "string"}, "c~d": {"$ref": "#/$defs/a~1b"}}, "properties": {"x": {"$ref": "#/$defs/c~0d"}, "y": {"$ref": "#/properties/x"}}}`,
+		`{"type": "object", "properties": {"l": {"type": "array", "items": {"$ref": "#/$defs/i"}}}, "$defs": {"i": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}`,
+	} {
+		if _, why := parseInputSchema(json.RawMessage(js)); why != "" {
+			t.Errorf("%s: %s", js, why)
+		}
 	}
 }
 
@@ -323,6 +349,23 @@ func TestLoadConfigBad(t *testing.T) {
 			[]string{"input_schema: $schema: only draft 2020-12 and draft-07"}},
 		{"schema x-mcp-header", schemaEdit(t, `{"type": "object", "properties": {"card": {"type": "string", "x-mcp-header": "X-4242"}}}`),
 			[]string{"tools[0] (stripe.create_charge).input_schema: x-mcp-header is not supported"}},
+		{"schema $ref cycle", schemaEdit(t, `{"type": "object", "$defs": {"n": {"$ref": "#/$defs/n"}}, "properties": {"a": {"$ref": "#/$defs/n"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: recursive schemas"}},
+		{"schema $ref to the root in place", schemaEdit(t, `{"type": "object", "allOf": [{"$ref": "#"}]}`), []string{"input_schema: recursive schemas"}},
+		{"schema recursive through properties", schemaEdit(t, `{"type": "object", "properties": {"child": {"$ref": "#"}}}`), []string{"input_schema: recursive schemas"}},
+		{"schema $dynamicAnchor", schemaEdit(t, `{"type": "object", "$dynamicAnchor": "node"}`),
+			[]string{"input_schema: $dynamicRef"}},
+		{"schema anchor ref", schemaEdit(t, `{"type": "object", "$defs": {"c": {"$anchor": "c4242", "type": "string"}}, "properties": {"a": {"$ref": "#c4242"}}}`),
+			[]string{"input_schema: $ref: only local JSON pointers"}},
+		{"schema nested $id", schemaEdit(t, `{"type": "object", "properties": {"a": {"$id": "https://4242.example/a", "type": "string"}}}`),
+			[]string{"input_schema: $id is supported only at the root"}},
+		{"schema keyword in another case", schemaEdit(t, `{"tYpe": "object"}`), []string{"input_schema: a keyword written in another case"}},
+		{"schema keyword in another case beside it", schemaEdit(t, `{"type": "object", "Required": ["card"]}`), []string{"input_schema: a keyword written in another case"}},
+		{"schema nested keyword in another case", schemaEdit(t, `{"type": "object", "properties": {"a": {"type": "integer", "MAXIMUM": 4242}}}`),
+			[]string{"input_schema: a keyword written in another case"}},
+		{"schema keyword folded", schemaEdit(t, `{"type": "object", "properties": {"a": {"type": "array", "maxItemſ": 4242}}}`),
+			[]string{"input_schema: a keyword written in another case"}},
+		{"schema fan-out", schemaEdit(t, fanOutSchema(13)), []string{"input_schema: too many subschemas"}},
 		{"federated schema", edit(t, `"description": "send mail"`, `"description": "send mail", "input_schema": {"type": "string"}`),
 			[]string{`tools[4] (gmail.send).input_schema: must have "type": "object"`}},
 		{"description not a string", edit(t, `"description": "send mail"`, `"description": 4242`), []string{"tools[4] (gmail.send).description: must be a string"}},

@@ -104,7 +104,13 @@
 // of type object (draft 2020-12 or draft-07), checked at load with
 // github.com/google/jsonschema-go, the implementation the MCP SDK uses:
 // refs must resolve within the schema (no fetch), defaults must match, and
-// x-mcp-header is refused (it would copy arguments into HTTP headers). A
+// x-mcp-header is refused (it would copy arguments into HTTP headers). The
+// validator recurses on $refs without a limit (a cycle overflows the stack,
+// which no recover catches) and reads keywords regardless of case (where
+// clients read "Type" as an unknown member), so a schema must also be a
+// finite tree once its $refs are followed: $refs are local JSON pointers
+// ("#/$defs/x"), none is recursive, at most 4096 paths lead through it, no
+// $dynamicRef or nested $id, and keywords are written exactly. A
 // bad schema is a configuration error naming the tool, quoting nothing of
 // the schema. tools/list shows the description (a generated one without
 // it) and the schema as inputSchema ({"type": "object"} without one), and

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -201,6 +203,11 @@ func FuzzLoadConfig(f *testing.F) {
 	f.Add([]byte(`{"workspaces": [{"id": "w", "api_keys": ["` + testSecret + `"]}], "tools": [1]}`))
 	f.Add([]byte(strings.Replace(goodConfig, `"workspaces"`, `"WORKSPACES": [], "workspaces"`, 1)))
 	f.Add([]byte(strings.Replace(goodConfig, `"lease"`, `"le\u0061se": "1h", "lease"`, 1)))
+	f.Add([]byte(strings.Replace(goodConfig, `"path": "/v1/charges",`, `"path": "/v1/charges", "input_schema": {"type": "object",
+	  "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"type": "integer", "default": 1}}, "properties": {"a": {"$ref": "#/$defs/a"},
+	  "s": {"type": "string", "pattern": "^x+$", "format": "email"}, "d": {"$dynamicRef": "#x"}}, "required": ["a"]},`, 1)))
+	f.Add([]byte(strings.Replace(goodConfig, `"pin": "open.send2"`, `"pin": "open.send2", "input_schema": {"type": "object", "allOf": [true, {"not": false}]}`, 1)))
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := loadConfig(data, testEnv, &retry.Executor{})
 		if err == nil {
@@ -222,6 +229,43 @@ func FuzzLoadConfig(f *testing.F) {
 			if c.Tools[name] == nil && c.Capabilities[name] == nil {
 				t.Fatalf("tool %s in the order but not configured", name)
 			}
+			if tl := c.Tools[name]; tl != nil {
+				tl.Schema.check([]byte(`{"a": 1, "s": "x", "d": [null, {}]}`))
+			} else {
+				c.Capabilities[name].Schema.check([]byte(`{}`))
+			}
+		}
+		// Whatever loads can be served: the SDK panics on a tool it
+		// cannot list.
+		newServer(c, &fakeStore{}, nil, discard)
+	})
+}
+
+// FuzzInputSchema checks schemas and arguments from anywhere: parsing never
+// panics, a schema that parses can be served by the SDK and validates any
+// arguments without panicking, and a refusal quotes nothing.
+func FuzzInputSchema(f *testing.F) {
+	f.Add(`{"type": "object", "properties": {"a": {"type": "integer", "minimum": 1}}, "required": ["a"]}`, `{"a": 0}`)
+	f.Add(`{"type": "object", "$defs": {"n": {"$ref": "#/$defs/n"}}, "properties": {"a": {"$ref": "#/$defs/n"}}}`, `{"a": 1}`)
+	f.Add(`{"type": "object", "$dynamicAnchor": "x", "properties": {"a": {"$dynamicRef": "#x"}}}`, `{"a": {"a": {}}}`)
+	f.Add(`{"type": "object", "patternProperties": {"^(a+)+$": {"const": 4242}}}`, `{"aaaa": 4242424242424242}`)
+	f.Add(`{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "dependencies": {"a": ["b"]}, "items": [true]}`, `{"a": 1}`)
+	f.Add(`{"type": "object", "properties": {"a": {"type": "string", "default": 1}}}`, `{}`)
+	f.Add(`{"type": "object", "additionalProperties": false}`, `{"k": [1e400]}`)
+	f.Fuzz(func(t *testing.T, schema, args string) {
+		s, why := parseInputSchema(json.RawMessage(schema))
+		if s == nil {
+			if why == "" {
+				t.Fatal("no schema and no reason")
+			}
+			return
+		}
+		m := mcp.NewServer(&mcp.Implementation{Name: "fuzz", Version: "1"}, nil)
+		m.AddTool(&mcp.Tool{Name: "t", InputSchema: s.raw}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, nil
+		})
+		if r := s.check([]byte(args)); r != nil && (r.reason != "invalid_arguments" || strings.Contains(r.msg, "4242")) {
+			t.Fatalf("refusal %+v", r)
 		}
 	})
 }
