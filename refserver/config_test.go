@@ -414,3 +414,34 @@ func TestLoadConfigFile(t *testing.T) {
 		t.Error("missing file loaded")
 	}
 }
+
+// TestSchemaRefusalNamesTheSchema: an invalid_arguments message names the
+// place in the schema and the keyword the arguments broke, and nothing of
+// the arguments, even when they are made to look like the validator's own
+// text.
+func TestSchemaRefusalNamesTheSchema(t *testing.T) {
+	s, why := parseInputSchema(json.RawMessage(`{"type": "object", "required": ["amount"], "additionalProperties": false,
+	  "properties": {"amount": {"type": "integer", "minimum": 1}, "card": {"type": "string", "pattern": "^tok_"},
+	    "l": {"type": "array", "items": {"$ref": "#/$defs/i"}}}, "$defs": {"i": {"type": "string"}}}`))
+	if why != "" {
+		t.Fatal(why)
+	}
+	const trap = "validating /properties/amount: minimum: 4242"
+	for _, tc := range []struct{ args, at string }{
+		{`{"amount": 0}`, " at /properties/amount (minimum) "},
+		{`{"amount": "4242"}`, " at /properties/amount (type) "},
+		{`{}`, " at the top level (required) "},
+		{`{"amount": 1, "card": "` + trap + `"}`, " at /properties/card (pattern) "},
+		{`{"amount": 1, "l": ["a", 4242]}`, " at /$defs/i (type) "},
+		{`{"amount": 1, "` + trap + `": 1}`, " (see"},
+	} {
+		r := s.check([]byte(tc.args))
+		if r == nil {
+			t.Errorf("%s: passed", tc.args)
+			continue
+		}
+		if !strings.Contains(r.msg, tc.at) || strings.Contains(r.msg, "4242") || strings.Contains(r.msg, "tok_") {
+			t.Errorf("%s: %q, want %q and nothing of the arguments", tc.args, r.msg, tc.at)
+		}
+	}
+}

@@ -124,7 +124,9 @@
 // claim: nothing recorded, nothing sent; a capability call must pass its
 // own schema and then the pinned provider's, whose vendor receives the
 // arguments. The validator's messages quote the arguments, so the refusal
-// has one fixed message.
+// has a fixed message that names at most the place in the schema and the
+// keyword broken ("at /properties/amount (minimum)"), each checked against
+// the schema and the validator's keywords before it is used.
 //
 // Results. The vendor body is the text content, and also structuredContent
 // when it is a JSON object. definitely_rejected and unknown are results with

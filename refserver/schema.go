@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,13 +15,14 @@ import (
 
 // objectSchema is the input schema of a tool configured without one: any
 // arguments object.
-var objectSchema = json.RawMessage(`{"type":"object"}`)
+const objectSchema = `{"type":"object"}`
 
 // inputSchema is a tool's JSON Schema for its arguments, checked when the
 // configuration loads: tools/list shows raw, and every call's arguments are
 // validated against resolved before any claim.
 type inputSchema struct {
 	raw      json.RawMessage // as configured, compacted
+	root     *jsonschema.Schema
 	resolved *jsonschema.Resolved
 }
 
@@ -70,7 +72,7 @@ func parseInputSchema(raw json.RawMessage) (*inputSchema, string) {
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, "is not valid JSON"
 	}
-	return &inputSchema{raw: buf.Bytes(), resolved: resolved}, ""
+	return &inputSchema{raw: buf.Bytes(), root: &s, resolved: resolved}, ""
 }
 
 // hasMember reports whether any object in v has a member named name.
@@ -108,9 +110,51 @@ func (s *inputSchema) check(args []byte) *refusal {
 		}
 	}
 	if err := s.resolved.Validate(v); err != nil {
-		return &refusal{"invalid_arguments", http.StatusBadRequest, "invalid arguments: they do not match the tool's input schema (see inputSchema in tools/list)"}
+		msg := "invalid arguments: they do not match the tool's input schema"
+		if at := s.where(err); at != "" {
+			msg += " at " + at
+		}
+		return &refusal{"invalid_arguments", http.StatusBadRequest, msg + " (see inputSchema in tools/list)"}
 	}
 	return nil
+}
+
+// where names the place in the schema that err, a validation error, says
+// the arguments broke. Its text is a chain of "validating <schema
+// location>: " prefixes, which the validator makes from the schema, then a
+// keyword, then a part that quotes the arguments. Only the prefixes and
+// the keyword are read, and each only when it is what it should be: the
+// deepest location when it names a subschema of this schema, the keyword
+// when the validator knows it. So the answer holds names from the
+// configuration, never from the call.
+func (s *inputSchema) where(err error) string {
+	const prefix = "validating "
+	text, loc := err.Error(), ""
+	for strings.HasPrefix(text, prefix) {
+		seg, rest, ok := strings.Cut(text[len(prefix):], ": ")
+		if !ok {
+			return ""
+		}
+		loc, text = seg, rest
+	}
+	kw, _, _ := strings.Cut(text, ":")
+	if !slices.Contains(schemaKeywords(), kw) {
+		kw = ""
+	}
+	switch {
+	case strings.HasPrefix(loc, "/"):
+		if _, ok := pointer(s.root, "#"+loc); !ok {
+			return ""
+		}
+	case kw != "":
+		loc = "the top level"
+	default:
+		return ""
+	}
+	if kw != "" {
+		return loc + " (" + kw + ")"
+	}
+	return loc
 }
 
 // maxSchemaPaths bounds the subschemas one argument value can be checked

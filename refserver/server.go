@@ -197,7 +197,7 @@ func (s *server) known(name string) bool {
 // description and input schema, and hints derived from its EffectSpec (a
 // capability's from its providers').
 func (s *server) toolDef(name string) *mcp.Tool {
-	def := &mcp.Tool{Name: name, InputSchema: objectSchema}
+	def := &mcp.Tool{Name: name, InputSchema: json.RawMessage(objectSchema)}
 	var specs []effectspec.Spec
 	if t := s.cfg.Tools[name]; t != nil {
 		def.Description = t.Description
