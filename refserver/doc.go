@@ -92,8 +92,8 @@
 // (401), method_not_allowed (405), method_not_found (404: a JSON-RPC method
 // the server does not serve), invalid_request (400), invalid_arguments (400:
 // arguments that are not one JSON object, duplicate names, lone
-// surrogates, or break the tool's input schema), arguments_too_large (413, over 256 KiB), request_too_large
-// (413), not_found (404: an approval ticket that does not exist or belongs
+// surrogates, or break the tool's input schema), arguments_too_large (413,
+// over 256 KiB), request_too_large (413), not_found (404: an approval ticket that does not exist or belongs
 // to another workspace or tool), scope_version_conflict (409),
 // store_unavailable (503), internal (500). The /v1 endpoints answer
 // {"reason", "status", "message"} with the same reasons, plus
@@ -110,9 +110,8 @@
 // clients read "Type" as an unknown member), so a schema must also be a
 // finite tree once its $refs are followed: $refs are local JSON pointers
 // ("#/$defs/x"), none is recursive, at most 4096 paths lead through it, no
-// $dynamicRef or nested $id, and keywords are written exactly. A
-// bad schema is a configuration error naming the tool, quoting nothing of
-// the schema. tools/list shows the description (a generated one without
+// $dynamicRef or nested $id, and keywords are written exactly. A bad
+// schema is a configuration error naming the tool, quoting nothing of it. tools/list shows the description (a generated one without
 // it) and the schema as inputSchema ({"type": "object"} without one), and
 // annotations from the EffectSpec: readOnlyHint for a read, idempotentHint
 // for a write (a repeated call with the same key is answered from its
@@ -135,8 +134,9 @@
 // the decision answers the same ticket.
 //
 // Federated tools. A tool entry with "broker" names a configured broker; all
-// its other members except "spec", "description" and "input_schema" are the broker's
-// routing fields (strings), which the broker validates at start. The scope's
+// its other members except "spec", "description" and "input_schema" are
+// the broker's routing fields (strings), which the broker validates at
+// start. The scope's
 // connection segment of a federated call is the broker's id.
 //
 // Capabilities. cap.* names are reserved for capabilities. A capability is
