@@ -78,6 +78,15 @@ func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw
 		}
 		ticket = t
 	}
+	// The front decided the key from the same bytes (effectiveKey); a key
+	// in _meta that the SDK read otherwise would mean two parsers disagree.
+	if v, ok := p.Meta[metaKey]; ok {
+		ks, isStr := v.(string)
+		if k, err := idempotency.ParseKey(ks); !isStr || err != nil || k != ci.key {
+			return nil, retry.Outcome{}, &refusal{"malformed_key", http.StatusBadRequest,
+				"_meta " + metaKey + " is not the effective key"}
+		}
+	}
 	call := retry.Call{
 		Scope:     idempotency.Scope{Workspace: ci.workspace, Tool: p.Name},
 		Key:       ci.key,
@@ -85,19 +94,31 @@ func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw
 		Arguments: json.RawMessage(args),
 		Ticket:    ticket,
 	}
+	// Arguments that break the input schema are refused here, before the
+	// orchestrator: no claim, no record, nothing sent.
 	if t := s.cfg.Tools[p.Name]; t != nil {
+		if r := t.Schema.check(args); r != nil {
+			return nil, retry.Outcome{}, r
+		}
 		call.Scope.Connection = t.Connection
 		call.Spec, call.Route, call.Target = t.Spec, t.Route, t.Target
 	} else {
 		// A capability: scoped as unresolved, dispatched to the provider
 		// pinned in the store now, whose route the claim fingerprints. A
 		// later pin change makes this key a destination_conflict, never a
-		// redispatch.
+		// redispatch. The arguments must pass the capability's schema and
+		// the provider's, whose vendor receives them.
+		if r := s.cfg.Capabilities[p.Name].Schema.check(args); r != nil {
+			return nil, retry.Outcome{}, r
+		}
 		pin, r := s.currentPin(ctx, p.Name)
 		if r != nil {
 			return nil, retry.Outcome{}, r
 		}
 		pt := s.cfg.Tools[pin]
+		if r := pt.Schema.check(args); r != nil {
+			return nil, retry.Outcome{}, r
+		}
 		call.Spec, call.Route, call.Target = pt.Spec, pt.Route, pt.Target
 	}
 	out, err := s.orch.Do(ctx, call)

@@ -63,9 +63,11 @@ type brokerConfig struct {
 }
 
 type capabilityConfig struct {
-	Name      string   `json:"name"`
-	Providers []string `json:"providers"`
-	Pin       string   `json:"pin"`
+	Name        string          `json:"name"`
+	Providers   []string        `json:"providers"`
+	Pin         string          `json:"pin"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
 }
 
 // Limits of the configuration.
@@ -105,13 +107,20 @@ type tool struct {
 	Connection string
 	Route      idempotency.Route
 	Target     retry.Target
+	// Schema validates the arguments of every call. If nil, any object
+	// passes and tools/list shows {"type": "object"}.
+	Schema *inputSchema
 }
 
 // capability is a cap.* tool: a stable name over interchangeable providers.
 type capability struct {
-	Name      string
-	Providers []string
-	Pin       string // initial pin; the live pin is in pins
+	Name        string
+	Description string
+	Providers   []string
+	Pin         string // initial pin; the live pin is in pins
+	// Schema validates the arguments of every call to the capability,
+	// before the pinned provider's own. If nil, only the provider's does.
+	Schema *inputSchema
 }
 
 // configError is every problem of a configuration, one per line.
@@ -364,8 +373,17 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 			bad("%s.pin: must be one of the providers", where)
 			ok = false
 		}
+		var schema *inputSchema
+		if cp.InputSchema != nil {
+			var why string
+			if schema, why = parseInputSchema(cp.InputSchema); why != "" {
+				bad("%s (%s).input_schema: %s", where, cp.Name, why)
+				ok = false
+			}
+		}
 		if ok {
-			c.Capabilities[cp.Name] = &capability{Name: cp.Name, Providers: slices.Clone(cp.Providers), Pin: cp.Pin}
+			c.Capabilities[cp.Name] = &capability{Name: cp.Name, Description: cp.Description,
+				Providers: slices.Clone(cp.Providers), Pin: cp.Pin, Schema: schema}
 			c.ToolOrder = append(c.ToolOrder, cp.Name)
 		}
 	}
@@ -379,7 +397,7 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 // toolEntry is the fixed part of a tool entry. A native tool has connection,
 // method and path; a federated one has broker, and every other member is a
 // routing field of that broker (strings only), validated by the broker.
-var nativeFields = []string{"connection", "method", "path", "spec", "description"}
+var nativeFields = []string{"connection", "method", "path", "spec", "description", "input_schema"}
 
 func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig, urls map[string]*url.URL,
 	secrets map[string]string, brokers map[string]broker.Broker, exec *retry.Executor) (*tool, []string) {
@@ -428,6 +446,12 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig,
 	}
 	desc, _ := str("description")
 	t := &tool{Name: spec.Tool, Description: desc, Spec: spec}
+	if raw, ok := m["input_schema"]; ok {
+		var why string
+		if t.Schema, why = parseInputSchema(raw); why != "" {
+			bad(".input_schema: %s", why)
+		}
+	}
 
 	if brokerID, isFederated := str("broker"); isFederated {
 		if spec.Route != effectspec.RouteFederated {
@@ -444,7 +468,7 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig,
 		routing := map[string]string{}
 		for _, k := range sortedKeys(m) {
 			switch k {
-			case "broker", "spec", "description":
+			case "broker", "spec", "description", "input_schema":
 				continue
 			}
 			var s string
@@ -470,7 +494,7 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig,
 
 	for _, k := range sortedKeys(m) {
 		if !slices.Contains(nativeFields, k) {
-			bad(": unknown field %s (a native tool has connection, method, path, spec, description)", quoteName(k))
+			bad(": unknown field %s (a native tool has connection, method, path, spec, description, input_schema)", quoteName(k))
 		}
 	}
 	if spec.Route == effectspec.RouteFederated {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,6 +142,38 @@ func TestLoadConfigDemo(t *testing.T) {
 	if c.Capabilities["cap.send_email"] == nil {
 		t.Error("demo lacks cap.send_email")
 	}
+	// Every demo tool describes itself, and the arguments of the documented
+	// curl commands (README-demo.txt) pass its schema.
+	for name, tl := range c.Tools {
+		if tl.Description == "" || tl.Schema == nil {
+			t.Errorf("%s: description %q, schema %v", name, tl.Description, tl.Schema != nil)
+		}
+	}
+	if cp := c.Capabilities["cap.send_email"]; cp == nil || cp.Description == "" || cp.Schema == nil {
+		t.Errorf("cap.send_email: %+v", cp)
+	}
+	for _, tc := range []struct {
+		tool, args string
+		ok         bool
+	}{
+		{"payments.create_charge", `{"amount":1200,"currency":"usd"}`, true},
+		{"payments.create_charge", `{"amount":700,"currency":"usd","simulate":"503_once"}`, true},
+		{"payments.create_charge", `{"amount":0}`, true}, // the vendor's decline stays reachable
+		{"payments.create_charge", `{"amount":"1200"}`, false},
+		{"payments.create_charge", `{"amount":1200,"simulate":"500"}`, false},
+		{"payments.refund", `{"charge":"ch_1","amount":500}`, true},
+		{"payments.refund", `{"charge":"ch_1"}`, false},
+		{"crm.create_contact", `{"email":"ada@example.com"}`, true},
+		{"chat.post_message", `{"text":"hi"}`, true},
+		{"email.b", `{"to":"ada@example.com","subject":"hi"}`, true},
+	} {
+		if r := c.Tools[tc.tool].Schema.check([]byte(tc.args)); (r == nil) != tc.ok {
+			t.Errorf("%s %s: refusal %+v, want ok %v", tc.tool, tc.args, r, tc.ok)
+		}
+	}
+	if r := c.Capabilities["cap.send_email"].Schema.check([]byte(`{"to":"ada@example.com","subject":"hi"}`)); r != nil {
+		t.Errorf("cap.send_email: %+v", r)
+	}
 	// The unsupported tool passes only because the demo is not production.
 	if err := c.Tools["chat.post_message"].Spec.Check(effectspec.Production); !errors.Is(err, effectspec.ErrPolicyDenied) {
 		t.Errorf("chat.post_message in production: %v, want policy_denied", err)
@@ -153,6 +187,85 @@ func edit(t *testing.T, old, new string) string {
 		t.Fatalf("edit: %q occurs %d times", old, strings.Count(goodConfig, old))
 	}
 	return strings.Replace(goodConfig, old, new, 1)
+}
+
+// schemaEdit gives the first tool of goodConfig the input schema js.
+func schemaEdit(t *testing.T, js string) string {
+	return edit(t, `"path": "/v1/charges",`, `"path": "/v1/charges", "input_schema": `+js+`,`)
+}
+
+// fanOutSchema is a schema whose $refs double the paths at each of n
+// levels: 2^n paths through a schema of 2n+1 nodes.
+func fanOutSchema(n int) string {
+	defs := make([]string, 0, n+1)
+	for i := range n {
+		next := `"#/$defs/a` + strconv.Itoa(i+1) + `"`
+		defs = append(defs, `"a`+strconv.Itoa(i)+`": {"allOf": [{"$ref": `+next+`}, {"$ref": `+next+`}]}`)
+	}
+	defs = append(defs, `"a`+strconv.Itoa(n)+`": {"type": "integer"}`)
+	return `{"type": "object", "$defs": {` + strings.Join(defs, ", ") + `}, "properties": {"a": {"$ref": "#/$defs/a0"}}}`
+}
+
+// TestLoadConfigSchemas: descriptions and input schemas of native and
+// federated tools and of capabilities load, compacted, with the drafts the
+// validator implements.
+func TestLoadConfigSchemas(t *testing.T) {
+	cfg := schemaEdit(t, `{"type": "object", "properties": {"amount": {"type": "integer", "minimum": 1}}, "required": ["amount"]}`)
+	cfg = strings.Replace(cfg, `"description": "send mail"`, `"description": "send mail", "input_schema": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}`, 1)
+	cfg = strings.Replace(cfg, `"pin": "open.send2"`, `"pin": "open.send2", "description": "send it", "input_schema": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "$defs": {"to": {"type": "string"}}, "properties": {"to": {"$ref": "#/$defs/to"}}}`, 1)
+	c, err := loadConfig([]byte(cfg), testEnv, &retry.Executor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(c.Tools["stripe.create_charge"].Schema.raw); got != `{"type":"object","properties":{"amount":{"type":"integer","minimum":1}},"required":["amount"]}` {
+		t.Errorf("schema %s", got)
+	}
+	if c.Tools["gmail.send"].Schema == nil || c.Tools["gmail.send"].Description != "send mail" {
+		t.Errorf("federated tool %+v", c.Tools["gmail.send"])
+	}
+	if c.Tools["open.send"].Schema != nil {
+		t.Error("a tool without input_schema has a schema")
+	}
+	if cp := c.Capabilities["cap.send"]; cp.Schema == nil || cp.Description != "send it" {
+		t.Errorf("capability %+v", cp)
+	}
+	for _, tc := range []struct {
+		tool, args string
+		ok         bool
+	}{
+		{"stripe.create_charge", `{"amount": 5}`, true},
+		{"stripe.create_charge", `{"amount": 5.0}`, true},
+		{"stripe.create_charge", `{"amount": 0}`, false},
+		{"stripe.create_charge", `{"amount": 1.5}`, false},
+		{"stripe.create_charge", `{"amount": "5"}`, false},
+		{"stripe.create_charge", `{}`, false},
+		{"stripe.create_charge", ``, false},
+		{"stripe.create_charge", `null`, false},
+		{"open.send", ``, true},
+	} {
+		r := c.Tools[tc.tool].Schema.check([]byte(tc.args))
+		if (r == nil) != tc.ok {
+			t.Errorf("%s %s: refusal %+v, want ok %v", tc.tool, tc.args, r, tc.ok)
+		}
+		if r != nil && (r.reason != "invalid_arguments" || r.status != http.StatusBadRequest) {
+			t.Errorf("%s %s: refusal %+v", tc.tool, tc.args, r)
+		}
+	}
+	if r := c.Capabilities["cap.send"].Schema.check([]byte(`{"to": 4242}`)); r == nil || strings.Contains(r.msg, "4242") {
+		t.Errorf("capability refusal %+v", r)
+	}
+
+	// $refs that form no cycle load, escaped pointers and a fan-out
+	// within the bound included.
+	for _, js := range []string{
+		fanOutSchema(10),
+		`{"type": "object", "$defs": {"a/b": {"type": "string"}, "c~d": {"$ref": "#/$defs/a~1b"}}, "properties": {"x": {"$ref": "#/$defs/c~0d"}, "y": {"$ref": "#/properties/x"}}}`,
+		`{"type": "object", "properties": {"l": {"type": "array", "items": {"$ref": "#/$defs/i"}}}, "$defs": {"i": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}`,
+	} {
+		if _, why := parseInputSchema(json.RawMessage(js)); why != "" {
+			t.Errorf("%s: %s", js, why)
+		}
+	}
 }
 
 func TestLoadConfigBad(t *testing.T) {
@@ -219,6 +332,46 @@ func TestLoadConfigBad(t *testing.T) {
 		{"capability provider", edit(t, `"providers": ["open.send", "open.send2"]`, `"providers": ["open.send", "nope"]`),
 			[]string{"capabilities[0].providers[1]: no tool named nope", "capabilities[0].pin"}},
 		{"capability pin", edit(t, `"pin": "open.send2"`, `"pin": "stripe.create_charge"`), []string{"capabilities[0].pin: must be one of the providers"}},
+		{"schema not an object", schemaEdit(t, `[4242]`), []string{"tools[0] (stripe.create_charge).input_schema: must be a JSON Schema object"}},
+		{"schema null", schemaEdit(t, `null`), []string{"tools[0] (stripe.create_charge).input_schema: must be a JSON Schema object"}},
+		{"schema not of type object", schemaEdit(t, `{"type": "string", "maxLength": 4242}`), []string{`tools[0] (stripe.create_charge).input_schema: must have "type": "object"`}},
+		{"schema with type list", schemaEdit(t, `{"type": ["object", "null"]}`), []string{`input_schema: must have "type": "object"`}},
+		{"schema keyword of the wrong type", schemaEdit(t, `{"type": "object", "required": "4242"}`), []string{"tools[0] (stripe.create_charge).input_schema: is not a valid JSON Schema"}},
+		{"schema bad pattern", schemaEdit(t, `{"type": "object", "properties": {"card": {"type": "string", "pattern": "(4242"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: is not a valid JSON Schema"}},
+		{"schema remote ref", schemaEdit(t, `{"type": "object", "properties": {"card": {"$ref": "https://4242.example/card.json"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: is not a valid JSON Schema"}},
+		{"schema local ref to nowhere", schemaEdit(t, `{"type": "object", "properties": {"card": {"$ref": "#/$defs/c4242"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: is not a valid JSON Schema"}},
+		{"schema default that does not match", schemaEdit(t, `{"type": "object", "properties": {"card": {"type": "integer", "default": "4242"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: is not a valid JSON Schema"}},
+		{"schema draft", schemaEdit(t, `{"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"}`),
+			[]string{"input_schema: $schema: only draft 2020-12 and draft-07"}},
+		{"schema x-mcp-header", schemaEdit(t, `{"type": "object", "properties": {"card": {"type": "string", "x-mcp-header": "X-4242"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: x-mcp-header is not supported"}},
+		{"schema $ref cycle", schemaEdit(t, `{"type": "object", "$defs": {"n": {"$ref": "#/$defs/n"}}, "properties": {"a": {"$ref": "#/$defs/n"}}}`),
+			[]string{"tools[0] (stripe.create_charge).input_schema: recursive schemas"}},
+		{"schema $ref to the root in place", schemaEdit(t, `{"type": "object", "allOf": [{"$ref": "#"}]}`), []string{"input_schema: recursive schemas"}},
+		{"schema recursive through properties", schemaEdit(t, `{"type": "object", "properties": {"child": {"$ref": "#"}}}`), []string{"input_schema: recursive schemas"}},
+		{"schema $dynamicAnchor", schemaEdit(t, `{"type": "object", "$dynamicAnchor": "node"}`),
+			[]string{"input_schema: $dynamicRef"}},
+		{"schema anchor ref", schemaEdit(t, `{"type": "object", "$defs": {"c": {"$anchor": "c4242", "type": "string"}}, "properties": {"a": {"$ref": "#c4242"}}}`),
+			[]string{"input_schema: $ref: only local JSON pointers"}},
+		{"schema nested $id", schemaEdit(t, `{"type": "object", "properties": {"a": {"$id": "https://4242.example/a", "type": "string"}}}`),
+			[]string{"input_schema: $id is supported only at the root"}},
+		{"schema keyword in another case", schemaEdit(t, `{"tYpe": "object"}`), []string{"input_schema: a keyword written in another case"}},
+		{"schema keyword in another case beside it", schemaEdit(t, `{"type": "object", "Required": ["card"]}`), []string{"input_schema: a keyword written in another case"}},
+		{"schema nested keyword in another case", schemaEdit(t, `{"type": "object", "properties": {"a": {"type": "integer", "MAXIMUM": 4242}}}`),
+			[]string{"input_schema: a keyword written in another case"}},
+		{"schema keyword folded", schemaEdit(t, `{"type": "object", "properties": {"a": {"type": "array", "maxItemſ": 4242}}}`),
+			[]string{"input_schema: a keyword written in another case"}},
+		{"schema fan-out", schemaEdit(t, fanOutSchema(13)), []string{"input_schema: too many subschemas"}},
+		{"federated schema", edit(t, `"description": "send mail"`, `"description": "send mail", "input_schema": {"type": "string"}`),
+			[]string{`tools[4] (gmail.send).input_schema: must have "type": "object"`}},
+		{"description not a string", edit(t, `"description": "send mail"`, `"description": 4242`), []string{"tools[4] (gmail.send).description: must be a string"}},
+		{"capability schema", edit(t, `"pin": "open.send2"`, `"pin": "open.send2", "input_schema": {"type": "object", "minProperties": "4242"}`),
+			[]string{"capabilities[0] (cap.send).input_schema: is not a valid JSON Schema"}},
+		{"capability description", edit(t, `"pin": "open.send2"`, `"pin": "open.send2", "description": ["4242"]`), []string{"capabilities.description: wrong type"}},
 		{"no tools", `{"workspaces": [{"id": "w", "api_keys": ["abcdefgh"]}]}`, []string{"tools: at least one is required"}},
 		{"no workspaces", `{"tools": []}`, []string{"workspaces: at least one is required"}},
 	}
@@ -259,5 +412,36 @@ func TestLoadConfigFile(t *testing.T) {
 	}
 	if _, err := loadConfigFile(filepath.Join(dir, "missing.json"), &retry.Executor{}); err == nil {
 		t.Error("missing file loaded")
+	}
+}
+
+// TestSchemaRefusalNamesTheSchema: an invalid_arguments message names the
+// place in the schema and the keyword the arguments broke, and nothing of
+// the arguments, even when they are made to look like the validator's own
+// text.
+func TestSchemaRefusalNamesTheSchema(t *testing.T) {
+	s, why := parseInputSchema(json.RawMessage(`{"type": "object", "required": ["amount"], "additionalProperties": false,
+	  "properties": {"amount": {"type": "integer", "minimum": 1}, "card": {"type": "string", "pattern": "^tok_"},
+	    "l": {"type": "array", "items": {"$ref": "#/$defs/i"}}}, "$defs": {"i": {"type": "string"}}}`))
+	if why != "" {
+		t.Fatal(why)
+	}
+	const trap = "validating /properties/amount: minimum: 4242"
+	for _, tc := range []struct{ args, at string }{
+		{`{"amount": 0}`, " at /properties/amount (minimum) "},
+		{`{"amount": "4242"}`, " at /properties/amount (type) "},
+		{`{}`, " at the top level (required) "},
+		{`{"amount": 1, "card": "` + trap + `"}`, " at /properties/card (pattern) "},
+		{`{"amount": 1, "l": ["a", 4242]}`, " at /$defs/i (type) "},
+		{`{"amount": 1, "` + trap + `": 1}`, " (see"},
+	} {
+		r := s.check([]byte(tc.args))
+		if r == nil {
+			t.Errorf("%s: passed", tc.args)
+			continue
+		}
+		if !strings.Contains(r.msg, tc.at) || strings.Contains(r.msg, "4242") || strings.Contains(r.msg, "tok_") {
+			t.Errorf("%s: %q, want %q and nothing of the arguments", tc.args, r.msg, tc.at)
+		}
 	}
 }

@@ -24,6 +24,11 @@ const (
 	demoKeyAdmin  = "ob_demo_admin_key"
 )
 
+// demoEmailSchema is the input schema of both demo email providers and of
+// the capability over them.
+const demoEmailSchema = `{"type": "object", "required": ["to"], "properties": {
+       "to": {"type": "string", "minLength": 3}, "subject": {"type": "string"}, "body": {"type": "string"}}}`
+
 // demoConfigJSON is the demo configuration, in the file format of -config.
 // {{VENDOR}} is replaced by the demo vendor's base URL. The environment is
 // "development" so that the policy lets chat.post_message, a write whose
@@ -45,39 +50,52 @@ const demoConfigJSON = `{
   "tools": [
     {"connection": "conn_pay", "method": "POST", "path": "/v1/charges",
      "description": "Charge a card: {\"amount\": 1200, \"currency\": \"usd\"}. The key travels in the Idempotency-Key header. {\"simulate\": \"503_once\"} answers 503 to the first attempt.",
+     "input_schema": {"type": "object", "required": ["amount"], "additionalProperties": false, "properties": {
+       "amount": {"type": "integer", "description": "In cents. The demo vendor declines 0 or less (402: definitely_rejected)."},
+       "currency": {"type": "string", "pattern": "^[a-z]{3}$", "description": "ISO 4217, lower case."},
+       "simulate": {"enum": ["503_once"], "description": "Make the vendor answer 503 to the first attempt."}}},
      "spec": {"tool": "payments.create_charge", "effect": "write", "route": "native",
               "idempotency": {"binding": "header", "header": "Idempotency-Key"},
               "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 409, 422], "retryable": [429, 503]},
               "approval": "none"}},
     {"connection": "conn_crm", "method": "POST", "path": "/v1/contacts",
      "description": "Create a contact: {\"email\": \"ada@example.com\"}. The key travels in the body at /metadata/idempotency_key.",
+     "input_schema": {"type": "object", "required": ["email"], "properties": {
+       "email": {"type": "string", "minLength": 3}, "name": {"type": "string"}, "metadata": {"type": "object"}}},
      "spec": {"tool": "crm.create_contact", "effect": "write", "route": "native",
               "idempotency": {"binding": "body_pointer", "pointer": "/metadata/idempotency_key"},
               "status": {"accepted": [200, 201], "definitely_rejected": [400, 409, 422], "retryable": [503]}}},
     {"connection": "conn_chat", "method": "POST", "path": "/v1/messages",
      "description": "Post a chat message: {\"text\": \"hi\"}. The vendor cannot deduplicate (binding unsupported): allowed only outside production.",
+     "input_schema": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string", "minLength": 1}}},
      "spec": {"tool": "chat.post_message", "effect": "write", "route": "native",
               "idempotency": {"binding": "unsupported"},
               "status": {"accepted": [200, 201], "definitely_rejected": [400]}}},
     {"connection": "conn_pay", "method": "POST", "path": "/v1/refunds",
      "description": "Refund a charge: {\"charge\": \"ch_1\", \"amount\": 500}. Held until an approver approves it.",
+     "input_schema": {"type": "object", "required": ["charge", "amount"], "additionalProperties": false, "properties": {
+       "charge": {"type": "string", "pattern": "^ch_"}, "amount": {"type": "integer", "minimum": 1}}},
      "spec": {"tool": "payments.refund", "effect": "write", "route": "native",
               "idempotency": {"binding": "header", "header": "Idempotency-Key"},
               "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 422], "retryable": [503]},
               "approval": "required"}},
     {"connection": "conn_mail_a", "method": "POST", "path": "/send",
      "description": "Send an email through provider A: {\"to\": \"ada@example.com\", \"subject\": \"hi\"}.",
+     "input_schema": ` + demoEmailSchema + `,
      "spec": {"tool": "email.a", "effect": "write",
               "idempotency": {"binding": "header", "header": "Idempotency-Key"},
               "status": {"accepted": [200, 202], "definitely_rejected": [400, 422], "retryable": [503]}}},
     {"connection": "conn_mail_b", "method": "POST", "path": "/send",
      "description": "Send an email through provider B: {\"to\": \"ada@example.com\", \"subject\": \"hi\"}.",
+     "input_schema": ` + demoEmailSchema + `,
      "spec": {"tool": "email.b", "effect": "write",
               "idempotency": {"binding": "header", "header": "X-Request-Key"},
               "status": {"accepted": [200, 202], "definitely_rejected": [400, 422], "retryable": [503]}}}
   ],
   "capabilities": [
-    {"name": "cap.send_email", "providers": ["email.a", "email.b"], "pin": "email.a"}
+    {"name": "cap.send_email", "providers": ["email.a", "email.b"], "pin": "email.a",
+     "description": "Send an email through the pinned provider (email.a or email.b): {\"to\": \"ada@example.com\", \"subject\": \"hi\"}.",
+     "input_schema": ` + demoEmailSchema + `}
   ]
 }`
 

@@ -55,10 +55,15 @@
 // object) and a fixed message. The SDK reads the same bytes afterwards,
 // and can only read what the front read.
 //
-// Then the wrapper resolves the Idempotency-Key with idempotency.FromHeader
-// (malformed or repeated: HTTP 400 with a JSON-RPC error, reason
-// malformed_key; checked on every POST, not only on tools/call) and, for a
-// tools/call, sets the effective key as the response header. A resume that
+// Then the wrapper resolves the effective key in one place (effectiveKey):
+// from the Idempotency-Key header (idempotency.FromHeader) and
+// params._meta["dev.obol/idempotency-key"], which must be a JSON string
+// holding a key in either form the header takes. Either alone is the key;
+// both must be the same key once parsed. Malformed, repeated, a _meta value
+// that is not a string, or a header and a _meta key that differ: HTTP 400
+// with a JSON-RPC error, reason malformed_key, no key in the answer;
+// checked on every POST, not only on tools/call. For a tools/call the
+// wrapper sets the effective key as the response header. A resume that
 // carries a ticket and no key answers with the ticket's key: the wrapper
 // looks the ticket up. The workspace and key reach the tool handler as the
 // request's auth.TokenInfo; the front is the one place that maps an API key
@@ -87,12 +92,40 @@
 // (401), method_not_allowed (405), method_not_found (404: a JSON-RPC method
 // the server does not serve), invalid_request (400), invalid_arguments (400:
 // arguments that are not one JSON object, duplicate names, lone
-// surrogates), arguments_too_large (413, over 256 KiB), request_too_large
-// (413), not_found (404: an approval ticket that does not exist or belongs
+// surrogates, or break the tool's input schema), arguments_too_large (413,
+// over 256 KiB), request_too_large (413), not_found (404: an approval ticket that does not exist or belongs
 // to another workspace or tool), scope_version_conflict (409),
 // store_unavailable (503), internal (500). The /v1 endpoints answer
 // {"reason", "status", "message"} with the same reasons, plus
 // already_decided (409) for a ticket decided the other way.
+//
+// Tool descriptions and schemas. A tool entry (native or federated) and a
+// capability entry may have "description" and "input_schema", a JSON Schema
+// of type object (draft 2020-12 or draft-07), checked at load with
+// github.com/google/jsonschema-go, the implementation the MCP SDK uses:
+// refs must resolve within the schema (no fetch), defaults must match, and
+// x-mcp-header is refused (it would copy arguments into HTTP headers). The
+// validator recurses on $refs without a limit (a cycle overflows the stack,
+// which no recover catches) and reads keywords regardless of case (where
+// clients read "Type" as an unknown member), so a schema must also be a
+// finite tree once its $refs are followed: $refs are local JSON pointers
+// ("#/$defs/x"), none is recursive, at most 4096 paths lead through it, no
+// $dynamicRef or nested $id, and keywords are written exactly. A bad
+// schema is a configuration error naming the tool, quoting nothing of it. tools/list shows the description (a generated one without
+// it) and the schema as inputSchema ({"type": "object"} without one), and
+// annotations from the EffectSpec: readOnlyHint for a read, idempotentHint
+// for a write (a repeated call with the same key is answered from its
+// record); destructiveHint and openWorldHint keep the protocol's defaults.
+// A capability's hints come from its providers (readOnlyHint only when all
+// of them read); its description and schema are its own entry's, never a
+// provider's, since the pin can change while tools/list is cached. A call
+// whose arguments break the schema is invalid_arguments (400) before any
+// claim: nothing recorded, nothing sent; a capability call must pass its
+// own schema and then the pinned provider's, whose vendor receives the
+// arguments. The validator's messages quote the arguments, so the refusal
+// has a fixed message that names at most the place in the schema and the
+// keyword broken ("at /properties/amount (minimum)"), each checked against
+// the schema and the validator's keywords before it is used.
 //
 // Results. The vendor body is the text content, and also structuredContent
 // when it is a JSON object. definitely_rejected and unknown are results with
@@ -101,8 +134,9 @@
 // the decision answers the same ticket.
 //
 // Federated tools. A tool entry with "broker" names a configured broker; all
-// its other members except "spec" and "description" are the broker's
-// routing fields (strings), which the broker validates at start. The scope's
+// its other members except "spec", "description" and "input_schema" are
+// the broker's routing fields (strings), which the broker validates at
+// start. The scope's
 // connection segment of a federated call is the broker's id.
 //
 // Capabilities. cap.* names are reserved for capabilities. A capability is

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -72,6 +73,9 @@ type envelope struct {
 	call   bool   // method is tools/call
 	name   string // params.name of a tools/call
 	ticket string // params._meta["dev.obol/approval-ticket"], "" when absent
+	// metaKey is params._meta["dev.obol/idempotency-key"] as sent, nil
+	// when absent: effectiveKey reads it.
+	metaKey json.RawMessage
 }
 
 // frontError is a message the front refuses. Its text is fixed: never any
@@ -181,6 +185,7 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 		if err != nil {
 			return bad("invalid_request", "invalid params: _meta must be a JSON object")
 		}
+		env.metaKey = meta[metaKey]
 	}
 	if !env.call {
 		return env, nil
@@ -197,6 +202,39 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 		}
 	}
 	return env, nil
+}
+
+// effectiveKey is the one place that decides the idempotency key of a
+// request, from its Idempotency-Key header fields and the value of
+// params._meta["dev.obol/idempotency-key"] (nil when absent), for clients
+// that cannot set headers. Either follows the rules of the header (bare or
+// Structured Field string form); the _meta value must be a JSON string.
+// Both may be sent when they are the same key once parsed: two different
+// keys would leave it open which one a retry means, so they are
+// ErrMalformedKey, as is anything else malformed. Neither mints a key.
+func effectiveKey(header []string, meta json.RawMessage) (idempotency.Key, idempotency.KeySource, error) {
+	if meta == nil {
+		return idempotency.FromHeader(header)
+	}
+	var s string
+	if meta[0] != '"' || json.Unmarshal(meta, &s) != nil {
+		return idempotency.Key{}, "", fmt.Errorf("%w: _meta %s must be a JSON string", idempotency.ErrMalformedKey, metaKey)
+	}
+	mk, err := idempotency.ParseKey(s)
+	if err != nil {
+		return idempotency.Key{}, "", fmt.Errorf("_meta %s: %w", metaKey, err)
+	}
+	if len(header) == 0 {
+		return mk, idempotency.KeySupplied, nil
+	}
+	hk, _, err := idempotency.FromHeader(header)
+	if err != nil {
+		return idempotency.Key{}, "", err
+	}
+	if hk != mk {
+		return idempotency.Key{}, "", fmt.Errorf("%w: the Idempotency-Key header and _meta %s are different keys", idempotency.ErrMalformedKey, metaKey)
+	}
+	return mk, idempotency.KeySupplied, nil
 }
 
 // validID accepts what every JSON-RPC library reads the same way: a short
@@ -265,7 +303,7 @@ func (s *server) mcpFront(next http.Handler) http.Handler {
 			s.frontRefuseCode(w, env.id, ferr.code, refusal{ferr.reason, http.StatusBadRequest, ferr.msg}, "")
 			return
 		}
-		key, src, err := idempotency.FromHeader(r.Header.Values(headerKey))
+		key, src, err := effectiveKey(r.Header.Values(headerKey), env.metaKey)
 		if err != nil {
 			s.frontRefuse(w, env.id, s.classify(err), "")
 			return

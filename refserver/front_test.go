@@ -288,6 +288,98 @@ func TestFrontKey(t *testing.T) {
 	}
 }
 
+// metaBody is callBody with v as params._meta["dev.obol/idempotency-key"].
+func metaBody(v string) string {
+	return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","arguments":{"a":1},"_meta":{"` +
+		metaKey + `":` + v + `}}}`
+}
+
+// TestFrontMetaKey: the key in params._meta follows the header's rules,
+// agrees with the header when both come, and is the effective key of the
+// answer; everything else is malformed_key with no key in the answer.
+func TestFrontMetaKey(t *testing.T) {
+	st := &fakeStore{}
+	s := newTestServer(t, st)
+	auth := http.Header{"Authorization": {acmeAuth}}
+	with := func(keys ...string) http.Header {
+		h := auth.Clone()
+		if len(keys) > 0 {
+			h["Idempotency-Key"] = keys
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name   string
+		header []string
+		body   string
+	}{
+		{"bare", nil, metaBody(`"` + goodKey + `"`)},
+		{"structured field string", nil, metaBody(`"\"` + goodKey + `\""`)},
+		{"escaped", nil, metaBody(`"idt_\u0030` + goodKey[5:] + `"`)},
+		{"and the same header", []string{goodKey}, metaBody(`"` + goodKey + `"`)},
+		{"and the same header in another form", []string{`"` + goodKey + `"`}, metaBody(`"` + goodKey + `"`)},
+		// A key given with a ticket is the call's key: no ticket lookup.
+		{"with a ticket", nil, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","arguments":{},` +
+			`"_meta":{"dev.obol/approval-ticket":"` + ticketID + `","` + metaKey + `":"` + goodKey + `"}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := callFront(t, s, with(tc.header...), tc.body)
+			if r.code != 200 || r.info == nil || r.info.key.String() != goodKey || r.info.source != idempotency.KeySupplied {
+				t.Fatalf("code %d info %+v body %s", r.code, r.info, r.body)
+			}
+			if got := r.header.Get("Idempotency-Key"); got != goodKey {
+				t.Errorf("response header %q", got)
+			}
+			if r.reached != tc.body {
+				t.Error("the body changed on its way to the SDK")
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name   string
+		header []string
+		body   string
+		id     string
+	}{
+		{"differs from the header", []string{otherKey}, metaBody(`"` + goodKey + `"`), "7"},
+		{"differs from the header in another form", []string{`"` + otherKey + `"`}, metaBody(`"\"` + goodKey + `\""`), "7"},
+		{"good, with a malformed header", []string{"nope"}, metaBody(`"` + goodKey + `"`), "7"},
+		{"good, with a repeated header", []string{goodKey, goodKey}, metaBody(`"` + goodKey + `"`), "7"},
+		{"malformed, with a good header", []string{goodKey}, metaBody(`"nope"`), "7"},
+		{"garbage", nil, metaBody(`"sk_live_4242424242424242"`), "7"},
+		{"upper-case hex", nil, metaBody(`"` + strings.ToUpper(goodKey) + `"`), "7"},
+		{"whitespace", nil, metaBody(`" ` + goodKey + `"`), "7"},
+		{"empty", nil, metaBody(`""`), "7"},
+		{"a number", nil, metaBody(`4242424242424242`), "7"},
+		{"null", nil, metaBody(`null`), "7"},
+		{"an object", nil, metaBody(`{"key":"` + goodKey + `"}`), "7"},
+		{"an array", nil, metaBody(`["` + goodKey + `"]`), "7"},
+		{"on tools/list too", nil, `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"` + metaKey + `":"nope"}}}`, "3"},
+	} {
+		t.Run("malformed "+tc.name, func(t *testing.T) {
+			r := callFront(t, s, with(tc.header...), tc.body)
+			if r.code != http.StatusBadRequest || r.info != nil {
+				t.Fatalf("code %d passed %v", r.code, r.info != nil)
+			}
+			id, code, d := rpcRefusal(t, r.body)
+			if d.Reason != "malformed_key" || d.Status != 400 || id != tc.id || code != -32000 || d.IdempotencyKey != "" {
+				t.Errorf("id %s code %d data %+v", id, code, d)
+			}
+			if r.header.Get("Idempotency-Key") != "" {
+				t.Error("a refused key came back as the effective key")
+			}
+			for _, v := range []string{goodKey, otherKey, "4242", "nope"} {
+				if strings.Contains(string(r.body), v) {
+					t.Errorf("the refusal quotes %q: %s", v, r.body)
+				}
+			}
+		})
+	}
+	if ops := st.ops(); len(ops) != 0 {
+		t.Errorf("store touched: %v", ops)
+	}
+}
+
 func TestFrontResume(t *testing.T) {
 	tk, _ := idempotency.ParseKey(goodKey)
 	st := &fakeStore{tickets: map[string]idempotency.Ticket{

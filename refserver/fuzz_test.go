@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -43,6 +45,14 @@ func FuzzFront(f *testing.F) {
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/c\u0061ll","params":{"name":"open.s\u0065nd"}}`, "", acmeAuth)
 	f.Add(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, "", acmeAuth)
 	f.Add(`{"jsonrpc":"2.0","id":"x","result":{}}`, "", acmeAuth)
+	f.Add(metaBody(`"`+goodKey+`"`), "", acmeAuth)
+	f.Add(metaBody(`"`+goodKey+`"`), goodKey, acmeAuth)
+	f.Add(metaBody(`"`+goodKey+`"`), otherKey, acmeAuth)
+	f.Add(metaBody(`"\"`+goodKey+`\""`), "", acmeAuth)
+	f.Add(metaBody(`"idt_\u0030`+goodKey[5:]+`"`), "", acmeAuth)
+	f.Add(metaBody(`7`), "", acmeAuth)
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"`+metaKey+`":"`+goodKey+`","`+metaKey+`":"`+otherKey+`"}}}`, "", acmeAuth)
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"`+metaKey+`":"`+goodKey+`","DEV.obol/idempotency-key":"`+otherKey+`"}}}`, "", acmeAuth)
 
 	tk, _ := idempotency.ParseKey(goodKey)
 	st := &fakeStore{tickets: map[string]idempotency.Ticket{
@@ -63,6 +73,7 @@ func FuzzFront(f *testing.F) {
 			if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
 				r.name = ctr.Params.Name
 				r.ticket, r.hasTicket = ctr.Params.Meta[metaTicket]
+				r.metaKey, r.hasMetaKey = ctr.Params.Meta[metaKey]
 				if ci := callInfoOf(ctr); ci != nil {
 					r.key = ci.key.String()
 				}
@@ -157,6 +168,17 @@ func FuzzFront(f *testing.F) {
 			if env.ticket != "" && (!g.hasTicket || g.ticket != env.ticket) || env.ticket == "" && g.hasTicket {
 				t.Fatalf("front read ticket %q, SDK saw %v (%v)", env.ticket, g.ticket, g.hasTicket)
 			}
+			// A key in _meta: the SDK saw one exactly when the front
+			// read one, and it is the key the handler got.
+			if (env.metaKey != nil) != g.hasMetaKey {
+				t.Fatalf("front read _meta key %s, SDK saw %v (%v)", env.metaKey, g.metaKey, g.hasMetaKey)
+			}
+			if g.hasMetaKey {
+				ks, _ := g.metaKey.(string)
+				if k, err := idempotency.ParseKey(ks); err != nil || k.String() != g.key {
+					t.Fatalf("SDK saw _meta key %v, the handler got %s", g.metaKey, g.key)
+				}
+			}
 		}
 		if b := w.Body.Bytes(); bytes.Contains(b, []byte("recorded")) {
 			t.Fatalf("an error message of a handler came back: %s", b)
@@ -167,8 +189,9 @@ func FuzzFront(f *testing.F) {
 // sdkReading is what the SDK dispatched for one request.
 type sdkReading struct {
 	method, name, key string
-	ticket            any
+	ticket, metaKey   any
 	hasTicket         bool
+	hasMetaKey        bool
 }
 
 // FuzzLoadConfig checks that loading never panics and that no error shows a
@@ -180,6 +203,11 @@ func FuzzLoadConfig(f *testing.F) {
 	f.Add([]byte(`{"workspaces": [{"id": "w", "api_keys": ["` + testSecret + `"]}], "tools": [1]}`))
 	f.Add([]byte(strings.Replace(goodConfig, `"workspaces"`, `"WORKSPACES": [], "workspaces"`, 1)))
 	f.Add([]byte(strings.Replace(goodConfig, `"lease"`, `"le\u0061se": "1h", "lease"`, 1)))
+	f.Add([]byte(strings.Replace(goodConfig, `"path": "/v1/charges",`, `"path": "/v1/charges", "input_schema": {"type": "object",
+	  "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"type": "integer", "default": 1}}, "properties": {"a": {"$ref": "#/$defs/a"},
+	  "s": {"type": "string", "pattern": "^x+$", "format": "email"}, "d": {"$dynamicRef": "#x"}}, "required": ["a"]},`, 1)))
+	f.Add([]byte(strings.Replace(goodConfig, `"pin": "open.send2"`, `"pin": "open.send2", "input_schema": {"type": "object", "allOf": [true, {"not": false}]}`, 1)))
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := loadConfig(data, testEnv, &retry.Executor{})
 		if err == nil {
@@ -201,6 +229,47 @@ func FuzzLoadConfig(f *testing.F) {
 			if c.Tools[name] == nil && c.Capabilities[name] == nil {
 				t.Fatalf("tool %s in the order but not configured", name)
 			}
+			if tl := c.Tools[name]; tl != nil {
+				tl.Schema.check([]byte(`{"a": 1, "s": "x", "d": [null, {}]}`))
+			} else {
+				c.Capabilities[name].Schema.check([]byte(`{}`))
+			}
+		}
+		// Whatever loads can be served: the SDK panics on a tool it
+		// cannot list.
+		newServer(c, &fakeStore{}, nil, discard)
+	})
+}
+
+// FuzzInputSchema checks schemas and arguments from anywhere: parsing never
+// panics, a schema that parses can be served by the SDK and validates any
+// arguments without panicking, and a refusal quotes nothing.
+func FuzzInputSchema(f *testing.F) {
+	f.Add(`{"type": "object", "properties": {"a": {"type": "integer", "minimum": 1}}, "required": ["a"]}`, `{"a": 0}`)
+	f.Add(`{"type": "object", "$defs": {"n": {"$ref": "#/$defs/n"}}, "properties": {"a": {"$ref": "#/$defs/n"}}}`, `{"a": 1}`)
+	f.Add(`{"type": "object", "$dynamicAnchor": "x", "properties": {"a": {"$dynamicRef": "#x"}}}`, `{"a": {"a": {}}}`)
+	f.Add(`{"type": "object", "patternProperties": {"^(a+)+$": {"const": 4242}}}`, `{"aaaa": 4242424242424242}`)
+	f.Add(`{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "dependencies": {"a": ["b"]}, "items": [true]}`, `{"a": 1}`)
+	f.Add(`{"type": "object", "properties": {"a": {"type": "string", "default": 1}}}`, `{}`)
+	f.Add(`{"type": "object", "additionalProperties": false}`, `{"k": [1e400]}`)
+	f.Add(`{"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}}`, `{"a": "validating /properties/zq9: type: zq9"}`)
+	f.Add(`{"type": "object", "propertyNames": {"maxLength": 2}}`, `{"validating /zq9: minimum: zq9": 1}`)
+	f.Fuzz(func(t *testing.T, schema, args string) {
+		s, why := parseInputSchema(json.RawMessage(schema))
+		if s == nil {
+			if why == "" {
+				t.Fatal("no schema and no reason")
+			}
+			return
+		}
+		m := mcp.NewServer(&mcp.Implementation{Name: "fuzz", Version: "1"}, nil)
+		m.AddTool(&mcp.Tool{Name: "t", InputSchema: s.raw}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, nil
+		})
+		// zq9 marks what only the arguments hold: it may never come back.
+		r := s.check([]byte(args))
+		if r != nil && (r.reason != "invalid_arguments" || strings.Contains(r.msg, "zq9") && !strings.Contains(schema, "zq9")) {
+			t.Fatalf("refusal %+v", r)
 		}
 	})
 }

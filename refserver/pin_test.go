@@ -20,8 +20,14 @@ import (
 // seeding its pins as main does, and returns it as a proc for post.
 func gateway(t *testing.T, mr *miniredis.Miniredis, vendorURL string) *proc {
 	t.Helper()
+	return gatewayWith(t, mr, e2eConfig, vendorURL)
+}
+
+// gatewayWith is gateway serving config, whose {{VENDOR}} is vendorURL.
+func gatewayWith(t *testing.T, mr *miniredis.Miniredis, config, vendorURL string) *proc {
+	t.Helper()
 	env := func(string) (string, bool) { return e2eSecret, true }
-	cfg, err := loadConfig([]byte(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendorURL)), env, &retry.Executor{})
+	cfg, err := loadConfig([]byte(strings.ReplaceAll(config, "{{VENDOR}}", vendorURL)), env, &retry.Executor{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,8 +161,9 @@ func (s *server) mcpHandler(m *mcp.Server) http.Handler {
 
 func (s *server) newMCPServer() *mcp.Server {
 	m := mcp.NewServer(&mcp.Implementation{Name: "obol-refserver", Version: "0.1.0"}, &mcp.ServerOptions{
-		Instructions: "Every tools/call is idempotent per Idempotency-Key header; see the receipt in result _meta " + metaReceipt + ".",
-		Logger:       s.sdkLog,
+		Instructions: "Every tools/call is idempotent per key: the Idempotency-Key header, or params._meta " + metaKey +
+			" for a client that cannot set headers. Send the same key again to retry safely; see the receipt in result _meta " + metaReceipt + ".",
+		Logger: s.sdkLog,
 	})
 	// unknown_tool with the reason, status and key in error.data, which the
 	// SDK's own "unknown tool" error lacks. The message never names the
@@ -192,19 +193,52 @@ func (s *server) known(name string) bool {
 	return s.cfg.Tools[name] != nil || s.cfg.Capabilities[name] != nil
 }
 
+// toolDef is what tools/list shows of a tool or capability: its configured
+// description and input schema, and hints derived from its EffectSpec (a
+// capability's from its providers').
 func (s *server) toolDef(name string) *mcp.Tool {
-	def := &mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{}}
+	def := &mcp.Tool{Name: name, InputSchema: json.RawMessage(objectSchema)}
+	var specs []effectspec.Spec
 	if t := s.cfg.Tools[name]; t != nil {
 		def.Description = t.Description
 		if def.Description == "" {
 			def.Description = fmt.Sprintf("%s via %s (idempotency binding %s)", effectName(t.Spec), t.Connection, t.Route.Binding)
 		}
-		def.Annotations.ReadOnlyHint = t.Spec.Effect == effectspec.EffectRead
-		return def
+		if t.Schema != nil {
+			def.InputSchema = t.Schema.raw
+		}
+		specs = append(specs, t.Spec)
+	} else {
+		c := s.cfg.Capabilities[name]
+		def.Description = c.Description
+		if def.Description == "" {
+			def.Description = fmt.Sprintf("capability served by one of %s (pinned provider decides)", strings.Join(c.Providers, ", "))
+		}
+		if c.Schema != nil {
+			def.InputSchema = c.Schema.raw
+		}
+		for _, p := range c.Providers {
+			specs = append(specs, s.cfg.Tools[p].Spec)
+		}
 	}
-	c := s.cfg.Capabilities[name]
-	def.Description = fmt.Sprintf("capability served by one of %s (pinned provider decides)", strings.Join(c.Providers, ", "))
+	def.Annotations = annotations(specs)
 	return def
+}
+
+// annotations are the hints of a tool whose calls may run any of specs
+// (one, or a capability's providers). A read is readOnlyHint; a write is
+// idempotentHint, because a repeated call with the same key is answered
+// from its record, never sent twice. The other hints keep the defaults of
+// the protocol (destructive and open world): a vendor's API may be both.
+func annotations(specs []effectspec.Spec) *mcp.ToolAnnotations {
+	a := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	for _, sp := range specs {
+		if sp.Effect != effectspec.EffectRead {
+			a.ReadOnlyHint = false
+			a.IdempotentHint = true
+		}
+	}
+	return a
 }
 
 func effectName(s effectspec.Spec) string {
