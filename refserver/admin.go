@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -222,11 +223,26 @@ func (s *server) bounded(h http.Handler) http.Handler {
 // handleHealth reads one ticket that cannot exist: not found means the
 // store answers.
 func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	_, err := s.store.Ticket(r.Context(), "apt_00000000000000000000000000000000")
-	if err != nil && !errors.Is(err, idempotency.ErrNotFound) {
+	body := map[string]string{"status": "ok"}
+	if s.durability != "" {
+		body["durability"] = s.durability
+	}
+	var err error
+	if s.health != nil {
+		err = s.health(r.Context())
+	} else if _, err = s.store.Ticket(r.Context(), "apt_00000000000000000000000000000000"); errors.Is(err, idempotency.ErrNotFound) {
+		err = nil
+	}
+	if err != nil {
 		s.metrics.storeErrors.WithLabelValues("health").Inc()
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "store": "error"})
+		reason := "unreachable"
+		var ue *redisstore.UnhealthyError
+		if errors.As(err, &ue) {
+			reason = ue.Reason
+		}
+		body["status"], body["reason"] = "unavailable", reason
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, body)
 }

@@ -27,10 +27,13 @@ import (
 
 // fileConfig is the configuration file of DESIGN.md section 11, as written.
 type fileConfig struct {
-	KeyPrefix   *string `json:"key_prefix"`
-	Retention   string  `json:"retention"`
-	Lease       string  `json:"lease"`
-	Environment string  `json:"environment"`
+	KeyPrefix *string `json:"key_prefix"`
+	Retention string  `json:"retention"`
+	Lease     string  `json:"lease"`
+	// WaitReplicas is redisstore.Options.WaitReplicas: every reservation
+	// waits until that many replicas acknowledged it.
+	WaitReplicas int    `json:"wait_replicas"`
+	Environment  string `json:"environment"`
 	// AllowUnsupportedWrites is effectspec.Policy.AllowUnsupportedWrites:
 	// the explicit opt-in to writes whose vendor cannot deduplicate
 	// (binding unsupported, every federated route) in production.
@@ -73,7 +76,7 @@ type capabilityConfig struct {
 // Limits of the configuration.
 const (
 	defaultRetention = 24 * time.Hour
-	defaultLease     = 30 * time.Second
+	defaultLease     = 10 * time.Second
 	minLease         = time.Second
 	maxConfigBytes   = 4 << 20
 	minAPIKeyLen     = 8
@@ -86,6 +89,7 @@ type config struct {
 	Prefix       string
 	Retention    time.Duration
 	Lease        time.Duration
+	WaitReplicas int
 	Environment  effectspec.Environment
 	Policy       effectspec.Policy
 	workspaces   map[[32]byte]string // sha256(api key) -> workspace id
@@ -190,6 +194,10 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 	if c.Lease < minLease {
 		bad("lease: must be at least %s", minLease)
 	}
+	if fc.WaitReplicas < 0 {
+		bad("wait_replicas: must not be negative")
+	}
+	c.WaitReplicas = fc.WaitReplicas
 	if c.Retention/redisstore.MinRetentionLeases < c.Lease {
 		bad("retention: must be at least %d leases (%s)", redisstore.MinRetentionLeases, redisstore.MinRetentionLeases*c.Lease)
 	}

@@ -290,6 +290,7 @@ func TestLoadConfigBad(t *testing.T) {
 		{"not JSON", `{"workspaces": [`, []string{"not valid JSON"}},
 		{"bad duration", edit(t, `"lease": "10s"`, `"lease": "ten"`), []string{"lease:"}},
 		{"lease not shorter than retention", edit(t, `"retention": "1h"`, `"retention": "10s"`), []string{"retention: must be at least 2 leases"}},
+		{"negative wait_replicas", edit(t, `"lease": "10s"`, `"lease": "10s", "wait_replicas": -1`), []string{"wait_replicas: must not be negative"}},
 		{"retention under two leases", edit(t, `"retention": "1h"`, `"retention": "19s"`), []string{"retention: must be at least 2 leases"}},
 		{"bad environment", edit(t, `"environment": "production"`, `"environment": "prod"`), []string{"environment:", "unknown environment"}},
 		{"bad prefix", edit(t, `"key_prefix": "gw1:"`, `"key_prefix": "{gw}"`), []string{"key_prefix:"}},

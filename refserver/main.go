@@ -90,6 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer release()
 	s := newServer(cfg, store, store, log)
+	s.durability = checkDurability(octx, store, *redisURL == "", cfg.Environment, log, stderr)
 	if err := s.seedPins(octx); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

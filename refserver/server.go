@@ -64,6 +64,13 @@ type server struct {
 	// bounded); the store's own ReadTimeout bounds reads everywhere.
 	storeTimeout time.Duration
 
+	// health proves a claim could be written now (redisstore.Store.Health);
+	// nil for stores without one, where /healthz reads a ticket instead.
+	health func(context.Context) error
+	// durability is what /healthz reports of the store's persistence
+	// (redisstore.Durability), set at startup.
+	durability string
+
 	mu   sync.RWMutex
 	pins map[string]string // capability -> the pin last read or written here
 }
@@ -93,6 +100,9 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 	}
 	for name, c := range cfg.Capabilities {
 		s.pins[name] = c.Pin
+	}
+	if h, ok := store.(interface{ Health(context.Context) error }); ok {
+		s.health = h.Health
 	}
 	s.orch = &retry.Orchestrator{
 		Store:  store,

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 )
 
@@ -23,7 +25,8 @@ const notDurableBanner = `
 // openStore connects the store: Redis at redisURL, or the embedded
 // miniredis when redisURL is empty. release frees everything it opened.
 func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writer) (_ *redisstore.Store, release func(), err error) {
-	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, Lease: cfg.Lease, ReadTimeout: storeReadTimeout}
+	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, Lease: cfg.Lease,
+		WaitReplicas: cfg.WaitReplicas, ReadTimeout: storeReadTimeout}
 	var (
 		clientOpt rueidis.ClientOption
 		mr        *miniredis.Miniredis
@@ -68,4 +71,35 @@ func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writ
 		return nil, nil, fmt.Errorf("refserver: %w", err)
 	}
 	return st, release, nil
+}
+
+const noPersistenceBanner = `
+************************************************************************
+*  WARNING: the Redis behind this gateway persists NOTHING (appendonly  *
+*  no, no save points). A Redis restart forgets every claim, and a      *
+*  client's retry after it dispatches a second time. Enable AOF         *
+*  (appendonly yes, appendfsync everysec or always) before production.  *
+************************************************************************
+`
+
+// checkDurability reads the store's persistence settings for /healthz and
+// warns, loudly in production, when Redis persists nothing: its restart
+// would forget claims. It returns what /healthz shows.
+func checkDurability(ctx context.Context, st *redisstore.Store, embedded bool, env effectspec.Environment,
+	log *slog.Logger, stderr io.Writer) string {
+	if embedded {
+		return "none (embedded store)"
+	}
+	d, err := st.Durability(ctx)
+	switch {
+	case err != nil:
+		log.Warn("could not read the Redis persistence settings (CONFIG GET blocked?): a Redis restart may forget claims")
+		return "unknown"
+	case d.None() && env == effectspec.Production:
+		fmt.Fprint(stderr, noPersistenceBanner)
+		log.Error("Redis persists nothing: a restart forgets every claim", "durability", d.String())
+	case d.None():
+		log.Warn("Redis persists nothing: a restart forgets every claim", "durability", d.String())
+	}
+	return d.String()
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/internal/redistest"
+)
+
+func getHealth(t *testing.T, p *proc) (int, map[string]string) {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: time.Minute}).Get(p.base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]string
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, m
+}
+
+// TestHealthzSaysWhetherAClaimWouldSucceed: /healthz is 200 only when a
+// claim could be written now; a Redis out of memory (noeviction refuses
+// every claim) or turned replica is 503 with the reason, while reads still
+// work there.
+func TestHealthzSaysWhetherAClaimWouldSucceed(t *testing.T) {
+	rs := redistest.Start(t)
+	p := gatewayAt(t, rs.Addr(), newGateVendor(t).URL, 2*time.Second)
+	if code, m := getHealth(t, p); code != 200 || m["status"] != "ok" {
+		t.Fatalf("healthy: %d %v", code, m)
+	}
+	if _, err := rs.Do("CONFIG", "SET", "maxmemory", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if code, m := getHealth(t, p); code != 503 || m["reason"] != "out_of_memory" {
+		t.Errorf("out of memory: %d %v, want 503 out_of_memory", code, m)
+	}
+	if _, err := rs.Do("CONFIG", "SET", "maxmemory", "0"); err != nil {
+		t.Fatal(err)
+	}
+	primary := redistest.Start(t)
+	if _, err := rs.Do("REPLICAOF", "127.0.0.1", primary.Addr()[strings.LastIndex(primary.Addr(), ":")+1:]); err != nil {
+		t.Fatal(err)
+	}
+	if code, m := getHealth(t, p); code != 503 || m["reason"] != "read_only" {
+		t.Errorf("a replica: %d %v, want 503 read_only", code, m)
+	}
+}
+
+// TestDurabilityWarning: in production, a Redis that persists nothing is a
+// loud warning at startup, and /healthz shows the persistence it found.
+func TestDurabilityWarning(t *testing.T) {
+	rs := redistest.Start(t) // save "" and appendonly no
+	c, release, err := openStore(t.Context(), &config{Prefix: "dw:", Retention: time.Hour, Lease: 10 * time.Second}, "redis://"+rs.Addr(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	var stderr, logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	if got := checkDurability(t.Context(), c, false, effectspec.Production, log, &stderr); got != "none" {
+		t.Errorf("durability %q, want none", got)
+	}
+	if !strings.Contains(stderr.String(), "persists NOTHING") || !strings.Contains(logs.String(), "Redis persists nothing") {
+		t.Errorf("no loud warning in production:\nstderr %q\nlog %q", stderr.String(), logs.String())
+	}
+	if _, err := rs.Do("CONFIG", "SET", "appendonly", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	logs.Reset()
+	if got := checkDurability(t.Context(), c, false, effectspec.Production, log, &stderr); got != "aof" || stderr.Len() != 0 || logs.Len() != 0 {
+		t.Errorf("with AOF: %q, stderr %q, log %q; want aof and no warning", got, stderr.String(), logs.String())
+	}
+	var _ *redisstore.Store = c
+}
