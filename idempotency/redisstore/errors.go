@@ -18,8 +18,9 @@ var (
 	ErrEvictionPolicy = errors.New("redisstore: maxmemory-policy must be noeviction")
 	// ErrReplicas: fewer replicas than Options.WaitReplicas acknowledged a
 	// reservation within Options.WaitTimeout. The reservation is not trusted:
-	// do not send. It is returned wrapped in an *OpError, so errors.Is also
-	// matches idempotency.ErrStoreUnavailable.
+	// do not send. The store has finalized it as never sent (best effort), so
+	// it does not burn the slot. It is returned wrapped in an *OpError, so
+	// errors.Is also matches idempotency.ErrStoreUnavailable.
 	ErrReplicas = errors.New("redisstore: too few replicas acknowledged the reservation")
 	// ErrReplicaCount: New was asked for more WaitReplicas than the replicas
 	// connected to a master: every reservation there would fail its WAIT.
