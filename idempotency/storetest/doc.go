@@ -37,8 +37,8 @@
 //     outcome but unknown and no result.
 //   - Renew returns a deadline capped at the attempt deadline, never
 //     shortens the lease, and answers a re-send (same OpID) with its first
-//     answer; a lapsed lease, a stale token or a record not in flight is
-//     ErrStale.
+//     answer while that lease lives; a lapsed lease, a stale token or a
+//     record not in flight is ErrStale.
 //   - Finalize answers the record without the result body; a body of half
 //     MaxResultBytes is kept (whether or not a store counts headers against
 //     the limit), one byte over the limit is dropped with BodyDropped set and

@@ -363,11 +363,11 @@ func (m *memStore) Renew(ctx context.Context, req idempotency.RenewRequest) (tim
 	if r.rec.State != idempotency.StateInFlight || req.Token != r.rec.AttemptCount && m.mutant != "renew-any-token" {
 		return time.Time{}, idempotency.ErrStale
 	}
-	if req.OpID != "" && req.OpID == r.renewOp {
-		return r.rec.LeaseDeadline, nil
-	}
 	if m.expired(r) && m.mutant != "renew-revives" {
 		return time.Time{}, idempotency.ErrStale
+	}
+	if req.OpID != "" && req.OpID == r.renewOp {
+		return r.rec.LeaseDeadline, nil
 	}
 	l := m.now.Add(m.cfg.Lease)
 	if l.After(r.rec.AttemptDeadline) && m.mutant != "renew-past-deadline" {

@@ -77,11 +77,16 @@ func testRenewAttemptDeadline(t *testing.T, h Harness) {
 // testRenewNeverRevives: a lapsed lease stays lapsed; the record reads
 // unknown and the slot can be taken over.
 func testRenewNeverRevives(t *testing.T, h Harness) {
-	e := short(t, h)
+	e := newEnv(t, h, renewLease, longRetention)
 	req := call(effectspec.BindingHeader)
 	e.claimed(req)
+	rr := idempotency.RenewRequest{Scope: req.Scope, Key: req.Key, Token: 1, OpID: idempotency.NewOpID()}
+	if _, err := e.s.Renew(e.ctx, rr); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
 	e.expireLease()
 	e.stale(req, "Renew of a lapsed lease", func() error { _, err := e.renew(req, 1); return err })
+	e.stale(req, "a re-sent Renew after the lease lapsed", func() error { _, err := e.s.Renew(e.ctx, rr); return err })
 	e.wantUnknown(req, 1)
 	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 {
 		t.Fatalf("takeover after a refused renewal: token %d, want 2", r.Token)

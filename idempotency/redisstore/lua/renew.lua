@@ -14,12 +14,13 @@ local s, n, l, e, rop = string.sub(r[1] or '', 1, 1), tonumber(r[2]) or 0, tonum
 if s ~= 'f' or n ~= token then
   return {'stale'}
 end
-if rop == op then
-  return {'renewed', l, 1}
-end
 local now = now_ms()
 if l <= now then
   return {'lease_expired'}
+end
+-- A re-sent renewal answers the lease it set, while that lease lives.
+if rop == op then
+  return {'renewed', l, 1}
 end
 local nl = now + lease
 if e ~= nil and nl > e then
