@@ -746,3 +746,75 @@ func TestRouteRecordRefused(t *testing.T) {
 		t.Fatal("a refused route wrote something")
 	}
 }
+
+// TestRecordBeforeAttemptDeadlines writes an in-flight record as the store
+// wrote it before route records were whole, sent counts and attempt
+// deadlines existed: it reads with every attempt counted as sent, the
+// scope's tool, no attempt deadline; it renews without a cap and finalizes.
+func TestRecordBeforeAttemptDeadlines(t *testing.T) {
+	m := newMini(t, Options{Lease: 10 * time.Second})
+	k := idempotency.NewKey()
+	rk := m.recordKey(t, k)
+	ms := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).UnixMilli(), 10) }
+	m.mr.HSet(rk, "m", "fsu", "w", strconv.Itoa(idempotency.ScopeVersion), "q", mustDigest(t, hashOf("args")), "f", mustDigest(t, hashOf("route")),
+		"c", "conn_stripe", "p", "stripe", "n", "2", "y", "1", "l", ms(5*time.Second), "C", ms(-time.Minute), "U", ms(0), "o", "xxxxxxxx")
+	m.mr.SetTTL(rk, time.Hour)
+	rec, err := m.store.Lookup(ctx, testScope, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: testScope.Tool}
+	if rec.State != idempotency.StateInFlight || rec.AttemptCount != 2 || rec.SentAttempts != 2 || !rec.AttemptDeadline.IsZero() || rec.Route != want {
+		t.Fatalf("legacy record %+v", rec)
+	}
+	req := claimReq(k)
+	req.Binding = effectspec.BindingUnsupported
+	if r := mustClaim(t, m.store, req, idempotency.StatusInProgress); !r.AttemptDeadline.IsZero() {
+		t.Fatalf("in_progress of a legacy record: attempt deadline %v", r.AttemptDeadline)
+	}
+	m.mr.SetTime(t0.Add(4 * time.Second))
+	l, err := m.store.Renew(ctx, idempotency.RenewRequest{Scope: testScope, Key: k, Token: 2})
+	if err != nil || !l.Equal(t0.Add(14*time.Second)) {
+		t.Fatalf("renew of a legacy record = %v, %v; want now + lease", l, err)
+	}
+	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 2, NeverSent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := m.store.Lookup(ctx, testScope, k); rec.State != idempotency.StateUnknown || rec.SentAttempts != 1 || rec.AttemptCount != 2 {
+		t.Fatalf("legacy record after never sent: %+v", rec)
+	}
+	// Attempt 1 may have left: an unsupported binding stays unknown.
+	mustClaim(t, m.store, req, idempotency.StatusOutcomeUnknown)
+}
+
+// TestTTLs: a reservation (claim or reserve) and an unknown outcome set the
+// unknown retention, a final outcome the retention, a held record the
+// retention.
+func TestTTLs(t *testing.T) {
+	m := newMini(t, Options{Retention: time.Hour, UnknownRetention: 3 * time.Hour})
+	ttl := func(k idempotency.Key, want time.Duration, what string) {
+		t.Helper()
+		if got := m.mr.TTL(m.recordKey(t, k)); got != want {
+			t.Fatalf("%s: TTL %v, want %v", what, got, want)
+		}
+	}
+	k := idempotency.NewKey()
+	mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
+	ttl(k, 3*time.Hour, "claim")
+	m.mr.SetTTL(m.recordKey(t, k), time.Minute)
+	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ttl(k, 3*time.Hour, "reserve")
+	mustFinalize(t, m.store, k, 2, idempotency.StateUnknown, nil)
+	ttl(k, 3*time.Hour, "unknown outcome")
+	mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
+	mustFinalize(t, m.store, k, 3, idempotency.StateAccepted, nil)
+	ttl(k, time.Hour, "accepted outcome")
+
+	h := idempotency.NewKey()
+	req := claimReq(h)
+	req.ApprovalRequired = true
+	mustClaim(t, m.store, req, idempotency.StatusHeld)
+	ttl(h, time.Hour, "held")
+}

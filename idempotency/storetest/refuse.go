@@ -13,6 +13,7 @@ var refuseTests = []test{
 	{"Missing", testRefuseMissing},
 	{"Final", testRefuseFinal},
 	{"NotFinal", testRefuseNotFinal},
+	{"RequestMismatch", testRefuseRequestMismatch},
 }
 
 func refused(req idempotency.ClaimRequest) idempotency.ClaimRequest {
@@ -82,5 +83,23 @@ func testRefuseNotFinal(t *testing.T, h Harness) {
 				contender(t, r)
 			})
 		}
+	}
+}
+
+// testRefuseRequestMismatch: the request hash row comes first, refused or
+// not: another request under a used key is request_mismatch.
+func testRefuseRequestMismatch(t *testing.T, h Harness) {
+	e := std(t, h)
+	for _, final := range []bool{false, true} {
+		req := call(effectspec.BindingHeader)
+		e.claimed(req)
+		if final {
+			e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`))
+		}
+		other := refused(req)
+		other.RequestHash = requestHash(`{"amount":999,"currency":"eur"}`)
+		e.unchanged(req, "a refused claim of another request", func() {
+			contender(t, e.claimWant(other, idempotency.StatusRequestMismatch))
+		})
 	}
 }
