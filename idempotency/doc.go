@@ -32,9 +32,9 @@
 // Cluster slot. Capability (cap.*) calls use the reserved connection segment
 // "unresolved": the concrete route is resolved before the claim and pinned
 // by its fingerprint, so a capability that later resolves elsewhere answers
-// destination_conflict for an existing key instead of dispatching twice. The
-// route fingerprint names the tool too, so even a 64-bit tool-hash collision
-// cannot reuse another tool's record.
+// destination_conflict for an existing key that would be dispatched again,
+// instead of dispatching twice. The route fingerprint names the tool too, so
+// even a 64-bit tool-hash collision cannot reuse another tool's record.
 //
 // # Request hash
 //
@@ -62,23 +62,37 @@
 // # Claims
 //
 // Store.Claim applies the state table of the design contract in one atomic
-// step: a new key is claimed with attempt 1 reserved (or held for approval);
-// a different request under the same key is request_mismatch; another
-// binding or route is destination_conflict; a live lease is in_progress; a
-// final record is replayed; an unknown record (or an in-flight one whose
-// lease expired) gets one new attempt only when the vendor deduplicates on
-// our key, and is outcome_unknown otherwise.
+// step, its rows tried top to bottom: a new key is claimed with attempt 1
+// reserved (or held for approval); a different request under the same key
+// is request_mismatch; a live lease is in_progress (with the attempt's
+// deadline); a final record is replayed with its original route record,
+// whatever the request resolves to now. The route and binding are compared
+// only where the answer would dispatch (an approved resume, an unknown
+// record, an in-flight one whose lease expired): another one there is
+// destination_conflict. A slot none of whose attempts may have left
+// (Record.SentAttempts 0) is claimed with the next token for every binding;
+// otherwise an unknown record gets one new attempt only when the vendor
+// deduplicates on our key, and is outcome_unknown otherwise. A claim with
+// Refuse (a refusal decided before it) replays a final record and
+// otherwise answers refused, writing nothing.
+//
+// The store owns the lease (Store.Lease). Each reservation stores its
+// attempt deadline (its time plus the tool's timeout); the owner renews the
+// lease (Store.Renew) up to it, so the lease stays short and a crashed
+// gateway's slot is taken over within one lease. An attempt proven never
+// sent is finalized with NeverSent: it counts on the receipt
+// (AttemptCount) but does not burn the slot. Tokens never restart.
 //
 // The key a vendor sees is never the client's: a record of a header or
 // body_pointer binding carries VendorKey, derived from the deployment, the
 // whole scope, the key and the request hash, so two tenants that share a
 // vendor account never meet in the vendor's own deduplication.
 //
-// Fencing tokens are attempt numbers: Reserve and Finalize are
+// Fencing tokens are attempt numbers: Reserve, Renew and Finalize are
 // compare-and-set on them and a stale token changes nothing (ErrStale). A
 // finalize whose token is still current is accepted even after its lease
-// expired, as long as nobody took the slot over: the token, not the clock,
-// is the fence.
+// expired, as long as nobody took the slot over (and the record is not
+// final): the token, not the clock, is the fence.
 //
 // Every mutating call carries an operation id. When a reply is lost, the
 // same call sent again answers AlreadyApplied instead of acting twice; any

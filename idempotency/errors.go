@@ -17,6 +17,9 @@ var (
 	ErrInvalidScope = errors.New("idempotency: invalid scope")
 	// ErrInvalidJSON: arguments that are not one valid JSON value.
 	ErrInvalidJSON = errors.New("idempotency: invalid JSON")
+	// ErrInvalidTimeout: an attempt timeout that is negative or over
+	// MaxAttemptTimeout.
+	ErrInvalidTimeout = errors.New("idempotency: invalid attempt timeout")
 	// ErrRequestMismatch: the key was claimed for a different request.
 	ErrRequestMismatch = errors.New("idempotency: request hash mismatch")
 	// ErrDestinationConflict: the key was claimed for another binding or route.
@@ -37,6 +40,10 @@ var (
 	ErrStale = errors.New("idempotency: stale fencing token")
 	// ErrNotFound: no record (or ticket) exists.
 	ErrNotFound = errors.New("idempotency: not found")
+	// ErrRefused: a claim with ClaimRequest.Refuse found no final record to
+	// replay. The refusal's own reason (policy, arguments) is the caller's,
+	// so Reason does not name it.
+	ErrRefused = errors.New("idempotency: refused")
 	// ErrHeld: the call awaits approval.
 	ErrHeld = errors.New("idempotency: awaiting approval")
 	// ErrInvalidRequest: a request that cannot be built or is not a valid

@@ -15,7 +15,7 @@ const (
 	StateInFlight           State = "in_flight"           // an attempt is reserved under a lease
 	StateAccepted           State = "accepted"            // final: the vendor accepted
 	StateDefinitelyRejected State = "definitely_rejected" // final: the vendor rejected, no effect
-	StateUnknown            State = "unknown"             // an attempt may have had an effect
+	StateUnknown            State = "unknown"             // an attempt may have had an effect (see Record.SentAttempts)
 	StateDenied             State = "denied"              // final: approval denied
 )
 
@@ -37,21 +37,37 @@ type Record struct {
 	// VendorKey is the key sent to the vendor (DESIGN.md section 5a), for
 	// header and body_pointer bindings. Zero for an unsupported binding, and
 	// for a record made before vendor keys existed, which keeps sending Key.
-	VendorKey     Key
-	AttemptCount  int // attempts reserved so far; also the current fencing token
-	LeaseDeadline time.Time
-	Ticket        string // approval ticket, when the call was held
-	Approved      bool
-	Result        *StoredResult // set once finalized with a vendor answer
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	FinalizedAt   time.Time // zero until finalized
+	VendorKey    Key
+	AttemptCount int // attempts reserved so far; also the current fencing token
+	// SentAttempts counts the attempts that may have reached the vendor: every
+	// reservation adds one, a finalize with NeverSent takes its attempt back.
+	// An unknown record with SentAttempts 0 sent nothing, and its slot
+	// re-opens for the next claim (DESIGN.md section 6).
+	SentAttempts  int
+	LeaseDeadline time.Time // in flight only
+	// AttemptDeadline is when the reserved attempt times out: the time of its
+	// reservation plus its timeout. Renew never moves the lease past it. In
+	// flight only.
+	AttemptDeadline time.Time
+	Ticket          string // approval ticket, when the call was held
+	Approved        bool
+	Result          *StoredResult // set once finalized with a vendor answer
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FinalizedAt     time.Time // zero until finalized
 }
 
-// RouteRecord is the part of a Route that receipts show.
+// RouteRecord is the route a record was created for, as receipts show it:
+// every fact of the fingerprint but the binding, which the record keeps
+// apart. A claim stores it whole when it creates the record; a replay shows
+// the stored one, whatever route the replaying request resolved to.
 type RouteRecord struct {
 	Connection string `json:"connection"`
 	Provider   string `json:"provider"`
+	Tool       string `json:"tool"`
+	Method     string `json:"method"`
+	Host       string `json:"host"`
+	Path       string `json:"path"`
 }
 
 // StoredResult is the vendor answer kept for replay.
@@ -77,7 +93,29 @@ const (
 	StatusDenied               ClaimStatus = "denied"
 	StatusOutcomeUnknown       ClaimStatus = "outcome_unknown"
 	StatusScopeVersionConflict ClaimStatus = "scope_version_conflict"
+	// StatusRefused answers a claim with Refuse set whose record is not
+	// final: nothing was written.
+	StatusRefused ClaimStatus = "refused"
 )
+
+// Attempt timeouts (ClaimRequest.Timeout, ReserveRequest.Timeout).
+const (
+	DefaultAttemptTimeout = 30 * time.Second
+	MaxAttemptTimeout     = 15 * time.Minute
+)
+
+// AttemptTimeout returns the attempt timeout a request asks for: d, or
+// DefaultAttemptTimeout when d is zero. A negative d or one over
+// MaxAttemptTimeout is ErrInvalidTimeout.
+func AttemptTimeout(d time.Duration) (time.Duration, error) {
+	switch {
+	case d == 0:
+		return DefaultAttemptTimeout, nil
+	case d < 0 || d > MaxAttemptTimeout:
+		return 0, ErrInvalidTimeout
+	}
+	return d, nil
+}
 
 // ClaimRequest asks for the key in Scope for one request.
 type ClaimRequest struct {
@@ -94,6 +132,15 @@ type ClaimRequest struct {
 	// Ticket resumes a held record: only a claim that presents the record's
 	// ticket, after approval, reserves attempt 1.
 	Ticket string
+	// Refuse says the call was refused before the claim (policy, argument
+	// schema). A final record still replays; otherwise the claim answers
+	// StatusRefused and writes nothing, and creates no record.
+	Refuse bool
+	// Timeout is how long the attempt a claim reserves may take (the tool's
+	// timeout): the reservation stores its attempt deadline, which bounds
+	// every renewal. If zero, DefaultAttemptTimeout; over MaxAttemptTimeout
+	// or negative, an error that changes nothing.
+	Timeout time.Duration
 	// OpID identifies this operation. Sending the same claim again with the
 	// same OpID after a lost reply answers the original result with
 	// AlreadyApplied set, instead of acting twice. If empty, the store mints one.
@@ -111,6 +158,10 @@ type ClaimResult struct {
 	VendorKey Key
 	// LeaseDeadline bounds the dispatch, when Claimed (Redis server time).
 	LeaseDeadline time.Time
+	// AttemptDeadline is the reserved attempt's deadline, when Claimed; when
+	// InProgress it is the running attempt's, so that a refusal can say when
+	// to retry (an in-progress answer carries nothing else of the owner's).
+	AttemptDeadline time.Time
 	// Ticket is the approval ticket, when Held.
 	Ticket string
 	// Record is the stored record, only when Replay.
@@ -139,6 +190,8 @@ func (r ClaimResult) Err() error {
 		return ErrOutcomeUnknown
 	case StatusScopeVersionConflict:
 		return ErrScopeVersionConflict
+	case StatusRefused:
+		return ErrRefused
 	}
 	return ErrStoreUnavailable
 }
@@ -149,14 +202,25 @@ type ReserveRequest struct {
 	Scope Scope
 	Key   Key
 	Token int // the caller's current token
-	OpID  string
+	// Timeout is the new attempt's timeout, as in ClaimRequest.Timeout.
+	Timeout time.Duration
+	OpID    string
 }
 
 // Reservation is a reserved attempt.
 type Reservation struct {
-	Token          int
-	LeaseDeadline  time.Time
-	AlreadyApplied bool
+	Token           int
+	LeaseDeadline   time.Time
+	AttemptDeadline time.Time
+	AlreadyApplied  bool
+}
+
+// RenewRequest extends the lease of the attempt that Token names.
+type RenewRequest struct {
+	Scope Scope
+	Key   Key
+	Token int
+	OpID  string
 }
 
 // FinalizeRequest records the outcome of the attempt that Token names.
@@ -166,7 +230,13 @@ type FinalizeRequest struct {
 	Token   int
 	Outcome State // StateAccepted, StateDefinitelyRejected or StateUnknown
 	Result  *StoredResult
-	OpID    string
+	// NeverSent reports that the attempt never left (it failed before
+	// sending, or its reservation was not to be trusted). Outcome must be
+	// StateUnknown or zero and Result nil. On an in-flight record it takes
+	// the attempt back (SentAttempts), so the next claim re-opens the slot
+	// if no other attempt may have left; the token is never reused.
+	NeverSent bool
+	OpID      string
 }
 
 // Ticket is an approval ticket: "apt_" + 32 hex, bound to the key it was

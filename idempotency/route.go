@@ -40,3 +40,9 @@ func (r Route) Fingerprint() string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// Record returns the route record of r: every fact but the binding and the
+// broker kind.
+func (r Route) Record() RouteRecord {
+	return RouteRecord{Connection: r.Connection, Provider: r.Provider, Tool: r.Tool, Method: r.Method, Host: r.Host, Path: r.Path}
+}

@@ -1,6 +1,7 @@
 package idempotency_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -34,5 +35,22 @@ func TestFingerprint(t *testing.T) {
 		if r.Fingerprint() == fp {
 			t.Errorf("variant %d did not change the fingerprint", i)
 		}
+	}
+}
+
+func TestRouteRecord(t *testing.T) {
+	r := idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Binding: effectspec.BindingHeader, Broker: "nango"}
+	want := idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges"}
+	if got := r.Record(); got != want {
+		t.Fatalf("Record() = %+v, want %+v", got, want)
+	}
+	b, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != `{"connection":"conn_stripe","provider":"stripe","tool":"stripe.create_charge","method":"POST","host":"api.stripe.com","path":"/v1/charges"}` {
+		t.Fatalf("route record JSON %s", b)
 	}
 }

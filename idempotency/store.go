@@ -1,6 +1,9 @@
 package idempotency
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store keeps claim records. Every method is one atomic step on one record,
 // except Decide and Ticket, which first resolve the ticket.
@@ -17,8 +20,16 @@ type Store interface {
 	// Reserve reserves attempt Token+1 if Token is current and in flight, and
 	// the cycle has had only one attempt; otherwise ErrStale.
 	Reserve(ctx context.Context, req ReserveRequest) (Reservation, error)
+	// Renew extends the lease of attempt Token to min(now + Lease(), its
+	// attempt deadline) and returns the new lease deadline. It is a
+	// compare-and-set on state in_flight, the current token and a lease that
+	// has not lapsed: it never revives a lapsed lease (ErrStale). A renewed
+	// lease keeps the slot; it never allows a send that was not allowed.
+	Renew(ctx context.Context, req RenewRequest) (time.Time, error)
 	// Finalize records the outcome if Token is current; otherwise ErrStale.
-	// It returns the record without the result body.
+	// It also applies when the lease-expiry path turned the record unknown
+	// without a new token (never over a final record): the owner holds the
+	// answer. It returns the record without the result body.
 	Finalize(ctx context.Context, req FinalizeRequest) (Record, error)
 	// Lookup reads a record without changing it (ErrNotFound if none). An
 	// in-flight record whose lease has expired reads as StateUnknown.
@@ -29,4 +40,7 @@ type Store interface {
 	// repeating it answers the ticket, contradicting it is ErrDenied or
 	// ErrStale.
 	Decide(ctx context.Context, req DecideRequest) (Ticket, error)
+	// Lease returns the lease of a reservation. A caller measures its send
+	// deadline with it on its own clock, from just before the reservation.
+	Lease() time.Duration
 }

@@ -348,8 +348,8 @@ func appendValue(r *bufio.Reader, raw *[]byte) error {
 }
 
 // scriptKind names the redisstore script a command runs, by its shape:
-// claim has 14 arguments, finalize at least 7 with an outcome code second,
-// reserve 4 with a numeric token first, lookup none. key is the record key.
+// claim has 16 arguments, finalize at least 7 with an outcome code second,
+// reserve 5 with a numeric token first, lookup none. key is the record key.
 func scriptKind(cmd []string) (kind, key string) {
 	if len(cmd) < 4 {
 		if len(cmd) > 0 {
@@ -369,13 +369,13 @@ func scriptKind(cmd []string) (kind, key string) {
 	switch {
 	case len(argv) == 0:
 		return "lookup", key
-	case len(argv) == 14:
+	case len(argv) == 16:
 		return "claim", key
 	case len(argv) >= 7 && (argv[1] == "a" || argv[1] == "r" || argv[1] == "u"):
 		return "finalize", key
 	case len(argv) == 4 && strings.HasPrefix(argv[0], "apt_"):
 		return "decide", key
-	case len(argv) == 4:
+	case len(argv) == 5:
 		return "reserve", key
 	}
 	return "script?", key

@@ -82,6 +82,7 @@ type linState struct {
 	Cycle  int               // attempts in the current cycle
 	Live   bool              // the lease of the in-flight attempt has not expired
 	LastOp string            // operation id of the last change
+	Open   bool              // unknown by the lease-expiry path: the owner's finalize still applies
 }
 
 // linStep is the sequential specification.
@@ -91,7 +92,7 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 	case linClaim:
 		switch {
 		case !st.Exists:
-			return out == linOutput{Status: "claimed", Token: 1}, linState{true, inFlight, 1, 1, true, in.Op}
+			return out == linOutput{Status: "claimed", Token: 1}, linState{true, inFlight, 1, 1, true, in.Op, false}
 		case st.LastOp == in.Op && st.S == inFlight:
 			// A re-sent claim whose first send was applied answers it again.
 			return out == linOutput{Status: "claimed", Token: st.N, Applied: true}, st
@@ -102,11 +103,11 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 		case st.S.Final():
 			return out == linOutput{Status: "replay", State: st.S, Attempts: st.N}, st
 		case !in.Unsupported: // unknown, or in flight with the lease expired
-			return out == linOutput{Status: "claimed", Token: st.N + 1}, linState{true, inFlight, st.N + 1, 1, true, in.Op}
+			return out == linOutput{Status: "claimed", Token: st.N + 1}, linState{true, inFlight, st.N + 1, 1, true, in.Op, false}
 		default:
 			next := st
 			if st.S == inFlight { // the expired attempt becomes unknown
-				next.S, next.Cycle, next.Live, next.LastOp = idempotency.StateUnknown, 0, false, in.Op
+				next.S, next.Cycle, next.Live, next.LastOp, next.Open = idempotency.StateUnknown, 0, false, in.Op, true
 			}
 			return out == linOutput{Status: "outcome_unknown"}, next
 		}
@@ -124,12 +125,13 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 		switch {
 		case !st.Exists:
 			return out == linOutput{Status: "not_found"}, st
-		case st.S != inFlight || st.N != in.Token:
+		case st.S != inFlight && !st.Open || st.N != in.Token:
 			// The token is the fence; the clock is not: an expired lease
-			// whose slot nobody took over still accepts its own outcome.
+			// whose slot nobody took over still accepts its own outcome,
+			// also once the expiry path turned it unknown.
 			return out == linOutput{Status: "stale"}, st
 		}
-		next := linState{true, in.Outcome, st.N, 0, false, in.Op}
+		next := linState{true, in.Outcome, st.N, 0, false, in.Op, false}
 		return out == linOutput{Status: "finalized", State: in.Outcome, Attempts: st.N}, next
 	case linExpire:
 		if st.Exists && st.S == inFlight && st.Live {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/retry"
@@ -47,6 +48,11 @@ func (f *fakeStore) Reserve(context.Context, idempotency.ReserveRequest) (idempo
 	f.record("reserve")
 	return idempotency.Reservation{}, errFake
 }
+func (f *fakeStore) Renew(context.Context, idempotency.RenewRequest) (time.Time, error) {
+	f.record("renew")
+	return time.Time{}, errFake
+}
+func (f *fakeStore) Lease() time.Duration { return 10 * time.Second }
 func (f *fakeStore) Finalize(context.Context, idempotency.FinalizeRequest) (idempotency.Record, error) {
 	f.record("finalize")
 	return idempotency.Record{}, errFake

@@ -28,20 +28,24 @@ type workload struct {
 	fp      string // sha256:...
 	keyBase string // the storage key without the idempotency key
 	args    claimArgs
+	packed  string        // the route record as redisstore sends it to the claim script
 	nonce   atomic.Uint64 // per measurement, so keys never repeat in a run
 }
 
 func newWorkload() (*workload, error) {
 	w := &workload{
 		scope: idempotency.Scope{Workspace: "ws_bench", Connection: "conn_bench", Tool: "bench.create_charge"},
-		route: idempotency.RouteRecord{Connection: "conn_bench", Provider: "benchpay"},
 	}
+	route := idempotency.Route{Connection: "conn_bench", Provider: "benchpay", Tool: "bench.create_charge",
+		Method: "POST", Host: "127.0.0.1:9000", Path: "/v1/charges", Binding: effectspec.BindingHeader}
+	w.route, w.fp = route.Record(), route.Fingerprint()
+	// The connection and tool are the scope's, which the store does not keep
+	// twice: it sends them empty.
+	w.packed = strings.Join([]string{"", route.Provider, "", route.Method, route.Host, route.Path}, "\x1f")
 	var err error
 	if w.hash, err = idempotency.RequestHash([]byte(`{"amount": 1200, "currency": "usd", "customer": "cus_42"}`)); err != nil {
 		return nil, err
 	}
-	w.fp = idempotency.Route{Connection: "conn_bench", Provider: "benchpay", Tool: "bench.create_charge",
-		Method: "POST", Host: "127.0.0.1:9000", Path: "/v1/charges", Binding: effectspec.BindingHeader}.Fingerprint()
 	k := idempotency.NewKey()
 	full, err := w.scope.StorageKey(idempotency.DefaultPrefix, k)
 	if err != nil {
@@ -229,8 +233,9 @@ func (e *env) checkKeys(ctx context.Context, lo, hi int64) error {
 // benchArgs is the redis-benchmark command line of the Redis-side limit:
 // EVALSHA of our own claim script on a fresh key, with the arguments
 // redisstore sends (scope version, request hash, binding, fingerprint,
-// route, key source, no approval, no ticket, an op id, lease 30s,
-// retention 24h, vendor key). __rand_int__ makes the keys unique: 12 digits (after 20
+// route record, key source, no approval, no ticket, an op id, lease 10s,
+// retention 24h, vendor key, unknown retention 7 days, attempt timeout 30s,
+// no refusal). __rand_int__ makes the keys unique: 12 digits (after 20
 // zeros: 32 digits, like our keys) drawn from 2*10^9, the most -r takes (an
 // int), so a million requests repeat about 250 keys, which then answer
 // in_progress: 0.03% of cheaper calls, in the limit's favour.
@@ -242,8 +247,9 @@ func (e *env) benchArgs(w *workload, c, n int) []string {
 		"-c", strconv.Itoa(c), "-P", strconv.Itoa(e.o.pipeline), "-n", strconv.Itoa(n),
 		"-r", "2000000000", "--csv",
 		"EVALSHA", e.claimSHA, "1", w.keyBase + "idt_00000000000000000000__rand_int__",
-		strconv.Itoa(idempotency.ScopeVersion), argv(a.rh), a.b, argv(a.fp), a.rc, a.rp, a.ks, "0", "", "", a.op,
-		"30000", strconv.FormatInt((24 * time.Hour).Milliseconds(), 10), argv(a.vk),
+		strconv.Itoa(idempotency.ScopeVersion), argv(a.rh), a.b, argv(a.fp), w.packed, a.ks, "0", "", "", a.op,
+		"10000", strconv.FormatInt((24 * time.Hour).Milliseconds(), 10), argv(a.vk),
+		strconv.FormatInt((7 * 24 * time.Hour).Milliseconds(), 10), "30000", "0",
 	}
 }
 

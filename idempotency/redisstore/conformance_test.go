@@ -14,7 +14,7 @@ import (
 )
 
 func options(cfg storetest.Config) redisstore.Options {
-	return redisstore.Options{Prefix: cfg.Prefix, Lease: cfg.Lease, Retention: cfg.Retention, MaxResultBytes: cfg.MaxResultBytes}
+	return redisstore.Options{Prefix: cfg.Prefix, Lease: cfg.Lease, Retention: cfg.Retention, UnknownRetention: cfg.UnknownRetention, MaxResultBytes: cfg.MaxResultBytes}
 }
 
 func newClient(t testing.TB, opt rueidis.ClientOption) rueidis.Client {

@@ -57,10 +57,20 @@
 //   - Lookup runs as EVALSHA_RO (Redis refuses any write in it). A server that
 //     refuses TIME there (miniredis) gets the same script by EVALSHA.
 //   - Finalize is fenced by the token alone: an in-flight record whose lease
-//     expired, but that no claim took over, accepts its own attempt's outcome.
-//     Once a claim has seen the expired lease (taking over with the next
-//     attempt, or marking an unsupported binding's record unknown) the old
-//     token is stale. Reserve, which extends the work, needs a live lease.
+//     expired, but that no claim took over, accepts its own attempt's outcome,
+//     and so does one that a claim marked unknown on the expiry path (an
+//     unsupported binding) without taking a new token. Once a claim has
+//     taken over with the next attempt, the old token is stale. Reserve and
+//     Renew, which extend the work, need a live lease.
+//   - Renew keeps its op id in a field of its own, so renewals never hide a
+//     re-sent claim or reserve from its op id. It never shortens a lease.
+//   - A finalize with NeverSent is stored as unknown with a field s (the
+//     attempts that may have left) below n; Lookup reports StateUnknown with
+//     SentAttempts. Its Outcome must be unknown or empty, and it has no
+//     Result. On a record the expiry path already marked unknown it records
+//     unknown without taking the attempt back.
+//   - TTLs: a reservation (and an unknown outcome) sets UnknownRetention, a
+//     final outcome Retention; a held or denied record keeps Retention.
 //   - Decide: the first decision is final. Repeating it answers the ticket;
 //     approving a denied ticket is ErrDenied, denying an approved one ErrStale.
 //     Decide also restarts the ticket key's retention. An approved ticket
@@ -71,9 +81,13 @@
 //   - WaitReplicas: the WAIT is pipelined behind the script on one pinned
 //     connection (WAIT counts the writes of its own connection); a Cluster
 //     redirect there is an error, never a WAIT answered by another node. A
-//     shortfall is ErrReplicas inside an *OpError: the reservation stays in
-//     the record but is not to be used; a re-send with the same OpID waits
-//     again, and its no-op write makes that WAIT cover the original write.
+//     shortfall is ErrReplicas inside an *OpError: the reservation is not to
+//     be used, and the store finalizes it as never sent (best effort, right
+//     after), so that the next claim re-opens the slot with the next token
+//     and waits again. New refuses a WaitReplicas above the replicas
+//     connected to any master (INFO replication), with ErrReplicaCount.
+//     With fewer WaitReplicas than replicas, a failover may promote a
+//     replica that lacks a reservation, and the slot may be dispatched again.
 //     After a failover the promoted master has no replica until one rejoins
 //     (for example the old master, restarted); until then every reservation
 //     on its slots fails closed with ErrReplicas. Finalizes are not WAITed:
@@ -87,9 +101,11 @@
 // # Record layout and size
 //
 // A record is one hash with single-letter fields (see lua/common.lua), the
-// request hash and fingerprint as bare 64-digit hex, PEXPIRE'd Retention
-// after every change. A finalized record without body, with a
-// Content-Type header, takes 392 bytes by MEMORY USAGE on Redis 7.0 (a
-// 256-byte listpack under an 83-byte key). A value over 64 bytes (a body, a
-// long header) turns that record into a hashtable, several times larger.
+// request hash and fingerprint as their 32 bytes, PEXPIRE'd after every
+// change. The route record's facts are a field each, and the connection and
+// tool only where they differ from the scope's. A finalized record without
+// body, with a Content-Type header and a full route record, takes 392 bytes
+// by MEMORY USAGE on Redis 7.0 (a listpack of at most 256 bytes under an
+// 83-byte key). A value over 64 bytes (a body, a long header or route fact)
+// turns that record into a hashtable, several times larger.
 package redisstore

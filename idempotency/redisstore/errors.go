@@ -18,9 +18,13 @@ var (
 	ErrEvictionPolicy = errors.New("redisstore: maxmemory-policy must be noeviction")
 	// ErrReplicas: fewer replicas than Options.WaitReplicas acknowledged a
 	// reservation within Options.WaitTimeout. The reservation is not trusted:
-	// do not send. It is returned wrapped in an *OpError, so errors.Is also
-	// matches idempotency.ErrStoreUnavailable.
+	// do not send. The store has finalized it as never sent (best effort), so
+	// it does not burn the slot. It is returned wrapped in an *OpError, so
+	// errors.Is also matches idempotency.ErrStoreUnavailable.
 	ErrReplicas = errors.New("redisstore: too few replicas acknowledged the reservation")
+	// ErrReplicaCount: New was asked for more WaitReplicas than the replicas
+	// connected to a master: every reservation there would fail its WAIT.
+	ErrReplicaCount = errors.New("redisstore: wait replicas exceed the connected replicas")
 	// ErrCorruptRecord: a stored record or ticket that this package cannot
 	// read (another schema, or written by something else).
 	ErrCorruptRecord = errors.New("redisstore: unreadable record")
@@ -35,7 +39,7 @@ var (
 // settle the state with Lookup. It matches idempotency.ErrStoreUnavailable
 // and its cause under errors.Is.
 type OpError struct {
-	Op  string // "claim", "reserve", "finalize", "lookup", "ticket", "decide", "pin", "setpin", "initpin", "new"
+	Op  string // "claim", "reserve", "renew", "finalize", "lookup", "ticket", "decide", "pin", "setpin", "initpin", "new"
 	Err error
 }
 

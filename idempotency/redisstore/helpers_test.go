@@ -79,7 +79,8 @@ func claimReq(k idempotency.Key) idempotency.ClaimRequest {
 		KeySource:   idempotency.KeySupplied,
 		RequestHash: hashOf("args"),
 		Binding:     effectspec.BindingHeader,
-		Route:       idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe"},
+		Route: idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+			Method: "POST", Host: "api.stripe.com", Path: "/v1/charges"},
 		Fingerprint: hashOf("route"),
 	}
 }

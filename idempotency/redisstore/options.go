@@ -29,6 +29,7 @@ func (o Options) resolve() (Options, error) {
 		v    time.Duration
 	}{
 		{"retention", o.Retention},
+		{"unknown retention", o.UnknownRetention},
 		{"lease", o.Lease},
 		{"wait timeout", o.WaitTimeout},
 		{"read timeout", o.ReadTimeout},
@@ -45,6 +46,9 @@ func (o Options) resolve() (Options, error) {
 	}
 	if o.Retention == 0 {
 		o.Retention = DefaultRetention
+	}
+	if o.UnknownRetention == 0 {
+		o.UnknownRetention = max(DefaultUnknownRetention, o.Retention)
 	}
 	if o.Lease == 0 {
 		o.Lease = DefaultLease
@@ -66,6 +70,8 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("%w: lease %v: must be at least 1ms", ErrInvalidOptions, o.Lease)
 	case o.Retention/MinRetentionLeases < o.Lease:
 		return o, fmt.Errorf("%w: retention %v: must be at least %d times the lease %v", ErrInvalidOptions, o.Retention, MinRetentionLeases, o.Lease)
+	case o.UnknownRetention < o.Retention:
+		return o, fmt.Errorf("%w: unknown retention %v: must be at least the retention %v", ErrInvalidOptions, o.UnknownRetention, o.Retention)
 	case o.MaxResultBytes < 0:
 		return o, fmt.Errorf("%w: max result bytes %d: must not be negative", ErrInvalidOptions, o.MaxResultBytes)
 	case o.WaitReplicas < 0:

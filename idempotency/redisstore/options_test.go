@@ -41,7 +41,10 @@ var refusedOptions = []struct {
 	{"wait timeout 1µs: must be at least 1ms", Options{WaitTimeout: time.Microsecond}},
 	{"retention 1m0s: must be at least 2 times the lease 1m0s", Options{Lease: time.Minute, Retention: time.Minute}},
 	{"retention 1m59.999999999s: must be at least 2 times the lease 1m0s", Options{Lease: time.Minute, Retention: 2*time.Minute - 1}},
-	{"retention 30s: must be at least 2 times the lease 30s", Options{Retention: 30 * time.Second}},   // against the default lease
+	{"retention 10s: must be at least 2 times the lease 10s", Options{Retention: 10 * time.Second}}, // against the default lease
+	{"unknown retention -1s: must not be negative", Options{UnknownRetention: -time.Second}},
+	{"unknown retention 1h0m0s: must be at least the retention 24h0m0s", Options{UnknownRetention: time.Hour}},
+	{"unknown retention 47h59m59s: must be at least the retention 48h0m0s", Options{Retention: 48 * time.Hour, UnknownRetention: 48*time.Hour - time.Second}},
 	{"retention 24h0m0s: must be at least 2 times the lease 13h0m0s", Options{Lease: 13 * time.Hour}}, // the default retention
 	{"must be at least 2 times the lease", Options{Lease: 1 << 62, Retention: math.MaxInt64}},         // 2*Lease overflows
 	{"at most half the lease", Options{WaitReplicas: 1, Lease: time.Second, WaitTimeout: 600 * time.Millisecond}},
@@ -65,10 +68,32 @@ func TestOptionsRefused(t *testing.T) {
 		{Lease: 12 * time.Hour},  // the default retention, two leases
 		{WaitTimeout: time.Hour}, // no WaitReplicas: the WAIT never runs
 		{Lease: time.Millisecond, Retention: 2 * time.Millisecond},
+		{Retention: time.Hour, UnknownRetention: time.Hour}, // unknown retention may equal retention
 	} {
+		if _, err := o.resolve(); err != nil {
+			t.Errorf("%+v refused: %v", o, err)
+		}
+		if o.WaitReplicas > 0 {
+			continue // miniredis has no INFO replication; see TestWaitReplicas
+		}
 		o.SkipEvictionCheck = true
 		if _, err := New(ctx, client, o); err != nil {
 			t.Errorf("%+v refused: %v", o, err)
+		}
+	}
+}
+
+// TestUnknownRetentionDefault: the zero UnknownRetention is 7 days, or the
+// retention when that is longer.
+func TestUnknownRetentionDefault(t *testing.T) {
+	for _, c := range []struct{ retention, want time.Duration }{
+		{0, 7 * 24 * time.Hour},
+		{time.Hour, 7 * 24 * time.Hour},
+		{30 * 24 * time.Hour, 30 * 24 * time.Hour},
+	} {
+		o, err := Options{Retention: c.retention}.resolve()
+		if err != nil || o.UnknownRetention != c.want {
+			t.Errorf("retention %v: unknown retention %v, %v; want %v", c.retention, o.UnknownRetention, err, c.want)
 		}
 	}
 }

@@ -176,10 +176,36 @@ func TestWaitReplicas(t *testing.T) {
 	if _, err := one.Reserve(t.Context(), idempotency.ReserveRequest{Scope: testScope, Key: k, Token: res.Token}); err != nil {
 		t.Fatalf("reserve with one replica: %v", err)
 	}
-	two := realStore(t, c, Options{WaitReplicas: 2, WaitTimeout: 20 * time.Millisecond})
-	_, err := two.Claim(t.Context(), claimReq(idempotency.NewKey()))
+	// More than the master has can never pass: refused at startup.
+	if _, err := New(t.Context(), c, Options{WaitReplicas: 2, WaitTimeout: 20 * time.Millisecond}); !errors.Is(err, ErrReplicaCount) {
+		t.Fatalf("New wanting two replicas of one: %v, want ErrReplicaCount", err)
+	}
+	// The replica leaves: reservations fall short, are refused, and are
+	// finalized as never sent.
+	short := realStore(t, c, Options{WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
+	if _, err := replica.Do("REPLICAOF", "NO", "ONE"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		v, err := master.Do("INFO", "replication")
+		if err == nil && strings.Contains(fmt.Sprint(v), "connected_slaves:0") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica did not leave: %v %v", v, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	k = idempotency.NewKey()
+	_, err := short.Claim(t.Context(), claimReq(k))
 	if !errors.Is(err, ErrReplicas) || !errors.Is(err, idempotency.ErrStoreUnavailable) {
-		t.Fatalf("claim wanting two replicas: %v", err)
+		t.Fatalf("claim without its replica: %v", err)
+	}
+	if rec, err := short.Lookup(t.Context(), testScope, k); err != nil || rec.State != idempotency.StateUnknown || rec.SentAttempts != 0 {
+		t.Fatalf("after a refused reservation: %+v, %v; want unknown with nothing sent", rec, err)
+	}
+	if _, err := New(t.Context(), c, Options{WaitReplicas: 1}); !errors.Is(err, ErrReplicaCount) {
+		t.Fatalf("New wanting a replica that left: %v, want ErrReplicaCount", err)
 	}
 }
 

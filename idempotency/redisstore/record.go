@@ -140,15 +140,16 @@ func unpackKey(v string) (idempotency.Key, error) {
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
-// decodeRecord reads a flat field/value list (HGETALL order). now is the
-// server time in milliseconds, or 0 when the caller does not judge leases.
-func decodeRecord(key idempotency.Key, flat []string, nowMS int64) (idempotency.Record, error) {
+// decodeRecord reads a flat field/value list (HGETALL order) of the record
+// of key in scope. now is the server time in milliseconds, or 0 when the
+// caller does not judge leases.
+func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, nowMS int64) (idempotency.Record, error) {
 	if len(flat)%2 != 0 {
 		return idempotency.Record{}, fmt.Errorf("%w: odd field list", ErrCorruptRecord)
 	}
 	r := idempotency.Record{Key: key, SchemaVersion: schemaVersion}
 	var res idempotency.StoredResult
-	var hasResult, hasFinal, hasUpdated bool
+	var hasResult, hasFinal, hasUpdated, hasSent, hasConn, hasTool bool
 	var leaseMS, created, updated, final int64
 	for i := 0; i < len(flat); i += 2 {
 		f, v := flat[i], flat[i+1]
@@ -165,13 +166,28 @@ func decodeRecord(key idempotency.Key, flat []string, nowMS int64) (idempotency.
 		case "f":
 			r.Fingerprint, err = digestText(v)
 		case "c":
-			r.Route.Connection = v
+			hasConn, r.Route.Connection = true, v
 		case "p":
 			r.Route.Provider = v
+		case "T":
+			hasTool, r.Route.Tool = true, v
+		case "M":
+			r.Route.Method = v
+		case "H":
+			r.Route.Host = v
+		case "P":
+			r.Route.Path = v
 		case "k":
 			r.VendorKey, err = unpackKey(v)
 		case "n":
 			r.AttemptCount, err = strconv.Atoi(v)
+		case "s":
+			hasSent = true
+			r.SentAttempts, err = strconv.Atoi(v)
+		case "e":
+			var ms int64
+			ms, err = strconv.ParseInt(v, 10, 64)
+			r.AttemptDeadline = msTime(ms)
 		case "l":
 			leaseMS, err = strconv.ParseInt(v, 10, 64)
 			r.LeaseDeadline = msTime(leaseMS)
@@ -196,7 +212,7 @@ func decodeRecord(key idempotency.Key, flat []string, nowMS int64) (idempotency.
 		case "D":
 			hasResult = true
 			res.BodyDropped = v == "1"
-		case "y", "o":
+		case "y", "o", "O":
 		default:
 			name, ok := "", false
 			if f != "" {
@@ -220,6 +236,11 @@ func decodeRecord(key idempotency.Key, flat []string, nowMS int64) (idempotency.
 	}
 	if r.State == "" {
 		return idempotency.Record{}, fmt.Errorf("%w: no state", ErrCorruptRecord)
+	}
+	r.Route.Connection = unscopeFact(scope.Connection, r.Route.Connection, hasConn)
+	r.Route.Tool = unscopeFact(scope.Tool, r.Route.Tool, hasTool)
+	if !hasSent {
+		r.SentAttempts = r.AttemptCount
 	}
 	r.CreatedAt = msTime(created)
 	if hasFinal {

@@ -50,13 +50,14 @@ func loadScript(name string, readOnly bool) *script {
 
 // scripts are parsed once per Store; they are immutable after New.
 type scripts struct {
-	claim, reserve, finalize, lookup, decide *script
+	claim, reserve, renew, finalize, lookup, decide *script
 }
 
 func newScripts() scripts {
 	return scripts{
 		claim:    loadScript("claim", false),
 		reserve:  loadScript("reserve", false),
+		renew:    loadScript("renew", false),
 		finalize: loadScript("finalize", false),
 		lookup:   loadScript("lookup", true),
 		decide:   loadScript("decide", false),

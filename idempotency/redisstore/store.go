@@ -17,11 +17,12 @@ import (
 
 // Defaults of the zero Options.
 const (
-	DefaultRetention      = 24 * time.Hour
-	DefaultLease          = 30 * time.Second
-	DefaultMaxResultBytes = 64 << 10
-	DefaultWaitTimeout    = time.Second
-	DefaultReadTimeout    = 5 * time.Second
+	DefaultRetention        = 24 * time.Hour
+	DefaultUnknownRetention = 7 * 24 * time.Hour
+	DefaultLease            = 10 * time.Second
+	DefaultMaxResultBytes   = 64 << 10
+	DefaultWaitTimeout      = time.Second
+	DefaultReadTimeout      = 5 * time.Second
 )
 
 // Options configure a Store. The zero value is ready to use. New refuses,
@@ -34,7 +35,14 @@ type Options struct {
 	// 24h. It must be at least MinRetentionLeases times Lease, and should
 	// exceed the largest tool timeout plus Lease (DESIGN.md section 7).
 	Retention time.Duration
-	// Lease bounds one reserved attempt. If zero, 30s; at least 1ms.
+	// UnknownRetention is how long a record lives after a reservation or an
+	// unknown outcome: a key that expires re-opens its slot, and an unknown
+	// call is the one whose retry is most dangerous. A final outcome sets
+	// Retention. If zero, 7 days, or Retention if that is longer; at least
+	// Retention.
+	UnknownRetention time.Duration
+	// Lease bounds one reserved attempt until its owner renews it (Renew).
+	// If zero, 10s; at least 1ms.
 	Lease time.Duration
 	// MaxResultBytes caps the stored result (body plus kept headers). Over
 	// it, the status and receipt are kept, the body is dropped and a replay
@@ -43,7 +51,12 @@ type Options struct {
 	// WaitReplicas, if > 0, makes every reservation (a claimed Claim and a
 	// Reserve) wait until that many replicas acknowledged it, on the same
 	// connection, in the same round trip. If fewer do within WaitTimeout the
-	// call fails with ErrReplicas and the reservation is not to be used.
+	// call fails with ErrReplicas: the store finalizes the reservation as
+	// never sent (best effort), so it does not burn the slot, and it is not
+	// to be used. New refuses a WaitReplicas above the replicas connected to
+	// any master (ErrReplicaCount). With fewer WaitReplicas than replicas, a
+	// failover may promote a replica that lacks a reservation: the slot then
+	// looks free, or as before the attempt, and may be dispatched again.
 	WaitReplicas int
 	// WaitTimeout bounds the WAIT. If zero, 1s; at least 1ms. With
 	// WaitReplicas it must be at most half the lease: the WAIT is spent out of
@@ -68,7 +81,9 @@ type Store struct {
 	client      rueidis.Client
 	prefix      string
 	retention   string // milliseconds, as sent to the scripts
+	uretention  string
 	lease       string
+	leaseD      time.Duration
 	retentionMS int64
 	maxResult   int
 	waitN       int64
@@ -90,7 +105,8 @@ func (s *Store) readCtx(ctx context.Context) (context.Context, context.CancelFun
 var _ idempotency.Store = (*Store)(nil)
 
 // New checks opts and the server (maxmemory-policy on every node, unless
-// SkipEvictionCheck), loads the scripts and returns a Store. The client stays
+// SkipEvictionCheck; with WaitReplicas, the replicas connected to every
+// master), loads the scripts and returns a Store. The client stays
 // owned by the caller; it must not set ConnLifetime, since an expiring
 // connection makes rueidis re-send in-flight commands, writes included.
 func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, error) {
@@ -105,7 +121,9 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 		client:      client,
 		prefix:      opts.Prefix,
 		retention:   strconv.FormatInt(opts.Retention.Milliseconds(), 10),
+		uretention:  strconv.FormatInt(opts.UnknownRetention.Milliseconds(), 10),
 		lease:       strconv.FormatInt(opts.Lease.Milliseconds(), 10),
+		leaseD:      opts.Lease,
 		retentionMS: opts.Retention.Milliseconds(),
 		maxResult:   opts.MaxResultBytes,
 		waitN:       int64(opts.WaitReplicas),
@@ -125,6 +143,11 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 			}
 		}
 	}
+	if s.waitN > 0 {
+		if err := checkReplicas(ctx, nodes, s.waitN); err != nil {
+			return nil, err
+		}
+	}
 	dep, err := initDeployment(ctx, client, s.prefix)
 	if err != nil {
 		return nil, err
@@ -133,12 +156,44 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 	// Preload the scripts so that the first call is one round trip. Best
 	// effort: EVALSHA falls back to EVAL on NOSCRIPT (a failover, a restart).
 	for _, n := range nodes {
-		for _, sc := range []*script{s.sc.claim, s.sc.reserve, s.sc.finalize, s.sc.lookup, s.sc.decide} {
+		for _, sc := range []*script{s.sc.claim, s.sc.reserve, s.sc.renew, s.sc.finalize, s.sc.lookup, s.sc.decide} {
 			n.Do(ctx, n.B().ScriptLoad().Script(sc.src).Build())
 		}
 	}
 	return s, nil
 }
+
+// checkReplicas refuses a WAIT that could never pass: a master with fewer
+// connected replicas than want would refuse every reservation it holds.
+// Replica nodes (which a cluster client may list) are skipped.
+func checkReplicas(ctx context.Context, nodes map[string]rueidis.Client, want int64) error {
+	for addr, n := range nodes {
+		info, err := n.Do(ctx, n.B().Info().Section("replication").Build()).ToString()
+		if err != nil {
+			return fmt.Errorf("redisstore: INFO replication on %s: %w", addr, err)
+		}
+		role, connected := "", int64(-1)
+		for _, line := range strings.Split(info, "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			switch k {
+			case "role":
+				role = v
+			case "connected_slaves":
+				connected, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		if role != "master" {
+			continue
+		}
+		if connected < want {
+			return fmt.Errorf("%w: master %s has %d connected, wait replicas is %d", ErrReplicaCount, addr, max(connected, 0), want)
+		}
+	}
+	return nil
+}
+
+// Lease returns the configured lease (Options.Lease).
+func (s *Store) Lease() time.Duration { return s.leaseD }
 
 // initDeployment reads the fleet's deployment id at {prefix}meta:deployment,
 // or makes it: the first gateway's SET NX wins and every other reads its
@@ -230,6 +285,65 @@ func validOpID(id string) (string, error) {
 	return id, nil
 }
 
+// packRoute checks the route record's facts and joins them into one script
+// argument, separated by 0x1f (the unit separator): control bytes are
+// refused, so it cannot occur in a fact. The
+// script stores no field for an empty fact. The connection and tool are
+// usually the scope's own: they are sent empty when equal to the scope's,
+// and as emptyFact when empty where the scope's are not. So a typical
+// finalized record stays a listpack of at most 256 bytes.
+func packRoute(scope idempotency.Scope, r idempotency.RouteRecord) (string, error) {
+	facts := [...]struct{ name, v string }{
+		{"connection", r.Connection}, {"provider", r.Provider}, {"tool", r.Tool},
+		{"method", r.Method}, {"host", r.Host}, {"path", r.Path},
+	}
+	var b strings.Builder
+	for i, f := range facts {
+		if err := validRouteField(f.name, f.v); err != nil {
+			return "", err
+		}
+		if i > 0 {
+			b.WriteByte(0x1f)
+		}
+		v := f.v
+		switch i {
+		case 0:
+			v = scopeFact(scope.Connection, v)
+		case 2:
+			v = scopeFact(scope.Tool, v)
+		}
+		b.WriteString(v)
+	}
+	return b.String(), nil
+}
+
+// emptyFact stores an empty connection or tool where the scope's is not
+// empty; validated facts hold no control byte, so it is never a real one.
+const emptyFact = "\x00"
+
+// scopeFact is what a connection or tool fact is stored as: nothing when
+// it is the scope's own.
+func scopeFact(scoped, v string) string {
+	switch {
+	case v == scoped:
+		return ""
+	case v == "":
+		return emptyFact
+	}
+	return v
+}
+
+// unscopeFact reads a connection or tool fact back.
+func unscopeFact(scoped, v string, stored bool) string {
+	switch {
+	case !stored:
+		return scoped
+	case v == emptyFact:
+		return ""
+	}
+	return v
+}
+
 func validRouteField(field, v string) error {
 	if len(v) > 128 {
 		return fmt.Errorf("redisstore: route %s: longer than 128 bytes", field)
@@ -269,11 +383,13 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	default:
 		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: key source %q: want %q or %q", req.KeySource, idempotency.KeySupplied, idempotency.KeyMinted)
 	}
-	if err := validRouteField("connection", req.Route.Connection); err != nil {
+	route, err := packRoute(req.Scope, req.Route)
+	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	if err := validRouteField("provider", req.Route.Provider); err != nil {
-		return idempotency.ClaimResult{}, err
+	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	if err != nil {
+		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	if req.Ticket != "" && !idempotency.ValidTicketID(req.Ticket) {
 		return idempotency.ClaimResult{}, errors.New("redisstore: claim: malformed approval ticket")
@@ -290,20 +406,26 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if req.ApprovalRequired {
 		approval, fresh = "1", idempotency.NewTicketID()
 	}
+	refuse := "0"
+	if req.Refuse {
+		refuse = "1"
+	}
 	arr, acks, err := s.exec(ctx, s.sc.claim, key, []string{
-		strconv.Itoa(idempotency.ScopeVersion), rh, b, fp, req.Route.Connection, req.Route.Provider, ks,
+		strconv.Itoa(idempotency.ScopeVersion), rh, b, fp, route, ks,
 		approval, req.Ticket, fresh, opTag('c', op), s.lease, s.retention, vk,
+		s.uretention, strconv.FormatInt(timeout.Milliseconds(), 10), refuse,
 	}, true)
 	if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)
 	}
-	res, err := parseClaim(req.Key, arr)
+	res, err := parseClaim(req.Scope, req.Key, arr)
 	if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)
 	}
 	switch res.Status {
 	case idempotency.StatusClaimed:
 		if err := s.checkAcks(acks); err != nil {
+			s.neverSent(ctx, key, res.Token)
 			return idempotency.ClaimResult{}, opError("claim", err)
 		}
 	case idempotency.StatusHeld:
@@ -317,7 +439,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	return res, nil
 }
 
-func parseClaim(key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.ClaimResult, error) {
+func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.ClaimResult, error) {
 	if len(arr) == 0 {
 		return idempotency.ClaimResult{}, errors.New("empty script reply")
 	}
@@ -344,6 +466,11 @@ func parseClaim(key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.Cl
 			return res, err
 		}
 		res.Token, res.LeaseDeadline, res.AlreadyApplied = int(n), time.UnixMilli(l).UTC(), applied(3)
+		if len(arr) > 5 {
+			if res.AttemptDeadline, err = deadline(arr[5]); err != nil {
+				return res, err
+			}
+		}
 		if len(arr) > 4 {
 			vk, err := arr[4].ToString()
 			if err != nil {
@@ -365,6 +492,12 @@ func parseClaim(key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.Cl
 		res.AlreadyApplied = applied(2)
 	case idempotency.StatusOutcomeUnknown:
 		res.AlreadyApplied = applied(1)
+	case idempotency.StatusInProgress:
+		if len(arr) > 1 {
+			if res.AttemptDeadline, err = deadline(arr[1]); err != nil {
+				return res, err
+			}
+		}
 	case idempotency.StatusReplay:
 		if len(arr) < 2 {
 			return res, errors.New("short claim reply")
@@ -373,17 +506,38 @@ func parseClaim(key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.Cl
 		if err != nil {
 			return res, err
 		}
-		rec, err := decodeRecord(key, flat, 0)
+		rec, err := decodeRecord(scope, key, flat, 0)
 		if err != nil {
 			return res, err
 		}
 		res.Record = &rec
 	case idempotency.StatusRequestMismatch, idempotency.StatusDestinationConflict,
-		idempotency.StatusInProgress, idempotency.StatusDenied, idempotency.StatusScopeVersionConflict:
+		idempotency.StatusDenied, idempotency.StatusScopeVersionConflict, idempotency.StatusRefused:
 	default:
 		return res, fmt.Errorf("unexpected claim status %q", st)
 	}
 	return res, nil
+}
+
+// deadline reads a deadline in milliseconds; 0 (a record made before
+// attempt deadlines) is the zero time.
+func deadline(m rueidis.RedisMessage) (time.Time, error) {
+	v, err := m.AsInt64()
+	if err != nil || v == 0 {
+		return time.Time{}, err
+	}
+	return msTime(v), nil
+}
+
+// neverSent finalizes a reservation that is not to be used (its WAIT fell
+// short) as never sent, so that it does not burn the slot. Best effort: if
+// it fails, the slot reads unknown once the lease lapses, as after a crash.
+func (s *Store) neverSent(ctx context.Context, key string, token int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.readTimeout)
+	defer cancel()
+	args := append([]string{strconv.Itoa(token), stateCodes[idempotency.StateUnknown], opTag('f', idempotency.NewOpID()), s.uretention, "1"},
+		encodeResult(nil, s.maxResult)...)
+	s.exec(ctx, s.sc.finalize, key, args, false)
 }
 
 // ticketValue is the ticket key's JSON: what Ticket needs to find the record.
@@ -413,11 +567,16 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if req.Token < 1 {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: token %d: must be at least 1", req.Token)
 	}
+	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	if err != nil {
+		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
+	}
 	op, err := validOpID(req.OpID)
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
-	arr, acks, err := s.exec(ctx, s.sc.reserve, key, []string{strconv.Itoa(req.Token), opTag('r', op), s.lease, s.retention}, true)
+	arr, acks, err := s.exec(ctx, s.sc.reserve, key, []string{strconv.Itoa(req.Token), opTag('r', op), s.lease, s.uretention,
+		strconv.FormatInt(timeout.Milliseconds(), 10)}, true)
 	if err != nil {
 		return idempotency.Reservation{}, opError("reserve", err)
 	}
@@ -435,20 +594,64 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	case "cycle_exhausted":
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: this cycle already had two attempts: %w", idempotency.ErrStale)
 	case "reserved":
-		if len(arr) < 3 {
+		if len(arr) < 4 {
 			return idempotency.Reservation{}, opError("reserve", errors.New("short reserve reply"))
 		}
 		n, err1 := arr[1].AsInt64()
 		l, err2 := arr[2].AsInt64()
-		if err := errors.Join(err1, err2); err != nil {
+		e, err3 := deadline(arr[3])
+		if err := errors.Join(err1, err2, err3); err != nil {
 			return idempotency.Reservation{}, opError("reserve", err)
 		}
 		if err := s.checkAcks(acks); err != nil {
+			s.neverSent(ctx, key, int(n))
 			return idempotency.Reservation{}, opError("reserve", err)
 		}
-		return idempotency.Reservation{Token: int(n), LeaseDeadline: time.UnixMilli(l).UTC(), AlreadyApplied: len(arr) > 3}, nil
+		return idempotency.Reservation{Token: int(n), LeaseDeadline: msTime(l), AttemptDeadline: e, AlreadyApplied: len(arr) > 4}, nil
 	}
 	return idempotency.Reservation{}, opError("reserve", fmt.Errorf("unexpected reply %q", st))
+}
+
+// Renew extends the lease of attempt Token, up to its attempt deadline. It is
+// not WAITed: a renewal lost in a failover only shortens the lease.
+func (s *Store) Renew(ctx context.Context, req idempotency.RenewRequest) (time.Time, error) {
+	key, err := req.Scope.StorageKey(s.prefix, req.Key)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("redisstore: renew: %w", err)
+	}
+	if req.Token < 1 {
+		return time.Time{}, fmt.Errorf("redisstore: renew: token %d: must be at least 1", req.Token)
+	}
+	op, err := validOpID(req.OpID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	arr, _, err := s.exec(ctx, s.sc.renew, key, []string{strconv.Itoa(req.Token), opTag('l', op), s.lease}, false)
+	if err != nil {
+		return time.Time{}, opError("renew", err)
+	}
+	st, err := status(arr)
+	if err != nil {
+		return time.Time{}, opError("renew", err)
+	}
+	switch st {
+	case "not_found":
+		return time.Time{}, fmt.Errorf("redisstore: renew: %w", idempotency.ErrNotFound)
+	case "stale":
+		return time.Time{}, fmt.Errorf("redisstore: renew: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
+	case "lease_expired":
+		return time.Time{}, fmt.Errorf("redisstore: renew: the lease of attempt %d has lapsed: %w", req.Token, idempotency.ErrStale)
+	case "renewed":
+		if len(arr) < 2 {
+			return time.Time{}, opError("renew", errors.New("short renew reply"))
+		}
+		l, err := arr[1].AsInt64()
+		if err != nil {
+			return time.Time{}, opError("renew", err)
+		}
+		return msTime(l), nil
+	}
+	return time.Time{}, opError("renew", fmt.Errorf("unexpected reply %q", st))
 }
 
 func status(arr []rueidis.RedisMessage) (string, error) {
@@ -468,6 +671,12 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	if req.Token < 1 {
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: token %d: must be at least 1", req.Token)
 	}
+	if req.NeverSent {
+		if req.Outcome != "" && req.Outcome != idempotency.StateUnknown || req.Result != nil {
+			return idempotency.Record{}, errors.New("redisstore: finalize: an attempt never sent has outcome unknown and no result")
+		}
+		req.Outcome = idempotency.StateUnknown
+	}
 	switch req.Outcome {
 	case idempotency.StateAccepted, idempotency.StateDefinitelyRejected, idempotency.StateUnknown:
 	default:
@@ -480,7 +689,14 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	if err != nil {
 		return idempotency.Record{}, err
 	}
-	args := append([]string{strconv.Itoa(req.Token), stateCodes[req.Outcome], opTag('f', op), s.retention}, encodeResult(req.Result, s.maxResult)...)
+	ttl, never := s.retention, "0"
+	if req.Outcome == idempotency.StateUnknown {
+		ttl = s.uretention
+	}
+	if req.NeverSent {
+		never = "1"
+	}
+	args := append([]string{strconv.Itoa(req.Token), stateCodes[req.Outcome], opTag('f', op), ttl, never}, encodeResult(req.Result, s.maxResult)...)
 	arr, _, err := s.exec(ctx, s.sc.finalize, key, args, false)
 	if err != nil {
 		return idempotency.Record{}, opError("finalize", err)
@@ -502,7 +718,7 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		if err != nil {
 			return idempotency.Record{}, opError("finalize", err)
 		}
-		rec, err := decodeRecord(req.Key, flat, 0)
+		rec, err := decodeRecord(req.Scope, req.Key, flat, 0)
 		if err != nil {
 			return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
 		}
@@ -539,7 +755,7 @@ func (s *Store) Lookup(ctx context.Context, scope idempotency.Scope, key idempot
 	if err := errors.Join(err1, err2); err != nil {
 		return idempotency.Record{}, opError("lookup", err)
 	}
-	rec, err := decodeRecord(key, flat, now)
+	rec, err := decodeRecord(scope, key, flat, now)
 	if err != nil {
 		return idempotency.Record{}, fmt.Errorf("redisstore: lookup: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,8 +31,9 @@ func TestClaimNewReservesAttemptOne(t *testing.T) {
 	if res.VendorKey != wantVK || res.VendorKey == k {
 		t.Fatalf("claim vendor key %v, want %v (never the client's key %v)", res.VendorKey, wantVK, k)
 	}
-	if ttl := m.mr.TTL(rk); ttl != 24*time.Hour {
-		t.Fatalf("TTL %v, want 24h", ttl)
+	// A reservation lives as long as an unknown record would.
+	if ttl := m.mr.TTL(rk); ttl != 7*24*time.Hour {
+		t.Fatalf("TTL %v, want the unknown retention 168h", ttl)
 	}
 	rec, err := m.store.Lookup(ctx, testScope, k)
 	if err != nil {
@@ -51,40 +53,67 @@ func TestContendersGetBareAnswers(t *testing.T) {
 	mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
 	before := m.snapshot(t)
 
+	// An unknown record of another key: another route there is a conflict.
+	u := idempotency.NewKey()
+	mustClaim(t, m.store, claimReq(u), idempotency.StatusClaimed)
+	mustFinalize(t, m.store, u, 1, idempotency.StateUnknown, nil)
+	before = m.snapshot(t)
+
 	mismatch := claimReq(k)
 	mismatch.RequestHash = hashOf("other args")
-	route := claimReq(k)
+	route := claimReq(u)
 	route.Fingerprint = hashOf("other route")
-	binding := claimReq(k)
+	binding := claimReq(u)
 	binding.Binding = effectspec.BindingBodyPointer
+	refused := claimReq(k)
+	refused.Refuse = true
+	attemptDeadline := t0.Add(idempotency.DefaultAttemptTimeout)
 	for _, c := range []struct {
 		name string
 		req  idempotency.ClaimRequest
-		want idempotency.ClaimStatus
+		want idempotency.ClaimResult
+		raw  int // elements of the raw reply
 	}{
-		{"same request", claimReq(k), idempotency.StatusInProgress},
-		{"request hash", mismatch, idempotency.StatusRequestMismatch},
-		{"fingerprint", route, idempotency.StatusDestinationConflict},
-		{"binding", binding, idempotency.StatusDestinationConflict},
+		{"same request", claimReq(k), idempotency.ClaimResult{Status: idempotency.StatusInProgress, AttemptDeadline: attemptDeadline}, 2},
+		{"request hash", mismatch, idempotency.ClaimResult{Status: idempotency.StatusRequestMismatch}, 1},
+		{"fingerprint", route, idempotency.ClaimResult{Status: idempotency.StatusDestinationConflict}, 1},
+		{"binding", binding, idempotency.ClaimResult{Status: idempotency.StatusDestinationConflict}, 1},
+		{"refused", refused, idempotency.ClaimResult{Status: idempotency.StatusRefused}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			res := mustClaim(t, m.store, c.req, c.want)
-			if res != (idempotency.ClaimResult{Status: c.want}) {
-				t.Fatalf("contender saw more than its status: %+v", res)
+			res := mustClaim(t, m.store, c.req, c.want.Status)
+			if res != c.want {
+				t.Fatalf("contender saw more than its status: %+v, want %+v", res, c.want)
 			}
-			// The raw script reply is the status alone.
-			arr, err := m.store.sc.claim.lua.Exec(ctx, m.client, []string{m.recordKey(t, k)}, []string{
-				"1", c.req.RequestHash[7:], mustBinding(t, c.req.Binding), c.req.Fingerprint[7:], "conn_stripe", "stripe", "s",
-				"0", "", "", idempotency.NewOpID(), "30000", "86400000",
+			// The raw script reply is the status alone (and the attempt
+			// deadline for in_progress).
+			refuse := "0"
+			if c.req.Refuse {
+				refuse = "1"
+			}
+			arr, err := m.store.sc.claim.lua.Exec(ctx, m.client, []string{m.recordKey(t, c.req.Key)}, []string{
+				strconv.Itoa(idempotency.ScopeVersion), mustDigest(t, c.req.RequestHash), mustBinding(t, c.req.Binding), mustDigest(t, c.req.Fingerprint), "\x1fstripe\x1fstripe.create_charge\x1fPOST\x1fapi.stripe.com\x1f/v1/charges", "s",
+				"0", "", "", idempotency.NewOpID(), "30000", "86400000", "", "604800000", "30000", refuse,
 			}).ToArray()
-			if err != nil || len(arr) != 1 {
-				t.Fatalf("raw reply %v, %v; want one element", arr, err)
+			if err != nil || len(arr) != c.raw {
+				t.Fatalf("raw reply %v, %v; want %d elements", arr, err, c.raw)
+			}
+			if st, _ := arr[0].ToString(); st != string(c.want.Status) {
+				t.Fatalf("raw reply status %q, want %q", st, c.want.Status)
 			}
 		})
 	}
 	if after := m.snapshot(t); after != before {
 		t.Fatalf("contenders changed the record:\n%s\n%s", before, after)
 	}
+}
+
+func mustDigest(t *testing.T, v string) string {
+	d, err := digestOf("digest", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func mustBinding(t *testing.T, b effectspec.BindingKind) string {
@@ -320,8 +349,13 @@ func TestExpiredLease(t *testing.T) {
 				if s := m.mr.HGet(rk, "m"); s != "usu" {
 					t.Fatalf("meta %q, want usu", s)
 				}
-				if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateAccepted}); !errors.Is(err, idempotency.ErrStale) {
-					t.Fatalf("finalize after unknown: %v", err)
+				// The expiry path took no new token: the owner's answer applies.
+				rec, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateAccepted})
+				if err != nil || rec.State != idempotency.StateAccepted {
+					t.Fatalf("owner's finalize after the expiry path: %+v, %v", rec, err)
+				}
+				if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateUnknown}); !errors.Is(err, idempotency.ErrStale) {
+					t.Fatalf("a second finalize over the final record: %v", err)
 				}
 			}
 		})
@@ -573,12 +607,40 @@ func TestRedisErrorsAreStoreUnavailable(t *testing.T) {
 	}
 }
 
+// TestWaitReplicasShortfallIsNotTrusted: miniredis has no replicas (and no
+// INFO replication for New to check), so every WAIT falls short: each
+// reservation is refused, and finalized as never sent so that it does not
+// burn the slot.
 func TestWaitReplicasShortfallIsNotTrusted(t *testing.T) {
-	m := newMini(t, Options{WaitReplicas: 1, WaitTimeout: 5 * time.Millisecond})
+	m := newMini(t, Options{WaitTimeout: 5 * time.Millisecond})
+	m.store.waitN = 1
 	k := idempotency.NewKey()
 	_, err := m.store.Claim(ctx, claimReq(k))
 	if !errors.Is(err, ErrReplicas) || !errors.Is(err, idempotency.ErrStoreUnavailable) {
 		t.Fatalf("claim without replicas: %v", err)
+	}
+	rec, err := m.store.Lookup(ctx, testScope, k)
+	if err != nil || rec.State != idempotency.StateUnknown || rec.AttemptCount != 1 || rec.SentAttempts != 0 {
+		t.Fatalf("after a refused reservation: %+v, %v; want unknown, 1 attempt, none sent", rec, err)
+	}
+	unsupported := claimReq(idempotency.NewKey())
+	unsupported.Binding = effectspec.BindingUnsupported
+	if _, err := m.store.Claim(ctx, unsupported); !errors.Is(err, ErrReplicas) {
+		t.Fatalf("claim without replicas: %v", err)
+	}
+	m.store.waitN = 0
+	// The slot is not burned, even for an unsupported binding.
+	for _, req := range []idempotency.ClaimRequest{claimReq(k), unsupported} {
+		if res := mustClaim(t, m.store, req, idempotency.StatusClaimed); res.Token != 2 {
+			t.Fatalf("claim after a refused reservation: token %d, want 2", res.Token)
+		}
+	}
+	m.store.waitN = 1
+	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: 2}); !errors.Is(err, ErrReplicas) {
+		t.Fatalf("reserve without replicas: %v", err)
+	}
+	if rec, err := m.store.Lookup(ctx, testScope, k); err != nil || rec.State != idempotency.StateUnknown || rec.AttemptCount != 3 || rec.SentAttempts != 1 {
+		t.Fatalf("after a refused reserve: %+v, %v; want unknown, 3 attempts, 1 sent", rec, err)
 	}
 	// Held answers are not reservations: no WAIT verdict.
 	req := claimReq(idempotency.NewKey())
@@ -588,7 +650,7 @@ func TestWaitReplicasShortfallIsNotTrusted(t *testing.T) {
 
 func TestNewOptions(t *testing.T) {
 	m := newMini(t, Options{})
-	if m.store.prefix != idempotency.DefaultPrefix || m.store.lease != "30000" || m.store.retention != "86400000" || m.store.maxResult != 64<<10 {
+	if m.store.prefix != idempotency.DefaultPrefix || m.store.lease != "10000" || m.store.uretention != "604800000" || m.store.Lease() != 10*time.Second || m.store.retention != "86400000" || m.store.maxResult != 64<<10 {
 		t.Fatalf("defaults: %+v", m.store)
 	}
 	for _, o := range []Options{
@@ -623,4 +685,136 @@ func TestHeaderFieldsRoundTrip(t *testing.T) {
 	if _, ok := fieldHeader("10"); ok {
 		t.Fatal("multi-digit field read as a header")
 	}
+}
+
+// TestRouteRecordRoundTrip: the route record comes back whole from Lookup,
+// Finalize and a replay, whether its connection and tool are the scope's
+// (and not stored) or not, empty facts included.
+func TestRouteRecordRoundTrip(t *testing.T) {
+	m := newMini(t, Options{})
+	capScope := idempotency.Scope{Workspace: "ws_acme", Tool: "cap.charge"}
+	long := strings.Repeat("p", 128)
+	for i, c := range []struct {
+		scope idempotency.Scope
+		route idempotency.RouteRecord
+	}{
+		{testScope, claimReq(idempotency.Key{}).Route},
+		{testScope, idempotency.RouteRecord{}},
+		{testScope, idempotency.RouteRecord{Connection: "conn_other", Tool: "stripe.refund", Provider: "stripe"}},
+		{capScope, idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge", Method: "POST", Host: "h:8443", Path: long}},
+		{capScope, idempotency.RouteRecord{Tool: "cap.charge"}},
+		{capScope, idempotency.RouteRecord{Provider: "x y", Path: "/v1/{id}/é"}},
+	} {
+		k := idempotency.NewKey()
+		req := claimReq(k)
+		req.Scope, req.Route = c.scope, c.route
+		mustClaim(t, m.store, req, idempotency.StatusClaimed)
+		rec, err := m.store.Lookup(ctx, c.scope, k)
+		if err != nil || rec.Route != c.route {
+			t.Fatalf("case %d: Lookup route %+v, %v; want %+v", i, rec.Route, err, c.route)
+		}
+		fin, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: c.scope, Key: k, Token: 1, Outcome: idempotency.StateAccepted})
+		if err != nil || fin.Route != c.route {
+			t.Fatalf("case %d: Finalize route %+v, %v; want %+v", i, fin.Route, err, c.route)
+		}
+		if r := mustClaim(t, m.store, req, idempotency.StatusReplay); r.Record.Route != c.route {
+			t.Fatalf("case %d: replay route %+v; want %+v", i, r.Record.Route, c.route)
+		}
+	}
+}
+
+// TestRouteRecordRefused: a route fact over 128 bytes or with a control
+// byte is an error that writes nothing and does not quote the fact.
+func TestRouteRecordRefused(t *testing.T) {
+	m := newMini(t, Options{})
+	before := m.snapshot(t)
+	for _, mut := range []func(r *idempotency.RouteRecord){
+		func(r *idempotency.RouteRecord) { r.Tool = strings.Repeat("t", 129) },
+		func(r *idempotency.RouteRecord) { r.Host = "api.stripe.com\nsecret" },
+		func(r *idempotency.RouteRecord) { r.Path = "/v1/\x00secret" },
+		func(r *idempotency.RouteRecord) { r.Method = "PO\x7fST" },
+		func(r *idempotency.RouteRecord) { r.Connection = "secret\r" },
+	} {
+		req := claimReq(idempotency.NewKey())
+		mut(&req.Route)
+		_, err := m.store.Claim(ctx, req)
+		if err == nil || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "ttt") {
+			t.Fatalf("route %+v: %v, want an error that does not quote it", req.Route, err)
+		}
+	}
+	if after := m.snapshot(t); after != before {
+		t.Fatal("a refused route wrote something")
+	}
+}
+
+// TestRecordBeforeAttemptDeadlines writes an in-flight record as the store
+// wrote it before route records were whole, sent counts and attempt
+// deadlines existed: it reads with every attempt counted as sent, the
+// scope's tool, no attempt deadline; it renews without a cap and finalizes.
+func TestRecordBeforeAttemptDeadlines(t *testing.T) {
+	m := newMini(t, Options{Lease: 10 * time.Second})
+	k := idempotency.NewKey()
+	rk := m.recordKey(t, k)
+	ms := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).UnixMilli(), 10) }
+	m.mr.HSet(rk, "m", "fsu", "w", strconv.Itoa(idempotency.ScopeVersion), "q", mustDigest(t, hashOf("args")), "f", mustDigest(t, hashOf("route")),
+		"c", "conn_stripe", "p", "stripe", "n", "2", "y", "1", "l", ms(5*time.Second), "C", ms(-time.Minute), "U", ms(0), "o", "xxxxxxxx")
+	m.mr.SetTTL(rk, time.Hour)
+	rec, err := m.store.Lookup(ctx, testScope, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: testScope.Tool}
+	if rec.State != idempotency.StateInFlight || rec.AttemptCount != 2 || rec.SentAttempts != 2 || !rec.AttemptDeadline.IsZero() || rec.Route != want {
+		t.Fatalf("legacy record %+v", rec)
+	}
+	req := claimReq(k)
+	req.Binding = effectspec.BindingUnsupported
+	if r := mustClaim(t, m.store, req, idempotency.StatusInProgress); !r.AttemptDeadline.IsZero() {
+		t.Fatalf("in_progress of a legacy record: attempt deadline %v", r.AttemptDeadline)
+	}
+	m.mr.SetTime(t0.Add(4 * time.Second))
+	l, err := m.store.Renew(ctx, idempotency.RenewRequest{Scope: testScope, Key: k, Token: 2})
+	if err != nil || !l.Equal(t0.Add(14*time.Second)) {
+		t.Fatalf("renew of a legacy record = %v, %v; want now + lease", l, err)
+	}
+	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 2, NeverSent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := m.store.Lookup(ctx, testScope, k); rec.State != idempotency.StateUnknown || rec.SentAttempts != 1 || rec.AttemptCount != 2 {
+		t.Fatalf("legacy record after never sent: %+v", rec)
+	}
+	// Attempt 1 may have left: an unsupported binding stays unknown.
+	mustClaim(t, m.store, req, idempotency.StatusOutcomeUnknown)
+}
+
+// TestTTLs: a reservation (claim or reserve) and an unknown outcome set the
+// unknown retention, a final outcome the retention, a held record the
+// retention.
+func TestTTLs(t *testing.T) {
+	m := newMini(t, Options{Retention: time.Hour, UnknownRetention: 3 * time.Hour})
+	ttl := func(k idempotency.Key, want time.Duration, what string) {
+		t.Helper()
+		if got := m.mr.TTL(m.recordKey(t, k)); got != want {
+			t.Fatalf("%s: TTL %v, want %v", what, got, want)
+		}
+	}
+	k := idempotency.NewKey()
+	mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
+	ttl(k, 3*time.Hour, "claim")
+	m.mr.SetTTL(m.recordKey(t, k), time.Minute)
+	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ttl(k, 3*time.Hour, "reserve")
+	mustFinalize(t, m.store, k, 2, idempotency.StateUnknown, nil)
+	ttl(k, 3*time.Hour, "unknown outcome")
+	mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
+	mustFinalize(t, m.store, k, 3, idempotency.StateAccepted, nil)
+	ttl(k, time.Hour, "accepted outcome")
+
+	h := idempotency.NewKey()
+	req := claimReq(h)
+	req.ApprovalRequired = true
+	mustClaim(t, m.store, req, idempotency.StatusHeld)
+	ttl(h, time.Hour, "held")
 }

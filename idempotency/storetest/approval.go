@@ -15,6 +15,7 @@ var approvalTests = []test{
 	{"RepeatedDecisions", testRepeatedDecisions},
 	{"TicketOfAnotherKey", testTicketOfAnotherKey},
 	{"UnknownTicket", testUnknownTicket},
+	{"ResumeRouteChanged", testResumeRouteChanged},
 }
 
 // hold claims req with approval required and returns the ticket.
@@ -204,4 +205,27 @@ func testUnknownTicket(t *testing.T, h Harness) {
 	if _, err := e.s.Ticket(e.ctx, id); !isNotFound(err) {
 		t.Fatalf("Ticket after deciding an unknown ticket: %v, want ErrNotFound (nothing written)", err)
 	}
+}
+
+// testResumeRouteChanged: resuming an approved call dispatches, so a route
+// or binding that changed since the hold is destination_conflict, and the
+// approved record stays as it was.
+func testResumeRouteChanged(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := held(call(effectspec.BindingHeader))
+	ticket := e.hold(req)
+	if _, err := e.decide(ticket, true); err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	req.Ticket = ticket
+	e.unchanged(req, "a resume resolved elsewhere", func() {
+		for what, other := range moved(req) {
+			if r := e.claim(other); r.Status != idempotency.StatusDestinationConflict {
+				t.Fatalf("resume, %s: %q, want destination_conflict", what, r.Status)
+			} else {
+				contender(t, r)
+			}
+		}
+	})
+	e.claimed(req)
 }

@@ -16,7 +16,11 @@ var claimTests = []test{
 	{"NewHeld", testClaimNewHeld},
 	{"RequestMismatch", testRequestMismatch},
 	{"DestinationConflict", testDestinationConflict},
+	{"UnknownRouteChanged", testUnknownRouteChanged},
+	{"RouteIgnoredWithoutDispatch", testRouteIgnoredWithoutDispatch},
+	{"ReplayAfterRouteChange", testReplayAfterRouteChange},
 	{"InProgress", testInProgress},
+	{"InProgressDeadline", testInProgressDeadline},
 	{"ReplayAccepted", func(t *testing.T, h Harness) { testReplay(t, h, idempotency.StateAccepted, 201) }},
 	{"ReplayDefinitelyRejected", func(t *testing.T, h Harness) { testReplay(t, h, idempotency.StateDefinitelyRejected, 422) }},
 	{"ReplayKeepsOnlySafeHeaders", testReplaySafeHeaders},
@@ -42,8 +46,8 @@ func testClaimNew(t *testing.T, h Harness) {
 	switch {
 	case rec.State != idempotency.StateInFlight:
 		t.Fatalf("record state %q, want in_flight", rec.State)
-	case rec.AttemptCount != 1:
-		t.Fatalf("record attempt count %d, want 1", rec.AttemptCount)
+	case rec.AttemptCount != 1 || rec.SentAttempts != 1:
+		t.Fatalf("record attempt count %d, sent %d, want 1, 1", rec.AttemptCount, rec.SentAttempts)
 	case rec.Key != req.Key || rec.KeySource != req.KeySource:
 		t.Fatalf("record key %q (%s), want %q (%s)", rec.Key, rec.KeySource, req.Key, req.KeySource)
 	case rec.RequestHash != req.RequestHash || rec.Binding != req.Binding || rec.Fingerprint != req.Fingerprint || rec.Route != req.Route:
@@ -64,6 +68,23 @@ func testClaimNew(t *testing.T, h Harness) {
 	// clock (a second of slack for stores that keep coarser times).
 	if d := rec.LeaseDeadline.Sub(rec.CreatedAt); d < e.cfg.Lease-time.Second || d > e.cfg.Lease+time.Second {
 		t.Fatalf("lease deadline is %v after creation, want the configured lease %v", d, e.cfg.Lease)
+	}
+	if e.s.Lease() != e.cfg.Lease {
+		t.Fatalf("Lease() = %v, want the configured %v", e.s.Lease(), e.cfg.Lease)
+	}
+	// Timeout zero is the default attempt timeout.
+	if d := rec.AttemptDeadline.Sub(rec.CreatedAt); d < idempotency.DefaultAttemptTimeout-time.Second || d > idempotency.DefaultAttemptTimeout+time.Second {
+		t.Fatalf("attempt deadline is %v after creation, want the default %v", d, idempotency.DefaultAttemptTimeout)
+	}
+	if !r.AttemptDeadline.Equal(rec.AttemptDeadline) {
+		t.Fatalf("claim answered attempt deadline %v, record has %v", r.AttemptDeadline, rec.AttemptDeadline)
+	}
+	// A claim's timeout sets its attempt deadline.
+	req = call(effectspec.BindingUnsupported)
+	req.Timeout = 5 * time.Minute
+	r = e.claimed(req)
+	if d := r.AttemptDeadline.Sub(e.lookup(req).CreatedAt); d < req.Timeout-time.Second || d > req.Timeout+time.Second {
+		t.Fatalf("attempt deadline is %v after creation, want the timeout %v", d, req.Timeout)
 	}
 }
 
@@ -118,22 +139,134 @@ func testRequestMismatch(t *testing.T, h Harness) {
 	}
 }
 
+// testDestinationConflict: an unknown record of a vendor binding would be
+// redispatched; resolved elsewhere now, it is destination_conflict, and a
+// fingerprint alone (same route record) is enough to tell.
 func testDestinationConflict(t *testing.T, h Harness) {
 	e := std(t, h)
-	for _, final := range []bool{false, true} {
+	req := call(effectspec.BindingHeader)
+	e.claimed(req)
+	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	e.unchanged(req, "a conflicting claim", func() {
+		for what, other := range moved(req) {
+			if r := e.claim(other); r.Status != idempotency.StatusDestinationConflict {
+				t.Fatalf("unknown record, %s: %q, want destination_conflict", what, r.Status)
+			} else {
+				contender(t, r)
+			}
+		}
+		other := req
+		other.Fingerprint = otherFingerprint(req)
+		contender(t, e.claimWant(other, idempotency.StatusDestinationConflict))
+	})
+	// The original route still redispatches.
+	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 {
+		t.Fatalf("redispatch on the original route: token %d, want 2", r.Token)
+	}
+}
+
+// testUnknownRouteChanged: the unknown row with another route is
+// destination_conflict for every binding, also where the same route would
+// answer outcome_unknown, and for a record whose lease lapsed.
+func testUnknownRouteChanged(t *testing.T, h Harness) {
+	e := short(t, h)
+	for _, b := range []effectspec.BindingKind{effectspec.BindingHeader, effectspec.BindingBodyPointer, effectspec.BindingUnsupported} {
+		for _, lapsed := range []bool{false, true} {
+			req := call(b)
+			e.claimed(req)
+			if lapsed {
+				e.expireLease()
+			} else {
+				e.finalize(req, 1, idempotency.StateUnknown, nil)
+			}
+			e.unchanged(req, "a claim resolved elsewhere", func() {
+				for what, other := range moved(req) {
+					if r := e.claim(other); r.Status != idempotency.StatusDestinationConflict {
+						t.Fatalf("%s, lease lapsed %v, %s: %q, want destination_conflict", b, lapsed, what, r.Status)
+					} else {
+						contender(t, r)
+					}
+				}
+			})
+			e.wantUnknown(req, 1)
+		}
+	}
+}
+
+// testRouteIgnoredWithoutDispatch: rows that do not dispatch answer as they
+// would for the original route: in_progress, held, denied.
+func testRouteIgnoredWithoutDispatch(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := call(effectspec.BindingHeader)
+	e.claimed(req)
+	e.unchanged(req, "a claim resolved elsewhere while in flight", func() {
+		for what, other := range moved(req) {
+			if r := e.claim(other); r.Status != idempotency.StatusInProgress {
+				t.Fatalf("in flight, %s: %q, want in_progress", what, r.Status)
+			}
+		}
+	})
+	hq := held(call(effectspec.BindingHeader))
+	ticket := e.hold(hq)
+	e.unchanged(hq, "a claim resolved elsewhere while held", func() {
+		for what, other := range moved(hq) {
+			if r := e.claim(other); r.Status != idempotency.StatusHeld || r.Ticket != ticket {
+				t.Fatalf("held, %s: %q ticket %q, want held with ticket %q", what, r.Status, r.Ticket, ticket)
+			}
+		}
+	})
+	dq := held(call(effectspec.BindingHeader))
+	if _, err := e.decide(e.hold(dq), false); err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	e.unchanged(dq, "a claim resolved elsewhere after a denial", func() {
+		for what, other := range moved(dq) {
+			if r := e.claim(other); r.Status != idempotency.StatusDenied {
+				t.Fatalf("denied, %s: %q, want denied", what, r.Status)
+			}
+		}
+	})
+}
+
+// testReplayAfterRouteChange: a final record replays whatever the request's
+// route says now (a pin change, an edited base_url), with its ORIGINAL route
+// record, binding and fingerprint.
+func testReplayAfterRouteChange(t *testing.T, h Harness) {
+	e := std(t, h)
+	for _, outcome := range []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected} {
 		req := call(effectspec.BindingHeader)
 		e.claimed(req)
-		if final {
-			e.finalize(req, 1, idempotency.StateAccepted, result(201, `{"id":"ch_1"}`))
-		}
-		e.unchanged(req, "a conflicting claim", func() {
-			other := req
-			other.Binding = effectspec.BindingBodyPointer
-			contender(t, e.claimWant(other, idempotency.StatusDestinationConflict))
-			other = req
-			other.Fingerprint = otherFingerprint(req)
-			contender(t, e.claimWant(other, idempotency.StatusDestinationConflict))
+		want := result(201, `{"id":"ch_1"}`)
+		e.finalize(req, 1, outcome, want)
+		e.unchanged(req, "a replay resolved elsewhere", func() {
+			for what, other := range moved(req) {
+				other.Route.Provider = "adyen"
+				r := e.claim(other)
+				if r.Status != idempotency.StatusReplay || r.Record == nil {
+					t.Fatalf("%s record, %s: %q, want replay", outcome, what, r.Status)
+				}
+				rec := r.Record
+				if rec.Route != req.Route || rec.Binding != req.Binding || rec.Fingerprint != req.Fingerprint || rec.State != outcome {
+					t.Fatalf("%s: replayed route %+v binding %q fingerprint %q; want the original %+v %q %q",
+						what, rec.Route, rec.Binding, rec.Fingerprint, req.Route, req.Binding, req.Fingerprint)
+				}
+				sameResult(t, rec.Result, want)
+			}
 		})
+	}
+}
+
+// testInProgressDeadline: in_progress says when the running attempt ends,
+// and nothing else of the owner's.
+func testInProgressDeadline(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := call(effectspec.BindingHeader)
+	req.Timeout = 2 * time.Minute
+	c := e.claimed(req)
+	r := e.claimWant(req, idempotency.StatusInProgress)
+	contender(t, r)
+	if r.AttemptDeadline.IsZero() || !r.AttemptDeadline.Equal(c.AttemptDeadline) {
+		t.Fatalf("in_progress attempt deadline %v, the attempt's is %v", r.AttemptDeadline, c.AttemptDeadline)
 	}
 }
 

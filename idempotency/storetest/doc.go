@@ -8,7 +8,7 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, storetest.Harness{
 //			New: func(t *testing.T, cfg storetest.Config) (idempotency.Store, func(time.Duration)) {
-//				return mystore.New(cfg.Prefix, cfg.Lease, cfg.Retention, cfg.MaxResultBytes), nil
+//				return mystore.New(cfg.Prefix, cfg.Lease, cfg.Retention, cfg.UnknownRetention, cfg.MaxResultBytes), nil
 //			},
 //		})
 //	}
@@ -19,12 +19,26 @@
 // Decisions where the contract is silent, which the suite enforces:
 //
 //   - The state table rows are checked in their order: a different request
-//     hash is request_mismatch whatever the state (held, in flight, final);
-//     then a different binding or fingerprint is destination_conflict, also
-//     for a final record (a replay would show a result of another route).
+//     hash is request_mismatch whatever the state (held, in flight, final).
+//     A different binding or fingerprint is destination_conflict only in
+//     the rows that would dispatch (an approved resume, unknown, a lapsed
+//     lease, a slot whose attempts never left); a final record replays its
+//     original route record, and in_progress, held and denied answer as for
+//     the original route.
+//   - A claim with Refuse answers request_mismatch for another request and
+//     replays a final record; in every other state it is refused and writes
+//     nothing.
 //   - A refused claim (in_progress, request_mismatch, destination_conflict,
-//     denied, outcome_unknown) carries no token, lease, record or ticket; a
-//     held answer carries only the record's own ticket.
+//     denied, outcome_unknown, refused) carries no token, lease, vendor key,
+//     record or ticket; a held answer carries only the record's own ticket,
+//     and in_progress only the running attempt's deadline.
+//   - NeverSent: the record reads unknown with SentAttempts 0 (or one less);
+//     it applies only to the current token of an in-flight record, with no
+//     outcome but unknown and no result.
+//   - Renew returns a deadline capped at the attempt deadline, never
+//     shortens the lease, and answers a re-send (same OpID) with its first
+//     answer while that lease lives; a lapsed lease, a stale token or a
+//     record not in flight is ErrStale.
 //   - Finalize answers the record without the result body; a body of half
 //     MaxResultBytes is kept (whether or not a store counts headers against
 //     the limit), one byte over the limit is dropped with BodyDropped set and
@@ -40,7 +54,8 @@
 //   - An approval does not dispatch: only a claim that presents the ticket
 //     does, once. A ticket presented for another key reserves nothing.
 //   - Retention runs from the last change of a record; a ticket lives as long
-//     as its record.
+//     as its record. A reservation and an unknown outcome keep the record
+//     UnknownRetention, a final outcome Retention.
 //   - Bad input: an invalid scope is ErrInvalidScope, the zero key
 //     ErrMalformedKey, a request hash or fingerprint that is not "sha256:" and
 //     64 lowercase hex digits, an unknown binding, a Finalize outcome other

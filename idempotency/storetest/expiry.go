@@ -14,12 +14,15 @@ var leaseTests = []test{
 	{"ExpiredUnsupported", testLeaseExpiredUnsupported},
 	{"ExpiredReserveStale", testLeaseExpiredReserve},
 	{"SlowWorkerTakenOver", testSlowWorkerTakenOver},
+	{"FinalizeAfterExpiryPath", testFinalizeAfterExpiryPath},
 }
 
 // retentionTests: records live Retention after their last change.
 var retentionTests = []test{
 	{"FinalizedExpires", testRetentionFinalized},
 	{"FromLastChange", testRetentionFromLastChange},
+	{"ReservationKeepsUnknown", testRetentionReservation},
+	{"UnknownOutlivesRetention", testRetentionUnknown},
 }
 
 func short(t *testing.T, h Harness) *env { t.Helper(); return newEnv(t, h, shortLease, longRetention) }
@@ -126,4 +129,53 @@ func testRetentionFromLastChange(t *testing.T, h Harness) {
 	if _, err := e.s.Ticket(e.ctx, ticket); !isNotFound(err) {
 		t.Fatalf("Ticket after the record expired: %v, want ErrNotFound", err)
 	}
+}
+
+// testFinalizeAfterExpiryPath: the lease-expiry path turned the record
+// unknown without a new token (an unsupported binding's claim answered
+// outcome_unknown); the owner's finalize still applies, since it holds the
+// answer. Over a final record it never does.
+func testFinalizeAfterExpiryPath(t *testing.T, h Harness) {
+	e := short(t, h)
+	req := call(effectspec.BindingUnsupported)
+	e.claimed(req)
+	e.expireLease()
+	contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
+	e.wantUnknown(req, 1)
+	want := result(201, `{"id":"ch_late"}`)
+	if fin := e.finalize(req, 1, idempotency.StateAccepted, want); fin.State != idempotency.StateAccepted {
+		t.Fatalf("owner's finalize after the expiry path: state %q, want accepted", fin.State)
+	}
+	r := e.claimWant(req, idempotency.StatusReplay)
+	sameResult(t, r.Record.Result, want)
+	e.stale(req, "a second finalize over the final record", func() error { return e.finalizeErr(req, 1, idempotency.StateUnknown) })
+}
+
+// testRetentionReservation: a reservation keeps its record for
+// UnknownRetention, so a gateway that dies mid-call leaves a record that
+// lives as long as an unknown one.
+func testRetentionReservation(t *testing.T, h Harness) {
+	e := newEnvUnknown(t, h, shortLease, shortRetention, 2*shortRetention)
+	req := call(effectspec.BindingUnsupported)
+	e.claimed(req)
+	e.wait(e.cfg.Retention + margin)
+	e.wantUnknown(req, 1)
+	contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
+}
+
+// testRetentionUnknown: an unknown outcome keeps UnknownRetention, a final
+// one Retention.
+func testRetentionUnknown(t *testing.T, h Harness) {
+	e := newEnvUnknown(t, h, shortLease, shortRetention, 2*shortRetention)
+	unknown := call(effectspec.BindingUnsupported)
+	e.claimed(unknown)
+	final := call(effectspec.BindingUnsupported)
+	e.claimed(final)
+	e.finalize(unknown, 1, idempotency.StateUnknown, nil)
+	e.finalize(final, 1, idempotency.StateAccepted, result(201, `{}`))
+	e.wait(e.cfg.Retention + margin)
+	e.absent(final)
+	e.wantUnknown(unknown, 1)
+	e.wait(e.cfg.UnknownRetention - e.cfg.Retention)
+	e.absent(unknown)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
@@ -17,6 +18,7 @@ var inputTests = []test{
 	{"BadBinding", testBadBinding},
 	{"BadOutcome", testBadOutcome},
 	{"BadTicketID", testBadTicketID},
+	{"BadTimeout", testBadTimeout},
 }
 
 var badScopes = []idempotency.Scope{
@@ -133,5 +135,31 @@ func testBadTicketID(t *testing.T, h Harness) {
 		if _, err := e.s.Ticket(e.ctx, id); err == nil {
 			t.Fatalf("Ticket(%q) succeeded after Decide", id)
 		}
+	}
+}
+
+// testBadTimeout: an attempt timeout that is negative or over
+// idempotency.MaxAttemptTimeout is an error that writes nothing.
+func testBadTimeout(t *testing.T, h Harness) {
+	e := std(t, h)
+	for _, d := range []time.Duration{-time.Second, idempotency.MaxAttemptTimeout + time.Millisecond} {
+		req := call(effectspec.BindingHeader)
+		req.Timeout = d
+		if _, err := e.s.Claim(e.ctx, req); err == nil {
+			t.Fatalf("Claim with timeout %v succeeded", d)
+		}
+		e.absent(req)
+		req.Timeout = 0
+		e.claimed(req)
+		e.unchanged(req, "a Reserve with a bad timeout", func() {
+			if _, err := e.s.Reserve(e.ctx, idempotency.ReserveRequest{Scope: req.Scope, Key: req.Key, Token: 1, Timeout: d}); err == nil || isStale(err) {
+				t.Fatalf("Reserve with timeout %v: %v, want an input error", d, err)
+			}
+		})
+	}
+	req := call(effectspec.BindingHeader)
+	req.Timeout = idempotency.MaxAttemptTimeout
+	if r := e.claimed(req); r.AttemptDeadline.Sub(r.LeaseDeadline) < idempotency.MaxAttemptTimeout-e.cfg.Lease-time.Second {
+		t.Fatalf("timeout %v: attempt deadline %v, lease %v", req.Timeout, r.AttemptDeadline, r.LeaseDeadline)
 	}
 }

@@ -33,7 +33,9 @@ type memRec struct {
 	expires    time.Time
 	cycleStart int  // attempt count when the current cycle began
 	denied     bool // the ticket was denied
+	settled    bool // finalized (not turned unknown by the lease-expiry path)
 	ops        map[string]any
+	renewOp    string
 }
 
 func newMemStore(cfg Config, mutant string) *memStore {
@@ -58,23 +60,39 @@ func (m *memStore) get(k string) *memRec {
 	return r
 }
 
-func (m *memStore) touch(r *memRec) {
+func (m *memStore) touch(r *memRec) { m.touchFor(r, m.cfg.Retention) }
+
+func (m *memStore) touchUnknown(r *memRec) {
+	d := m.cfg.UnknownRetention
+	if m.mutant == "reservation-retention" {
+		d = m.cfg.Retention
+	}
+	m.touchFor(r, d)
+}
+
+func (m *memStore) touchFor(r *memRec, d time.Duration) {
 	r.rec.UpdatedAt = m.now
 	if m.mutant == "no-retention-refresh" && !r.rec.CreatedAt.IsZero() {
 		return
 	}
-	r.expires = m.now.Add(m.cfg.Retention)
+	r.expires = m.now.Add(d)
 }
+
+func (m *memStore) Lease() time.Duration { return m.cfg.Lease }
 
 func (m *memStore) expired(r *memRec) bool {
 	return r.rec.State == idempotency.StateInFlight && !m.now.Before(r.rec.LeaseDeadline) && m.mutant != "lease-never-expires"
 }
 
-func (m *memStore) reserveNext(r *memRec) {
+func (m *memStore) reserveNext(r *memRec, timeout time.Duration) {
 	r.rec.State = idempotency.StateInFlight
 	r.rec.AttemptCount++
+	r.rec.SentAttempts++
 	r.rec.LeaseDeadline = m.now.Add(m.cfg.Lease)
-	m.touch(r)
+	r.rec.AttemptDeadline = m.now.Add(timeout)
+	r.settled = false
+	r.renewOp = ""
+	m.touchUnknown(r)
 }
 
 func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
@@ -90,6 +108,10 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	default:
 		return idempotency.ClaimResult{}, errors.New("memstore: unknown binding")
 	}
+	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
 	if req.OpID == "" {
 		req.OpID = idempotency.NewOpID()
 	}
@@ -100,6 +122,9 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 		m.mu.Unlock()
 		time.Sleep(time.Millisecond)
 		m.mu.Lock()
+	}
+	if r == nil && req.Refuse && m.mutant != "refuse-writes" {
+		return idempotency.ClaimResult{Status: idempotency.StatusRefused}, nil
 	}
 	if r == nil {
 		if req.Ticket != "" {
@@ -125,8 +150,8 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 			m.tickets[r.rec.Ticket] = k
 			res = idempotency.ClaimResult{Status: idempotency.StatusHeld, Ticket: r.rec.Ticket}
 		} else {
-			m.reserveNext(r)
-			res = idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: 1, LeaseDeadline: r.rec.LeaseDeadline, VendorKey: r.rec.VendorKey}
+			m.reserveNext(r, timeout)
+			res = m.claimed(r)
 		}
 		r.ops[req.OpID] = res
 		return res, nil
@@ -142,39 +167,67 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 		}
 		return res, nil
 	}
-	switch {
-	case r.rec.RequestHash != req.RequestHash && m.mutant != "ignore-hash":
+	if r.rec.RequestHash != req.RequestHash && m.mutant != "ignore-hash" {
 		return refuse(idempotency.StatusRequestMismatch)
-	case r.rec.Binding != req.Binding || r.rec.Fingerprint != req.Fingerprint:
+	}
+	sameRoute := r.rec.Binding == req.Binding && r.rec.Fingerprint == req.Fingerprint
+	if m.mutant == "conflict-on-final" && !sameRoute && r.rec.State.Final() {
 		return refuse(idempotency.StatusDestinationConflict)
 	}
-	if m.expired(r) {
-		r.rec.State = idempotency.StateUnknown
-		m.touch(r)
-	}
-	var res idempotency.ClaimResult
-	switch r.rec.State {
-	case idempotency.StateInFlight:
-		return refuse(idempotency.StatusInProgress)
-	case idempotency.StateAccepted, idempotency.StateDefinitelyRejected:
+	if r.rec.State.Final() {
 		rec := m.copyRecord(r, true)
+		if m.mutant == "replay-current-route" {
+			rec.Route, rec.Fingerprint, rec.Binding = req.Route, req.Fingerprint, req.Binding
+		}
 		return idempotency.ClaimResult{Status: idempotency.StatusReplay, Record: &rec}, nil
-	case idempotency.StateDenied:
+	}
+	if req.Refuse && m.mutant != "refuse-ignored" {
+		return refuse(idempotency.StatusRefused)
+	}
+	live := r.rec.State == idempotency.StateInFlight && !m.expired(r)
+	switch {
+	case live:
+		res := idempotency.ClaimResult{Status: idempotency.StatusInProgress, AttemptDeadline: r.rec.AttemptDeadline}
+		if m.mutant == "leak-token" {
+			res.Token = r.rec.AttemptCount
+		}
+		return res, nil
+	case r.rec.State == idempotency.StateDenied:
 		return refuse(idempotency.StatusDenied)
-	case idempotency.StateHeld:
+	case r.rec.State == idempotency.StateHeld:
 		if req.Ticket == "" || req.Ticket != r.rec.Ticket || !r.rec.Approved {
 			return idempotency.ClaimResult{Status: idempotency.StatusHeld, Ticket: r.rec.Ticket}, nil
 		}
-	case idempotency.StateUnknown:
-		if r.rec.Binding == effectspec.BindingUnsupported {
+		if !sameRoute {
+			return refuse(idempotency.StatusDestinationConflict)
+		}
+	default: // unknown, or in flight with a lapsed lease
+		never := r.rec.SentAttempts == 0
+		switch {
+		case !sameRoute && !(never && m.mutant == "never-sent-other-route") && !(!never && m.mutant == "redispatch-other-route"):
+			return refuse(idempotency.StatusDestinationConflict)
+		case r.rec.Binding == effectspec.BindingUnsupported && !never:
+			if r.rec.State == idempotency.StateInFlight {
+				r.rec.State = idempotency.StateUnknown
+				m.touchUnknown(r)
+			}
 			return refuse(idempotency.StatusOutcomeUnknown)
+		}
+		if m.mutant == "token-restart" && never {
+			r.rec.AttemptCount = 0
 		}
 	}
 	r.cycleStart = r.rec.AttemptCount
-	m.reserveNext(r)
-	res = idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline, VendorKey: r.rec.VendorKey}
+	r.rec.Result, r.rec.FinalizedAt = nil, time.Time{}
+	m.reserveNext(r, timeout)
+	res := m.claimed(r)
 	r.ops[req.OpID] = res
 	return res, nil
+}
+
+func (m *memStore) claimed(r *memRec) idempotency.ClaimResult {
+	return idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline,
+		AttemptDeadline: r.rec.AttemptDeadline, VendorKey: r.rec.VendorKey}
 }
 
 func (m *memStore) copyRecord(r *memRec, body bool) idempotency.Record {
@@ -200,6 +253,10 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
+	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	if err != nil {
+		return idempotency.Reservation{}, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
@@ -214,8 +271,8 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 		(r.rec.AttemptCount-r.cycleStart >= 2 && m.mutant != "three-attempts") {
 		return idempotency.Reservation{}, idempotency.ErrStale
 	}
-	m.reserveNext(r)
-	res := idempotency.Reservation{Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline}
+	m.reserveNext(r, timeout)
+	res := idempotency.Reservation{Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline, AttemptDeadline: r.rec.AttemptDeadline}
 	if req.OpID != "" {
 		r.ops[req.OpID] = res
 	}
@@ -226,6 +283,12 @@ func (m *memStore) Finalize(ctx context.Context, req idempotency.FinalizeRequest
 	k, err := req.Scope.StorageKey(m.cfg.Prefix, req.Key)
 	if err != nil {
 		return idempotency.Record{}, err
+	}
+	if req.NeverSent {
+		if req.Outcome != "" && req.Outcome != idempotency.StateUnknown || req.Result != nil {
+			return idempotency.Record{}, errors.New("memstore: never sent with an outcome or result")
+		}
+		req.Outcome = idempotency.StateUnknown
 	}
 	switch req.Outcome {
 	case idempotency.StateAccepted, idempotency.StateDefinitelyRejected, idempotency.StateUnknown:
@@ -244,9 +307,19 @@ func (m *memStore) Finalize(ctx context.Context, req idempotency.FinalizeRequest
 	if _, ok := r.ops[req.OpID]; ok && req.OpID != "" {
 		return m.copyRecord(r, false), nil
 	}
-	if m.mutant != "no-cas-finalize" && (r.rec.State != idempotency.StateInFlight || req.Token != r.rec.AttemptCount) {
+	if req.NeverSent && m.mutant == "never-sent-no-cas" && r.rec.SentAttempts > 0 {
+		r.rec.SentAttempts--
+	}
+	open := r.rec.State == idempotency.StateInFlight ||
+		r.rec.State == idempotency.StateUnknown && !r.settled && m.mutant != "expiry-finalize-stale"
+	if m.mutant != "no-cas-finalize" && (!open || req.Token != r.rec.AttemptCount) {
 		return idempotency.Record{}, idempotency.ErrStale
 	}
+	if req.NeverSent && r.rec.State == idempotency.StateInFlight && m.mutant != "never-sent-burns" {
+		r.rec.SentAttempts--
+	}
+	r.settled = true
+	r.rec.LeaseDeadline, r.rec.AttemptDeadline = time.Time{}, time.Time{}
 	r.rec.State = req.Outcome
 	r.rec.FinalizedAt = m.now
 	r.rec.Result = nil
@@ -262,11 +335,49 @@ func (m *memStore) Finalize(ctx context.Context, req idempotency.FinalizeRequest
 		}
 		r.rec.Result = &res
 	}
-	m.touch(r)
+	if req.Outcome == idempotency.StateUnknown && m.mutant != "unknown-retention" {
+		m.touchUnknown(r)
+	} else {
+		m.touch(r)
+	}
 	if req.OpID != "" {
 		r.ops[req.OpID] = true
 	}
 	return m.copyRecord(r, false), nil
+}
+
+func (m *memStore) Renew(ctx context.Context, req idempotency.RenewRequest) (time.Time, error) {
+	k, err := req.Scope.StorageKey(m.cfg.Prefix, req.Key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if req.Token < 1 {
+		return time.Time{}, errors.New("memstore: token < 1")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.get(k)
+	if r == nil {
+		return time.Time{}, idempotency.ErrNotFound
+	}
+	if r.rec.State != idempotency.StateInFlight || req.Token != r.rec.AttemptCount && m.mutant != "renew-any-token" {
+		return time.Time{}, idempotency.ErrStale
+	}
+	if m.expired(r) && m.mutant != "renew-revives" {
+		return time.Time{}, idempotency.ErrStale
+	}
+	if req.OpID != "" && req.OpID == r.renewOp {
+		return r.rec.LeaseDeadline, nil
+	}
+	l := m.now.Add(m.cfg.Lease)
+	if l.After(r.rec.AttemptDeadline) && m.mutant != "renew-past-deadline" {
+		l = r.rec.AttemptDeadline
+	}
+	if l.After(r.rec.LeaseDeadline) {
+		r.rec.LeaseDeadline = l
+	}
+	r.renewOp = req.OpID
+	return r.rec.LeaseDeadline, nil
 }
 
 func (m *memStore) Lookup(ctx context.Context, scope idempotency.Scope, key idempotency.Key) (idempotency.Record, error) {

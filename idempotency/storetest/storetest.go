@@ -27,10 +27,13 @@ type Harness struct {
 
 // Config is the store configuration a subtest needs.
 type Config struct {
-	Prefix         string        // storage key prefix, unique per New call
-	Lease          time.Duration // lease of a reserved attempt
-	Retention      time.Duration // how long a record lives after its last change
-	MaxResultBytes int           // a stored body over this is dropped (BodyDropped)
+	Prefix    string        // storage key prefix, unique per New call
+	Lease     time.Duration // lease of a reserved attempt
+	Retention time.Duration // how long a final record lives after its last change
+	// UnknownRetention is how long a record lives after a reservation or an
+	// unknown outcome; at least Retention.
+	UnknownRetention time.Duration
+	MaxResultBytes   int // a stored body over this is dropped (BodyDropped)
 }
 
 // Timings of the suite. Short leases are used only where a lease must expire:
@@ -60,6 +63,9 @@ func Run(t *testing.T, h Harness) {
 		{"Claim", claimTests},
 		{"Approval", approvalTests},
 		{"Attempts", attemptTests},
+		{"NeverSent", neverSentTests},
+		{"Refuse", refuseTests},
+		{"Renew", renewTests},
 		{"Lease", leaseTests},
 		{"Resend", resendTests},
 		{"Retention", retentionTests},
@@ -95,11 +101,17 @@ type env struct {
 
 func newEnv(t *testing.T, h Harness, lease, retention time.Duration) *env {
 	t.Helper()
+	return newEnvUnknown(t, h, lease, retention, 2*retention)
+}
+
+func newEnvUnknown(t *testing.T, h Harness, lease, retention, unknownRetention time.Duration) *env {
+	t.Helper()
 	cfg := Config{
-		Prefix:         "st" + idempotency.NewOpID()[:12] + ":",
-		Lease:          lease,
-		Retention:      retention,
-		MaxResultBytes: maxResult,
+		Prefix:           "st" + idempotency.NewOpID()[:12] + ":",
+		Lease:            lease,
+		Retention:        retention,
+		UnknownRetention: unknownRetention,
+		MaxResultBytes:   maxResult,
 	}
 	s, advance := h.New(t, cfg)
 	if s == nil {
@@ -137,7 +149,7 @@ func call(binding effectspec.BindingKind) idempotency.ClaimRequest {
 		KeySource:   idempotency.KeySupplied,
 		RequestHash: requestHash(`{"amount":100,"currency":"eur"}`),
 		Binding:     binding,
-		Route:       idempotency.RouteRecord{Connection: route.Connection, Provider: route.Provider},
+		Route:       route.Record(),
 		Fingerprint: route.Fingerprint(),
 	}
 }
@@ -152,10 +164,38 @@ func requestHash(args string) string {
 
 // otherFingerprint is the fingerprint of the same route on another host.
 func otherFingerprint(req idempotency.ClaimRequest) string {
-	return idempotency.Route{
-		Connection: req.Route.Connection, Provider: req.Route.Provider, Tool: req.Scope.Tool,
-		Method: "POST", Host: "api.elsewhere.test", Path: "/v1/charges", Binding: req.Binding,
-	}.Fingerprint()
+	return elsewhere(req).Fingerprint
+}
+
+// elsewhere is req resolved to the same route on another host, with that
+// route's record and fingerprint.
+func elsewhere(req idempotency.ClaimRequest) idempotency.ClaimRequest {
+	r := idempotency.Route{
+		Connection: req.Route.Connection, Provider: req.Route.Provider, Tool: req.Route.Tool,
+		Method: req.Route.Method, Host: "api.elsewhere.test", Path: req.Route.Path, Binding: req.Binding,
+	}
+	req.Route, req.Fingerprint = r.Record(), r.Fingerprint()
+	return req
+}
+
+// otherBinding is req with another binding (and the fingerprint that goes
+// with it).
+func otherBinding(req idempotency.ClaimRequest) idempotency.ClaimRequest {
+	b := effectspec.BindingBodyPointer
+	if req.Binding == b {
+		b = effectspec.BindingHeader
+	}
+	r := idempotency.Route{
+		Connection: req.Route.Connection, Provider: req.Route.Provider, Tool: req.Route.Tool,
+		Method: req.Route.Method, Host: req.Route.Host, Path: req.Route.Path, Binding: b,
+	}
+	req.Binding, req.Fingerprint = b, r.Fingerprint()
+	return req
+}
+
+// moved returns the ways a request for req's key may now resolve elsewhere.
+func moved(req idempotency.ClaimRequest) map[string]idempotency.ClaimRequest {
+	return map[string]idempotency.ClaimRequest{"another host": elsewhere(req), "another binding": otherBinding(req)}
 }
 
 func held(req idempotency.ClaimRequest) idempotency.ClaimRequest {
@@ -246,10 +286,14 @@ func (e *env) unchanged(req idempotency.ClaimRequest, what string, f func()) {
 	}
 }
 
-// contender checks that a refused claim carries nothing of the owner's.
+// contender checks that a refused claim carries nothing of the owner's: an
+// in_progress answer carries the attempt deadline and nothing else.
 func contender(t *testing.T, r idempotency.ClaimResult) {
 	t.Helper()
-	if r.Token != 0 || !r.LeaseDeadline.IsZero() || r.Record != nil || r.AlreadyApplied {
+	if r.Status != idempotency.StatusInProgress && !r.AttemptDeadline.IsZero() {
+		t.Fatalf("a %q answer carries an attempt deadline", r.Status)
+	}
+	if r.Token != 0 || !r.LeaseDeadline.IsZero() || r.Record != nil || r.AlreadyApplied || !r.VendorKey.IsZero() {
 		t.Fatalf("a %q answer leaks owner data: token %d, lease %v, record %v, already applied %v",
 			r.Status, r.Token, r.LeaseDeadline, r.Record != nil, r.AlreadyApplied)
 	}
@@ -283,7 +327,7 @@ func diffRecords(a, b idempotency.Record) string {
 }
 
 func normRecord(r idempotency.Record) idempotency.Record {
-	for _, p := range []*time.Time{&r.LeaseDeadline, &r.CreatedAt, &r.UpdatedAt, &r.FinalizedAt} {
+	for _, p := range []*time.Time{&r.LeaseDeadline, &r.AttemptDeadline, &r.CreatedAt, &r.UpdatedAt, &r.FinalizedAt} {
 		if p.IsZero() {
 			*p = time.Time{}
 		} else {

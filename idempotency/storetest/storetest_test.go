@@ -38,6 +38,22 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"racy-claim", "Concurrency/OneKey"},
 		{"no-retention-refresh", "Retention/FromLastChange"},
 		{"client-key-to-vendor", "Claim/VendorKey"},
+		{"conflict-on-final", "Claim/ReplayAfterRouteChange"},
+		{"replay-current-route", "Claim/ReplayAfterRouteChange"},
+		{"redispatch-other-route", "Claim/UnknownRouteChanged"},
+		{"redispatch-other-route", "Claim/DestinationConflict"},
+		{"never-sent-other-route", "NeverSent/RouteChanged"},
+		{"never-sent-burns", "NeverSent/ReopensEveryBinding"},
+		{"token-restart", "NeverSent/TokensNeverRestart"},
+		{"never-sent-no-cas", "NeverSent/LateStaleFinalize"},
+		{"renew-revives", "Renew/NeverRevives"},
+		{"renew-past-deadline", "Renew/AttemptDeadline"},
+		{"renew-any-token", "Renew/StaleToken"},
+		{"refuse-writes", "Refuse/Missing"},
+		{"refuse-ignored", "Refuse/NotFinal"},
+		{"reservation-retention", "Retention/ReservationKeepsUnknown"},
+		{"unknown-retention", "Retention/UnknownOutlivesRetention"},
+		{"expiry-finalize-stale", "Lease/FinalizeAfterExpiryPath"},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {

@@ -7,18 +7,25 @@
 --      a accepted, r definitely_rejected, u unknown, d denied; key source
 --      s supplied, m minted; binding h header, p body_pointer, u unsupported
 --   w  scope version           q  request hash (32 bytes)
---   f  fingerprint (32 bytes)  c, p  route connection, provider
+--   f  fingerprint (32 bytes)
 --      (records made before digests were packed hold 64 hex digits)
+--   c, p, T, M, H, P  route record: connection, provider, tool, method,
+--      host, path (absent when empty; records made before hold c and p)
 --   k  vendor key (its 16 bytes; header and body_pointer bindings, absent on
 --      records made before vendor keys)
 --   n  attempts = fencing token
+--   s  attempts that may have left, only when fewer than n (a finalize
+--      reported an attempt never sent); absent means n
 --   y  attempts in this cycle  l  lease deadline (ms)     (in flight only)
+--   e  attempt deadline (ms)   O  last renewal's op tag   (in flight only)
 --   t  ticket                  a  approved ("1")
 --   C  created (ms)            U  updated (ms)            (until finalized)
 --   F  finalized (ms after C; then also the last update)
 --   x  status                  B  body                    D  body dropped
 --   0-9, :Name  kept headers
 --   o  last operation: 8-byte digest of its kind and op id
+--   An unknown record without F was turned unknown by the lease-expiry
+--   path; its owner's finalize still applies.
 --   v  schema version, absent for 1
 local key = KEYS[1]
 
@@ -42,6 +49,16 @@ local function same_digest(stored, raw)
     return stored == string.gsub(raw, '.', function(c) return string.format('%02x', string.byte(c)) end)
   end
   return stored == raw
+end
+
+-- put_sent stores the count of attempts that may have left for a record of
+-- n attempts: no field when it is n, the usual case.
+local function put_sent(n, sent)
+  if sent == n then
+    redis.call('HDEL', key, 's')
+  else
+    redis.call('HSET', key, 's', int(sent))
+  end
 end
 
 -- with_state replaces the state byte of m.

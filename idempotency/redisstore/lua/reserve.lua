@@ -1,16 +1,19 @@
--- reserve: ARGV = token, op tag, lease ms, retention ms.
+-- reserve: ARGV = token, op tag, lease ms, unknown retention ms, attempt
+-- timeout ms. Replies {reserved, token, lease deadline, attempt deadline}
+-- and a fifth element 1 when the op was applied before.
 local token, op = tonumber(ARGV[1]), ARGV[2]
-local lease, retention = tonumber(ARGV[3]), tonumber(ARGV[4])
+local lease, uretention, timeout = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
 if redis.call('EXISTS', key) == 0 then
   return {'not_found'}
 end
-local r = redis.call('HMGET', key, 'm', 'n', 'y', 'l', 'o')
+local r = redis.call('HMGET', key, 'm', 'n', 'y', 'l', 'o', 's', 'e')
 local s, n, cy, l, rop = string.sub(r[1] or '', 1, 1), tonumber(r[2]) or 0, tonumber(r[3]) or 0, tonumber(r[4]) or 0, r[5]
+local sent, e = tonumber(r[6]) or n, tonumber(r[7]) or 0
 
 if rop == op then
-  touch(retention)
-  return {'reserved', n, l, 1}
+  touch(uretention)
+  return {'reserved', n, l, e, 1}
 end
 if s ~= 'f' or n ~= token then
   return {'stale'}
@@ -23,7 +26,9 @@ local now = now_ms()
 if l <= now then
   return {'lease_expired'}
 end
-local nl = now + lease
-redis.call('HSET', key, 'n', int(n + 1), 'y', int(cy + 1), 'l', int(nl), 'U', int(now), 'o', op)
-touch(retention)
-return {'reserved', n + 1, nl}
+local nl, ne = now + lease, now + timeout
+redis.call('HSET', key, 'n', int(n + 1), 'y', int(cy + 1), 'l', int(nl), 'e', int(ne), 'U', int(now), 'o', op)
+redis.call('HDEL', key, 'O')
+put_sent(n + 1, sent + 1)
+touch(uretention)
+return {'reserved', n + 1, nl, ne}

@@ -1,0 +1,46 @@
+package idempotency_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+func TestAttemptTimeout(t *testing.T) {
+	for _, c := range []struct {
+		in, want time.Duration
+		ok       bool
+	}{
+		{0, idempotency.DefaultAttemptTimeout, true},
+		{time.Millisecond, time.Millisecond, true},
+		{idempotency.MaxAttemptTimeout, idempotency.MaxAttemptTimeout, true},
+		{idempotency.MaxAttemptTimeout + 1, 0, false},
+		{-1, 0, false},
+		{1 << 62, 0, false},
+	} {
+		got, err := idempotency.AttemptTimeout(c.in)
+		if c.ok != (err == nil) || got != c.want {
+			t.Errorf("AttemptTimeout(%v) = %v, %v; want %v, ok %v", c.in, got, err, c.want, c.ok)
+		}
+		if !c.ok && !errors.Is(err, idempotency.ErrInvalidTimeout) {
+			t.Errorf("AttemptTimeout(%v): %v, want ErrInvalidTimeout", c.in, err)
+		}
+	}
+	if idempotency.DefaultAttemptTimeout != 30*time.Second || idempotency.MaxAttemptTimeout != 15*time.Minute {
+		t.Fatal("attempt timeouts differ from DESIGN.md section 7")
+	}
+}
+
+// A refused claim is an error of its own, which Reason leaves to the
+// caller's refusal.
+func TestRefusedErr(t *testing.T) {
+	err := idempotency.ClaimResult{Status: idempotency.StatusRefused}.Err()
+	if !errors.Is(err, idempotency.ErrRefused) {
+		t.Fatalf("Err() = %v, want ErrRefused", err)
+	}
+	if r, code := idempotency.Reason(err); r != "" || code != 0 {
+		t.Fatalf("Reason(ErrRefused) = %q, %d; want none", r, code)
+	}
+}
