@@ -100,8 +100,8 @@ const (
 
 // Attempt timeouts (ClaimRequest.Timeout, ReserveRequest.Timeout).
 const (
-	DefaultAttemptTimeout = 30 * time.Second
-	MaxAttemptTimeout     = 15 * time.Minute
+	DefaultAttemptTimeout = effectspec.DefaultAttemptTimeout
+	MaxAttemptTimeout     = effectspec.MaxAttemptTimeout
 )
 
 // AttemptTimeout returns the attempt timeout a request asks for: d, or
