@@ -72,7 +72,7 @@ func federatedCall(t *testing.T, baseURL string) retry.Call {
 
 func orchestrator(st idempotency.Store) *retry.Orchestrator {
 	// Federated writes are unsupported bindings: allowed explicitly.
-	return &retry.Orchestrator{Store: st, Lease: 5 * time.Second, Policy: effectspec.Policy{AllowUnsupportedWrites: true}}
+	return &retry.Orchestrator{Store: st, Policy: effectspec.Policy{AllowUnsupportedWrites: true}}
 }
 
 func TestBrokerResetAfterReadIsUnknownWithOneAttempt(t *testing.T) {

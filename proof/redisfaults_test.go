@@ -46,7 +46,7 @@ type callResult struct {
 
 func newLibHarness(t testing.TB, raw *redisstore.Store, v *vendor) *libHarness {
 	h := &libHarness{store: newCountingStore(raw), raw: raw, spec: libSpec(t), vendor: v, results: map[idempotency.Key]callResult{}}
-	h.orch = &retry.Orchestrator{Store: h.store, Lease: libLease, StoreRetries: 3}
+	h.orch = &retry.Orchestrator{Store: h.store, StoreRetries: 3}
 	h.target = &retry.HTTPTarget{Executor: &retry.Executor{}, URL: v.URL + "/charge", Header: http.Header{"Authorization": {"Bearer " + vendorSecret}}}
 	return h
 }

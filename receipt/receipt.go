@@ -22,10 +22,15 @@ const (
 	Denied Outcome = "denied"
 )
 
-// Route is the non-secret route record of a call.
+// Route is the non-secret route record of a call: the facts its fingerprint
+// covers, as the record was created with them (DESIGN.md section 9).
 type Route struct {
 	Connection  string `json:"connection"`
 	Provider    string `json:"provider"`
+	Tool        string `json:"tool,omitempty"` // the provider's tool (for a cap.* call, the pinned one)
+	Method      string `json:"method,omitempty"`
+	Host        string `json:"host,omitempty"`
+	Path        string `json:"path,omitempty"`
 	Fingerprint string `json:"fingerprint"`
 }
 

@@ -37,7 +37,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-var errNotApprover = refusal{"unauthorized", http.StatusUnauthorized, "missing or unknown approver key (Authorization: Bearer <approver key>)"}
+var errNotApprover = refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "missing or unknown approver key (Authorization: Bearer <approver key>)"}
 
 func (s *server) isApprover(r *http.Request) bool {
 	tok, ok := bearerToken(r.Header)
@@ -63,14 +63,14 @@ func (s *server) handleDecide(approve bool) http.HandlerFunc {
 		}
 		id := r.PathValue("ticket")
 		if !idempotency.ValidTicketID(id) {
-			s.restRefuse(w, refusal{"invalid_request", http.StatusBadRequest, "not an apt_ ticket id"})
+			s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: "not an apt_ ticket id"})
 			return
 		}
 		t, err := s.store.Decide(r.Context(), idempotency.DecideRequest{Ticket: id, Approve: approve, OpID: idempotency.NewOpID()})
 		if err != nil {
 			rf := s.classify(err)
 			if errors.Is(err, idempotency.ErrStale) {
-				rf = refusal{"already_decided", http.StatusConflict, "the ticket was already decided the other way"}
+				rf = refusal{reason: "already_decided", status: http.StatusConflict, msg: "the ticket was already decided the other way"}
 			}
 			if rf.reason == "store_unavailable" {
 				s.metrics.storeErrors.WithLabelValues("decide").Inc()
@@ -94,7 +94,7 @@ func (s *server) handleReceipt(w http.ResponseWriter, r *http.Request) {
 		ws, ok = s.cfg.workspace(tok)
 	}
 	if !ok {
-		s.restRefuse(w, refusal{"unauthorized", http.StatusUnauthorized, "missing or unknown API key (Authorization: Bearer <key>)"})
+		s.restRefuse(w, refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "missing or unknown API key (Authorization: Bearer <key>)"})
 		return
 	}
 	key, err := idempotency.ParseKey(r.PathValue("key"))
@@ -104,7 +104,7 @@ func (s *server) handleReceipt(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.URL.Query().Get("tool")
 	if !s.known(name) {
-		s.restRefuse(w, refusal{"unknown_tool", http.StatusNotFound, "query parameter tool must name a configured tool"})
+		s.restRefuse(w, refusal{reason: "unknown_tool", status: http.StatusNotFound, msg: "query parameter tool must name a configured tool"})
 		return
 	}
 	scope := idempotency.Scope{Workspace: ws, Tool: name}
@@ -163,17 +163,17 @@ func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	c := s.cfg.Capabilities[name]
 	if c == nil {
-		s.restRefuse(w, refusal{"unknown_tool", http.StatusNotFound, "no capability named " + quoteName(name)})
+		s.restRefuse(w, refusal{reason: "unknown_tool", status: http.StatusNotFound, msg: "no capability named " + quoteName(name)})
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBytes))
 	if err != nil {
-		s.restRefuse(w, refusal{"request_too_large", http.StatusRequestEntityTooLarge, "request body too large"})
+		s.restRefuse(w, refusal{reason: "request_too_large", status: http.StatusRequestEntityTooLarge, msg: "request body too large"})
 		return
 	}
 	var req pinRequest
 	if err := decodeStrict(body, &req); err != nil {
-		s.restRefuse(w, refusal{"invalid_request", http.StatusBadRequest, `body must be {"provider": "tool.name"}: ` + err.Error()})
+		s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: `body must be {"provider": "tool.name"}: ` + err.Error()})
 		return
 	}
 	found := false
@@ -181,7 +181,7 @@ func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 		found = found || p == req.Provider
 	}
 	if !found {
-		s.restRefuse(w, refusal{"invalid_request", http.StatusBadRequest, "provider must be one of the capability's providers"})
+		s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: "provider must be one of the capability's providers"})
 		return
 	}
 	// The store first: a pin that only this process knew would route new

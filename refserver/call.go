@@ -23,7 +23,7 @@ func (s *server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	ci := callInfoOf(req)
 	if ci == nil {
 		// Unreachable: the front authenticates every request.
-		return nil, rpcError(refusal{"unauthorized", http.StatusUnauthorized, "unauthenticated call"}, "")
+		return nil, rpcError(refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "unauthenticated call"}, "")
 	}
 	name := req.Params.Name
 	res, out, r := s.run(ctx, ci, req.Params)
@@ -63,18 +63,16 @@ func callInfoOf(req *mcp.CallToolRequest) *callInfo {
 func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, retry.Outcome, *refusal) {
 	args := []byte(p.Arguments)
 	if len(args) > maxArgBytes {
-		return nil, retry.Outcome{}, &refusal{"arguments_too_large", http.StatusRequestEntityTooLarge,
-			fmt.Sprintf("arguments larger than %d bytes", maxArgBytes)}
+		return nil, retry.Outcome{}, &refusal{reason: "arguments_too_large", status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("arguments larger than %d bytes", maxArgBytes)}
 	}
 	if t := bytes.TrimSpace(args); len(t) > 0 && t[0] != '{' {
-		return nil, retry.Outcome{}, &refusal{"invalid_arguments", http.StatusBadRequest, "arguments must be a JSON object"}
+		return nil, retry.Outcome{}, &refusal{reason: "invalid_arguments", status: http.StatusBadRequest, msg: "arguments must be a JSON object"}
 	}
 	var ticket string
 	if v, ok := p.Meta[metaTicket]; ok {
 		t, isStr := v.(string)
 		if !isStr || !idempotency.ValidTicketID(t) {
-			return nil, retry.Outcome{}, &refusal{"invalid_request", http.StatusBadRequest,
-				"_meta " + metaTicket + " must be an apt_ ticket id"}
+			return nil, retry.Outcome{}, &refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: "_meta " + metaTicket + " must be an apt_ ticket id"}
 		}
 		ticket = t
 	}
@@ -83,8 +81,7 @@ func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw
 	if v, ok := p.Meta[metaKey]; ok {
 		ks, isStr := v.(string)
 		if k, err := idempotency.ParseKey(ks); !isStr || err != nil || k != ci.key {
-			return nil, retry.Outcome{}, &refusal{"malformed_key", http.StatusBadRequest,
-				"_meta " + metaKey + " is not the effective key"}
+			return nil, retry.Outcome{}, &refusal{reason: "malformed_key", status: http.StatusBadRequest, msg: "_meta " + metaKey + " is not the effective key"}
 		}
 	}
 	call := retry.Call{
@@ -94,32 +91,34 @@ func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw
 		Arguments: json.RawMessage(args),
 		Ticket:    ticket,
 	}
-	// Arguments that break the input schema are refused here, before the
-	// orchestrator: no claim, no record, nothing sent.
+	// Arguments that break the input schema are refused inside the claim
+	// (retry.Call.Refuse): a final record under the key still replays;
+	// otherwise nothing is written and nothing sent (DESIGN.md section 4).
+	var schemaRefusal *refusal
 	if t := s.cfg.Tools[p.Name]; t != nil {
-		if r := t.Schema.check(args); r != nil {
-			return nil, retry.Outcome{}, r
-		}
+		schemaRefusal = t.Schema.check(args)
 		call.Scope.Connection = t.Connection
 		call.Spec, call.Route, call.Target = t.Spec, t.Route, t.Target
 	} else {
 		// A capability: scoped as unresolved, dispatched to the provider
-		// pinned in the store now, whose route the claim fingerprints. A
-		// later pin change makes this key a destination_conflict, never a
+		// pinned in the store now, whose route the claim stores with a new
+		// record. A completed call replays whatever the pin says now; an
+		// unknown one whose pin moved is a destination_conflict, never a
 		// redispatch. The arguments must pass the capability's schema and
 		// the provider's, whose vendor receives them.
-		if r := s.cfg.Capabilities[p.Name].Schema.check(args); r != nil {
-			return nil, retry.Outcome{}, r
-		}
+		schemaRefusal = s.cfg.Capabilities[p.Name].Schema.check(args)
 		pin, r := s.currentPin(ctx, p.Name)
 		if r != nil {
 			return nil, retry.Outcome{}, r
 		}
 		pt := s.cfg.Tools[pin]
-		if r := pt.Schema.check(args); r != nil {
-			return nil, retry.Outcome{}, r
+		if schemaRefusal == nil {
+			schemaRefusal = pt.Schema.check(args)
 		}
 		call.Spec, call.Route, call.Target = pt.Spec, pt.Route, pt.Target
+	}
+	if schemaRefusal != nil {
+		call.Refuse = &refusalError{*schemaRefusal}
 	}
 	out, err := s.orch.Do(ctx, call)
 	if err != nil {

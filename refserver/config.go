@@ -29,7 +29,10 @@ import (
 type fileConfig struct {
 	KeyPrefix *string `json:"key_prefix"`
 	Retention string  `json:"retention"`
-	Lease     string  `json:"lease"`
+	// UnknownRetention keeps unknown records (and records of attempts in
+	// flight) longer: their slot must not re-open soon.
+	UnknownRetention string `json:"unknown_retention"`
+	Lease            string `json:"lease"`
 	// WaitReplicas is redisstore.Options.WaitReplicas: every reservation
 	// waits until that many replicas acknowledged it.
 	WaitReplicas int    `json:"wait_replicas"`
@@ -86,19 +89,21 @@ const (
 // to dispatch, with secrets resolved. Secrets live only in the targets'
 // headers and the brokers; nothing here is logged.
 type config struct {
-	Prefix       string
-	Retention    time.Duration
-	Lease        time.Duration
-	WaitReplicas int
-	Environment  effectspec.Environment
-	Policy       effectspec.Policy
-	workspaces   map[[32]byte]string // sha256(api key) -> workspace id
-	approvers    map[[32]byte]bool   // sha256(approver key)
-	Workspaces   []string            // ids, in file order
-	Tools        map[string]*tool
-	ToolOrder    []string // tool and capability names, in file order
-	Capabilities map[string]*capability
-	secrets      []string // every secret value, for redaction
+	Prefix    string
+	Retention time.Duration
+	// UnknownRetention is redisstore.Options.UnknownRetention.
+	UnknownRetention time.Duration
+	Lease            time.Duration
+	WaitReplicas     int
+	Environment      effectspec.Environment
+	Policy           effectspec.Policy
+	workspaces       map[[32]byte]string // sha256(api key) -> workspace id
+	approvers        map[[32]byte]bool   // sha256(approver key)
+	Workspaces       []string            // ids, in file order
+	Tools            map[string]*tool
+	ToolOrder        []string // tool and capability names, in file order
+	Capabilities     map[string]*capability
+	secrets          []string // every secret value, for redaction
 }
 
 // tool is one configured tool: its spec and how a call reaches the vendor.
@@ -187,6 +192,13 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 	}
 	if d, ok := parseDuration(fc.Retention, defaultRetention, "retention", bad); ok {
 		c.Retention = d
+	}
+	c.UnknownRetention = max(redisstore.DefaultUnknownRetention, c.Retention)
+	if d, ok := parseDuration(fc.UnknownRetention, c.UnknownRetention, "unknown_retention", bad); ok {
+		c.UnknownRetention = d
+	}
+	if c.UnknownRetention < c.Retention {
+		bad("unknown_retention: must be at least the retention (%s)", c.Retention)
 	}
 	if d, ok := parseDuration(fc.Lease, defaultLease, "lease", bad); ok {
 		c.Lease = d

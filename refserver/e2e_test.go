@@ -97,6 +97,14 @@ func newTestVendor(t *testing.T) *testVendor {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Set-Cookie", "session=vendor-secret-cookie")
+		var want struct {
+			Answer int `json:"answer"`
+		}
+		json.Unmarshal(body, &want)
+		if want.Answer != 0 { // a call that asks for another answer gets it
+			w.WriteHeader(want.Answer)
+			return
+		}
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":"obj_%d","path":%q,"args":%s}`, n, r.URL.Path, body)
 	}))
@@ -495,6 +503,11 @@ func TestEndToEnd(t *testing.T) {
 				replays++
 			case a.refusal.Reason == "in_progress" && a.refusal.Status == 409:
 				inProgress++
+				// The hint runs to the attempt's deadline (30s by default),
+				// not to the end of a 10s lease its owner renews.
+				if a.refusal.RetryAfterMS == nil || *a.refusal.RetryAfterMS <= 10_000 {
+					t.Errorf("in_progress refusal without a retry_after_ms to the attempt's deadline: %+v", a.refusal)
+				}
 			default:
 				t.Errorf("unexpected answer: %+v %v", a.rc, a.err)
 			}
@@ -583,19 +596,26 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
-	t.Run("pin change is a destination_conflict", func(t *testing.T) {
+	t.Run("a completed capability call replays after a pin change", func(t *testing.T) {
 		k := idempotency.NewKey().String()
 		mail := map[string]any{"to": "ada@example.com"}
 		s := p.session(t, e2eKeyOne, k)
 		first := call(t, s, "cap.mail", mail, "")
 		first.wantOutcome(t, "accepted", false)
-		if first.rc.Tool != "cap.mail" || first.rc.Route.Connection != "conn_v" || p.sent(t, vendor, "cap.mail", "/mail-a", k) != 1 {
+		if first.rc.Tool != "cap.mail" || first.rc.Route.Connection != "conn_v" || first.rc.Route.Tool != "mail.a" ||
+			p.sent(t, vendor, "cap.mail", "/mail-a", k) != 1 {
 			t.Fatalf("first: %+v", first.rc)
 		}
 		if code, m := p.post(t, "POST", "/v1/capabilities/cap.mail/pin", e2eKeyAdmin, `{"provider": "mail.b"}`); code != 200 || m["pin"] != "mail.b" {
 			t.Fatalf("pin: %d %v", code, m)
 		}
-		call(t, s, "cap.mail", mail, "").wantRefusal(t, "destination_conflict", 409)
+		// The completed call replays its stored result and original route,
+		// whatever the pin says now; nothing is sent.
+		again := call(t, s, "cap.mail", mail, "")
+		again.wantOutcome(t, "accepted", true)
+		if again.text != first.text || again.rc.Route != first.rc.Route || again.rc.Propagation != "header" {
+			t.Errorf("replay after the pin change: %+v, want the original route %+v", again.rc, first.rc.Route)
+		}
 		if n := vendor.count("/mail-b", ""); n != 0 {
 			t.Errorf("the new provider saw %d requests", n)
 		}
@@ -605,12 +625,30 @@ func TestEndToEnd(t *testing.T) {
 		if n := p.sent(t, vendor, "cap.mail", "/mail-b", k2); n != 1 {
 			t.Errorf("new provider saw %d requests for a new key", n)
 		}
+		// An unknown call whose route moved is a destination_conflict: its
+		// retry would go to another vendor. Nothing is sent.
+		k3 := idempotency.NewKey().String()
+		fail := map[string]any{"to": "bob@example.com", "answer": 500}
+		call(t, p.session(t, e2eKeyOne, k3), "cap.mail", fail, "").wantOutcome(t, "unknown", false)
+		if code, m := p.post(t, "POST", "/v1/capabilities/cap.mail/pin", e2eKeyAdmin, `{"provider": "mail.a"}`); code != 200 || m["pin"] != "mail.a" {
+			t.Fatalf("pin back: %d %v", code, m)
+		}
+		before := vendor.count("/mail-a", "") + vendor.count("/mail-b", "")
+		call(t, p.session(t, e2eKeyOne, k3), "cap.mail", fail, "").wantRefusal(t, "destination_conflict", 409)
+		if after := vendor.count("/mail-a", "") + vendor.count("/mail-b", ""); after != before {
+			t.Errorf("a destination_conflict sent %d requests", after-before)
+		}
+		// Pinned back: the first call still replays with its route.
+		if back := call(t, s, "cap.mail", mail, ""); back.err != nil || !back.rc.Replayed || back.rc.Route != first.rc.Route {
+			t.Errorf("replay after pinning back: %+v %v", back.rc, back.err)
+		}
 		// Each receipt names the provider that served it (mail.a propagates
 		// by header, mail.b by body pointer), whatever the pin is now.
-		for key, prop := range map[string]string{k: "header", k2: "body_pointer"} {
+		for key, want := range map[string][2]string{k: {"header", "mail.a"}, k2: {"body_pointer", "mail.b"}} {
 			code, m := p.post(t, "GET", "/v1/receipts/"+key+"?tool=cap.mail", e2eKeyOne, "")
-			if code != 200 || m["propagation"] != prop || m["tool"] != "cap.mail" {
-				t.Errorf("capability receipt: %d %v, want propagation %s", code, m, prop)
+			route, _ := m["route"].(map[string]any)
+			if code != 200 || m["propagation"] != want[0] || m["tool"] != "cap.mail" || route["tool"] != want[1] {
+				t.Errorf("capability receipt: %d %v, want propagation %s through %s", code, m, want[0], want[1])
 			}
 		}
 		if code, _ := p.post(t, "POST", "/v1/capabilities/cap.mail/pin", e2eKeyAdmin, `{"provider": "pay.charge"}`); code != 400 {
@@ -772,7 +810,10 @@ func TestEndToEndClusterTwoGateways(t *testing.T) {
 		t.Errorf("a new key through gateway 1: mail.b saw %d requests, want 1", n)
 	}
 	for i, g := range gw {
-		call(t, g.session(t, e2eKeyOne, k3), "cap.mail", mail, "").wantRefusal(t, "destination_conflict", 409)
+		// A completed call replays through every gateway, whatever the pin.
+		if a := call(t, g.session(t, e2eKeyOne, k3), "cap.mail", mail, ""); a.err != nil || !a.rc.Replayed || a.rc.Route.Tool != "mail.a" {
+			t.Errorf("existing key through gateway %d: %+v %v, want a replay through mail.a", i, a.rc, a.err)
+		}
 		if na, nb := gw[0].sent(t, vendor, "cap.mail", "/mail-a", k3), gw[0].sent(t, vendor, "cap.mail", "/mail-b", k3); na != 1 || nb != 0 {
 			t.Errorf("existing key through gateway %d: mail.a %d, mail.b %d requests; want 1 and 0", i, na, nb)
 		}

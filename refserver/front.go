@@ -273,7 +273,7 @@ func (s *server) mcpFront(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			s.frontRefuse(w, nil, refusal{"method_not_allowed", http.StatusMethodNotAllowed, "only POST is served on /mcp"}, "")
+			s.frontRefuse(w, nil, refusal{reason: "method_not_allowed", status: http.StatusMethodNotAllowed, msg: "only POST is served on /mcp"}, "")
 			return
 		}
 		tok, ok := bearerToken(r.Header)
@@ -283,24 +283,24 @@ func (s *server) mcpFront(next http.Handler) http.Handler {
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="obol"`)
-			s.frontRefuse(w, nil, refusal{"unauthorized", http.StatusUnauthorized, "missing or unknown API key (Authorization: Bearer <key>)"}, "")
+			s.frontRefuse(w, nil, refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "missing or unknown API key (Authorization: Bearer <key>)"}, "")
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				s.frontRefuse(w, nil, refusal{"request_too_large", http.StatusRequestEntityTooLarge, "request body larger than 1 MiB"}, "")
+				s.frontRefuse(w, nil, refusal{reason: "request_too_large", status: http.StatusRequestEntityTooLarge, msg: "request body larger than 1 MiB"}, "")
 				return
 			}
-			s.frontRefuse(w, nil, refusal{"invalid_request", http.StatusBadRequest, "could not read the request body"}, "")
+			s.frontRefuse(w, nil, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: "could not read the request body"}, "")
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		env, ferr := parseEnvelope(body)
 		if ferr != nil && !ferr.call {
 			// Refused before it was read as a call: no key in the answer.
-			s.frontRefuseCode(w, env.id, ferr.code, refusal{ferr.reason, http.StatusBadRequest, ferr.msg}, "")
+			s.frontRefuseCode(w, env.id, ferr.code, refusal{reason: ferr.reason, status: http.StatusBadRequest, msg: ferr.msg}, "")
 			return
 		}
 		key, src, err := effectiveKey(r.Header.Values(headerKey), env.metaKey)
@@ -330,7 +330,7 @@ func (s *server) mcpFront(next http.Handler) http.Handler {
 			w.Header().Set(headerKey, callKey)
 		}
 		if ferr != nil {
-			s.frontRefuseCode(w, env.id, ferr.code, refusal{ferr.reason, http.StatusBadRequest, ferr.msg}, callKey)
+			s.frontRefuseCode(w, env.id, ferr.code, refusal{reason: ferr.reason, status: http.StatusBadRequest, msg: ferr.msg}, callKey)
 			return
 		}
 		ctx := context.WithValue(r.Context(), callInfoKey{}, &callInfo{workspace: ws, key: key, source: src})

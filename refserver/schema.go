@@ -106,7 +106,7 @@ func (s *inputSchema) check(args []byte) *refusal {
 		if err := json.Unmarshal(t, &v); err != nil {
 			// Valid JSON (the front checked it) that does not decode: a
 			// number beyond float64.
-			return &refusal{"invalid_arguments", http.StatusBadRequest, "invalid arguments: a number is out of range"}
+			return &refusal{reason: "invalid_arguments", status: http.StatusBadRequest, msg: "invalid arguments: a number is out of range"}
 		}
 	}
 	if err := s.resolved.Validate(v); err != nil {
@@ -114,7 +114,7 @@ func (s *inputSchema) check(args []byte) *refusal {
 		if at := s.where(err); at != "" {
 			msg += " at " + at
 		}
-		return &refusal{"invalid_arguments", http.StatusBadRequest, msg + " (see inputSchema in tools/list)"}
+		return &refusal{reason: "invalid_arguments", status: http.StatusBadRequest, msg: msg + " (see inputSchema in tools/list)"}
 	}
 	return nil
 }

@@ -106,7 +106,6 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 	}
 	s.orch = &retry.Orchestrator{
 		Store:  store,
-		Lease:  cfg.Lease,
 		Policy: cfg.Policy,
 		OnClaim: func(_ *retry.Call, st idempotency.ClaimStatus) {
 			s.metrics.claims.WithLabelValues(string(st)).Inc()
@@ -296,7 +295,7 @@ func (s *server) currentPin(ctx context.Context, capName string) (string, *refus
 		p = c.Pin
 	}
 	if !slices.Contains(c.Providers, p) {
-		return "", &refusal{"internal", http.StatusInternalServerError, fmt.Sprintf(
+		return "", &refusal{reason: "internal", status: http.StatusInternalServerError, msg: fmt.Sprintf(
 			"capability %s is pinned to %s, which is not one of its providers in this configuration; pin it again", capName, p)}
 	}
 	s.setLocalPin(capName, p)
@@ -336,7 +335,15 @@ type refusal struct {
 	reason string
 	status int
 	msg    string
+	// retryAfter, for in_progress: until the running attempt's deadline.
+	retryAfter time.Duration
 }
+
+// refusalError carries a refusal decided before the claim through the
+// orchestrator (retry.Call.Refuse), so that a final record still replays.
+type refusalError struct{ r refusal }
+
+func (e *refusalError) Error() string { return e.r.msg }
 
 // JSON-RPC error codes: -32602 (invalid params) for a call that names no
 // tool or carries bad arguments, -32603 for internal and store failures,
@@ -356,10 +363,17 @@ type errorData struct {
 	Reason         string `json:"reason"`
 	Status         int    `json:"status"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// RetryAfterMS, on in_progress: until the running attempt's deadline.
+	RetryAfterMS *int64 `json:"retry_after_ms,omitempty"`
 }
 
 func rpcError(r refusal, key string) *jsonrpcError {
-	data, _ := json.Marshal(errorData{Reason: r.reason, Status: r.status, IdempotencyKey: key})
+	d := errorData{Reason: r.reason, Status: r.status, IdempotencyKey: key}
+	if r.reason == "in_progress" {
+		ms := r.retryAfter.Milliseconds()
+		d.RetryAfterMS = &ms
+	}
+	data, _ := json.Marshal(d)
 	return &jsonrpcError{Code: r.code(), Message: r.msg, Data: data}
 }
 
@@ -367,15 +381,24 @@ func rpcError(r refusal, key string) *jsonrpcError {
 // come from this module's errors, which hold no secrets; they are redacted
 // once more all the same.
 func (s *server) classify(err error) refusal {
+	var re *refusalError
+	if errors.As(err, &re) {
+		return re.r
+	}
 	msg := s.redact.String(err.Error())
 	if reason, status := idempotency.Reason(err); reason != "" {
-		return refusal{reason, status, msg}
+		r := refusal{reason: reason, status: status, msg: msg}
+		var ip *retry.InProgressError
+		if errors.As(err, &ip) {
+			r.retryAfter = ip.RetryAfter
+		}
+		return r
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		// A store call that ran out of its bound.
-		return refusal{"store_unavailable", http.StatusServiceUnavailable, "the store did not answer in time"}
+		return refusal{reason: "store_unavailable", status: http.StatusServiceUnavailable, msg: "the store did not answer in time"}
 	}
-	return refusal{"internal", http.StatusInternalServerError, msg}
+	return refusal{reason: "internal", status: http.StatusInternalServerError, msg: msg}
 }
 
 // warnOnly passes on records of level Warn and above.

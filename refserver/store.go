@@ -25,7 +25,7 @@ const notDurableBanner = `
 // openStore connects the store: Redis at redisURL, or the embedded
 // miniredis when redisURL is empty. release frees everything it opened.
 func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writer) (_ *redisstore.Store, release func(), err error) {
-	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, Lease: cfg.Lease,
+	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, UnknownRetention: cfg.UnknownRetention, Lease: cfg.Lease,
 		WaitReplicas: cfg.WaitReplicas, ReadTimeout: storeReadTimeout}
 	var (
 		clientOpt rueidis.ClientOption

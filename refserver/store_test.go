@@ -15,7 +15,7 @@ import (
 // there as on Redis.
 func TestEmbeddedStoreHonoursRetention(t *testing.T) {
 	ctx := context.Background()
-	cfg := &config{Prefix: "obol:", Retention: 300 * time.Millisecond, Lease: 100 * time.Millisecond}
+	cfg := &config{Prefix: "obol:", Retention: 300 * time.Millisecond, UnknownRetention: 300 * time.Millisecond, Lease: 100 * time.Millisecond}
 	st, release, err := openStore(ctx, cfg, "", io.Discard)
 	if err != nil {
 		t.Fatal(err)

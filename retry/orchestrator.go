@@ -23,18 +23,16 @@ type Orchestrator struct {
 	// Store keeps the claims. Required.
 	Store idempotency.Store
 
-	// Lease is the store's lease. The dispatch deadline of an attempt is
-	// measured on the gateway's clock from just before its reservation was
-	// sent, so it always ends before the store's lease does. If zero, 30s.
-	// It must not exceed the store's lease.
-	Lease time.Duration
-
-	// SafetyMargin is kept between the dispatch deadline and the end of the
-	// lease, for the finalize and for clock-rate drift. If zero, Lease/10.
+	// SafetyMargin is kept between an attempt's send deadline and the end of
+	// its lease, for clock-rate drift, and is the least time a finalize gets.
+	// If zero, a tenth of the store's lease. The lease itself is the store's
+	// (Store.Lease): there is no second setting to disagree with it.
 	SafetyMargin time.Duration
 
-	// Policy is decided before any claim. The zero Policy is production:
-	// writes without a vendor binding are denied.
+	// Policy is decided before the send: a denied call whose key holds a
+	// final record still replays it (the claim decides, DESIGN.md section 4);
+	// otherwise the denial is returned and nothing is written. The zero
+	// Policy is production: writes without a vendor binding are denied.
 	Policy effectspec.Policy
 
 	// StoreRetries is how many times a claim, reserve or finalize whose
@@ -51,7 +49,24 @@ type Orchestrator struct {
 	// OnStoreError, if non-nil, is called with every store error (after
 	// which the orchestrator either re-sends the same operation or fails closed).
 	OnStoreError func(call *Call, op string, err error)
+	// OnRenew, if non-nil, is called after every lease renewal of an attempt
+	// in flight, with the new lease deadline or the error.
+	OnRenew func(call *Call, number int, lease time.Time, err error)
 }
+
+// InProgressError refuses a call whose key has an attempt in flight under a
+// live lease. It matches idempotency.ErrInProgress.
+type InProgressError struct {
+	// RetryAfter is how long until the running attempt's deadline (not its
+	// lease, which its owner renews): by then it has an outcome or is
+	// unknown. Measured against the gateway's clock; zero if unknown.
+	RetryAfter time.Duration
+}
+
+func (e *InProgressError) Error() string { return idempotency.ErrInProgress.Error() }
+
+// Unwrap returns idempotency.ErrInProgress.
+func (e *InProgressError) Unwrap() error { return idempotency.ErrInProgress }
 
 // Call is one tool call to run.
 type Call struct {
@@ -79,6 +94,10 @@ type Call struct {
 	// minted Key is replaced by the ticket's, a supplied Key that differs is
 	// ErrApprovalKeyMismatch.
 	Ticket string
+	// Refuse, if non-nil, is a refusal decided before the claim (the
+	// arguments break the tool's schema, say). A final record under the key
+	// still replays; otherwise Do returns Refuse and writes nothing.
+	Refuse error
 }
 
 // Outcome is what a call produced.
@@ -115,8 +134,8 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	if _, err := secrets(&call); err != nil {
 		return Outcome{}, err
 	}
-	if err := o.Policy.Check(call.Spec); err != nil {
-		return Outcome{}, err
+	if err := o.Policy.Check(call.Spec); err != nil && call.Refuse == nil {
+		call.Refuse = err
 	}
 	if err := call.Scope.Validate(); err != nil {
 		return Outcome{}, err
@@ -143,10 +162,12 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		KeySource:        call.KeySource,
 		RequestHash:      hash,
 		Binding:          call.Route.Binding,
-		Route:            idempotency.RouteRecord{Connection: call.Route.Connection, Provider: call.Route.Provider},
+		Route:            call.Route.Record(),
 		Fingerprint:      call.Route.Fingerprint(),
 		ApprovalRequired: call.Spec.Approval == effectspec.ApprovalRequired,
 		Ticket:           call.Ticket,
+		Refuse:           call.Refuse != nil,
+		Timeout:          call.Spec.AttemptTimeout(),
 		OpID:             idempotency.NewOpID(),
 	}
 	start := time.Now()
@@ -171,8 +192,22 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 			Binding: req.Binding, Route: req.Route, Fingerprint: req.Fingerprint, CreatedAt: start}, false)
 		out.Ticket = claim.Ticket
 		return out, nil
+	case idempotency.StatusRefused:
+		return Outcome{}, call.Refuse
+	case idempotency.StatusInProgress:
+		e := &InProgressError{}
+		if !claim.AttemptDeadline.IsZero() {
+			e.RetryAfter = max(time.Until(claim.AttemptDeadline), 0)
+		}
+		return Outcome{}, e
 	default:
 		return Outcome{}, claim.Err()
+	}
+	if call.Refuse != nil {
+		// A store that ignored Refuse reserved an attempt: give it back
+		// unsent rather than send a refused call.
+		o.finalize(ctx, &call, hash, claim.Token, start, Result{Phase: BeforeSend, Err: call.Refuse})
+		return Outcome{}, call.Refuse
 	}
 	return o.dispatch(ctx, &call, hash, sendKey(call.Key, claim.VendorKey), claim.Token, start)
 }
@@ -204,39 +239,29 @@ func (o *Orchestrator) resolveTicket(ctx context.Context, call *Call) error {
 	return nil
 }
 
-func (o *Orchestrator) lease() time.Duration {
-	if o.Lease > 0 {
-		return o.Lease
-	}
-	return 30 * time.Second
-}
-
 func (o *Orchestrator) margin() time.Duration {
 	if o.SafetyMargin > 0 {
 		return o.SafetyMargin
 	}
-	return o.lease() / 10
+	return o.Store.Lease() / 10
 }
 
 // dispatch sends the reserved attempt(s) and finalizes. It runs detached from
-// the caller's cancellation, bounded by the lease.
+// the caller's cancellation. Each attempt must start sending before its
+// lease ends (minus the margin), measured on the gateway's clock from just
+// before its reservation; once sent, it may run until the tool's timeout
+// while the lease is renewed every lease/3 (DESIGN.md section 6).
 func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, vendorKey idempotency.Key, token int, reservedAt time.Time) (Outcome, error) {
 	ctx = context.WithoutCancel(ctx)
 	first := token
 	var res Result
 	for {
-		deadline := reservedAt.Add(o.lease() - o.margin())
-		actx, cancel := context.WithDeadline(ctx, deadline)
-		began := time.Now()
-		res = call.Target.Send(actx, Attempt{Key: vendorKey, Number: token, Arguments: call.Arguments, Spec: call.Spec})
-		cancel()
-		if o.OnAttempt != nil {
-			o.OnAttempt(call, token, res, time.Since(began))
-		}
-		if token != first || !o.secondAttempt(call.Spec, res, deadline) {
+		res = o.attempt(ctx, call, vendorKey, token, reservedAt)
+		if token != first || !o.secondAttempt(call.Spec, res) {
 			break
 		}
-		rreq := idempotency.ReserveRequest{Scope: call.Scope, Key: call.Key, Token: token, OpID: idempotency.NewOpID()}
+		rreq := idempotency.ReserveRequest{Scope: call.Scope, Key: call.Key, Token: token,
+			Timeout: call.Spec.AttemptTimeout(), OpID: idempotency.NewOpID()}
 		at := time.Now()
 		var rsv idempotency.Reservation
 		err := o.storeOp(ctx, call, "reserve", func(ctx context.Context) (err error) {
@@ -252,19 +277,67 @@ func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, ve
 	return o.finalize(ctx, call, hash, token, reservedAt, res)
 }
 
+// attempt sends attempt token, renewing its lease while it runs.
+func (o *Orchestrator) attempt(ctx context.Context, call *Call, vendorKey idempotency.Key, token int, reservedAt time.Time) Result {
+	lease := o.Store.Lease()
+	sendBy := reservedAt.Add(lease - o.margin())
+	actx, cancel := context.WithDeadline(WithSendDeadline(ctx, sendBy), reservedAt.Add(call.Spec.AttemptTimeout()))
+	defer cancel()
+	stop := o.renew(ctx, call, token, lease)
+	began := time.Now()
+	var res Result
+	if time.Now().Before(sendBy) {
+		res = call.Target.Send(actx, Attempt{Key: vendorKey, Number: token, Arguments: call.Arguments, Spec: call.Spec})
+	} else {
+		res = Result{Phase: BeforeSend, Err: newError(BeforeSend, "request", ErrSendDeadline)}
+	}
+	stop()
+	if o.OnAttempt != nil {
+		o.OnAttempt(call, token, res, time.Since(began))
+	}
+	return res
+}
+
+// renew renews the lease of attempt token every lease/3 until stop is
+// called or a renewal fails. A failed renewal stops nothing already sent:
+// the finalize's compare-and-set decides (DESIGN.md section 6).
+func (o *Orchestrator) renew(ctx context.Context, call *Call, token int, lease time.Duration) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			rctx, cancel := context.WithTimeout(ctx, lease/3)
+			dl, err := o.Store.Renew(rctx, idempotency.RenewRequest{Scope: call.Scope, Key: call.Key, Token: token, OpID: idempotency.NewOpID()})
+			cancel()
+			if o.OnRenew != nil {
+				o.OnRenew(call, token, dl, err)
+			}
+			if errors.Is(err, idempotency.ErrStale) {
+				return // the slot is another's now, or the attempt deadline passed
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
 // secondAttempt is the rule of DESIGN.md section 8: a proven before_send
 // failure, or a complete response with a retryable status and a vendor
-// binding; and time left in the lease for a whole new attempt.
-func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result, deadline time.Time) bool {
-	if time.Until(deadline) < o.margin() {
-		return false
-	}
+// binding. The second attempt has a reservation, and so a lease, of its own.
+func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result) bool {
 	switch res.Phase {
 	case BeforeSend:
 		// A deadline that fired before a byte left means no time, not a
 		// fault, and an invalid request stays invalid.
 		return !errors.Is(res.Err, context.DeadlineExceeded) && !errors.Is(res.Err, context.Canceled) &&
-			!errors.Is(res.Err, ErrInvalidRequest)
+			!errors.Is(res.Err, ErrInvalidRequest) && !errors.Is(res.Err, ErrSendDeadline)
 	case Responded:
 		return !res.Truncated && spec.Retryable(res.Status)
 	}
@@ -284,9 +357,14 @@ func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, to
 		stored = &idempotency.StoredResult{Status: res.Status, Header: safeHeaders(res.Header), Body: res.Body, BodyDropped: res.Truncated}
 		stored = scrubbed(call, stored)
 	}
-	freq := idempotency.FinalizeRequest{Scope: call.Scope, Key: call.Key, Token: token, Outcome: state, Result: stored, OpID: idempotency.NewOpID()}
-	// The finalize has the rest of the lease, and at least the margin.
-	fctx, cancel := context.WithDeadline(ctx, latest(reservedAt.Add(o.lease()), time.Now().Add(o.margin())))
+	// A proven before_send attempt never left: it counts on the receipt but
+	// does not burn the slot (DESIGN.md section 6).
+	neverSent := res.Phase == BeforeSend
+	freq := idempotency.FinalizeRequest{Scope: call.Scope, Key: call.Key, Token: token, Outcome: state, Result: stored,
+		NeverSent: neverSent, OpID: idempotency.NewOpID()}
+	// The lease was renewed while the attempt ran; a finalize by the current
+	// token applies even after it, while nobody took the slot over.
+	fctx, cancel := context.WithDeadline(ctx, latest(reservedAt.Add(o.Store.Lease()), time.Now().Add(max(o.margin(), o.Store.Lease()/2))))
 	defer cancel()
 	var rec idempotency.Record
 	err := o.storeOp(fctx, call, "finalize", func(ctx context.Context) (err error) {
@@ -297,6 +375,10 @@ func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, to
 		// The vendor's answer is real but unrecorded; the record reads unknown
 		// once the lease ends. Say so rather than guess.
 		return Outcome{Key: call.Key, Result: stored}, fmt.Errorf("retry: finalize attempt %d: %w", token, err)
+	}
+	if neverSent && errors.Is(res.Err, ErrInvalidRequest) {
+		// It fails the same way every time: a refusal, not an outcome.
+		return Outcome{Key: call.Key}, fmt.Errorf("%w: %w", idempotency.ErrInvalidRequest, res.Err)
 	}
 	rec.Result = stored
 	return o.outcome(call, hash, rec, false), nil
@@ -350,14 +432,15 @@ func (o *Orchestrator) outcome(call *Call, hash string, rec idempotency.Record, 
 		RequestHash:    hash,
 		Tool:           call.Scope.Tool,
 		Workspace:      call.Scope.Workspace,
-		Route:          receipt.Route{Connection: rec.Route.Connection, Provider: rec.Route.Provider, Fingerprint: rec.Fingerprint},
-		Binding:        string(rec.Binding),
-		Propagation:    string(call.Spec.Propagation()),
-		AttemptCount:   rec.AttemptCount,
-		Outcome:        OutcomeOf(rec.State),
-		Replayed:       replayed,
-		CreatedAt:      rec.CreatedAt,
-		FinalizedAt:    rec.FinalizedAt,
+		Route: receipt.Route{Connection: rec.Route.Connection, Provider: rec.Route.Provider, Tool: rec.Route.Tool,
+			Method: rec.Route.Method, Host: rec.Route.Host, Path: rec.Route.Path, Fingerprint: rec.Fingerprint},
+		Binding:      string(rec.Binding),
+		Propagation:  string(propagationOf(rec.Binding, call.Spec)),
+		AttemptCount: rec.AttemptCount,
+		Outcome:      OutcomeOf(rec.State),
+		Replayed:     replayed,
+		CreatedAt:    rec.CreatedAt,
+		FinalizedAt:  rec.FinalizedAt,
 	}
 	if r.KeySource == "" {
 		r.KeySource = string(call.KeySource)
@@ -369,6 +452,21 @@ func (o *Orchestrator) outcome(call *Call, hash string, rec idempotency.Record, 
 		r.Status = rec.Result.Status
 	}
 	return Outcome{Receipt: r, Result: rec.Result, Key: call.Key}
+}
+
+// propagationOf is how the key reached the vendor for a record of binding b:
+// the record's, not the current spec's (a pin may have moved since). A
+// record without a binding (a held call not yet stored) takes the spec's.
+func propagationOf(b effectspec.BindingKind, spec effectspec.Spec) effectspec.Propagation {
+	switch b {
+	case effectspec.BindingHeader:
+		return effectspec.PropagationHeader
+	case effectspec.BindingBodyPointer:
+		return effectspec.PropagationBodyPointer
+	case effectspec.BindingUnsupported:
+		return effectspec.PropagationNone
+	}
+	return spec.Propagation()
 }
 
 // OutcomeOf maps a record state to a receipt outcome. An in-flight record

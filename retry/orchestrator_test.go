@@ -128,7 +128,7 @@ func call(url string, sp effectspec.Spec, key idempotency.Key, ex *retry.Executo
 }
 
 func orch(st idempotency.Store, lease time.Duration) *retry.Orchestrator {
-	return &retry.Orchestrator{Store: st, Lease: lease, Policy: effectspec.Policy{Environment: effectspec.Development}}
+	return &retry.Orchestrator{Store: st, Policy: effectspec.Policy{Environment: effectspec.Development}}
 }
 
 func expect(t *testing.T, out retry.Outcome, err error, outcome receipt.Outcome, attempts int, seen int64) {
@@ -333,15 +333,12 @@ func (s *leaseSpy) Claim(ctx context.Context, r idempotency.ClaimRequest) (idemp
 	return res, err
 }
 
-// A vendor that never answers: the attempt is cut at its dispatch deadline,
-// which lies at or before the lease deadline the store granted minus the
-// margin (no worker sends after its lease, DESIGN.md section 6), and the call
-// ends unknown with its one attempt counted.
-func TestSlowVendorEndsInsideLease(t *testing.T) {
+// A vendor that never answers: the attempt runs past its lease (renewed
+// by its owner) and is cut at the tool's timeout, which bounds its context;
+// the call ends unknown with its one attempt counted (DESIGN.md section 6).
+func TestSlowVendorEndsAtItsTimeout(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		// The numbers do not matter to the contract; a wide margin leaves the
-		// finalize a whole second however slow the machine is.
-		const lease, margin = 2 * time.Second, time.Second
+		const lease, timeout = time.Second, 3 * time.Second
 		spy := &leaseSpy{Store: b.open(t, lease)}
 		release, testEnd := make(chan struct{}), t.Context()
 		v := newVendor(t, func(n int64, w http.ResponseWriter, r *http.Request) {
@@ -352,7 +349,9 @@ func TestSlowVendorEndsInsideLease(t *testing.T) {
 			}
 			status(201)(n, w, r)
 		})
-		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
+		sp := spec(effectspec.BindingHeader)
+		sp.Timeout = timeout
+		c := call(v.URL, effectspec.MustNew(sp), idempotency.NewKey(), &retry.Executor{})
 		inner := c.Target
 		var deadlines []time.Time
 		var results []retry.Result
@@ -367,7 +366,12 @@ func TestSlowVendorEndsInsideLease(t *testing.T) {
 			return res
 		})
 		o := orch(spy, lease)
-		o.SafetyMargin = margin
+		var renewals atomic.Int64
+		o.OnRenew = func(_ *retry.Call, _ int, _ time.Time, err error) {
+			if err == nil {
+				renewals.Add(1)
+			}
+		}
 		out, err := o.Do(context.Background(), c)
 		close(release)
 		v.Close() // waits for the handler: seen is final
@@ -378,11 +382,15 @@ func TestSlowVendorEndsInsideLease(t *testing.T) {
 		if res := results[0]; res.Phase != retry.PostSend || !errors.Is(res.Err, context.DeadlineExceeded) {
 			t.Fatalf("attempt: phase %s err %v; want post_send cut by its deadline", res.Phase, res.Err)
 		}
-		// The store states the deadline in whole milliseconds of its clock
-		// (floored), here the same clock as ours: compare at that resolution.
-		limit := spy.granted[0].Add(-margin)
-		if got := deadlines[0].Truncate(time.Millisecond); got.After(limit) {
-			t.Fatalf("attempt deadline %v is after the granted lease deadline minus the margin %v", got, limit)
+		// The attempt's deadline is the tool's timeout from its reservation
+		// (the store's lease deadline is the reservation plus the lease; both
+		// in whole milliseconds).
+		limit := spy.granted[0].Add(timeout - lease).Add(time.Millisecond)
+		if deadlines[0].After(limit) || !deadlines[0].After(spy.granted[0]) {
+			t.Fatalf("attempt deadline %v: want after the first lease deadline %v and by the timeout %v", deadlines[0], spy.granted[0], limit)
+		}
+		if renewals.Load() == 0 {
+			t.Fatal("the lease was never renewed while the attempt ran past it")
 		}
 	})
 }
@@ -408,8 +416,9 @@ func TestLateWorkerFinalizeIsStale(t *testing.T) {
 			status(201)(n, w, r)
 		})
 		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
-		// The late worker believes its lease is long (a paused process).
-		late := orch(st, 10*time.Second)
+		// The late worker cannot renew (a paused or cut-off process), so its
+		// lease lapses while its attempt is at the vendor.
+		late := orch(noRenew{st}, lease)
 		type res struct {
 			out retry.Outcome
 			err error
@@ -437,6 +446,13 @@ func TestLateWorkerFinalizeIsStale(t *testing.T) {
 			t.Fatalf("record %+v err %v, vendor saw %d", rec, err, v.seen.Load())
 		}
 	})
+}
+
+// noRenew is a store whose renewals never reach Redis.
+type noRenew struct{ idempotency.Store }
+
+func (noRenew) Renew(context.Context, idempotency.RenewRequest) (time.Time, error) {
+	return time.Time{}, idempotency.ErrStoreUnavailable
 }
 
 // waitLeaseLapsed polls until c's in-flight record reads unknown, which it
@@ -615,10 +631,18 @@ func TestInvalidRequestIsNotRetried(t *testing.T) {
 			sends.Add(1)
 			return inner.Send(ctx, a)
 		})
-		out, err := orch(b.open(t, 5*time.Second), 5*time.Second).Do(context.Background(), c)
-		expect(t, out, err, receipt.Unknown, 1, 0)
+		st := b.open(t, 5*time.Second)
+		_, err := orch(st, 5*time.Second).Do(context.Background(), c)
+		if !errors.Is(err, idempotency.ErrInvalidRequest) {
+			t.Fatalf("Do: %v, want ErrInvalidRequest", err)
+		}
 		if sends.Load() != 1 {
 			t.Fatalf("an invalid request was tried %d times", sends.Load())
+		}
+		// Its one reservation counts, but nothing left: the slot is not burned.
+		rec, err := st.Lookup(context.Background(), c.Scope, c.Key)
+		if err != nil || rec.AttemptCount != 1 || rec.SentAttempts != 0 {
+			t.Fatalf("record %+v (%v): want 1 reservation, 0 that may have left", rec, err)
 		}
 	})
 }

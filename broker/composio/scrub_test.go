@@ -67,7 +67,7 @@ func TestEchoedAPIKeyIsScrubbed(t *testing.T) {
 	}
 	c.Spec.Effect = effectspec.EffectWrite
 	c.Spec = effectspec.MustNew(c.Spec)
-	o := &retry.Orchestrator{Store: st, Lease: 5 * time.Second, Policy: effectspec.Policy{AllowUnsupportedWrites: true}}
+	o := &retry.Orchestrator{Store: st, Policy: effectspec.Policy{AllowUnsupportedWrites: true}}
 	out, err := o.Do(context.Background(), c)
 	if err != nil || out.Receipt.Outcome != receipt.Accepted || keys.Load() != 1 {
 		t.Fatalf("err %v receipt %+v; Composio got the key %d times", err, out.Receipt, keys.Load())

@@ -78,7 +78,7 @@ func TestEchoedSecretIsScrubbed(t *testing.T) {
 				Route:  route,
 				Target: broker.Target(b, "gh.create_issue", routing),
 			}
-			o := &retry.Orchestrator{Store: st, Lease: 5 * time.Second, Policy: effectspec.Policy{AllowUnsupportedWrites: true}}
+			o := &retry.Orchestrator{Store: st, Policy: effectspec.Policy{AllowUnsupportedWrites: true}}
 			out, err := o.Do(context.Background(), c)
 			if err != nil || out.Receipt.Outcome != receipt.Accepted || auths.Load() != 1 {
 				t.Fatalf("err %v receipt %+v; Nango got the secret %d times", err, out.Receipt, auths.Load())

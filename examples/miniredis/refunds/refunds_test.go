@@ -98,7 +98,7 @@ func (v *vendor) attempts() int {
 }
 
 func newHandler(store idempotency.Store, v retry.Target) *Handler {
-	return &Handler{Orchestrator: &retry.Orchestrator{Store: store, Lease: lease}, Vendor: v}
+	return &Handler{Orchestrator: &retry.Orchestrator{Store: store}, Vendor: v}
 }
 
 type reply struct {
