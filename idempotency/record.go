@@ -204,7 +204,12 @@ type ReserveRequest struct {
 	Token int // the caller's current token
 	// Timeout is the new attempt's timeout, as in ClaimRequest.Timeout.
 	Timeout time.Duration
-	OpID    string
+	// PreviousNeverSent reports that attempt Token proved before_send: it is
+	// taken back (SentAttempts) in the same step, as a finalize with
+	// NeverSent would, so a second attempt that never leaves either leaves
+	// the slot open (DESIGN.md section 6).
+	PreviousNeverSent bool
+	OpID              string
 }
 
 // Reservation is a reserved attempt.

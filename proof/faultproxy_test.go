@@ -349,7 +349,7 @@ func appendValue(r *bufio.Reader, raw *[]byte) error {
 
 // scriptKind names the redisstore script a command runs, by its shape:
 // claim has 16 arguments, finalize at least 7 with an outcome code second,
-// reserve 5 with a numeric token first, lookup none. key is the record key.
+// reserve 6 with a numeric token first, lookup none. key is the record key.
 func scriptKind(cmd []string) (kind, key string) {
 	if len(cmd) < 4 {
 		if len(cmd) > 0 {
@@ -375,7 +375,7 @@ func scriptKind(cmd []string) (kind, key string) {
 		return "finalize", key
 	case len(argv) == 4 && strings.HasPrefix(argv[0], "apt_"):
 		return "decide", key
-	case len(argv) == 5:
+	case len(argv) == 6:
 		return "reserve", key
 	}
 	return "script?", key

@@ -260,8 +260,10 @@ func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, ve
 		if token != first || !o.secondAttempt(call.Spec, res) {
 			break
 		}
+		// A first attempt proven unsent is taken back in the same step, so
+		// it never burns the slot (DESIGN.md section 6).
 		rreq := idempotency.ReserveRequest{Scope: call.Scope, Key: call.Key, Token: token,
-			Timeout: call.Spec.AttemptTimeout(), OpID: idempotency.NewOpID()}
+			Timeout: call.Spec.AttemptTimeout(), PreviousNeverSent: res.Phase == BeforeSend, OpID: idempotency.NewOpID()}
 		at := time.Now()
 		var rsv idempotency.Reservation
 		err := o.storeOp(ctx, call, "reserve", func(ctx context.Context) (err error) {

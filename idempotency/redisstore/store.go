@@ -575,8 +575,12 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
+	prev := "0"
+	if req.PreviousNeverSent {
+		prev = "1"
+	}
 	arr, acks, err := s.exec(ctx, s.sc.reserve, key, []string{strconv.Itoa(req.Token), opTag('r', op), s.lease, s.uretention,
-		strconv.FormatInt(timeout.Milliseconds(), 10)}, true)
+		strconv.FormatInt(timeout.Milliseconds(), 10), prev}, true)
 	if err != nil {
 		return idempotency.Reservation{}, opError("reserve", err)
 	}

@@ -272,6 +272,9 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 		return idempotency.Reservation{}, idempotency.ErrStale
 	}
 	m.reserveNext(r, timeout)
+	if req.PreviousNeverSent && m.mutant != "reserve-keeps-unsent" {
+		r.rec.SentAttempts--
+	}
 	res := idempotency.Reservation{Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline, AttemptDeadline: r.rec.AttemptDeadline}
 	if req.OpID != "" {
 		r.ops[req.OpID] = res

@@ -16,6 +16,41 @@ var neverSentTests = []test{
 	{"CountsOnlyItsAttempt", testNeverSentCountsOnlyItsAttempt},
 	{"RouteChanged", testNeverSentRouteChanged},
 	{"NotInFlight", testNeverSentNotInFlight},
+	{"SecondAttemptBothUnsent", testNeverSentSecondAttempt},
+}
+
+// testNeverSentSecondAttempt: a first attempt that proved before_send is
+// followed at once by a second one (Reserve with PreviousNeverSent); when
+// that one never leaves either, the unsupported slot re-opens: neither
+// attempt may have reached the vendor.
+func testNeverSentSecondAttempt(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := call(effectspec.BindingUnsupported)
+	e.claimed(req)
+	rsv, err := e.s.Reserve(e.ctx, idempotency.ReserveRequest{Scope: req.Scope, Key: req.Key, Token: 1, PreviousNeverSent: true})
+	if err != nil || rsv.Token != 2 {
+		t.Fatalf("Reserve after an unsent first attempt: %+v %v, want token 2", rsv, err)
+	}
+	if rec := e.lookup(req); rec.SentAttempts != 1 || rec.AttemptCount != 2 {
+		t.Fatalf("after the second reservation: sent %d, attempts %d; want 1 (only the second may leave), 2", rec.SentAttempts, rec.AttemptCount)
+	}
+	e.neverSent(req, 2)
+	e.wantNothingSent(req, 2)
+	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 3 {
+		t.Fatalf("claim after two unsent attempts: token %d, want 3", r.Token)
+	}
+
+	// Without the flag the first attempt may have left: the slot stays burnt.
+	req = call(effectspec.BindingUnsupported)
+	e.claimed(req)
+	if _, err := e.s.Reserve(e.ctx, idempotency.ReserveRequest{Scope: req.Scope, Key: req.Key, Token: 1}); err != nil {
+		t.Fatal(err)
+	}
+	e.neverSent(req, 2)
+	if rec := e.lookup(req); rec.SentAttempts != 1 {
+		t.Fatalf("second attempt unsent, first unknown: sent %d, want 1", rec.SentAttempts)
+	}
+	e.claimWant(req, idempotency.StatusOutcomeUnknown)
 }
 
 func (e *env) neverSent(req idempotency.ClaimRequest, token int) idempotency.Record {

@@ -44,6 +44,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"redispatch-other-route", "Claim/DestinationConflict"},
 		{"never-sent-other-route", "NeverSent/RouteChanged"},
 		{"never-sent-burns", "NeverSent/ReopensEveryBinding"},
+		{"reserve-keeps-unsent", "NeverSent/SecondAttemptBothUnsent"},
 		{"token-restart", "NeverSent/TokensNeverRestart"},
 		{"never-sent-no-cas", "NeverSent/LateStaleFinalize"},
 		{"renew-revives", "Renew/NeverRevives"},

@@ -1,5 +1,5 @@
 -- reserve: ARGV = token, op tag, lease ms, unknown retention ms, attempt
--- timeout ms. Replies {reserved, token, lease deadline, attempt deadline}
+-- timeout ms, previous never sent ('1': attempt token is taken back). Replies {reserved, token, lease deadline, attempt deadline}
 -- and a fifth element 1 when the op was applied before.
 local token, op = tonumber(ARGV[1]), ARGV[2]
 local lease, uretention, timeout = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -29,6 +29,10 @@ end
 local nl, ne = now + lease, now + timeout
 redis.call('HSET', key, 'n', int(n + 1), 'y', int(cy + 1), 'l', int(nl), 'e', int(ne), 'U', int(now), 'o', op)
 redis.call('HDEL', key, 'O')
-put_sent(n + 1, sent + 1)
+if ARGV[6] == '1' then
+  put_sent(n + 1, sent) -- the previous attempt never left; this one may
+else
+  put_sent(n + 1, sent + 1)
+end
 touch(uretention)
 return {'reserved', n + 1, nl, ne}

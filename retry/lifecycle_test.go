@@ -3,6 +3,8 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -60,4 +62,32 @@ func TestReceiptOfACallInFlight(t *testing.T) {
 			t.Errorf("receipt of a %s record: outcome %s, want %s", state, rc.Outcome, want)
 		}
 	}
+}
+
+// TestUnsentAttemptsFreeTheSlot: a vendor that cannot be reached (connection
+// refused: provably nothing sent, twice) leaves an unsupported tool's slot
+// open: the next call with the key dispatches, and the vendor sees it once.
+// Before, the slot answered outcome_unknown for good though nothing left.
+func TestUnsentAttemptsFreeTheSlot(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		down := httptest.NewServer(http.NotFoundHandler())
+		downURL := down.URL
+		down.Close() // connection refused from now on
+		st := b.open(t, 5*time.Second)
+		o := orch(st, 5*time.Second)
+		c := call(downURL, spec(effectspec.BindingUnsupported), idempotency.NewKey(), &retry.Executor{})
+		out, err := o.Do(context.Background(), c)
+		expect(t, out, err, receipt.Unknown, 2, 0)
+		rec, err := st.Lookup(context.Background(), c.Scope, c.Key)
+		if err != nil || rec.SentAttempts != 0 {
+			t.Fatalf("record %+v (%v): want no attempt that may have left", rec, err)
+		}
+		v := newVendor(t, status(201))
+		c.Target = &retry.HTTPTarget{Executor: &retry.Executor{}, URL: v.URL + "/charge", Header: http.Header{"Authorization": {"Bearer sk_test_secret"}}}
+		out, err = o.Do(context.Background(), c)
+		expect(t, out, err, receipt.Accepted, 3, v.seen.Load())
+		if v.seen.Load() != 1 {
+			t.Fatalf("vendor saw %d requests, want 1", v.seen.Load())
+		}
+	})
 }
