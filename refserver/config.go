@@ -698,3 +698,12 @@ func (c *config) workspace(apiKey string) (string, bool) {
 
 // approver reports whether k is an approver key.
 func (c *config) approver(k string) bool { return c.approvers[sha256.Sum256([]byte(k))] }
+
+// maxAttemptTimeout is the longest attempt timeout of any configured tool.
+func (c *config) maxAttemptTimeout() time.Duration {
+	var d time.Duration
+	for _, t := range c.Tools {
+		d = max(d, t.Spec.AttemptTimeout())
+	}
+	return d
+}

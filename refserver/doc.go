@@ -201,7 +201,9 @@
 // have been applied; each is safe to repeat.
 //
 // Limits and shutdown. Bodies 1 MiB, arguments 256 KiB, /v1 bodies 64 KiB;
-// read-header 10s, read 30s, write lease+15s, idle 2m. On SIGINT or SIGTERM
-// the server stops accepting and waits up to lease+5s for in-flight calls:
-// an attempt never outlives its lease, so each one finalizes.
+// read-header 10s, read 30s, write twice the longest tool timeout plus the
+// lease plus 15s, idle 2m. On SIGINT or SIGTERM the server stops accepting
+// and waits up to the longest tool timeout plus 5s for in-flight calls; an
+// attempt still running then is left in flight, its lease no longer
+// renewed, and another gateway takes the slot over once it lapses.
 package main

@@ -106,8 +106,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Handler:           s.handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		// A call may take up to the lease; the answer still has to get out.
-		WriteTimeout:   cfg.Lease + 15*time.Second,
+		// A call may take two attempts of its tool's timeout (the lease is
+		// renewed meanwhile); the answer still has to get out.
+		WriteTimeout:   2*cfg.maxAttemptTimeout() + cfg.Lease + 15*time.Second,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -132,8 +133,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Stop accepting, then let in-flight calls finalize: an attempt never
 	// outlives its lease, so lease plus a margin bounds the wait.
-	log.Info("shutting down: waiting for in-flight calls", "bound", cfg.Lease+5*time.Second)
-	sctx, scancel := context.WithTimeout(context.Background(), cfg.Lease+5*time.Second)
+	// An attempt may run until its tool's timeout; one cut short by the
+	// bound is left in flight, and its lease (no longer renewed) lapses.
+	bound := cfg.maxAttemptTimeout() + 5*time.Second
+	log.Info("shutting down: waiting for in-flight calls", "bound", bound)
+	sctx, scancel := context.WithTimeout(context.Background(), bound)
 	defer scancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		log.Warn("shutdown incomplete", "error", err.Error())
