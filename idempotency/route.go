@@ -8,10 +8,11 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 )
 
-// Route is the non-secret set of dispatch facts that a claim pins. Its
-// fingerprint changes when any fact changes (another connection, provider,
-// host, path or binding), which turns a re-used key into a
-// destination_conflict instead of a dispatch somewhere else.
+// Route is the non-secret set of dispatch facts that a claim pins (DESIGN.md
+// section 5). Its fingerprint changes when any fact changes (another
+// connection, provider, scheme, host, path, binding or vendor account), which
+// turns a re-used key of an unknown call into a destination_conflict instead
+// of a dispatch somewhere else.
 //
 // Route holds no credentials by construction: never put a token, a header
 // value or a URL with userinfo or query into it.
@@ -24,6 +25,13 @@ type Route struct {
 	Path       string                 `json:"path,omitempty"`   // path template, not the expanded path
 	Binding    effectspec.BindingKind `json:"binding"`
 	Broker     string                 `json:"broker,omitempty"` // federated: broker kind (nango, composio)
+	Scheme     string                 `json:"scheme,omitempty"` // URL scheme (http, https)
+	// BindingName is where the key goes: the lowercased header name, or the
+	// JSON Pointer, of a header or body_pointer binding.
+	BindingName string `json:"binding_name,omitempty"`
+	// SecretEnv names the environment variable that holds the connection's
+	// secret (never the secret): another name means another vendor account.
+	SecretEnv string `json:"secret_env,omitempty"`
 }
 
 // Fingerprint is "sha256:" + hex SHA-256 of the canonical JSON of r.

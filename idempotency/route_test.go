@@ -54,3 +54,27 @@ func TestRouteRecord(t *testing.T) {
 		t.Fatalf("route record JSON %s", b)
 	}
 }
+
+// TestFingerprintCoversEveryFact: each fact of DESIGN.md section 5 moves the
+// fingerprint; another vendor account (secret env name), scheme, or the
+// header or pointer the key goes to is another destination.
+func TestFingerprintCoversEveryFact(t *testing.T) {
+	base := idempotency.Route{Connection: "c", Provider: "p", Tool: "t", Method: "POST", Host: "h", Path: "/x",
+		Binding: "header", Scheme: "https", BindingName: "idempotency-key", SecretEnv: "K"}
+	seen := map[string]string{base.Fingerprint(): "base"}
+	for name, mut := range map[string]func(*idempotency.Route){
+		"connection": func(r *idempotency.Route) { r.Connection = "c2" }, "provider": func(r *idempotency.Route) { r.Provider = "p2" },
+		"tool": func(r *idempotency.Route) { r.Tool = "t2" }, "method": func(r *idempotency.Route) { r.Method = "PUT" },
+		"host": func(r *idempotency.Route) { r.Host = "h2" }, "path": func(r *idempotency.Route) { r.Path = "/y" },
+		"binding": func(r *idempotency.Route) { r.Binding = "body_pointer" }, "scheme": func(r *idempotency.Route) { r.Scheme = "http" },
+		"binding name": func(r *idempotency.Route) { r.BindingName = "x-idem" }, "secret env": func(r *idempotency.Route) { r.SecretEnv = "K2" },
+	} {
+		r := base
+		mut(&r)
+		fp := r.Fingerprint()
+		if prev, dup := seen[fp]; dup {
+			t.Errorf("changing the %s leaves the fingerprint of %s", name, prev)
+		}
+		seen[fp] = name
+	}
+}

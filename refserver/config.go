@@ -559,6 +559,14 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig,
 		Host:       base.Host,
 		Path:       strings.TrimSuffix(base.Path, "/") + path,
 		Binding:    spec.Idempotency.Kind,
+		Scheme:     base.Scheme,
+		SecretEnv:  cc.SecretEnv,
+	}
+	switch spec.Idempotency.Kind {
+	case effectspec.BindingHeader:
+		t.Route.BindingName = strings.ToLower(spec.Idempotency.Header)
+	case effectspec.BindingBodyPointer:
+		t.Route.BindingName = spec.Idempotency.Pointer
 	}
 	if t.Route.Binding == "" {
 		t.Route.Binding = effectspec.BindingUnsupported
