@@ -30,13 +30,22 @@
 //     (effectspec.Spec.Retryable). The second attempt is reserved in the
 //     store (Reserve, compare-and-set on the token) before it is sent; if
 //     the reservation fails, nothing more is sent.
-//   - A PostSend failure finalizes unknown with its attempt counted.
-//     A proven BeforeSend failure that is not retried is also recorded
-//     unknown: the contract has no "release" transition, and a later call
-//     with a vendor binding simply makes a new attempt.
-//   - Every attempt has a dispatch deadline of Lease - SafetyMargin measured
-//     from just before its reservation was sent, so no attempt outlives the
-//     lease that other gateways respect.
+//   - A PostSend failure finalizes unknown with its attempt counted. A
+//     proven BeforeSend attempt is finalized as never sent (and taken back
+//     by the Reserve of a second attempt): it counts on the receipt but does
+//     not burn the slot, so the next call with the key dispatches, for every
+//     binding. A request that cannot be built is idempotency.ErrInvalidRequest,
+//     never retried.
+//   - One lease, the store's (Store.Lease). An attempt may start sending
+//     only before its lease ends minus SafetyMargin, measured from just
+//     before its reservation was sent (WithSendDeadline stops an attempt
+//     that has not written a byte by then). Once sent, it runs until the
+//     tool's timeout (EffectSpec timeout) while its owner renews the lease
+//     every lease/3 by fencing token; a renewed lease never allows a send.
+//     A crashed gateway stops renewing, so its slot is taken over within
+//     one lease, even for a tool that runs for minutes.
+//   - A refusal decided before the claim (the policy, Call.Refuse) is
+//     decided inside it: a final record under the key still replays.
 //   - After the claim, sending and finalizing run on
 //     context.WithoutCancel(ctx): a client that disconnects does not turn an
 //     answered call into unknown; the outcome is recorded and replayed to

@@ -98,8 +98,9 @@ func run(addr, redisURL, vendorURL string) error {
 	shut := make(chan error, 1)
 	go func() {
 		<-ctx.Done()
-		// In-flight calls finalize within the lease (30s) even if their
-		// clients left; give them that long before the store closes.
+		// In-flight calls finalize within their tool's timeout (30s by
+		// default) even if their clients left; give them that long before
+		// the store closes.
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		shut <- srv.Shutdown(sctx)
