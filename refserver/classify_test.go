@@ -1,0 +1,45 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// TestClassifyLifecycleErrors: every error the orchestrator returns maps to
+// its wire reason: a stale finalize (the slot was taken over) is lease_lost,
+// not internal; in_progress carries retry_after_ms; a schema refusal carried
+// through the claim comes back as it was decided.
+func TestClassifyLifecycleErrors(t *testing.T) {
+	s := &server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	schema := refusal{reason: "invalid_arguments", status: 400, msg: "arguments do not match the tool's input schema"}
+	for _, tc := range []struct {
+		err    error
+		reason string
+		status int
+	}{
+		{fmt.Errorf("retry: finalize attempt 1: %w", idempotency.ErrStale), "lease_lost", 409},
+		{&retry.InProgressError{RetryAfter: 1500 * time.Millisecond}, "in_progress", 409},
+		{fmt.Errorf("%w: bad pointer", idempotency.ErrInvalidRequest), "invalid_request", 400},
+		{effectspec.ErrPolicyDenied, "policy_denied", 403},
+		{&refusalError{schema}, "invalid_arguments", 400},
+		{errors.New("something else"), "internal", 500},
+	} {
+		r := s.classify(tc.err)
+		if r.reason != tc.reason || r.status != tc.status {
+			t.Errorf("classify(%v) = %s/%d, want %s/%d", tc.err, r.reason, r.status, tc.reason, tc.status)
+		}
+	}
+	r := s.classify(&retry.InProgressError{RetryAfter: 1500 * time.Millisecond})
+	e := rpcError(r, "idt_00000000000000000000000000000001")
+	if string(e.Data) != `{"reason":"in_progress","status":409,"idempotency_key":"idt_00000000000000000000000000000001","retry_after_ms":1500}` {
+		t.Errorf("in_progress error.data %s", e.Data)
+	}
+}
