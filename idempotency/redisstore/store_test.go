@@ -51,13 +51,12 @@ func TestContendersGetBareAnswers(t *testing.T) {
 	m := newMini(t, Options{})
 	k := idempotency.NewKey()
 	mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
-	before := m.snapshot(t)
 
 	// An unknown record of another key: another route there is a conflict.
 	u := idempotency.NewKey()
 	mustClaim(t, m.store, claimReq(u), idempotency.StatusClaimed)
 	mustFinalize(t, m.store, u, 1, idempotency.StateUnknown, nil)
-	before = m.snapshot(t)
+	before := m.snapshot(t)
 
 	mismatch := claimReq(k)
 	mismatch.RequestHash = hashOf("other args")
