@@ -70,6 +70,12 @@
 //     time from the kill to the first other answer is the contract bound
 //     checked (3 leases, loose for a loaded machine; within one lease plus
 //     polling in practice) and a figure.
+//   - TestGracefulStopLongCall: SIGTERM to a gateway while the vendor holds
+//     a call for five leases (longer than the shutdown wait, within the
+//     tool's timeout): the gateway must stay up until the vendor answers,
+//     the call answers accepted with one attempt and the record is
+//     accepted. The vendor answers when the gateway exits or after the hold,
+//     whichever comes first.
 //   - TestLinearizability: concurrent histories of claim (fresh and
 //     re-sent), reserve, finalize, lookup and lease expiry against real
 //     Redis, checked with porcupine per key against a sequential model of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -341,5 +342,72 @@ func TestKill9Takeover(t *testing.T) {
 	}
 	v.integrity(t)
 	f.note("lease=%v bound=%v", renewalLease, bound)
+	f.report(t, start)
+}
+
+// TestGracefulStopLongCall stops a gateway with SIGTERM while the vendor
+// holds a call for five leases (longer than the refserver's shutdown wait
+// of lease+5s, within the tool's 30s timeout). A graceful stop must let the
+// call finish: the gateway stays up until the vendor answers, the call
+// answers accepted with one attempt, and the record is accepted, never left
+// in flight to become unknown.
+func TestGracefulStopLongCall(t *testing.T) {
+	start := time.Now()
+	redis := redistest.Start(t)
+	v := newVendor(t, 0)
+	cfg := writeConfig(t, slowConfig(v.URL, renewalLease.String()))
+	g := startGateway(t, cfg, "redis://"+redis.Addr())
+	lookup := recordReader(t, redis.Addr())
+	var f figures
+
+	const tool = "pay.charge"
+	key := idempotency.NewKey().String()
+	args := map[string]any{"ref": key, "amount": 300}
+	arrived, release := holdFirst(t, v, key)
+	answer := make(chan reply, 1)
+	go func() { answer <- callTool(context.Background(), g.base, tool, key, args) }()
+	f.calls++
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request never reached the vendor")
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The vendor answers after five leases, or as soon as the gateway is
+	// gone: whichever comes first decides the test, not its timing.
+	exitedEarly := false
+	select {
+	case <-g.done:
+		exitedEarly = true
+	case <-time.After(5 * renewalLease):
+	}
+	release()
+	if exitedEarly {
+		t.Errorf("the gateway exited on SIGTERM while its call was in flight")
+	}
+	r := <-answer
+	if rc := r.result.Meta.Receipt; r.transport != nil || r.refused || rc.Outcome != "accepted" || rc.AttemptCount != 1 {
+		t.Errorf("the call answered %v, want accepted with attempt_count 1", r)
+	}
+	select {
+	case <-g.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not exit after its call finished")
+	}
+	rec := lookup(tool, key)
+	if rec.State != idempotency.StateAccepted || rec.AttemptCount != 1 {
+		t.Errorf("record %s attempt_count %d, want accepted 1", rec.State, rec.AttemptCount)
+	}
+	seen := v.count(key)
+	if seen != 1 {
+		t.Errorf("vendor saw %d requests, want 1", seen)
+	}
+	if seen > rec.AttemptCount {
+		f.duplicates++
+	}
+	v.integrity(t)
+	f.note("lease=%v held=%v exited_early=%v record=%s", renewalLease, 5*renewalLease, exitedEarly, rec.State)
 	f.report(t, start)
 }
