@@ -51,6 +51,31 @@
 //     promotion awaited. Every key the vendor saw and every acknowledged
 //     reservation keeps its record after the failover; fresh calls that
 //     fail closed meanwhile are completed later (after_failover_failed_closed).
+//   - TestLongCallRenewsLease: a refserver on real Redis with a 2s store
+//     lease calls a tool (EffectSpec timeout 30s) whose vendor holds the
+//     request for ten leases. Meanwhile the same key through another
+//     gateway is in_progress with a retry_after_ms on every poll, and the
+//     record (read with the store's Lookup, which reads a lapsed lease as
+//     unknown) stays in_flight with a lease deadline that never moves back
+//     and ends ten leases past where it began. The call then answers
+//     accepted with attempt_count 1, a replay agrees, the vendor saw one
+//     request.
+//   - TestKill9Takeover: the same slow tool, header and unsupported
+//     bindings; the gateway is killed with SIGKILL (after a renewal) while
+//     the vendor holds the request, and the key is retried through another
+//     gateway. Every answer that arrives before a lease deadline the record
+//     showed live is in_progress; then the header tool makes attempt 2 with
+//     the same vendor key (attempt_count 2, the vendor saw the key twice)
+//     and the unsupported one is outcome_unknown with nothing sent. The
+//     time from the kill to the first other answer is the contract bound
+//     checked (3 leases, loose for a loaded machine; within one lease plus
+//     polling in practice) and a figure.
+//   - TestGracefulStopLongCall: SIGTERM to a gateway while the vendor holds
+//     a call for five leases (longer than the shutdown wait, within the
+//     tool's timeout): the gateway must stay up until the vendor answers,
+//     the call answers accepted with one attempt and the record is
+//     accepted. The vendor answers when the gateway exits or after the hold,
+//     whichever comes first.
 //   - TestLinearizability: concurrent histories of claim (fresh and
 //     re-sent), reserve, finalize, lookup and lease expiry against real
 //     Redis, checked with porcupine per key against a sequential model of
