@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,7 +120,7 @@ func newTraceVendor(t *testing.T) *traceVendor {
 // startTraced runs the gateway in this process on the e2e configuration
 // against vendorURL and returns its base URL and a stop that shuts it down
 // and returns its exit code.
-func startTraced(t *testing.T, vendorURL string) (base string, stop func() int) {
+func startTraced(t *testing.T, vendorURL string) (base string, stderr *syncBuffer, stop func() int) {
 	t.Helper()
 	cfgPath := filepath.Join(t.TempDir(), "config.json")
 	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendorURL)), 0o600); err != nil {
@@ -128,7 +129,7 @@ func startTraced(t *testing.T, vendorURL string) (base string, stop func() int) 
 	t.Setenv("E2E_VENDOR_SECRET", e2eSecret)
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	stderr := &syncBuffer{}
+	stderr = &syncBuffer{}
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run(ctx, []string{"-addr", "127.0.0.1:0", "-config", cfgPath}, pw, stderr)
@@ -182,7 +183,7 @@ func startTraced(t *testing.T, vendorURL string) (base string, stop func() int) 
 	if base == "" {
 		t.Fatalf("did not start:\n%s", stderr.String())
 	}
-	return base, stop
+	return base, stderr, stop
 }
 
 // sessionWith connects an MCP client that sends headers on every request.
@@ -211,7 +212,7 @@ func TestTracingExportsSpans(t *testing.T) {
 	col := newCollector(t)
 	vendor := newTraceVendor(t)
 	t.Setenv(envOTLPEndpoint, col.URL)
-	base, stop := startTraced(t, vendor.URL)
+	base, _, stop := startTraced(t, vendor.URL)
 
 	const (
 		clientTrace  = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -299,7 +300,7 @@ func TestTracingExportsSpans(t *testing.T) {
 func TestNoTracingWithoutEndpoint(t *testing.T) {
 	t.Setenv(envOTLPEndpoint, "")
 	vendor := newTraceVendor(t)
-	base, stop := startTraced(t, vendor.URL)
+	base, _, stop := startTraced(t, vendor.URL)
 	h := http.Header{"Authorization": {"Bearer " + e2eKeyOne}, "Idempotency-Key": {idempotency.NewKey().String()},
 		"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
 	call(t, sessionWith(t, base, h), "pay.charge", map[string]any{"amount": 1}, "").wantOutcome(t, "accepted", false)
@@ -310,5 +311,33 @@ func TestNoTracingWithoutEndpoint(t *testing.T) {
 	defer vendor.mu.Unlock()
 	if len(vendor.parents) != 1 || vendor.parents[0] != "" {
 		t.Errorf("vendor got traceparent %q", vendor.parents)
+	}
+}
+
+// TestTracingExportFailure: a collector that refuses the export changes no
+// call; the gateway says an export failed, without the endpoint (which may
+// carry credentials), and exits cleanly.
+func TestTracingExportFailure(t *testing.T) {
+	var exports atomic.Int64
+	col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		exports.Add(1)
+		http.Error(w, "no", http.StatusBadRequest) // not retryable
+	}))
+	t.Cleanup(col.Close)
+	vendor := newTraceVendor(t)
+	t.Setenv(envOTLPEndpoint, strings.Replace(col.URL, "http://", "http://user:collector-pw-zz91@", 1))
+	base, stderr, stop := startTraced(t, vendor.URL)
+	h := http.Header{"Authorization": {"Bearer " + e2eKeyOne}, "Idempotency-Key": {idempotency.NewKey().String()}}
+	call(t, sessionWith(t, base, h), "pay.charge", map[string]any{"amount": 1}, "").wantOutcome(t, "accepted", false)
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if exports.Load() == 0 { // the flush at shutdown is done when run returns
+		t.Error("no export reached the collector")
+	}
+	out := stderr.String()
+	if !strings.Contains(out, "tracing: ") || strings.Contains(out, "collector-pw-zz91") || strings.Contains(out, col.URL[len("http://"):]) {
+		t.Errorf("stderr:\n%s", out)
 	}
 }
