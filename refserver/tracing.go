@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -38,6 +39,11 @@ func startTracing(ctx context.Context, log *slog.Logger) (*sdktrace.TracerProvid
 	if os.Getenv(envOTLPEndpoint) == "" {
 		return nil, nil
 	}
+	// OpenTelemetry's own messages quote the values they could not parse
+	// (a header holding an API key, the endpoint); and export errors, the
+	// endpoint. Only their fixed text reaches the log.
+	otel.SetLogger(logr.New(otelLog{log}))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) { log.Warn("tracing: a span export failed") }))
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
 		return nil, errors.New("refserver: tracing: the OTLP/HTTP exporter does not start; check the OTEL_EXPORTER_OTLP_* variables")
@@ -47,8 +53,6 @@ func startTracing(ctx context.Context, log *slog.Logger) (*sdktrace.TracerProvid
 	if err != nil && res == nil {
 		res = resource.Default()
 	}
-	// Export errors may quote the endpoint; say only that one happened.
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) { log.Warn("tracing: a span export failed") }))
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
@@ -108,3 +112,15 @@ func (s *server) traced(h mcp.ToolHandler) mcp.ToolHandler {
 		return res, err
 	}
 }
+
+// otelLog is a logr sink for OpenTelemetry's messages, errors and warnings
+// only, that logs their fixed text without the values and errors they
+// carry.
+type otelLog struct{ log *slog.Logger }
+
+func (otelLog) Init(logr.RuntimeInfo)                 {}
+func (otelLog) Enabled(level int) bool                { return level <= 1 } // errors and warnings
+func (l otelLog) Info(_ int, msg string, _ ...any)    { l.log.Warn("tracing: " + msg) }
+func (l otelLog) Error(_ error, msg string, _ ...any) { l.log.Warn("tracing: " + msg) }
+func (l otelLog) WithValues(...any) logr.LogSink      { return l }
+func (l otelLog) WithName(string) logr.LogSink        { return l }

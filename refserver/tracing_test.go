@@ -341,3 +341,26 @@ func TestTracingExportFailure(t *testing.T) {
 		t.Errorf("stderr:\n%s", out)
 	}
 }
+
+// TestTracingConfigErrorsQuoteNothing: OpenTelemetry's complaint about a
+// malformed OTEL_EXPORTER_OTLP_HEADERS reaches the log without the header,
+// which holds a credential.
+func TestTracingConfigErrorsQuoteNothing(t *testing.T) {
+	col := newCollector(t)
+	vendor := newTraceVendor(t)
+	t.Setenv(envOTLPEndpoint, col.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key-hdr-secret-zz42")
+	base, stderr, stop := startTraced(t, vendor.URL)
+	h := http.Header{"Authorization": {"Bearer " + e2eKeyOne}, "Idempotency-Key": {idempotency.NewKey().String()}}
+	call(t, sessionWith(t, base, h), "pay.charge", map[string]any{"amount": 1}, "").wantOutcome(t, "accepted", false)
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	out := stderr.String()
+	if !strings.Contains(out, "tracing: parse headers") || strings.Contains(out, "hdr-secret-zz42") {
+		t.Errorf("stderr:\n%s", out)
+	}
+	if spans, _ := col.spans(t); len(spans) == 0 {
+		t.Error("no span exported")
+	}
+}
