@@ -41,7 +41,7 @@ const (
 	AttrBinding      = "obol.binding"
 	AttrAttempt      = "obol.attempt"
 	AttrPhase        = "obol.phase"
-	AttrStatus       = "http.response.status_code"
+	AttrStatus       = "obol.vendor.status"
 	AttrOutcome      = "obol.outcome"
 	AttrAttemptCount = "obol.attempt_count"
 )

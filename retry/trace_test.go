@@ -87,7 +87,7 @@ func TestTracerSpans(t *testing.T) {
 	}
 	want := []string{
 		"obol.claim<caller [{obol.workspace ws_acme} {obol.tool pay.charge} {obol.connection conn_pay} {obol.key_source supplied} {obol.binding header}] [{obol.claim.status claimed}] err=false",
-		"obol.attempt<caller [{obol.attempt 1} {obol.binding header}] [{obol.phase responded} {http.response.status_code 201}] err=false",
+		"obol.attempt<caller [{obol.attempt 1} {obol.binding header}] [{obol.phase responded} {obol.vendor.status 201}] err=false",
 		"obol.finalize<caller [{obol.attempt 1}] [{obol.outcome accepted} {obol.attempt_count 1}] err=false",
 	}
 	if fmt.Sprint(rec.spans) != fmt.Sprint(want) {
