@@ -20,6 +20,13 @@
 // any user of the machine can read it); when both are set, -redis wins and
 // the server warns that OBOL_REDIS_URL is ignored. The URL is never printed.
 //
+// Tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT is set: a span per
+// tools/call (under the client's traceparent, if any) with the claim, each
+// attempt and the finalize beneath it, exported over OTLP/HTTP (the other
+// OTEL_EXPORTER_OTLP_* variables apply) and flushed at shutdown; each
+// native attempt sends its traceparent to the vendor. Spans carry no key,
+// argument or credential.
+//
 // # Endpoints
 //
 //	POST /mcp                              MCP: tools/list, tools/call (Bearer workspace key)

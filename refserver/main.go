@@ -90,6 +90,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer release()
 	s := newServer(cfg, store, store, log)
+	tp, err := startTracing(octx, log)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if tp != nil {
+		s.trace(tp)
+		defer func() {
+			// Flush what is buffered: the last calls' spans.
+			fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer fcancel()
+			if tp.Shutdown(fctx) != nil {
+				log.Warn("tracing: spans not flushed at shutdown")
+			}
+		}()
+	}
 	s.durability = checkDurability(octx, store, *redisURL == "", cfg.Environment, log, stderr)
 	if err := s.seedPins(octx); err != nil {
 		fmt.Fprintln(stderr, err)

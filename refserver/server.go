@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
@@ -57,6 +58,7 @@ type server struct {
 	metrics *metrics
 	redact  receipt.Redactor
 	mcp     *mcp.Server
+	tracer  trace.Tracer // nil: no tracing (tracing.go)
 
 	pinned pinStore // where pins are shared; nil keeps them in this process
 
@@ -193,7 +195,7 @@ func (s *server) newMCPServer() *mcp.Server {
 		}
 	})
 	for _, name := range s.cfg.ToolOrder {
-		m.AddTool(s.toolDef(name), s.callTool)
+		m.AddTool(s.toolDef(name), s.traced(s.callTool))
 	}
 	return m
 }

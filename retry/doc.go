@@ -70,6 +70,10 @@
 // can log and count. Their errors hold no secret; OnAttempt's Result carries
 // the vendor's body and headers as received, so log its Phase, Status and
 // Err only.
+// Tracer, if set, gets a span for the claim, each attempt, a second
+// attempt's reservation and the finalize, under the span of Do's ctx, with
+// no argument value, key or header; package otelretry adapts it to
+// OpenTelemetry, and HTTPTarget.InjectHeaders sends the W3C traceparent.
 //
 // # Secrets never come back
 //

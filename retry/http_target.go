@@ -22,6 +22,10 @@ type HTTPTarget struct {
 	// a stored result or an error, and the credentials Secrets finds in it
 	// are scrubbed from the vendor's answer.
 	Header http.Header
+	// InjectHeaders, if non-nil, adds headers from the attempt's ctx, such
+	// as the W3C traceparent of its span (otelretry.Inject). Header, the
+	// Content-Type and the key win over what it sets. If nil, none.
+	InjectHeaders func(ctx context.Context, h http.Header)
 }
 
 var sharedExecutor Executor
@@ -35,9 +39,12 @@ func (t *HTTPTarget) Send(ctx context.Context, a Attempt) Result {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
-	h := t.Header.Clone()
-	if h == nil {
-		h = http.Header{}
+	h := http.Header{}
+	if t.InjectHeaders != nil {
+		t.InjectHeaders(ctx, h)
+	}
+	for k, v := range t.Header {
+		h[k] = append([]string(nil), v...)
 	}
 	h.Set("Content-Type", "application/json")
 	body, _, err := a.Spec.Apply(h, body, a.Key.String())

@@ -52,6 +52,12 @@ type Orchestrator struct {
 	// OnRenew, if non-nil, is called after every lease renewal of an attempt
 	// in flight, with the new lease deadline or the error.
 	OnRenew func(call *Call, number int, lease time.Time, err error)
+
+	// Tracer, if non-nil, gets a span for the claim, each attempt, the
+	// reservation of a second attempt and the finalize, each a child of the
+	// span in Do's ctx. The attempt's span is in the ctx its Target gets,
+	// for propagation (HTTPTarget.InjectHeaders). If nil, no spans.
+	Tracer Tracer
 }
 
 // InProgressError refuses a call whose key has an attempt in flight under a
@@ -172,13 +178,17 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	}
 	start := time.Now()
 	var claim idempotency.ClaimResult
-	err = o.storeOp(ctx, &call, "claim", func(ctx context.Context) (err error) {
+	cctx, end := o.span(ctx, SpanClaim, Attr{AttrWorkspace, call.Scope.Workspace}, Attr{AttrTool, call.Scope.Tool},
+		Attr{AttrConnection, call.Scope.Connection}, Attr{AttrKeySource, string(call.KeySource)}, Attr{AttrBinding, string(req.Binding)})
+	err = o.storeOp(cctx, &call, "claim", func(ctx context.Context) (err error) {
 		claim, err = o.Store.Claim(ctx, req)
 		return err
 	})
 	if err != nil {
+		end(err)
 		return Outcome{}, err
 	}
+	end(nil, Attr{AttrClaimStatus, string(claim.Status)})
 	if o.OnClaim != nil {
 		o.OnClaim(&call, claim.Status)
 	}
@@ -266,10 +276,12 @@ func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, ve
 			Timeout: call.Spec.AttemptTimeout(), PreviousNeverSent: res.Phase == BeforeSend, OpID: idempotency.NewOpID()}
 		at := time.Now()
 		var rsv idempotency.Reservation
-		err := o.storeOp(ctx, call, "reserve", func(ctx context.Context) (err error) {
+		rctx, end := o.span(ctx, SpanReserve, Attr{AttrAttempt, token + 1})
+		err := o.storeOp(rctx, call, "reserve", func(ctx context.Context) (err error) {
 			rsv, err = o.Store.Reserve(ctx, rreq)
 			return err
 		})
+		end(err)
 		if err != nil {
 			// No reservation, no send: finalize what the first attempt showed.
 			break
@@ -283,7 +295,8 @@ func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, ve
 func (o *Orchestrator) attempt(ctx context.Context, call *Call, vendorKey idempotency.Key, token int, reservedAt time.Time) Result {
 	lease := o.Store.Lease()
 	sendBy := reservedAt.Add(lease - o.margin())
-	actx, cancel := context.WithDeadline(WithSendDeadline(ctx, sendBy), reservedAt.Add(call.Spec.AttemptTimeout()))
+	sctx, end := o.span(ctx, SpanAttempt, Attr{AttrAttempt, token}, Attr{AttrBinding, string(call.Route.Binding)})
+	actx, cancel := context.WithDeadline(WithSendDeadline(sctx, sendBy), reservedAt.Add(call.Spec.AttemptTimeout()))
 	defer cancel()
 	stop := o.renew(ctx, call, token, lease)
 	began := time.Now()
@@ -294,6 +307,11 @@ func (o *Orchestrator) attempt(ctx context.Context, call *Call, vendorKey idempo
 		res = Result{Phase: BeforeSend, Err: newError(BeforeSend, "request", ErrSendDeadline)}
 	}
 	stop()
+	attrs := []Attr{{AttrPhase, string(res.Phase)}}
+	if res.Phase == Responded {
+		attrs = append(attrs, Attr{AttrStatus, res.Status})
+	}
+	end(res.Err, attrs...)
 	if o.OnAttempt != nil {
 		o.OnAttempt(call, token, res, time.Since(began))
 	}
@@ -364,6 +382,7 @@ func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, to
 	neverSent := res.Phase == BeforeSend
 	freq := idempotency.FinalizeRequest{Scope: call.Scope, Key: call.Key, Token: token, Outcome: state, Result: stored,
 		NeverSent: neverSent, OpID: idempotency.NewOpID()}
+	ctx, end := o.span(ctx, SpanFinalize, Attr{AttrAttempt, token})
 	// The lease was renewed while the attempt ran; a finalize by the current
 	// token applies even after it, while nobody took the slot over.
 	fctx, cancel := context.WithDeadline(ctx, latest(reservedAt.Add(o.Store.Lease()), time.Now().Add(max(o.margin(), o.Store.Lease()/2))))
@@ -374,10 +393,12 @@ func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, to
 		return err
 	})
 	if err != nil {
+		end(err)
 		// The vendor's answer is real but unrecorded; the record reads unknown
 		// once the lease ends. Say so rather than guess.
 		return Outcome{Key: call.Key, Result: stored}, fmt.Errorf("retry: finalize attempt %d: %w", token, err)
 	}
+	end(nil, Attr{AttrOutcome, string(OutcomeOf(rec.State))}, Attr{AttrAttemptCount, rec.AttemptCount})
 	if neverSent && errors.Is(res.Err, ErrInvalidRequest) {
 		// It fails the same way every time: a refusal, not an outcome.
 		return Outcome{Key: call.Key}, fmt.Errorf("%w: %w", idempotency.ErrInvalidRequest, res.Err)

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/obol-gateway/obol/receipt"
+	"github.com/obol-gateway/obol/retry"
+	"github.com/obol-gateway/obol/retry/otelretry"
+)
+
+// envOTLPEndpoint turns tracing on: spans go over OTLP/HTTP to this
+// endpoint, and the other OTEL_EXPORTER_OTLP_* variables (headers, timeout,
+// TLS) configure the exporter as OpenTelemetry defines them. Unset or
+// empty: no tracing.
+const envOTLPEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
+
+// tracerName is the instrumentation scope of the server's spans.
+const tracerName = "github.com/obol-gateway/obol/refserver"
+
+// startTracing returns a provider exporting over OTLP/HTTP when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set, else nil. Errors name no variable's
+// value: the endpoint may carry credentials.
+func startTracing(ctx context.Context, log *slog.Logger) (*sdktrace.TracerProvider, error) {
+	if os.Getenv(envOTLPEndpoint) == "" {
+		return nil, nil
+	}
+	// OpenTelemetry's own messages quote the values they could not parse
+	// (a header holding an API key, the endpoint); and export errors, the
+	// endpoint. Only their fixed text reaches the log.
+	otel.SetLogger(logr.New(otelLog{log}))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) { log.Warn("tracing: a span export failed") }))
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, errors.New("refserver: tracing: the OTLP/HTTP exporter does not start; check the OTEL_EXPORTER_OTLP_* variables")
+	}
+	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", "obol-refserver")),
+		resource.WithFromEnv(), resource.WithTelemetrySDK())
+	if err != nil && res == nil {
+		res = resource.Default()
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// trace turns tracing on: a span per tools/call, the orchestrator's spans
+// beneath it, and each native attempt's traceparent sent to its vendor. Call
+// it before serving.
+func (s *server) trace(tp trace.TracerProvider) {
+	s.tracer = tp.Tracer(tracerName)
+	s.orch.Tracer = &otelretry.Tracer{Tracer: tp.Tracer(otelretry.ScopeName)}
+	for _, t := range s.cfg.Tools {
+		if ht, ok := t.Target.(*retry.HTTPTarget); ok {
+			ht.InjectHeaders = otelretry.Inject
+		}
+	}
+}
+
+// traced wraps a tools/call handler in a span: a child of the client's
+// traceparent if it sent one, with the tool, workspace, key source and
+// either the refusal's reason or the receipt's outcome, attempt count,
+// status and replay flag. Never the key, an argument or a credential.
+func (s *server) traced(h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if s.tracer == nil {
+			return h(ctx, req)
+		}
+		if req.Extra != nil && req.Extra.Header != nil {
+			ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(req.Extra.Header))
+		}
+		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call")}
+		if req.Params != nil {
+			attrs = append(attrs, attribute.String(retry.AttrTool, req.Params.Name))
+		}
+		if ci := callInfoOf(req); ci != nil {
+			attrs = append(attrs, attribute.String(retry.AttrWorkspace, ci.workspace), attribute.String(retry.AttrKeySource, string(ci.source)))
+		}
+		ctx, span := s.tracer.Start(ctx, "tools/call", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+		defer span.End()
+		res, err := h(ctx, req)
+		var rpc *jsonrpcError
+		if errors.As(err, &rpc) {
+			var d errorData
+			json.Unmarshal(rpc.Data, &d)
+			span.SetAttributes(attribute.String("obol.refusal", d.Reason))
+			span.SetStatus(codes.Error, d.Reason)
+		} else if err != nil {
+			span.SetStatus(codes.Error, "")
+		}
+		if res != nil {
+			if rc, ok := res.Meta[metaReceipt].(receipt.Receipt); ok {
+				span.SetAttributes(attribute.String(retry.AttrOutcome, string(rc.Outcome)), attribute.Int(retry.AttrAttemptCount, rc.AttemptCount),
+					attribute.Bool("obol.replayed", rc.Replayed))
+				if rc.Status != 0 {
+					span.SetAttributes(attribute.Int(retry.AttrStatus, rc.Status))
+				}
+			}
+		}
+		return res, err
+	}
+}
+
+// otelLog is a logr sink for OpenTelemetry's messages, errors and warnings
+// only, that logs their fixed text without the values and errors they
+// carry.
+type otelLog struct{ log *slog.Logger }
+
+func (otelLog) Init(logr.RuntimeInfo)                 {}
+func (otelLog) Enabled(level int) bool                { return level <= 1 } // errors and warnings
+func (l otelLog) Info(_ int, msg string, _ ...any)    { l.log.Warn("tracing: " + msg) }
+func (l otelLog) Error(_ error, msg string, _ ...any) { l.log.Warn("tracing: " + msg) }
+func (l otelLog) WithValues(...any) logr.LogSink      { return l }
+func (l otelLog) WithName(string) logr.LogSink        { return l }

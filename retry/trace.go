@@ -1,0 +1,57 @@
+package retry
+
+import "context"
+
+// A Tracer records the steps of a call as spans, so that retry needs no
+// tracing library: otelretry adapts OpenTelemetry to it. Start begins a span
+// named name, a child of the span ctx carries, and returns a context
+// carrying the new span and the function that ends it, with the call's
+// error (nil on success) and attributes learnt meanwhile.
+//
+// The Orchestrator never passes an argument value, a key or a header:
+// attributes are the Attr* names below, with the tool, workspace,
+// connection, binding, attempt number, phase, status, claim status, outcome
+// and attempt count. The errors it passes hold no header value or URL, but
+// one a Target made may quote what it sent: redact before recording.
+type Tracer interface {
+	Start(ctx context.Context, name string, attrs ...Attr) (context.Context, func(err error, attrs ...Attr))
+}
+
+// Attr is one span attribute. Value is a string, an int or a bool.
+type Attr struct {
+	Key   string
+	Value any
+}
+
+// Span names.
+const (
+	SpanClaim    = "obol.claim"
+	SpanAttempt  = "obol.attempt"
+	SpanReserve  = "obol.reserve"
+	SpanFinalize = "obol.finalize"
+)
+
+// Attribute keys.
+const (
+	AttrWorkspace    = "obol.workspace"
+	AttrTool         = "obol.tool"
+	AttrConnection   = "obol.connection"
+	AttrKeySource    = "obol.key_source"
+	AttrClaimStatus  = "obol.claim.status"
+	AttrBinding      = "obol.binding"
+	AttrAttempt      = "obol.attempt"
+	AttrPhase        = "obol.phase"
+	AttrStatus       = "obol.vendor.status"
+	AttrOutcome      = "obol.outcome"
+	AttrAttemptCount = "obol.attempt_count"
+)
+
+func noEnd(error, ...Attr) {}
+
+// span starts a span through o.Tracer, or nothing when it is nil.
+func (o *Orchestrator) span(ctx context.Context, name string, attrs ...Attr) (context.Context, func(error, ...Attr)) {
+	if o.Tracer == nil {
+		return ctx, noEnd
+	}
+	return o.Tracer.Start(ctx, name, attrs...)
+}
