@@ -124,7 +124,7 @@ func setup(t *testing.T, url string) (*retry.Orchestrator, retry.Call, *tracetes
 func attr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -212,21 +212,21 @@ func flatten(spans tracetest.SpanStubs) string {
 	for _, s := range spans {
 		fmt.Fprintf(&b, "%s %s %q|", s.Name, s.Status.Code, s.Status.Description)
 		for _, kv := range s.Attributes {
-			fmt.Fprintf(&b, "%s=%s|", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, "%s=%s|", kv.Key, kv.Value.String())
 		}
 		for _, e := range s.Events {
 			fmt.Fprintf(&b, "%s|", e.Name)
 			for _, kv := range e.Attributes {
-				fmt.Fprintf(&b, "%s=%s|", kv.Key, kv.Value.Emit())
+				fmt.Fprintf(&b, "%s=%s|", kv.Key, kv.Value.String())
 			}
 		}
 		for _, l := range s.Links {
 			for _, kv := range l.Attributes {
-				fmt.Fprintf(&b, "%s=%s|", kv.Key, kv.Value.Emit())
+				fmt.Fprintf(&b, "%s=%s|", kv.Key, kv.Value.String())
 			}
 		}
 		for _, kv := range s.Resource.Attributes() {
-			fmt.Fprintf(&b, "%s=%s|", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, "%s=%s|", kv.Key, kv.Value.String())
 		}
 	}
 	return b.String()
