@@ -156,7 +156,7 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 	// Preload the scripts so that the first call is one round trip. Best
 	// effort: EVALSHA falls back to EVAL on NOSCRIPT (a failover, a restart).
 	for _, n := range nodes {
-		for _, sc := range []*script{s.sc.claim, s.sc.reserve, s.sc.renew, s.sc.finalize, s.sc.lookup, s.sc.decide} {
+		for _, sc := range []*script{s.sc.claim, s.sc.reserve, s.sc.renew, s.sc.finalize, s.sc.lookup, s.sc.decide, s.sc.settle, s.sc.index} {
 			n.Do(ctx, n.B().ScriptLoad().Script(sc.src).Build())
 		}
 	}
@@ -428,6 +428,9 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			s.neverSent(ctx, key, res.Token)
 			return idempotency.ClaimResult{}, opError("claim", err)
 		}
+		if err := s.indexReserved(ctx, "claim", key, req.Scope, req.Key, res.Token); err != nil {
+			return idempotency.ClaimResult{}, err
+		}
 	case idempotency.StatusHeld:
 		// The ticket key lives in its own slot, so it is a second command.
 		// Every held answer rewrites it: a crash between the two leaves a
@@ -610,6 +613,9 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 		if err := s.checkAcks(acks); err != nil {
 			s.neverSent(ctx, key, int(n))
 			return idempotency.Reservation{}, opError("reserve", err)
+		}
+		if err := s.indexReserved(ctx, "reserve", key, req.Scope, req.Key, int(n)); err != nil {
+			return idempotency.Reservation{}, err
 		}
 		return idempotency.Reservation{Token: int(n), LeaseDeadline: msTime(l), AttemptDeadline: e, AlreadyApplied: len(arr) > 4}, nil
 	}
