@@ -29,7 +29,7 @@ func (m *memStore) Settle(ctx context.Context, req idempotency.SettleRequest) (i
 	if _, ok := r.ops[req.OpID]; ok && req.OpID != "" {
 		return m.copyRecord(r, false), nil
 	}
-	open := r.rec.State == idempotency.StateUnknown || m.expired(r)
+	open := r.rec.State == idempotency.StateUnknown || m.expired(r) && m.mutant != "settle-ignores-lapsed"
 	if !open && m.mutant != "settle-any-state" {
 		return idempotency.Record{}, idempotency.ErrNotUnknown
 	}
@@ -93,6 +93,9 @@ func (m *memStore) ListUnknown(ctx context.Context, req idempotency.ListRequest)
 			continue
 		}
 		rec := m.copyRecord(r, false)
+		if m.mutant == "list-ignores-lapsed" {
+			rec.State = r.rec.State
+		}
 		if rec.State != idempotency.StateUnknown && m.mutant != "list-shows-all" {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/obol-gateway/obol/effectspec"
@@ -23,6 +24,8 @@ var settleTests = []test{
 	{"BadInput", testSettleBadInput},
 	{"KeepsTTL", testSettleKeepsTTL},
 	{"Resend", testSettleResend},
+	{"Concurrent", testSettleConcurrent},
+	{"RacesRedispatch", testSettleRacesRedispatch},
 }
 
 // listTests: unknown records are listed per workspace.
@@ -423,6 +426,73 @@ func testListBadInput(t *testing.T, h Harness) {
 	for _, c := range []string{"not a cursor", "\x00", strings.Repeat("9", 2000)} {
 		if _, err := e.settler().ListUnknown(e.ctx, idempotency.ListRequest{Workspace: "ws_test", Cursor: c}); err == nil {
 			t.Fatalf("ListUnknown with a malformed cursor: no error")
+		}
+	}
+}
+
+// testSettleConcurrent: operators settling one record at once: exactly one
+// wins, and the record holds the winner's outcome and resolution.
+func testSettleConcurrent(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := e.unknownCall()
+	const n = 8
+	errs := make([]error, n)
+	reqs := make([]idempotency.SettleRequest, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		reqs[i] = settleReq(req, 1, []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected}[i%2])
+		reqs[i].By = fmt.Sprintf("ops%d", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = e.settler().Settle(e.ctx, reqs[i])
+		}()
+	}
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("two settles won: ops%d and ops%d", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, idempotency.ErrNotUnknown):
+			t.Fatalf("a losing settle: %v, want ErrNotUnknown", err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no settle won")
+	}
+	wantResolution(t, "Lookup", e.lookup(req), reqs[winner])
+}
+
+// testSettleRacesRedispatch: a settle and a redispatch of the same unknown
+// record (a vendor that deduplicates) never both apply.
+func testSettleRacesRedispatch(t *testing.T, h Harness) {
+	e := std(t, h)
+	for range 5 {
+		req := call(effectspec.BindingHeader)
+		e.finalize(req, e.claimed(req).Token, idempotency.StateUnknown, nil)
+		var claim idempotency.ClaimResult
+		var claimErr, settleErr error
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); claim, claimErr = e.s.Claim(e.ctx, req) }()
+		go func() {
+			defer wg.Done()
+			_, settleErr = e.settler().Settle(e.ctx, settleReq(req, 1, idempotency.StateAccepted))
+		}()
+		wg.Wait()
+		if claimErr != nil {
+			t.Fatalf("Claim: %v", claimErr)
+		}
+		rec := e.lookup(req)
+		switch {
+		case settleErr == nil && claim.Status == idempotency.StatusReplay && rec.State == idempotency.StateAccepted:
+		// Redispatched first, the record is in flight under a live lease.
+		case errors.Is(settleErr, idempotency.ErrNotUnknown) && claim.Status == idempotency.StatusClaimed && rec.State == idempotency.StateInFlight:
+		default:
+			t.Fatalf("settle %v and claim %q both ended; record %q", settleErr, claim.Status, rec.State)
 		}
 	}
 }

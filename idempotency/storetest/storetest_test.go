@@ -62,6 +62,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"settle-shortens-ttl", "Settle/KeepsTTL"},
 		{"list-shows-all", "List/OnlyUnknown"},
 		{"list-unbounded", "List/PageBound"},
+		{"settle-ignores-lapsed", "Settle/LapsedLease"},
+		{"list-ignores-lapsed", "List/LapsedLease"},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {
