@@ -18,13 +18,17 @@ var _ idempotency.Settler = (*Store)(nil)
 // workspace at {prefix}unk:{workspace}, member indexMember, score the
 // record's expiry in ms. The record key and the index key live in different
 // Cluster slots, so the index cannot be written by the claim script: every
-// reservation (a claimed Claim, a Reserve) writes it with a second command,
-// after the script and before its caller may send. That costs one round
-// trip per reservation. If it fails, the reservation is finalized as never
-// sent (best effort) and the call fails, as when a WAIT falls short: no
-// attempt leaves unindexed. The record stays the truth; the index may hold
-// entries of records that are gone, final or live, which listing skips and
-// drops.
+// reservation (a claimed Claim, a Reserve) writes it with a second script
+// right after, before its caller may send, and a final outcome (Finalize,
+// Settle) removes it, best effort. That costs a round trip per reservation
+// and per final outcome, none on a replay. If the write fails, the call fails (do not
+// send) and the reservation stands: the caller's re-send with the same op
+// id answers "already applied" and writes the entry again, so an attempt is
+// only ever sent indexed. A reservation whose caller gave up is unindexed
+// but was never sent; it reads unknown once its lease lapses, and the next
+// claim of the key that answers outcome_unknown indexes it (best effort).
+// The record stays the truth: the index may hold entries of records that
+// are gone, final or live, which listing skips and drops.
 
 func (s *Store) indexKey(workspace string) string { return s.prefix + "unk:" + workspace }
 
@@ -45,11 +49,21 @@ func (s *Store) index(ctx context.Context, scope idempotency.Scope, key idempote
 	return err
 }
 
-// indexReserved writes the index entry of a reservation just made, or
-// finalizes the reservation as never sent when it cannot.
-func (s *Store) indexReserved(ctx context.Context, op, rk string, scope idempotency.Scope, key idempotency.Key, token int) error {
+// unindex removes the entry of a record that just became final, so that
+// the index holds about the records that may still be unknown, not a week
+// of traffic. Best effort: an entry left behind is dropped by the next
+// listing that reads it, or once its score passes.
+func (s *Store) unindex(ctx context.Context, scope idempotency.Scope, key idempotency.Key) {
+	m, err := json.Marshal(indexMember{scope.Connection, scope.Tool, key.String()})
+	if err == nil {
+		s.exec(ctx, s.sc.index, s.indexKey(scope.Workspace), []string{"rem", string(m)}, false)
+	}
+}
+
+// indexReserved writes the index entry of a reservation just made. An
+// error means "do not send"; the reservation stands for the re-send.
+func (s *Store) indexReserved(ctx context.Context, op string, scope idempotency.Scope, key idempotency.Key) error {
 	if err := s.index(ctx, scope, key); err != nil {
-		s.neverSent(ctx, rk, token)
 		return opError(op, fmt.Errorf("unknown index: %w", err))
 	}
 	return nil
@@ -97,6 +111,7 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		if err != nil {
 			return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", err)
 		}
+		s.unindex(ctx, req.Scope, req.Key)
 		return rec, nil
 	}
 	return idempotency.Record{}, opError("settle", fmt.Errorf("unexpected reply %q", st))

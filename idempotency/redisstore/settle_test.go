@@ -53,6 +53,9 @@ func TestIndexOnReservation(t *testing.T) {
 		t.Fatalf("index score after reserve: %v, want %v", got, want+1000)
 	}
 	mustFinalize(t, m.store, k, 2, idempotency.StateAccepted, nil)
+	if _, ok := m.indexScores(t)[member(k)]; ok {
+		t.Fatal("a final record keeps its index entry")
+	}
 	before := m.snapshot(t)
 	mustClaim(t, m.store, claimReq(k), idempotency.StatusReplay)
 	if m.snapshot(t) != before {
@@ -60,32 +63,42 @@ func TestIndexOnReservation(t *testing.T) {
 	}
 }
 
-// TestIndexFailureNeverSends: when the index cannot be written, the claim
-// fails (do not send) and its reservation is taken back as never sent.
-func TestIndexFailureNeverSends(t *testing.T) {
+// TestIndexFailureDoesNotSend: when the index cannot be written, the claim
+// fails (do not send) and its reservation stands: the re-sent claim answers
+// already applied and indexes it.
+func TestIndexFailureDoesNotSend(t *testing.T) {
 	m := newMini(t, Options{})
-	if err := m.mr.Set(m.store.indexKey(testScope.Workspace), "not a sorted set"); err != nil {
+	ik := m.store.indexKey(testScope.Workspace)
+	if err := m.mr.Set(ik, "not a sorted set"); err != nil {
 		t.Fatal(err)
 	}
 	req := claimReq(idempotency.NewKey())
 	req.Binding = effectspec.BindingUnsupported
+	req.OpID = idempotency.NewOpID()
 	if _, err := m.store.Claim(context.Background(), req); !errors.Is(err, idempotency.ErrStoreUnavailable) {
 		t.Fatalf("claim with a broken index: %v, want ErrStoreUnavailable", err)
 	}
-	rec, err := m.store.Lookup(context.Background(), req.Scope, req.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rec.State != idempotency.StateUnknown || rec.SentAttempts != 0 {
-		t.Fatalf("after a failed index write: state %q, sent %d; want unknown, 0", rec.State, rec.SentAttempts)
-	}
-	m.mr.Del(m.store.indexKey(testScope.Workspace))
-	// Nothing left, so even an unsupported binding may dispatch again.
-	if r := mustClaim(t, m.store, req, idempotency.StatusClaimed); r.Token != 2 {
-		t.Fatalf("claim after repair: token %d, want 2", r.Token)
+	m.mr.Del(ik)
+	r := mustClaim(t, m.store, req, idempotency.StatusClaimed)
+	if r.Token != 1 || !r.AlreadyApplied {
+		t.Fatalf("re-sent claim: token %d, already applied %v; want 1, true", r.Token, r.AlreadyApplied)
 	}
 	if _, ok := m.indexScores(t)[member(req.Key)]; !ok {
-		t.Fatal("the repaired claim is not indexed")
+		t.Fatal("the re-sent claim did not index the record")
+	}
+}
+
+// TestOutcomeUnknownIndexes: an unknown record that was never indexed (its
+// claimer gave up) is indexed by the next claim that finds it.
+func TestOutcomeUnknownIndexes(t *testing.T) {
+	m := newMini(t, Options{})
+	req := claimReq(idempotency.NewKey())
+	req.Binding = effectspec.BindingUnsupported
+	mustFinalize(t, m.store, req.Key, mustClaim(t, m.store, req, idempotency.StatusClaimed).Token, idempotency.StateUnknown, nil)
+	m.mr.Del(m.store.indexKey(testScope.Workspace))
+	mustClaim(t, m.store, req, idempotency.StatusOutcomeUnknown)
+	if _, ok := m.indexScores(t)[member(req.Key)]; !ok {
+		t.Fatal("an outcome_unknown answer did not index the record")
 	}
 }
 
@@ -101,8 +114,11 @@ func TestListRepairsIndex(t *testing.T) {
 	m.mr.Del(m.recordKey(t, gone))
 	mustClaim(t, m.store, claimReq(live), idempotency.StatusClaimed)
 	ik := m.store.indexKey(testScope.Workspace)
-	if _, err := m.mr.ZAdd(ik, 1e15, `{"t":"x","k":"idt_not a key"}`); err != nil {
-		t.Fatal(err)
+	// A malformed entry, and one a finalize failed to remove.
+	for _, mem := range []string{`{"t":"x","k":"idt_not a key"}`, member(final)} {
+		if _, err := m.mr.ZAdd(ik, 1e15, mem); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p, err := m.store.ListUnknown(ctx, idempotency.ListRequest{Workspace: testScope.Workspace})
 	if err != nil {

@@ -1,8 +1,9 @@
 -- index: KEYS[1] is a workspace's index of reserved records, a sorted set
 -- of record members scored by expiry (ms).
--- ARGV = op ('add', 'drop' or 'page'), then for add: member, TTL ms of the
--- record from now; for drop: member, the score the caller read; for page:
--- score and member of the last entry read ('-inf' and '' at first), count.
+-- ARGV = op ('add', 'drop', 'rem' or 'page'), then for add: member, TTL ms
+-- of the record from now; for drop: member, the score the caller read; for
+-- rem: member (its record just became final); for page: score and member
+-- of the last entry read ('-inf' and '' at first), count.
 -- add raises an entry's score to the record's expiry, never lowers it, and
 -- prunes entries that expired; the set lives as long as its newest entry.
 -- drop removes an entry only if its score is still the one read, so that a
@@ -28,6 +29,10 @@ if ARGV[1] == 'page' then
     off = off + #b / 2
   end
   return out
+end
+if ARGV[1] == 'rem' then
+  redis.call('ZREM', key, ARGV[2])
+  return {'ok'}
 end
 local now = now_ms()
 if ARGV[1] == 'add' then
