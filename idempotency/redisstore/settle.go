@@ -124,6 +124,7 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 // cursor is the last entry read: an entry whose score rises past it (a new
 // reservation) may be listed again.
 func (s *Store) ListUnknown(ctx context.Context, req idempotency.ListRequest) (idempotency.UnknownPage, error) {
+	// The workspace is checked as a scope's: it names the index key.
 	if err := (idempotency.Scope{Workspace: req.Workspace, Tool: "-", Connection: "-"}).Validate(); err != nil {
 		return idempotency.UnknownPage{}, fmt.Errorf("redisstore: list: %w", err)
 	}
