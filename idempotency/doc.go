@@ -98,6 +98,11 @@
 // same call sent again answers AlreadyApplied instead of acting twice; any
 // store error on Claim or Reserve means the caller must not send.
 //
+// An operator who has checked with the vendor settles an unknown record
+// (Settler.Settle) as accepted or definitely_rejected, by compare-and-set on
+// its state and the attempt count seen in the listing (Settler.ListUnknown);
+// the record keeps who, when and why (Record.Resolution) and replays it.
+//
 // # Approvals
 //
 // A held call gets a ticket ("apt_" + 32 hex) bound to the key it was held

@@ -55,6 +55,8 @@ type Record struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	FinalizedAt     time.Time // zero until finalized
+	// Resolution is set when an operator settled the record (Settler).
+	Resolution *Resolution
 }
 
 // RouteRecord is the route a record was created for, as receipts show it:

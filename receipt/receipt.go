@@ -36,8 +36,9 @@ type Route struct {
 
 // Receipt records what the gateway did for one idempotency key. Its JSON form
 // is stable (field order and names are part of the wire contract) and it
-// holds no free-form text: nothing a vendor or client sends is copied into it
-// except the status code, so no secret can reach it.
+// holds no free-form text but an operator's resolution note: nothing a vendor
+// or client sends is copied into it except the status code, so no secret can
+// reach it.
 type Receipt struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	KeySource      string `json:"key_source"` // "supplied" or "minted"
@@ -58,6 +59,29 @@ type Receipt struct {
 	Replayed    bool      `json:"replayed"`
 	CreatedAt   time.Time `json:"created_at"`
 	FinalizedAt time.Time `json:"finalized_at,omitzero"`
+	// Resolution is set when an operator settled an unknown call; nil
+	// (omitted) otherwise.
+	Resolution *Resolution `json:"resolution,omitempty"`
+}
+
+// Resolution says who settled an unknown call, when and why. Note is the
+// operator's text, checked by the store (bounded, no control characters).
+type Resolution struct {
+	Outcome Outcome   `json:"outcome"`
+	By      string    `json:"by"`
+	At      time.Time `json:"at"`
+	Note    string    `json:"note"`
+}
+
+// MarshalJSON encodes At as Receipt does its times, in the field order of
+// the wire contract.
+func (r Resolution) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Outcome Outcome `json:"outcome"`
+		By      string  `json:"by"`
+		At      string  `json:"at"`
+		Note    string  `json:"note"`
+	}{r.Outcome, r.By, formatTime(r.At), r.Note})
 }
 
 // timeLayout keeps millisecond precision, the precision of Redis TIME as the
@@ -69,10 +93,11 @@ func (r Receipt) MarshalJSON() ([]byte, error) {
 	type plain Receipt
 	type wire struct {
 		plain
-		CreatedAt   string `json:"created_at"`
-		FinalizedAt string `json:"finalized_at,omitempty"`
+		CreatedAt   string      `json:"created_at"`
+		FinalizedAt string      `json:"finalized_at,omitempty"`
+		Resolution  *Resolution `json:"resolution,omitempty"` // last, after the times
 	}
-	w := wire{plain: plain(r), CreatedAt: formatTime(r.CreatedAt), FinalizedAt: formatTime(r.FinalizedAt)}
+	w := wire{plain: plain(r), CreatedAt: formatTime(r.CreatedAt), FinalizedAt: formatTime(r.FinalizedAt), Resolution: r.Resolution}
 	return json.Marshal(w)
 }
 

@@ -38,7 +38,10 @@ func sample() receipt.Receipt {
 func TestGolden(t *testing.T) {
 	held := sample()
 	held.Outcome, held.Status, held.AttemptCount, held.FinalizedAt = receipt.Held, 0, 0, time.Time{}
-	for name, r := range map[string]receipt.Receipt{"accepted": sample(), "held": held} {
+	settled := sample()
+	settled.Binding, settled.Propagation, settled.VendorKey, settled.Status = "unsupported", "none", "", 0
+	settled.Resolution = &receipt.Resolution{Outcome: receipt.Accepted, By: "ops@acme", At: settled.FinalizedAt, Note: "checked: ch_1 exists"}
+	for name, r := range map[string]receipt.Receipt{"accepted": sample(), "held": held, "settled": settled} {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.Marshal(r)
 			if err != nil {
@@ -66,8 +69,8 @@ func TestFieldOrderAndOmission(t *testing.T) {
 	r.Status, r.FinalizedAt = 0, time.Time{}
 	b, _ := json.Marshal(r)
 	s := string(b)
-	if strings.Contains(s, `"status"`) || strings.Contains(s, `"finalized_at"`) {
-		t.Errorf("unset status/finalized_at must be omitted: %s", s)
+	if strings.Contains(s, `"status"`) || strings.Contains(s, `"finalized_at"`) || strings.Contains(s, `"resolution"`) {
+		t.Errorf("unset status/finalized_at/resolution must be omitted: %s", s)
 	}
 	if !strings.HasPrefix(s, `{"idempotency_key":`) || !strings.HasSuffix(s, `"created_at":"2026-11-30T09:00:00.123Z"}`) {
 		t.Errorf("field order or time format changed: %s", s)

@@ -34,6 +34,10 @@
 //	POST /v1/approvals/{ticket}/deny       approver key
 //	GET  /v1/receipts/{key}?tool=NAME      workspace key; another workspace's key is 404
 //	POST /v1/capabilities/{name}/pin       approver key, body {"provider": "tool.name"}
+//	GET  /v1/unknown?workspace=ID          approver key; ?cursor=, ?limit= (at most 100)
+//	POST /v1/receipts/{key}/resolve?tool=NAME&workspace=ID
+//	                                       approver key, body {"outcome": "accepted"|"definitely_rejected",
+//	                                       "note": "...", "attempt_count": N (optional, as listed)}
 //	GET  /healthz, GET /metrics            no key
 //
 // # Decisions where the contract is silent

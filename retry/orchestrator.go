@@ -474,6 +474,9 @@ func (o *Orchestrator) outcome(call *Call, hash string, rec idempotency.Record, 
 	if rec.Result != nil {
 		r.Status = rec.Result.Status
 	}
+	if res := rec.Resolution; res != nil {
+		r.Resolution = &receipt.Resolution{Outcome: OutcomeOf(res.Outcome), By: res.By, At: res.At, Note: res.Note}
+	}
 	return Outcome{Receipt: r, Result: rec.Result, Key: call.Key}
 }
 

@@ -22,7 +22,8 @@
 // fallback on NOSCRIPT) on exactly one key, the record hash that
 // idempotency.Scope.StorageKey names, so it is valid on Redis Cluster and
 // records spread over all slots. Time inside scripts is Redis TIME. A first
-// call costs one round trip to claim and one to finalize; a replay costs one.
+// call costs one round trip to claim and one to finalize, each followed by
+// one on the unknown index (below); a replay costs one.
 // Approval tickets live under {prefix}apt:{ticket}, their own key (and slot),
 // written by a separate SET whenever a claim answers held, so that a crash
 // between the two leaves a held record whose next claim restores the ticket.
@@ -36,6 +37,17 @@
 // deleted. Names are checked as tool names (1 to 128 of [A-Za-z0-9_.-]; the
 // capability starts with "cap.", the provider does not), so a pin key never
 // holds braces or a second colon.
+//
+// Unknown calls are listed per workspace through {prefix}unk:{workspace}, a
+// sorted set of the workspace's reserved records scored by expiry. It lives
+// in another slot than the records, so every reservation writes its entry
+// with a second script right after the claim or reserve answered and before
+// its caller may send; if that fails, the call fails and its re-send (same
+// op id, "already applied") writes it again, so no attempt leaves
+// unindexed. The record stays
+// the truth: ListUnknown reads each entry's record, shows those unknown now
+// and drops entries whose record is gone or final. Settle is one script on
+// the record.
 //
 // # Retries and re-sends
 //

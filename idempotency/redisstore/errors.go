@@ -39,7 +39,7 @@ var (
 // settle the state with Lookup. It matches idempotency.ErrStoreUnavailable
 // and its cause under errors.Is.
 type OpError struct {
-	Op  string // "claim", "reserve", "renew", "finalize", "lookup", "ticket", "decide", "pin", "setpin", "initpin", "new"
+	Op  string // "claim", "reserve", "renew", "finalize", "lookup", "ticket", "decide", "pin", "setpin", "initpin", "new", "settle", "list"
 	Err error
 }
 

@@ -124,8 +124,9 @@ func commandCalls(t testing.TB, c rueidis.Client) map[string]int {
 	return m
 }
 
-// TestRoundTrips: a first call is one script to claim and one to finalize; a
-// replay is one script.
+// TestRoundTrips: a first call is one script to claim and one to finalize,
+// each followed by one on the unknown index (another slot); a replay is one
+// script.
 func TestRoundTrips(t *testing.T) {
 	srv := redistest.Start(t)
 	c := realClient(t, srv.Addr())
@@ -144,8 +145,8 @@ func TestRoundTrips(t *testing.T) {
 	if n := count(func() {
 		res := mustClaim(t, s, claimReq(k), idempotency.StatusClaimed)
 		mustFinalize(t, s, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200})
-	}); n != 2 {
-		t.Fatalf("claim + finalize: %d top-level commands, want 2", n)
+	}); n != 4 {
+		t.Fatalf("claim + index + finalize + unindex: %d top-level commands, want 4", n)
 	}
 	if n := count(func() { mustClaim(t, s, claimReq(k), idempotency.StatusReplay) }); n != 1 {
 		t.Fatalf("replay: %d top-level commands, want 1", n)

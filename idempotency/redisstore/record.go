@@ -3,6 +3,7 @@ package redisstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -212,6 +213,8 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 		case "D":
 			hasResult = true
 			res.BodyDropped = v == "1"
+		case "R":
+			r.Resolution, err = decodeResolution(v)
 		case "y", "o", "O":
 		default:
 			name, ok := "", false
@@ -252,6 +255,9 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 	}
 	if hasResult {
 		r.Result = &res
+	}
+	if r.Resolution != nil {
+		r.Resolution.Outcome = r.State
 	}
 	if r.State == idempotency.StateInFlight && nowMS > 0 && leaseMS <= nowMS {
 		r.State = idempotency.StateUnknown
@@ -333,4 +339,17 @@ func encodeResult(res *idempotency.StoredResult, max int) []string {
 		flag = "1"
 	}
 	return append([]string{status, flag, body}, hdr...)
+}
+
+// decodeResolution reads field R: who, time (ms), note, joined by 0x1f.
+func decodeResolution(v string) (*idempotency.Resolution, error) {
+	parts := strings.SplitN(v, "\x1f", 3)
+	if len(parts) != 3 {
+		return nil, errors.New("resolution: want 3 parts")
+	}
+	at, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return nil, err
+	}
+	return &idempotency.Resolution{By: parts[0], At: msTime(at), Note: parts[2]}, nil
 }

@@ -50,7 +50,7 @@ func loadScript(name string, readOnly bool) *script {
 
 // scripts are parsed once per Store; they are immutable after New.
 type scripts struct {
-	claim, reserve, renew, finalize, lookup, decide *script
+	claim, reserve, renew, finalize, lookup, decide, settle, index *script
 }
 
 func newScripts() scripts {
@@ -61,5 +61,7 @@ func newScripts() scripts {
 		finalize: loadScript("finalize", false),
 		lookup:   loadScript("lookup", true),
 		decide:   loadScript("decide", false),
+		settle:   loadScript("settle", false),
+		index:    loadScript("index", false),
 	}
 }

@@ -156,7 +156,7 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 	// Preload the scripts so that the first call is one round trip. Best
 	// effort: EVALSHA falls back to EVAL on NOSCRIPT (a failover, a restart).
 	for _, n := range nodes {
-		for _, sc := range []*script{s.sc.claim, s.sc.reserve, s.sc.renew, s.sc.finalize, s.sc.lookup, s.sc.decide} {
+		for _, sc := range []*script{s.sc.claim, s.sc.reserve, s.sc.renew, s.sc.finalize, s.sc.lookup, s.sc.decide, s.sc.settle, s.sc.index} {
 			n.Do(ctx, n.B().ScriptLoad().Script(sc.src).Build())
 		}
 	}
@@ -428,6 +428,11 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			s.neverSent(ctx, key, res.Token)
 			return idempotency.ClaimResult{}, opError("claim", err)
 		}
+		if err := s.indexReserved(ctx, "claim", req.Scope, req.Key); err != nil {
+			return idempotency.ClaimResult{}, err
+		}
+	case idempotency.StatusOutcomeUnknown:
+		s.index(ctx, req.Scope, req.Key) // best effort: see settle.go
 	case idempotency.StatusHeld:
 		// The ticket key lives in its own slot, so it is a second command.
 		// Every held answer rewrites it: a crash between the two leaves a
@@ -611,6 +616,9 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 			s.neverSent(ctx, key, int(n))
 			return idempotency.Reservation{}, opError("reserve", err)
 		}
+		if err := s.indexReserved(ctx, "reserve", req.Scope, req.Key); err != nil {
+			return idempotency.Reservation{}, err
+		}
 		return idempotency.Reservation{Token: int(n), LeaseDeadline: msTime(l), AttemptDeadline: e, AlreadyApplied: len(arr) > 4}, nil
 	}
 	return idempotency.Reservation{}, opError("reserve", fmt.Errorf("unexpected reply %q", st))
@@ -725,6 +733,9 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		rec, err := decodeRecord(req.Scope, req.Key, flat, 0)
 		if err != nil {
 			return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
+		}
+		if rec.State.Final() {
+			s.unindex(ctx, req.Scope, req.Key)
 		}
 		return rec, nil
 	}

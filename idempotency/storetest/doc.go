@@ -13,6 +13,9 @@
 //		})
 //	}
 //
+// The Settle and List groups need the store to be an idempotency.Settler
+// too; one that is not fails them.
+//
 // A store on a fake clock returns an advance function; one on wall time
 // returns nil and the suite sleeps (a few seconds in all, in parallel).
 //
@@ -61,4 +64,13 @@
 //     64 lowercase hex digits, an unknown binding, a Finalize outcome other
 //     than accepted, definitely_rejected or unknown, and a malformed ticket id
 //     are errors; none writes anything.
+//   - Settle applies to an unknown record or one whose lease lapsed, with the
+//     attempt count it has now (else ErrStale); from any other state it is
+//     ErrNotUnknown, and a missing record ErrNotFound. A settle without a
+//     result drops the unknown attempt's result. A re-sent Settle (same
+//     OpID) answers the settled record. Bad input is ErrInvalidRequest and
+//     quotes none of it.
+//   - ListUnknown lists only records that read unknown now, each once in a
+//     listing that follows the cursor, at most MaxPageSize a page whatever
+//     the limit; a malformed workspace or cursor is an error.
 package storetest

@@ -71,6 +71,8 @@ func Run(t *testing.T, h Harness) {
 		{"Retention", retentionTests},
 		{"Input", inputTests},
 		{"Concurrency", concurrencyTests},
+		{"Settle", settleTests},
+		{"List", listTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -55,6 +55,15 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"reservation-retention", "Retention/ReservationKeepsUnknown"},
 		{"unknown-retention", "Retention/UnknownOutlivesRetention"},
 		{"expiry-finalize-stale", "Lease/FinalizeAfterExpiryPath"},
+		{"settle-any-state", "Settle/RefusedStates"},
+		{"settle-any-state", "Settle/FromUnknown"},
+		{"settle-no-cas", "Settle/AttemptCount"},
+		{"settle-any-input", "Settle/BadInput"},
+		{"settle-shortens-ttl", "Settle/KeepsTTL"},
+		{"list-shows-all", "List/OnlyUnknown"},
+		{"list-unbounded", "List/PageBound"},
+		{"settle-ignores-lapsed", "Settle/LapsedLease"},
+		{"list-ignores-lapsed", "List/LapsedLease"},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {

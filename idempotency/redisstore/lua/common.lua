@@ -26,6 +26,7 @@
 --   o  last operation: 8-byte digest of its kind and op id
 --   An unknown record without F was turned unknown by the lease-expiry
 --   path; its owner's finalize still applies.
+--   R  resolution of a settle: who, time (ms), note, joined by 0x1f
 --   v  schema version, absent for 1
 local key = KEYS[1]
 

@@ -1,0 +1,131 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Settler is the operator's side of a Store (DESIGN.md section 6, "Resolving
+// unknown" and "Listing"): it settles unknown records and lists them per
+// workspace. It is a separate interface so that a Store need not offer it.
+type Settler interface {
+	// Settle moves an unknown record (or an in-flight one whose lease has
+	// lapsed) to StateAccepted or StateDefinitelyRejected, by compare-and-set
+	// on that state and on SettleRequest.Attempts. From any other state it is
+	// ErrNotUnknown, and after a redispatch ErrStale; both change nothing.
+	// It never shortens the record's TTL. It returns the record without the
+	// result body.
+	Settle(ctx context.Context, req SettleRequest) (Record, error)
+	// ListUnknown returns one page of the workspace's records that are
+	// unknown now, in order of expiry. Entries of the index whose record is
+	// gone or can no longer become unknown are dropped as it goes.
+	ListUnknown(ctx context.Context, req ListRequest) (UnknownPage, error)
+}
+
+// Limits of the operator's inputs.
+const (
+	MaxNoteBytes = 512 // SettleRequest.Note
+	MaxByBytes   = 128 // SettleRequest.By
+	MaxPageSize  = 100 // ListRequest.Limit
+)
+
+// ErrNotUnknown: a settle found the record in a state other than unknown
+// (final, held, denied, or in flight under a live lease). Nothing changed.
+var ErrNotUnknown = errors.New("idempotency: record is not unknown")
+
+// Resolution says who settled an unknown record, when (the store's clock)
+// and why.
+type Resolution struct {
+	Outcome State // StateAccepted or StateDefinitelyRejected
+	By      string
+	At      time.Time
+	Note    string
+}
+
+// SettleRequest settles the record of Key in Scope.
+type SettleRequest struct {
+	Scope Scope
+	Key   Key
+	// Attempts is the record's AttemptCount as the operator saw it: a
+	// reservation made since then makes the settle ErrStale.
+	Attempts int
+	Outcome  State  // StateAccepted or StateDefinitelyRejected
+	By       string // who settles: 1 to MaxByBytes bytes, no control bytes
+	Note     string // why: up to MaxNoteBytes of UTF-8, no control bytes
+	// Result is the vendor answer to replay, if the operator has it. If nil,
+	// a replay carries the outcome and the resolution only.
+	Result *StoredResult
+	// OpID identifies this operation, as in ClaimRequest.OpID.
+	OpID string
+}
+
+// Validate checks everything but the scope and key: a bad request is
+// ErrInvalidRequest and quotes none of its input.
+func (r SettleRequest) Validate() error {
+	switch {
+	case r.Outcome != StateAccepted && r.Outcome != StateDefinitelyRejected:
+		return fmt.Errorf("%w: settle: outcome must be accepted or definitely_rejected", ErrInvalidRequest)
+	case r.Attempts < 1:
+		return fmt.Errorf("%w: settle: attempts must be at least 1", ErrInvalidRequest)
+	case r.Result != nil && (r.Result.Status < 100 || r.Result.Status > 999):
+		return fmt.Errorf("%w: settle: status out of range", ErrInvalidRequest)
+	}
+	if err := operatorText("by", r.By, MaxByBytes); err != nil {
+		return err
+	}
+	if r.By == "" {
+		return fmt.Errorf("%w: settle: by must not be empty", ErrInvalidRequest)
+	}
+	return operatorText("note", r.Note, MaxNoteBytes)
+}
+
+func operatorText(field, v string, max int) error {
+	if len(v) > max {
+		return fmt.Errorf("%w: settle: %s longer than %d bytes", ErrInvalidRequest, field, max)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("%w: settle: %s is not UTF-8", ErrInvalidRequest, field)
+	}
+	for i, c := range v {
+		if c < ' ' || c == 0x7f || c >= 0x80 && c < 0xa0 {
+			return fmt.Errorf("%w: settle: %s has a control character at byte %d", ErrInvalidRequest, field, i)
+		}
+	}
+	return nil
+}
+
+// ListRequest asks for one page of a workspace's unknown records.
+type ListRequest struct {
+	Workspace string
+	// Cursor continues a listing: UnknownPage.Cursor of the previous page.
+	// If empty, the listing starts at the record that expires first.
+	Cursor string
+	// Limit is the most records a page holds. If zero or over MaxPageSize,
+	// MaxPageSize.
+	Limit int
+}
+
+// PageLimit returns the page size r asks for, bounded by MaxPageSize.
+func (r ListRequest) PageLimit() int {
+	if r.Limit <= 0 || r.Limit > MaxPageSize {
+		return MaxPageSize
+	}
+	return r.Limit
+}
+
+// UnknownPage is one page of a listing.
+type UnknownPage struct {
+	Records []UnknownRecord
+	// Cursor continues the listing; empty when it is complete.
+	Cursor string
+}
+
+// UnknownRecord is a listed record and the scope it lives in (its tool by
+// name, as a settle needs it). Record.Result carries no body.
+type UnknownRecord struct {
+	Scope  Scope
+	Record Record
+}

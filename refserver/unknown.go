@@ -1,0 +1,222 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// The operator's endpoints for unknown calls (DESIGN.md section 11):
+// GET /v1/unknown?workspace=ID lists them, POST
+// /v1/receipts/{key}/resolve?tool=NAME&workspace=ID settles one. Both need
+// an approver key: a workspace's own key may not settle its calls.
+
+var (
+	errWorkspaceKey = refusal{reason: "forbidden", status: http.StatusForbidden, msg: "a workspace key cannot list or settle unknown calls; use an approver key"}
+	errNoSettler    = refusal{reason: "not_implemented", status: http.StatusNotImplemented, msg: "the store cannot settle unknown calls"}
+)
+
+// approverOnly refuses a request without an approver key: 403 for a
+// workspace key, 401 for anything else. It returns the approver's name as a
+// resolution records it: a digest of the key, never the key.
+func (s *server) approverOnly(w http.ResponseWriter, r *http.Request) (string, bool) {
+	tok, ok := bearerToken(r.Header)
+	if ok && s.cfg.approver(tok) {
+		sum := sha256.Sum256([]byte(tok))
+		return "approver:" + hex.EncodeToString(sum[:6]), true
+	}
+	if ok {
+		if _, ws := s.cfg.workspace(tok); ws {
+			s.restRefuse(w, errWorkspaceKey)
+			return "", false
+		}
+	}
+	s.restRefuse(w, errNotApprover)
+	return "", false
+}
+
+func (s *server) settler(w http.ResponseWriter) (idempotency.Settler, bool) {
+	st, ok := s.store.(idempotency.Settler)
+	if !ok {
+		s.restRefuse(w, errNoSettler)
+	}
+	return st, ok
+}
+
+// knownWorkspace reports whether id is a configured workspace.
+func (s *server) knownWorkspace(id string) bool {
+	for _, ws := range s.cfg.workspaces {
+		if ws == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *server) workspaceParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	ws := r.URL.Query().Get("workspace")
+	if !s.knownWorkspace(ws) {
+		s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: "query parameter workspace must name a configured workspace"})
+		return "", false
+	}
+	return ws, true
+}
+
+// unknownList is the answer of GET /v1/unknown: the receipts of the calls
+// that are unknown now, and the cursor of the next page ("" at the end).
+type unknownList struct {
+	Unknown []receipt.Receipt `json:"unknown"`
+	Cursor  string            `json:"cursor"`
+}
+
+// handleListUnknown lists a workspace's unknown calls, a page at a time
+// (?cursor=, ?limit= up to idempotency.MaxPageSize).
+func (s *server) handleListUnknown(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.approverOnly(w, r); !ok {
+		return
+	}
+	st, ok := s.settler(w)
+	if !ok {
+		return
+	}
+	ws, ok := s.workspaceParam(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > idempotency.MaxPageSize {
+			s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest,
+				msg: "query parameter limit must be 1 to " + strconv.Itoa(idempotency.MaxPageSize)})
+			return
+		}
+		limit = n
+	}
+	page, err := st.ListUnknown(r.Context(), idempotency.ListRequest{Workspace: ws, Cursor: q.Get("cursor"), Limit: limit})
+	if err != nil {
+		rf := s.classify(err)
+		if rf.reason == "store_unavailable" {
+			s.metrics.storeErrors.WithLabelValues("list").Inc()
+		}
+		if rf.reason == "invalid_request" {
+			rf.msg = "malformed cursor"
+		}
+		s.restRefuse(w, rf)
+		return
+	}
+	out := unknownList{Unknown: make([]receipt.Receipt, 0, len(page.Records)), Cursor: page.Cursor}
+	for _, u := range page.Records {
+		t := s.specFor(u.Scope.Tool, u.Record.Fingerprint)
+		if t == nil {
+			continue // a tool no longer configured: its receipts endpoint cannot name it either
+		}
+		out.Unknown = append(out.Unknown, retry.Receipt(u.Scope, t.Spec, u.Record))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// resolveRequest is the body of a settle. AttemptCount, if given, is the
+// attempt_count the operator saw in the listing: a redispatch since then
+// refuses the settle. Without it, the count read just before the settle is
+// used.
+type resolveRequest struct {
+	Outcome      string `json:"outcome"`
+	Note         string `json:"note"`
+	AttemptCount *int   `json:"attempt_count"`
+}
+
+// handleResolve settles one unknown call as accepted or
+// definitely_rejected, and answers its receipt with the resolution.
+func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
+	by, ok := s.approverOnly(w, r)
+	if !ok {
+		return
+	}
+	st, ok := s.settler(w)
+	if !ok {
+		return
+	}
+	ws, ok := s.workspaceParam(w, r)
+	if !ok {
+		return
+	}
+	key, err := idempotency.ParseKey(r.PathValue("key"))
+	if err != nil {
+		s.restRefuse(w, s.classify(err))
+		return
+	}
+	name := r.URL.Query().Get("tool")
+	if !s.known(name) {
+		s.restRefuse(w, refusal{reason: "unknown_tool", status: http.StatusNotFound, msg: "query parameter tool must name a configured tool"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBytes))
+	if err != nil {
+		s.restRefuse(w, refusal{reason: "request_too_large", status: http.StatusRequestEntityTooLarge, msg: "request body too large"})
+		return
+	}
+	var req resolveRequest
+	if err := decodeStrict(body, &req); err != nil {
+		s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest,
+			msg: `body must be {"outcome": "accepted"|"definitely_rejected", "note": "..."}: ` + err.Error()})
+		return
+	}
+	outcome := idempotency.State(req.Outcome)
+	if outcome != idempotency.StateAccepted && outcome != idempotency.StateDefinitelyRejected {
+		s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: `outcome must be "accepted" or "definitely_rejected"`})
+		return
+	}
+	scope := idempotency.Scope{Workspace: ws, Tool: name}
+	if t := s.cfg.Tools[name]; t != nil {
+		scope.Connection = t.Connection
+	}
+	attempts := 0
+	if req.AttemptCount != nil {
+		attempts = *req.AttemptCount
+	} else {
+		rec, err := s.store.Lookup(r.Context(), scope, key)
+		if err != nil {
+			s.resolveRefuse(w, err)
+			return
+		}
+		attempts = rec.AttemptCount
+	}
+	// A note never carries a known secret into a record or a receipt.
+	note := s.redact.String(req.Note)
+	rec, err := st.Settle(r.Context(), idempotency.SettleRequest{Scope: scope, Key: key, Attempts: attempts,
+		Outcome: outcome, By: by, Note: note, OpID: idempotency.NewOpID()})
+	if err != nil {
+		s.resolveRefuse(w, err)
+		return
+	}
+	s.log.Info("unknown call settled", "workspace", ws, "tool", name, "key", key.String(), "outcome", string(outcome), "by", by)
+	writeJSON(w, http.StatusOK, retry.Receipt(scope, s.specFor(name, rec.Fingerprint).Spec, rec))
+}
+
+func (s *server) resolveRefuse(w http.ResponseWriter, err error) {
+	var rf refusal
+	switch {
+	case errors.Is(err, idempotency.ErrNotUnknown):
+		rf = refusal{reason: "not_unknown", status: http.StatusConflict, msg: "the call is not unknown: only an unknown call can be settled"}
+	case errors.Is(err, idempotency.ErrStale):
+		rf = refusal{reason: "stale", status: http.StatusConflict, msg: "the call had another attempt since its attempt_count was read"}
+	default:
+		rf = s.classify(err)
+		switch rf.reason {
+		case "not_found":
+			rf.msg = "no call with this key for this tool in this workspace"
+		case "store_unavailable":
+			s.metrics.storeErrors.WithLabelValues("settle").Inc()
+		}
+	}
+	s.restRefuse(w, rf)
+}
