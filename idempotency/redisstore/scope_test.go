@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
 )
@@ -330,5 +332,126 @@ func TestScopeVersionClusterEveryMaster(t *testing.T) {
 	manualClock(s)(DefaultLease)
 	if _, err := s.Claim(t.Context(), claimReq(idempotency.NewKey())); !errors.Is(err, idempotency.ErrScopeVersionChanged) {
 		t.Fatalf("claim under version 2: %v", err)
+	}
+}
+
+// knownRecords writes records of known versions and states through s (on
+// mr, whose clock it moves on) and returns the table CountRecords must
+// print.
+func knownRecords(t *testing.T, s *Store, mr *miniredis.Miniredis) []RecordCount {
+	t.Helper()
+	claim := func(mod func(*idempotency.ClaimRequest)) (idempotency.Key, idempotency.ClaimResult) {
+		k := idempotency.NewKey()
+		req := claimReq(k)
+		if mod != nil {
+			mod(&req)
+		}
+		res, err := s.Claim(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k, res
+	}
+	rk := func(k idempotency.Key) string {
+		r, _ := testScope.StorageKey(s.prefix, k)
+		return r
+	}
+	// In flight, then its lease lapses: unknown.
+	claim(nil)
+	mr.SetTime(t0.Add(s.Lease() + time.Second))
+	claim(nil) // in flight, live
+	for range 2 {
+		k, res := claim(nil)
+		mustFinalize(t, s, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200})
+	}
+	k, res := claim(nil)
+	mustFinalize(t, s, k, res.Token, idempotency.StateDefinitelyRejected, &idempotency.StoredResult{Status: 400})
+	k, res = claim(nil)
+	mustFinalize(t, s, k, res.Token, idempotency.StateUnknown, nil)
+	claim(func(r *idempotency.ClaimRequest) { r.ApprovalRequired = true }) // held
+	_, held := claim(func(r *idempotency.ClaimRequest) { r.ApprovalRequired = true })
+	if _, err := s.Decide(ctx, idempotency.DecideRequest{Ticket: held.Ticket, Approve: false}); err != nil {
+		t.Fatal(err)
+	}
+	// Of another version, and of the layout before versions.
+	k, res = claim(nil)
+	mustFinalize(t, s, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200})
+	mr.HSet(rk(k), "w", "2")
+	k, _ = claim(nil)
+	mr.HDel(rk(k), "w")
+	// Unreadable: not a hash, an unknown state byte, a version that is
+	// not a number.
+	mr.Set(s.prefix+"idem:junk", "x")
+	mr.HSet(s.prefix+"idem:odd", "m", "zsh", "w", "1")
+	mr.HSet(s.prefix+"idem:odd2", "m", "ash", "w", "one")
+	// Not records: another prefix, tickets, meta keys.
+	mr.HSet("other:idem:x", "m", "ash", "w", "1")
+	return []RecordCount{
+		{0, "", 3},
+		{0, idempotency.StateInFlight, 1},
+		{1, idempotency.StateAccepted, 2},
+		{1, idempotency.StateDefinitelyRejected, 1},
+		{1, idempotency.StateDenied, 1},
+		{1, idempotency.StateHeld, 1},
+		{1, idempotency.StateInFlight, 1},
+		{1, idempotency.StateUnknown, 2},
+		{2, idempotency.StateAccepted, 1},
+	}
+}
+
+func TestCountRecords(t *testing.T) {
+	m := newMini(t, Options{})
+	want := knownRecords(t, m.store, m.mr)
+	before := m.snapshot(t)
+	var progress []int
+	got, err := CountRecords(ctx, m.client, CountOptions{ProgressEvery: 1, Progress: func(n int) { progress = append(progress, n) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("counts\n%v\nwant\n%v", got, want)
+	}
+	if len(progress) == 0 || progress[len(progress)-1] != 13 {
+		t.Errorf("progress %v, want it to end at the 13 keys read", progress)
+	}
+	if after := m.snapshot(t); after != before {
+		t.Errorf("CountRecords changed Redis:\n%s\nwant\n%s", after, before)
+	}
+	// Another prefix sees only its own; a prefix without records, nothing.
+	if got, err := CountRecords(ctx, m.client, CountOptions{Prefix: "other:"}); err != nil || fmt.Sprint(got) != "[{1 accepted 1}]" {
+		t.Errorf("other: %v, %v", got, err)
+	}
+	if got, err := CountRecords(ctx, m.client, CountOptions{Prefix: "o*:"}); err != nil || len(got) != 0 {
+		t.Errorf("o*: %v, %v", got, err)
+	}
+	for _, opts := range []CountOptions{{Prefix: "a{b}:"}, {Prefix: "a b"}, {ProgressEvery: -1}} {
+		if _, err := CountRecords(ctx, m.client, opts); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%+v: %v, want ErrInvalidOptions", opts, err)
+		}
+	}
+	if _, err := CountRecords(ctx, nil, CountOptions{}); err == nil {
+		t.Error("nil client accepted")
+	}
+}
+
+// TestCountRecordsCluster counts records spread over every master of a
+// Cluster with replicas, each once.
+func TestCountRecordsCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 1)
+	c := realClient(t, cl.Addrs()...)
+	s := realStore(t, c, Options{})
+	for i := range 40 {
+		k := idempotency.NewKey()
+		res := mustClaim(t, s, claimReq(k), idempotency.StatusClaimed)
+		if i%4 != 0 {
+			mustFinalize(t, s, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200})
+		}
+	}
+	got, err := CountRecords(t.Context(), c, CountOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[{1 accepted 30} {1 in_flight 10}]"; fmt.Sprint(got) != want {
+		t.Fatalf("counts %v, want %s", got, want)
 	}
 }
