@@ -5,6 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +19,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/internal/redistest"
 	"github.com/obol-gateway/obol/internal/secrettest"
 )
 
@@ -153,4 +158,61 @@ func TestScopeStatusRefuses(t *testing.T) {
 			t.Errorf("%v: output leaks the secret: %s", tc.args, l)
 		}
 	}
+}
+
+// TestScopeVersionChangeOnTheWire: once the fleet's scope version changes
+// under a running gateway, a call is refused with 503
+// scope_version_conflict and never dispatched, and /healthz says so; set
+// back, the gateway serves again. The gateway re-reads the key once a lease
+// (1s here) has passed since its last reading, which the sleeps guarantee.
+func TestScopeVersionChangeOnTheWire(t *testing.T) {
+	rs := redistest.Start(t)
+	vendor := newTestVendor(t)
+	t.Setenv("E2E_VENDOR_SECRET", e2eSecret)
+	cfgPath := filepath.Join(t.TempDir(), "config.json")
+	cfg := strings.ReplaceAll(strings.Replace(e2eConfig, `"lease": "10s"`, `"lease": "1s"`, 1), "{{VENDOR}}", vendor.URL)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, _, stderr, _ := runServer(t, "-config", cfgPath, "-redis", "redis://"+rs.Addr())
+	if base == "" {
+		t.Fatalf("did not start:\n%s", stderr.String())
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay.charge","arguments":{"amount":1}}}`
+	health := func() (int, string) {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+
+	if _, err := rs.Do("SET", "e2e:meta:scope_version", "2"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	k := idempotency.NewKey().String()
+	// A refusal of the tool layer is a JSON-RPC error; its status is the
+	// equivalent HTTP status (DESIGN.md section 11).
+	_, b := rawPost(t, base, http.MethodPost, e2eKeyOne, k, body)
+	if _, data := decodeWireError(t, b); data.Reason != "scope_version_conflict" || data.Status != 503 || data.IdempotencyKey != k {
+		t.Errorf("call after the change: %+v; want 503 scope_version_conflict", data)
+	}
+	if code, hb := health(); code != http.StatusServiceUnavailable || !strings.Contains(hb, "scope_version_conflict") {
+		t.Errorf("healthz after the change: %d %s", code, hb)
+	}
+	if n := vendor.count("/charge", ""); n != 0 {
+		t.Errorf("vendor saw %d requests", n)
+	}
+
+	if _, err := rs.Do("SET", "e2e:meta:scope_version", "1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if code, hb := health(); code != http.StatusOK {
+		t.Errorf("healthz once set back: %d %s", code, hb)
+	}
+	call(t, newSession(t, base, e2eKeyOne, k), "pay.charge", map[string]any{"amount": 1}, "").wantOutcome(t, "accepted", false)
 }

@@ -455,3 +455,25 @@ func TestCountRecordsCluster(t *testing.T) {
 		t.Fatalf("counts %v, want %s", got, want)
 	}
 }
+
+// TestScopeVersionHealth: Health fails with scope_version_conflict while
+// the fleet's version is another, reading it again itself, so a gateway
+// that gets no claims (taken out of a load balancer) recovers too.
+func TestScopeVersionHealth(t *testing.T) {
+	m := newMini(t, Options{Lease: time.Second})
+	advance := manualClock(m.store)
+	if err := m.store.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.mr.Set(scopeKey, "2")
+	advance(time.Second)
+	var ue *UnhealthyError
+	if err := m.store.Health(ctx); !errors.As(err, &ue) || ue.Reason != "scope_version_conflict" || !errors.Is(err, ErrScopeVersion) {
+		t.Fatalf("health under version 2: %v", err)
+	}
+	m.mr.Set(scopeKey, "1")
+	advance(time.Second)
+	if err := m.store.Health(ctx); err != nil {
+		t.Fatalf("health once set back: %v", err)
+	}
+}
