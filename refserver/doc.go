@@ -20,6 +20,14 @@
 // any user of the machine can read it); when both are set, -redis wins and
 // the server warns that OBOL_REDIS_URL is ignored. The URL is never printed.
 //
+// One operator subcommand, read-only:
+//
+//	refserver scope-status -redis URL -prefix obol: [-progress N]
+//
+// counts the live records per scope version and state (an in-flight record
+// whose lease lapsed counts as unknown) on every master, printing a progress
+// line on stderr every N keys; see the README's "Upgrading the key scope".
+//
 // # Endpoints
 //
 //	POST /mcp                              MCP: tools/list, tools/call (Bearer workspace key)
