@@ -325,9 +325,13 @@ func TestScopeVersionClusterEveryMaster(t *testing.T) {
 			t.Fatalf("no record: New: %v", err)
 		}
 	}
-	// The running check works across slots too.
+	// Another version refuses the start and, while running, claims.
 	if err := c.Do(t.Context(), c.B().Set().Key(scopeKey).Value("2").Build()).Error(); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := New(t.Context(), c, Options{}); !errors.Is(err, ErrScopeVersion) || !strings.Contains(err.Error(), "holds 2") ||
+		!strings.Contains(err.Error(), "this gateway's is 1") {
+		t.Fatalf("New under version 2 on a Cluster: %v", err)
 	}
 	manualClock(s)(DefaultLease)
 	if _, err := s.Claim(t.Context(), claimReq(idempotency.NewKey())); !errors.Is(err, idempotency.ErrScopeVersionChanged) {
