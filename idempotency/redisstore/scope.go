@@ -19,8 +19,8 @@ import (
 // The fleet's scope version (DESIGN.md section 6) lives at
 // {prefix}meta:scope_version as a decimal number. New reads it: the same
 // as idempotency.ScopeVersion starts the store; another value refuses
-// (ErrScopeVersion); no key is written, by SET NX, only when no record
-// exists under the prefix (a SCAN of every master), and otherwise refuses
+// (ErrScopeVersion). An absent key is written (SET NX) only when no record
+// exists under the prefix (a SCAN of every master); otherwise New refuses
 // (ErrScopeVersionUnset), since those records may be of another version.
 //
 // A running store re-reads the key at most once per lease, on the claim
