@@ -36,6 +36,10 @@ var (
 	// ErrScopeVersionConflict: a live record was written under another key-scope
 	// version; it is neither rewritten nor redispatched.
 	ErrScopeVersionConflict = errors.New("idempotency: scope version conflict")
+	// ErrScopeVersionChanged: the fleet's scope version changed while this
+	// gateway ran, so it stops claiming (another gateway may serve); nothing
+	// was written.
+	ErrScopeVersionChanged = errors.New("idempotency: the fleet's scope version changed")
 	// ErrStale: the caller's fencing token is no longer current; nothing changed.
 	ErrStale = errors.New("idempotency: stale fencing token")
 	// ErrNotFound: no record (or ticket) exists.
@@ -76,6 +80,8 @@ func Reason(err error) (reason string, status int) {
 		return "approval_key_mismatch", 422
 	case errors.Is(err, ErrOutcomeUnknown):
 		return "outcome_unknown", 409
+	case errors.Is(err, ErrScopeVersionChanged):
+		return "scope_version_conflict", 503
 	case errors.Is(err, ErrScopeVersionConflict):
 		return "scope_version_conflict", 409
 	case errors.Is(err, ErrDenied):

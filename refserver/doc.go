@@ -27,6 +27,14 @@
 // native attempt sends its traceparent to the vendor. Spans carry no key,
 // argument or credential.
 //
+// One operator subcommand, read-only:
+//
+//	refserver scope-status -redis URL -prefix obol: [-progress N]
+//
+// counts the live records per scope version and state (an in-flight record
+// whose lease lapsed counts as unknown) on every master, printing a progress
+// line on stderr every N keys; see the README's "Upgrading the key scope".
+//
 // # Endpoints
 //
 //	POST /mcp                              MCP: tools/list, tools/call (Bearer workspace key)
@@ -105,7 +113,8 @@
 // arguments that are not one JSON object, duplicate names, lone
 // surrogates, or break the tool's input schema), arguments_too_large (413,
 // over 256 KiB), request_too_large (413), not_found (404: an approval ticket that does not exist or belongs
-// to another workspace or tool), scope_version_conflict (409),
+// to another workspace or tool), scope_version_conflict (409 for a record of
+// another scope version; 503 once the fleet's scope version changed),
 // store_unavailable (503), internal (500). The /v1 endpoints answer
 // {"reason", "status", "message"} with the same reasons, plus
 // already_decided (409) for a ticket decided the other way.

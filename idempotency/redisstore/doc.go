@@ -109,6 +109,15 @@
 //     since a replica may be promoted).
 //   - ClaimRequest.KeySource must be KeySupplied or KeyMinted; op ids are at
 //     most 63 bytes of [A-Za-z0-9_-] (empty: minted).
+//   - The fleet's scope version ({prefix}meta:scope_version) is read again
+//     at most once per lease, before a claim (or a Health check) that finds
+//     the last reading older than a lease; concurrent claims wait for that
+//     one GET, the others stay one round trip. While it holds anything but
+//     idempotency.ScopeVersion, Claim fails with ErrScopeVersion and
+//     idempotency.ErrScopeVersionChanged and Health with
+//     scope_version_conflict; a key that is gone changes nothing, since only
+//     a start that finds no record writes it. CountRecords counts the live
+//     records per version and state for the operator.
 //
 // # Record layout and size
 //

@@ -28,6 +28,14 @@ var (
 	// ErrCorruptRecord: a stored record or ticket that this package cannot
 	// read (another schema, or written by something else).
 	ErrCorruptRecord = errors.New("redisstore: unreadable record")
+	// ErrScopeVersion: the fleet's scope version at {prefix}meta:scope_version
+	// is not idempotency.ScopeVersion. New refuses to start; a running store
+	// that reads it stops claiming (see CountRecords and DESIGN.md section 6).
+	ErrScopeVersion = errors.New("redisstore: the fleet's scope version is not this gateway's")
+	// ErrScopeVersionUnset: records exist under the prefix but the fleet's
+	// scope version does not, so New cannot tell which version they are of
+	// and refuses to start. Count them with CountRecords, then set the key.
+	ErrScopeVersionUnset = errors.New("redisstore: records exist but the fleet's scope version is not set")
 	// ErrInvalidPin: a capability or provider name that Pin, SetPin or
 	// InitPin refuses. Nothing was sent to Redis.
 	ErrInvalidPin = errors.New("redisstore: invalid pin")

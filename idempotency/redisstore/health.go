@@ -18,14 +18,19 @@ const healthSrc = "#!lua\nreturn 1\n"
 // UnhealthyError says why a claim could not be written now.
 type UnhealthyError struct {
 	// Reason is one of "unreachable", "out_of_memory", "read_only",
-	// "loading", "failing_over", "error".
+	// "loading", "failing_over", "error", or "scope_version_conflict"
+	// (the fleet's scope version is not this store's: it stops claiming).
 	Reason string
-	// Node is the address of the node that failed.
+	// Node is the address of the node that failed; empty for
+	// scope_version_conflict.
 	Node string
 	Err  error
 }
 
 func (e *UnhealthyError) Error() string {
+	if e.Node == "" {
+		return "redisstore: health: " + e.Reason
+	}
 	return "redisstore: health: node " + e.Node + ": " + e.Reason
 }
 
@@ -36,7 +41,12 @@ func (e *UnhealthyError) Unwrap() error { return e.Err }
 // Redis out of memory (noeviction refuses writes), a replica that became
 // read-only, a node loading its data set, a Cluster that is down or failing
 // over. It writes nothing. Bound it with ctx (ReadTimeout does not apply).
+// It also fails while the fleet's scope version is not this store's, read
+// again at most once per lease as by a claim.
 func (s *Store) Health(ctx context.Context) error {
+	if err := s.scope.check(ctx); errors.Is(err, ErrScopeVersion) {
+		return &UnhealthyError{Reason: "scope_version_conflict", Err: err}
+	}
 	nodes := s.client.Nodes()
 	for addr, n := range nodes {
 		if len(nodes) > 1 {

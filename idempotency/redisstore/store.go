@@ -92,6 +92,7 @@ type Store struct {
 	noTimeInRO  atomic.Bool // the server refuses TIME in EVALSHA_RO
 	readTimeout time.Duration
 	deployment  string // the fleet's id, an input of every vendor key
+	scope       *scopeCheck
 }
 
 // readCtx bounds a read-only call; see Options.ReadTimeout.
@@ -147,6 +148,9 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 		if err := checkReplicas(ctx, nodes, s.waitN); err != nil {
 			return nil, err
 		}
+	}
+	if s.scope, err = initScope(ctx, client, opts); err != nil {
+		return nil, err
 	}
 	dep, err := initDeployment(ctx, client, s.prefix)
 	if err != nil {
@@ -409,6 +413,9 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	refuse := "0"
 	if req.Refuse {
 		refuse = "1"
+	}
+	if err := s.scope.check(ctx); err != nil {
+		return idempotency.ClaimResult{}, err
 	}
 	arr, acks, err := s.exec(ctx, s.sc.claim, key, []string{
 		strconv.Itoa(idempotency.ScopeVersion), rh, b, fp, route, ks,
