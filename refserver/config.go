@@ -21,6 +21,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/internal/ident"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -367,7 +368,7 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 
 	for i, cp := range fc.Capabilities {
 		where := fmt.Sprintf("capabilities[%d]", i)
-		if !strings.HasPrefix(cp.Name, "cap.") || !validToolName(cp.Name) {
+		if !strings.HasPrefix(cp.Name, "cap.") || !ident.Valid(cp.Name) {
 			bad("%s.name: must be cap. followed by a tool name ([A-Za-z0-9_.-], at most 128 bytes)", where)
 			continue
 		}
@@ -619,23 +620,10 @@ func checkAPIKey(k string) string {
 }
 
 func validSegment(s string) string {
-	if err := (idempotency.Scope{Workspace: s, Connection: "c", Tool: "t"}).Validate(); err != nil {
+	if !ident.Valid(s) {
 		return "must be 1 to 128 of [A-Za-z0-9_.-]"
 	}
 	return ""
-}
-
-func validToolName(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func validEnvName(s string) bool {
@@ -666,7 +654,7 @@ func validMethod(m string) bool {
 // quoteName shows a name in an error: as is when it is a valid tool name,
 // quoted and cut short otherwise.
 func quoteName(s string) string {
-	if validToolName(s) {
+	if ident.Valid(s) {
 		return s
 	}
 	return strconv.Quote(truncate(s))
