@@ -21,6 +21,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/internal/baseurl"
 	"github.com/obol-gateway/obol/internal/ident"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
@@ -306,9 +307,12 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 		if why := validSegment(cc.Provider); why != "" {
 			bad("%s.provider: %s", where, why)
 		}
-		u, why := parseBaseURL(cc.BaseURL)
-		if why != "" {
-			bad("%s.base_url: %s", where, why)
+		u, err := baseurl.Parse(cc.BaseURL)
+		switch {
+		case errors.Is(err, baseurl.ErrCredentials):
+			bad("%s.base_url: %v (use secret_env)", where, err)
+		case err != nil:
+			bad("%s.base_url: %v", where, err)
 		}
 		conns[cc.ID] = cc
 		connURLs[cc.ID] = u
@@ -585,25 +589,6 @@ func parseDuration(s string, def time.Duration, field string, bad func(string, .
 		return 0, false
 	}
 	return d, true
-}
-
-func parseBaseURL(raw string) (*url.URL, string) {
-	u, err := url.Parse(raw)
-	switch {
-	case raw == "":
-		return nil, "required"
-	case err != nil:
-		return nil, "not a URL"
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, "must be http or https"
-	case u.Host == "":
-		return nil, "must have a host"
-	case u.User != nil:
-		return nil, "must not hold credentials (use secret_env)"
-	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
-		return nil, "must not have a query or fragment"
-	}
-	return u, ""
 }
 
 // checkAPIKey returns why k cannot be an API key, or "".

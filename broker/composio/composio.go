@@ -16,6 +16,7 @@ import (
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/baseurl"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -98,9 +99,12 @@ func New(cfg Config) (*Broker, error) {
 	if raw == "" {
 		raw = DefaultBaseURL
 	}
-	base, why := parseBaseURL(raw)
-	if why != "" {
-		bad("BaseURL", why)
+	base, err := baseurl.Parse(raw)
+	switch {
+	case errors.Is(err, baseurl.ErrCredentials):
+		bad("BaseURL", err.Error()+" (pass the key in APIKey)")
+	case err != nil:
+		bad("BaseURL", err.Error())
 	}
 	switch {
 	case cfg.APIKey == "":
@@ -325,25 +329,6 @@ func ParseReply(body []byte) (Reply, error) {
 		return rep, nil
 	}
 	return undecidable(`more than one "successful" member`)
-}
-
-func parseBaseURL(raw string) (*url.URL, string) {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return nil, "is not a valid URL"
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, "scheme must be http or https"
-	case u.Host == "":
-		return nil, "has no host"
-	case u.User != nil:
-		return nil, "must not contain userinfo (pass the key in APIKey)"
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, "must not contain a query or fragment"
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
-	return u, ""
 }
 
 // validSlug keeps the slug a single path segment that needs no escaping.

@@ -17,6 +17,7 @@ import (
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/baseurl"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -116,9 +117,12 @@ func New(cfg Config) (*Broker, error) {
 	bad := func(field, msg string, sentinel error) {
 		errs = append(errs, &broker.FieldError{Broker: Kind, Field: field, Msg: msg, Err: sentinel})
 	}
-	base, why := parseBaseURL(cfg.BaseURL)
-	if why != "" {
-		bad("BaseURL", why, broker.ErrInvalidConfig)
+	base, err := baseurl.Parse(cfg.BaseURL)
+	switch {
+	case errors.Is(err, baseurl.ErrCredentials):
+		bad("BaseURL", err.Error()+" (pass the secret in Secret)", broker.ErrInvalidConfig)
+	case err != nil:
+		bad("BaseURL", err.Error(), broker.ErrInvalidConfig)
 	}
 	switch {
 	case cfg.Secret == "":
@@ -341,30 +345,6 @@ func (b *Broker) newRequest(ctx context.Context, method, u string, body []byte, 
 		h.Set("Content-Type", "application/json")
 	}
 	return req, nil
-}
-
-// parseBaseURL returns the base URL without a trailing slash, or why it is
-// not usable. It never quotes the URL, which may hold credentials.
-func parseBaseURL(raw string) (*url.URL, string) {
-	if raw == "" {
-		return nil, "required"
-	}
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return nil, "is not a valid URL"
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, "scheme must be http or https"
-	case u.Host == "":
-		return nil, "has no host"
-	case u.User != nil:
-		return nil, "must not contain userinfo (pass the secret in Secret)"
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, "must not contain a query or fragment"
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
-	return u, ""
 }
 
 // checkPath returns the proxy path without its leading slashes, or why it is
