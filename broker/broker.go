@@ -18,7 +18,8 @@ type Call struct {
 	// the broker-side tool (Nango action, Composio tool slug, proxy path)
 	// comes from Routing.
 	Tool string
-	// Arguments are the call's JSON arguments; nil or empty reads as {}.
+	// Arguments are the call's JSON arguments; absent ones (nil, blank,
+	// null: idempotency.ArgumentsOrEmpty) read as {}.
 	Arguments json.RawMessage
 	// Routing holds the adapter's routing fields, such as connection_id.
 	Routing map[string]string

@@ -207,10 +207,7 @@ func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	if err != nil {
 		return broker.Refused(err)
 	}
-	args := []byte(call.Arguments)
-	if len(bytes.TrimSpace(args)) == 0 {
-		args = []byte("{}")
-	}
+	args := idempotency.ArgumentsOrEmpty(call.Arguments)
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(args, &obj) != nil || obj == nil {
 		return broker.Refused(fmt.Errorf("%w: Composio arguments must be a JSON object", broker.ErrInvalidArguments))

@@ -272,10 +272,7 @@ func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	if err != nil {
 		return broker.Refused(err)
 	}
-	args := []byte(call.Arguments)
-	if len(bytes.TrimSpace(args)) == 0 {
-		args = []byte("{}")
-	}
+	args := idempotency.ArgumentsOrEmpty(call.Arguments)
 	if !json.Valid(args) {
 		return broker.Refused(fmt.Errorf("%w: not one JSON value", broker.ErrInvalidArguments))
 	}
