@@ -503,14 +503,14 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig,
 			}
 			routing[k] = s
 		}
-		rt, err := b.Route(spec.Tool, routing)
+		target, rt, err := broker.Prepare(b, spec.Tool, routing)
 		if err != nil {
 			bad(": %s", oneLine(err))
 			return nil, problems
 		}
 		t.Connection = brokerID
 		t.Route = rt
-		t.Target = broker.Target(b, spec.Tool, routing)
+		t.Target = target
 		if len(problems) > 0 {
 			return nil, problems
 		}

@@ -246,6 +246,21 @@ func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Rout
 	if err != nil {
 		return idempotency.Route{}, err
 	}
+	return b.route(tool, r), nil
+}
+
+// Prepare validates routing once and returns both the Target that sends
+// tool with it and the Route that the claim pins (see broker.Prepare): the
+// fingerprint is always of the routing that is sent.
+func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
+	r, err := parseRouting(routing)
+	if err != nil {
+		return nil, idempotency.Route{}, err
+	}
+	return &target{b: b, r: r}, b.route(tool, r), nil
+}
+
+func (b *Broker) route(tool string, r route) idempotency.Route {
 	rt := idempotency.Route{
 		Connection: r.connection,
 		Provider:   r.provider,
@@ -261,7 +276,7 @@ func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Rout
 		rt.Method = r.method
 		rt.Path = b.base.Path + "/proxy/" + r.path
 	}
-	return rt, nil
+	return rt
 }
 
 // Dispatch sends call as one request: to the proxy when the routing names a
@@ -272,11 +287,37 @@ func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	if err != nil {
 		return broker.Refused(err)
 	}
-	args := idempotency.ArgumentsOrEmpty(call.Arguments)
+	return b.send(ctx, r, call.Arguments)
+}
+
+// target is what Prepare returns: a route parsed once.
+type target struct {
+	b *Broker
+	r route
+}
+
+// Send refuses a spec that broker.ValidateSpec refuses, as broker.Target
+// does, and never passes the key on.
+func (t *target) Send(ctx context.Context, a retry.Attempt) retry.Result {
+	if err := broker.ValidateSpec(a.Spec); err != nil {
+		return broker.Refused(err)
+	}
+	return t.b.send(ctx, t.r, a.Arguments)
+}
+
+func (t *target) Secrets() []string { return t.b.Secrets() }
+
+var _ retry.SecretHolder = (*target)(nil)
+
+func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Result {
+	args := idempotency.ArgumentsOrEmpty(arguments)
 	if !json.Valid(args) {
 		return broker.Refused(fmt.Errorf("%w: not one JSON value", broker.ErrInvalidArguments))
 	}
-	var req *http.Request
+	var (
+		req *http.Request
+		err error
+	)
 	if r.isAction() {
 		req, err = b.actionRequest(ctx, r, args)
 	} else {
