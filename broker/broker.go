@@ -18,7 +18,8 @@ type Call struct {
 	// the broker-side tool (Nango action, Composio tool slug, proxy path)
 	// comes from Routing.
 	Tool string
-	// Arguments are the call's JSON arguments; nil or empty reads as {}.
+	// Arguments are the call's JSON arguments; absent ones (nil, blank,
+	// null: idempotency.ArgumentsOrEmpty) read as {}.
 	Arguments json.RawMessage
 	// Routing holds the adapter's routing fields, such as connection_id.
 	Routing map[string]string
@@ -42,9 +43,9 @@ type Call struct {
 // the broker's answers (DESIGN.md section 8).
 //
 // Route validates routing fields without sending anything and returns the
-// non-secret dispatch facts the claim pins. Call it when the tool is
-// configured, so that bad routing fails at load time, and use its Route for
-// the fingerprint (DESIGN.md section 5).
+// non-secret dispatch facts the claim pins (DESIGN.md section 5). Prepare
+// calls it when the tool is configured, so that bad routing fails at load
+// time.
 type Broker interface {
 	Dispatch(ctx context.Context, call Call) retry.Result
 	Route(tool string, routing map[string]string) (idempotency.Route, error)
@@ -59,6 +60,29 @@ type Broker interface {
 // scrubs the broker's key from every answer; else none.
 func Target(b Broker, tool string, routing map[string]string) retry.Target {
 	return &target{b: b, tool: tool, routing: maps.Clone(routing)}
+}
+
+// Prepare validates routing and returns the Target that sends tool with it
+// and the Route that the claim pins (DESIGN.md section 5). Use it when the
+// tool is configured, instead of Route and Target apart.
+//
+// A Broker with a Prepare method of this signature (both adapters) builds
+// both from one parse of routing, and its Target never parses routing
+// again, so a fingerprint cannot be pinned for one routing and sent to
+// another. For any other Broker, Prepare calls Route and then Target.
+func Prepare(b Broker, tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
+	if p, ok := b.(preparer); ok {
+		return p.Prepare(tool, routing)
+	}
+	rt, err := b.Route(tool, routing)
+	if err != nil {
+		return nil, idempotency.Route{}, err
+	}
+	return Target(b, tool, routing), rt, nil
+}
+
+type preparer interface {
+	Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error)
 }
 
 type target struct {

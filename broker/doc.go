@@ -4,8 +4,9 @@
 // and it never sees the idempotency key.
 //
 // The adapters live in broker/nango and broker/composio. The one recommended
-// path: build the adapter from configuration, validate each tool's routing
-// when the tool is loaded, and hand the orchestrator a Target:
+// path: build the adapter from configuration, prepare each tool's routing
+// when the tool is loaded (one validation gives the Route the claim pins and
+// the Target that sends it), and hand the orchestrator the Target:
 //
 //	nb, err := nango.New(nango.Config{
 //		BaseURL: "https://api.nango.dev",
@@ -19,11 +20,10 @@
 //		"provider_config_key": "github",
 //		"action":              "create-issue",
 //	}
-//	route, err := nb.Route("github.create_issue", routing) // pins the fingerprint
+//	target, route, err := broker.Prepare(nb, "github.create_issue", routing)
 //	if err != nil {
 //		return err
 //	}
-//	target := broker.Target(nb, "github.create_issue", routing)
 //
 // The tool's EffectSpec must declare route "federated" and binding
 // "unsupported"; ValidateSpec says so, and Target checks it again on every

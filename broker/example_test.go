@@ -42,14 +42,13 @@ func Example() {
 		return
 	}
 	routing := map[string]string{"connection_id": "user-42", "provider_config_key": "github", "action": "create-issue"}
-	route, err := nb.Route(spec.Tool, routing)
+	target, route, err := broker.Prepare(nb, spec.Tool, routing)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println("route:", route.Broker, route.Provider, route.Connection, route.Path)
 
-	target := broker.Target(nb, spec.Tool, routing)
 	res := target.Send(context.Background(), retry.Attempt{
 		Key:       idempotency.NewKey(),
 		Number:    1,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/obol-gateway/obol/internal/ident"
 )
 
 var (
@@ -56,7 +58,7 @@ func (e *FieldError) Error() string {
 	var b strings.Builder
 	b.WriteString("effectspec: ")
 	switch {
-	case validToolName(e.Tool):
+	case ident.Valid(e.Tool):
 		b.WriteString(e.Tool)
 		b.WriteString(": ")
 	case e.Index >= 0:

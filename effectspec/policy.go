@@ -1,6 +1,10 @@
 package effectspec
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/obol-gateway/obol/internal/ident"
+)
 
 // Environment names where a gateway runs. The zero Environment reads as
 // Production, and so does any name this package does not know: a typo must
@@ -56,7 +60,7 @@ func (p Policy) Check(s Spec) error {
 		return nil
 	}
 	name := s.Tool
-	if !validToolName(name) {
+	if !ident.Valid(name) {
 		name = quoteTrunc(name)
 	}
 	return fmt.Errorf("%w: %s: a write whose vendor cannot deduplicate on the key (binding %s) is not allowed in production",

@@ -6,28 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/obol-gateway/obol/internal/ident"
 )
-
-const maxToolName = 128
-
-// validToolName reports whether s is 1 to 128 of A-Z a-z 0-9 _ . - (the MCP
-// tool name alphabet). Nothing else is allowed: a ':' or a space would make
-// error messages and logs ambiguous.
-func validToolName(s string) bool {
-	if len(s) == 0 || len(s) > maxToolName {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
-			c == '_', c == '.', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
 
 // reservedHeaders may not carry the key: framing and hop-by-hop headers that
 // net/http or the connection owns, credentials the gateway sets, and the
@@ -102,8 +83,8 @@ func (s Spec) validate(p *problems) {
 	switch {
 	case s.Tool == "":
 		p.add("tool", "must not be empty")
-	case !validToolName(s.Tool):
-		p.add("tool", fmt.Sprintf("must be 1 to %d of A-Z a-z 0-9 _ . -", maxToolName))
+	case !ident.Valid(s.Tool):
+		p.add("tool", fmt.Sprintf("must be 1 to %d of A-Z a-z 0-9 _ . -", ident.MaxLen))
 	}
 	switch s.Effect {
 	case "", EffectRead, EffectWrite:

@@ -69,22 +69,19 @@ func AppendCanonical(dst, data []byte) ([]byte, error) {
 // RequestHash returns "sha256:" followed by the lowercase hex SHA-256 of the
 // canonical form of a tool call's arguments (see Canonicalize).
 //
-// Absent arguments hash as "{}": nil or empty input, input of only JSON
-// whitespace, and the JSON literal null (what many encoders write for an
-// absent map), so a client that omits arguments and one that sends {} or null
+// Absent arguments hash as "{}" (see ArgumentsOrEmpty): nil or empty input,
+// input of only JSON whitespace, and the JSON literal null (what many
+// encoders write for an absent map), so a client that omits arguments and one that sends {} or null
 // never see a request mismatch. Any other value is hashed as it is; checking
 // that arguments are an object is left to the caller.
 func RequestHash(arguments []byte) (string, error) {
-	if isBlankJSON(arguments) {
+	if absentArguments(arguments) {
 		return emptyObjectHash, nil
 	}
 	c := getCanonicalizer()
 	defer putCanonicalizer(c)
 	if err := c.parse(arguments); err != nil {
 		return "", err
-	}
-	if string(c.tape) == "null" {
-		return emptyObjectHash, nil
 	}
 	if !c.reorder {
 		c.sum = sha256.Sum256(c.text)

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/obol-gateway/obol/internal/ident"
 )
 
 // Unresolved is the connection segment of capability (cap.*) calls, whose
@@ -18,8 +20,6 @@ const DefaultPrefix = "obol:"
 // ScopeVersion is the key-scope layout version that this package writes.
 // Records of another version are refused, never rewritten.
 const ScopeVersion = 1
-
-const maxSegment = 128
 
 // Scope is what a key is unique within: a workspace, the resolved connection
 // and the tool. A Scope whose Tool starts with "cap." is a capability call; its
@@ -56,22 +56,10 @@ func (s Scope) Validate() error {
 }
 
 func validSegment(field, v string) error {
-	if v == "" {
-		return fmt.Errorf("%w: %s: must not be empty", ErrInvalidScope, field)
-	}
-	if len(v) > maxSegment {
-		return fmt.Errorf("%w: %s: longer than %d bytes", ErrInvalidScope, field, maxSegment)
-	}
-	for i := 0; i < len(v); i++ {
-		if !segmentByte(v[i]) {
-			return fmt.Errorf("%w: %s: byte %d is not in [A-Za-z0-9_.-]", ErrInvalidScope, field, i)
-		}
+	if err := ident.Check(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalidScope, field, err)
 	}
 	return nil
-}
-
-func segmentByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
 }
 
 // ValidatePrefix checks a storage key prefix: printable ASCII without braces

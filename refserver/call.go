@@ -65,7 +65,7 @@ func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw
 	if len(args) > maxArgBytes {
 		return nil, retry.Outcome{}, &refusal{reason: "arguments_too_large", status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("arguments larger than %d bytes", maxArgBytes)}
 	}
-	if t := bytes.TrimSpace(args); len(t) > 0 && t[0] != '{' {
+	if t := bytes.TrimSpace(idempotency.ArgumentsOrEmpty(args)); len(t) > 0 && t[0] != '{' {
 		return nil, retry.Outcome{}, &refusal{reason: "invalid_arguments", status: http.StatusBadRequest, msg: "arguments must be a JSON object"}
 	}
 	var ticket string

@@ -21,6 +21,8 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/internal/baseurl"
+	"github.com/obol-gateway/obol/internal/ident"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -305,9 +307,12 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 		if why := validSegment(cc.Provider); why != "" {
 			bad("%s.provider: %s", where, why)
 		}
-		u, why := parseBaseURL(cc.BaseURL)
-		if why != "" {
-			bad("%s.base_url: %s", where, why)
+		u, err := baseurl.Parse(cc.BaseURL)
+		switch {
+		case errors.Is(err, baseurl.ErrCredentials):
+			bad("%s.base_url: %v (use secret_env)", where, err)
+		case err != nil:
+			bad("%s.base_url: %v", where, err)
 		}
 		conns[cc.ID] = cc
 		connURLs[cc.ID] = u
@@ -367,7 +372,7 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 
 	for i, cp := range fc.Capabilities {
 		where := fmt.Sprintf("capabilities[%d]", i)
-		if !strings.HasPrefix(cp.Name, "cap.") || !validToolName(cp.Name) {
+		if !strings.HasPrefix(cp.Name, "cap.") || !ident.Valid(cp.Name) {
 			bad("%s.name: must be cap. followed by a tool name ([A-Za-z0-9_.-], at most 128 bytes)", where)
 			continue
 		}
@@ -498,14 +503,14 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig,
 			}
 			routing[k] = s
 		}
-		rt, err := b.Route(spec.Tool, routing)
+		target, rt, err := broker.Prepare(b, spec.Tool, routing)
 		if err != nil {
 			bad(": %s", oneLine(err))
 			return nil, problems
 		}
 		t.Connection = brokerID
 		t.Route = rt
-		t.Target = broker.Target(b, spec.Tool, routing)
+		t.Target = target
 		if len(problems) > 0 {
 			return nil, problems
 		}
@@ -586,25 +591,6 @@ func parseDuration(s string, def time.Duration, field string, bad func(string, .
 	return d, true
 }
 
-func parseBaseURL(raw string) (*url.URL, string) {
-	u, err := url.Parse(raw)
-	switch {
-	case raw == "":
-		return nil, "required"
-	case err != nil:
-		return nil, "not a URL"
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, "must be http or https"
-	case u.Host == "":
-		return nil, "must have a host"
-	case u.User != nil:
-		return nil, "must not hold credentials (use secret_env)"
-	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
-		return nil, "must not have a query or fragment"
-	}
-	return u, ""
-}
-
 // checkAPIKey returns why k cannot be an API key, or "".
 func checkAPIKey(k string) string {
 	if len(k) < minAPIKeyLen || len(k) > 256 {
@@ -619,23 +605,10 @@ func checkAPIKey(k string) string {
 }
 
 func validSegment(s string) string {
-	if err := (idempotency.Scope{Workspace: s, Connection: "c", Tool: "t"}).Validate(); err != nil {
+	if !ident.Valid(s) {
 		return "must be 1 to 128 of [A-Za-z0-9_.-]"
 	}
 	return ""
-}
-
-func validToolName(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 func validEnvName(s string) bool {
@@ -666,7 +639,7 @@ func validMethod(m string) bool {
 // quoteName shows a name in an error: as is when it is a valid tool name,
 // quoted and cut short otherwise.
 func quoteName(s string) string {
-	if validToolName(s) {
+	if ident.Valid(s) {
 		return s
 	}
 	return strconv.Quote(truncate(s))

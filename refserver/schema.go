@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/obol-gateway/obol/idempotency"
 )
 
 // objectSchema is the input schema of a tool configured without one: any
@@ -101,13 +103,11 @@ func (s *inputSchema) check(args []byte) *refusal {
 	if s == nil {
 		return nil
 	}
-	var v any = map[string]any{}
-	if t := bytes.TrimSpace(args); len(t) > 0 && string(t) != "null" {
-		if err := json.Unmarshal(t, &v); err != nil {
-			// Valid JSON (the front checked it) that does not decode: a
-			// number beyond float64.
-			return &refusal{reason: "invalid_arguments", status: http.StatusBadRequest, msg: "invalid arguments: a number is out of range"}
-		}
+	var v any
+	if err := json.Unmarshal(idempotency.ArgumentsOrEmpty(args), &v); err != nil {
+		// Valid JSON (the front checked it) that does not decode: a
+		// number beyond float64.
+		return &refusal{reason: "invalid_arguments", status: http.StatusBadRequest, msg: "invalid arguments: a number is out of range"}
 	}
 	if err := s.resolved.Validate(v); err != nil {
 		msg := "invalid arguments: they do not match the tool's input schema"

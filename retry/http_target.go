@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+
+	"github.com/obol-gateway/obol/idempotency"
 )
 
 // HTTPTarget sends a native tool call: its arguments as the JSON body of one
@@ -35,10 +37,7 @@ var sharedExecutor Executor
 // not parse) is BeforeSend with ErrInvalidRequest: it fails the same way
 // every time, so it is never retried, and nothing was written.
 func (t *HTTPTarget) Send(ctx context.Context, a Attempt) Result {
-	body := []byte(a.Arguments)
-	if len(bytes.TrimSpace(body)) == 0 {
-		body = []byte("{}")
-	}
+	body := idempotency.ArgumentsOrEmpty(a.Arguments)
 	h := http.Header{}
 	if t.InjectHeaders != nil {
 		t.InjectHeaders(ctx, h)

@@ -16,6 +16,7 @@ import (
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/baseurl"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -98,9 +99,12 @@ func New(cfg Config) (*Broker, error) {
 	if raw == "" {
 		raw = DefaultBaseURL
 	}
-	base, why := parseBaseURL(raw)
-	if why != "" {
-		bad("BaseURL", why)
+	base, err := baseurl.Parse(raw)
+	switch {
+	case errors.Is(err, baseurl.ErrCredentials):
+		bad("BaseURL", err.Error()+" (pass the key in APIKey)")
+	case err != nil:
+		bad("BaseURL", err.Error())
 	}
 	switch {
 	case cfg.APIKey == "":
@@ -168,6 +172,21 @@ func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Rout
 	if err != nil {
 		return idempotency.Route{}, err
 	}
+	return b.route(tool, r), nil
+}
+
+// Prepare validates routing once and returns both the Target that sends
+// tool with it and the Route that the claim pins (see broker.Prepare): the
+// fingerprint is always of the routing that is sent.
+func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
+	r, err := parseRouting(routing)
+	if err != nil {
+		return nil, idempotency.Route{}, err
+	}
+	return &target{b: b, r: r}, b.route(tool, r), nil
+}
+
+func (b *Broker) route(tool string, r route) idempotency.Route {
 	conn := r.account
 	if conn == "" {
 		conn = "user:" + r.user
@@ -180,7 +199,7 @@ func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Rout
 		Path:       b.executePath(r.slug),
 		Binding:    effectspec.BindingUnsupported,
 		Broker:     Kind,
-	}, nil
+	}
 }
 
 func (b *Broker) executePath(slug string) string {
@@ -203,10 +222,30 @@ func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	if err != nil {
 		return broker.Refused(err)
 	}
-	args := []byte(call.Arguments)
-	if len(bytes.TrimSpace(args)) == 0 {
-		args = []byte("{}")
+	return b.send(ctx, r, call.Arguments)
+}
+
+// target is what Prepare returns: a route parsed once.
+type target struct {
+	b *Broker
+	r route
+}
+
+// Send refuses a spec that broker.ValidateSpec refuses, as broker.Target
+// does, and never passes the key on.
+func (t *target) Send(ctx context.Context, a retry.Attempt) retry.Result {
+	if err := broker.ValidateSpec(a.Spec); err != nil {
+		return broker.Refused(err)
 	}
+	return t.b.send(ctx, t.r, a.Arguments)
+}
+
+func (t *target) Secrets() []string { return t.b.Secrets() }
+
+var _ retry.SecretHolder = (*target)(nil)
+
+func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Result {
+	args := idempotency.ArgumentsOrEmpty(arguments)
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(args, &obj) != nil || obj == nil {
 		return broker.Refused(fmt.Errorf("%w: Composio arguments must be a JSON object", broker.ErrInvalidArguments))
@@ -325,25 +364,6 @@ func ParseReply(body []byte) (Reply, error) {
 		return rep, nil
 	}
 	return undecidable(`more than one "successful" member`)
-}
-
-func parseBaseURL(raw string) (*url.URL, string) {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return nil, "is not a valid URL"
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, "scheme must be http or https"
-	case u.Host == "":
-		return nil, "has no host"
-	case u.User != nil:
-		return nil, "must not contain userinfo (pass the key in APIKey)"
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, "must not contain a query or fragment"
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
-	return u, ""
 }
 
 // validSlug keeps the slug a single path segment that needs no escaping.

@@ -116,6 +116,9 @@ func TestRequestShape(t *testing.T) {
 			`{"connected_account_id":"ca_123","arguments":{}}`},
 		{"user only", map[string]string{"tool_slug": "GITHUB_CREATE_AN_ISSUE", "user_id": "user-42"}, `{}`,
 			`{"user_id":"user-42","arguments":{}}`},
+		// null hashes as {} (idempotency.RequestHash), so it is sent as {}.
+		{"null args are {}", routing(), " null\n",
+			`{"connected_account_id":"ca_123","user_id":"user-42","arguments":{}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(f.requests())
@@ -321,7 +324,7 @@ func TestRoutingAndArgumentsRefused(t *testing.T) {
 		{"empty id", map[string]string{"tool_slug": "A", "user_id": "u", "connected_account_id": ""}, `{}`, broker.ErrInvalidRouting},
 		{"unknown field", map[string]string{"tool_slug": "A", "user_id": "u", "entity_id": "e"}, `{}`, broker.ErrInvalidRouting},
 		{"array args", routing(), `[1]`, broker.ErrInvalidArguments},
-		{"null args", routing(), `null`, broker.ErrInvalidArguments},
+		{"string args", routing(), `"null"`, broker.ErrInvalidArguments},
 		{"bad JSON", routing(), `{"a":`, broker.ErrInvalidArguments},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

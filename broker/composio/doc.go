@@ -2,7 +2,7 @@
 //
 //	b, err := composio.New(composio.Config{APIKey: os.Getenv("COMPOSIO_API_KEY")})
 //	...
-//	target := broker.Target(b, "github.create_issue", map[string]string{
+//	target, route, err := broker.Prepare(b, "github.create_issue", map[string]string{
 //		"tool_slug": "GITHUB_CREATE_AN_ISSUE", "connected_account_id": "ca_123",
 //	})
 //

@@ -6,7 +6,7 @@
 //
 //	b, err := nango.New(nango.Config{BaseURL: "https://api.nango.dev", Secret: os.Getenv("NANGO_SECRET_KEY")})
 //	...
-//	target := broker.Target(b, "hubspot.create_contact", map[string]string{
+//	target, route, err := broker.Prepare(b, "hubspot.create_contact", map[string]string{
 //		"connection_id": "user-42", "provider_config_key": "hubspot",
 //		"method": "POST", "path": "/crm/v3/objects/contacts",
 //	})

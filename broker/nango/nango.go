@@ -17,6 +17,7 @@ import (
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/baseurl"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -116,9 +117,12 @@ func New(cfg Config) (*Broker, error) {
 	bad := func(field, msg string, sentinel error) {
 		errs = append(errs, &broker.FieldError{Broker: Kind, Field: field, Msg: msg, Err: sentinel})
 	}
-	base, why := parseBaseURL(cfg.BaseURL)
-	if why != "" {
-		bad("BaseURL", why, broker.ErrInvalidConfig)
+	base, err := baseurl.Parse(cfg.BaseURL)
+	switch {
+	case errors.Is(err, baseurl.ErrCredentials):
+		bad("BaseURL", err.Error()+" (pass the secret in Secret)", broker.ErrInvalidConfig)
+	case err != nil:
+		bad("BaseURL", err.Error(), broker.ErrInvalidConfig)
 	}
 	switch {
 	case cfg.Secret == "":
@@ -242,6 +246,21 @@ func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Rout
 	if err != nil {
 		return idempotency.Route{}, err
 	}
+	return b.route(tool, r), nil
+}
+
+// Prepare validates routing once and returns both the Target that sends
+// tool with it and the Route that the claim pins (see broker.Prepare): the
+// fingerprint is always of the routing that is sent.
+func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
+	r, err := parseRouting(routing)
+	if err != nil {
+		return nil, idempotency.Route{}, err
+	}
+	return &target{b: b, r: r}, b.route(tool, r), nil
+}
+
+func (b *Broker) route(tool string, r route) idempotency.Route {
 	rt := idempotency.Route{
 		Connection: r.connection,
 		Provider:   r.provider,
@@ -257,7 +276,7 @@ func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Rout
 		rt.Method = r.method
 		rt.Path = b.base.Path + "/proxy/" + r.path
 	}
-	return rt, nil
+	return rt
 }
 
 // Dispatch sends call as one request: to the proxy when the routing names a
@@ -268,14 +287,37 @@ func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	if err != nil {
 		return broker.Refused(err)
 	}
-	args := []byte(call.Arguments)
-	if len(bytes.TrimSpace(args)) == 0 {
-		args = []byte("{}")
+	return b.send(ctx, r, call.Arguments)
+}
+
+// target is what Prepare returns: a route parsed once.
+type target struct {
+	b *Broker
+	r route
+}
+
+// Send refuses a spec that broker.ValidateSpec refuses, as broker.Target
+// does, and never passes the key on.
+func (t *target) Send(ctx context.Context, a retry.Attempt) retry.Result {
+	if err := broker.ValidateSpec(a.Spec); err != nil {
+		return broker.Refused(err)
 	}
+	return t.b.send(ctx, t.r, a.Arguments)
+}
+
+func (t *target) Secrets() []string { return t.b.Secrets() }
+
+var _ retry.SecretHolder = (*target)(nil)
+
+func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Result {
+	args := idempotency.ArgumentsOrEmpty(arguments)
 	if !json.Valid(args) {
 		return broker.Refused(fmt.Errorf("%w: not one JSON value", broker.ErrInvalidArguments))
 	}
-	var req *http.Request
+	var (
+		req *http.Request
+		err error
+	)
 	if r.isAction() {
 		req, err = b.actionRequest(ctx, r, args)
 	} else {
@@ -341,30 +383,6 @@ func (b *Broker) newRequest(ctx context.Context, method, u string, body []byte, 
 		h.Set("Content-Type", "application/json")
 	}
 	return req, nil
-}
-
-// parseBaseURL returns the base URL without a trailing slash, or why it is
-// not usable. It never quotes the URL, which may hold credentials.
-func parseBaseURL(raw string) (*url.URL, string) {
-	if raw == "" {
-		return nil, "required"
-	}
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return nil, "is not a valid URL"
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, "scheme must be http or https"
-	case u.Host == "":
-		return nil, "has no host"
-	case u.User != nil:
-		return nil, "must not contain userinfo (pass the secret in Secret)"
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, "must not contain a query or fragment"
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
-	return u, ""
 }
 
 // checkPath returns the proxy path without its leading slashes, or why it is

@@ -154,7 +154,9 @@ func TestProxyRequestShape(t *testing.T) {
 		{"PUT", proxyRouting("PUT", "/a"), `[1]`, "PUT", "/base/proxy/a", "", `[1]`},
 		{"DELETE with query", proxyRouting("DELETE", "/a/b?hard=true"), `{}`, "DELETE", "/base/proxy/a/b", "hard=true", `{}`},
 		{"GET sends no body", proxyRouting("GET", "/me?limit=5"), ``, "GET", "/base/proxy/me", "limit=5", ``},
+		{"GET with null args", proxyRouting("GET", "/me"), `null`, "GET", "/base/proxy/me", "", ``},
 		{"absent args are {}", proxyRouting("POST", "/x"), ``, "POST", "/base/proxy/x", "", `{}`},
+		{"null args are {}", proxyRouting("POST", "/x"), "\tnull ", "POST", "/base/proxy/x", "", `{}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -450,7 +452,7 @@ func TestArgumentsRefused(t *testing.T) {
 		{proxyRouting("POST", "/a"), `{"a":`},
 		{actionRouting("x"), `{"a":1} {}`},
 		{proxyRouting("GET", "/a"), `{"q":1}`},
-		{proxyRouting("GET", "/a"), `null`},
+		{proxyRouting("GET", "/a"), `[]`},
 	} {
 		res := b.Dispatch(context.Background(), broker.Call{Tool: "t", Routing: tc.routing, Arguments: json.RawMessage(tc.args)})
 		if res.Phase != retry.BeforeSend || !errors.Is(res.Err, broker.ErrInvalidArguments) {

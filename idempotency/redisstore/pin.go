@@ -6,10 +6,9 @@ import (
 	"strings"
 
 	"github.com/redis/rueidis"
-)
 
-// maxName is the longest capability or provider name: an MCP tool name.
-const maxName = 128
+	"github.com/obol-gateway/obol/internal/ident"
+)
 
 // pinKey names the pin of a capability: {prefix}pin:{capability}, a plain
 // string in its own slot.
@@ -108,16 +107,8 @@ func validProvider(name string) error {
 // validName applies the segment rules of idempotency.Scope: 1 to 128 bytes
 // of [A-Za-z0-9_.-]. The error names the byte, never echoes the input.
 func validName(field, v string) error {
-	if v == "" {
-		return fmt.Errorf("%w: %s: must not be empty", ErrInvalidPin, field)
-	}
-	if len(v) > maxName {
-		return fmt.Errorf("%w: %s: longer than %d bytes", ErrInvalidPin, field, maxName)
-	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return fmt.Errorf("%w: %s: byte %d is not in [A-Za-z0-9_.-]", ErrInvalidPin, field, i)
-		}
+	if err := ident.Check(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalidPin, field, err)
 	}
 	return nil
 }
