@@ -48,12 +48,29 @@ func TestHealthzSaysWhetherAClaimWouldSucceed(t *testing.T) {
 	if _, err := rs.Do("CONFIG", "SET", "maxmemory", "0"); err != nil {
 		t.Fatal(err)
 	}
+	if code, m := getHealth(t, p); code != 200 {
+		t.Errorf("memory back: %d %v, want 200", code, m)
+	}
 	primary := redistest.Start(t)
 	if _, err := rs.Do("REPLICAOF", "127.0.0.1", primary.Addr()[strings.LastIndex(primary.Addr(), ":")+1:]); err != nil {
 		t.Fatal(err)
 	}
 	if code, m := getHealth(t, p); code != 503 || m["reason"] != "read_only" {
 		t.Errorf("a replica: %d %v, want 503 read_only", code, m)
+	}
+	if _, err := rs.Do("REPLICAOF", "NO", "ONE"); err != nil {
+		t.Fatal(err)
+	}
+	if code, m := getHealth(t, p); code != 200 {
+		t.Errorf("a master again: %d %v, want 200", code, m)
+	}
+	rs.Kill()
+	if code, m := getHealth(t, p); code != 503 || m["reason"] != "unreachable" {
+		t.Errorf("Redis down: %d %v, want 503 unreachable", code, m)
+	}
+	rs.Restart()
+	if code, m := getHealth(t, p); code != 200 {
+		t.Errorf("Redis back: %d %v, want 200", code, m)
 	}
 }
 
@@ -74,9 +91,14 @@ func TestDurabilityWarning(t *testing.T) {
 	if !strings.Contains(stderr.String(), "persists NOTHING") || !strings.Contains(logs.String(), "Redis persists nothing") {
 		t.Errorf("no loud warning in production:\nstderr %q\nlog %q", stderr.String(), logs.String())
 	}
-	if _, err := rs.Do("CONFIG", "SET", "appendonly", "yes"); err != nil {
+	// AOF from the start: turning it on at run time forks a rewrite that
+	// may still write into the test's directory at cleanup.
+	aof := redistest.Start(t, "--appendonly", "yes")
+	c, release2, err := openStore(t.Context(), &config{Prefix: "dw:", Retention: time.Hour, Lease: 10 * time.Second}, "redis://"+aof.Addr(), io.Discard)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer release2()
 	stderr.Reset()
 	logs.Reset()
 	if got := checkDurability(t.Context(), c, false, effectspec.Production, log, &stderr); got != "aof" || stderr.Len() != 0 || logs.Len() != 0 {

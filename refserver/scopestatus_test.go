@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -215,4 +216,28 @@ func TestScopeVersionChangeOnTheWire(t *testing.T) {
 		t.Errorf("healthz once set back: %d %s", code, hb)
 	}
 	call(t, newSession(t, base, e2eKeyOne, k), "pay.charge", map[string]any{"amount": 1}, "").wantOutcome(t, "accepted", false)
+}
+
+// TestGatewayRefusesAnotherScopeVersion: a gateway started against a Redis
+// whose fleet scope version differs exits non-zero, naming both versions,
+// and writes nothing.
+func TestGatewayRefusesAnotherScopeVersion(t *testing.T) {
+	rs := redistest.Start(t)
+	if _, err := rs.Do("SET", "obol:meta:scope_version", "7"); err != nil {
+		t.Fatal(err)
+	}
+	base, _, stderr, exit := runServer(t, "-redis", "redis://"+rs.Addr())
+	if base != "" {
+		t.Fatalf("the gateway started (at %s) against scope version 7", base)
+	}
+	if code := <-exit; code == 0 {
+		t.Fatal("the gateway exited 0")
+	}
+	msg := stderr.String()
+	if !strings.Contains(msg, "7") || !strings.Contains(msg, strconv.Itoa(idempotency.ScopeVersion)) {
+		t.Errorf("the refusal does not name both versions: %q", msg)
+	}
+	if keys, err := rs.Do("KEYS", "*"); err != nil || len(keys.([]any)) != 1 {
+		t.Errorf("keys after the refusal: %v %v, want only the scope version", keys, err)
+	}
 }

@@ -105,12 +105,10 @@ func TestDurability(t *testing.T) {
 	if err != nil || !d.None() || d.String() != "none" {
 		t.Fatalf("save \"\" and appendonly no: %+v (%v), want none", d, err)
 	}
-	if _, err := srv.Do("CONFIG", "SET", "appendonly", "yes"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := srv.Do("CONFIG", "SET", "save", "3600 1"); err != nil {
-		t.Fatal(err)
-	}
+	// Persistence from the start: turning AOF on at run time forks a
+	// rewrite that may still write into the test's directory at cleanup.
+	durable := redistest.Start(t, "--appendonly", "yes", "--save", "3600 1")
+	s = realStore(t, realClient(t, durable.Addr()), Options{})
 	d, err = s.Durability(t.Context())
 	if err != nil || d.None() || d.String() != "aof+rdb" {
 		t.Fatalf("appendonly yes, save 3600 1: %+v (%v), want aof+rdb", d, err)
