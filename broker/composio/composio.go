@@ -183,7 +183,8 @@ func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, 
 	if err != nil {
 		return nil, idempotency.Route{}, err
 	}
-	return &target{b: b, r: r}, b.route(tool, r), nil
+	send := func(ctx context.Context, arguments []byte) retry.Result { return b.send(ctx, r, arguments) }
+	return broker.PreparedTarget(send, b.Secrets), b.route(tool, r), nil
 }
 
 func (b *Broker) route(tool string, r route) idempotency.Route {
@@ -224,25 +225,6 @@ func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	}
 	return b.send(ctx, r, call.Arguments)
 }
-
-// target is what Prepare returns: a route parsed once.
-type target struct {
-	b *Broker
-	r route
-}
-
-// Send refuses a spec that broker.ValidateSpec refuses, as broker.Target
-// does, and never passes the key on.
-func (t *target) Send(ctx context.Context, a retry.Attempt) retry.Result {
-	if err := broker.ValidateSpec(a.Spec); err != nil {
-		return broker.Refused(err)
-	}
-	return t.b.send(ctx, t.r, a.Arguments)
-}
-
-func (t *target) Secrets() []string { return t.b.Secrets() }
-
-var _ retry.SecretHolder = (*target)(nil)
 
 func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Result {
 	args := idempotency.ArgumentsOrEmpty(arguments)
