@@ -100,6 +100,8 @@ func Reason(err error) (reason string, status int) {
 		return "invalid_request", 400
 	case errors.Is(err, ErrNotFound):
 		return "not_found", 404
+	case errors.Is(err, ErrNotUnknown):
+		return "not_unknown", 409
 	}
 	return "", 0
 }

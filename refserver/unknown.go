@@ -205,15 +205,16 @@ func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
 func (s *server) resolveRefuse(w http.ResponseWriter, err error) {
 	var rf refusal
 	switch {
-	case errors.Is(err, idempotency.ErrNotUnknown):
-		rf = refusal{reason: "not_unknown", status: http.StatusConflict, msg: "the call is not unknown: only an unknown call can be settled"}
 	case errors.Is(err, idempotency.ErrStale):
+		// Here a redispatch since the listing, not a lost lease.
 		rf = refusal{reason: "stale", status: http.StatusConflict, msg: "the call had another attempt since its attempt_count was read"}
 	default:
 		rf = s.classify(err)
 		switch rf.reason {
 		case "not_found":
 			rf.msg = "no call with this key for this tool in this workspace"
+		case "not_unknown":
+			rf.msg = "the call is not unknown: only an unknown call can be settled"
 		case "store_unavailable":
 			s.metrics.storeErrors.WithLabelValues("settle").Inc()
 		}
