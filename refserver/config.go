@@ -548,7 +548,7 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig,
 	if base == nil {
 		return nil, problems // base_url already reported
 	}
-	target := &retry.HTTPTarget{Executor: exec, Method: method, URL: strings.TrimSuffix(base.String(), "/") + path}
+	target := &retry.HTTPTarget{Executor: exec, Method: method, URL: base.String() + path}
 	if s := secrets[connID]; s != "" {
 		// The target reports this credential (retry.SecretHolder), so the
 		// orchestrator scrubs it from every answer the vendor echoes it in.
@@ -562,7 +562,7 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig,
 		Tool:       spec.Tool,
 		Method:     method,
 		Host:       base.Host,
-		Path:       strings.TrimSuffix(base.Path, "/") + path,
+		Path:       base.Path + path,
 		Binding:    spec.Idempotency.Kind,
 		Scheme:     base.Scheme,
 		SecretEnv:  cc.SecretEnv,
