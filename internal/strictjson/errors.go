@@ -20,6 +20,9 @@ var (
 	ErrType = errors.New("strictjson: wrong type")
 	// ErrDepth: the document nests deeper than MaxDepth.
 	ErrDepth = errors.New("strictjson: nested too deeply")
+	// ErrNumber: a number beyond a float64's range, which encoding/json
+	// cannot read into any, float or interface value.
+	ErrNumber = errors.New("strictjson: number out of range")
 	// ErrTarget: Decode was given something other than a non-nil pointer.
 	ErrTarget = errors.New("strictjson: Decode needs a non-nil pointer")
 )

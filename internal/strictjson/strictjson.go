@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -95,6 +96,12 @@ func (w *walker) value(typ reflect.Type, path string, depth int) error {
 	t, err := w.token()
 	if err != nil {
 		return err
+	}
+	if n, ok := t.(json.Number); ok {
+		if f, err := n.Float64(); err != nil && math.IsInf(f, 0) {
+			return &Error{Path: path, Err: ErrNumber}
+		}
+		return nil
 	}
 	d, isDelim := t.(json.Delim)
 	if !isDelim {

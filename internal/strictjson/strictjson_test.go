@@ -102,3 +102,16 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckNumberRange: a number beyond a float64's range is refused (found
+// by FuzzCheck: encoding/json cannot read it), naming the path, never the digits.
+func TestCheckNumberRange(t *testing.T) {
+	big := "1" + strings.Repeat("0", 400)
+	err := Check([]byte(`{"a":[` + big + `]}`))
+	if !errors.Is(err, ErrNumber) || strings.Contains(err.Error(), "0000") {
+		t.Fatalf("Check of a huge number: %v, want ErrNumber without the digits", err)
+	}
+	if err := Check([]byte(`{"a":1e308,"b":-1e-400,"c":12345678901234567890}`)); err != nil {
+		t.Fatalf("numbers a float64 holds (or rounds to): %v", err)
+	}
+}
