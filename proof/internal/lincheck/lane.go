@@ -174,6 +174,20 @@ func (l *Lane) pick(i int) keyRef {
 	return s.cur
 }
 
+// finalDrain is how many more operations a slot's key gets once a record
+// is seen final: enough to replay it, not so many that the run idles on it.
+const finalDrain = 24
+
+// retire moves slot k's key towards its end once its record is final.
+func (l *Lane) retire(k keyRef) {
+	s := l.slots[k.slot]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur.name == k.name && s.ops < l.cfg.OpsPerKey-finalDrain {
+		s.ops = l.cfg.OpsPerKey - finalDrain
+	}
+}
+
 // Run drives operations until ctx is done and records each as a porcupine
 // operation. Store errors/timeouts are recorded as ambiguous (the op may or
 // may not have happened), never fatal. Safe to call once: a second call is

@@ -347,9 +347,9 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 			return nil // never past now + lease
 		}
 		fresh := d >= st.Floor+m.lease-msSlack-m.eps && d <= satAdd(out.Return, m.lease+m.eps)
-		capped := st.E == 0 || d == st.E
-		kept := d <= st.LMax
-		if st.E != 0 && d > st.E || !fresh && !capped && !kept {
+		kept := d <= st.LMax                                                   // the lease already ended later
+		moved := (st.E == 0 || d <= st.E) && (fresh || st.E == 0 || d == st.E) // up to now + lease, capped
+		if !kept && !moved {
 			return nil
 		}
 		st.LMin, st.LMax, st.LastRenew = d, d, in.Op

@@ -166,7 +166,7 @@ func (w *worker) timeout() int64 {
 func (w *worker) background(ctx context.Context) {
 	k := w.l.pick(w.rng.IntN(len(w.l.slots)))
 	switch p := w.rng.IntN(100); {
-	case p < 30:
+	case p < 40:
 		in := Input{Kind: Claim, Timeout: w.timeout()}
 		switch w.rng.IntN(30) {
 		case 0:
@@ -177,17 +177,17 @@ func (w *worker) background(ctx context.Context) {
 		if out := w.do(ctx, k, in); out.Status == "claimed" {
 			w.adopt(k, out.Token)
 		}
-	case p < 38 && w.last != nil:
+	case p < 48 && w.last != nil:
 		in := *w.last
 		if out := w.do(ctx, w.lastKey, in); (out.Status == "claimed" || out.Status == statusReserved) && out.Token > 0 {
 			w.adopt(w.lastKey, out.Token)
 		}
-	case p < 56:
+	case p < 65:
 		out := w.do(ctx, k, Input{Kind: Lookup})
 		if out.Status == statusFound {
 			w.seen[k.name], w.lastSeen = out.Attempts, k
 		}
-	case p < 70 && w.l.cfg.Settler != nil:
+	case p < 77 && w.l.cfg.Settler != nil:
 		in := Input{Kind: Settle, Outcome: idempotency.StateAccepted}
 		if w.rng.IntN(2) == 0 {
 			in.Outcome = idempotency.StateDefinitelyRejected
@@ -229,6 +229,9 @@ func (w *worker) do(ctx context.Context, k keyRef, in Input) Output {
 	}
 	out := w.l.exec(ctx, k, &in)
 	w.l.record(w.id, k, in, out)
+	if out.State.Final() {
+		w.l.retire(k)
+	}
 	if in.Kind != Lookup && (!resent || out.Status == statusAmbiguous) {
 		cp := in
 		w.last, w.lastKey = &cp, k

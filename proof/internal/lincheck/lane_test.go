@@ -1,0 +1,207 @@
+package lincheck
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/internal/redistest"
+)
+
+// testLease is short, so that leases lapse by the clock many times a run.
+const testLease = 300 * time.Millisecond
+
+func newStore(t *testing.T, prefix string) *redisstore.Store {
+	t.Helper()
+	srv := redistest.Start(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:      []string{srv.Addr()},
+		DisableCache:     true,
+		ConnWriteTimeout: 2 * time.Second,
+		Dialer:           net.Dialer{Timeout: time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := redisstore.New(ctx, c, redisstore.Options{Prefix: prefix, Lease: testLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// runLane runs a lane on cfg for d and checks its history.
+func runLane(t *testing.T, cfg Config, d time.Duration) (Result, map[string]int) {
+	t.Helper()
+	l, err := NewLane(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := l.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Run(ctx); !errors.Is(err, ErrRunTwice) {
+		t.Errorf("second Run: %v, want ErrRunTwice", err)
+	}
+	start := time.Now()
+	res := l.Check(time.Minute)
+	t.Logf("FIGURES ops=%d keys=%d ambiguous=%d violations=%d undecided=%d check=%v stats=%v",
+		res.Ops, res.Keys, res.Ambiguous, res.Violations, res.Undecided, time.Since(start).Round(time.Millisecond), l.Stats())
+	return res, l.Stats()
+}
+
+// TestLaneRedis: several clients on a real Redis with a 300 ms lease for
+// five seconds make a linearizable history that exercises every operation.
+func TestLaneRedis(t *testing.T) {
+	s := newStore(t, "lin:")
+	res, stats := runLane(t, Config{Store: s, Settler: s, Lease: testLease, Workers: 6, Keys: 12, Seed: 1}, 5*time.Second)
+	if res.Violations != 0 || res.Undecided != 0 {
+		t.Fatalf("%d keys not linearizable, %d undecided; first:\n%s", res.Violations, res.Undecided, res.Report)
+	}
+	if res.Ops < 500 || res.Keys < 12 {
+		t.Errorf("%d ops on %d keys; want at least 500 on 12", res.Ops, res.Keys)
+	}
+	for _, want := range []string{
+		"claim:claimed", "claim:in_progress", "claim:replay", "claim:outcome_unknown",
+		"claim:request_mismatch", "claim:destination_conflict",
+		"reserve:reserved", "reserve:stale", "renew:renewed", "renew:stale",
+		"finalize:finalized", "finalize:stale", "settle:settled", "settle:stale", "settle:not_unknown",
+		"lookup:found", "lookup:not_found",
+	} {
+		if stats[want] == 0 {
+			t.Errorf("no %s in the history", want)
+		}
+	}
+}
+
+// TestLaneConfig: a config the lane cannot run is refused with a clear
+// error.
+func TestLaneConfig(t *testing.T) {
+	s := fixedLease{testLease}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no store", Config{Lease: testLease}, "no store"},
+		{"no lease", Config{Store: s}, "lease is required"},
+		{"another lease", Config{Store: s, Lease: time.Second}, "store's is 300ms"},
+		{"sub-millisecond lease", Config{Store: fixedLease{1500 * time.Microsecond}, Lease: 1500 * time.Microsecond}, "whole milliseconds"},
+		{"negative workers", Config{Store: s, Lease: testLease, Workers: -1}, "must not be negative"},
+		{"bad workspace", Config{Store: s, Lease: testLease, Workspace: "a:b"}, "workspace"},
+	} {
+		_, err := NewLane(tc.cfg)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrInvalidConfig naming %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := NewLane(Config{Store: s, Lease: testLease}); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}
+
+// fixedLease is a Store that only knows its lease.
+type fixedLease struct{ d time.Duration }
+
+func (f fixedLease) Lease() time.Duration { return f.d }
+
+func (fixedLease) Claim(context.Context, idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	return idempotency.ClaimResult{}, errors.ErrUnsupported
+}
+func (fixedLease) Reserve(context.Context, idempotency.ReserveRequest) (idempotency.Reservation, error) {
+	return idempotency.Reservation{}, errors.ErrUnsupported
+}
+func (fixedLease) Renew(context.Context, idempotency.RenewRequest) (time.Time, error) {
+	return time.Time{}, errors.ErrUnsupported
+}
+func (fixedLease) Finalize(context.Context, idempotency.FinalizeRequest) (idempotency.Record, error) {
+	return idempotency.Record{}, errors.ErrUnsupported
+}
+func (fixedLease) Lookup(context.Context, idempotency.Scope, idempotency.Key) (idempotency.Record, error) {
+	return idempotency.Record{}, errors.ErrUnsupported
+}
+func (fixedLease) Ticket(context.Context, string) (idempotency.Ticket, error) {
+	return idempotency.Ticket{}, errors.ErrUnsupported
+}
+func (fixedLease) Decide(context.Context, idempotency.DecideRequest) (idempotency.Ticket, error) {
+	return idempotency.Ticket{}, errors.ErrUnsupported
+}
+
+// forgetful loses records: every fifth claim goes to a fresh key, as a
+// store that salted its keys or lost a write would.
+type forgetful struct {
+	idempotency.Store
+	n atomic.Int64
+}
+
+func (f *forgetful) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	if f.n.Add(1)%5 == 0 {
+		req.Key = idempotency.NewKey()
+	}
+	return f.Store.Claim(ctx, req)
+}
+
+// tokenBlind renews whatever attempt is current, whatever token it is
+// given.
+type tokenBlind struct{ idempotency.Store }
+
+func (b tokenBlind) Renew(ctx context.Context, req idempotency.RenewRequest) (time.Time, error) {
+	if rec, err := b.Store.Lookup(ctx, req.Scope, req.Key); err == nil {
+		req.Token = rec.AttemptCount
+	}
+	return b.Store.Renew(ctx, req)
+}
+
+// countBlind settles whatever attempt count the record has, whatever count
+// the operator saw.
+type countBlind struct {
+	idempotency.Store
+	idempotency.Settler
+}
+
+func (b countBlind) Settle(ctx context.Context, req idempotency.SettleRequest) (idempotency.Record, error) {
+	if rec, err := b.Store.Lookup(ctx, req.Scope, req.Key); err == nil {
+		req.Attempts = rec.AttemptCount
+	}
+	return b.Settler.Settle(ctx, req)
+}
+
+// TestLaneCatchesBrokenStores: a lane over a store that breaks the
+// contract reports violations, with the history of the first bad key.
+func TestLaneCatchesBrokenStores(t *testing.T) {
+	s := newStore(t, "broken:")
+	for _, tc := range []struct {
+		name    string
+		store   idempotency.Store
+		settler idempotency.Settler
+	}{
+		{"claim forgets records", &forgetful{Store: s}, nil},
+		{"renew ignores the token", tokenBlind{s}, nil},
+		{"settle ignores the attempt count", s, countBlind{s, s}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, _ := runLane(t, Config{Store: tc.store, Settler: tc.settler, Lease: testLease, Workers: 4, Keys: 8, Seed: 2}, 2*time.Second)
+			if res.Violations == 0 {
+				t.Fatalf("no violation in %d ops on %d keys", res.Ops, res.Keys)
+			}
+			lines := strings.Split(strings.TrimSpace(res.Report), "\n")
+			if len(lines) < 3 || !strings.HasPrefix(lines[0], "key k") || !strings.Contains(lines[0], "not linearizable") {
+				t.Fatalf("report does not name the key and its history:\n%s", res.Report)
+			}
+			t.Logf("first violating key, %d lines; head:\n%s", len(lines), strings.Join(lines[:min(len(lines), 6)], "\n"))
+		})
+	}
+}
