@@ -22,41 +22,42 @@ type Result struct {
 
 // Check runs porcupine over the recorded history, partitioned by key: each
 // key is checked on its own, a few at a time, all within timeout (no limit
-// if it is zero or negative). It may be called while Run runs; it checks
-// the operations recorded so far.
+// if it is zero or negative). Keys sealed during Run were checked then; their
+// verdicts are included. It may be called while Run runs; it checks the
+// operations recorded so far.
 func (l *Lane) Check(timeout time.Duration) Result {
+	l.sealMu.Lock()
+	defer l.sealMu.Unlock()
 	l.mu.Lock()
-	ops := slices.Clone(l.ops)
-	order := slices.Clone(l.order)
-	keys := make(map[string]keyRef, len(l.keys))
-	for k, v := range l.keys {
-		keys[k] = v
+	parts := make([]*partition, 0, len(l.order))
+	for _, name := range l.order {
+		p := l.parts[name]
+		parts = append(parts, &partition{ref: p.ref, ops: slices.Clone(p.ops)})
 	}
-	res := Result{Ops: len(ops), Keys: len(order), Ambiguous: l.amb}
+	done, ops, amb := l.done, l.ops, l.amb
 	l.mu.Unlock()
-	return checkHistory(l.model, ops, order, keys, timeout, res)
+	res := merge(done, checkParts(l.model, parts, timeout))
+	res.Ops, res.Ambiguous = ops, amb
+	return res
 }
 
-func checkHistory(m model, ops []porcupine.Operation, order []string, keys map[string]keyRef, timeout time.Duration, res Result) Result {
-	parts := map[string][]porcupine.Operation{}
-	for _, op := range ops {
-		k := op.Input.(Input).Key
-		parts[k] = append(parts[k], op)
-	}
+// checkParts checks each partition on its own and reports the first
+// violating one in the order given.
+func checkParts(m model, parts []*partition, timeout time.Duration) Result {
 	pm := m.porcupine()
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
-	verdicts := make([]porcupine.CheckResult, len(order))
+	verdicts := make([]porcupine.CheckResult, len(parts))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
-	for i, name := range order {
+	for i, p := range parts {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			if deadline.IsZero() {
-				verdicts[i] = porcupine.CheckOperationsTimeout(pm, parts[name], 0)
+				verdicts[i] = porcupine.CheckOperationsTimeout(pm, p.ops, 0)
 				return
 			}
 			left := time.Until(deadline)
@@ -64,15 +65,16 @@ func checkHistory(m model, ops []porcupine.Operation, order []string, keys map[s
 				verdicts[i] = porcupine.Unknown
 				return
 			}
-			verdicts[i] = porcupine.CheckOperationsTimeout(pm, parts[name], left)
+			verdicts[i] = porcupine.CheckOperationsTimeout(pm, p.ops, left)
 		})
 	}
 	wg.Wait()
+	res := Result{Keys: len(parts)}
 	for i, v := range verdicts {
 		switch v {
 		case porcupine.Illegal:
 			if res.Violations == 0 {
-				res.Report = report(pm, order[i], keys[order[i]], parts[order[i]])
+				res.Report = report(pm, parts[i].ref, parts[i].ops)
 			}
 			res.Violations++
 		case porcupine.Unknown:
@@ -84,7 +86,7 @@ func checkHistory(m model, ops []porcupine.Operation, order []string, keys map[s
 
 // report renders a key's history in order of call, and marks the ops that
 // no linearization of a longest legal prefix could place.
-func report(pm porcupine.Model, name string, k keyRef, ops []porcupine.Operation) string {
+func report(pm porcupine.Model, k keyRef, ops []porcupine.Operation) string {
 	ops = slices.Clone(ops)
 	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int {
 		if a.Call != b.Call {
@@ -98,7 +100,7 @@ func report(pm porcupine.Model, name string, k keyRef, ops []porcupine.Operation
 	if k.unsupported {
 		binding = "unsupported"
 	}
-	fmt.Fprintf(&b, "key %s (%s, binding %s): %d operations are not linearizable", name, k.key, binding, len(ops))
+	fmt.Fprintf(&b, "key %s (%s, binding %s): %d operations are not linearizable", k.name, k.key, binding, len(ops))
 	if placed != nil {
 		fmt.Fprintf(&b, "; the longest legal linearization places %d of them (+: placed, -: not)", len(placed))
 	}

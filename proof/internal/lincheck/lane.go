@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/anishathalye/porcupine"
-
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
@@ -71,12 +69,11 @@ type Lane struct {
 	ran   atomic.Bool
 	slots []*slot
 
-	mu    sync.Mutex
-	ops   []porcupine.Operation
-	keys  map[string]keyRef // partition name -> key
-	order []string          // partitions in order of first use
-	amb   int
-	stats map[string]int
+	mu sync.Mutex // guards history
+	history
+	// sealMu is held while sealed partitions are checked, so that a Check
+	// never misses one between its removal and its verdict.
+	sealMu sync.Mutex
 }
 
 // keyRef is one partition: an idempotency key and its binding.
@@ -141,8 +138,11 @@ func NewLane(cfg Config) (*Lane, error) {
 		cfg:   cfg,
 		model: model{lease: int64(cfg.Lease), eps: int64(cfg.Epsilon)},
 		scope: scope,
-		keys:  map[string]keyRef{},
-		stats: map[string]int{},
+		history: history{
+			parts:  map[string]*partition{},
+			sealed: map[string]bool{},
+			stats:  map[string]int{},
+		},
 	}
 	for i := range cfg.Keys {
 		s := &slot{}
@@ -166,6 +166,7 @@ func (l *Lane) pick(i int) keyRef {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ops >= l.cfg.OpsPerKey {
+		l.retireKey(s.cur.name)
 		s.gen++
 		s.ops = 0
 		s.cur = l.fresh(i, s.gen)
@@ -197,12 +198,28 @@ func (l *Lane) Run(ctx context.Context) error {
 	if l.ran.Swap(true) {
 		return ErrRunTwice
 	}
+	stop, sealed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sealed)
+		t := time.NewTicker(max(l.cfg.Lease, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				l.seal(time.Now().Add(-l.quiet()), sealTimeout)
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for i := range l.cfg.Workers {
 		w := &worker{l: l, id: i, rng: rand.New(rand.NewPCG(uint64(l.cfg.Seed), uint64(i))), seen: map[string]int{}}
 		wg.Go(func() { w.run(ctx) })
 	}
 	wg.Wait()
+	close(stop)
+	<-sealed
 	return nil
 }
 
@@ -359,23 +376,4 @@ func unixNano(t time.Time) int64 {
 		return 0
 	}
 	return t.UnixNano()
-}
-
-// record appends one operation to the history.
-func (l *Lane) record(client int, k keyRef, in Input, out Output) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.keys[k.name]; !ok {
-		l.keys[k.name] = k
-		l.order = append(l.order, k.name)
-	}
-	l.ops = append(l.ops, porcupine.Operation{ClientId: client, Input: in, Call: in.Call, Output: out, Return: out.Return})
-	if out.Status == statusAmbiguous {
-		l.amb++
-	}
-	tag := in.Kind.String() + ":" + out.Status
-	if out.Applied {
-		tag += "+applied"
-	}
-	l.stats[tag]++
 }

@@ -42,7 +42,7 @@ func newStore(t *testing.T, prefix string) *redisstore.Store {
 }
 
 // runLane runs a lane on cfg for d and checks its history.
-func runLane(t *testing.T, cfg Config, d time.Duration) (Result, map[string]int) {
+func runLane(t *testing.T, cfg Config, d time.Duration) (Result, map[string]int, *Lane) {
 	t.Helper()
 	l, err := NewLane(cfg)
 	if err != nil {
@@ -60,14 +60,14 @@ func runLane(t *testing.T, cfg Config, d time.Duration) (Result, map[string]int)
 	res := l.Check(time.Minute)
 	t.Logf("FIGURES ops=%d keys=%d ambiguous=%d violations=%d undecided=%d check=%v stats=%v",
 		res.Ops, res.Keys, res.Ambiguous, res.Violations, res.Undecided, time.Since(start).Round(time.Millisecond), l.Stats())
-	return res, l.Stats()
+	return res, l.Stats(), l
 }
 
 // TestLaneRedis: several clients on a real Redis with a 300 ms lease for
 // five seconds make a linearizable history that exercises every operation.
 func TestLaneRedis(t *testing.T) {
 	s := newStore(t, "lin:")
-	res, stats := runLane(t, Config{Store: s, Settler: s, Lease: testLease, Workers: 6, Keys: 12, Seed: 1}, 5*time.Second)
+	res, stats, l := runLane(t, Config{Store: s, Settler: s, Lease: testLease, Workers: 6, Keys: 12, Seed: 1, OpTimeout: time.Second}, 5*time.Second)
 	if res.Violations != 0 || res.Undecided != 0 {
 		t.Fatalf("%d keys not linearizable, %d undecided; first:\n%s", res.Violations, res.Undecided, res.Report)
 	}
@@ -84,6 +84,14 @@ func TestLaneRedis(t *testing.T) {
 		if stats[want] == 0 {
 			t.Errorf("no %s in the history", want)
 		}
+	}
+	// Keys long retired were sealed during the run: checked, and dropped
+	// from memory; their verdicts are part of the result.
+	l.mu.Lock()
+	sealed, live := l.done.Keys, len(l.order)
+	l.mu.Unlock()
+	if sealed == 0 || sealed+live != res.Keys {
+		t.Errorf("%d keys sealed, %d live, %d in the result; want some sealed, and all counted", sealed, live, res.Keys)
 	}
 }
 
@@ -193,7 +201,7 @@ func TestLaneCatchesBrokenStores(t *testing.T) {
 		{"settle ignores the attempt count", s, countBlind{s, s}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, _ := runLane(t, Config{Store: tc.store, Settler: tc.settler, Lease: testLease, Workers: 4, Keys: 8, Seed: 2}, 2*time.Second)
+			res, _, _ := runLane(t, Config{Store: tc.store, Settler: tc.settler, Lease: testLease, Workers: 4, Keys: 8, Seed: 2}, 2*time.Second)
 			if res.Violations == 0 {
 				t.Fatalf("no violation in %d ops on %d keys", res.Ops, res.Keys)
 			}
@@ -203,5 +211,87 @@ func TestLaneCatchesBrokenStores(t *testing.T) {
 			}
 			t.Logf("first violating key, %d lines; head:\n%s", len(lines), strings.Join(lines[:min(len(lines), 6)], "\n"))
 		})
+	}
+}
+
+// lossy loses messages on the way: some requests never reach the store,
+// some replies never come back; either way the caller gets an error. It is
+// still a correct store, so the history must stay linearizable with those
+// operations ambiguous.
+type lossy struct {
+	idempotency.Store
+	idempotency.Settler
+	n atomic.Int64
+}
+
+var errLost = errors.New("lost on the way")
+
+// drop decides the fate of one call: before (the request is lost), after
+// (the reply is lost), or neither.
+func (l *lossy) drop() (before, after bool) {
+	switch l.n.Add(1) % 23 {
+	case 0:
+		return true, false
+	case 11:
+		return false, true
+	}
+	return false, false
+}
+
+func lost[T any](l *lossy, f func() (T, error)) (T, error) {
+	before, after := l.drop()
+	var zero T
+	if before {
+		return zero, errLost
+	}
+	v, err := f()
+	if after {
+		return zero, errLost
+	}
+	return v, err
+}
+
+func (l *lossy) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	return lost(l, func() (idempotency.ClaimResult, error) { return l.Store.Claim(ctx, req) })
+}
+
+func (l *lossy) Reserve(ctx context.Context, req idempotency.ReserveRequest) (idempotency.Reservation, error) {
+	return lost(l, func() (idempotency.Reservation, error) { return l.Store.Reserve(ctx, req) })
+}
+
+func (l *lossy) Renew(ctx context.Context, req idempotency.RenewRequest) (time.Time, error) {
+	return lost(l, func() (time.Time, error) { return l.Store.Renew(ctx, req) })
+}
+
+func (l *lossy) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (idempotency.Record, error) {
+	return lost(l, func() (idempotency.Record, error) { return l.Store.Finalize(ctx, req) })
+}
+
+func (l *lossy) Settle(ctx context.Context, req idempotency.SettleRequest) (idempotency.Record, error) {
+	return lost(l, func() (idempotency.Record, error) { return l.Settler.Settle(ctx, req) })
+}
+
+func (l *lossy) Lookup(ctx context.Context, scope idempotency.Scope, key idempotency.Key) (idempotency.Record, error) {
+	return lost(l, func() (idempotency.Record, error) { return l.Store.Lookup(ctx, scope, key) })
+}
+
+// TestLaneAmbiguous: with requests and replies lost, the lost operations
+// are placed or dropped and re-sent ones answer "already applied"; the
+// history stays linearizable.
+func TestLaneAmbiguous(t *testing.T) {
+	s := newStore(t, "lossy:")
+	ls := &lossy{Store: s, Settler: s}
+	res, stats, _ := runLane(t, Config{Store: ls, Settler: ls, Lease: testLease, Workers: 6, Keys: 12, Seed: 3}, 3*time.Second)
+	if res.Violations != 0 || res.Undecided != 0 {
+		t.Fatalf("%d keys not linearizable, %d undecided; first:\n%s", res.Violations, res.Undecided, res.Report)
+	}
+	if res.Ambiguous < 50 {
+		t.Errorf("%d ambiguous ops of %d; want at least 50", res.Ambiguous, res.Ops)
+	}
+	for _, want := range []string{"claim:ambiguous", "reserve:ambiguous", "renew:ambiguous", "finalize:ambiguous",
+		"settle:ambiguous", "claim:claimed+applied", "reserve:reserved+applied"} {
+		if stats[want] == 0 {
+			t.Errorf("no %s in the history", want)
+		}
 	}
 }

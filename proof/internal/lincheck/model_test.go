@@ -269,7 +269,7 @@ func TestReportNamesTheKey(t *testing.T) {
 		add(1, claimIn("b"), claimed(1, 100.5), 1, 11).
 		add(2, lookup(), rec(statusFound, inFlight, 1, 1), 20, 21)
 	k := keyRef{name: "k", key: idempotency.NewKey()}
-	res := checkHistory(testModel, hist, []string{"k"}, map[string]keyRef{"k": k}, time.Minute, Result{Ops: len(hist), Keys: 1})
+	res := checkParts(testModel, []*partition{{ref: k, ops: hist}}, time.Minute)
 	if res.Violations != 1 || res.Undecided != 0 {
 		t.Fatalf("violations %d, undecided %d; want 1, 0", res.Violations, res.Undecided)
 	}

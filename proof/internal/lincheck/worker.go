@@ -227,6 +227,9 @@ func (w *worker) do(ctx context.Context, k keyRef, in Input) Output {
 			in.Body = in.Op // the stored result names the op that stored it
 		}
 	}
+	if !w.l.begin(k) {
+		return Output{} // the key was sealed: act as a gateway that died
+	}
 	out := w.l.exec(ctx, k, &in)
 	w.l.record(w.id, k, in, out)
 	if out.State.Final() {
@@ -239,6 +242,9 @@ func (w *worker) do(ctx context.Context, k keyRef, in Input) Output {
 	if out.Status == statusAmbiguous && in.Kind != Lookup && w.rng.IntN(2) == 0 {
 		// A client that lost the answer sends the same op again.
 		again := in
+		if !w.l.begin(k) {
+			return Output{}
+		}
 		out = w.l.exec(ctx, k, &again)
 		w.l.record(w.id, k, again, out)
 	}
