@@ -262,9 +262,10 @@ func newAttempt(st *state, op string) {
 	st.S, st.Lapsed, st.LastRenew, st.LastOp = idempotency.StateInFlight, false, "", op
 }
 
-// withHidden adds, after an ambiguous reservation, the state in which the
-// store took that reservation back with a never-sent finalize of its own
-// (redisstore does when a WAIT falls short and then answers an error).
+// withHidden adds, after an ambiguous reservation (or the ambiguous re-send
+// of one), the state in which the store took that reservation back with a
+// never-sent finalize of its own (redisstore does when a WAIT falls short,
+// and then answers an error).
 func withHidden(amb bool, st state) []state {
 	if !amb {
 		return []state{st}
@@ -309,7 +310,10 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		case st.LastOp == "r:"+in.Op:
 			// A re-sent reservation answers what it answered.
 			ok := amb || out.Status == statusReserved && out.Token == st.N && out.Applied && sameLease(&st, out.Lease) && sameDeadline(&st, out.Deadline)
-			return one(ok, st)
+			if !ok {
+				return nil
+			}
+			return withHidden(amb, st)
 		case !inFlight || st.N != in.Token || st.Cycle >= 2 || lapsed:
 			return one(is(statusStale), st)
 		}
@@ -443,7 +447,10 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		// lapsed lease or not.
 		ok := amb || out.Status == string(idempotency.StatusClaimed) && out.Token == st.N && out.Applied &&
 			m.vendorKey(&st, in, out) && sameLease(&st, out.Lease) && sameDeadline(&st, out.Deadline)
-		return keep(ok)
+		if !ok {
+			return nil
+		}
+		return withHidden(amb, st)
 	case st.LastOp == op && st.S == idempotency.StateUnknown:
 		return keep(amb || out.Status == string(idempotency.StatusOutcomeUnknown) && out.Applied)
 	case st.S.Final():
