@@ -11,7 +11,14 @@
 // through a long call, stall past their lease, or die holding it; others
 // send stray steps with tokens that may be stale. Check runs porcupine per
 // key against the model and reports the first key whose history no
-// sequential order explains.
+// sequential order explains. A key is used for OpsPerKey operations (fewer
+// once its record is final), then its slot moves to a fresh one; a key
+// untouched for a while after that is sealed: checked during the run and
+// dropped from memory, so a long soak holds only its recent keys.
+//
+// The store must never lose a write it acknowledged: a failover that drops
+// an unWAITed renewal or finalize shows up as a violation, as it should in
+// a run that means to prove the store linearizable.
 //
 // # The model
 //
