@@ -24,15 +24,14 @@ type Result struct {
 // key is checked on its own, a few at a time, all within timeout (no limit
 // if it is zero or negative). Keys sealed during Run were checked then; their
 // verdicts are included. It may be called while Run runs; it checks the
-// operations recorded so far.
+// operations recorded so far, those still running as ambiguous.
 func (l *Lane) Check(timeout time.Duration) Result {
 	l.sealMu.Lock()
 	defer l.sealMu.Unlock()
 	l.mu.Lock()
 	parts := make([]*partition, 0, len(l.order))
 	for _, name := range l.order {
-		p := l.parts[name]
-		parts = append(parts, &partition{ref: p.ref, ops: slices.Clone(p.ops)})
+		parts = append(parts, l.parts[name].snapshot())
 	}
 	done, ops, amb := l.done, l.ops, l.amb
 	l.mu.Unlock()

@@ -235,13 +235,25 @@ func (l *Lane) Stats() map[string]int {
 	return out
 }
 
-// exec calls the store for in and returns its answer; Call and Return are
-// the lane's wall clock around the call.
-func (l *Lane) exec(ctx context.Context, k keyRef, in *Input) Output {
+// exec runs one op of client on k, unless k is sealed, and records it;
+// Call and Return are the lane's wall clock around the store's call.
+func (l *Lane) exec(ctx context.Context, client int, k keyRef, in Input) (Output, bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.OpTimeout)
 	defer cancel()
 	in.Call = time.Now().UnixNano()
-	out := l.call(ctx, k, *in)
+	ticket, ok := l.begin(client, k, in)
+	if !ok {
+		return Output{}, false
+	}
+	out := l.answer(ctx, k, in)
+	l.record(ticket, k, out)
+	return out, true
+}
+
+// answer calls the store for in; Return is the lane's wall clock after
+// the call, never for an ambiguous answer.
+func (l *Lane) answer(ctx context.Context, k keyRef, in Input) Output {
+	out := l.call(ctx, k, in)
 	out.Return = time.Now().UnixNano()
 	if out.Status == statusAmbiguous {
 		out.Return = never

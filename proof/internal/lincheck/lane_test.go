@@ -55,7 +55,9 @@ func runLane(t *testing.T, cfg Config, least time.Duration, enough func(*Lane) b
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), maxRun)
 	defer cancel()
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
 		case <-ctx.Done():
 			return
@@ -76,6 +78,8 @@ func runLane(t *testing.T, cfg Config, least time.Duration, enough func(*Lane) b
 	if err := l.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
+	cancel()
+	<-watched // enough is not called after Run
 	if err := l.Run(ctx); !errors.Is(err, ErrRunTwice) {
 		t.Errorf("second Run: %v, want ErrRunTwice", err)
 	}
@@ -124,9 +128,21 @@ var everyRow = []string{
 func TestLaneRedis(t *testing.T) {
 	s := newStore(t, "lin:")
 	cfg := Config{Store: s, Settler: s, Lease: testLease, Workers: 6, Keys: 12, Seed: 1, OpTimeout: time.Second}
-	res, stats, l := runLane(t, cfg, 5*time.Second, func(l *Lane) bool { return seen(l, 500, everyRow...) && sealedKeys(l) > 0 })
+	var during []Result // checks while the lane runs: ops in flight count as ambiguous
+	res, stats, l := runLane(t, cfg, 5*time.Second, func(l *Lane) bool {
+		during = append(during, l.Check(10*time.Second))
+		return seen(l, 500, everyRow...) && sealedKeys(l) > 0
+	})
 	if res.Violations != 0 || res.Undecided != 0 {
 		t.Fatalf("%d keys not linearizable, %d undecided; first:\n%s", res.Violations, res.Undecided, res.Report)
+	}
+	for _, r := range during {
+		if r.Violations != 0 {
+			t.Fatalf("a check during the run: %d keys not linearizable; first:\n%s", r.Violations, r.Report)
+		}
+	}
+	if len(during) == 0 {
+		t.Error("no check ran during the run")
 	}
 	if res.Ops < 500 || res.Keys < 12 {
 		t.Errorf("%d ops on %d keys; want at least 500 on 12", res.Ops, res.Keys)

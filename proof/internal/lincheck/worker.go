@@ -227,11 +227,10 @@ func (w *worker) do(ctx context.Context, k keyRef, in Input) Output {
 			in.Body = in.Op // the stored result names the op that stored it
 		}
 	}
-	if !w.l.begin(k) {
+	out, ok := w.l.exec(ctx, w.id, k, in)
+	if !ok {
 		return Output{} // the key was sealed: act as a gateway that died
 	}
-	out := w.l.exec(ctx, k, &in)
-	w.l.record(w.id, k, in, out)
 	if out.State.Final() {
 		w.l.retire(k)
 	}
@@ -241,12 +240,7 @@ func (w *worker) do(ctx context.Context, k keyRef, in Input) Output {
 	}
 	if out.Status == statusAmbiguous && in.Kind != Lookup && w.rng.IntN(2) == 0 {
 		// A client that lost the answer sends the same op again.
-		again := in
-		if !w.l.begin(k) {
-			return Output{}
-		}
-		out = w.l.exec(ctx, k, &again)
-		w.l.record(w.id, k, again, out)
+		out, _ = w.l.exec(ctx, w.id, k, in)
 	}
 	return out
 }
