@@ -19,7 +19,7 @@ import (
 // testLease is short, so that leases lapse by the clock many times a run.
 const testLease = 300 * time.Millisecond
 
-func newStore(t *testing.T, prefix string) *redisstore.Store {
+func newStore(t *testing.T, prefix string, lease time.Duration) *redisstore.Store {
 	t.Helper()
 	srv := redistest.Start(t)
 	c, err := rueidis.NewClient(rueidis.ClientOption{
@@ -34,7 +34,7 @@ func newStore(t *testing.T, prefix string) *redisstore.Store {
 	t.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := redisstore.New(ctx, c, redisstore.Options{Prefix: prefix, Lease: testLease})
+	s, err := redisstore.New(ctx, c, redisstore.Options{Prefix: prefix, Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ var everyRow = []string{
 // five seconds (or until every row occurred) make a linearizable history
 // that exercises every operation.
 func TestLaneRedis(t *testing.T) {
-	s := newStore(t, "lin:")
+	s := newStore(t, "lin:", testLease)
 	cfg := Config{Store: s, Settler: s, Lease: testLease, Workers: 6, Keys: 12, Seed: 1, OpTimeout: time.Second}
 	var during []Result // checks while the lane runs: ops in flight count as ambiguous
 	res, stats, l := runLane(t, cfg, 5*time.Second, func(l *Lane) bool {
@@ -257,7 +257,7 @@ func (b countBlind) Settle(ctx context.Context, req idempotency.SettleRequest) (
 // TestLaneCatchesBrokenStores: a lane over a store that breaks the
 // contract reports violations, with the history of the first bad key.
 func TestLaneCatchesBrokenStores(t *testing.T) {
-	s := newStore(t, "broken:")
+	s := newStore(t, "broken:", testLease)
 	for _, tc := range []struct {
 		name    string
 		store   idempotency.Store
@@ -349,11 +349,12 @@ func (l *lossy) Lookup(ctx context.Context, scope idempotency.Scope, key idempot
 // are placed or dropped and re-sent ones answer "already applied"; the
 // history stays linearizable.
 func TestLaneAmbiguous(t *testing.T) {
-	s := newStore(t, "lossy:")
+	const oddLease = 301 * time.Millisecond // half of it is not whole milliseconds
+	s := newStore(t, "lossy:", oddLease)
 	ls := &lossy{Store: s, Settler: s}
 	want := []string{"claim:ambiguous", "reserve:ambiguous", "renew:ambiguous", "finalize:ambiguous",
 		"settle:ambiguous", "claim:claimed+applied", "reserve:reserved+applied"}
-	cfg := Config{Store: ls, Settler: ls, Lease: testLease, Workers: 6, Keys: 12, Seed: 3}
+	cfg := Config{Store: ls, Settler: ls, Lease: oddLease, Workers: 6, Keys: 12, Seed: 3}
 	res, stats, _ := runLane(t, cfg, 3*time.Second, func(l *Lane) bool { return seen(l, 1000, want...) })
 	if res.Violations != 0 || res.Undecided != 0 {
 		t.Fatalf("%d keys not linearizable, %d undecided; first:\n%s", res.Violations, res.Undecided, res.Report)

@@ -149,11 +149,12 @@ func (w *worker) finalize(ctx context.Context, k keyRef, token int) {
 }
 
 // timeout draws an attempt timeout: shorter than the lease, a little
-// longer (renewals reach it), or the default.
+// longer (renewals reach it), or the default. It is whole milliseconds, as
+// the store counts, so the model can tell the deadline it must make.
 func (w *worker) timeout() int64 {
 	switch w.rng.IntN(3) {
 	case 0:
-		return int64(w.l.cfg.Lease / 2)
+		return int64(max(w.l.cfg.Lease/2, time.Millisecond).Truncate(time.Millisecond))
 	case 1:
 		return int64(2 * w.l.cfg.Lease)
 	}
