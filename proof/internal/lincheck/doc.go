@@ -16,6 +16,11 @@
 // untouched for a while after that is sealed: checked during the run and
 // dropped from memory, so a long soak holds only its recent keys.
 //
+//	l, err := lincheck.NewLane(lincheck.Config{Store: st, Settler: st, Lease: st.Lease(), Seed: seed})
+//	...
+//	err = l.Run(ctx)             // until ctx is done
+//	res := l.Check(time.Minute)  // res.Violations == 0, or res.Report says where
+//
 // The store must never lose a write it acknowledged: a failover that drops
 // an unWAITed renewal or finalize shows up as a violation, as it should in
 // a run that means to prove the store linearizable.
