@@ -52,11 +52,6 @@ func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writ
 	// Server-assisted client caching is of no use to scripts and miniredis
 	// lacks it.
 	clientOpt.DisableCache = true
-	// Each command on a pooled connection of its own, written and read by
-	// the calling goroutine: auto-pipelining hands every command to a
-	// writer and a reader goroutine, which costs a call's two round trips
-	// about 0.2ms at one client (issue 16) and did not help at 32.
-	clientOpt.DisableAutoPipelining = true
 	client, err := rueidis.NewClient(clientOpt)
 	if err != nil {
 		if mr != nil {
