@@ -326,6 +326,10 @@ func mcpTarget(clients int) float64 {
 // mcpRow measures one row 4 line: clients clients against each server,
 // alternating over the rounds.
 func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, bare *child, clients int) error {
+	who := fmt.Sprintf("%d clients", clients)
+	if clients == 1 {
+		who = "1 client"
+	}
 	var ours, ref0 []callResult
 	sides := []func() error{
 		func() error {
@@ -354,14 +358,10 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 				return err
 			}
 		}
-		fmt.Fprintf(o.progress, "tools/call, %d clients, round %d: refserver %v, bare %v\n", clients, round+1, ours[len(ours)-1], ref0[len(ref0)-1])
+		fmt.Fprintf(o.progress, "tools/call, %s, round %d: refserver %v, bare %v\n", who, round+1, ours[len(ours)-1], ref0[len(ref0)-1])
 	}
 	mo, mb := medianCalls(ours), medianCalls(ref0)
 	r := mo.perSec / mb.perSec
-	who := fmt.Sprintf("%d clients", clients)
-	if clients == 1 {
-		who = "1 client"
-	}
 	tgt := mcpTarget(clients)
 	t.add(row{"4", fmt.Sprintf("tools/call, %s: refserver vs same SDK server without idempotency", who),
 		mo.String(), mb.String(), fmt.Sprintf("%.2f", r), fmt.Sprintf(">= %.2f", tgt), verdict(r >= tgt)})
