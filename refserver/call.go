@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -33,11 +34,12 @@ func (s *server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if key == "" {
 		key = ci.key.String()
 	}
-	attrs := []any{"workspace", ci.workspace, "tool", name, "key", key, "key_source", string(ci.source), "elapsed", elapsed}
 	if r != nil {
 		s.metrics.refusals.WithLabelValues(r.reason).Inc()
 		s.metrics.callSeconds.WithLabelValues(r.reason).Observe(elapsed.Seconds())
-		s.log.Info("tools/call refused", append(attrs, "reason", r.reason, "error", r.msg)...)
+		s.log.LogAttrs(ctx, slog.LevelInfo, "tools/call refused", slog.String("workspace", ci.workspace), slog.String("tool", name),
+			slog.String("key", key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", elapsed),
+			slog.String("reason", r.reason), slog.String("error", r.msg))
 		return nil, rpcError(*r, key)
 	}
 	rc := out.Receipt
@@ -46,8 +48,11 @@ func (s *server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		s.metrics.replays.Inc()
 	}
 	s.metrics.callSeconds.WithLabelValues(string(rc.Outcome)).Observe(elapsed.Seconds())
-	s.log.Info("tools/call", append(attrs, "outcome", string(rc.Outcome), "attempts", rc.AttemptCount,
-		"status", rc.Status, "replayed", rc.Replayed)...)
+	// LogAttrs: the line of every call, without boxing its attributes.
+	s.log.LogAttrs(ctx, slog.LevelInfo, "tools/call", slog.String("workspace", ci.workspace), slog.String("tool", name),
+		slog.String("key", key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", elapsed),
+		slog.String("outcome", string(rc.Outcome)), slog.Int("attempts", rc.AttemptCount),
+		slog.Int("status", rc.Status), slog.Bool("replayed", rc.Replayed))
 	return res, nil
 }
 

@@ -415,7 +415,9 @@ func (sw *sanitizer) finish(key string) {
 	isJSON := strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") && gjson.ValidBytes(body)
 	if status < 400 && (len(body) == 0 || isJSON && gjson.ParseBytes(body).IsObject() && !hasError(body)) {
 		// Every answer a tool gives leaves here: checked by one scan
-		// that decodes nothing (the result may be large).
+		// that decodes nothing (the result may be large). Its length is
+		// known, so it is not chunked.
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(status)
 		w.Write(body)
 		return
