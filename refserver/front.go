@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/tidwall/gjson"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/strictjson"
@@ -410,6 +411,17 @@ func (sw *sanitizer) finish(key string) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	body := sw.buf.Bytes()
+	isJSON := strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") && gjson.ValidBytes(body)
+	if status < 400 && (len(body) == 0 || isJSON && gjson.ParseBytes(body).IsObject() && !hasError(body)) {
+		// Every answer a tool gives leaves here: checked by one scan
+		// that decodes nothing (the result may be large). Its length is
+		// known, so it is not chunked.
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(status)
+		w.Write(body)
+		return
+	}
 	var resp struct {
 		ID    json.RawMessage `json:"id"`
 		Error *struct {
@@ -418,8 +430,7 @@ func (sw *sanitizer) finish(key string) {
 			Data json.RawMessage `json:"data"`
 		} `json:"error"`
 	}
-	body := sw.buf.Bytes()
-	isJSON := strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") && json.Unmarshal(body, &resp) == nil
+	isJSON = isJSON && json.Unmarshal(body, &resp) == nil
 	switch {
 	case status < 400 && (len(body) == 0 || isJSON && resp.Error == nil):
 		w.WriteHeader(status)
@@ -454,6 +465,18 @@ func (sw *sanitizer) finish(key string) {
 		writeRPCError(w, status, sw.id, &jsonrpcError{Code: codeInvalidRequest,
 			Message: "request refused by the MCP transport (HTTP " + strconv.Itoa(status) + ")", Data: data})
 	}
+}
+
+// hasError reports whether the JSON object body has a top-level member
+// that encoding/json would decode as a non-null "error" (its names match
+// case-insensitively there).
+func hasError(body []byte) bool {
+	found := false
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		found = strings.EqualFold(k.Str, "error") && v.Type != gjson.Null
+		return !found
+	})
+	return found
 }
 
 // sdkReason, sdkStatus and sdkMessage are what an SDK error with a JSON-RPC

@@ -525,3 +525,20 @@ func TestSanitizer(t *testing.T) {
 		}
 	}
 }
+
+// hasError decides which answers leave unread: it must see every error
+// member encoding/json would decode, whatever its case, and no other.
+func TestHasError(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"jsonrpc":"2.0","id":1,"result":{"error":{"code":1}}}`: false,
+		`{"jsonrpc":"2.0","id":1,"error":null}`:                  false,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32602}}`:       true,
+		`{"id":1,"ERROR":{"code":-32602}}`:                       true,
+		`{"id":1,"\u0065rror":{"code":-32602}}`:                  true,
+		`{"id":1,"error":{"code":1},"error":null}`:               true,
+	} {
+		if got := hasError([]byte(body)); got != want {
+			t.Errorf("hasError(%s) = %v, want %v", body, got, want)
+		}
+	}
+}

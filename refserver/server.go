@@ -115,12 +115,15 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 		OnAttempt: func(c *retry.Call, n int, res retry.Result, d time.Duration) {
 			s.metrics.attempts.WithLabelValues(string(res.Phase)).Inc()
 			s.metrics.attemptSeconds.WithLabelValues(string(res.Phase)).Observe(d.Seconds())
-			attrs := []any{"workspace", c.Scope.Workspace, "tool", c.Scope.Tool, "key", c.Key.String(),
-				"attempt", n, "phase", string(res.Phase), "status", res.Status, "elapsed", d}
+			attrs := [...]slog.Attr{slog.String("workspace", c.Scope.Workspace), slog.String("tool", c.Scope.Tool),
+				slog.String("key", c.Key.String()), slog.Int("attempt", n), slog.String("phase", string(res.Phase)),
+				slog.Int("status", res.Status), slog.Duration("elapsed", d), {}}
+			logged := attrs[:len(attrs)-1]
 			if res.Err != nil {
-				attrs = append(attrs, "error", s.redact.String(res.Err.Error()))
+				attrs[len(attrs)-1] = slog.String("error", s.redact.String(res.Err.Error()))
+				logged = attrs[:]
 			}
-			s.log.Info("attempt", attrs...)
+			s.log.LogAttrs(context.Background(), slog.LevelInfo, "attempt", logged...)
 		},
 		OnStoreError: func(c *retry.Call, op string, err error) {
 			s.metrics.storeErrors.WithLabelValues(op).Inc()

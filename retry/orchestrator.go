@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/obol-gateway/obol/effectspec"
@@ -321,31 +322,70 @@ func (o *Orchestrator) attempt(ctx context.Context, call *Call, vendorKey idempo
 // renew renews the lease of attempt token every lease/3 until stop is
 // called or a renewal fails. A failed renewal stops nothing already sent:
 // the finalize's compare-and-set decides (DESIGN.md section 6).
+//
+// Renewals run on a timer rather than a goroutine of their own: almost every
+// attempt ends long before its first renewal, and starting, waking and
+// waiting for a goroutine per attempt costs each call a scheduler hand-off.
+// stop waits for a renewal that is running.
 func (o *Orchestrator) renew(ctx context.Context, call *Call, token int, lease time.Duration) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			rctx, cancel := context.WithTimeout(ctx, lease/3)
-			dl, err := o.Store.Renew(rctx, idempotency.RenewRequest{Scope: call.Scope, Key: call.Key, Token: token, OpID: idempotency.NewOpID()})
-			cancel()
-			if o.OnRenew != nil {
-				o.OnRenew(call, token, dl, err)
-			}
-			if errors.Is(err, idempotency.ErrStale) {
-				return // the slot is another's now, or the attempt deadline passed
-			}
+	every := lease / 3
+	r := &renewal{}
+	next := time.Now().Add(every)
+	r.mu.Lock()
+	r.t = time.AfterFunc(every, func() {
+		r.mu.Lock()
+		if r.stopped {
+			r.mu.Unlock()
+			return
 		}
-	}()
-	return func() { close(done); <-finished }
+		running := make(chan struct{})
+		r.running = running
+		r.mu.Unlock()
+
+		rctx, cancel := context.WithTimeout(ctx, every)
+		dl, err := o.Store.Renew(rctx, idempotency.RenewRequest{Scope: call.Scope, Key: call.Key, Token: token, OpID: idempotency.NewOpID()})
+		cancel()
+		if o.OnRenew != nil {
+			o.OnRenew(call, token, dl, err)
+		}
+
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.running = nil
+		close(running)
+		// ErrStale: the slot is another's now, or the attempt deadline
+		// passed; nothing is left to renew.
+		if !r.stopped && !errors.Is(err, idempotency.ErrStale) {
+			// Keep the cadence of a ticker: a slow renewal does not push
+			// the next one later.
+			next = next.Add(every)
+			if now := time.Now(); next.Before(now) {
+				next = now
+			}
+			r.t.Reset(time.Until(next))
+		}
+	})
+	r.mu.Unlock()
+	return r.stop
+}
+
+// renewal is the timer state of renew.
+type renewal struct {
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+	running chan struct{} // closed when the renewal running now ends; nil if none
+}
+
+func (r *renewal) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.t.Stop()
+	running := r.running
+	r.mu.Unlock()
+	if running != nil {
+		<-running
+	}
 }
 
 // secondAttempt is the rule of DESIGN.md section 8: a proven before_send

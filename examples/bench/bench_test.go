@@ -91,9 +91,10 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 			t.Errorf("row %s %q: ratio %q is not a positive number", id, name, ratio)
 		}
 	}
-	// 1 and 2: concurrency 1, 50, 200; 3: 1 KiB and 64 KiB; 4: one; 5: two
-	// kinds, each MEMORY USAGE and used_memory with the projection.
-	want := map[string]int{"1": 3, "2": 3, "3": 2, "4": 1, "5": 4}
+	// 1 and 2: concurrency 1, 50, 200; 3: 1 KiB and 64 KiB; 4: 1 and 32
+	// clients; 5: three kinds (no body, 1 KiB, 64 KiB), each MEMORY USAGE,
+	// used_memory with the projection, and the script time per operation.
+	want := map[string]int{"1": 3, "2": 3, "3": 2, "4": 2, "5": 9}
 	for id, n := range want {
 		if count[id] != n {
 			t.Errorf("table has %d rows numbered %s, want %d", count[id], id, n)
@@ -106,9 +107,18 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 		if r[0] == "5" && strings.Contains(r[1], "no body: MEMORY USAGE") && r[5] != "<= 400 B" {
 			t.Errorf("row 5 without a body has target %q", r[5])
 		}
+		for name, tgt := range map[string]string{"no body: used_memory": "<= 300 B", "1 KiB body: used_memory": "<= 1,100 B",
+			"64 KiB body: used_memory": "-", "1 client:": ">= 0.80", "32 clients:": ">= 1.00"} {
+			if strings.Contains(r[1], name) && r[5] != tgt {
+				t.Errorf("row %s %q has target %q, want %q", r[0], r[1], r[5], tgt)
+			}
+		}
+		if r[0] == "5" && strings.Contains(r[1], "script time") && !regexp.MustCompile(`^[0-9.]+[µm]?s / [0-9.]+[µm]?s$`).MatchString(r[2]) {
+			t.Errorf("row 5 %q: %q is not two durations", r[1], r[2])
+		}
 	}
-	if !regexp.MustCompile(`\d+ of 8 targets met`).MatchString(out.String()) {
-		t.Errorf("no summary line with 8 targets in:\n%s", out.String())
+	if !regexp.MustCompile(`\d+ of 11 targets met`).MatchString(out.String()) {
+		t.Errorf("no summary line with 11 targets in:\n%s", out.String())
 	}
 }
 
@@ -192,6 +202,7 @@ func TestFlags(t *testing.T) {
 		{"-redis-server", "-concurrency", "0"}, // out of range
 		{"-redis-server", "-concurrency", "1,x"},
 		{"-redis-server", "-rows", "6"},
+		{"-redis-server", "-mcp-clients", "0"},
 		{"-redis-server", "-duration", "1ms"},
 		{"-redis-server", "-rounds", "0"},
 		{"-redis", "localhost"}, // no port

@@ -41,7 +41,7 @@ type options struct {
 	duration      time.Duration
 	rounds        int
 	concurrency   []int
-	mcpClients    int
+	mcpClients    []int
 	memRecords    int
 	rows          map[int]bool
 	cpuProfile    string
@@ -66,7 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "length of one measurement")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds per row; each round measures ours and the reference, alternating, and the table shows medians")
 	conc := fs.String("concurrency", "1,50,200", "client concurrencies of rows 1 and 2, comma-separated")
-	fs.IntVar(&o.mcpClients, "mcp-clients", 32, "concurrent MCP clients of row 4")
+	mcpClients := fs.String("mcp-clients", "1,32", "concurrent MCP clients of row 4, comma-separated: one line each")
 	fs.IntVar(&o.memRecords, "mem-records", 20000, "records written per kind to measure used_memory per record (row 5)")
 	only := fs.String("rows", "1,2,3,4,5", "rows to run, comma-separated")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness process (the client side of rows 1-3) to `file`")
@@ -102,8 +102,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("-duration %v: must be at least 50ms", o.duration)
 	case o.rounds < 1:
 		return nil, fmt.Errorf("-rounds %d: must be at least 1", o.rounds)
-	case o.mcpClients < 1:
-		return nil, fmt.Errorf("-mcp-clients %d: must be at least 1", o.mcpClients)
 	case o.memRecords < 100:
 		return nil, fmt.Errorf("-mem-records %d: must be at least 100", o.memRecords)
 	case o.db < 0:
@@ -118,6 +116,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	var err error
 	if o.concurrency, err = intList("concurrency", *conc, 1, 10000); err != nil {
+		return nil, err
+	}
+	if o.mcpClients, err = intList("mcp-clients", *mcpClients, 1, 10000); err != nil {
 		return nil, err
 	}
 	rows, err := intList("rows", *only, 1, 5)

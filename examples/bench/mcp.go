@@ -301,9 +301,34 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 	// Warm both up: connections, pools, first-call allocations.
 	warm := min(o.duration/2, time.Second)
 	for _, base := range []string{ref.base, bare.base} {
-		if _, err := loadCalls(ctx, base, v, o.mcpClients, warm); err != nil {
+		if _, err := loadCalls(ctx, base, v, slices.Max(o.mcpClients), warm); err != nil {
 			return err
 		}
+	}
+	for _, clients := range o.mcpClients {
+		if err := mcpRow(ctx, o, e, t, v, ref, bare, clients); err != nil {
+			return err
+		}
+	}
+	return e.flush(ctx)
+}
+
+// mcpTarget is row 4's target at a number of clients: one client waits for
+// every call's whole latency, so the layer may cost a fifth of the rate
+// there; with many clients it must cost nothing (issue 16).
+func mcpTarget(clients int) float64 {
+	if clients == 1 {
+		return 0.8
+	}
+	return 1.0
+}
+
+// mcpRow measures one row 4 line: clients clients against each server,
+// alternating over the rounds.
+func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, bare *child, clients int) error {
+	who := fmt.Sprintf("%d clients", clients)
+	if clients == 1 {
+		who = "1 client"
 	}
 	var ours, ref0 []callResult
 	sides := []func() error{
@@ -311,7 +336,7 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 			if err := e.flush(ctx); err != nil {
 				return err
 			}
-			r, err := loadCalls(ctx, ref.base, v, o.mcpClients, o.duration)
+			r, err := loadCalls(ctx, ref.base, v, clients, o.duration)
 			if err != nil {
 				return fmt.Errorf("refserver: %w", err)
 			}
@@ -319,7 +344,7 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 			return nil
 		},
 		func() error {
-			r, err := loadCalls(ctx, bare.base, v, o.mcpClients, o.duration)
+			r, err := loadCalls(ctx, bare.base, v, clients, o.duration)
 			if err != nil {
 				return fmt.Errorf("bare server: %w", err)
 			}
@@ -333,13 +358,14 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 				return err
 			}
 		}
-		fmt.Fprintf(o.progress, "tools/call round %d: refserver %v, bare %v\n", round+1, ours[len(ours)-1], ref0[len(ref0)-1])
+		fmt.Fprintf(o.progress, "tools/call, %s, round %d: refserver %v, bare %v\n", who, round+1, ours[len(ours)-1], ref0[len(ref0)-1])
 	}
 	mo, mb := medianCalls(ours), medianCalls(ref0)
 	r := mo.perSec / mb.perSec
-	t.add(row{"4", fmt.Sprintf("tools/call, %d clients: refserver vs same SDK server without idempotency", o.mcpClients),
-		mo.String(), mb.String(), fmt.Sprintf("%.2f", r), ">= 0.50", verdict(r >= 0.5)})
-	return e.flush(ctx)
+	tgt := mcpTarget(clients)
+	t.add(row{"4", fmt.Sprintf("tools/call, %s: refserver vs same SDK server without idempotency", who),
+		mo.String(), mb.String(), fmt.Sprintf("%.2f", r), fmt.Sprintf(">= %.2f", tgt), verdict(r >= tgt)})
+	return nil
 }
 
 func medianCalls(rs []callResult) callResult {
