@@ -1,0 +1,360 @@
+// Command soak is the chaos soak of the idempotency core: several
+// reference-server processes on a 3-master + 3-replica Redis Cluster and on
+// one Redis with AOF, many clients calling every kind of tool, and every
+// fault at once (kill -9 of gateways, Redis master kills and failovers,
+// dropped script replies, cut connections, vendors that hang up, answer 503
+// or stall, capability pin changes), with an operator settling unknown
+// calls by the vendor's truth. The invariants of the contract are checked
+// every progress tick and at the end; any violation exits 1 with the seed
+// and the history of the offending key.
+//
+// The fault schedule and the workload are drawn from -seed (math/rand/v2
+// PCG), so a run can be repeated; the timing of processes on a busy machine
+// is not, so a repeated run hits the same faults in the same order but not
+// at the same instants.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	duration time.Duration
+	seed     int64
+	gateways int
+	clients  int
+	topology string
+	verbose  bool
+	broken   string
+}
+
+// logger writes progress lines; verbose ones only with -v.
+type logger struct {
+	mu      sync.Mutex
+	w       io.Writer
+	start   time.Time
+	verbose bool
+}
+
+func (l *logger) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "[%6.1fs] %s\n", time.Since(l.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (l *logger) verboseLine(format string, args ...any) {
+	if l.verbose {
+		l.printf(format, args...)
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole soak; it returns the exit status: 0 clean, 1 a
+// violation, 2 the soak itself could not run.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.DurationVar(&o.duration, "duration", time.Minute, "how long the storm lasts (split between topologies with -topology both)")
+	fs.Int64Var(&o.seed, "seed", 0, "seed of the fault schedule and the workload (default: from the clock, always printed)")
+	fs.IntVar(&o.gateways, "gateways", 3, "refserver processes")
+	fs.IntVar(&o.clients, "clients", 16, "concurrent clients")
+	fs.StringVar(&o.topology, "topology", "both", "cluster, single or both")
+	fs.BoolVar(&o.verbose, "v", false, "print every fault as it is injected")
+	fs.StringVar(&o.broken, "broken", "", "build refserver with -tags obolmutant and break its store this way (forget-records): the soak must fail")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if !flagSet(fs, "seed") {
+		o.seed = time.Now().UnixNano()
+	}
+	var topologies []string
+	switch o.topology {
+	case "both":
+		topologies = []string{"cluster", "single"}
+	case "cluster", "single":
+		topologies = []string{o.topology}
+	default:
+		fmt.Fprintf(stderr, "soak: -topology %q: want cluster, single or both\n", o.topology)
+		return 2
+	}
+	if o.gateways < 1 || o.clients < 1 || o.duration <= 0 {
+		fmt.Fprintln(stderr, "soak: -gateways, -clients and -duration must be positive")
+		return 2
+	}
+	out := &logger{w: stdout, start: time.Now(), verbose: o.verbose}
+	out.printf("soak: seed %d (repeat with: go run ./proof/soak -seed %d -duration %v -gateways %d -clients %d -topology %s%s)",
+		o.seed, o.seed, o.duration, o.gateways, o.clients, o.topology, brokenFlag(o.broken))
+
+	dir, err := os.MkdirTemp("", "obol-soak-")
+	if err != nil {
+		fmt.Fprintln(stderr, "soak:", err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	bin, err := buildRefserver(ctx, dir, o.broken != "")
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	creds := newCredentials(rand.New(rand.NewPCG(uint64(o.seed), 1)))
+
+	total := newCounts()
+	var worlds []*world
+	status := 0
+	for _, topo := range topologies {
+		phaseDir, err := os.MkdirTemp(dir, topo+"-")
+		if err != nil {
+			fmt.Fprintln(stderr, "soak:", err)
+			return 2
+		}
+		w := &world{opt: o, topology: topo, dir: phaseDir, out: out, creds: creds, start: time.Now(),
+			slots: map[string]*slot{}, obs: map[string]*observation{}, history: map[string][]event{}, c: newCounts()}
+		worlds = append(worlds, w)
+		out.printf("phase %s: starting Redis, vendors and %d gateways", topo, o.gateways)
+		err = w.setup(ctx, bin)
+		if err == nil {
+			err = w.runPhase(ctx, o.duration/time.Duration(len(topologies)))
+		}
+		w.teardown()
+		merge(&total, w.c)
+		if err != nil {
+			fmt.Fprintf(stderr, "soak: phase %s: %v\n", topo, err)
+			status = 2
+			break
+		}
+		if violations(w.c) > 0 {
+			break // the first failing phase is enough to show
+		}
+	}
+	printTable(stdout, o, total)
+	if n := violations(total); n > 0 {
+		fmt.Fprintf(stdout, "\nFAIL: %d invariant violations; seed %d\n", n, o.seed)
+		for _, w := range worlds {
+			w.printHistories(stdout, 3)
+		}
+		return 1
+	}
+	if status == 0 {
+		fmt.Fprintf(stdout, "\nPASS: no invariant violated; seed %d\n", o.seed)
+	}
+	return status
+}
+
+func brokenFlag(b string) string {
+	if b == "" {
+		return ""
+	}
+	return " -broken " + b
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// runPhase runs the storm for d, then quiesces and checks everything.
+func (w *world) runPhase(ctx context.Context, d time.Duration) error {
+	rng := rand.New(rand.NewPCG(uint64(w.opt.seed), 2))
+	shared := make([]string, 16)
+	for i := range shared {
+		shared[i] = newKey(rng)
+	}
+	storm, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg, lasting sync.WaitGroup
+	for i := range w.opt.clients {
+		wg.Go(func() { w.client(storm, i, shared) })
+	}
+	wg.Go(func() { w.operator(storm) })
+	wg.Go(func() { w.faults(storm, &lasting) })
+	var ln lane
+	if l, err := newLane(storm, w); err != nil {
+		w.out.printf("phase %s: linearizability lane not run: %v", w.topology, err)
+	} else {
+		ln = l
+		wg.Go(func() { _ = l.Run(storm) })
+	}
+	reported := map[string]bool{}
+	checkRng := rand.New(rand.NewPCG(uint64(w.opt.seed), 5))
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for storm.Err() == nil {
+		select {
+		case <-storm.Done():
+		case <-tick.C:
+			w.reportVendorTruth(reported)
+			w.checkReceipts(storm, checkRng, 30, reported)
+			w.progress()
+			if violations(w.c) > 0 {
+				w.out.printf("phase %s: a violation was found; stopping the storm early", w.topology)
+				cancel()
+			}
+		}
+	}
+	w.out.printf("phase %s: storm over; waiting for calls in flight", w.topology)
+	wg.Wait()
+	lasting.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	w.quiesce(ctx)
+	// Let every lease lapse and every stalled attempt end, then settle what
+	// is left unknown, and check everything once more.
+	time.Sleep(10 * time.Second)
+	w.settleRound(ctx, checkRng)
+	w.reportVendorTruth(reported)
+	w.checkReceipts(ctx, checkRng, 0, reported)
+	replayed := w.checkSettledReplay(checkRng)
+	keys, err := w.scanRedis(ctx)
+	if err != nil {
+		w.fault("harness_error", "scan Redis: %v", err)
+	}
+	w.scanLogs()
+	badAuth, brokerRetries := w.vend.counters()
+	if brokerRetries > 0 {
+		w.violation("broker_retries_enabled", "", "%d broker requests allowed the broker to retry", brokerRetries)
+	}
+	if badAuth > 0 {
+		w.note("vendor_requests_without_secret")
+	}
+	if ln != nil {
+		res := ln.Check(2 * time.Minute)
+		w.mu.Lock()
+		w.c.notes["lin_ops"] += res.Ops
+		w.c.notes["lin_ambiguous"] += res.Ambiguous
+		w.c.notes["lin_undecided"] += res.Undecided
+		w.mu.Unlock()
+		if res.Violations > 0 {
+			w.violation("linearizability", "", "%d violations:\n%s", res.Violations, res.Report)
+		}
+	} else {
+		w.note("lin_lane_not_run")
+	}
+	w.mu.Lock()
+	w.c.notes["settled_replays_checked"] += replayed
+	w.c.notes["redis_keys_scanned"] += keys
+	w.c.notes["slots"] += len(w.slots)
+	w.mu.Unlock()
+	w.progress()
+	return nil
+}
+
+func (w *world) progress() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	faults := 0
+	for _, n := range w.c.faults {
+		faults += n
+	}
+	up := 0
+	for _, g := range w.gws {
+		if g.running() {
+			up++
+		}
+	}
+	w.out.printf("phase %s: calls=%d slots=%d faults=%d gateways_up=%d/%d settled=%d violations=%d",
+		w.topology, w.callsN.Load(), len(w.slots), faults, up, len(w.gws), w.c.settled["accepted"]+w.c.settled["definitely_rejected"], violationsLocked(w.c))
+}
+
+func violationsLocked(c counts) int {
+	n := 0
+	for _, v := range c.violated {
+		n += v
+	}
+	return n
+}
+
+func violations(c counts) int { return violationsLocked(c) }
+
+func merge(dst *counts, src counts) {
+	for _, p := range []struct{ d, s map[string]int }{
+		{dst.calls, src.calls}, {dst.faults, src.faults}, {dst.settled, src.settled}, {dst.notes, src.notes}, {dst.violated, src.violated},
+	} {
+		for k, v := range p.s {
+			p.d[k] += v
+		}
+	}
+}
+
+func printTable(w io.Writer, o options, c counts) {
+	fmt.Fprintf(w, "\n==== soak summary: seed %d, %v, %d gateways, %d clients, topology %s%s ====\n",
+		o.seed, o.duration, o.gateways, o.clients, o.topology, brokenFlag(o.broken))
+	section := func(title string, m map[string]int) {
+		total := 0
+		for _, v := range m {
+			total += v
+		}
+		fmt.Fprintf(w, "%s (total %d)\n", title, total)
+		for _, k := range sortedKeys(m) {
+			fmt.Fprintf(w, "  %-40s %8d\n", k, m[k])
+		}
+	}
+	section("calls by outcome", c.calls)
+	section("faults injected by kind", c.faults)
+	section("unknown calls settled by the operator", c.settled)
+	section("other figures", c.notes)
+	fmt.Fprintln(w, "invariants (violations)")
+	for _, inv := range invariants {
+		v := fmt.Sprint(c.violated[inv])
+		if inv == "linearizability" && c.notes["lin_lane_not_run"] > 0 {
+			v += " (lane not run)"
+		}
+		fmt.Fprintf(w, "  %-40s %8s\n", inv, v)
+	}
+}
+
+// printHistories prints the history of up to n offending slots: every call,
+// reply, receipt, vendor request and operator step, and the faults during
+// its life.
+func (w *world) printHistories(out io.Writer, n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, id := range w.offending {
+		if i == n {
+			fmt.Fprintf(out, "(%d more offending keys not shown)\n", len(w.offending)-n)
+			break
+		}
+		s := w.slots[id]
+		fmt.Fprintf(out, "\n---- history of key %s (tool %s, workspace %s, phase %s, seed %d) ----\n",
+			s.key, s.tool.name, s.tenant.id, w.topology, w.opt.seed)
+		evs := append([]event(nil), w.history[id]...)
+		first, last := s.created, time.Now()
+		if len(evs) > 0 {
+			last = evs[len(evs)-1].at
+		}
+		for _, f := range w.faultLog {
+			if !f.at.Before(first.Add(-2*time.Second)) && !f.at.After(last) {
+				evs = append(evs, event{f.at, "FAULT " + f.text})
+			}
+		}
+		sortEvents(evs)
+		for _, e := range evs {
+			fmt.Fprintf(out, "  %s  %s\n", e.at.Format("15:04:05.000"), strings.TrimSpace(e.text))
+		}
+	}
+}
+
+func sortEvents(evs []event) {
+	for i := 1; i < len(evs); i++ {
+		for j := i; j > 0 && evs[j].at.Before(evs[j-1].at); j-- {
+			evs[j], evs[j-1] = evs[j-1], evs[j]
+		}
+	}
+}
