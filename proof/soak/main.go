@@ -269,8 +269,12 @@ func (w *world) progress() {
 			up++
 		}
 	}
-	w.out.printf("phase %s: calls=%d slots=%d faults=%d gateways_up=%d/%d settled=%d violations=%d",
-		w.topology, w.callsN.Load(), len(w.slots), faults, up, len(w.gws), w.c.settled["accepted"]+w.c.settled["definitely_rejected"], violationsLocked(w.c))
+	var inv []string
+	for _, k := range invariants {
+		inv = append(inv, fmt.Sprintf("%s=%d", k, w.c.violated[k]))
+	}
+	w.out.printf("phase %s: calls=%d slots=%d faults=%d gateways_up=%d/%d settled=%d | %s",
+		w.topology, w.callsN.Load(), len(w.slots), faults, up, len(w.gws), w.c.settled["accepted"]+w.c.settled["definitely_rejected"], strings.Join(inv, " "))
 }
 
 func violationsLocked(c counts) int {

@@ -102,8 +102,10 @@ func (p *faultProxy) accept() {
 			return
 		}
 		p.conns[pc] = struct{}{}
-		p.mu.Unlock()
+		// Added under mu, which close takes before it waits: an Add never
+		// runs concurrently with the Wait.
 		p.wg.Add(2)
+		p.mu.Unlock()
 		go pc.up()
 		go pc.down()
 	}

@@ -124,6 +124,7 @@ func (w *world) violation(inv, id, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	w.mu.Lock()
 	w.c.violated[inv]++
+	quiet := violationsLocked(w.c) > maxViolationLines
 	if id != "" && !slices.Contains(w.offending, id) {
 		w.offending = append(w.offending, id)
 	}
@@ -131,8 +132,14 @@ func (w *world) violation(inv, id, format string, args ...any) {
 		w.history[id] = append(w.history[id], event{time.Now(), "VIOLATION " + inv + ": " + msg})
 	}
 	w.mu.Unlock()
-	w.out.printf("VIOLATION %s: %s %s", inv, id, msg)
+	if !quiet {
+		w.out.printf("VIOLATION %s: %s %s", inv, id, msg)
+	}
 }
+
+// maxViolationLines bounds the VIOLATION lines printed as they are found;
+// the table counts them all.
+const maxViolationLines = 20
 
 // setup starts Redis, the vendors and the gateways of the phase.
 func (w *world) setup(ctx context.Context, bin string) error {
