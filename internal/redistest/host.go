@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -94,7 +93,7 @@ func (h *hostOwner) Fatalf(format string, args ...any) {
 	h.mu.Lock()
 	h.failed = true
 	h.mu.Unlock()
-	panic(errors.New(fmt.Sprintf(format, args...)))
+	panic(fmt.Errorf(format, args...))
 }
 
 func (h *hostOwner) Failed() bool {

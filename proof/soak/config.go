@@ -82,15 +82,6 @@ var tools = []toolInfo{
 	{name: "cap.send", vendorKB: true, weight: 10},
 }
 
-func toolByName(name string) toolInfo {
-	for _, t := range tools {
-		if t.name == name {
-			return t
-		}
-	}
-	return toolInfo{name: name}
-}
-
 // gatewayConfig renders the fleet's shared refserver configuration.
 func gatewayConfig(c credentials, vendorURL string, waitReplicas int) string {
 	var ws []string
@@ -100,7 +91,7 @@ func gatewayConfig(c credentials, vendorURL string, waitReplicas int) string {
 	status := `"status": {"accepted": [200, 201], "definitely_rejected": [400], "retryable": [503], "in_use": [409]}`
 	fed := `"status": {"accepted": [200, 201]}`
 	return `{
-  "key_prefix": "soak:", "retention": "1h", "unknown_retention": "2h", "lease": "2s",
+  "key_prefix": "soak:", "retention": "24h", "unknown_retention": "168h", "lease": "2s",
   "wait_replicas": ` + fmt.Sprint(waitReplicas) + `, "environment": "test",
   "workspaces": [` + strings.Join(ws, ", ") + `],
   "approver_keys": ["` + c.approver + `"],

@@ -22,7 +22,7 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 			return true
 		}
 	}
-	for sleep(time.Duration(700+rng.IntN(1800)) * time.Millisecond) {
+	for sleep(time.Duration(500+rng.IntN(1300)) * time.Millisecond) {
 		switch p := rng.IntN(100); {
 		case p < 28:
 			g := w.gws[rng.IntN(len(w.gws))]

@@ -9,9 +9,12 @@
 // and the history of the offending key.
 //
 // The fault schedule and the workload are drawn from -seed (math/rand/v2
-// PCG), so a run can be repeated; the timing of processes on a busy machine
-// is not, so a repeated run hits the same faults in the same order but not
-// at the same instants.
+// PCG streams): the same seed injects the same faults in the same order,
+// and each client makes the same new calls (tenant, tool, key, arguments)
+// in the same order. The timing of processes on a busy machine does not
+// repeat, so the instants differ, and with them which call meets which
+// fault and which earlier calls a client retries (it retries calls whose
+// answer was lost or unknown).
 package main
 
 import (
@@ -217,7 +220,7 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	w.quiesce(ctx)
 	// Let every lease lapse and every stalled attempt end, then settle what
 	// is left unknown, and check everything once more.
-	time.Sleep(10 * time.Second)
+	time.Sleep(5 * time.Second)
 	w.settleRound(ctx, checkRng)
 	w.reportVendorTruth(reported)
 	w.checkReceipts(ctx, checkRng, 0, reported)
@@ -289,7 +292,7 @@ func violations(c counts) int { return violationsLocked(c) }
 
 func merge(dst *counts, src counts) {
 	for _, p := range []struct{ d, s map[string]int }{
-		{dst.calls, src.calls}, {dst.faults, src.faults}, {dst.settled, src.settled}, {dst.notes, src.notes}, {dst.violated, src.violated},
+		{dst.calls, src.calls}, {dst.byTool, src.byTool}, {dst.faults, src.faults}, {dst.settled, src.settled}, {dst.notes, src.notes}, {dst.violated, src.violated},
 	} {
 		for k, v := range p.s {
 			p.d[k] += v
@@ -311,6 +314,10 @@ func printTable(w io.Writer, o options, c counts) {
 		}
 	}
 	section("calls by outcome", c.calls)
+	fmt.Fprintln(w, "calls by tool (answered accepted / all)")
+	for _, t := range tools {
+		fmt.Fprintf(w, "  %-40s %8s\n", t.name, fmt.Sprintf("%d/%d", c.byTool[t.name+" accepted"], c.byTool[t.name+" calls"]))
+	}
 	section("faults injected by kind", c.faults)
 	section("unknown calls settled by the operator", c.settled)
 	section("other figures", c.notes)

@@ -25,7 +25,6 @@ type faultProxy struct {
 	dropNext int // replies of script commands still to drop
 	conns    map[*proxyConn]struct{}
 	closed   bool
-	dropped  int
 
 	wg sync.WaitGroup
 }
@@ -49,13 +48,6 @@ func (p *faultProxy) dropReplies(n int) {
 	p.mu.Lock()
 	p.dropNext += n
 	p.mu.Unlock()
-}
-
-// droppedCount is how many replies were dropped so far.
-func (p *faultProxy) droppedCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.dropped
 }
 
 // cutAll closes every open connection, both sides, at once.
@@ -144,7 +136,6 @@ func (pc *proxyConn) up() {
 			pc.p.mu.Lock()
 			if pc.p.dropNext > 0 {
 				pc.p.dropNext--
-				pc.p.dropped++
 				drop = true
 			}
 			pc.p.mu.Unlock()

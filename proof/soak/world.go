@@ -35,7 +35,6 @@ type observation struct {
 	maxAttempts int
 	settled     string // outcome the operator settled it as
 	settledAt   time.Time
-	lastFinal   bool
 }
 
 // event is one line of a slot's history (or of the fault log).
@@ -47,6 +46,7 @@ type event struct {
 // counts are the run's numbers; violations are the invariants.
 type counts struct {
 	calls    map[string]int
+	byTool   map[string]int // "tool calls" and "tool accepted"
 	faults   map[string]int
 	settled  map[string]int
 	notes    map[string]int
@@ -91,7 +91,7 @@ type world struct {
 }
 
 func newCounts() counts {
-	return counts{calls: map[string]int{}, faults: map[string]int{}, settled: map[string]int{}, notes: map[string]int{}, violated: map[string]int{}}
+	return counts{calls: map[string]int{}, byTool: map[string]int{}, faults: map[string]int{}, settled: map[string]int{}, notes: map[string]int{}, violated: map[string]int{}}
 }
 
 func (w *world) logSlot(id, format string, args ...any) {
@@ -204,9 +204,11 @@ func (w *world) setup(ctx context.Context, bin string) error {
 // teardown stops everything the phase started; it is safe after a partial
 // setup.
 func (w *world) teardown() {
+	var wg sync.WaitGroup
 	for _, g := range w.gws {
-		g.kill()
+		wg.Go(func() { g.stop(3 * time.Second) })
 	}
+	wg.Wait()
 	if w.vend != nil {
 		w.vend.close()
 	}
@@ -311,6 +313,10 @@ func (w *world) call(rng *rand.Rand, s *slot, ticket string) reply {
 	w.callsN.Add(1)
 	w.mu.Lock()
 	w.c.calls[r.kind()]++
+	w.c.byTool[tool+" calls"]++
+	if !r.refused && r.transport == nil && r.result.Meta.Receipt.Outcome == "accepted" {
+		w.c.byTool[tool+" accepted"]++
+	}
 	w.mu.Unlock()
 	w.logSlot(s.id, "call via gateway %d (sent %s) -> %s", g.idx, start.Format("15:04:05.000"), r)
 	w.checkReply(s, r, start)
@@ -321,24 +327,30 @@ func (w *world) call(rng *rand.Rand, s *slot, ticket string) reply {
 // retries of its earlier calls with the same key (after a lost answer, an
 // unknown outcome, or just again).
 func (w *world) client(ctx context.Context, idx int, sharedKeys []string) {
-	rng := rand.New(rand.NewPCG(uint64(w.opt.seed), uint64(idx)+1000*uint64(len(w.topology))))
+	// Two streams: what to do next (its draws are the same every
+	// iteration, whatever happened), and the new calls themselves, so the
+	// n-th new call of a client is the same call in every run of a seed.
+	stream := uint64(idx) + 1000*uint64(len(w.topology))
+	act := rand.New(rand.NewPCG(uint64(w.opt.seed), stream))
+	gen := rand.New(rand.NewPCG(uint64(w.opt.seed), stream+1<<32))
 	var mine, pending []*slot
 	total := 0
 	for _, t := range tools {
 		total += t.weight
 	}
 	for ctx.Err() == nil {
+		p, pick := act.IntN(100), act.Uint64()
 		var s *slot
-		switch p := rng.IntN(100); {
+		switch {
 		case len(pending) > 0 && p < 40:
-			i := rng.IntN(len(pending))
+			i := int(pick % uint64(len(pending)))
 			s = pending[i]
 			pending = slices.Delete(pending, i, i+1)
 		case len(mine) > 0 && p < 55:
-			s = mine[rng.IntN(len(mine))]
+			s = mine[pick%uint64(len(mine))]
 		default:
-			t := w.creds.tenants[rng.IntN(len(w.creds.tenants))]
-			n := rng.IntN(total)
+			t := w.creds.tenants[gen.IntN(len(w.creds.tenants))]
+			n := gen.IntN(total)
 			tl := tools[0]
 			for _, c := range tools {
 				if n < c.weight {
@@ -347,17 +359,17 @@ func (w *world) client(ctx context.Context, idx int, sharedKeys []string) {
 				}
 				n -= c.weight
 			}
-			key := newKey(rng)
-			if rng.IntN(10) == 0 {
+			key := newKey(gen)
+			if gen.IntN(10) == 0 {
 				// A key another tenant (or this one) uses too.
-				key = sharedKeys[rng.IntN(len(sharedKeys))]
+				key = sharedKeys[gen.IntN(len(sharedKeys))]
 			}
 			s = w.slotFor(t, tl, key)
 			mine = append(mine, s)
 		}
-		r := w.call(rng, s, "")
+		r := w.call(act, s, "")
 		if r.result.Meta.Approval != nil && r.result.Meta.Approval.Ticket != "" {
-			r = w.approve(ctx, rng, s, r.result.Meta.Approval.Ticket)
+			r = w.approve(ctx, act, s, r.result.Meta.Approval.Ticket)
 		}
 		if !r.final() && len(pending) < 64 {
 			pending = append(pending, s)
@@ -366,7 +378,7 @@ func (w *world) client(ctx context.Context, idx int, sharedKeys []string) {
 			// Back off a little: the gateway may be down or Redis failing over.
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Duration(50+rng.IntN(200)) * time.Millisecond):
+			case <-time.After(time.Duration(50+pick%200) * time.Millisecond):
 			}
 		}
 	}
