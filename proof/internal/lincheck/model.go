@@ -1,0 +1,559 @@
+package lincheck
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+// Kind names an operation of the lane.
+type Kind int
+
+// The operations the model knows. Held records and approvals are not
+// driven by the lane, so the model leaves them out.
+const (
+	Claim Kind = iota
+	Reserve
+	Renew
+	Finalize
+	Settle
+	Lookup
+)
+
+var kindNames = [...]string{"claim", "reserve", "renew", "finalize", "settle", "lookup"}
+
+func (k Kind) String() string {
+	if k < 0 || int(k) >= len(kindNames) {
+		return fmt.Sprintf("kind(%d)", int(k))
+	}
+	return kindNames[k]
+}
+
+// never is the return time of an ambiguous operation: it may take effect at
+// any point after its call, or not at all.
+const never = math.MaxInt64
+
+// Statuses of an Output besides the claim statuses of idempotency.
+const (
+	statusAmbiguous = "ambiguous" // the store failed: the op may or may not have happened
+	statusReserved  = "reserved"
+	statusRenewed   = "renewed"
+	statusFinalized = "finalized"
+	statusSettled   = "settled"
+	statusFound     = "found"
+	statusStale     = "stale"
+	statusNotFound  = "not_found"
+	statusNotUnk    = "not_unknown"
+)
+
+// Input is one operation as the lane called it. Times are Unix nanoseconds
+// of the lane's wall clock, which is the clock the store's Redis TIME reads
+// (same machine).
+type Input struct {
+	Kind        Kind
+	Key         string // the partition: one idempotency key of the lane
+	Unsupported bool   // the key's binding: unsupported, else header
+	Op          string // operation id; a re-sent operation repeats it
+	Token       int    // reserve, renew, finalize
+	Outcome     idempotency.State
+	// NeverSent is FinalizeRequest.NeverSent, or for a reserve
+	// ReserveRequest.PreviousNeverSent.
+	NeverSent bool
+	Attempts  int    // settle: the attempt count the operator saw
+	Req       int    // claim: which of two request hashes (0 is the key's own)
+	Route     int    // claim: which of two routes (0 is the key's own)
+	Timeout   int64  // claim, reserve: the attempt timeout (ns)
+	Body      string // finalize, settle: the result body stored ("" none)
+	Call      int64  // when the lane called the store
+}
+
+// Output is what the store answered. Deadlines are Unix nanoseconds of the
+// store's (millisecond) deadlines.
+type Output struct {
+	Status    string // a claim status, or one of the statuses above
+	Token     int    // claimed, reserved
+	Applied   bool   // claimed, reserved: AlreadyApplied
+	State     idempotency.State
+	Attempts  int    // replay, finalized, settled, found: AttemptCount
+	Sent      int    // the same: SentAttempts
+	Lease     int64  // claimed, reserved, renewed, found in flight: the lease deadline
+	Deadline  int64  // claimed, reserved, in_progress: the attempt deadline
+	VendorKey string // claimed
+	Body      string // replay, found: the stored result's body
+	Settled   bool   // replay, found: the record carries a resolution
+	Err       string // ambiguous: the store's error, for the report
+	Return    int64  // when the answer came back; never when ambiguous
+}
+
+// state is one record as the contract sees it, plus what the checker has
+// learnt about time. Every field is comparable, so == is the state's
+// equality.
+type state struct {
+	Exists     bool
+	S          idempotency.State // in_flight, accepted, definitely_rejected, unknown
+	N          int               // attempt count = the current fencing token
+	Sent       int               // attempts that may have left
+	Cycle      int               // attempts of the current cycle (in flight)
+	Req, Route int               // the request hash and route the record was made for
+	// LMin and LMax bound the lease deadline (in flight): equal once an
+	// answer named it, apart while only an ambiguous op set it (LMax is
+	// never until a later op bounds it).
+	LMin, LMax int64
+	E          int64 // attempt deadline (in flight); 0 while unknown
+	Lapsed     bool  // an op saw this lease lapsed: so does every later one
+	Open       bool  // unknown by the lease-expiry path: the owner's finalize applies
+	Settled    bool
+	VK         string // the vendor key claimed answers carry; "" until seen
+	Body       string // stored result body
+	LastOp     string // kind-tagged id of the last change ("c:", "r:", "f:", "s:")
+	LastRenew  string // op id of the renewal that set the lease, in flight
+	// Floor is the latest call among the ops linearized so far: every later
+	// op takes effect at or after it. It is a function of the linearized
+	// set, so it does not split porcupine's cache.
+	Floor int64
+}
+
+// hiddenOp is the LastOp of a finalize the store made on its own (an
+// unused reservation taken back); no operation of the lane matches it.
+const hiddenOp = "f:-"
+
+// model is the sequential specification, with the store's lease and the
+// clock slack it judges times with.
+type model struct {
+	lease int64 // ns
+	eps   int64 // ns
+}
+
+// msSlack: the store's deadlines are whole milliseconds, its clock read
+// rounded down to one; a deadline may be up to 1 ms before call + lease.
+const msSlack = int64(time.Millisecond)
+
+func (m model) porcupine() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{state{}} },
+		Step: func(st, in, out any) []any {
+			next := m.step(st.(state), in.(Input), out.(Output))
+			res := make([]any, len(next))
+			for i, s := range next {
+				res[i] = s
+			}
+			return res
+		},
+		DescribeOperation: func(in, out any) string { return describe(in.(Input), out.(Output)) },
+		DescribeState:     func(st any) string { return fmt.Sprintf("%+v", st.(state)) },
+	}
+	return nm.ToModel()
+}
+
+// step returns every state the record may be in after in answered out,
+// none if it cannot have.
+func (m model) step(st state, in Input, out Output) []state {
+	st.Floor = max(st.Floor, in.Call)
+	if st.S == idempotency.StateInFlight && st.LMax == never && out.Return != never {
+		// The lease was set by an ambiguous op linearized before this one,
+		// so at or before this op's point, which is before its return.
+		st.LMax = out.Return + m.lease + m.eps
+	}
+	amb := out.Status == statusAmbiguous
+	if amb && in.Kind == Lookup {
+		return []state{st} // a read that failed tells nothing
+	}
+	var next []state
+	if amb {
+		next = append(next, st) // it never happened
+	}
+	inFlight := st.Exists && st.S == idempotency.StateInFlight
+	if !inFlight || !dependsOnLease(in.Kind) {
+		return append(next, m.apply(st, in, out, false)...)
+	}
+	canLive, canLapse := m.liveness(st, out)
+	if canLive {
+		next = append(next, m.apply(st, in, out, false)...)
+	}
+	if canLapse {
+		next = append(next, m.apply(st, in, out, true)...)
+	}
+	return next
+}
+
+func dependsOnLease(k Kind) bool { return k != Finalize }
+
+// liveness says whether the lease of an in-flight record may be live, and
+// whether it may have lapsed, at this op's point. The point lies in
+// [Floor, Return]; the lease is live at a point before its deadline.
+func (m model) liveness(st state, out Output) (canLive, canLapse bool) {
+	if st.Lapsed {
+		return false, true
+	}
+	canLive = st.Floor < satAdd(st.LMax, m.eps)
+	canLapse = out.Return == never || out.Return >= st.LMin-m.eps
+	return canLive, canLapse
+}
+
+// sawLive and sawLapsed narrow the lease by what this op saw.
+func (m model) sawLive(st *state) { st.LMin = max(st.LMin, st.Floor-m.eps) }
+
+func (m model) sawLapsed(st *state, out Output) {
+	st.Lapsed = true
+	if out.Return != never {
+		st.LMax = min(st.LMax, out.Return+m.eps)
+	}
+}
+
+func satAdd(a, b int64) int64 {
+	if a > never-b {
+		return never
+	}
+	return a + b
+}
+
+// freshLease checks the lease and attempt deadline of a reservation made at
+// this op's point, and stores them in st. An ambiguous answer leaves them
+// open: the lease at least Floor + lease, the attempt deadline unknown.
+func (m model) freshLease(st *state, in Input, out Output) bool {
+	if out.Status == statusAmbiguous {
+		st.LMin, st.LMax, st.E = st.Floor+m.lease-msSlack-m.eps, never, 0
+		return true
+	}
+	if out.Lease < st.Floor+m.lease-msSlack-m.eps || out.Lease > satAdd(out.Return, m.lease+m.eps) {
+		return false
+	}
+	// One clock reading makes both deadlines.
+	if in.Timeout > 0 && out.Deadline-out.Lease != in.Timeout-m.lease {
+		return false
+	}
+	st.LMin, st.LMax, st.E = out.Lease, out.Lease, out.Deadline
+	return true
+}
+
+// sameLease checks a lease the store reports for the current attempt, and
+// learns it if the checker did not know it.
+func sameLease(st *state, lease int64) bool {
+	if lease < st.LMin || lease > st.LMax {
+		return false
+	}
+	st.LMin, st.LMax = lease, lease
+	return true
+}
+
+func sameDeadline(st *state, d int64) bool {
+	if st.E == 0 {
+		st.E = d
+		return true
+	}
+	return st.E == d
+}
+
+// endLease clears what only an in-flight record has.
+func endLease(st *state) {
+	st.Cycle, st.LMin, st.LMax, st.E, st.Lapsed, st.LastRenew = 0, 0, 0, 0, false, ""
+}
+
+// newAttempt reserves attempt N+1 on st as the store does when it answers
+// claimed or reserved.
+func newAttempt(st *state, op string) {
+	st.N++
+	st.Sent++
+	st.S, st.Lapsed, st.LastRenew, st.LastOp = idempotency.StateInFlight, false, "", op
+}
+
+// withHidden adds, after an ambiguous reservation (or the ambiguous re-send
+// of one), the state in which the store took that reservation back with a
+// never-sent finalize of its own (redisstore does when a WAIT falls short,
+// and then answers an error).
+func withHidden(amb bool, st state) []state {
+	if !amb {
+		return []state{st}
+	}
+	h := st
+	h.S, h.Open, h.Body, h.LastOp = idempotency.StateUnknown, false, "", hiddenOp
+	if h.Sent > 0 {
+		h.Sent--
+	}
+	endLease(&h)
+	return []state{st, h}
+}
+
+// apply is the specification of one op on one record, for one answer of
+// the lease question (lapsed; ignored when not in flight). An ambiguous
+// out matches every answer; the states it may leave are all returned.
+func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
+	amb := out.Status == statusAmbiguous
+	is := func(status string) bool { return amb || out.Status == status }
+	one := func(ok bool, s state) []state {
+		if !ok {
+			return nil
+		}
+		return []state{s}
+	}
+	if !st.Exists && in.Kind != Claim {
+		return one(is(statusNotFound), st)
+	}
+	inFlight := st.S == idempotency.StateInFlight
+	if inFlight && dependsOnLease(in.Kind) {
+		if lapsed {
+			m.sawLapsed(&st, out)
+		} else {
+			m.sawLive(&st)
+		}
+	}
+	switch in.Kind {
+	case Claim:
+		return m.claim(st, in, out, lapsed)
+	case Reserve:
+		switch {
+		case st.LastOp == "r:"+in.Op:
+			// A re-sent reservation answers what it answered.
+			ok := amb || out.Status == statusReserved && out.Token == st.N && out.Applied && sameLease(&st, out.Lease) && sameDeadline(&st, out.Deadline)
+			if !ok {
+				return nil
+			}
+			return withHidden(amb, st)
+		case !inFlight || st.N != in.Token || st.Cycle >= 2 || lapsed:
+			return one(is(statusStale), st)
+		}
+		next := st
+		newAttempt(&next, "r:"+in.Op)
+		next.Cycle++
+		if in.NeverSent {
+			next.Sent-- // attempt Token never left
+		}
+		ok := amb || out.Status == statusReserved && out.Token == next.N && !out.Applied
+		if !ok || !m.freshLease(&next, in, out) {
+			return nil
+		}
+		return withHidden(amb, next)
+	case Renew:
+		if !inFlight || st.N != in.Token || lapsed {
+			return one(is(statusStale), st)
+		}
+		if amb {
+			// It may have moved the lease to any time up to its point + lease.
+			next := st
+			next.LMax, next.LastRenew = never, in.Op
+			return []state{next}
+		}
+		if out.Status != statusRenewed || out.Lease < st.LMin {
+			return nil // a lease never shrinks
+		}
+		if st.LastRenew == in.Op {
+			return one(sameLease(&st, out.Lease), st) // re-sent: the lease it set
+		}
+		// A fresh renewal: min(now + lease, attempt deadline), unless the
+		// lease already ends later.
+		d := out.Lease
+		if d > satAdd(out.Return, m.lease+m.eps) {
+			return nil // never past now + lease
+		}
+		fresh := d >= st.Floor+m.lease-msSlack-m.eps && d <= satAdd(out.Return, m.lease+m.eps)
+		kept := d <= st.LMax                                                   // the lease already ended later
+		moved := (st.E == 0 || d <= st.E) && (fresh || st.E == 0 || d == st.E) // up to now + lease, capped
+		if !kept && !moved {
+			return nil
+		}
+		st.LMin, st.LMax, st.LastRenew = d, d, in.Op
+		return []state{st}
+	case Finalize:
+		switch {
+		case st.LastOp == "f:"+in.Op:
+			return one(amb || m.record(st, out, statusFinalized), st)
+		case st.N != in.Token || !(inFlight || st.S == idempotency.StateUnknown && st.Open):
+			// The token is the fence: a lapsed lease nobody took over still
+			// takes its owner's outcome, also once the expiry path turned
+			// the record unknown; nothing else does.
+			return one(is(statusStale), st)
+		}
+		next := st
+		next.S, next.Open, next.Body, next.LastOp = in.Outcome, false, in.Body, "f:"+in.Op
+		if in.NeverSent {
+			next.S = idempotency.StateUnknown
+			if inFlight && next.Sent > 0 {
+				next.Sent--
+			}
+		}
+		endLease(&next)
+		return one(amb || m.record(next, out, statusFinalized), next)
+	case Settle:
+		switch {
+		case st.LastOp == "s:"+in.Op:
+			return one(amb || m.record(st, out, statusSettled), st)
+		case !(st.S == idempotency.StateUnknown || inFlight && lapsed):
+			return one(is(statusNotUnk), st)
+		case st.N != in.Attempts:
+			return one(is(statusStale), st)
+		}
+		next := st
+		next.S, next.Open, next.Settled, next.Body, next.LastOp = in.Outcome, false, true, in.Body, "s:"+in.Op
+		endLease(&next)
+		return one(amb || m.record(next, out, statusSettled), next)
+	case Lookup:
+		if amb {
+			return []state{st} // a read changes nothing
+		}
+		shown := st
+		if inFlight && lapsed {
+			shown.S = idempotency.StateUnknown // a lapsed lease reads unknown
+		}
+		if !m.record(shown, out, statusFound) || out.Body != st.Body || out.Settled != st.Settled {
+			return nil
+		}
+		if shown.S == idempotency.StateInFlight && !sameLease(&st, out.Lease) {
+			return nil
+		}
+		return []state{st}
+	}
+	return nil
+}
+
+// record checks the counts a returned record carries.
+func (m model) record(st state, out Output, status string) bool {
+	return out.Status == status && out.State == st.S && out.Attempts == st.N && out.Sent == st.Sent
+}
+
+// claim is the state table of DESIGN.md section 6, rows tried top to
+// bottom, for records that are never held.
+func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
+	amb := out.Status == statusAmbiguous
+	is := func(status string) bool { return amb || out.Status == status }
+	keep := func(ok bool) []state {
+		if !ok {
+			return nil
+		}
+		return []state{st}
+	}
+	op := "c:" + in.Op
+	if !st.Exists {
+		next := state{Exists: true, Req: in.Req, Route: in.Route, Cycle: 1, Floor: st.Floor}
+		newAttempt(&next, op)
+		if !amb && !(out.Status == string(idempotency.StatusClaimed) && out.Token == 1 && !out.Applied && m.vendorKey(&next, in, out)) {
+			return nil
+		}
+		if !m.freshLease(&next, in, out) {
+			return nil
+		}
+		return withHidden(amb, next)
+	}
+	inFlight := st.S == idempotency.StateInFlight
+	switch {
+	case in.Req != st.Req:
+		return keep(is(string(idempotency.StatusRequestMismatch)))
+	case st.LastOp == op && inFlight:
+		// A re-sent claim whose first send was applied answers it again,
+		// lapsed lease or not.
+		ok := amb || out.Status == string(idempotency.StatusClaimed) && out.Token == st.N && out.Applied &&
+			m.vendorKey(&st, in, out) && sameLease(&st, out.Lease) && sameDeadline(&st, out.Deadline)
+		if !ok {
+			return nil
+		}
+		return withHidden(amb, st)
+	case st.LastOp == op && st.S == idempotency.StateUnknown:
+		return keep(amb || out.Status == string(idempotency.StatusOutcomeUnknown) && out.Applied)
+	case st.S.Final():
+		ok := amb || out.Status == string(idempotency.StatusReplay) && out.State == st.S && out.Attempts == st.N &&
+			out.Sent == st.Sent && out.Body == st.Body && out.Settled == st.Settled
+		return keep(ok)
+	case inFlight && !lapsed:
+		return keep(amb || out.Status == string(idempotency.StatusInProgress) && sameDeadline(&st, out.Deadline))
+	case in.Route != st.Route:
+		// Unknown, or in flight with its lease lapsed: only a dispatch is
+		// left, and it would go elsewhere.
+		return keep(is(string(idempotency.StatusDestinationConflict)))
+	case st.Sent == 0 || !in.Unsupported:
+		// No attempt may have left, or the vendor deduplicates on our key.
+		next := st
+		newAttempt(&next, op)
+		next.Cycle, next.Open, next.Body = 1, false, ""
+		if !amb && !(out.Status == string(idempotency.StatusClaimed) && out.Token == next.N && !out.Applied && m.vendorKey(&next, in, out)) {
+			return nil
+		}
+		if !m.freshLease(&next, in, out) {
+			return nil
+		}
+		return withHidden(amb, next)
+	}
+	if !is(string(idempotency.StatusOutcomeUnknown)) || !amb && out.Applied {
+		return nil
+	}
+	next := st
+	if inFlight { // the lapsed attempt becomes unknown; its owner's finalize still applies
+		next.S, next.Open, next.LastOp = idempotency.StateUnknown, true, op
+		endLease(&next)
+	}
+	return []state{next}
+}
+
+// vendorKey checks the vendor key of a claimed answer: one per record of a
+// header binding, none for an unsupported one.
+func (m model) vendorKey(st *state, in Input, out Output) bool {
+	switch {
+	case in.Unsupported:
+		return out.VendorKey == ""
+	case out.VendorKey == "":
+		return false
+	case st.VK == "":
+		st.VK = out.VendorKey
+		return true
+	}
+	return st.VK == out.VendorKey
+}
+
+// describe renders one op for a report: its input and what came back.
+func describe(in Input, out Output) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s op=%.8s", in.Kind, in.Op)
+	switch in.Kind {
+	case Claim:
+		if in.Req != 0 {
+			b.WriteString(" other-request")
+		}
+		if in.Route != 0 {
+			b.WriteString(" other-route")
+		}
+	case Reserve:
+		fmt.Fprintf(&b, " token=%d prev-never-sent=%v", in.Token, in.NeverSent)
+	case Renew:
+		fmt.Fprintf(&b, " token=%d", in.Token)
+	case Finalize:
+		fmt.Fprintf(&b, " token=%d outcome=%s never-sent=%v", in.Token, in.Outcome, in.NeverSent)
+	case Settle:
+		fmt.Fprintf(&b, " attempts=%d outcome=%s", in.Attempts, in.Outcome)
+	}
+	fmt.Fprintf(&b, " -> %s", out.Status)
+	switch out.Status {
+	case statusAmbiguous:
+		fmt.Fprintf(&b, " (%s)", out.Err)
+	case string(idempotency.StatusClaimed), statusReserved:
+		fmt.Fprintf(&b, " token=%d applied=%v lease=%s deadline=%s", out.Token, out.Applied, clock(out.Lease), clock(out.Deadline))
+	case statusRenewed:
+		fmt.Fprintf(&b, " lease=%s", clock(out.Lease))
+	case string(idempotency.StatusInProgress):
+		fmt.Fprintf(&b, " deadline=%s", clock(out.Deadline))
+	case string(idempotency.StatusOutcomeUnknown):
+		fmt.Fprintf(&b, " applied=%v", out.Applied)
+	case string(idempotency.StatusReplay), statusFinalized, statusSettled, statusFound:
+		fmt.Fprintf(&b, " state=%s attempts=%d sent=%d", out.State, out.Attempts, out.Sent)
+		if out.Lease != 0 {
+			fmt.Fprintf(&b, " lease=%s", clock(out.Lease))
+		}
+		if out.Settled {
+			b.WriteString(" settled")
+		}
+		if out.Body != "" {
+			fmt.Fprintf(&b, " body=%.8s", out.Body)
+		}
+	}
+	return b.String()
+}
+
+// clock renders a Unix-nanosecond time as UTC wall time to the microsecond.
+func clock(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, ns).UTC().Format("15:04:05.000000")
+}
