@@ -257,6 +257,9 @@ func (w *world) quiesce(ctx context.Context) {
 		if err := w.cluster.Ready(60 * time.Second); err != nil {
 			w.fault("harness_error", "cluster not healthy at the end: %v", err)
 		}
+		if err := w.announceProxies(); err != nil {
+			w.fault("harness_error", "%v", err)
+		}
 	} else if !w.single.Running() {
 		if err := w.single.Relaunch(); err != nil {
 			w.fault("harness_error", "Redis did not restart: %v", err)

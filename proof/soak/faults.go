@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 )
@@ -42,18 +41,15 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 			w.redisFault(rng)
 		case p < 52:
 			n := 1 + rng.IntN(3)
-			if w.proxy != nil {
-				w.proxy.dropReplies(n)
-				w.fault("redis_reply_dropped", "the next %d script replies are dropped and their connections cut", n)
-			} else {
-				w.clientKill(rng)
-			}
+			px := w.proxies[rng.IntN(len(w.proxies))]
+			px.dropReplies(n)
+			w.fault("redis_reply_dropped", "the next %d script replies through %s are dropped and their connections cut", n, px.Addr())
 		case p < 60:
-			if w.proxy != nil {
-				w.fault("redis_conns_cut", "%d gateway connections to Redis cut", w.proxy.cutAll())
-			} else {
-				w.clientKill(rng)
+			cut := 0
+			for _, px := range w.proxies {
+				cut += px.cutAll()
 			}
+			w.fault("redis_conns_cut", "%d connections to Redis cut", cut)
 		case p < 88:
 			name := routeNames[rng.IntN(len(routeNames))]
 			mode := []vendorMode{mode503, modeHangup, modeStall}[rng.IntN(3)]
@@ -126,18 +122,7 @@ func (w *world) redisFault(rng *rand.Rand) {
 	if err := w.cluster.Ready(60 * time.Second); err != nil {
 		w.fault("harness_error", "cluster not healthy after the restart: %v", err)
 	}
-}
-
-// clientKill cuts every client connection of one Cluster master (CLIENT
-// KILL TYPE normal): replies of commands in flight there are lost.
-func (w *world) clientKill(rng *rand.Rand) {
-	n := w.cluster.Node(rng.IntN(len(w.cluster.Nodes())))
-	if !n.Running() {
-		return
+	if err := w.announceProxies(); err != nil {
+		w.fault("harness_error", "%v", err)
 	}
-	r, err := n.Do("CLIENT", "KILL", "TYPE", "normal")
-	if err != nil && !strings.Contains(err.Error(), "No such client") {
-		return
-	}
-	w.fault("redis_conns_cut", "node %s: CLIENT KILL TYPE normal -> %v", n.Addr(), r)
 }

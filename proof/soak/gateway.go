@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,13 +50,28 @@ type gateway struct {
 	done chan struct{}
 }
 
+// freePort picks a free loopback port below the kernel's ephemeral range: a
+// gateway restarts on its port after kill -9, and a port from the
+// ephemeral range may meanwhile be the local end of some outgoing
+// connection (a client's, the proxy's), which would keep it from binding.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				lo = n
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 100 {
+		port := 10000 + rand.IntN(lo-10000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("soak: no free port below %d after 100 tries", lo)
 }
 
 // start runs the process and waits until it listens. A start may fail
@@ -99,11 +116,18 @@ func (g *gateway) start() error {
 	case <-listening:
 		return nil
 	case <-done:
-		return fmt.Errorf("soak: gateway %d exited during start-up (see %s)", g.idx, g.logPath)
+		return fmt.Errorf("soak: gateway %d exited during start-up: %s", g.idx, g.logTail())
 	case <-time.After(60 * time.Second):
 		g.kill()
 		return fmt.Errorf("soak: gateway %d did not listen within 60s (see %s)", g.idx, g.logPath)
 	}
+}
+
+// logTail is the last line of the gateway's log.
+func (g *gateway) logTail() string {
+	b, _ := os.ReadFile(g.logPath)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
 }
 
 // startRetrying starts the gateway, retrying for up to a minute.

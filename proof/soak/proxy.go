@@ -85,7 +85,7 @@ func (p *faultProxy) accept() {
 			_ = c.Close()
 			continue
 		}
-		pc := &proxyConn{p: p, c: c, s: s, queue: make(chan bool, 1<<16)}
+		pc := &proxyConn{p: p, c: c, s: s, queue: make(chan action, 1<<16)}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -103,10 +103,19 @@ func (p *faultProxy) accept() {
 	}
 }
 
+// action is what the proxy does with a command's reply.
+type action int
+
+const (
+	pass      action = iota
+	drop             // drop the reply and cut the connection
+	rawStream        // pass the reply, then everything both ways unparsed
+)
+
 type proxyConn struct {
 	p     *faultProxy
 	c, s  net.Conn
-	queue chan bool // per forwarded command, in order: drop its reply?
+	queue chan action // per forwarded command, in order: what to do with its reply
 	once  sync.Once
 }
 
@@ -127,21 +136,37 @@ func (pc *proxyConn) up() {
 	r := bufio.NewReader(pc.c)
 	w := bufio.NewWriter(pc.s)
 	for {
-		raw, cmd, err := readCommand(r)
+		rawCmd, cmd, err := readCommand(r)
 		if err != nil {
 			return
 		}
-		drop := false
-		if len(cmd) > 0 && strings.HasPrefix(strings.ToUpper(cmd[0]), "EVAL") {
+		a := pass
+		name := ""
+		if len(cmd) > 0 {
+			name = strings.ToUpper(cmd[0])
+		}
+		switch {
+		case name == "PSYNC" || name == "SYNC":
+			// A replica of a Cluster node that announces the proxy's port
+			// replicates through it: after this command the stream is not
+			// request/reply any more.
+			a = rawStream
+		case strings.HasPrefix(name, "EVAL"):
 			pc.p.mu.Lock()
 			if pc.p.dropNext > 0 {
 				pc.p.dropNext--
-				drop = true
+				a = drop
 			}
 			pc.p.mu.Unlock()
 		}
-		pc.queue <- drop
-		if _, err := w.Write(raw); err != nil {
+		pc.queue <- a
+		if _, err := w.Write(rawCmd); err != nil {
+			return
+		}
+		if a == rawStream {
+			if w.Flush() == nil {
+				_, _ = io.Copy(pc.s, r)
+			}
 			return
 		}
 		if r.Buffered() == 0 {
@@ -164,15 +189,21 @@ func (pc *proxyConn) down() {
 			return
 		}
 		if raw[0] != '>' { // a push answers no command
-			var drop bool
+			var a action
 			select {
-			case drop = <-pc.queue:
+			case a = <-pc.queue:
 			default:
 				return // a reply without a command: give up on this connection
 			}
-			if drop {
+			switch a {
+			case drop:
 				_ = w.Flush()
 				return // the deferred cut closes both sides
+			case rawStream:
+				if _, err := w.Write(raw); err == nil && w.Flush() == nil {
+					_, _ = io.Copy(pc.c, r)
+				}
+				return
 			}
 		}
 		if _, err := w.Write(raw); err != nil {

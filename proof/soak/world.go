@@ -73,7 +73,7 @@ type world struct {
 	host     *redistest.Host
 	cluster  *redistest.Cluster
 	single   *redistest.Server
-	proxy    *faultProxy
+	proxies  []*faultProxy // one per Redis node, in the order of the nodes
 	redisURL string
 	start    time.Time
 
@@ -152,18 +152,33 @@ func (w *world) setup(ctx context.Context, bin string) error {
 		if err != nil {
 			return err
 		}
-		w.redisURL = "redis://" + strings.Join(w.cluster.Addrs(), ",")
+		for _, n := range w.cluster.Nodes() {
+			p, err := newFaultProxy(n.Addr())
+			if err != nil {
+				return err
+			}
+			w.proxies = append(w.proxies, p)
+		}
+		if err := w.announceProxies(); err != nil {
+			return err
+		}
+		var addrs []string
+		for _, p := range w.proxies {
+			addrs = append(addrs, p.Addr())
+		}
+		w.redisURL = "redis://" + strings.Join(addrs, ",")
 		waitReplicas = 1
 	default:
 		w.single, err = w.host.Start("--appendonly", "yes", "--appendfsync", "always")
 		if err != nil {
 			return err
 		}
-		w.proxy, err = newFaultProxy(w.single.Addr())
+		p, err := newFaultProxy(w.single.Addr())
 		if err != nil {
 			return err
 		}
-		w.redisURL = "redis://" + w.proxy.Addr()
+		w.proxies = []*faultProxy{p}
+		w.redisURL = "redis://" + p.Addr()
 	}
 	w.vend, err = newVendors(8*time.Second, func(id, format string, args ...any) { w.logSlot(id, format, args...) })
 	if err != nil {
@@ -201,6 +216,51 @@ func (w *world) setup(ctx context.Context, bin string) error {
 	return nil
 }
 
+// announceProxies makes every running Cluster node announce its proxy's
+// port (cluster-announce-port), so that the gateways, which learn the
+// nodes from CLUSTER SLOTS, reach every node through its fault proxy; then
+// waits until every node's view shows only proxy ports. A restarted node
+// announces its own port again until this runs.
+func (w *world) announceProxies() error {
+	nodes := w.cluster.Nodes()
+	for i, n := range nodes {
+		if !n.Running() {
+			continue
+		}
+		_, port, _ := strings.Cut(w.proxies[i].Addr(), ":")
+		if _, err := n.Do("CONFIG", "SET", "cluster-announce-port", port); err != nil {
+			return fmt.Errorf("soak: node %s: announce the proxy port: %w", n.Addr(), err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		stale := ""
+		for _, n := range nodes {
+			if !n.Running() {
+				continue
+			}
+			v, err := n.Do("CLUSTER", "NODES")
+			text, _ := v.(string)
+			if err != nil {
+				stale = err.Error()
+				break
+			}
+			for j, m := range nodes {
+				if m.Running() && strings.Contains(text, m.Addr()+"@") {
+					stale = fmt.Sprintf("node %s still sees node %d at %s", n.Addr(), j, m.Addr())
+				}
+			}
+		}
+		if stale == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("soak: the cluster did not learn the proxy ports within 60s: %s", stale)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // teardown stops everything the phase started; it is safe after a partial
 // setup.
 func (w *world) teardown() {
@@ -212,8 +272,8 @@ func (w *world) teardown() {
 	if w.vend != nil {
 		w.vend.close()
 	}
-	if w.proxy != nil {
-		w.proxy.close()
+	for _, p := range w.proxies {
+		p.close()
 	}
 	if w.host != nil {
 		w.host.Close()
