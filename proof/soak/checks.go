@@ -102,7 +102,7 @@ func (w *world) checkReceipts(ctx context.Context, rng *rand.Rand, limit int, re
 		if g == nil {
 			return
 		}
-		u := g.base + "/v1/receipts/" + s.key + "?tool=" + url.QueryEscape(s.tool.name)
+		u := g.url() + "/v1/receipts/" + s.key + "?tool=" + url.QueryEscape(s.tool.name)
 		code, body := rest(ctx, "GET", u, s.tenant.apiKey, nil)
 		for _, sec := range w.creds.secrets() {
 			if strings.Contains(string(body), sec) && !reported["secrets"+id] {

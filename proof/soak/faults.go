@@ -67,7 +67,7 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 				continue
 			}
 			body, _ := json.Marshal(map[string]string{"provider": to})
-			code, _ := rest(ctx, "POST", g.base+"/v1/capabilities/cap.send/pin", w.creds.approver, body)
+			code, _ := rest(ctx, "POST", g.url()+"/v1/capabilities/cap.send/pin", w.creds.approver, body)
 			if code == 200 {
 				w.pin.Store(1 - w.pin.Load())
 			}

@@ -42,10 +42,9 @@ type gateway struct {
 	redis   string
 	env     []string
 	logPath string
-	port    int
-	base    string
 
 	mu   sync.Mutex
+	base string // http://127.0.0.1:port; a restart may move it
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -83,7 +82,7 @@ func (g *gateway) start() error {
 		return err
 	}
 	defer logf.Close() // the child has its own copy
-	cmd := exec.Command(g.bin, "-addr", g.base[len("http://"):], "-config", g.cfgPath, "-redis", g.redis)
+	cmd := exec.Command(g.bin, "-addr", strings.TrimPrefix(g.url(), "http://"), "-config", g.cfgPath, "-redis", g.redis)
 	cmd.Env = append(os.Environ(), g.env...)
 	cmd.Stderr = logf
 	// Its own process group, so that a terminal's Ctrl-C reaches only the
@@ -116,7 +115,17 @@ func (g *gateway) start() error {
 	case <-listening:
 		return nil
 	case <-done:
-		return fmt.Errorf("soak: gateway %d exited during start-up: %s", g.idx, g.logTail())
+		tail := g.logTail()
+		if strings.Contains(tail, "address already in use") {
+			// A connection of the killed process may hold the port for a
+			// while (FIN_WAIT): move to another one.
+			if port, err := freePort(); err == nil {
+				g.mu.Lock()
+				g.base = fmt.Sprintf("http://127.0.0.1:%d", port)
+				g.mu.Unlock()
+			}
+		}
+		return fmt.Errorf("soak: gateway %d exited during start-up: %s", g.idx, tail)
 	case <-time.After(60 * time.Second):
 		g.kill()
 		return fmt.Errorf("soak: gateway %d did not listen within 60s (see %s)", g.idx, g.logPath)
@@ -175,6 +184,13 @@ func (g *gateway) stop(grace time.Duration) {
 	case <-time.After(grace):
 	}
 	g.kill()
+}
+
+// url is the gateway's base URL.
+func (g *gateway) url() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.base
 }
 
 func (g *gateway) running() bool {

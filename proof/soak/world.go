@@ -195,7 +195,7 @@ func (w *world) setup(ctx context.Context, bin string) error {
 		}
 		w.gws = append(w.gws, &gateway{idx: i, bin: bin, cfgPath: cfgPath, redis: w.redisURL,
 			env: w.creds.envList(w.opt.broken), logPath: filepath.Join(w.dir, fmt.Sprintf("gateway%d.log", i)),
-			port: port, base: fmt.Sprintf("http://127.0.0.1:%d", port)})
+			base: fmt.Sprintf("http://127.0.0.1:%d", port)})
 	}
 	// The first gateway writes the fleet's scope version and deployment id;
 	// the others start after it, together.
@@ -368,7 +368,7 @@ func (w *world) call(rng *rand.Rand, s *slot, ticket string) reply {
 	tool := s.tool.name
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
-	r := callTool(ctx, g.base, s.tenant.apiKey, tool, s.key, ticket, s.args)
+	r := callTool(ctx, g.url(), s.tenant.apiKey, tool, s.key, ticket, s.args)
 	cancel()
 	w.callsN.Add(1)
 	w.mu.Lock()
@@ -454,7 +454,7 @@ func (w *world) approve(ctx context.Context, rng *rand.Rand, s *slot, ticket str
 	if g == nil {
 		return reply{transport: fmt.Errorf("no gateway running")}
 	}
-	code, _ := rest(ctx, "POST", g.base+"/v1/approvals/"+ticket+"/"+decision, w.creds.approver, []byte(`{}`))
+	code, _ := rest(ctx, "POST", g.url()+"/v1/approvals/"+ticket+"/"+decision, w.creds.approver, []byte(`{}`))
 	w.logSlot(s.id, "approver %s ticket via gateway %d -> HTTP %d", decision, g.idx, code)
 	return w.call(rng, s, ticket)
 }
@@ -479,7 +479,7 @@ func (w *world) settleRound(ctx context.Context, rng *rand.Rand) {
 		if g == nil {
 			return
 		}
-		code, body := rest(ctx, "GET", g.base+"/v1/unknown?workspace="+t.id, w.creds.approver, nil)
+		code, body := rest(ctx, "GET", g.url()+"/v1/unknown?workspace="+t.id, w.creds.approver, nil)
 		if code != 200 {
 			continue
 		}
@@ -499,7 +499,7 @@ func (w *world) settleRound(ctx context.Context, rng *rand.Rand) {
 				outcome = "accepted"
 			}
 			req, _ := json.Marshal(map[string]any{"outcome": outcome, "note": "soak operator: checked with the vendor", "attempt_count": rc.AttemptCount})
-			u := g.base + "/v1/receipts/" + rc.IdempotencyKey + "/resolve?tool=" + url.QueryEscape(rc.Tool) + "&workspace=" + t.id
+			u := g.url() + "/v1/receipts/" + rc.IdempotencyKey + "/resolve?tool=" + url.QueryEscape(rc.Tool) + "&workspace=" + t.id
 			at := time.Now()
 			code, _ := rest(ctx, "POST", u, w.creds.approver, req)
 			w.logSlot(id, "operator: listed unknown (attempts=%d), settles %s via gateway %d -> HTTP %d", rc.AttemptCount, outcome, g.idx, code)
