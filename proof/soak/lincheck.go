@@ -2,37 +2,78 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"net"
+	"strings"
 	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/proof/internal/lincheck"
 )
 
-// This file is the soak's only contact with the linearizability lane of
-// proof/internal/lincheck (claim/reserve/renew/finalize/settle histories of
-// sampled keys, checked with porcupine). That package is not part of this
-// tree yet; until it is, newLane reports errNoLane and the table says the
-// lane did not run. Wiring it is this one function:
-//
-//	l, err := lincheck.NewLane(lincheck.Config{Store: st, Settler: st,
-//		Workspace: "ws_lin", Keys: 32, Workers: 4, Seed: seed, Lease: 2 * time.Second})
-//
-// with st a redisstore.Store on the phase's Redis (through the fault proxy
-// in the single phase, on the same Cluster in the other), and laneResult
-// filled from lincheck.Result.
+// This file is the soak's only contact with the linearizability lane
+// (proof/internal/lincheck): an in-process redisstore.Store on the phase's
+// Redis, through the same fault proxies as the gateways, under the same
+// storm, whose claim/reserve/renew/finalize/settle/lookup history porcupine
+// checks against the lifecycle model.
 
-// errNoLane: the lincheck package is not available in this build.
-var errNoLane = errors.New("soak: the linearizability lane (proof/internal/lincheck) is not in this tree")
+// laneLease is the lane store's lease: the gateways' (config.go).
+const laneLease = 2 * time.Second
 
-// lane is the part of *lincheck.Lane the soak uses.
-type lane interface {
-	Run(ctx context.Context) error
-	Check(timeout time.Duration) laneResult
+// lane is one running lincheck lane and the client under its store.
+type lane struct {
+	l      *lincheck.Lane
+	client rueidis.Client
 }
 
-// laneResult mirrors lincheck.Result.
-type laneResult struct {
-	Ops, Keys, Ambiguous, Violations, Undecided int
-	Report                                      string
+// newLane connects a store under its own prefix (its keys never meet the
+// gateways') and makes the lane; Run starts it.
+func newLane(ctx context.Context, w *world) (*lane, error) {
+	var addrs []string
+	for _, p := range w.proxies {
+		addrs = append(addrs, p.Addr())
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true,
+		ConnWriteTimeout: 2 * time.Second, Dialer: net.Dialer{Timeout: time.Second}})
+	if err != nil {
+		return nil, fmt.Errorf("soak: lane client: %w", err)
+	}
+	opts := redisstore.Options{Prefix: "soaklin:", Lease: laneLease}
+	if w.cluster != nil {
+		opts.WaitReplicas = 1
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := redisstore.New(sctx, c, opts)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("soak: lane store: %w", err)
+	}
+	l, err := lincheck.NewLane(lincheck.Config{Store: st, Settler: st, Workspace: "ws_lin",
+		Keys: 16, Workers: 4, Seed: w.opt.seed + int64(len(w.topology)), Lease: st.Lease()})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &lane{l: l, client: c}, nil
 }
 
-// newLane starts nothing yet: see the file comment.
-func newLane(_ context.Context, _ *world) (lane, error) { return nil, errNoLane }
+// run drives the lane until ctx ends.
+func (ln *lane) run(ctx context.Context) error { return ln.l.Run(ctx) }
+
+// check checks the history so far (operations still running count as
+// ambiguous).
+func (ln *lane) check(timeout time.Duration) lincheck.Result { return ln.l.Check(timeout) }
+
+func (ln *lane) close() { ln.client.Close() }
+
+// firstLines keeps a report printable.
+func firstLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = append(lines[:n], fmt.Sprintf("... (%d more lines)", len(lines)-n))
+	}
+	return strings.Join(lines, "\n")
+}

@@ -77,14 +77,15 @@ type world struct {
 	redisURL string
 	start    time.Time
 
-	mu        sync.Mutex
-	slots     map[string]*slot
-	obs       map[string]*observation
-	history   map[string][]event
-	faultLog  []event
-	failovers []time.Time // Redis failovers: a finalize or settle before one may roll back
-	c         counts
-	offending []string // slots with a violation, first found first
+	mu           sync.Mutex
+	slots        map[string]*slot
+	obs          map[string]*observation
+	history      map[string][]event
+	faultLog     []event
+	failovers    []time.Time // Redis failovers: a finalize or settle before one may roll back
+	c            counts
+	offending    []string // slots with a violation, first found first
+	laneReported int      // lane violations reported so far
 
 	callsN atomic.Int64
 	pin    atomic.Int32 // 0: mail.a, 1: mail.b
