@@ -290,7 +290,10 @@ func (w *world) laneVerdict(res lincheck.Result) {
 			w.topology, fresh, firstLines(res.Report, 40))
 		return
 	}
-	w.violation("linearizability", "", "%d keys not linearizable:\n%s", fresh, firstLines(res.Report, 80))
+	w.mu.Lock()
+	w.laneReport = res.Report
+	w.mu.Unlock()
+	w.violation("linearizability", "", "%d keys of the lane not linearizable", fresh)
 }
 
 func (w *world) progress() {
@@ -368,6 +371,10 @@ func printTable(w io.Writer, o options, c counts) {
 func (w *world) printHistories(out io.Writer, n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.laneReport != "" {
+		fmt.Fprintf(out, "\n---- linearizability lane, phase %s, seed %d: the first key no order explains ----\n%s\n",
+			w.topology, w.opt.seed, firstLines(w.laneReport, 200))
+	}
 	for i, id := range w.offending {
 		if i == n {
 			fmt.Fprintf(out, "(%d more offending keys not shown)\n", len(w.offending)-n)

@@ -86,6 +86,7 @@ type world struct {
 	c            counts
 	offending    []string // slots with a violation, first found first
 	laneReported int      // lane violations reported so far
+	laneReport   string   // the lane's report of its first violation
 
 	callsN atomic.Int64
 	pin    atomic.Int32 // 0: mail.a, 1: mail.b
