@@ -27,6 +27,7 @@ const notDurableBanner = `
 func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writer) (_ *redisstore.Store, release func(), err error) {
 	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, UnknownRetention: cfg.UnknownRetention, Lease: cfg.Lease,
 		WaitReplicas: cfg.WaitReplicas, ReadTimeout: storeReadTimeout}
+	opts = brokenStore(opts) // the identity unless built with -tags obolmutant
 	var (
 		clientOpt rueidis.ClientOption
 		mr        *miniredis.Miniredis

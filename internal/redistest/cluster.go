@@ -14,7 +14,6 @@ const clusterSlots = 16384
 
 // Cluster is a Redis Cluster of redis-server processes on loopback.
 type Cluster struct {
-	tb       testing.TB
 	nodes    []*Server
 	ids      []string
 	masters  int
@@ -31,11 +30,24 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, args ...string) 
 	if masters < 1 || replicasPerMaster < 0 {
 		t.Fatalf("redistest: StartCluster(%d, %d): need at least one master and no negative replica count", masters, replicasPerMaster)
 	}
-	bin := lookup(t)
+	c, err := startCluster(testOwner{t}, lookup(t), masters, replicasPerMaster, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startCluster starts and assembles the cluster; every node is handed to
+// t.Cleanup first, so a failure leaves no process behind.
+func startCluster(t owner, bin string, masters, replicasPerMaster int, args []string) (*Cluster, error) {
 	n := masters * (1 + replicasPerMaster)
-	c := &Cluster{tb: t, nodes: make([]*Server, n), ids: make([]string, n), masters: masters, replicas: replicasPerMaster}
+	c := &Cluster{nodes: make([]*Server, n), ids: make([]string, n), masters: masters, replicas: replicasPerMaster}
 	for i := range c.nodes {
-		c.nodes[i] = &Server{tb: t, bin: bin, dir: t.TempDir(), args: append([]string(nil), args...)}
+		dir, err := t.MkDir()
+		if err != nil {
+			return nil, err
+		}
+		c.nodes[i] = &Server{tb: t, bin: bin, dir: dir, args: append([]string(nil), args...)}
 		t.Cleanup(c.nodes[i].cleanup)
 	}
 	errs := make([]error, n)
@@ -45,13 +57,12 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, args ...string) 
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := c.assemble(); err != nil {
-		t.Fatalf("redistest: assemble cluster: %v", err)
+		return nil, fmt.Errorf("redistest: assemble cluster: %w", err)
 	}
-	c.WaitOK(t)
-	return c
+	return c, c.Ready(readyTimeout)
 }
 
 // Addrs returns the addresses of all nodes, masters first.
@@ -82,14 +93,22 @@ func (c *Cluster) Replica(i, j int) *Server { return c.nodes[c.masters+i*c.repli
 // its master is up. Call it after killing or restarting nodes.
 func (c *Cluster) WaitOK(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(readyTimeout)
+	if err := c.Ready(readyTimeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Ready is WaitOK for a program that is not a test: it waits up to timeout
+// and returns what is still wrong instead of failing a test.
+func (c *Cluster) Ready(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		err := c.healthy()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redistest: cluster not ready within %v: %v", readyTimeout, err)
+			return fmt.Errorf("redistest: cluster not ready within %v: %w", timeout, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

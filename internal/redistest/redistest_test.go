@@ -64,7 +64,7 @@ func TestArgsOverrideAndPersistAcrossKill(t *testing.T) {
 func TestBadArgsFailClearly(t *testing.T) {
 	t.Parallel()
 	lookup(t)
-	s := &Server{tb: t, bin: "redis-server", dir: t.TempDir(), args: []string{"--no-such-directive", "1"}}
+	s := &Server{tb: testOwner{t}, bin: "redis-server", dir: t.TempDir(), args: []string{"--no-such-directive", "1"}}
 	t.Cleanup(s.cleanup)
 	err := s.startFresh(false)
 	if err == nil || !strings.Contains(err.Error(), "exited during start-up") {
@@ -80,7 +80,7 @@ func TestPortCollisionRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	s := &Server{tb: t, bin: "redis-server", dir: t.TempDir(), port: l.Addr().(*net.TCPAddr).Port}
+	s := &Server{tb: testOwner{t}, bin: "redis-server", dir: t.TempDir(), port: l.Addr().(*net.TCPAddr).Port}
 	t.Cleanup(s.cleanup)
 	inUse, err := s.spawn()
 	if err == nil || !inUse {
@@ -182,4 +182,32 @@ func TestClusterFailover(t *testing.T) {
 	if r, err := c.Master(0).Do("ROLE"); err != nil || r.([]any)[0] != "slave" {
 		t.Fatalf("restarted old master ROLE = %v, %v; want slave", r, err)
 	}
+}
+
+func TestHostOutsideATest(t *testing.T) {
+	t.Parallel()
+	lookup(t)
+	h := NewHost(t.TempDir())
+	s, err := h.Start("--appendonly", "yes", "--appendfsync", "always")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Do("SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	if err := s.Relaunch(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Do("GET", "k"); err != nil || r != "v" {
+		t.Fatalf("GET after Relaunch = %v, %v; want v", r, err)
+	}
+	h.Close()
+	if s.Running() {
+		t.Fatal("server still running after Host.Close")
+	}
+	if _, err := s.Do("PING"); err == nil {
+		t.Fatal("PING answered after Host.Close")
+	}
+	h.Close() // a second Close does nothing
 }

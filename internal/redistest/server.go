@@ -29,7 +29,7 @@ const (
 
 // Server is one redis-server process. Its methods are safe for concurrent use.
 type Server struct {
-	tb    testing.TB
+	tb    owner
 	bin   string
 	dir   string
 	port  int
@@ -48,7 +48,7 @@ type Server struct {
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin := lookup(t)
-	s := &Server{tb: t, bin: bin, dir: t.TempDir(), args: append([]string(nil), args...)}
+	s := &Server{tb: testOwner{t}, bin: bin, dir: t.TempDir(), args: append([]string(nil), args...)}
 	t.Cleanup(s.cleanup)
 	if err := s.startFresh(false); err != nil {
 		t.Fatal(err)
@@ -84,6 +84,14 @@ func (s *Server) Stop() { s.signal(syscall.SIGTERM, 10*time.Second) }
 // port, directory and arguments, and waits until it answers PING.
 func (s *Server) Restart() {
 	s.tb.Helper()
+	if err := s.Relaunch(); err != nil {
+		s.tb.Fatalf("%v", err)
+	}
+}
+
+// Relaunch is Restart for a program that is not a test: it returns the
+// failure instead of failing a test.
+func (s *Server) Relaunch() error {
 	s.Kill()
 	var err error
 	// The port was ours a moment ago; another process grabbing it in between
@@ -96,8 +104,9 @@ func (s *Server) Restart() {
 		time.Sleep(200 * time.Millisecond)
 	}
 	if err != nil {
-		s.tb.Fatalf("redistest: restart %s: %v", s.Addr(), err)
+		return fmt.Errorf("redistest: restart %s: %w", s.Addr(), err)
 	}
+	return nil
 }
 
 // Do sends one command on a fresh connection and returns the reply: string,

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// needRedis skips without redis-server, or fails when OBOL_REQUIRE_REDIS=1
+// (CI) demands it.
+func needRedis(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("OBOL_REQUIRE_REDIS") == "1" {
+			t.Fatal("redis-server not found, and OBOL_REQUIRE_REDIS=1 requires it")
+		}
+		t.Skip("SKIPPING: the soak needs redis-server 7+ in PATH")
+	}
+}
+
+// TestSoakCatchesBrokenStore runs a short soak against gateways whose store
+// forgets records made by another process: the soak must fail with exit
+// status 1, name the seed, and print the history of an offending key with
+// the effects the vendor performed twice.
+func TestSoakCatchesBrokenStore(t *testing.T) {
+	needRedis(t)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"-duration", "20s", "-seed", "42", "-topology", "single",
+		"-gateways", "3", "-clients", "8", "-broken", "forget-records"}, &out, &errOut)
+	text := out.String()
+	if code != 1 {
+		t.Fatalf("exit status %d, want 1 (a violation); stderr:\n%s\nstdout (tail):\n%s", code, errOut.String(), tail(text, 40))
+	}
+	for _, want := range []string{"FAIL: ", "seed 42", "---- history of key idt_", "effect performed", "call via gateway"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q; tail:\n%s", want, tail(text, 40))
+		}
+	}
+	if !regexp.MustCompile(`(?m)^  duplicates\s+[1-9]`).MatchString(text) {
+		t.Errorf("the table shows no duplicate; tail:\n%s", tail(text, 40))
+	}
+}
+
+// TestSoakRejectsBadFlags: a bad flag is exit status 2, before anything
+// starts.
+func TestSoakRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-topology", "ring"},
+		{"-gateways", "0"},
+		{"-duration", "-1s"},
+		{"-no-such-flag"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, &out, &errOut); code != 2 || errOut.Len() == 0 {
+			t.Errorf("run(%q) = %d, stderr %q; want 2 and a message", args, code, errOut.String())
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
