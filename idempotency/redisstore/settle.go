@@ -40,12 +40,20 @@ type indexMember struct {
 	Key        string `json:"k"`
 }
 
-func (s *Store) index(ctx context.Context, scope idempotency.Scope, key idempotency.Key) error {
+func (s *Store) indexMember(scope idempotency.Scope, key idempotency.Key) (string, error) {
 	m, err := json.Marshal(indexMember{scope.Connection, scope.Tool, key.String()})
+	if err != nil {
+		return "", fmt.Errorf("redisstore: unknown index: %w", err)
+	}
+	return string(m), nil
+}
+
+func (s *Store) index(ctx context.Context, scope idempotency.Scope, key idempotency.Key) error {
+	m, err := s.indexMember(scope, key)
 	if err != nil {
 		return err
 	}
-	_, _, err = s.exec(ctx, s.sc.index, s.indexKey(scope.Workspace), []string{"add", string(m), s.uretention}, false)
+	_, _, err = s.exec(ctx, s.sc.index, s.indexKey(scope.Workspace), []string{"add", m, s.uretention}, false)
 	return err
 }
 
@@ -54,9 +62,8 @@ func (s *Store) index(ctx context.Context, scope idempotency.Scope, key idempote
 // of traffic. Best effort: an entry left behind is dropped by the next
 // listing that reads it, or once its score passes.
 func (s *Store) unindex(ctx context.Context, scope idempotency.Scope, key idempotency.Key) {
-	m, err := json.Marshal(indexMember{scope.Connection, scope.Tool, key.String()})
-	if err == nil {
-		s.exec(ctx, s.sc.index, s.indexKey(scope.Workspace), []string{"rem", string(m)}, false)
+	if m, err := s.indexMember(scope, key); err == nil {
+		s.exec(ctx, s.sc.index, s.indexKey(scope.Workspace), []string{"rem", m}, false)
 	}
 }
 
@@ -103,11 +110,11 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		if len(arr) < 2 {
 			return idempotency.Record{}, opError("settle", errors.New("short settle reply"))
 		}
-		flat, err := arr[1].AsStrSlice()
+		raw, err := arr[1].ToString()
 		if err != nil {
 			return idempotency.Record{}, opError("settle", err)
 		}
-		rec, err := decodeRecord(req.Scope, req.Key, flat, 0)
+		rec, err := decodeStored(req.Scope, req.Key, raw, 0, schemaVersion)
 		if err != nil {
 			return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", err)
 		}
