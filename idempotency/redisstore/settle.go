@@ -18,11 +18,15 @@ var _ idempotency.Settler = (*Store)(nil)
 // workspace at {prefix}unk:{workspace}, member indexMember, score the
 // record's expiry in ms. The record key and the index key live in different
 // Cluster slots, so the index cannot be written by the claim script: every
-// reservation (a claimed Claim, a Reserve) writes it with a second script
-// right after, before its caller may send, and a final outcome (Finalize,
-// Settle) removes it, best effort. That costs a round trip per reservation
-// and per final outcome, none on a replay. If the write fails, the call fails (do not
-// send) and the reservation stands: the caller's re-send with the same op
+// Claim that may dispatch (all but Refuse) sends the index script in the
+// same pipeline, unconditionally, and a Reserve sends it right after; the
+// caller may send only once both answered. A final Finalize removes the
+// entry in its own pipeline (and puts it back, best effort, when the
+// finalize did not apply: the record may be another attempt's), Settle
+// right after. So a claim that does not dispatch (a replay, in_progress)
+// leaves an entry for the listing to drop, or for its score to pass. If
+// the write fails, a claimed call fails (do not send) and the reservation
+// stands: the caller's re-send with the same op
 // id answers "already applied" and writes the entry again, so an attempt is
 // only ever sent indexed. A reservation whose caller gave up is unindexed
 // but was never sent; it reads unknown once its lease lapses, and the next
