@@ -46,11 +46,10 @@ func charge(rng *rand.Rand) map[string]any {
 	country := pick("US", "DE", "NG", "BR", "IN", "PL", "CA")
 	pi := randID(rng, "pi_", 24)
 	return map[string]any{
-		"id":                  randID(rng, "ch_", 24),
-		"object":              "charge",
-		"amount":              amount,
-		"amount_captured":     amount,
-		"balance_transaction": randID(rng, "txn_", 24),
+		"id":              randID(rng, "ch_", 24),
+		"object":          "charge",
+		"amount":          amount,
+		"amount_captured": amount,
 		"billing_details": map[string]any{
 			"address": map[string]any{
 				"city": city, "country": country, "line1": fmt.Sprintf("%d %s", 1+rng.IntN(9999), pick("Market St", "Hauptstraße 5", "Allen Ave", "Rua Augusta", "MG Road")),
@@ -65,7 +64,6 @@ func charge(rng *rand.Rand) map[string]any {
 		"currency":    pick("usd", "eur", "gbp", "brl", "inr"),
 		"customer":    randID(rng, "cus_", 14),
 		"description": fmt.Sprintf("Order #%d: %d items", rng.IntN(1_000_000), 1+rng.IntN(12)),
-		"livemode":    rng.IntN(2) == 0,
 		"metadata": map[string]any{
 			"order_id": fmt.Sprintf("ord_%08d", rng.IntN(100_000_000)), "cart_id": randID(rng, "", 16),
 			"campaign": pick("spring_sale", "referral", "none", "black_friday"), "session": randID(rng, "sess_", 20),

@@ -130,12 +130,15 @@
 // no lease, attempt deadline or update time once final. The connection and
 // tool are stored only where they differ from the scope's. Whatever its
 // body, a record keeps one encoding, which no server setting changes.
-// Bodies over 128 bytes are stored zstd-compressed when that is smaller,
-// with their size, which bounds what decoding allocates; a replay returns
-// the exact bytes. On Redis 7.0, under the benchmark's 83-byte key, a
-// finalized record takes by MEMORY USAGE (used_memory per record over
-// 20,000): 328 B (405 B) without body, 1,160 B (1,226 B) with a 1.1 KiB
-// vendor charge object, 16.5 KB with a 62 KB list of them.
+// Bodies over 128 bytes are stored DEFLATE-compressed when that is
+// smaller, with their size, which bounds what decoding allocates; a replay
+// returns the exact bytes. On Redis 7.0, under the benchmark's 83-byte key,
+// a finalized record takes by MEMORY USAGE (used_memory per record over
+// 20,000): 328 B (405 B) without body, 1,032 B (1,098 B) with a 1 KiB
+// vendor charge object, about 17 KB with a 64 KiB list of them. Of a
+// record without body, about 200 B are Redis' own (the key, its dictionary
+// and expiry entries); the rest is mostly the two digests, the vendor key,
+// the op tag and the route record.
 //
 // Records of schema 1 (a hash of the same fields) are read as they are,
 // by every script and by CountRecords; the first script that changes one

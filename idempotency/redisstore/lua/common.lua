@@ -28,8 +28,9 @@
 --   C  created (ms)            U  updated (ms)            (until finalized)
 --   F  finalized (ms after C; then also the last update)
 --   x  status                  D  body dropped ("1")
---   z  the body's size before compression (absent: stored as sent)
+--   z  the body's size before compression, DEFLATE (absent: stored as sent)
 --   0-9  kept headers by code; ':' a kept header as "Name:value"
+--   J  Content-Type: application/json (empty: the most common header)
 --   o  last operation: 8-byte digest of its kind and op id
 --   R  resolution of a settle: who, time (ms), note, joined by 0x1f
 --   B  body (last)
@@ -54,7 +55,7 @@ local numeric = {w = true, n = true, s = true, y = true, l = true, e = true,
 -- The order of the fields in the string; headers follow, then the body.
 -- State, version and lease first: CountRecords reads only a prefix.
 local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'c', 'p',
-  'T', 'M', 'H', 'P', 't', 'a', 'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'z'}
+  'T', 'M', 'H', 'P', 't', 'a', 'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'z', 'J'}
 
 local function put(out, tag, v)
   local n, len = #v, ''
@@ -206,7 +207,7 @@ end
 local function clear_result(r)
   for f in pairs(r) do
     local c = string.sub(f, 1, 1)
-    if c == 'x' or c == 'B' or c == 'D' or c == 'F' or c == 'z' or c == ':' or (c >= '0' and c <= '9') then
+    if c == 'x' or c == 'B' or c == 'D' or c == 'F' or c == 'z' or c == 'J' or c == ':' or (c >= '0' and c <= '9') then
       r[f] = nil
     end
   end
