@@ -457,3 +457,35 @@ func decodeResolution(v string) (*idempotency.Resolution, error) {
 	}
 	return &idempotency.Resolution{By: parts[0], At: msTime(at), Note: parts[2]}, nil
 }
+
+// RecordFields renders a stored record value (what GET returns for a
+// record key, schema 2) as field/value pairs in the order stored, numbers
+// as decimal text and the body decompressed, as HGETALL showed a schema 1
+// record: for audits that read Redis directly, such as scans for secrets,
+// which would not see into a compressed body. The field names are those of
+// lua/common.lua. It returns ErrCorruptRecord for anything else.
+func RecordFields(value string) ([]string, error) {
+	flat, err := unpackRecord(value)
+	if err != nil {
+		return nil, err
+	}
+	size, body := -1, -1
+	for i := 0; i < len(flat); i += 2 {
+		switch flat[i] {
+		case "z":
+			if size, err = strconv.Atoi(flat[i+1]); err != nil {
+				return nil, fmt.Errorf("%w: field z: %v", ErrCorruptRecord, err)
+			}
+		case "B":
+			body = i + 1
+		}
+	}
+	if size >= 0 && body >= 0 {
+		b, err := decompressBody([]byte(flat[body]), size)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorruptRecord, err)
+		}
+		flat[body] = string(b)
+	}
+	return flat, nil
+}

@@ -158,3 +158,30 @@ func TestStaleFinalizeKeepsIndex(t *testing.T) {
 		t.Fatal("a final record keeps its index entry")
 	}
 }
+
+// TestRecordFields: an audit that reads Redis directly sees a compressed
+// body as it was sent, secrets and all.
+func TestRecordFields(t *testing.T) {
+	m := newMini(t, Options{})
+	k := idempotency.NewKey()
+	res := mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
+	body := strings.Repeat(`{"token":"sk_live_leaked_0123"},`, 10)
+	mustFinalize(t, m.store, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200, Body: []byte(body)})
+	raw, err := m.mr.Get(m.recordKey(t, k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(raw, "sk_live_leaked") {
+		t.Fatal("setup: the body is not stored compressed")
+	}
+	flat, err := RecordFields(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(flat, "\n"), body) {
+		t.Fatalf("fields %q do not show the body", flat)
+	}
+	if _, err := RecordFields("not a record"); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("RecordFields of junk: %v", err)
+	}
+}
