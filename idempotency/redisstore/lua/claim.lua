@@ -16,7 +16,7 @@ local lease, retention, vk = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13]
 local uretention, timeout, refuse = tonumber(ARGV[14]), tonumber(ARGV[15]), ARGV[16] == '1'
 local now = now_ms()
 
-local r = load()
+local r, _, raw = load()
 if r == nil then
   if refuse then
     return {'refused'}
@@ -78,7 +78,7 @@ if rop == op then
 end
 
 if s == 'a' or s == 'r' then
-  return {'replay', encode(r, true)}
+  return {'replay', raw or encode(r, true)}
 end
 if refuse then
   return {'refused'}

@@ -144,8 +144,9 @@ local function decode(raw)
   return r
 end
 
--- load reads the record, or nil if there is none. A schema 1 hash reads as
--- the same table.
+-- load reads the record, or nil if there is none, whether it is of schema
+-- 1 (a hash, which reads as the same table) and, for schema 2, the string
+-- as stored.
 local function load()
   local raw = redis.pcall('GET', key)
   if type(raw) == 'table' and raw.err then
@@ -166,7 +167,7 @@ local function load()
   if r == nil then
     return error({err = 'ERR redisstore: record of an unknown schema or cut short'})
   end
-  return r, false
+  return r, false, raw
 end
 
 -- save writes the record whole, as schema 2. ttl (ms) sets its expiry; nil
