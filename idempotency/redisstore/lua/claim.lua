@@ -21,26 +21,39 @@ if r == nil then
   if refuse then
     return {'refused'}
   end
-  -- The vendor key and the route record's facts (an empty fact is left out).
-  r = {w = sv, q = rh, f = fp, C = int(now), U = int(now), o = op}
-  if vk ~= '' then
-    r.k = vk
-  end
-  local i, route_fields = 1, {'c', 'p', 'T', 'M', 'H', 'P'}
+  -- The route record's facts (an empty fact is left out).
+  local facts, i, route_fields = {}, 1, {'c', 'p', 'T', 'M', 'H', 'P'}
   for v in string.gmatch(route .. '\31', '([^\31]*)\31') do
     if v ~= '' then
-      r[route_fields[i]] = v
+      facts[#facts + 1] = {route_fields[i], v}
     end
     i = i + 1
   end
   if approval == '1' then
-    r.m, r.n, r.t = 'h' .. ks .. b, '0', fresh
+    r = {m = 'h' .. ks .. b, w = sv, q = rh, f = fp, n = '0', t = fresh, C = int(now), U = int(now), o = op}
+    if vk ~= '' then
+      r.k = vk
+    end
+    for _, fv in ipairs(facts) do
+      r[fv[1]] = fv[2]
+    end
     save(r, retention)
     return {'held', fresh}
   end
+  -- The claim of a fresh slot, the most common write, builds the record
+  -- string directly, in the order of encode.
   local l, e = now + lease, now + timeout
-  r.m, r.n, r.y, r.l, r.e = 'f' .. ks .. b, '1', '1', int(l), int(e)
-  save(r, uretention)
+  local ms = uint_bytes(now)
+  local out = {'\2', field('m', 'f' .. ks .. b), field('w', uint_bytes(sv)), field('l', uint_bytes(l)),
+    'n\1\1y\1\1', field('e', uint_bytes(e)), field('q', rh), field('f', fp)}
+  if vk ~= '' then
+    out[#out + 1] = field('k', vk)
+  end
+  for _, fv in ipairs(facts) do
+    out[#out + 1] = field(fv[1], fv[2])
+  end
+  out[#out + 1] = field('C', ms) .. field('U', ms) .. field('o', op)
+  redis.call('SET', key, table.concat(out), 'PX', uretention)
   return {'claimed', 1, l, 0, vk, e}
 end
 

@@ -50,12 +50,14 @@ local function int(x)
   return string.format('%d', x)
 end
 
-local numeric = {w = true, n = true, s = true, y = true, l = true, e = true,
-  C = true, U = true, F = true, x = true, z = true}
--- The order of the fields in the string; headers follow, then the body.
--- State, version and lease first: CountRecords reads only a prefix.
-local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'c', 'p',
-  'T', 'M', 'H', 'P', 't', 'a', 'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'z', 'J'}
+-- The tags of numbers, and the order of the fields in the string (headers
+-- follow, then the body): state, version and lease first, as CountRecords
+-- reads only a prefix. Strings, not tables: every call runs this chunk.
+local numeric_tags, order = 'wnsyleCUFxz', 'mwlnsyeqfkcpTMHPtaCUFoOxDRzJ'
+
+local function numeric(f)
+  return string.find(numeric_tags, f, 1, true) ~= nil
+end
 
 local function put(out, tag, v)
   local n, len = #v, ''
@@ -66,24 +68,44 @@ local function put(out, tag, v)
   out[#out + 1] = tag .. len .. string.char(n) .. v
 end
 
-local function uint_bytes(v)
-  local x, s = tonumber(v) or 0, ''
-  while x > 0 do
-    local b = x % 256
-    s = string.char(b) .. s
-    x = (x - b) / 256
+-- field is one field as stored, for a script that writes a record
+-- without a table: tag, length, value.
+local function field(tag, v)
+  if #v < 128 then
+    return tag .. string.char(#v) .. v
   end
-  return s
+  local out = {}
+  put(out, tag, v)
+  return table.concat(out)
+end
+
+local function uint_bytes(v)
+  local x = tonumber(v) or 0
+  if x < 256 then
+    return x > 0 and string.char(x) or ''
+  end
+  local b, n = {}, 0
+  while x > 0 do
+    local d = x % 256
+    n = n + 1
+    b[n] = d
+    x = (x - d) / 256
+  end
+  for i = 1, math.floor(n / 2) do
+    b[i], b[n - i + 1] = b[n - i + 1], b[i]
+  end
+  return string.char(unpack(b))
 end
 
 -- encode writes a record table as a schema 2 string, with or without its
 -- body.
 local function encode(r, with_body)
   local out = {'\2'}
-  for _, f in ipairs(order) do
+  for i = 1, #order do
+    local f = string.sub(order, i, i)
     local v = r[f]
     if v ~= nil and (with_body or f ~= 'z') then
-      if numeric[f] then
+      if numeric(f) then
         v = uint_bytes(v)
       end
       put(out, f, v)
@@ -126,7 +148,7 @@ local function decode(raw)
     end
     local v = string.sub(raw, i + 1, i + n)
     i = i + n + 1
-    if numeric[tag] then
+    if numeric(tag) then
       local x = 0
       for j = 1, #v do
         x = x * 256 + string.byte(v, j)
