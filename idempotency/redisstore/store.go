@@ -46,7 +46,8 @@ type Options struct {
 	Lease time.Duration
 	// MaxResultBytes caps the stored result (body plus kept headers). Over
 	// it, the status and receipt are kept, the body is dropped and a replay
-	// says BodyDropped. If zero, 64 KiB.
+	// says BodyDropped. If zero, 64 KiB; at most 64 MiB, which bounds what
+	// decoding a stored (compressed) body may allocate.
 	MaxResultBytes int
 	// WaitReplicas, if > 0, makes every reservation (a claimed Claim and a
 	// Reserve) wait until that many replicas acknowledged it, on the same
