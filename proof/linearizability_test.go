@@ -33,13 +33,39 @@ import (
 // this is indistinguishable from the clock passing the deadline at that
 // instant, and it gives the expiry a single linearization point that the
 // model can name. It is the one place where the suite knows the record's
-// layout; if the layout changes, the expire answers "noop" while the model
-// expects "expired" and the check fails loudly rather than passing.
+// layout (schema 2: one string, a version byte, then fields of a tag byte,
+// a LEB128 length and a value; "l" as big-endian bytes); if the layout
+// changes, the expire answers "noop" while the model expects "expired" and
+// the check fails loudly rather than passing.
 const expireScript = `
-local l = tonumber(redis.call('HGET', KEYS[1], 'l'))
-if l and l > 1 then
-  redis.call('HSET', KEYS[1], 'l', '1')
-  return 1
+local raw = redis.call('GET', KEYS[1])
+if not raw or string.byte(raw, 1) ~= 2 then
+  return 0
+end
+local i = 2
+while i <= #raw do
+  local tag, n, mul, j = string.sub(raw, i, i), 0, 1, i + 1
+  while true do
+    local b = string.byte(raw, j)
+    j = j + 1
+    if b < 128 then
+      n = n + b * mul
+      break
+    end
+    n, mul = n + (b - 128) * mul, mul * 128
+  end
+  if tag == 'l' then
+    local l = 0
+    for k = j, j + n - 1 do
+      l = l * 256 + string.byte(raw, k)
+    end
+    if l > 1 then
+      redis.call('SET', KEYS[1], string.sub(raw, 1, i) .. '\1\1' .. string.sub(raw, j + n), 'KEEPTTL')
+      return 1
+    end
+    return 0
+  end
+  i = j + n
 end
 return 0`
 

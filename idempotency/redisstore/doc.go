@@ -19,11 +19,14 @@
 // # Operations
 //
 // Every operation is one Lua script (embedded, sent as EVALSHA with an EVAL
-// fallback on NOSCRIPT) on exactly one key, the record hash that
+// fallback on NOSCRIPT) on exactly one key, the record that
 // idempotency.Scope.StorageKey names, so it is valid on Redis Cluster and
 // records spread over all slots. Time inside scripts is Redis TIME. A first
-// call costs one round trip to claim and one to finalize, each followed by
-// one on the unknown index (below); a replay costs one.
+// call costs two round trips: the claim, pipelined with the unknown index
+// entry (another slot, below), and the finalize, pipelined with the
+// entry's removal; a replay costs one (the claim and an index entry that
+// the listing drops). With WaitReplicas the claim's index entry is a round
+// trip of its own.
 // Approval tickets live under {prefix}apt:{ticket}, their own key (and slot),
 // written by a separate SET whenever a claim answers held, so that a crash
 // between the two leaves a held record whose next claim restores the ticket.
@@ -121,12 +124,27 @@
 //
 // # Record layout and size
 //
-// A record is one hash with single-letter fields (see lua/common.lua), the
-// request hash and fingerprint as their 32 bytes, PEXPIRE'd after every
-// change. The route record's facts are a field each, and the connection and
-// tool only where they differ from the scope's. A finalized record without
-// body, with a Content-Type header and a full route record, takes 392 bytes
-// by MEMORY USAGE on Redis 7.0 (a listpack of at most 256 bytes under an
-// 83-byte key). A value over 64 bytes (a body, a long header or route fact)
-// turns that record into a hashtable, several times larger.
+// A record is one string (schema 2, see lua/common.lua): a version byte,
+// then fields of a one-byte tag, a length and a value; numbers as bytes,
+// the request hash and fingerprint as their 32 bytes, the body last, and
+// no lease, attempt deadline or update time once final. The connection and
+// tool are stored only where they differ from the scope's. Whatever its
+// body, a record keeps one encoding, which no server setting changes.
+// Bodies over 128 bytes are stored DEFLATE-compressed when that is
+// smaller, with their size, which bounds what decoding allocates; a replay
+// returns the exact bytes. On Redis 7.0, under the benchmark's 83-byte key,
+// a finalized record takes by MEMORY USAGE (used_memory per record over
+// 20,000): 328 B (405 B) without body, 1,032 B (1,098 B) with a 1 KiB
+// vendor charge object, about 17 KB with a 64 KiB list of them. Of a
+// record without body, about 200 B are Redis' own (the key, its dictionary
+// and expiry entries); the rest is mostly the two digests, the vendor key,
+// the op tag and the route record.
+//
+// Records of schema 1 (a hash of the same fields) are read as they are,
+// by every script and by CountRecords; the first script that changes one
+// writes it as schema 2, with its TTL. A gateway of this version can so
+// join a fleet whose records are schema 1; a gateway of the previous
+// version cannot read schema 2 records (they answer WRONGTYPE there), so an
+// upgrade replaces every gateway before traffic grows on the new ones, or
+// drains as for a scope change.
 package redisstore

@@ -74,6 +74,8 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("%w: unknown retention %v: must be at least the retention %v", ErrInvalidOptions, o.UnknownRetention, o.Retention)
 	case o.MaxResultBytes < 0:
 		return o, fmt.Errorf("%w: max result bytes %d: must not be negative", ErrInvalidOptions, o.MaxResultBytes)
+	case o.MaxResultBytes > maxBodyBytes:
+		return o, fmt.Errorf("%w: max result bytes %d: at most %d (what decoding a stored body may allocate)", ErrInvalidOptions, o.MaxResultBytes, maxBodyBytes)
 	case o.WaitReplicas < 0:
 		return o, fmt.Errorf("%w: wait replicas %d: must not be negative", ErrInvalidOptions, o.WaitReplicas)
 	case o.WaitTimeout < time.Millisecond:

@@ -36,6 +36,7 @@ var refusedOptions = []struct {
 	{"wait timeout -1ms: must not be negative", Options{WaitTimeout: -time.Millisecond}},
 	{"read timeout -1ns: must not be negative", Options{ReadTimeout: -1}},
 	{"max result bytes -1: must not be negative", Options{MaxResultBytes: -1}},
+	{"max result bytes 67108865: at most 67108864", Options{MaxResultBytes: 64<<20 + 1}},
 	{"wait replicas -1: must not be negative", Options{WaitReplicas: -1}},
 	{"lease 1µs: must be at least 1ms", Options{Lease: time.Microsecond}},
 	{"wait timeout 1µs: must be at least 1ms", Options{WaitTimeout: time.Microsecond}},

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,9 +16,86 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// schemaVersion is the layout of the record hash (field names and codes
-// below). Changing any of them is a new schema.
-const schemaVersion = 1
+// schemaVersion is the layout of the record (lua/common.lua: one string of
+// tagged fields; the tags and codes below). Changing any of them is a new
+// schema. Schema 1 was a hash of the same fields; the store still reads it
+// and writes it back as schema 2 (legacySchema).
+const (
+	schemaVersion = 2
+	legacySchema  = 1
+)
+
+// numericTags are the fields a record stores as unsigned big-endian bytes.
+const numericTags = "wnsyleCUFxz"
+
+// unpackRecord reads a record string (schema 2) into the flat field/value
+// list that decodeRecord reads: numbers as decimal text, a header that has
+// no code as ":"+name. It never trusts a length.
+func unpackRecord(raw string) ([]string, error) {
+	flat, cut, err := unpack(raw)
+	if err == nil && cut {
+		err = fmt.Errorf("%w: cut short", ErrCorruptRecord)
+	}
+	return flat, err
+}
+
+// unpackHead reads the fields of a record string's first bytes that are
+// whole.
+func unpackHead(head string) ([]string, bool) {
+	flat, _, err := unpack(head)
+	return flat, err == nil
+}
+
+// unpack reads the fields of raw up to the first one cut short (cut).
+func unpack(raw string) (flat []string, cut bool, err error) {
+	if raw == "" || raw[0] != schemaVersion {
+		return nil, false, fmt.Errorf("%w: not a record of schema %d", ErrCorruptRecord, schemaVersion)
+	}
+	flat = make([]string, 0, 40)
+	for i := 1; i < len(raw); {
+		tag := raw[i]
+		n, w := binary.Uvarint([]byte(raw[i+1 : min(len(raw), i+1+binary.MaxVarintLen64)]))
+		if w < 0 {
+			return nil, false, fmt.Errorf("%w: field %q: length overflows", ErrCorruptRecord, tag)
+		}
+		if w == 0 || n > uint64(len(raw)-i-1-w) {
+			return flat, true, nil
+		}
+		i += 1 + w
+		v := raw[i : i+int(n)]
+		i += int(n)
+		switch {
+		case strings.IndexByte(numericTags, tag) >= 0:
+			if len(v) > 7 { // beyond 2^53, more than the scripts' numbers hold
+				return nil, false, fmt.Errorf("%w: field %q: number of %d bytes", ErrCorruptRecord, tag, len(v))
+			}
+			var x uint64
+			for j := 0; j < len(v); j++ {
+				x = x<<8 | uint64(v[j])
+			}
+			v = strconv.FormatUint(x, 10)
+		case tag == ':':
+			name, hv, ok := strings.Cut(v, ":")
+			if !ok || name == "" {
+				return nil, false, fmt.Errorf("%w: header field without a name", ErrCorruptRecord)
+			}
+			flat = append(flat, ":"+name, hv)
+			continue
+		}
+		flat = append(flat, string([]byte{tag}), v)
+	}
+	return flat, false, nil
+}
+
+// decodeStored reads a record as a script returns it (schema 2, also for a
+// record still stored as schema 1, which version then says).
+func decodeStored(scope idempotency.Scope, key idempotency.Key, raw string, nowMS int64, version int) (idempotency.Record, error) {
+	flat, err := unpackRecord(raw)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	return decodeRecord(scope, key, flat, nowMS, version)
+}
 
 var stateCodes = map[idempotency.State]string{
 	idempotency.StateHeld:               "h",
@@ -67,6 +145,9 @@ var headerCodes = [...]string{
 	"Content-Type", "Content-Language", "Content-Encoding", "Etag", "Last-Modified",
 	"Retry-After", "Idempotency-Key", "Idempotent-Replayed", "X-Request-Id", "Request-Id",
 }
+
+// jsonType is the Content-Type that field J stands for.
+const jsonType = "application/json"
 
 func headerField(canonical string) string {
 	for i, h := range headerCodes {
@@ -144,20 +225,19 @@ func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 // decodeRecord reads a flat field/value list (HGETALL order) of the record
 // of key in scope. now is the server time in milliseconds, or 0 when the
 // caller does not judge leases.
-func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, nowMS int64) (idempotency.Record, error) {
+func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, nowMS int64, version int) (idempotency.Record, error) {
 	if len(flat)%2 != 0 {
 		return idempotency.Record{}, fmt.Errorf("%w: odd field list", ErrCorruptRecord)
 	}
-	r := idempotency.Record{Key: key, SchemaVersion: schemaVersion}
+	r := idempotency.Record{Key: key, SchemaVersion: version}
 	var res idempotency.StoredResult
 	var hasResult, hasFinal, hasUpdated, hasSent, hasConn, hasTool bool
 	var leaseMS, created, updated, final int64
+	size := -1
 	for i := 0; i < len(flat); i += 2 {
 		f, v := flat[i], flat[i+1]
 		var err error
 		switch f {
-		case "v":
-			r.SchemaVersion, err = strconv.Atoi(v)
 		case "m":
 			err = decodeMeta(&r, v)
 		case "w":
@@ -213,6 +293,14 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 		case "D":
 			hasResult = true
 			res.BodyDropped = v == "1"
+		case "z":
+			size, err = strconv.Atoi(v)
+		case "J":
+			hasResult = true
+			if res.Header == nil {
+				res.Header = make(http.Header)
+			}
+			res.Header["Content-Type"] = []string{jsonType}
 		case "R":
 			r.Resolution, err = decodeResolution(v)
 		case "y", "o", "O":
@@ -234,8 +322,15 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 			return idempotency.Record{}, fmt.Errorf("%w: field %s: %v", ErrCorruptRecord, f, err)
 		}
 	}
-	if r.SchemaVersion != schemaVersion {
-		return idempotency.Record{}, fmt.Errorf("%w: schema version %d, want %d", ErrCorruptRecord, r.SchemaVersion, schemaVersion)
+	if size >= 0 {
+		if res.Body == nil {
+			return idempotency.Record{}, fmt.Errorf("%w: a body size without a body", ErrCorruptRecord)
+		}
+		b, err := decompressBody(res.Body, size)
+		if err != nil {
+			return idempotency.Record{}, fmt.Errorf("%w: %v", ErrCorruptRecord, err)
+		}
+		res.Body = b
 	}
 	if r.State == "" {
 		return idempotency.Record{}, fmt.Errorf("%w: no state", ErrCorruptRecord)
@@ -292,12 +387,13 @@ func decodeMeta(r *idempotency.Record, m string) error {
 }
 
 // encodeResult turns a result into finalize arguments: status, dropped flag,
-// body, then header field/value pairs. Only idempotency.SafeHeader headers
-// are kept. When body and headers exceed max bytes the body is dropped (and
+// body (compressed, see compressBody), its size before compression or "",
+// then header field/value pairs. Only idempotency.SafeHeader headers are
+// kept. When body and headers exceed max bytes the body is dropped (and
 // BodyDropped set); headers that alone exceed max are dropped too.
 func encodeResult(res *idempotency.StoredResult, max int) []string {
 	if res == nil {
-		return []string{"", "0", ""}
+		return []string{"", "0", "", ""}
 	}
 	status := ""
 	if res.Status != 0 {
@@ -322,7 +418,11 @@ func encodeResult(res *idempotency.StoredResult, max int) []string {
 			continue // not a valid field value; it could not be split back
 		}
 		seen[canon] = true
-		hdr = append(hdr, headerField(canon), v)
+		if canon == "Content-Type" && v == jsonType {
+			hdr = append(hdr, "J", "") // most stored answers: 2 bytes, not 18
+		} else {
+			hdr = append(hdr, headerField(canon), v)
+		}
 		size += len(canon) + len(v)
 	}
 	if size > max {
@@ -338,7 +438,11 @@ func encodeResult(res *idempotency.StoredResult, max int) []string {
 	if dropped {
 		flag = "1"
 	}
-	return append([]string{status, flag, body}, hdr...)
+	orig := ""
+	if c, n := compressBody([]byte(body)); n > 0 {
+		body, orig = string(c), strconv.Itoa(n)
+	}
+	return append([]string{status, flag, body, orig}, hdr...)
 }
 
 // decodeResolution reads field R: who, time (ms), note, joined by 0x1f.
@@ -352,4 +456,36 @@ func decodeResolution(v string) (*idempotency.Resolution, error) {
 		return nil, err
 	}
 	return &idempotency.Resolution{By: parts[0], At: msTime(at), Note: parts[2]}, nil
+}
+
+// RecordFields renders a stored record value (what GET returns for a
+// record key, schema 2) as field/value pairs in the order stored, numbers
+// as decimal text and the body decompressed, as HGETALL showed a schema 1
+// record: for audits that read Redis directly, such as scans for secrets,
+// which would not see into a compressed body. The field names are those of
+// lua/common.lua. It returns ErrCorruptRecord for anything else.
+func RecordFields(value string) ([]string, error) {
+	flat, err := unpackRecord(value)
+	if err != nil {
+		return nil, err
+	}
+	size, body := -1, -1
+	for i := 0; i < len(flat); i += 2 {
+		switch flat[i] {
+		case "z":
+			if size, err = strconv.Atoi(flat[i+1]); err != nil {
+				return nil, fmt.Errorf("%w: field z: %v", ErrCorruptRecord, err)
+			}
+		case "B":
+			body = i + 1
+		}
+	}
+	if size >= 0 && body >= 0 {
+		b, err := decompressBody([]byte(flat[body]), size)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorruptRecord, err)
+		}
+		flat[body] = string(b)
+	}
+	return flat, nil
 }

@@ -336,19 +336,41 @@ func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions)
 		if err != nil {
 			return false, fmt.Errorf("redisstore: TIME on %s: %w", n.addr, err)
 		}
+		// Through the client, not the node: a key whose slot moved since
+		// the SCAN is read where it now lives. A record's state, version and
+		// lease are its first fields (lua/common.lua); a record still of
+		// schema 1 is a hash, read with HMGET.
 		cmds := make(rueidis.Commands, len(keys))
 		for i, k := range keys {
-			// Through the client, not the node: a key whose slot moved
-			// since the SCAN is read where it now lives.
-			cmds[i] = client.B().Hmget().Key(k).Field("w", "m", "l").Build()
+			cmds[i] = client.B().Getrange().Key(k).Start(0).End(headBytes - 1).Build()
 		}
-		for _, r := range client.DoMulti(ctx, cmds...) {
-			b, live, err := classify(r, now)
-			if err != nil {
-				return false, err
+		var hashes []string
+		for i, r := range client.DoMulti(ctx, cmds...) {
+			head, err := r.ToString()
+			if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "WRONGTYPE") {
+				hashes = append(hashes, keys[i])
+				continue
 			}
-			if live {
+			if err != nil {
+				return false, fmt.Errorf("redisstore: GETRANGE: %w", err)
+			}
+			if b, live := classifyHead(head, now); live {
 				counts[b]++
+			}
+		}
+		if len(hashes) > 0 {
+			cmds = make(rueidis.Commands, len(hashes))
+			for i, k := range hashes {
+				cmds[i] = client.B().Hmget().Key(k).Field("w", "m", "l").Build()
+			}
+			for _, r := range client.DoMulti(ctx, cmds...) {
+				b, live, err := classify(r, now)
+				if err != nil {
+					return false, err
+				}
+				if live {
+					counts[b]++
+				}
 			}
 		}
 		before := read
@@ -378,6 +400,54 @@ func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions)
 type versionState struct {
 	v int
 	s idempotency.State
+}
+
+// headBytes is what CountRecords reads of a record string: its schema byte
+// and first fields (m, w, l: at most 3+3+9 bytes) fit.
+const headBytes = 32
+
+// classifyHead reads the head of a record string: its version and state,
+// or live false for a key that is gone (GETRANGE of a missing key is
+// empty). A string that is not a record counts with an empty state.
+func classifyHead(head string, now int64) (b versionState, live bool) {
+	if head == "" {
+		return b, false
+	}
+	flat, ok := unpackHead(head)
+	if !ok {
+		return b, true
+	}
+	var m, w, l string
+	for i := 0; i+1 < len(flat); i += 2 {
+		switch flat[i] {
+		case "m":
+			m = flat[i+1]
+		case "w":
+			w = flat[i+1]
+		case "l":
+			l = flat[i+1]
+		}
+	}
+	if m == "" {
+		return b, true
+	}
+	st, ok := codeStates[m[:1]]
+	if !ok {
+		return b, true
+	}
+	v := 0
+	if w != "" {
+		if v, ok = parseVersion(w); !ok {
+			return b, true
+		}
+	}
+	if st == idempotency.StateInFlight {
+		if lease, err := strconv.ParseInt(l, 10, 64); err != nil || lease <= now {
+			st = idempotency.StateUnknown
+		}
+	}
+	b.v, b.s = v, st
+	return b, true
 }
 
 // classify reads one HMGET w m l reply: the record's version and state, or

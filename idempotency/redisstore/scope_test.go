@@ -380,9 +380,9 @@ func knownRecords(t *testing.T, s *Store, mr *miniredis.Miniredis) []RecordCount
 	// Of another version, and of the layout before versions.
 	k, res = claim(nil)
 	mustFinalize(t, s, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200})
-	mr.HSet(rk(k), "w", "2")
+	editRecord(t, mr, rk(k), func(f map[string]string) { f["w"] = "2" })
 	k, _ = claim(nil)
-	mr.HDel(rk(k), "w")
+	editRecord(t, mr, rk(k), func(f map[string]string) { delete(f, "w") })
 	// Unreadable: not a hash, an unknown state byte, a version that is
 	// not a number.
 	mr.Set(s.prefix+"idem:junk", "x")

@@ -18,11 +18,15 @@ var _ idempotency.Settler = (*Store)(nil)
 // workspace at {prefix}unk:{workspace}, member indexMember, score the
 // record's expiry in ms. The record key and the index key live in different
 // Cluster slots, so the index cannot be written by the claim script: every
-// reservation (a claimed Claim, a Reserve) writes it with a second script
-// right after, before its caller may send, and a final outcome (Finalize,
-// Settle) removes it, best effort. That costs a round trip per reservation
-// and per final outcome, none on a replay. If the write fails, the call fails (do not
-// send) and the reservation stands: the caller's re-send with the same op
+// Claim that may dispatch (all but Refuse) sends the index script in the
+// same pipeline, unconditionally, and a Reserve sends it right after; the
+// caller may send only once both answered. A final Finalize removes the
+// entry in its own pipeline (and puts it back, best effort, when the
+// finalize did not apply: the record may be another attempt's), Settle
+// right after. So a claim that does not dispatch (a replay, in_progress)
+// leaves an entry for the listing to drop, or for its score to pass. If
+// the write fails, a claimed call fails (do not send) and the reservation
+// stands: the caller's re-send with the same op
 // id answers "already applied" and writes the entry again, so an attempt is
 // only ever sent indexed. A reservation whose caller gave up is unindexed
 // but was never sent; it reads unknown once its lease lapses, and the next
@@ -40,12 +44,20 @@ type indexMember struct {
 	Key        string `json:"k"`
 }
 
-func (s *Store) index(ctx context.Context, scope idempotency.Scope, key idempotency.Key) error {
+func (s *Store) indexMember(scope idempotency.Scope, key idempotency.Key) (string, error) {
 	m, err := json.Marshal(indexMember{scope.Connection, scope.Tool, key.String()})
+	if err != nil {
+		return "", fmt.Errorf("redisstore: unknown index: %w", err)
+	}
+	return string(m), nil
+}
+
+func (s *Store) index(ctx context.Context, scope idempotency.Scope, key idempotency.Key) error {
+	m, err := s.indexMember(scope, key)
 	if err != nil {
 		return err
 	}
-	_, _, err = s.exec(ctx, s.sc.index, s.indexKey(scope.Workspace), []string{"add", string(m), s.uretention}, false)
+	_, _, err = s.exec(ctx, s.sc.index, s.indexKey(scope.Workspace), []string{"add", m, s.uretention}, false)
 	return err
 }
 
@@ -54,9 +66,8 @@ func (s *Store) index(ctx context.Context, scope idempotency.Scope, key idempote
 // of traffic. Best effort: an entry left behind is dropped by the next
 // listing that reads it, or once its score passes.
 func (s *Store) unindex(ctx context.Context, scope idempotency.Scope, key idempotency.Key) {
-	m, err := json.Marshal(indexMember{scope.Connection, scope.Tool, key.String()})
-	if err == nil {
-		s.exec(ctx, s.sc.index, s.indexKey(scope.Workspace), []string{"rem", string(m)}, false)
+	if m, err := s.indexMember(scope, key); err == nil {
+		s.exec(ctx, s.sc.index, s.indexKey(scope.Workspace), []string{"rem", m}, false)
 	}
 }
 
@@ -103,11 +114,11 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		if len(arr) < 2 {
 			return idempotency.Record{}, opError("settle", errors.New("short settle reply"))
 		}
-		flat, err := arr[1].AsStrSlice()
+		raw, err := arr[1].ToString()
 		if err != nil {
 			return idempotency.Record{}, opError("settle", err)
 		}
-		rec, err := decodeRecord(req.Scope, req.Key, flat, 0)
+		rec, err := decodeStored(req.Scope, req.Key, raw, 0, schemaVersion)
 		if err != nil {
 			return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", err)
 		}

@@ -46,7 +46,8 @@ type Options struct {
 	Lease time.Duration
 	// MaxResultBytes caps the stored result (body plus kept headers). Over
 	// it, the status and receipt are kept, the body is dropped and a replay
-	// says BodyDropped. If zero, 64 KiB.
+	// says BodyDropped. If zero, 64 KiB; at most 64 MiB, which bounds what
+	// decoding a stored (compressed) body may allocate.
 	MaxResultBytes int
 	// WaitReplicas, if > 0, makes every reservation (a claimed Claim and a
 	// Reserve) wait until that many replicas acknowledged it, on the same
@@ -263,6 +264,39 @@ func (s *Store) exec(ctx context.Context, sc *script, key string, args []string,
 	return arr, acks, nil
 }
 
+// scriptCall is one script to run on one key.
+type scriptCall struct {
+	sc   *script
+	key  string
+	args []string
+}
+
+// scriptResult is the reply of one scriptCall.
+type scriptResult struct {
+	arr []rueidis.RedisMessage
+	err error
+}
+
+// execPair runs two scripts on two keys (two Cluster slots, maybe two
+// nodes) in one round trip, in that order on a node that holds both. A
+// script the server does not have (NOSCRIPT: it did not run) is sent again
+// whole. Mutating scripts are never re-sent after a network error.
+func (s *Store) execPair(ctx context.Context, a, b scriptCall) [2]scriptResult {
+	calls := [2]scriptCall{a, b}
+	var out [2]scriptResult
+	res := s.client.DoMulti(ctx,
+		s.client.B().Evalsha().Sha1(a.sc.sha).Numkeys(1).Key(a.key).Arg(a.args...).Build(),
+		s.client.B().Evalsha().Sha1(b.sc.sha).Numkeys(1).Key(b.key).Arg(b.args...).Build())
+	for i, r := range res {
+		if re, ok := rueidis.IsRedisErr(r.Error()); ok && re.IsNoScript() {
+			c := calls[i]
+			r = s.client.Do(ctx, s.client.B().Eval().Script(c.sc.src).Numkeys(1).Key(c.key).Arg(c.args...).Build())
+		}
+		out[i].arr, out[i].err = r.ToArray()
+	}
+	return out
+}
+
 func (s *Store) checkAcks(acks int64) error {
 	if acks >= 0 && acks < s.waitN {
 		return fmt.Errorf("%w: %d of %d", ErrReplicas, acks, s.waitN)
@@ -417,11 +451,31 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err := s.scope.check(ctx); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	arr, acks, err := s.exec(ctx, s.sc.claim, key, []string{
+	args := []string{
 		strconv.Itoa(idempotency.ScopeVersion), rh, b, fp, route, ks,
 		approval, req.Ticket, fresh, opTag('c', op), s.lease, s.retention, vk,
 		s.uretention, strconv.FormatInt(timeout.Milliseconds(), 10), refuse,
-	}, true)
+	}
+	var (
+		arr      []rueidis.RedisMessage
+		acks     int64
+		indexErr error
+		indexed  bool
+	)
+	if s.waitN == 0 && !req.Refuse {
+		// The index entry goes with the claim, in the same round trip: it
+		// is in place before the caller may send (DESIGN.md section 6).
+		var member string
+		if member, err = s.indexMember(req.Scope, req.Key); err != nil {
+			return idempotency.ClaimResult{}, err
+		}
+		res := s.execPair(ctx,
+			scriptCall{s.sc.index, s.indexKey(req.Scope.Workspace), []string{"add", member, s.uretention}},
+			scriptCall{s.sc.claim, key, args})
+		arr, acks, err, indexErr, indexed = res[1].arr, -1, res[1].err, res[0].err, true
+	} else {
+		arr, acks, err = s.exec(ctx, s.sc.claim, key, args, true)
+	}
 	if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)
 	}
@@ -435,11 +489,17 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			s.neverSent(ctx, key, res.Token)
 			return idempotency.ClaimResult{}, opError("claim", err)
 		}
-		if err := s.indexReserved(ctx, "claim", req.Scope, req.Key); err != nil {
+		if indexed {
+			if indexErr != nil {
+				return idempotency.ClaimResult{}, opError("claim", fmt.Errorf("unknown index: %w", indexErr))
+			}
+		} else if err := s.indexReserved(ctx, "claim", req.Scope, req.Key); err != nil {
 			return idempotency.ClaimResult{}, err
 		}
 	case idempotency.StatusOutcomeUnknown:
-		s.index(ctx, req.Scope, req.Key) // best effort: see settle.go
+		if !indexed {
+			s.index(ctx, req.Scope, req.Key) // best effort: see settle.go
+		}
 	case idempotency.StatusHeld:
 		// The ticket key lives in its own slot, so it is a second command.
 		// Every held answer rewrites it: a crash between the two leaves a
@@ -514,11 +574,11 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 		if len(arr) < 2 {
 			return res, errors.New("short claim reply")
 		}
-		flat, err := arr[1].AsStrSlice()
+		raw, err := arr[1].ToString()
 		if err != nil {
 			return res, err
 		}
-		rec, err := decodeRecord(scope, key, flat, 0)
+		rec, err := decodeStored(scope, key, raw, 0, schemaVersion)
 		if err != nil {
 			return res, err
 		}
@@ -716,37 +776,61 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		never = "1"
 	}
 	args := append([]string{strconv.Itoa(req.Token), stateCodes[req.Outcome], opTag('f', op), ttl, never}, encodeResult(req.Result, s.maxResult)...)
-	arr, _, err := s.exec(ctx, s.sc.finalize, key, args, false)
+	var arr []rueidis.RedisMessage
+	unindexed := false
+	if req.Outcome.Final() {
+		// A final outcome leaves the unknown index in the same round trip.
+		var member string
+		if member, err = s.indexMember(req.Scope, req.Key); err != nil {
+			return idempotency.Record{}, err
+		}
+		res := s.execPair(ctx,
+			scriptCall{s.sc.finalize, key, args},
+			scriptCall{s.sc.index, s.indexKey(req.Scope.Workspace), []string{"rem", member}})
+		arr, err = res[0].arr, res[0].err
+		unindexed = true
+	} else {
+		arr, _, err = s.exec(ctx, s.sc.finalize, key, args, false)
+	}
 	if err != nil {
+		s.reindex(ctx, unindexed, req.Scope, req.Key)
 		return idempotency.Record{}, opError("finalize", err)
 	}
 	st, err := status(arr)
 	if err != nil {
+		s.reindex(ctx, unindexed, req.Scope, req.Key)
 		return idempotency.Record{}, opError("finalize", err)
 	}
 	switch st {
 	case "not_found":
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", idempotency.ErrNotFound)
 	case "stale":
+		s.reindex(ctx, unindexed, req.Scope, req.Key)
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
 	case "finalized":
 		if len(arr) < 2 {
 			return idempotency.Record{}, opError("finalize", errors.New("short finalize reply"))
 		}
-		flat, err := arr[1].AsStrSlice()
+		raw, err := arr[1].ToString()
 		if err != nil {
 			return idempotency.Record{}, opError("finalize", err)
 		}
-		rec, err := decodeRecord(req.Scope, req.Key, flat, 0)
+		rec, err := decodeStored(req.Scope, req.Key, raw, 0, schemaVersion)
 		if err != nil {
 			return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
-		}
-		if rec.State.Final() {
-			s.unindex(ctx, req.Scope, req.Key)
 		}
 		return rec, nil
 	}
 	return idempotency.Record{}, opError("finalize", fmt.Errorf("unexpected reply %q", st))
+}
+
+// reindex puts back the index entry that a final finalize removed in its
+// round trip when the finalize did not apply: the record may be another
+// attempt's now, in flight, or unknown. Best effort, as every removal.
+func (s *Store) reindex(ctx context.Context, unindexed bool, scope idempotency.Scope, key idempotency.Key) {
+	if unindexed {
+		s.index(ctx, scope, key)
+	}
 }
 
 // Lookup reads a record with a read-only script, judging its lease by the
@@ -773,11 +857,17 @@ func (s *Store) Lookup(ctx context.Context, scope idempotency.Scope, key idempot
 		return idempotency.Record{}, opError("lookup", fmt.Errorf("unexpected reply %q", st))
 	}
 	now, err1 := arr[1].AsInt64()
-	flat, err2 := arr[2].AsStrSlice()
+	raw, err2 := arr[2].ToString()
 	if err := errors.Join(err1, err2); err != nil {
 		return idempotency.Record{}, opError("lookup", err)
 	}
-	rec, err := decodeRecord(scope, key, flat, now)
+	version := schemaVersion
+	if len(arr) > 3 {
+		if legacy, _ := arr[3].AsInt64(); legacy == 1 {
+			version = legacySchema
+		}
+	}
+	rec, err := decodeStored(scope, key, raw, now, version)
 	if err != nil {
 		return idempotency.Record{}, fmt.Errorf("redisstore: lookup: %w", err)
 	}
@@ -813,6 +903,10 @@ func (s *Store) resolve(ctx context.Context, op, id string) (ticketValue, idempo
 	return tv, k, nil
 }
 
+func (tv ticketValue) scope() idempotency.Scope {
+	return idempotency.Scope{Workspace: tv.Workspace, Connection: tv.Connection, Tool: tv.Tool}
+}
+
 func (tv ticketValue) ticket(id string, k idempotency.Key, st idempotency.TicketStatus) idempotency.Ticket {
 	return idempotency.Ticket{
 		ID:     id,
@@ -830,23 +924,17 @@ func (s *Store) Ticket(ctx context.Context, id string) (idempotency.Ticket, erro
 	if err != nil {
 		return idempotency.Ticket{}, err
 	}
-	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(tv.Record).Field("t", "m", "a").Build()).ToArray()
+	rec, err := s.Lookup(ctx, tv.scope(), k)
+	if errors.Is(err, idempotency.ErrNotFound) || err == nil && rec.Ticket != id {
+		return idempotency.Ticket{}, fmt.Errorf("redisstore: ticket: record: %w", idempotency.ErrNotFound)
+	}
 	if err != nil {
 		return idempotency.Ticket{}, opError("ticket", err)
 	}
-	if len(vals) != 3 {
-		return idempotency.Ticket{}, opError("ticket", errors.New("short HMGET reply"))
-	}
-	t, _ := vals[0].ToString()
-	if t != id {
-		return idempotency.Ticket{}, fmt.Errorf("redisstore: ticket: record: %w", idempotency.ErrNotFound)
-	}
-	m, _ := vals[1].ToString()
-	ap, _ := vals[2].ToString()
 	switch {
-	case strings.HasPrefix(m, "d"):
+	case rec.State == idempotency.StateDenied:
 		return tv.ticket(id, k, idempotency.TicketDenied), nil
-	case ap == "1":
+	case rec.Approved:
 		return tv.ticket(id, k, idempotency.TicketApproved), nil
 	}
 	return tv.ticket(id, k, idempotency.TicketPending), nil

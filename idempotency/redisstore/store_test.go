@@ -24,7 +24,7 @@ func TestClaimNewReservesAttemptOne(t *testing.T) {
 		t.Fatalf("claim = %+v", res)
 	}
 	rk := m.recordKey(t, k)
-	if got := m.mr.HGet(rk, "q"); hex.EncodeToString([]byte(got)) != hashOf("args")[7:] {
+	if got := recordFields(t, m.mr, rk)["q"]; hex.EncodeToString([]byte(got)) != hashOf("args")[7:] {
 		t.Fatalf("stored request hash %q, want its 32 bytes", got)
 	}
 	wantVK := idempotency.VendorKey(m.store.Deployment(), testScope, k, hashOf("args"))
@@ -330,7 +330,7 @@ func TestExpiredLease(t *testing.T) {
 			if rec, _ := m.store.Lookup(ctx, testScope, k); rec.State != idempotency.StateUnknown {
 				t.Fatalf("expired lease reads %s, want unknown", rec.State)
 			}
-			if s := m.mr.HGet(m.recordKey(t, k), "m"); s != "fsu" && s != "fsh" {
+			if s := recordFields(t, m.mr, m.recordKey(t, k))["m"]; s != "fsu" && s != "fsh" {
 				t.Fatalf("lookup wrote state %q", s)
 			}
 			res := mustClaim(t, m.store, req, c.want)
@@ -345,7 +345,7 @@ func TestExpiredLease(t *testing.T) {
 					t.Fatalf("old token finalize: %v", err)
 				}
 			default:
-				if s := m.mr.HGet(rk, "m"); s != "usu" {
+				if s := recordFields(t, m.mr, rk)["m"]; s != "usu" {
 					t.Fatalf("meta %q, want usu", s)
 				}
 				// The expiry path took no new token: the owner's answer applies.

@@ -16,51 +16,53 @@ local lease, retention, vk = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13]
 local uretention, timeout, refuse = tonumber(ARGV[14]), tonumber(ARGV[15]), ARGV[16] == '1'
 local now = now_ms()
 
--- with_vk appends the vendor key field and the route record's facts
--- (fields c, p, T, M, H, P; an empty fact is left out) to an HSET argument
--- list. A field each, not one: a value over 64 bytes would turn the hash
--- from a listpack into a hashtable, three times the memory.
-local route_fields = {'c', 'p', 'T', 'M', 'H', 'P'}
-local function with_vk(args)
-  if vk ~= '' then
-    args[#args + 1] = 'k'
-    args[#args + 1] = vk
-  end
-  local i = 1
-  for v in string.gmatch(route .. '\31', '([^\31]*)\31') do
-    if v ~= '' then
-      args[#args + 1] = route_fields[i]
-      args[#args + 1] = v
-    end
-    i = i + 1
-  end
-  return args
-end
-
-if redis.call('EXISTS', key) == 0 then
+local r, _, raw = load()
+if r == nil then
   if refuse then
     return {'refused'}
   end
+  -- The route record's facts (an empty fact is left out).
+  local facts, i, route_fields = {}, 1, {'c', 'p', 'T', 'M', 'H', 'P'}
+  for v in string.gmatch(route .. '\31', '([^\31]*)\31') do
+    if v ~= '' then
+      facts[#facts + 1] = {route_fields[i], v}
+    end
+    i = i + 1
+  end
   if approval == '1' then
-    redis.call('HSET', key, unpack(with_vk({'m', 'h' .. ks .. b, 'w', sv, 'q', rh, 'f', fp,
-      'n', '0', 't', fresh, 'C', int(now), 'U', int(now), 'o', op})))
-    touch(retention)
+    r = {m = 'h' .. ks .. b, w = sv, q = rh, f = fp, n = '0', t = fresh, C = int(now), U = int(now), o = op}
+    if vk ~= '' then
+      r.k = vk
+    end
+    for _, fv in ipairs(facts) do
+      r[fv[1]] = fv[2]
+    end
+    save(r, retention)
     return {'held', fresh}
   end
+  -- The claim of a fresh slot, the most common write, builds the record
+  -- string directly, in the order of encode.
   local l, e = now + lease, now + timeout
-  redis.call('HSET', key, unpack(with_vk({'m', 'f' .. ks .. b, 'w', sv, 'q', rh, 'f', fp,
-    'n', '1', 'y', '1', 'l', int(l), 'e', int(e), 'C', int(now), 'U', int(now), 'o', op})))
-  touch(uretention)
+  local ms = uint_bytes(now)
+  local out = {'\2', field('m', 'f' .. ks .. b), field('w', uint_bytes(sv)), field('l', uint_bytes(l)),
+    'n\1\1y\1\1', field('e', uint_bytes(e)), field('q', rh), field('f', fp)}
+  if vk ~= '' then
+    out[#out + 1] = field('k', vk)
+  end
+  for _, fv in ipairs(facts) do
+    out[#out + 1] = field(fv[1], fv[2])
+  end
+  out[#out + 1] = field('C', ms) .. field('U', ms) .. field('o', op)
+  redis.call('SET', key, table.concat(out), 'PX', uretention)
   return {'claimed', 1, l, 0, vk, e}
 end
 
-local r = redis.call('HMGET', key, 'm', 'w', 'q', 'f', 'n', 'l', 't', 'a', 'o', 'k', 's', 'e')
-local m, rsv, rrh, rfp = r[1] or '', r[2], r[3], r[4]
-local n, l, t, ap, rop = tonumber(r[5]) or 0, tonumber(r[6]) or 0, r[7], r[8], r[9]
+local m, rsv, rrh, rfp = r.m or '', r.w, r.q, r.f
+local n, l, t, ap, rop = tonumber(r.n) or 0, tonumber(r.l) or 0, r.t, r.a, r.o
 -- A record made before vendor keys existed has none: it keeps sending the
 -- client's key.
-local rvk = r[10] or ''
-local sent, e = tonumber(r[11]) or n, tonumber(r[12]) or 0
+local rvk = r.k or ''
+local sent, e = tonumber(r.s) or n, tonumber(r.e) or 0
 local s, rb = string.sub(m, 1, 1), string.sub(m, 3, 3)
 
 if rsv ~= sv then
@@ -77,19 +79,19 @@ local same_route = rb == b and same_digest(rfp, fp)
 -- the original write too.
 if rop == op then
   if s == 'f' then
-    touch(uretention)
+    redis.call('PEXPIRE', key, uretention)
     return {'claimed', n, l, 1, rvk, e}
   elseif s == 'h' then
-    touch(retention)
+    redis.call('PEXPIRE', key, retention)
     return {'held', t, 1}
   elseif s == 'u' then
-    touch(uretention)
+    redis.call('PEXPIRE', key, uretention)
     return {'outcome_unknown', 1}
   end
 end
 
 if s == 'a' or s == 'r' then
-  return {'replay', record(true)}
+  return {'replay', raw or encode(r, true)}
 end
 if refuse then
   return {'refused'}
@@ -98,11 +100,10 @@ end
 -- reserve_next reserves attempt n + 1 as a new cycle.
 local function reserve_next()
   local nl, ne = now + lease, now + timeout
-  clear_result()
-  redis.call('HSET', key, 'm', with_state(m, 'f'), 'n', int(n + 1), 'y', '1', 'l', int(nl), 'e', int(ne), 'U', int(now), 'o', op)
-  redis.call('HDEL', key, 'O')
-  put_sent(n + 1, sent + 1)
-  touch(uretention)
+  clear_result(r)
+  r.m, r.n, r.y, r.l, r.e, r.U, r.o, r.O = with_state(m, 'f'), int(n + 1), '1', int(nl), int(ne), int(now), op, nil
+  put_sent(r, n + 1, sent + 1)
+  save(r, uretention)
   return {'claimed', n + 1, nl, 0, rvk, ne}
 end
 
@@ -133,8 +134,7 @@ if sent == 0 or b ~= 'u' then
   return reserve_next()
 end
 if s == 'f' then
-  redis.call('HSET', key, 'm', with_state(m, 'u'), 'U', int(now), 'o', op)
-  redis.call('HDEL', key, 'l', 'y', 'e', 'O')
-  touch(uretention)
+  r.m, r.U, r.o, r.l, r.y, r.e, r.O = with_state(m, 'u'), int(now), op, nil, nil, nil, nil
+  save(r, uretention)
 end
 return {'outcome_unknown'}

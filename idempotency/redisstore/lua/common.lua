@@ -1,8 +1,14 @@
 -- Shared by every script (prepended at build time). One key only: KEYS[1],
--- the record hash. Time comes from the server clock: Redis 7 replicates the
+-- the record. Time comes from the server clock: Redis 7 replicates the
 -- effects of a script, not the script, so TIME is safe here.
 --
--- Record fields (schema 1; single letters keep the hash a small listpack):
+-- The record (schema 2) is one Redis string, so that no body ever turns it
+-- into a larger encoding: byte 0 is the schema version (2), then fields,
+-- each a one-byte tag, the value's length (one byte below 128, else
+-- LEB128) and the value. Numbers (w n s y l e C U F x z) are unsigned
+-- big-endian bytes, no byte for 0. The body comes last, so that a reply
+-- without it is the record cut short. The scripts read a record into a
+-- table of its fields (numbers as decimal text) and write it back whole.
 --   m  state, key source, binding: 3 bytes. State h held, f in_flight,
 --      a accepted, r definitely_rejected, u unknown, d denied; key source
 --      s supplied, m minted; binding h header, p body_pointer, u unsupported
@@ -21,13 +27,18 @@
 --   t  ticket                  a  approved ("1")
 --   C  created (ms)            U  updated (ms)            (until finalized)
 --   F  finalized (ms after C; then also the last update)
---   x  status                  B  body                    D  body dropped
---   0-9, :Name  kept headers
+--   x  status                  D  body dropped ("1")
+--   z  the body's size before compression, DEFLATE (absent: stored as sent)
+--   0-9  kept headers by code; ':' a kept header as "Name:value"
+--   J  Content-Type: application/json (empty: the most common header)
 --   o  last operation: 8-byte digest of its kind and op id
+--   R  resolution of a settle: who, time (ms), note, joined by 0x1f
+--   B  body (last)
 --   An unknown record without F was turned unknown by the lease-expiry
 --   path; its owner's finalize still applies.
---   R  resolution of a settle: who, time (ms), note, joined by 0x1f
---   v  schema version, absent for 1
+-- A record of schema 1 is a hash of the same fields (numbers as decimal
+-- text, ':Name' header fields): it is read as it is, and the first write
+-- stores it as schema 2.
 local key = KEYS[1]
 
 local function now_ms()
@@ -39,8 +50,156 @@ local function int(x)
   return string.format('%d', x)
 end
 
-local function touch(retention)
-  redis.call('PEXPIRE', key, retention)
+-- The tags of numbers, and the order of the fields in the string (headers
+-- follow, then the body): state, version and lease first, as CountRecords
+-- reads only a prefix. Strings, not tables: every call runs this chunk.
+local numeric_tags, order = 'wnsyleCUFxz', 'mwlnsyeqfkcpTMHPtaCUFoOxDRzJ'
+
+local function numeric(f)
+  return string.find(numeric_tags, f, 1, true) ~= nil
+end
+
+local function put(out, tag, v)
+  local n, len = #v, ''
+  while n >= 128 do
+    len = len .. string.char(128 + n % 128)
+    n = math.floor(n / 128)
+  end
+  out[#out + 1] = tag .. len .. string.char(n) .. v
+end
+
+-- field is one field as stored, for a script that writes a record
+-- without a table: tag, length, value.
+local function field(tag, v)
+  if #v < 128 then
+    return tag .. string.char(#v) .. v
+  end
+  local out = {}
+  put(out, tag, v)
+  return table.concat(out)
+end
+
+local function uint_bytes(v)
+  local x = tonumber(v) or 0
+  if x < 256 then
+    return x > 0 and string.char(x) or ''
+  end
+  local b, n = {}, 0
+  while x > 0 do
+    local d = x % 256
+    n = n + 1
+    b[n] = d
+    x = (x - d) / 256
+  end
+  for i = 1, math.floor(n / 2) do
+    b[i], b[n - i + 1] = b[n - i + 1], b[i]
+  end
+  return string.char(unpack(b))
+end
+
+-- encode writes a record table as a schema 2 string, with or without its
+-- body.
+local function encode(r, with_body)
+  local out = {'\2'}
+  for i = 1, #order do
+    local f = string.sub(order, i, i)
+    local v = r[f]
+    if v ~= nil and (with_body or f ~= 'z') then
+      if numeric(f) then
+        v = uint_bytes(v)
+      end
+      put(out, f, v)
+    end
+  end
+  for f, v in pairs(r) do
+    local c = string.sub(f, 1, 1)
+    if c == ':' then
+      put(out, ':', string.sub(f, 2) .. ':' .. v)
+    elseif #f == 1 and c >= '0' and c <= '9' then
+      put(out, f, v)
+    end
+  end
+  if with_body and r.B ~= nil then
+    put(out, 'B', r.B)
+  end
+  return table.concat(out)
+end
+
+local function decode(raw)
+  if string.byte(raw, 1) ~= 2 then
+    return nil
+  end
+  local r, i, last = {}, 2, #raw
+  while i <= last do
+    local tag = string.sub(raw, i, i)
+    local n, mul = 0, 1
+    while true do
+      i = i + 1
+      local b = string.byte(raw, i)
+      if b == nil then
+        return nil
+      end
+      if b < 128 then
+        n = n + b * mul
+        break
+      end
+      n = n + (b - 128) * mul
+      mul = mul * 128
+    end
+    local v = string.sub(raw, i + 1, i + n)
+    i = i + n + 1
+    if numeric(tag) then
+      local x = 0
+      for j = 1, #v do
+        x = x * 256 + string.byte(v, j)
+      end
+      v = int(x)
+    elseif tag == ':' then
+      local name, hv = string.match(v, '^([^:]+):(.*)$')
+      if name == nil then
+        return nil
+      end
+      tag, v = ':' .. name, hv
+    end
+    r[tag] = v
+  end
+  return r
+end
+
+-- load reads the record, or nil if there is none, whether it is of schema
+-- 1 (a hash, which reads as the same table) and, for schema 2, the string
+-- as stored.
+local function load()
+  local raw = redis.pcall('GET', key)
+  if type(raw) == 'table' and raw.err then
+    if redis.call('TYPE', key).ok ~= 'hash' then
+      return error({err = 'ERR redisstore: the record is neither a string nor a hash'})
+    end
+    local all, r = redis.call('HGETALL', key), {}
+    for i = 1, #all, 2 do
+      r[all[i]] = all[i + 1]
+    end
+    r.v = nil
+    return r, true
+  end
+  if not raw then
+    return nil
+  end
+  local r = decode(raw)
+  if r == nil then
+    return error({err = 'ERR redisstore: record of an unknown schema or cut short'})
+  end
+  return r, false, raw
+end
+
+-- save writes the record whole, as schema 2. ttl (ms) sets its expiry; nil
+-- keeps the one it has.
+local function save(r, ttl)
+  if ttl == nil then
+    redis.call('SET', key, encode(r, true), 'KEEPTTL')
+  else
+    redis.call('SET', key, encode(r, true), 'PX', ttl)
+  end
 end
 
 -- same_digest compares a stored digest with the 32 bytes of a request; a
@@ -54,11 +213,11 @@ end
 
 -- put_sent stores the count of attempts that may have left for a record of
 -- n attempts: no field when it is n, the usual case.
-local function put_sent(n, sent)
+local function put_sent(r, n, sent)
   if sent == n then
-    redis.call('HDEL', key, 's')
+    r.s = nil
   else
-    redis.call('HSET', key, 's', int(sent))
+    r.s = int(sent)
   end
 end
 
@@ -68,31 +227,32 @@ local function with_state(m, s)
 end
 
 -- clear_result removes a stored result (status, body, headers, finalized).
-local function clear_result()
-  local del = {}
-  for _, f in ipairs(redis.call('HKEYS', key)) do
+local function clear_result(r)
+  for f in pairs(r) do
     local c = string.sub(f, 1, 1)
-    if c == 'x' or c == 'B' or c == 'D' or c == 'F' or c == ':' or (c >= '0' and c <= '9') then
-      del[#del + 1] = f
+    if c == 'x' or c == 'B' or c == 'D' or c == 'F' or c == 'z' or c == 'J' or c == ':' or (c >= '0' and c <= '9') then
+      r[f] = nil
     end
-  end
-  if #del > 0 then
-    redis.call('HDEL', key, unpack(del))
   end
 end
 
--- record returns the hash as a flat array, without the body unless asked.
-local function record(with_body)
-  local all = redis.call('HGETALL', key)
-  if with_body then
-    return all
+-- set_result stores a result from ARGV[i]: status ('' if none), body
+-- dropped (0/1), body, its size before compression ('' if stored as sent),
+-- then header field/value pairs.
+local function set_result(r, i)
+  if ARGV[i] ~= '' then
+    r.x = ARGV[i]
   end
-  local out = {}
-  for i = 1, #all, 2 do
-    if all[i] ~= 'B' then
-      out[#out + 1] = all[i]
-      out[#out + 1] = all[i + 1]
+  if ARGV[i + 1] == '1' then
+    r.D = '1'
+  end
+  if ARGV[i + 2] ~= '' then
+    r.B = ARGV[i + 2]
+    if ARGV[i + 3] ~= '' then
+      r.z = ARGV[i + 3]
     end
   end
-  return out
+  for j = i + 4, #ARGV, 2 do
+    r[ARGV[j]] = ARGV[j + 1]
+  end
 end

@@ -4,11 +4,11 @@
 local ticket, approve, op = ARGV[1], ARGV[2] == '1', ARGV[3]
 local retention = tonumber(ARGV[4])
 
-if redis.call('EXISTS', key) == 0 then
+local r = load()
+if r == nil then
   return {'not_found'}
 end
-local r = redis.call('HMGET', key, 't', 'm', 'a', 'o')
-local t, m, ap, rop = r[1], r[2] or '', r[3], r[4]
+local t, m, ap, rop = r.t, r.m or '', r.a, r.o
 local s = string.sub(m, 1, 1)
 if t ~= ticket then
   return {'not_found'}
@@ -34,9 +34,10 @@ if s ~= 'h' then
 end
 local now = now_ms()
 if approve then
-  redis.call('HSET', key, 'a', '1', 'U', int(now), 'o', op)
+  r.a = '1'
 else
-  redis.call('HSET', key, 'm', with_state(m, 'd'), 'U', int(now), 'o', op)
+  r.m = with_state(m, 'd')
 end
-touch(retention)
+r.U, r.o = int(now), op
+save(r, retention)
 return {approve and 'approved' or 'denied'}

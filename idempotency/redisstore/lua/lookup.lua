@@ -1,6 +1,7 @@
--- lookup (read-only): the whole record and the server time, so that lease
--- expiry is judged by the Redis clock.
-if redis.call('EXISTS', key) == 0 then
+-- lookup (read-only): the whole record, the server time, so that lease
+-- expiry is judged by the Redis clock, and 1 for a record of schema 1.
+local r, legacy, raw = load()
+if r == nil then
   return {'not_found'}
 end
-return {'found', now_ms(), record(true)}
+return {'found', now_ms(), raw or encode(r, true), legacy and 1 or 0}

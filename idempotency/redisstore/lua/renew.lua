@@ -5,11 +5,11 @@
 -- re-sent claim or reserve. Not WAITed: a lost renewal only shortens a lease.
 local token, op, lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 
-if redis.call('EXISTS', key) == 0 then
+local r = load()
+if r == nil then
   return {'not_found'}
 end
-local r = redis.call('HMGET', key, 'm', 'n', 'l', 'e', 'O')
-local s, n, l, e, rop = string.sub(r[1] or '', 1, 1), tonumber(r[2]) or 0, tonumber(r[3]) or 0, tonumber(r[4]), r[5]
+local s, n, l, e, rop = string.sub(r.m or '', 1, 1), tonumber(r.n) or 0, tonumber(r.l) or 0, tonumber(r.e), r.O
 
 if s ~= 'f' or n ~= token then
   return {'stale'}
@@ -27,9 +27,10 @@ if e ~= nil and nl > e then
   nl = e -- a record made before attempt deadlines has none
 end
 if nl > l then
-  redis.call('HSET', key, 'l', int(nl), 'O', op)
+  r.l = int(nl)
 else
   nl = l
-  redis.call('HSET', key, 'O', op)
 end
+r.O = op
+save(r, nil)
 return {'renewed', nl}

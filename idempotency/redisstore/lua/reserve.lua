@@ -4,15 +4,15 @@
 local token, op = tonumber(ARGV[1]), ARGV[2]
 local lease, uretention, timeout = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
-if redis.call('EXISTS', key) == 0 then
+local r = load()
+if r == nil then
   return {'not_found'}
 end
-local r = redis.call('HMGET', key, 'm', 'n', 'y', 'l', 'o', 's', 'e')
-local s, n, cy, l, rop = string.sub(r[1] or '', 1, 1), tonumber(r[2]) or 0, tonumber(r[3]) or 0, tonumber(r[4]) or 0, r[5]
-local sent, e = tonumber(r[6]) or n, tonumber(r[7]) or 0
+local s, n, cy, l, rop = string.sub(r.m or '', 1, 1), tonumber(r.n) or 0, tonumber(r.y) or 0, tonumber(r.l) or 0, r.o
+local sent, e = tonumber(r.s) or n, tonumber(r.e) or 0
 
 if rop == op then
-  touch(uretention)
+  redis.call('PEXPIRE', key, uretention)
   return {'reserved', n, l, e, 1}
 end
 if s ~= 'f' or n ~= token then
@@ -27,12 +27,11 @@ if l <= now then
   return {'lease_expired'}
 end
 local nl, ne = now + lease, now + timeout
-redis.call('HSET', key, 'n', int(n + 1), 'y', int(cy + 1), 'l', int(nl), 'e', int(ne), 'U', int(now), 'o', op)
-redis.call('HDEL', key, 'O')
+r.n, r.y, r.l, r.e, r.U, r.o, r.O = int(n + 1), int(cy + 1), int(nl), int(ne), int(now), op, nil
 if ARGV[6] == '1' then
-  put_sent(n + 1, sent) -- the previous attempt never left; this one may
+  put_sent(r, n + 1, sent) -- the previous attempt never left; this one may
 else
-  put_sent(n + 1, sent + 1)
+  put_sent(r, n + 1, sent + 1)
 end
-touch(uretention)
+save(r, uretention)
 return {'reserved', n + 1, nl, ne}

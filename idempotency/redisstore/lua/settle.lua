@@ -1,6 +1,5 @@
 -- settle: ARGV = attempts the operator saw, state (a, r), op tag, retention
--- ms, who, note, status ('' if none), body dropped (0/1), body, then header
--- field/value pairs.
+-- ms, who, note, then the result from ARGV[7] (see set_result).
 -- Only an unknown record, or an in_flight one whose lease lapsed, is
 -- settled, and only while its attempt count is the one the operator saw.
 -- The resolution goes to field R: who, time (ms), note, joined by 0x1f
@@ -8,15 +7,15 @@
 -- the attempt that went unknown is stale. The TTL never shrinks.
 local attempts, state, op, retention = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
 
-if redis.call('EXISTS', key) == 0 then
+local r = load()
+if r == nil then
   return {'not_found'}
 end
-local r = redis.call('HMGET', key, 'm', 'n', 'o', 'C', 'l')
-local m, n, rop, created, l = r[1] or '', tonumber(r[2]) or 0, r[3], tonumber(r[4]) or 0, tonumber(r[5]) or 0
+local m, n, rop, created, l = r.m or '', tonumber(r.n) or 0, r.o, tonumber(r.C) or 0, tonumber(r.l) or 0
 local s = string.sub(m, 1, 1)
 
 if rop == op then
-  return {'settled', record(false), 1}
+  return {'settled', encode(r, false), 1}
 end
 local now = now_ms()
 if not (s == 'u' or (s == 'f' and l <= now)) then
@@ -25,28 +24,15 @@ end
 if n ~= attempts then
   return {'stale'}
 end
-clear_result()
-redis.call('HDEL', key, 'l', 'y', 'e', 'O', 'U')
-local set = {'m', with_state(m, state), 'F', int(now - created), 'o', op,
-  'R', ARGV[5] .. '\31' .. int(now) .. '\31' .. ARGV[6]}
-if ARGV[7] ~= '' then
-  set[#set + 1] = 'x'
-  set[#set + 1] = ARGV[7]
-end
-if ARGV[8] == '1' then
-  set[#set + 1] = 'D'
-  set[#set + 1] = '1'
-end
-if ARGV[9] ~= '' then
-  set[#set + 1] = 'B'
-  set[#set + 1] = ARGV[9]
-end
-for i = 10, #ARGV do
-  set[#set + 1] = ARGV[i]
-end
-redis.call('HSET', key, unpack(set))
+clear_result(r)
+r.l, r.y, r.e, r.O, r.U = nil, nil, nil, nil, nil
+r.m, r.F, r.o = with_state(m, state), int(now - created), op
+r.R = ARGV[5] .. '\31' .. int(now) .. '\31' .. ARGV[6]
+set_result(r, 7)
 local ttl = redis.call('PTTL', key)
 if ttl >= 0 and ttl < retention then
-  touch(retention)
+  save(r, retention)
+else
+  save(r, nil)
 end
-return {'settled', record(false)}
+return {'settled', encode(r, false)}
