@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/receipt"
 )
 
@@ -199,6 +200,10 @@ func (w *world) scanRedis(ctx context.Context) (keys int, err error) {
 				case "string":
 					v, _ := c.Do(ctx, c.B().Get().Key(k).Build()).ToString()
 					vals = append(vals, v)
+					// A record's body is stored compressed: read it decoded too.
+					if fields, err := redisstore.RecordFields(v); err == nil {
+						vals = append(vals, fields...)
+					}
 				case "zset":
 					vals, _ = c.Do(ctx, c.B().Zrange().Key(k).Min("0").Max("-1").Build()).AsStrSlice()
 				case "set":
