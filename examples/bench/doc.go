@@ -24,7 +24,8 @@
 //
 //  1. Claim throughput: redisstore.Store.Claim of a fresh key (unique keys;
 //     a claim only, no finalize) from 1, 50 and 200 goroutines sharing one
-//     rueidis client configured as refserver configures it, against
+//     auto-pipelined rueidis client (refserver uses pooled connections
+//     for latency instead; row 4 measures that), against
 //     redis-benchmark -c N -P 16 sending EVALSHA of the very same claim
 //     script (read from idempotency/redisstore/lua and proven identical to
 //     the compiled one with SCRIPT EXISTS) with the arguments the store
