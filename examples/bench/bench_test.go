@@ -101,7 +101,7 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 		}
 	}
 	for _, r := range rows {
-		if r[0] == "1" && strings.Contains(r[1], "c=200") && r[5] != ">= 0.60" {
+		if r[0] == "1" && strings.Contains(r[1], "c=200") && r[5] != ">= 0.80" {
 			t.Errorf("row 1 at c=200 has target %q", r[5])
 		}
 		if r[0] == "5" && strings.Contains(r[1], "no body: MEMORY USAGE") && r[5] != "<= 400 B" {

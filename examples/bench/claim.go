@@ -381,7 +381,7 @@ func claimRows(ctx context.Context, o *options, e *env, t *table) error {
 			r := mo.perSec / ml.perSec
 			tgt, v := "-", info
 			if c == 200 {
-				tgt, v = ">= 0.60", verdict(r >= 0.6)
+				tgt, v = ">= 0.80", verdict(r >= 0.8)
 			}
 			t.add(row{"1", fmt.Sprintf("claim, c=%d: Store.Claim vs redis-benchmark EVALSHA -P %d", c, o.pipeline),
 				mo.String(), ml.String(), fmt.Sprintf("%.2f", r), tgt, v})

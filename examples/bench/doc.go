@@ -29,7 +29,7 @@
 //     redis-benchmark -c N -P 16 sending EVALSHA of the very same claim
 //     script (read from idempotency/redisstore/lua and proven identical to
 //     the compiled one with SCRIPT EXISTS) with the arguments the store
-//     sends. Target: 0.6 of the limit at concurrency 200.
+//     sends. Target: 0.8 of the limit at concurrency 200.
 //  2. The same claims against a go-redis claim written by hand (WATCH,
 //     HMGET, MULTI/HSET/PEXPIRE/EXEC; see handClaim), with one pooled
 //     connection per worker. Target: 2x. Both rows also show the Redis CPU
