@@ -25,16 +25,22 @@ type script struct {
 	rw *rueidis.Lua
 }
 
-func loadScript(name string, readOnly bool) *script {
-	common, err := luaFS.ReadFile("lua/common.lua")
+// loadScript reads lua/name.lua, after lua/common.lua unless alone: a
+// script that reads no record (the index) skips the shared chunk, which
+// every call runs.
+func loadScript(name string, readOnly, alone bool) *script {
+	body, err := luaFS.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic("redisstore: " + err.Error()) // embedded at build time
 	}
-	body, err := luaFS.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic("redisstore: " + err.Error())
+	src := string(body)
+	if !alone {
+		common, err := luaFS.ReadFile("lua/common.lua")
+		if err != nil {
+			panic("redisstore: " + err.Error())
+		}
+		src = string(common) + "\n" + src
 	}
-	src := string(common) + "\n" + string(body)
 	sum := sha1.Sum([]byte(src))
 	s := &script{src: src, sha: hex.EncodeToString(sum[:])}
 	if readOnly {
@@ -55,13 +61,13 @@ type scripts struct {
 
 func newScripts() scripts {
 	return scripts{
-		claim:    loadScript("claim", false),
-		reserve:  loadScript("reserve", false),
-		renew:    loadScript("renew", false),
-		finalize: loadScript("finalize", false),
-		lookup:   loadScript("lookup", true),
-		decide:   loadScript("decide", false),
-		settle:   loadScript("settle", false),
-		index:    loadScript("index", false),
+		claim:    loadScript("claim", false, false),
+		reserve:  loadScript("reserve", false, false),
+		renew:    loadScript("renew", false, false),
+		finalize: loadScript("finalize", false, false),
+		lookup:   loadScript("lookup", true, false),
+		decide:   loadScript("decide", false, false),
+		settle:   loadScript("settle", false, false),
+		index:    loadScript("index", false, true),
 	}
 }

@@ -11,6 +11,8 @@
 -- page returns up to count entries (member, score, ...) after the one
 -- named, in (score, member) order: the order of the set, so ties of score
 -- are paged too. It writes nothing.
+-- It runs alone (without common.lua): an add rides with every claim.
+local key = KEYS[1]
 if ARGV[1] == 'page' then
   local from, after, count = ARGV[2], ARGV[3], tonumber(ARGV[4])
   local fromn = tonumber(from)
@@ -34,15 +36,12 @@ if ARGV[1] == 'rem' then
   redis.call('ZREM', key, ARGV[2])
   return {'ok'}
 end
-local now = now_ms()
 if ARGV[1] == 'add' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local ttl = tonumber(ARGV[3])
-  local score = now + ttl
-  local old = tonumber(redis.call('ZSCORE', key, ARGV[2]) or '0') or 0
-  if old < score then
-    redis.call('ZADD', key, score, ARGV[2])
-  end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. int(now))
+  redis.call('ZADD', key, 'GT', string.format('%d', now + ttl), ARGV[2])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%d', now))
   if redis.call('PTTL', key) < ttl then
     redis.call('PEXPIRE', key, ttl)
   end
