@@ -134,8 +134,10 @@
 // smaller, with their size, which bounds what decoding allocates; a replay
 // returns the exact bytes. On Redis 7.0, under the benchmark's 83-byte key,
 // a finalized record takes by MEMORY USAGE (used_memory per record over
-// 20,000): 328 B (405 B) without body, 1,032 B (1,098 B) with a 1 KiB
-// vendor charge object, about 17 KB with a 64 KiB list of them. Of a
+// 20,000; examples/bench row 5): 328 B (394 B) without body, 1,032 B
+// (1,191 B) with a 1 KiB vendor charge object whose values vary per record
+// (its value, about 890 B, straddles the allocator's 896 B size class),
+// about 29 KB with a 64 KiB list of them. Of a
 // record without body, about 200 B are Redis' own (the key, its dictionary
 // and expiry entries); the rest is mostly the two digests, the vendor key,
 // the op tag and the route record.
