@@ -7,6 +7,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/proof/internal/faultproxy"
 )
 
 // crashWindow is a point in a call's life where its gateway dies.
@@ -14,7 +15,7 @@ type crashWindow struct {
 	name string
 	// arm prepares the hook for key; fire waits until the call sits in the
 	// window. The gateway is killed right after fire returns.
-	arm func(p *faultProxy, v *vendor, key string) (fire func(t *testing.T), release func())
+	arm func(p *faultproxy.Proxy, v *vendor, key string) (fire func(t *testing.T), release func())
 }
 
 // The windows, and how each is reached deterministically:
@@ -28,11 +29,11 @@ type crashWindow struct {
 //   - c2: the finalize script ran in Redis and the proxy withholds its reply:
 //     the record is final, the gateway never learnt it.
 var crashWindows = []crashWindow{
-	{"a_after_claim_before_send", func(p *faultProxy, _ *vendor, key string) (func(*testing.T), func()) {
-		p.setRule(onScript("claim", key, holdReply))
-		return func(t *testing.T) { p.waitEvent(t, 10*time.Second) }, func() {}
+	{"a_after_claim_before_send", func(p *faultproxy.Proxy, _ *vendor, key string) (func(*testing.T), func()) {
+		p.SetRule(faultproxy.OnScript("claim", key, faultproxy.HoldReply))
+		return func(t *testing.T) { waitEvent(t, p, 10*time.Second) }, func() {}
 	}},
-	{"b_vendor_read_before_finalize", func(_ *faultProxy, v *vendor, key string) (func(*testing.T), func()) {
+	{"b_vendor_read_before_finalize", func(_ *faultproxy.Proxy, v *vendor, key string) (func(*testing.T), func()) {
 		arrived, release := make(chan struct{}, 1), make(chan struct{})
 		v.setBlock(func(ref string) {
 			if ref == key {
@@ -51,13 +52,13 @@ var crashWindows = []crashWindow{
 				v.setBlock(nil)
 			}
 	}},
-	{"c1_finalize_not_applied", func(p *faultProxy, _ *vendor, key string) (func(*testing.T), func()) {
-		p.setRule(onScript("finalize", key, holdCommand))
-		return func(t *testing.T) { p.waitEvent(t, 10*time.Second) }, func() {}
+	{"c1_finalize_not_applied", func(p *faultproxy.Proxy, _ *vendor, key string) (func(*testing.T), func()) {
+		p.SetRule(faultproxy.OnScript("finalize", key, faultproxy.HoldCommand))
+		return func(t *testing.T) { waitEvent(t, p, 10*time.Second) }, func() {}
 	}},
-	{"c2_finalize_applied_reply_lost", func(p *faultProxy, _ *vendor, key string) (func(*testing.T), func()) {
-		p.setRule(onScript("finalize", key, holdReply))
-		return func(t *testing.T) { p.waitEvent(t, 10*time.Second) }, func() {}
+	{"c2_finalize_applied_reply_lost", func(p *faultproxy.Proxy, _ *vendor, key string) (func(*testing.T), func()) {
+		p.SetRule(faultproxy.OnScript("finalize", key, faultproxy.HoldReply))
+		return func(t *testing.T) { waitEvent(t, p, 10*time.Second) }, func() {}
 	}},
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/proof/internal/faultproxy"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -418,10 +419,10 @@ func TestFaultProxy(t *testing.T) {
 		seen := map[string]int{}
 		droppedClaims := map[string]bool{}
 		var droppedFinalizes atomic.Int64
-		proxy.setRule(func(cmd []string) action {
-			kind, key := scriptKind(cmd)
+		proxy.SetRule(func(cmd []string) faultproxy.Action {
+			kind, key := faultproxy.ScriptKind(cmd)
 			if kind != "claim" && kind != "finalize" {
-				return pass
+				return faultproxy.Pass
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -429,7 +430,7 @@ func TestFaultProxy(t *testing.T) {
 			seen[kind]++
 			if seen[kind+k] > 0 || seen[kind]%5 != 0 {
 				seen[kind+k]++
-				return pass
+				return faultproxy.Pass
 			}
 			seen[kind+k]++
 			if kind == "claim" {
@@ -437,7 +438,7 @@ func TestFaultProxy(t *testing.T) {
 			} else {
 				droppedFinalizes.Add(1)
 			}
-			return dropReplyCut
+			return faultproxy.DropReplyCut
 		})
 		var wg sync.WaitGroup
 		for range 4 {
@@ -448,7 +449,7 @@ func TestFaultProxy(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		proxy.setRule(nil)
+		proxy.SetRule(nil)
 		var f figures
 		if failed := h.audit(t, &f); len(failed) != 0 {
 			t.Errorf("%d calls failed; with re-sends every call should have completed", len(failed))
@@ -484,7 +485,7 @@ func TestFaultProxy(t *testing.T) {
 	t.Run("latency and cut connections", func(t *testing.T) {
 		start := time.Now()
 		proxy := newFaultProxy(t, redis.Addr())
-		proxy.setLatency(3 * time.Millisecond)
+		proxy.SetLatency(3 * time.Millisecond)
 		v := newVendor(t, time.Millisecond)
 		h := newLibHarness(t, newStore(t, newClient(t, proxy.Addr()), redisstore.Options{Lease: libLease}), v)
 		// No re-sends: a cut fails the call closed, and recovery after the
@@ -499,7 +500,7 @@ func TestFaultProxy(t *testing.T) {
 			for {
 				select {
 				case <-tick.C:
-					cuts += proxy.cutAll()
+					cuts += proxy.CutAll()
 				case <-deadline:
 					close(stop)
 					return
@@ -507,7 +508,7 @@ func TestFaultProxy(t *testing.T) {
 			}
 		}()
 		h.load(8, stop)
-		proxy.setLatency(0)
+		proxy.SetLatency(0)
 		var f figures
 		failed := h.audit(t, &f)
 		f.note("connections_cut=%d", cuts)

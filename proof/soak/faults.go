@@ -42,12 +42,12 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 		case p < 52:
 			n := 1 + rng.IntN(3)
 			px := w.proxies[rng.IntN(len(w.proxies))]
-			px.dropReplies(n)
+			px.DropReplies(n)
 			w.fault("redis_reply_dropped", "the next %d script replies through %s are dropped and their connections cut", n, px.Addr())
 		case p < 60:
 			cut := 0
 			for _, px := range w.proxies {
-				cut += px.cutAll()
+				cut += px.CutAll()
 			}
 			w.fault("redis_conns_cut", "%d connections to Redis cut", cut)
 		case p < 88:

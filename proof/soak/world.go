@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/proof/internal/faultproxy"
 )
 
 // slot is one (workspace, tool, key): what one effect at most may come of.
@@ -73,7 +74,7 @@ type world struct {
 	host     *redistest.Host
 	cluster  *redistest.Cluster
 	single   *redistest.Server
-	proxies  []*faultProxy // one per Redis node, in the order of the nodes
+	proxies  []*faultproxy.Proxy // one per Redis node, in the order of the nodes
 	redisURL string
 	start    time.Time
 
@@ -155,7 +156,7 @@ func (w *world) setup(ctx context.Context, bin string) error {
 			return err
 		}
 		for _, n := range w.cluster.Nodes() {
-			p, err := newFaultProxy(n.Addr())
+			p, err := faultproxy.New(n.Addr())
 			if err != nil {
 				return err
 			}
@@ -175,11 +176,11 @@ func (w *world) setup(ctx context.Context, bin string) error {
 		if err != nil {
 			return err
 		}
-		p, err := newFaultProxy(w.single.Addr())
+		p, err := faultproxy.New(w.single.Addr())
 		if err != nil {
 			return err
 		}
-		w.proxies = []*faultProxy{p}
+		w.proxies = []*faultproxy.Proxy{p}
 		w.redisURL = "redis://" + p.Addr()
 	}
 	w.vend, err = newVendors(8*time.Second, func(id, format string, args ...any) { w.logSlot(id, format, args...) })
@@ -275,7 +276,7 @@ func (w *world) teardown() {
 		w.vend.close()
 	}
 	for _, p := range w.proxies {
-		p.close()
+		_ = p.Close() // only the listener's close can fail, and the run is over
 	}
 	if w.host != nil {
 		w.host.Close()

@@ -1,0 +1,58 @@
+package faultproxy
+
+import (
+	"strings"
+	"sync"
+)
+
+// ScriptKind names the redisstore script a command runs, by its shape, so
+// that a rule can aim at one step of a call without knowing script hashes:
+// claim has 16 arguments, finalize at least 7 with an outcome code second,
+// decide 4 with an "apt_" first, reserve 6, lookup none. key is the record
+// key (KEYS[1]). A command that is not a script is named by its lowercased
+// name, with no key; a script of another shape is "script?".
+func ScriptKind(cmd []string) (kind, key string) {
+	if len(cmd) < 4 {
+		if len(cmd) > 0 {
+			return strings.ToLower(cmd[0]), ""
+		}
+		return "", ""
+	}
+	switch strings.ToUpper(cmd[0]) {
+	case "EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO":
+	default:
+		return strings.ToLower(cmd[0]), ""
+	}
+	if cmd[2] != "1" {
+		return "script?", ""
+	}
+	key, argv := cmd[3], cmd[4:]
+	switch {
+	case len(argv) == 0:
+		return "lookup", key
+	case len(argv) == 16:
+		return "claim", key
+	case len(argv) >= 7 && (argv[1] == "a" || argv[1] == "r" || argv[1] == "u"):
+		return "finalize", key
+	case len(argv) == 4 && strings.HasPrefix(argv[0], "apt_"):
+		return "decide", key
+	case len(argv) == 6:
+		return "reserve", key
+	}
+	return "script?", key
+}
+
+// OnScript returns a rule that applies a to the first command running the
+// script kind on a record key containing sub, and passes everything else,
+// the same script on the same key included (a re-send gets through).
+func OnScript(kind, sub string, a Action) Rule {
+	var once sync.Once
+	return func(cmd []string) Action {
+		k, key := ScriptKind(cmd)
+		hit := Pass
+		if k == kind && strings.Contains(key, sub) {
+			once.Do(func() { hit = a })
+		}
+		return hit
+	}
+}
