@@ -132,7 +132,7 @@ func hashRows(ctx context.Context, o *options, t *table) error {
 		ratio := mr.nsPerOp / mo.nsPerOp
 		t.add(row{"3", fmt.Sprintf("request hash, %s JSON (%d B): RequestHash vs gowebpki/jcs + SHA-256", size.name, len(doc)),
 			mo.String(), mr.String(), fmt.Sprintf("%.1fx", ratio),
-			fmt.Sprintf(">= 8x, <= %d allocs", maxHashAllocs), verdict(ratio >= 8 && mo.allocsPerOp <= maxHashAllocs)})
+			fmt.Sprintf(">= 10x, <= %d allocs", maxHashAllocs), verdict(ratio >= 10 && mo.allocsPerOp <= maxHashAllocs)})
 	}
 	return nil
 }
