@@ -103,6 +103,7 @@ type Proxy struct {
 	mu       sync.Mutex
 	rule     Rule
 	latency  time.Duration
+	dropped  func(cmd []string)
 	dropNext int // replies of script commands still to drop
 	conns    map[*conn]struct{}
 	closed   bool
@@ -135,6 +136,16 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) SetRule(r Rule) {
 	p.mu.Lock()
 	p.rule = r
+	p.mu.Unlock()
+}
+
+// SetOnDropped sets f to be called with every command whose reply the
+// proxy dropped (DropReplyCut), when it drops it: Redis ran that command.
+// A command the rule marked DropReplyCut may never reach Redis, when the
+// connection is cut first for an earlier one; f is not called for it.
+func (p *Proxy) SetOnDropped(f func(cmd []string)) {
+	p.mu.Lock()
+	p.dropped = f
 	p.mu.Unlock()
 }
 
@@ -205,7 +216,7 @@ func (p *Proxy) accept() {
 			_ = c.Close()
 			continue
 		}
-		pc := &conn{p: p, c: c, s: s, queue: make(chan Action, 1<<16)}
+		pc := &conn{p: p, c: c, s: s, queue: make(chan pending, 1<<16)}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -260,11 +271,17 @@ func (p *Proxy) event(a Action, cmd []string) {
 	}
 }
 
+// pending is a forwarded command awaiting its reply.
+type pending struct {
+	a   Action
+	cmd []string
+}
+
 // conn is one client connection and its connection to Redis.
 type conn struct {
 	p     *Proxy
-	c, s  net.Conn    // client side, Redis side
-	queue chan Action // per forwarded command, in order: what to do with its reply
+	c, s  net.Conn     // client side, Redis side
+	queue chan pending // per forwarded command, in order: what to do with its reply
 	once  sync.Once
 }
 
@@ -297,7 +314,7 @@ func (pc *conn) up() {
 			_, _ = io.Copy(io.Discard, r)
 			return
 		}
-		pc.queue <- a
+		pc.queue <- pending{a, cmd}
 		if a != Pass && a != rawStream {
 			pc.p.event(a, cmd)
 		}
@@ -333,19 +350,25 @@ func (pc *conn) down() {
 			return
 		}
 		if raw[0] != '>' { // a push answers no command
-			var a Action
+			var pd pending
 			select {
-			case a = <-pc.queue:
+			case pd = <-pc.queue:
 			default:
 				return // a reply without a command: give up on this connection
 			}
-			switch a {
+			switch pd.a {
 			case HoldReply:
 				_ = w.Flush()
 				_, _ = io.Copy(io.Discard, r)
 				return
 			case DropReplyCut:
 				_ = w.Flush()
+				pc.p.mu.Lock()
+				f := pc.p.dropped
+				pc.p.mu.Unlock()
+				if f != nil {
+					f(pd.cmd)
+				}
 				return // the deferred cut closes both sides
 			case rawStream:
 				if _, err := w.Write(raw); err == nil && w.Flush() == nil {

@@ -183,10 +183,21 @@ func TestRules(t *testing.T) {
 	t.Run("drop reply and cut", func(t *testing.T) {
 		p.SetRule(OnScript("lookup", "dropped", DropReplyCut))
 		defer p.SetRule(nil)
+		dropped := make(chan []string, 4)
+		p.SetOnDropped(func(cmd []string) { dropped <- cmd })
+		defer p.SetOnDropped(nil)
 		c := dial(t, p.Addr())
 		eval(c, "dropped")
 		if got, err := c.reply(10 * time.Second); err == nil || isTimeout(err) {
 			t.Fatalf("reply %q, %v; want the connection closed", got, err)
+		}
+		select {
+		case cmd := <-dropped:
+			if k, key := ScriptKind(cmd); k != "lookup" || key != "dropped" {
+				t.Errorf("dropped %q (%s %s); want the lookup of dropped", cmd, k, key)
+			}
+		default:
+			t.Error("SetOnDropped's function was not called before the connection closed")
 		}
 		if got, err := srv.Do("GET", "dropped"); err != nil || got != "1" {
 			t.Errorf("GET dropped = %v, %v; want 1", got, err)
