@@ -137,13 +137,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			err = w.runPhase(ctx, o.duration/time.Duration(len(topologies)))
 		}
 		w.teardown()
+		w.mu.Lock()
 		merge(&total, w.c)
+		w.mu.Unlock()
 		if err != nil {
 			fmt.Fprintf(stderr, "soak: phase %s: %v\n", topo, err)
 			status = 2
 			break
 		}
-		if violations(w.c) > 0 {
+		if w.violations() > 0 {
 			break // the first failing phase is enough to show
 		}
 	}
@@ -217,7 +219,7 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 				w.laneVerdict(ln.check(10 * time.Second))
 			}
 			w.progress()
-			if violations(w.c) > 0 {
+			if w.violations() > 0 {
 				w.out.printf("phase %s: a violation was found; stopping the storm early", w.topology)
 				cancel()
 			}
@@ -326,6 +328,13 @@ func violationsLocked(c counts) int {
 }
 
 func violations(c counts) int { return violationsLocked(c) }
+
+// violations counts w's violations so far; clients may be adding to them.
+func (w *world) violations() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return violationsLocked(w.c)
+}
 
 func merge(dst *counts, src counts) {
 	for _, p := range []struct{ d, s map[string]int }{
