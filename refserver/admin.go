@@ -97,14 +97,8 @@ func (s *server) handleReceipt(w http.ResponseWriter, r *http.Request) {
 		s.restRefuse(w, refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "missing or unknown API key (Authorization: Bearer <key>)"})
 		return
 	}
-	key, err := idempotency.ParseKey(r.PathValue("key"))
-	if err != nil {
-		s.restRefuse(w, s.classify(err))
-		return
-	}
-	name := r.URL.Query().Get("tool")
-	if !s.known(name) {
-		s.restRefuse(w, refusal{reason: "unknown_tool", status: http.StatusNotFound, msg: "query parameter tool must name a configured tool"})
+	key, name, ok := s.keyAndTool(w, r)
+	if !ok {
 		return
 	}
 	scope := idempotency.Scope{Workspace: ws, Tool: name}
@@ -245,4 +239,20 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// keyAndTool reads the {key} path segment and the tool query parameter of a
+// receipt endpoint, answering the refusal itself when either is bad.
+func (s *server) keyAndTool(w http.ResponseWriter, r *http.Request) (idempotency.Key, string, bool) {
+	key, err := idempotency.ParseKey(r.PathValue("key"))
+	if err != nil {
+		s.restRefuse(w, s.classify(err))
+		return idempotency.Key{}, "", false
+	}
+	name := r.URL.Query().Get("tool")
+	if !s.known(name) {
+		s.restRefuse(w, refusal{reason: "unknown_tool", status: http.StatusNotFound, msg: "query parameter tool must name a configured tool"})
+		return idempotency.Key{}, "", false
+	}
+	return key, name, true
 }

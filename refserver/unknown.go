@@ -149,14 +149,8 @@ func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	key, err := idempotency.ParseKey(r.PathValue("key"))
-	if err != nil {
-		s.restRefuse(w, s.classify(err))
-		return
-	}
-	name := r.URL.Query().Get("tool")
-	if !s.known(name) {
-		s.restRefuse(w, refusal{reason: "unknown_tool", status: http.StatusNotFound, msg: "query parameter tool must name a configured tool"})
+	key, name, ok := s.keyAndTool(w, r)
+	if !ok {
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBytes))
