@@ -6,8 +6,9 @@
 -- into a larger encoding: byte 0 is the schema version (2), then fields,
 -- each a one-byte tag, the value's length (one byte below 128, else
 -- LEB128) and the value. Numbers (w n s y l e C U F x z) are unsigned
--- big-endian bytes, no byte for 0. The body comes last, so that a reply
--- without it is the record cut short. The scripts read a record into a
+-- big-endian bytes, no byte for 0. The body's size (z) and the body come
+-- last, so that a reply without them is the record cut short (records
+-- written before hold z ahead of the headers: fields are read by tag). The scripts read a record into a
 -- table of its fields (numbers as decimal text) and write it back whole.
 --   m  state, key source, binding: 3 bytes. State h held, f in_flight,
 --      a accepted, r definitely_rejected, u unknown, d denied; key source
@@ -50,76 +51,85 @@ local function int(x)
   return string.format('%d', x)
 end
 
--- The tags of numbers, and the order of the fields in the string (headers
--- follow, then the body): state, version and lease first, as CountRecords
--- reads only a prefix. Strings, not tables: every call runs this chunk.
-local numeric_tags, order = 'wnsyleCUFxz', 'mwlnsyeqfkcpTMHPtaCUFoOxDRzJ'
-
-local function numeric(f)
-  return string.find(numeric_tags, f, 1, true) ~= nil
+-- The tags of numbers, and the order of the fields in the string: state,
+-- version and lease first, as CountRecords reads only a prefix; then the
+-- headers; the body's size (z) and the body (B) last, so that the record
+-- without its body is a prefix of the string. Every call runs this chunk,
+-- so the tables are made by the one function that needs them.
+local function numeric_set()
+  return {w = true, n = true, s = true, y = true, l = true, e = true, C = true, U = true, F = true, x = true, z = true}
 end
 
-local function put(out, tag, v)
-  local n, len = #v, ''
+local function len_bytes(n)
+  if n < 128 then
+    return string.char(n)
+  end
+  local len = ''
   while n >= 128 do
     len = len .. string.char(128 + n % 128)
     n = math.floor(n / 128)
   end
-  out[#out + 1] = tag .. len .. string.char(n) .. v
+  return len .. string.char(n)
+end
+
+local function put(out, tag, v)
+  out[#out + 1] = tag .. len_bytes(#v) .. v
 end
 
 -- field is one field as stored, for a script that writes a record
 -- without a table: tag, length, value.
 local function field(tag, v)
-  if #v < 128 then
-    return tag .. string.char(#v) .. v
-  end
-  local out = {}
-  put(out, tag, v)
-  return table.concat(out)
+  return tag .. len_bytes(#v) .. v
 end
 
+-- uint_bytes writes a number as unsigned big-endian bytes, none for 0.
+-- The scripts' numbers stay below 2^53 (at most 7 bytes).
 local function uint_bytes(v)
   local x = tonumber(v) or 0
   if x < 256 then
     return x > 0 and string.char(x) or ''
   end
-  local b, n = {}, 0
-  while x > 0 do
-    local d = x % 256
-    n = n + 1
-    b[n] = d
-    x = (x - d) / 256
+  local s, f = '', math.floor
+  while x >= 65536 do
+    local lo = x % 65536
+    s = string.char(f(lo / 256), lo % 256) .. s
+    x = (x - lo) / 65536
   end
-  for i = 1, math.floor(n / 2) do
-    b[i], b[n - i + 1] = b[n - i + 1], b[i]
+  if x >= 256 then
+    return string.char(f(x / 256), x % 256) .. s
   end
-  return string.char(unpack(b))
+  return (x > 0 and string.char(x) or '') .. s
 end
 
 -- encode writes a record table as a schema 2 string, with or without its
--- body.
+-- body. The string without the body is the one with it cut short.
 local function encode(r, with_body)
+  local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'c', 'p', 'T', 'M', 'H', 'P', 't', 'a',
+    'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'J'}
+  local num = numeric_set()
   local out = {'\2'}
   for i = 1, #order do
-    local f = string.sub(order, i, i)
+    local f = order[i]
     local v = r[f]
-    if v ~= nil and (with_body or f ~= 'z') then
-      if numeric(f) then
+    if v ~= nil then
+      if num[f] then
         v = uint_bytes(v)
       end
-      put(out, f, v)
+      out[#out + 1] = f .. len_bytes(#v) .. v
     end
   end
   for f, v in pairs(r) do
-    local c = string.sub(f, 1, 1)
-    if c == ':' then
+    local c = string.byte(f, 1)
+    if c == 58 then -- ':'
       put(out, ':', string.sub(f, 2) .. ':' .. v)
-    elseif #f == 1 and c >= '0' and c <= '9' then
-      put(out, f, v)
+    elseif c >= 48 and c <= 57 and #f == 1 then -- '0'..'9'
+      out[#out + 1] = f .. len_bytes(#v) .. v
     end
   end
   if with_body and r.B ~= nil then
+    if r.z ~= nil then
+      put(out, 'z', uint_bytes(r.z))
+    end
     put(out, 'B', r.B)
   end
   return table.concat(out)
@@ -129,26 +139,38 @@ local function decode(raw)
   if string.byte(raw, 1) ~= 2 then
     return nil
   end
+  local num = numeric_set()
   local r, i, last = {}, 2, #raw
   while i <= last do
-    local tag = string.sub(raw, i, i)
-    local n, mul = 0, 1
-    while true do
-      i = i + 1
-      local b = string.byte(raw, i)
-      if b == nil then
-        return nil
-      end
-      if b < 128 then
-        n = n + b * mul
-        break
-      end
-      n = n + (b - 128) * mul
-      mul = mul * 128
+    local tag, b = string.byte(raw, i, i + 1)
+    if b == nil then
+      return nil
     end
+    local n
+    i = i + 1
+    if b < 128 then
+      n = b
+    else
+      local mul = 1
+      n = 0
+      while true do
+        b = string.byte(raw, i)
+        if b == nil then
+          return nil
+        end
+        if b < 128 then
+          n = n + b * mul
+          break
+        end
+        n = n + (b - 128) * mul
+        mul = mul * 128
+        i = i + 1
+      end
+    end
+    tag = string.char(tag)
     local v = string.sub(raw, i + 1, i + n)
     i = i + n + 1
-    if numeric(tag) then
+    if num[tag] then
       local x = 0
       for j = 1, #v do
         x = x * 256 + string.byte(v, j)
@@ -193,13 +215,21 @@ local function load()
 end
 
 -- save writes the record whole, as schema 2. ttl (ms) sets its expiry; nil
--- keeps the one it has.
+-- keeps the one it has. It returns the record without its body (a reply
+-- never carries the body the caller just sent).
 local function save(r, ttl)
-  if ttl == nil then
-    redis.call('SET', key, encode(r, true), 'KEEPTTL')
-  else
-    redis.call('SET', key, encode(r, true), 'PX', ttl)
+  local head = encode(r, false)
+  local full, body = head, r.B
+  if body ~= nil then
+    -- One concatenation: a large body costs Lua a copy per string made.
+    full = head .. (r.z ~= nil and field('z', uint_bytes(r.z)) or '') .. 'B' .. len_bytes(#body) .. body
   end
+  if ttl == nil then
+    redis.call('SET', key, full, 'KEEPTTL')
+  else
+    redis.call('SET', key, full, 'PX', ttl)
+  end
+  return head
 end
 
 -- same_digest compares a stored digest with the 32 bytes of a request; a

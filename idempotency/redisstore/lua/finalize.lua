@@ -31,5 +31,4 @@ set_result(r, 6)
 if never and s == 'f' and sent > 0 then
   put_sent(r, n, sent - 1)
 end
-save(r, ttl)
-return {'finalized', encode(r, false)}
+return {'finalized', save(r, ttl)}

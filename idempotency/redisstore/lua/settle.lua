@@ -31,8 +31,6 @@ r.R = ARGV[5] .. '\31' .. int(now) .. '\31' .. ARGV[6]
 set_result(r, 7)
 local ttl = redis.call('PTTL', key)
 if ttl >= 0 and ttl < retention then
-  save(r, retention)
-else
-  save(r, nil)
+  return {'settled', save(r, retention)}
 end
-return {'settled', encode(r, false)}
+return {'settled', save(r, nil)}
