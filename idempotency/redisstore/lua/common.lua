@@ -136,54 +136,59 @@ local function encode(r, with_body)
 end
 
 local function decode(raw)
-  if string.byte(raw, 1) ~= 2 then
+  local byte = string.byte
+  if byte(raw, 1) ~= 2 then
     return nil
   end
   local num = numeric_set()
   local r, i, last = {}, 2, #raw
   while i <= last do
-    local tag, b = string.byte(raw, i, i + 1)
-    if b == nil then
+    local tag, n = byte(raw, i, i + 1)
+    if n == nil then
       return nil
     end
-    local n
     i = i + 1
-    if b < 128 then
-      n = b
-    else
-      local mul = 1
-      n = 0
-      while true do
-        b = string.byte(raw, i)
+    if n >= 128 then
+      local mul, b = 128, 0
+      n = n - 128
+      repeat
+        i = i + 1
+        b = byte(raw, i)
         if b == nil then
           return nil
         end
-        if b < 128 then
-          n = n + b * mul
-          break
-        end
-        n = n + (b - 128) * mul
+        n = n + (b % 128) * mul
         mul = mul * 128
-        i = i + 1
-      end
+      until b < 128
     end
     tag = string.char(tag)
-    local v = string.sub(raw, i + 1, i + n)
-    i = i + n + 1
     if num[tag] then
+      -- Numbers are read from the bytes in place: at most 7 (2^53).
       local x = 0
-      for j = 1, #v do
-        x = x * 256 + string.byte(v, j)
+      if n > 0 then
+        local a, b, c, d, e, f, g = byte(raw, i + 1, i + n)
+        x = a
+        if n > 1 then x = x * 256 + b end
+        if n > 2 then x = x * 256 + c end
+        if n > 3 then x = x * 256 + d end
+        if n > 4 then x = x * 256 + e end
+        if n > 5 then x = x * 256 + f end
+        if n > 6 then x = x * 256 + g end
+        for j = i + 8, i + n do
+          x = x * 256 + byte(raw, j)
+        end
       end
-      v = int(x)
+      r[tag] = int(x)
     elseif tag == ':' then
-      local name, hv = string.match(v, '^([^:]+):(.*)$')
+      local name, hv = string.match(string.sub(raw, i + 1, i + n), '^([^:]+):(.*)$')
       if name == nil then
         return nil
       end
-      tag, v = ':' .. name, hv
+      r[':' .. name] = hv
+    else
+      r[tag] = string.sub(raw, i + 1, i + n)
     end
-    r[tag] = v
+    i = i + n + 1
   end
   return r
 end
