@@ -431,7 +431,7 @@ value:
 		if b := in[pos]; b != '-' && (b < '0' || b > '9') {
 			return c.errorf(pos, "%s where a value was expected", describeJSONByte(b))
 		}
-		if n := plainInteger(in, pos); n > 0 {
+		if n := plainNumber(in, pos); n > 0 {
 			tape = append(tape, in[pos:pos+n]...)
 			pos += n
 			goto next
@@ -629,23 +629,41 @@ func plainShort(in []byte, pos int) (k int, ok bool) {
 	return i - pos - 1, in[i] == '"'
 }
 
-// plainInteger returns the length of the number at pos when it is an
-// integer of 1 to 15 digits without a leading zero, optionally negative,
-// followed by a byte that cannot continue a number: its text is then its
-// canonical form (see appendPlain). Otherwise it returns 0.
-func plainInteger(in []byte, pos int) int {
+// plainNumber returns the length of the number at pos when its text is its
+// canonical form as appendPlain decides it: optionally '-', an integer part
+// without a leading zero or a lone 0 before a fraction, a fraction without a
+// trailing zero, at most 15 digits in all, no exponent, and not below 1e-6.
+// Otherwise, and when fewer than 20 bytes follow pos, it returns 0.
+func plainNumber(in []byte, pos int) int {
 	i := pos
-	if i < len(in) && in[i] == '-' {
-		i++
-	}
-	if len(in)-i < 17 || in[i] < '1' || in[i] > '9' {
+	if len(in)-i < 20 {
 		return 0
 	}
-	d := i + 1
+	if in[i] == '-' {
+		i++
+	}
+	d := i
 	for d-i < 16 && in[d] >= '0' && in[d] <= '9' {
 		d++
 	}
-	if d-i > 15 || in[d] == '.' || in[d] == 'e' || in[d] == 'E' {
+	switch n := d - i; {
+	case n == 0 || n > 15:
+		return 0
+	case in[i] == '0' && (n > 1 || in[d] != '.'):
+		return 0
+	}
+	if in[d] == '.' {
+		f := d + 1
+		d = f
+		for d-i < 17 && in[d] >= '0' && in[d] <= '9' {
+			d++
+		}
+		if d == f || d-i > 16 || in[d-1] == '0' ||
+			in[i] == '0' && d-f > 5 && string(in[f:f+6]) == "000000" {
+			return 0
+		}
+	}
+	if c := in[d]; c >= '0' && c <= '9' || c == 'e' || c == 'E' || c == '.' {
 		return 0
 	}
 	return d - pos

@@ -142,13 +142,17 @@ func TestCanonicalizeMatchesV1(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	nums, strs := v1NumberTokens(r), v1StringTokens(r)
 	var docs []string
+	// The fast paths need some input after a token: pad makes sure of it.
+	const pad = `"padding past the fast paths' bounds"`
 	for _, n := range nums {
-		docs = append(docs, n, " "+n+" ", "["+n+"]", `{"a":`+n+`}`, `{"b":`+n+`,"a":1}`, "["+n+","+n+"]")
+		docs = append(docs, n, " "+n+" ", "["+n+"]", `{"a":`+n+`}`, `{"b":`+n+`,"a":1}`, "["+n+","+n+"]",
+			"["+n+","+pad+"]", "["+n+" ,"+pad+"]", `{"a":`+n+`, "b":`+pad+`}`, n+strings.Repeat(" ", 30))
 	}
 	for _, s := range strs {
 		q := `"` + s + `"`
 		docs = append(docs, q, "["+q+"]", `{`+q+`:1}`, `{"b":1,`+q+`:2}`, `{`+q+`:1,"b":`+q+`}`,
-			`{`+q+`:1,"`+s+`x":2,"`+s+`":3}`, `{"x":[`+q+`, `+q+`], `+q+` : {}}`)
+			`{`+q+`:1,"`+s+`x":2,"`+s+`":3}`, `{"x":[`+q+`, `+q+`], `+q+` : {}}`,
+			"["+q+","+pad+"]", `{`+q+`:`+pad+`}`, `{"b":1,`+q+` :`+q+`,"a":`+pad+`}`, q+strings.Repeat(" ", 30))
 	}
 	for i := range 3000 {
 		g := &docGen{r: r, maxDepth: 1 + i%6, maxWidth: 1 + i%12, exact: i%2 == 0}
