@@ -56,15 +56,6 @@ func AppendCanonical(dst, data []byte) ([]byte, error) {
 	if err := c.parse(data); err != nil {
 		return dst, err
 	}
-	if c.top != nil {
-		dst = append(dst, '{')
-		for _, span := range c.top {
-			dst = append(dst, c.tape[span.start:span.end]...)
-			dst = append(dst, ',')
-		}
-		dst[len(dst)-1] = '}'
-		return dst, nil
-	}
 	if !c.reorder {
 		return append(dst, c.text...), nil
 	}
@@ -92,27 +83,9 @@ func RequestHash(arguments []byte) (string, error) {
 	if err := c.parse(arguments); err != nil {
 		return "", err
 	}
-	switch {
-	case c.top != nil:
-		if c.hash == nil {
-			c.hash = sha256.New()
-		}
-		c.hash.Reset()
-		// The members' texts go to the hash from the tape, rather than
-		// through one text: the top-level object holds all the input.
-		c.hash.Write(c.punct[0:1])
-		for i, span := range c.top {
-			c.hash.Write(c.tape[span.start:span.end])
-			if i < len(c.top)-1 {
-				c.hash.Write(c.punct[1:2])
-			} else {
-				c.hash.Write(c.punct[2:3])
-			}
-		}
-		c.hash.Sum(c.sum[:0])
-	case !c.reorder:
+	if !c.reorder {
 		c.sum = sha256.Sum256(c.text)
-	default:
+	} else {
 		if c.hash == nil {
 			c.hash = sha256.New()
 		}
@@ -169,12 +142,6 @@ type canonicalizer struct {
 	frames  []canonFrame  // the open arrays and objects
 	orders  [8]canonOrder // orders sortByPrefix found, by a hash of their prefixes
 
-	// top, when not nil, is the output: the top-level object with these
-	// members, from the tape, in this order.
-	top      []canonSpan
-	topSpans []canonSpan // pooled storage of top
-	punct    [3]byte     // "{,}", for writing top to the hash
-
 	out  []byte    // emit target
 	h    hash.Hash // when set, emit flushes out into it
 	buf  []byte    // pooled emit buffer for hashing
@@ -195,13 +162,6 @@ type canonMember struct {
 	high             bool // the name has a rune at or above U+E000
 }
 
-// canonSpan is a member's text in the tape, without its separator.
-type canonSpan struct{ start, end uint32 }
-
-// maxTopSpans bounds the top-level members that are written out one by one
-// rather than through one text.
-const maxTopSpans = 64
-
 type canonObject struct {
 	start, end uint32 // '{' through '}' in the tape
 	mem, nmem  uint32 // sorted[mem:mem+nmem]; only when dirty
@@ -218,14 +178,14 @@ const (
 	canonMaxPooled    = 4 << 20  // larger buffers are not kept between calls
 )
 
-var canonicalizers = sync.Pool{New: func() any { return &canonicalizer{punct: [3]byte{'{', ',', '}'}} }}
+var canonicalizers = sync.Pool{New: func() any { return new(canonicalizer) }}
 
 func getCanonicalizer() *canonicalizer {
 	return canonicalizers.Get().(*canonicalizer)
 }
 
 func putCanonicalizer(c *canonicalizer) {
-	c.in, c.out, c.h, c.text, c.top = nil, nil, nil, nil, nil
+	c.in, c.out, c.h, c.text = nil, nil, nil, nil
 	c.tape = trimCanonPooled(c.tape, 1)
 	c.keys = trimCanonPooled(c.keys, 1)
 	c.scratch = trimCanonPooled(c.scratch, 1)
@@ -259,14 +219,14 @@ func (c *canonicalizer) parse(data []byte) error {
 	if c.skipSpace() < 0 {
 		return c.errorf(c.pos, "no JSON value")
 	}
-	c.text, c.top = nil, nil
+	c.text = nil
 	if err := c.value(); err != nil {
 		return err
 	}
 	if c.skipSpace() >= 0 {
 		return c.errorf(c.pos, "%s after the top-level value", describeJSONByte(c.in[c.pos]))
 	}
-	if c.text == nil && c.top == nil && !c.reorder {
+	if c.text == nil && !c.reorder {
 		c.text = c.tape
 	}
 	return nil
@@ -312,6 +272,7 @@ type canonFrame struct {
 	obj         int32 // index in objs, or -1 for an array
 	base        int32 // len(stack) when the object opened
 	firstMember int32 // len(members) when the object opened
+	member      int32 // index in members of the member being parsed
 }
 
 // skipJSONSpace returns the index of the first byte at or after pos that is
@@ -455,7 +416,7 @@ next:
 	if pos < len(in) {
 		ch = int(in[pos])
 	}
-	if f := &frames[len(frames)-1]; f.obj < 0 {
+	if frames[len(frames)-1].obj < 0 {
 		switch ch {
 		case ',':
 			pos++
@@ -477,7 +438,7 @@ next:
 		}
 	}
 	// The value of the object's last member ends here.
-	c.members[c.stack[len(c.stack)-1]].end = uint32(len(tape))
+	c.members[frames[len(frames)-1].member].end = uint32(len(tape))
 	switch ch {
 	case ',':
 		pos++
@@ -552,6 +513,7 @@ member:
 		}
 		m.firstObj = uint32(len(c.objs))
 		c.stack = append(c.stack, int32(id))
+		frames[len(frames)-1].member = int32(id)
 		goto value
 	}
 
@@ -683,15 +645,7 @@ func (c *canonicalizer) closeObject(idx, base, firstMember int) error {
 	final := !o.dirty
 	if final && !sorted {
 		switch n := len(c.tape) - int(o.start); {
-		case c.depth == 0 && len(ids) <= maxTopSpans:
-			// The top-level value: its members are written out in order
-			// from the tape (see RequestHash).
-			c.top = c.topSpans[:0]
-			for _, id := range ids {
-				c.top = append(c.top, canonSpan{c.members[id].start, c.members[id].end})
-			}
-			c.topSpans = c.top
-		case c.depth == 0: // scratch is the output
+		case c.depth == 0: // the top-level value: scratch is the output
 			c.text = c.sortedText(o.start, ids)
 		case n <= c.budget:
 			c.budget -= n
@@ -950,7 +904,16 @@ func (c *canonicalizer) str() (flags int, err error) {
 	run := start // next byte to copy verbatim
 	i := start + 1
 	for {
-		i = skipSafe(in, i)
+		// The first 8 bytes in line: runs between escapes are short.
+		if i+8 <= len(in) {
+			if m := specialBytes(binary.LittleEndian.Uint64(in[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+			} else {
+				i = skipSafe(in, i+8)
+			}
+		} else {
+			i = skipSafe(in, i)
+		}
 		if i >= len(in) {
 			return 0, c.errorf(start, "unterminated string")
 		}
