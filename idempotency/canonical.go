@@ -306,7 +306,6 @@ value:
 	switch in[pos] {
 	case '{':
 		if len(frames)+1 > maxJSONDepth {
-			c.depth = len(frames) + 1
 			return c.errorf(pos, "nesting deeper than %d", maxJSONDepth)
 		}
 		idx := len(c.objs)
@@ -331,7 +330,6 @@ value:
 		goto member
 	case '[':
 		if len(frames)+1 > maxJSONDepth {
-			c.depth = len(frames) + 1
 			return c.errorf(pos, "nesting deeper than %d", maxJSONDepth)
 		}
 		frames = append(frames, canonFrame{obj: -1})
@@ -477,9 +475,7 @@ member:
 		*m = canonMember{}
 		m.start, m.off = uint32(len(tape)), uint32(pos)
 		if k, ok := plainShort(in, pos); ok && k <= 14 && cap(tape)-len(tape) >= 16 {
-			// Reversing the first 8 bytes rather than loading them
-			// big-endian keeps plainString's load the only one.
-			m.prefix = bits.ReverseBytes64(binary.LittleEndian.Uint64(in[pos+1:]))
+			m.prefix = binary.BigEndian.Uint64(in[pos+1:])
 			if k < 8 {
 				m.prefix &^= math.MaxUint64 >> (8 * k)
 			}
