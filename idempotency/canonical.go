@@ -139,6 +139,8 @@ type canonicalizer struct {
 	sorted  []int32       // indexes into members, in name order, of dirty objects
 	objs    []canonObject // the open and the dirty objects, in order of '{'
 	open    []int         // indexes into objs of the objects still open
+	frames  []canonFrame  // the open arrays and objects
+	orders  [8]canonOrder // orders sortByPrefix found, by a hash of their prefixes
 
 	out  []byte    // emit target
 	h    hash.Hash // when set, emit flushes out into it
@@ -193,6 +195,7 @@ func putCanonicalizer(c *canonicalizer) {
 	c.sorted = trimCanonPooled(c.sorted, 4)
 	c.objs = trimCanonPooled(c.objs, 24)
 	c.open = trimCanonPooled(c.open, 8)
+	c.frames = trimCanonPooled(c.frames, 12)
 	canonicalizers.Put(c)
 }
 
@@ -264,159 +267,370 @@ func (c *canonicalizer) skipSpace() int {
 	return -1
 }
 
-// value parses the value at c.pos, which is not whitespace.
+// canonFrame is an open array or object of the parse.
+type canonFrame struct {
+	obj         int32 // index in objs, or -1 for an array
+	base        int32 // len(stack) when the object opened
+	firstMember int32 // len(members) when the object opened
+	member      int32 // index in members of the member being parsed
+}
+
+// skipJSONSpace returns the index of the first byte at or after pos that is
+// not JSON whitespace, or len(in).
+func skipJSONSpace(in []byte, pos int) int {
+	for pos < len(in) {
+		// One test for the common case: every JSON whitespace is <= ' '.
+		if ch := in[pos]; ch > ' ' || ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r' {
+			break
+		}
+		pos++
+	}
+	return pos
+}
+
+// value parses the value at c.pos, which is not whitespace, and appends its
+// canonical form to the tape. It is one loop over the tokens with an explicit
+// stack of open arrays and objects rather than a recursive descent, so that
+// the input position and the tape stay in registers: in and pos are c.in and
+// c.pos, and tape is c.tape, which are stored back only around the calls
+// that read them (the general string and number paths, an object's close).
 func (c *canonicalizer) value() error {
-	switch ch := c.in[c.pos]; ch {
+	in, pos, tape := c.in, c.pos, c.tape
+	frames := c.frames[:0]
+	var ch int // the byte at pos, or -1 at the end of the input
+	var err error
+	// Labels rather than functions: value parses the value at pos (not
+	// whitespace), next continues after a value, member parses an object's
+	// member name at pos (ch is in[pos] or -1), closeObject the '}' at pos.
+value:
+	switch in[pos] {
 	case '{':
-		return c.object()
+		if len(frames)+1 > maxJSONDepth {
+			return c.errorf(pos, "nesting deeper than %d", maxJSONDepth)
+		}
+		idx := len(c.objs)
+		if idx == cap(c.objs) {
+			c.objs = slices.Grow(c.objs, 1)
+		}
+		c.objs = c.objs[:idx+1]
+		c.objs[idx] = canonObject{}
+		c.objs[idx].start = uint32(len(tape))
+		c.open = append(c.open, idx)
+		frames = append(frames, canonFrame{obj: int32(idx), base: int32(len(c.stack)), firstMember: int32(len(c.members))})
+		pos++
+		tape = append(tape, '{')
+		pos = skipJSONSpace(in, pos)
+		ch = -1
+		if pos < len(in) {
+			ch = int(in[pos])
+		}
+		if ch == '}' {
+			goto closeObject
+		}
+		goto member
 	case '[':
-		return c.array()
+		if len(frames)+1 > maxJSONDepth {
+			return c.errorf(pos, "nesting deeper than %d", maxJSONDepth)
+		}
+		frames = append(frames, canonFrame{obj: -1})
+		pos++
+		tape = append(tape, '[')
+		pos = skipJSONSpace(in, pos)
+		if pos >= len(in) {
+			return c.errorf(pos, "unexpected end of input in array")
+		}
+		if in[pos] == ']' {
+			pos++
+			tape = append(tape, ']')
+			frames = frames[:len(frames)-1]
+			goto next
+		}
+		goto value
 	case '"':
-		_, err := c.str()
-		return err
-	case 't':
-		return c.literal("true")
-	case 'f':
-		return c.literal("false")
-	case 'n':
-		return c.literal("null")
-	default:
-		if ch == '-' || ch >= '0' && ch <= '9' {
-			return c.number()
+		if k, ok := plainString(in, pos); ok && cap(tape)-len(tape) >= 16 {
+			t := len(tape)
+			if k <= 14 {
+				*(*[16]byte)(tape[t : t+16]) = *(*[16]byte)(in[pos:])
+				tape = tape[:t+k+2]
+			} else {
+				tape = append(tape, in[pos:pos+k+2]...)
+			}
+			pos += k + 2
+			goto next
 		}
-		return c.errorf(c.pos, "%s where a value was expected", describeJSONByte(ch))
-	}
-}
-
-func (c *canonicalizer) literal(lit string) error {
-	if len(c.in)-c.pos < len(lit) || string(c.in[c.pos:c.pos+len(lit)]) != lit {
-		return c.errorf(c.pos, "invalid literal (want %s)", lit)
-	}
-	c.tape = append(c.tape, lit...)
-	c.pos += len(lit)
-	return nil
-}
-
-func (c *canonicalizer) array() error {
-	if c.depth++; c.depth > maxJSONDepth {
-		return c.errorf(c.pos, "nesting deeper than %d", maxJSONDepth)
-	}
-	c.pos++
-	c.tape = append(c.tape, '[')
-	ch := c.skipSpace()
-	if ch == ']' {
-		c.pos++
-		c.tape = append(c.tape, ']')
-		c.depth--
-		return nil
-	}
-	for {
-		if ch < 0 {
-			return c.errorf(c.pos, "unexpected end of input in array")
-		}
-		if err := c.value(); err != nil {
+		c.pos, c.tape = pos, tape
+		_, err = c.str()
+		pos, tape = c.pos, c.tape
+		if err != nil {
 			return err
 		}
-		switch ch = c.skipSpace(); ch {
+		goto next
+	case 't':
+		if len(in)-pos < 4 || string(in[pos:pos+4]) != "true" {
+			return c.errorf(pos, "invalid literal (want %s)", "true")
+		}
+		tape = append(tape, "true"...)
+		pos += 4
+		goto next
+	case 'f':
+		if len(in)-pos < 5 || string(in[pos:pos+5]) != "false" {
+			return c.errorf(pos, "invalid literal (want %s)", "false")
+		}
+		tape = append(tape, "false"...)
+		pos += 5
+		goto next
+	case 'n':
+		if len(in)-pos < 4 || string(in[pos:pos+4]) != "null" {
+			return c.errorf(pos, "invalid literal (want %s)", "null")
+		}
+		tape = append(tape, "null"...)
+		pos += 4
+		goto next
+	default:
+		if b := in[pos]; b != '-' && (b < '0' || b > '9') {
+			return c.errorf(pos, "%s where a value was expected", describeJSONByte(b))
+		}
+		if n := plainNumber(in, pos); n > 0 {
+			tape = append(tape, in[pos:pos+n]...)
+			pos += n
+			goto next
+		}
+		c.pos, c.tape = pos, tape
+		err = c.number()
+		pos, tape = c.pos, c.tape
+		if err != nil {
+			return err
+		}
+		goto next
+	}
+
+next:
+	if len(frames) == 0 {
+		c.pos, c.tape, c.frames = pos, tape, frames
+		return nil
+	}
+	pos = skipJSONSpace(in, pos)
+	ch = -1
+	if pos < len(in) {
+		ch = int(in[pos])
+	}
+	if frames[len(frames)-1].obj < 0 {
+		switch ch {
 		case ',':
-			c.pos++
-			c.tape = append(c.tape, ',')
-			ch = c.skipSpace()
+			pos++
+			tape = append(tape, ',')
+			pos = skipJSONSpace(in, pos)
+			if pos >= len(in) {
+				return c.errorf(pos, "unexpected end of input in array")
+			}
+			goto value
 		case ']':
-			c.pos++
-			c.tape = append(c.tape, ']')
-			c.depth--
-			return nil
+			pos++
+			tape = append(tape, ']')
+			frames = frames[:len(frames)-1]
+			goto next
 		case -1:
-			return c.errorf(c.pos, "unexpected end of input in array")
+			return c.errorf(pos, "unexpected end of input in array")
 		default:
-			return c.errorf(c.pos, "%s after array element (want ',' or ']')", describeJSONByte(byte(ch)))
+			return c.errorf(pos, "%s after array element (want ',' or ']')", describeJSONByte(byte(ch)))
 		}
 	}
-}
-
-func (c *canonicalizer) object() error {
-	if c.depth++; c.depth > maxJSONDepth {
-		return c.errorf(c.pos, "nesting deeper than %d", maxJSONDepth)
+	// The value of the object's last member ends here.
+	c.members[frames[len(frames)-1].member].end = uint32(len(tape))
+	switch ch {
+	case ',':
+		pos++
+		tape = append(tape, ',')
+		pos = skipJSONSpace(in, pos)
+		ch = -1
+		if pos < len(in) {
+			ch = int(in[pos])
+		}
+		goto member
+	case '}':
+		goto closeObject
+	case -1:
+		return c.errorf(pos, "unexpected end of input in object")
+	default:
+		return c.errorf(pos, "%s after object member (want ',' or '}')", describeJSONByte(byte(ch)))
 	}
-	idx := len(c.objs)
-	c.objs = append(c.objs, canonObject{})
-	c.objs[idx].start = uint32(len(c.tape))
-	c.open = append(c.open, idx)
-	base, firstMember := len(c.stack), len(c.members)
-	c.pos++
-	c.tape = append(c.tape, '{')
-	ch := c.skipSpace()
-	if ch != '}' {
-		for {
-			if ch != '"' {
-				if ch < 0 {
-					return c.errorf(c.pos, "unexpected end of input in object")
-				}
-				return c.errorf(c.pos, "%s where a member name was expected", describeJSONByte(byte(ch)))
+
+member:
+	{
+		if ch != '"' {
+			if ch < 0 {
+				return c.errorf(pos, "unexpected end of input in object")
 			}
-			m := canonMember{start: uint32(len(c.tape)), off: uint32(c.pos)}
-			flags, err := c.str()
+			return c.errorf(pos, "%s where a member name was expected", describeJSONByte(byte(ch)))
+		}
+		id := len(c.members)
+		if id == cap(c.members) {
+			c.members = slices.Grow(c.members, 1)
+		}
+		// Written field by field in place: appending a struct literal
+		// builds it on the stack and copies it with loads that overlap
+		// the stores just made, which stalls.
+		c.members = c.members[:id+1]
+		m := &c.members[id]
+		*m = canonMember{}
+		m.start, m.off = uint32(len(tape)), uint32(pos)
+		if k, ok := plainShort(in, pos); ok && k <= 14 && cap(tape)-len(tape) >= 16 {
+			m.prefix = binary.BigEndian.Uint64(in[pos+1:])
+			if k < 8 {
+				m.prefix &^= math.MaxUint64 >> (8 * k)
+			}
+			t := len(tape)
+			*(*[16]byte)(tape[t : t+16]) = *(*[16]byte)(in[pos:])
+			tape = tape[:t+k+2]
+			m.keyStart, m.keyEnd = uint32(t+1), uint32(t+1+k)
+			pos += k + 2
+		} else {
+			c.pos, c.tape = pos, tape
+			var flags int
+			flags, err = c.str()
+			pos, tape = c.pos, c.tape
 			if err != nil {
 				return err
 			}
-			key := c.tape[m.start+1 : len(c.tape)-1]
-			m.keyStart, m.keyEnd, m.high = m.start+1, uint32(len(c.tape)-1), flags&strHigh != 0
-			if flags&strEscaped != 0 {
-				m.keyStart, m.inKeys = uint32(len(c.keys)), true
-				c.keys = unescapeCanonical(c.keys, key)
-				m.keyEnd = uint32(len(c.keys))
-				key = c.keys[m.keyStart:]
+			c.nameFields(m, flags)
+		}
+		pos = skipJSONSpace(in, pos)
+		if pos >= len(in) || in[pos] != ':' {
+			if pos >= len(in) {
+				return c.errorf(pos, "unexpected end of input in object")
 			}
-			if flags&strVerbatim != 0 && int(m.off)+9 <= len(c.in) {
-				// Load from the input rather than from the tape just
-				// written, and clear what follows the name.
-				m.prefix = binary.BigEndian.Uint64(c.in[m.off+1:])
-				if len(key) < 8 {
-					m.prefix &^= math.MaxUint64 >> (8 * len(key))
-				}
-			} else {
-				m.prefix = namePrefix(key)
-			}
-			if ch = c.skipSpace(); ch != ':' {
-				if ch < 0 {
-					return c.errorf(c.pos, "unexpected end of input in object")
-				}
-				return c.errorf(c.pos, "%s after member name (want ':')", describeJSONByte(byte(ch)))
-			}
-			c.pos++
-			c.tape = append(c.tape, ':')
-			if c.skipSpace() < 0 {
-				return c.errorf(c.pos, "unexpected end of input in object")
-			}
-			m.firstObj = uint32(len(c.objs))
-			if err := c.value(); err != nil {
-				return err
-			}
-			c.stack = append(c.stack, int32(len(c.members)))
-			c.members = append(c.members, m)
-			// Set after the copy: copying a struct just written to stalls.
-			c.members[len(c.members)-1].end = uint32(len(c.tape))
-			ch = c.skipSpace()
-			if ch == ',' {
-				c.pos++
-				c.tape = append(c.tape, ',')
-				ch = c.skipSpace()
-				continue
-			}
-			if ch == '}' {
-				break
-			}
-			if ch < 0 {
-				return c.errorf(c.pos, "unexpected end of input in object")
-			}
-			return c.errorf(c.pos, "%s after object member (want ',' or '}')", describeJSONByte(byte(ch)))
+			return c.errorf(pos, "%s after member name (want ':')", describeJSONByte(in[pos]))
+		}
+		pos++
+		tape = append(tape, ':')
+		pos = skipJSONSpace(in, pos)
+		if pos >= len(in) {
+			return c.errorf(pos, "unexpected end of input in object")
+		}
+		m.firstObj = uint32(len(c.objs))
+		c.stack = append(c.stack, int32(id))
+		frames[len(frames)-1].member = int32(id)
+		goto value
+	}
+
+closeObject:
+	pos++
+	tape = append(tape, '}')
+	{
+		f := frames[len(frames)-1]
+		frames = frames[:len(frames)-1]
+		c.depth = len(frames)
+		c.pos, c.tape = pos, tape
+		err = c.closeObject(int(f.obj), int(f.base), int(f.firstMember))
+		tape = c.tape
+		if err != nil {
+			return err
 		}
 	}
-	c.pos++
-	c.tape = append(c.tape, '}')
-	c.depth--
+	goto next
+}
 
+// nameFields fills in the name fields of m, whose name str has just
+// appended to the tape with the given flags.
+func (c *canonicalizer) nameFields(m *canonMember, flags int) {
+	key := c.tape[m.start+1 : len(c.tape)-1]
+	m.keyStart, m.keyEnd, m.high = m.start+1, uint32(len(c.tape)-1), flags&strHigh != 0
+	if flags&strEscaped != 0 {
+		m.keyStart, m.inKeys = uint32(len(c.keys)), true
+		c.keys = unescapeCanonical(c.keys, key)
+		m.keyEnd = uint32(len(c.keys))
+		key = c.keys[m.keyStart:]
+	}
+	if flags&strVerbatim != 0 && int(m.off)+9 <= len(c.in) {
+		// Load from the input rather than from the tape just
+		// written, and clear what follows the name.
+		m.prefix = binary.BigEndian.Uint64(c.in[m.off+1:])
+		if len(key) < 8 {
+			m.prefix &^= math.MaxUint64 >> (8 * len(key))
+		}
+	} else {
+		m.prefix = namePrefix(key)
+	}
+}
+
+// plainString reports the length k of the string at pos (a '"') when it is
+// at most 15 bytes of printable ASCII without escapes, so that in[pos:pos+k+2]
+// is its canonical form, and when 24 bytes of input follow pos.
+func plainString(in []byte, pos int) (k int, ok bool) {
+	if len(in)-pos < 24 {
+		return 0, false
+	}
+	if s := specialBytes(binary.LittleEndian.Uint64(in[pos+1:])); s != 0 {
+		k = bits.TrailingZeros64(s) / 8
+	} else if s = specialBytes(binary.LittleEndian.Uint64(in[pos+9:])); s != 0 {
+		k = 8 + bits.TrailingZeros64(s)/8
+	} else {
+		return 0, false
+	}
+	return k, in[pos+1+k] == '"'
+}
+
+// plainShort is plainString by a byte loop, for member names: they are
+// short, and in records the loop's exits are predicted where the length
+// computed from a mask is a dependency of everything after it.
+func plainShort(in []byte, pos int) (k int, ok bool) {
+	if len(in)-pos < 24 {
+		return 0, false
+	}
+	i := pos + 1
+	for strSafe[in[i]] {
+		i++
+		if i-pos > 15 {
+			return 0, false
+		}
+	}
+	return i - pos - 1, in[i] == '"'
+}
+
+// plainNumber returns the length of the number at pos when its text is its
+// canonical form as appendPlain decides it: optionally '-', an integer part
+// without a leading zero or a lone 0 before a fraction, a fraction without a
+// trailing zero, at most 15 digits in all, no exponent, and not below 1e-6.
+// Otherwise, and when fewer than 20 bytes follow pos, it returns 0.
+func plainNumber(in []byte, pos int) int {
+	i := pos
+	if len(in)-i < 20 {
+		return 0
+	}
+	if in[i] == '-' {
+		i++
+	}
+	d := i
+	for d-i < 16 && in[d] >= '0' && in[d] <= '9' {
+		d++
+	}
+	switch n := d - i; {
+	case n == 0 || n > 15:
+		return 0
+	case in[i] == '0' && (n > 1 || in[d] != '.'):
+		return 0
+	}
+	if in[d] == '.' {
+		f := d + 1
+		d = f
+		for d-i < 17 && in[d] >= '0' && in[d] <= '9' {
+			d++
+		}
+		if d == f || d-i > 16 || in[d-1] == '0' ||
+			in[i] == '0' && d-f > 5 && string(in[f:f+6]) == "000000" {
+			return 0
+		}
+	}
+	if c := in[d]; c >= '0' && c <= '9' || c == 'e' || c == 'E' || c == '.' {
+		return 0
+	}
+	return d - pos
+}
+
+// closeObject sorts the object objs[idx], whose '}' ends the tape, and makes
+// its text final or marks it dirty; base and firstMember are the lengths of
+// stack and members when it opened.
+func (c *canonicalizer) closeObject(idx, base, firstMember int) error {
 	ids := c.stack[base:]
 	sorted, err := c.sortObject(ids)
 	if err != nil {
@@ -452,10 +666,19 @@ func (c *canonicalizer) object() error {
 	return nil
 }
 
+// specialBytes marks, with its high bit, each byte of w (little-endian) that
+// does not stand for itself in a string: below 0x20, '"', '\\', or non-ASCII.
+// Borrows can only mark bytes after a marked one, so the lowest mark is exact.
+func specialBytes(w uint64) uint64 {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q, bs := w^(lo*'"'), w^(lo*'\\')
+	return ((w-lo*0x20)&^w | (q-lo)&^q | (bs-lo)&^bs | w) & hi
+}
+
 // sortedText writes the object at tape[start:], which ends the tape, with
 // its members in the order of ids to scratch, and returns that text.
 func (c *canonicalizer) sortedText(start uint32, ids []int32) []byte {
-	const slack = 32 // members up to this long move in one fixed-size copy
+	const slack = 64 // members up to this long move in one fixed-size copy
 	n := len(c.tape) - int(start)
 	buf := slices.Grow(c.scratch[:0], n+slack)[:n+slack]
 	c.scratch = buf
@@ -467,7 +690,10 @@ func (c *canonicalizer) sortedText(start uint32, ids []int32) []byte {
 		// The byte after a member is its ',' or the closing '}'.
 		s, e := int(m.start), int(m.end)+1
 		if e-s <= slack && s+slack <= len(tape) {
-			*(*[slack]byte)(buf[w : w+slack]) = *(*[slack]byte)(tape[s:])
+			// In 16-byte pieces: a larger array copy calls memmove.
+			for o := 0; o < e-s; o += 16 {
+				*(*[16]byte)(buf[w+o : w+o+16]) = *(*[16]byte)(tape[s+o:])
+			}
 		} else {
 			copy(buf[w:], tape[s:e])
 		}
@@ -527,28 +753,60 @@ func (c *canonicalizer) sortMembers(ids []int32) error {
 // alone, the common case, by insertion, and reports whether any moved. It
 // reports !ok, leaving ids as they were, when that cannot decide: two equal
 // prefixes or a name with a rune at or above U+E000.
+//
+// The order found is remembered by the prefixes in input order: the records
+// of an array mostly share their names in one order, and checking that the
+// prefixes are the same is cheaper than sorting them again. Distinct prefixes
+// decide the order whatever the rest of the names.
 func (c *canonicalizer) sortByPrefix(ids []int32) (ok, moved bool) {
-	var ps [16]uint64
-	var is [16]int32
-	for k, id := range ids[:min(len(ids), 16)] {
+	n := min(len(ids), 16)
+	var ps [16]uint64 // in input order
+	for k, id := range ids[:n] {
 		m := &c.members[id]
 		if m.high {
 			return false, false
 		}
-		p, j := m.prefix, k
-		for ; j > 0 && ps[j-1] > p; j-- {
-			ps[j], is[j] = ps[j-1], is[j-1]
-		}
-		if j > 0 && ps[j-1] == p { // the sorted part's largest prefix not above p
-			return false, false
-		}
-		ps[j], is[j] = p, id
-		moved = moved || j != k
+		ps[k] = m.prefix
 	}
-	if moved {
-		copy(ids, is[:])
+	e := &c.orders[(ps[0]^uint64(n))*0x9e3779b97f4a7c15>>(64-3)]
+	hit := e.n == n
+	for k := 0; hit && k < n; k++ {
+		hit = e.prefix[k] == ps[k]
 	}
-	return true, moved
+	if !hit {
+		var sorted [16]uint64
+		var perm [16]uint8
+		for k, p := range ps[:n] {
+			j := k
+			for ; j > 0 && sorted[j-1] > p; j-- {
+				sorted[j], perm[j] = sorted[j-1], perm[j-1]
+			}
+			if j > 0 && sorted[j-1] == p { // the sorted part's largest prefix not above p
+				return false, false
+			}
+			sorted[j], perm[j] = p, uint8(k)
+			moved = moved || j != k
+		}
+		e.n, e.moved, e.prefix, e.perm = n, moved, ps, perm
+	}
+	if e.moved {
+		var is [16]int32
+		for k, i := range e.perm[:n] {
+			is[k] = ids[i]
+		}
+		for k := range ids { // a loop: copy would call memmove
+			ids[k] = is[k]
+		}
+	}
+	return true, e.moved
+}
+
+// canonOrder is an order that sortByPrefix found.
+type canonOrder struct {
+	n      int
+	moved  bool
+	prefix [16]uint64 // the names' prefixes in input order
+	perm   [16]uint8  // the input index of each name, in name order
 }
 
 // compare orders member names by UTF-16 code units.
@@ -642,7 +900,16 @@ func (c *canonicalizer) str() (flags int, err error) {
 	run := start // next byte to copy verbatim
 	i := start + 1
 	for {
-		i = skipSafe(in, i)
+		// The first 8 bytes in line: runs between escapes are short.
+		if i+8 <= len(in) {
+			if m := specialBytes(binary.LittleEndian.Uint64(in[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+			} else {
+				i = skipSafe(in, i+8)
+			}
+		} else {
+			i = skipSafe(in, i)
+		}
 		if i >= len(in) {
 			return 0, c.errorf(start, "unterminated string")
 		}
@@ -674,7 +941,12 @@ func (c *canonicalizer) str() (flags int, err error) {
 		case ch < 0x20:
 			return 0, c.errorf(i, "unescaped control character in string")
 		default: // backslash
-			c.tape = append(c.tape, in[run:i]...)
+			if t, n := len(c.tape), i-run; n <= 16 && cap(c.tape)-t >= 16 && len(in)-run >= 16 {
+				*(*[16]byte)(c.tape[t : t+16]) = *(*[16]byte)(in[run:])
+				c.tape = c.tape[:t+n]
+			} else {
+				c.tape = append(c.tape, in[run:i]...)
+			}
 			if i+1 >= len(in) {
 				return 0, c.errorf(start, "unterminated string")
 			}
@@ -727,15 +999,8 @@ func (c *canonicalizer) str() (flags int, err error) {
 // skipSafe returns the index of the first byte at or after i that does not
 // stand for itself in a string, or len(in). It tests eight bytes at a time.
 func skipSafe(in []byte, i int) int {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	for ; i+8 <= len(in); i += 8 {
-		w := binary.LittleEndian.Uint64(in[i:])
-		q, bs := w^(lo*'"'), w^(lo*'\\')
-		// Per byte, the high bit is set where the byte is below 0x20, is a
-		// quote or a backslash, or is non-ASCII. Borrows can only mark bytes
-		// after a marked one, so the lowest mark is exact.
-		m := ((w-lo*0x20)&^w | (q-lo)&^q | (bs-lo)&^bs | w) & hi
-		if m != 0 {
+		if m := specialBytes(binary.LittleEndian.Uint64(in[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)/8
 		}
 	}
