@@ -20,7 +20,8 @@ type Settler interface {
 	// result body.
 	Settle(ctx context.Context, req SettleRequest) (Record, error)
 	// ListUnknown returns one page of the workspace's records that are
-	// unknown now, in order of expiry. Entries of the index whose record is
+	// unknown now, in an order the store documents (redisstore: by index
+	// bucket, then expiry). Entries of the index whose record is
 	// gone or can no longer become unknown are dropped as it goes.
 	ListUnknown(ctx context.Context, req ListRequest) (UnknownPage, error)
 }
