@@ -176,20 +176,22 @@ func (s *Store) ListUnknown(ctx context.Context, req idempotency.ListRequest) (i
 		if err != nil {
 			return idempotency.UnknownPage{}, err
 		}
-		for _, e := range entries {
+		for len(entries) > 0 {
 			if len(page.Records) == limit {
 				page.Cursor = cur.String()
 				return page, nil
 			}
-			cur = e
-			scanned++
-			u, ok, err := s.listed(ctx, req.Workspace, e)
+			// No more entries than the page has room for: their records
+			// are read in one pipeline.
+			chunk := entries[:min(len(entries), limit-len(page.Records))]
+			entries = entries[len(chunk):]
+			listed, err := s.listed(ctx, req.Workspace, chunk)
 			if err != nil {
 				return idempotency.UnknownPage{}, err
 			}
-			if ok {
-				page.Records = append(page.Records, u)
-			}
+			page.Records = append(page.Records, listed...)
+			cur = chunk[len(chunk)-1]
+			scanned += len(chunk)
 		}
 		cur = next
 	}
@@ -260,50 +262,94 @@ func (s *Store) readIndex(ctx context.Context, workspace string, cur listCursor,
 	return out, listCursor{pos: end}, nil
 }
 
-// listed reads the record of one index entry and drops the entry when the
-// record can never be listed again.
-func (s *Store) listed(ctx context.Context, workspace string, e listCursor) (idempotency.UnknownRecord, bool, error) {
-	var m indexMember
-	k, err := idempotency.Key{}, json.Unmarshal([]byte(e.member), &m)
-	if err == nil {
-		k, err = idempotency.ParseKey(m.Key)
+// listed reads the records of index entries (in one pipeline) and returns
+// those unknown now, in order; it drops the entries whose record can never
+// be listed again.
+func (s *Store) listed(ctx context.Context, workspace string, entries []listCursor) ([]idempotency.UnknownRecord, error) {
+	type item struct {
+		e     listCursor
+		scope idempotency.Scope
+		key   idempotency.Key
+		rk    string
 	}
-	scope := idempotency.Scope{Workspace: workspace, Connection: m.Connection, Tool: m.Tool}
-	var rk string
-	if err == nil {
-		rk, err = scope.StorageKey(s.prefix, k)
+	items := make([]item, 0, len(entries))
+	for _, e := range entries {
+		var m indexMember
+		k, err := idempotency.Key{}, json.Unmarshal([]byte(e.member), &m)
+		if err == nil {
+			k, err = idempotency.ParseKey(m.Key)
+		}
+		scope := idempotency.Scope{Workspace: workspace, Connection: m.Connection, Tool: m.Tool}
+		var rk string
+		if err == nil {
+			rk, err = scope.StorageKey(s.prefix, k)
+		}
+		if err != nil {
+			if err := s.drop(ctx, workspace, e); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if e.pos == 0 {
+			// The previous release's key: a record that a reservation
+			// since indexed in its bucket is listed from there.
+			rctx, cancel := s.readCtx(ctx)
+			err := s.client.Do(rctx, s.client.B().Zscore().Key(s.bucketOf(workspace, rk)).Member(e.member).Build()).Error()
+			cancel()
+			switch {
+			case err == nil:
+				if err := s.drop(ctx, workspace, e); err != nil {
+					return nil, err
+				}
+				continue
+			case !rueidis.IsRedisNil(err):
+				return nil, opError("list", err)
+			}
+		}
+		items = append(items, item{e, scope, k, rk})
 	}
-	if err != nil {
-		return idempotency.UnknownRecord{}, false, s.drop(ctx, workspace, e)
+	if len(items) == 0 {
+		return nil, nil
 	}
-	if e.pos == 0 {
-		// The previous release's key: a record that a reservation since
-		// indexed in its bucket is listed from there.
-		rctx, cancel := s.readCtx(ctx)
-		err := s.client.Do(rctx, s.client.B().Zscore().Key(s.bucketOf(workspace, rk)).Member(e.member).Build()).Error()
-		cancel()
-		switch {
-		case err == nil:
-			return idempotency.UnknownRecord{}, false, s.drop(ctx, workspace, e)
-		case !rueidis.IsRedisNil(err):
-			return idempotency.UnknownRecord{}, false, opError("list", err)
+	cmds := make(rueidis.Commands, len(items))
+	for i, it := range items {
+		if s.noTimeInRO.Load() {
+			cmds[i] = s.client.B().Evalsha().Sha1(s.sc.lookup.sha).Numkeys(1).Key(it.rk).Build()
+		} else {
+			cmds[i] = s.client.B().EvalshaRo().Sha1(s.sc.lookup.sha).Numkeys(1).Key(it.rk).Build()
 		}
 	}
-	rec, err := s.Lookup(ctx, scope, k)
-	switch {
-	case errors.Is(err, idempotency.ErrNotFound):
-		return idempotency.UnknownRecord{}, false, s.drop(ctx, workspace, e)
-	case err != nil:
-		return idempotency.UnknownRecord{}, false, err
-	case rec.State.Final() || rec.State == idempotency.StateDenied:
-		return idempotency.UnknownRecord{}, false, s.drop(ctx, workspace, e)
-	case rec.State != idempotency.StateUnknown:
-		return idempotency.UnknownRecord{}, false, nil
+	rctx, cancel := s.readCtx(ctx)
+	res := s.client.DoMulti(rctx, cmds...)
+	cancel()
+	var out []idempotency.UnknownRecord
+	for i, it := range items {
+		var rec idempotency.Record
+		arr, err := res[i].ToArray()
+		if err == nil {
+			rec, err = parseLookup(it.scope, it.key, arr)
+		} else {
+			// NOSCRIPT, a server that refuses TIME in EVALSHA_RO, or a
+			// failure: Lookup handles each on its own.
+			rec, err = s.Lookup(ctx, it.scope, it.key)
+		}
+		switch {
+		case errors.Is(err, idempotency.ErrNotFound), err == nil && (rec.State.Final() || rec.State == idempotency.StateDenied):
+			if err := s.drop(ctx, workspace, it.e); err != nil {
+				return nil, err
+			}
+			continue
+		case err != nil:
+			return nil, err
+		case rec.State != idempotency.StateUnknown:
+			continue
+		}
+		if rec.Result != nil {
+			rec.Result.Body = nil
+		}
+		out = append(out, idempotency.UnknownRecord{Scope: it.scope, Record: rec})
 	}
-	if rec.Result != nil {
-		rec.Result.Body = nil
-	}
-	return idempotency.UnknownRecord{Scope: scope, Record: rec}, true, nil
+	return out, nil
 }
 
 // drop removes an entry the listing read, if its score is still the one

@@ -775,6 +775,11 @@ func (s *Store) Lookup(ctx context.Context, scope idempotency.Scope, key idempot
 	if err != nil {
 		return idempotency.Record{}, opError("lookup", err)
 	}
+	return parseLookup(scope, key, arr)
+}
+
+// parseLookup reads the lookup script's reply.
+func parseLookup(scope idempotency.Scope, key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.Record, error) {
 	st, err := status(arr)
 	if err != nil {
 		return idempotency.Record{}, opError("lookup", err)
