@@ -102,7 +102,7 @@ func operatorText(field, v string, max int) error {
 type ListRequest struct {
 	Workspace string
 	// Cursor continues a listing: UnknownPage.Cursor of the previous page.
-	// If empty, the listing starts at the record that expires first.
+	// If empty, the listing starts at its beginning (in the store's order).
 	Cursor string
 	// Limit is the most records a page holds. If zero or over MaxPageSize,
 	// MaxPageSize.
