@@ -20,7 +20,8 @@ type Settler interface {
 	// result body.
 	Settle(ctx context.Context, req SettleRequest) (Record, error)
 	// ListUnknown returns one page of the workspace's records that are
-	// unknown now, in order of expiry. Entries of the index whose record is
+	// unknown now, in an order the store documents (redisstore: by index
+	// bucket, then expiry). Entries of the index whose record is
 	// gone or can no longer become unknown are dropped as it goes.
 	ListUnknown(ctx context.Context, req ListRequest) (UnknownPage, error)
 }
@@ -101,7 +102,7 @@ func operatorText(field, v string, max int) error {
 type ListRequest struct {
 	Workspace string
 	// Cursor continues a listing: UnknownPage.Cursor of the previous page.
-	// If empty, the listing starts at the record that expires first.
+	// If empty, the listing starts at its beginning (in the store's order).
 	Cursor string
 	// Limit is the most records a page holds. If zero or over MaxPageSize,
 	// MaxPageSize.

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/obol-gateway/obol/idempotency"
@@ -63,5 +65,62 @@ func BenchmarkClaimFinalize(b *testing.B) {
 			m := commandCalls(b, c)
 			return m["evalsha"] + m["eval"] + m["evalsha_ro"] + m["eval_ro"] + m["get"] + m["set"]
 		})
+	})
+}
+
+// BenchmarkListUnknown lists a workspace on real Redis: empty (every bucket
+// read, none holding anything) and with 10k unknown records (every page, a
+// record read per entry). One op is one whole listing, cursor to end.
+func BenchmarkListUnknown(b *testing.B) {
+	srv := redistest.Start(b)
+	c := realClient(b, srv.Addr())
+	s := realStore(b, c, Options{})
+	listAll := func(b *testing.B, want int) {
+		n, cursor := 0, ""
+		for {
+			p, err := s.ListUnknown(b.Context(), idempotency.ListRequest{Workspace: testScope.Workspace, Cursor: cursor})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += len(p.Records)
+			if cursor = p.Cursor; cursor == "" {
+				break
+			}
+		}
+		if n != want {
+			b.Fatalf("listed %d, want %d", n, want)
+		}
+	}
+	b.Run("empty", func(b *testing.B) {
+		for b.Loop() {
+			listAll(b, 0)
+		}
+	})
+	const records = 10000
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < records; i += 8 {
+				k := idempotency.NewKey()
+				res, err := s.Claim(b.Context(), claimReq(k))
+				if err == nil {
+					_, err = s.Finalize(b.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: idempotency.StateUnknown})
+				}
+				if err != nil {
+					failed.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() {
+		b.Fatal("setup: a claim or finalize failed")
+	}
+	b.Run("10k", func(b *testing.B) {
+		for b.Loop() {
+			listAll(b, records)
+		}
 	})
 }

@@ -19,14 +19,12 @@
 // # Operations
 //
 // Every operation is one Lua script (embedded, sent as EVALSHA with an EVAL
-// fallback on NOSCRIPT) on exactly one key, the record that
-// idempotency.Scope.StorageKey names, so it is valid on Redis Cluster and
-// records spread over all slots. Time inside scripts is Redis TIME. A first
-// call costs two round trips: the claim, pipelined with the unknown index
-// entry (another slot, below), and the finalize, pipelined with the
-// entry's removal; a replay costs one (the claim and an index entry that
-// the listing drops). With WaitReplicas the claim's index entry is a round
-// trip of its own.
+// fallback on NOSCRIPT) on the record that idempotency.Scope.StorageKey
+// names and, for the scripts that reserve an attempt or make a record
+// final, the unknown index bucket of the same Cluster slot (below), so it
+// is valid on Redis Cluster and records spread over all slots. Time inside
+// scripts is Redis TIME. A first call costs two round trips of one script
+// each, the claim and the finalize; a replay costs one.
 // Approval tickets live under {prefix}apt:{ticket}, their own key (and slot),
 // written by a separate SET whenever a claim answers held, so that a crash
 // between the two leaves a held record whose next claim restores the ticket.
@@ -41,16 +39,18 @@
 // capability starts with "cap.", the provider does not), so a pin key never
 // holds braces or a second colon.
 //
-// Unknown calls are listed per workspace through {prefix}unk:{workspace}, a
-// sorted set of the workspace's reserved records scored by expiry. It lives
-// in another slot than the records, so every reservation writes its entry
-// with a second script right after the claim or reserve answered and before
-// its caller may send; if that fails, the call fails and its re-send (same
-// op id, "already applied") writes it again, so no attempt leaves
-// unindexed. The record stays
-// the truth: ListUnknown reads each entry's record, shows those unknown now
-// and drops entries whose record is gone or final. Settle is one script on
-// the record.
+// Unknown calls are listed per workspace through its index: one sorted set
+// per workspace and slot, {prefix}unk:{workspace}:{T}, whose hash tag T
+// puts it in the slot of the records it indexes, scored by expiry. The
+// scripts write it with the record, atomically: a reservation adds the
+// entry before its caller may send (and the index is written before the
+// record, so a script that fails on it writes nothing); a record that
+// becomes final loses it; replays and other answers that reserve nothing
+// write nothing there. The record stays the truth: ListUnknown reads the
+// buckets (the previous release's {prefix}unk:{workspace} first, then by
+// slot, 512 per pipelined round trip, each by expiry), reads each entry's
+// record, shows those unknown now and drops entries whose record is gone or
+// final. Settle is one script on the record and its bucket.
 //
 // # Retries and re-sends
 //

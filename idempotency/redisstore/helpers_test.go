@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -41,20 +42,26 @@ func newMini(t testing.TB, opts Options) *mini {
 	return &mini{mr: mr, client: client, store: st}
 }
 
-// snapshot renders every key with its fields, for "changes nothing" checks.
-// It leaves out the unknown index, which every claim that may dispatch
-// writes in its round trip (settle.go).
+// snapshot renders every key with its fields, the unknown index's entries
+// and scores included, for "changes nothing" checks.
 func (m *mini) snapshot(t testing.TB) string {
 	t.Helper()
 	var b strings.Builder
 	keys := m.mr.Keys()
 	sort.Strings(keys)
 	for _, k := range keys {
-		if strings.HasPrefix(k, m.store.indexKey("")) {
-			continue
-		}
 		b.WriteString(k)
 		b.WriteString(" ")
+		switch m.mr.Type(k) {
+		case "zset":
+			ms, _ := m.mr.ZMembers(k)
+			for _, mem := range ms {
+				sc, _ := m.mr.ZScore(k, mem)
+				fmt.Fprintf(&b, "%s=%v;", mem, sc)
+			}
+			b.WriteString("\n")
+			continue
+		}
 		if m.mr.Type(k) == "hash" {
 			fs, _ := m.mr.HKeys(k)
 			sort.Strings(fs)

@@ -119,9 +119,9 @@ func TestFinalizeAnswersSmall(t *testing.T) {
 	k := idempotency.NewKey()
 	res := mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
 	body := bytes.Repeat([]byte("0123456789abcdef"), 3000)
-	args := append([]string{strconv.Itoa(res.Token), "a", opTag('f', "op1"), "60000", "0"},
+	args := append([]string{strconv.Itoa(res.Token), "a", opTag('f', "op1"), "60000", "0", member(k)},
 		encodeResult(&idempotency.StoredResult{Status: 200, Body: body, Header: http.Header{"Content-Type": {"application/json"}}}, 1<<20)...)
-	arr, _, err := m.store.exec(context.Background(), m.store.sc.finalize, m.recordKey(t, k), args, false)
+	arr, _, err := m.store.execKeys(context.Background(), m.store.sc.finalize, []string{m.recordKey(t, k), m.store.bucketOf(testScope.Workspace, m.recordKey(t, k))}, args, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +136,8 @@ func TestFinalizeAnswersSmall(t *testing.T) {
 }
 
 // TestStaleFinalizeKeepsIndex: a final finalize removes the index entry in
-// its own round trip; when it is stale (another attempt took the slot
-// over), the entry the new attempt wrote is put back.
+// its script; when it is stale (another attempt took the slot over), it
+// writes nothing, so the entry the new attempt wrote stays.
 func TestStaleFinalizeKeepsIndex(t *testing.T) {
 	m := newMini(t, Options{Lease: time.Second})
 	k := idempotency.NewKey()

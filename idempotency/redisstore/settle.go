@@ -9,32 +9,63 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/redis/rueidis"
+
 	"github.com/obol-gateway/obol/idempotency"
 )
 
 var _ idempotency.Settler = (*Store)(nil)
 
-// The unknown index (DESIGN.md section 6, "Listing"): one sorted set per
-// workspace at {prefix}unk:{workspace}, member indexMember, score the
-// record's expiry in ms. The record key and the index key live in different
-// Cluster slots, so the index cannot be written by the claim script: every
-// Claim that may dispatch (all but Refuse) sends the index script in the
-// same pipeline, unconditionally, and a Reserve sends it right after; the
-// caller may send only once both answered. A final Finalize removes the
-// entry in its own pipeline (and puts it back, best effort, when the
-// finalize did not apply: the record may be another attempt's), Settle
-// right after. So a claim that does not dispatch (a replay, in_progress)
-// leaves an entry for the listing to drop, or for its score to pass. If
-// the write fails, a claimed call fails (do not send) and the reservation
-// stands: the caller's re-send with the same op
-// id answers "already applied" and writes the entry again, so an attempt is
-// only ever sent indexed. A reservation whose caller gave up is unindexed
-// but was never sent; it reads unknown once its lease lapses, and the next
-// claim of the key that answers outcome_unknown indexes it (best effort).
+// The unknown index (DESIGN.md section 6, "Listing"): per workspace, one
+// sorted set per Cluster slot, the bucket {prefix}unk:{workspace}:{T}, where
+// the hash tag T (slotTags) puts the bucket in the slot of the records it
+// indexes; member indexMember, score the record's expiry in ms. So the
+// record scripts maintain it themselves, atomically with the record
+// (common.lua): a reservation (claim answering claimed, reserve) adds the
+// entry and prunes expired ones before the caller may send, so an attempt
+// is only ever sent indexed; a record that becomes final (finalize accepted
+// or definitely_rejected, settle, deny) loses its entry in the same
+// script, so a final record has no entry. Nothing else writes the index: a
+// replay, in_progress, held, a refusal or a stale finalize leave it as it
+// is; a record that stays or turns unknown keeps its entry, whose score
+// follows the record's expiry. A first call is two round trips of one
+// script each, a replay one.
+//
+// A previous release kept one sorted set per workspace at
+// {prefix}unk:{workspace} (another slot than the records). The listing
+// reads it as the first bucket until it is empty, so an upgrade loses no
+// unknown record; nothing writes it any more. An entry there whose record
+// is indexed in its bucket too is dropped from it, so that no record is
+// listed twice.
+//
 // The record stays the truth: the index may hold entries of records that
-// are gone, final or live, which listing skips and drops.
+// are gone (expired with their entry's score not yet passed) or live,
+// which listing skips and drops.
 
 func (s *Store) indexKey(workspace string) string { return s.prefix + "unk:" + workspace }
+
+// bucketKey is the index bucket of the workspace in slot.
+func (s *Store) bucketKey(workspace string, slot int) string {
+	return s.prefix + "unk:" + workspace + ":{" + slotTags()[slot] + "}"
+}
+
+// bucketOf is the index bucket of the record at record key rk.
+func (s *Store) bucketOf(workspace, rk string) string {
+	return s.bucketKey(workspace, keySlot(rk))
+}
+
+// listKey is the key of listing position pos: 0 is the previous release's
+// per-workspace key, 1 + slot the bucket of slot.
+func (s *Store) listKey(workspace string, pos int) string {
+	if pos == 0 {
+		return s.indexKey(workspace)
+	}
+	return s.bucketKey(workspace, pos-1)
+}
+
+// listPositions is the number of listing positions: the old key and a
+// bucket per slot.
+const listPositions = 1 + clusterSlots
 
 // indexMember names a record in its workspace's index: enough to derive its
 // storage key again and to settle it (the tool by name, not by hash).
@@ -52,32 +83,15 @@ func (s *Store) indexMember(scope idempotency.Scope, key idempotency.Key) (strin
 	return string(m), nil
 }
 
-func (s *Store) index(ctx context.Context, scope idempotency.Scope, key idempotency.Key) error {
-	m, err := s.indexMember(scope, key)
+// indexEntry is the bucket and member of the record at rk, which the
+// scripts that reserve an attempt or make it final get as KEYS[2] and an
+// argument.
+func (s *Store) indexEntry(scope idempotency.Scope, key idempotency.Key, rk string) (bucket, member string, err error) {
+	member, err = s.indexMember(scope, key)
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	_, _, err = s.exec(ctx, s.sc.index, s.indexKey(scope.Workspace), []string{"add", m, s.uretention}, false)
-	return err
-}
-
-// unindex removes the entry of a record that just became final, so that
-// the index holds about the records that may still be unknown, not a week
-// of traffic. Best effort: an entry left behind is dropped by the next
-// listing that reads it, or once its score passes.
-func (s *Store) unindex(ctx context.Context, scope idempotency.Scope, key idempotency.Key) {
-	if m, err := s.indexMember(scope, key); err == nil {
-		s.exec(ctx, s.sc.index, s.indexKey(scope.Workspace), []string{"rem", m}, false)
-	}
-}
-
-// indexReserved writes the index entry of a reservation just made. An
-// error means "do not send"; the reservation stands for the re-send.
-func (s *Store) indexReserved(ctx context.Context, op string, scope idempotency.Scope, key idempotency.Key) error {
-	if err := s.index(ctx, scope, key); err != nil {
-		return opError(op, fmt.Errorf("unknown index: %w", err))
-	}
-	return nil
+	return s.bucketOf(scope.Workspace, rk), member, nil
 }
 
 // Settle settles an unknown record (idempotency.Settler).
@@ -93,9 +107,13 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 	if err != nil {
 		return idempotency.Record{}, err
 	}
-	args := append([]string{strconv.Itoa(req.Attempts), stateCodes[req.Outcome], opTag('s', op), s.retention, req.By, req.Note},
+	bucket, member, err := s.indexEntry(req.Scope, req.Key, rk)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	args := append([]string{strconv.Itoa(req.Attempts), stateCodes[req.Outcome], opTag('s', op), s.retention, req.By, req.Note, member},
 		encodeResult(req.Result, s.maxResult)...)
-	arr, _, err := s.exec(ctx, s.sc.settle, rk, args, false)
+	arr, _, err := s.execKeys(ctx, s.sc.settle, []string{rk, bucket}, args, false)
 	if err != nil {
 		return idempotency.Record{}, opError("settle", err)
 	}
@@ -122,133 +140,272 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		if err != nil {
 			return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", err)
 		}
-		s.unindex(ctx, req.Scope, req.Key)
 		return rec, nil
 	}
 	return idempotency.Record{}, opError("settle", fmt.Errorf("unexpected reply %q", st))
 }
 
-// ListUnknown lists a workspace's unknown records (idempotency.Settler). It
-// reads the index a batch at a time and each entry's record; an entry whose
-// record is gone, final or denied is dropped. One call reads at most
+// ListUnknown lists a workspace's unknown records (idempotency.Settler), in
+// listing order: the previous release's per-workspace key first, then the
+// buckets by slot, each by (score, member), that is by expiry within a
+// bucket. It reads listBatch buckets per pipeline (on a Cluster, rueidis
+// sends each read to its slot's node), then each entry's record; an entry
+// whose record is gone, final or denied is dropped. One call reads at most
 // maxScan entries: past that it returns a short page and a cursor. The
-// cursor is the last entry read: an entry whose score rises past it (a new
-// reservation) may be listed again.
+// cursor is a position (the last entry read, or the start of a bucket): an
+// entry whose score rises past it (a new reservation) may be listed again.
+// An empty workspace costs listPositions/listBatch round trips.
 func (s *Store) ListUnknown(ctx context.Context, req idempotency.ListRequest) (idempotency.UnknownPage, error) {
-	// The workspace is checked as a scope's: it names the index key.
+	// The workspace is checked as a scope's: it names the index keys.
 	if err := (idempotency.Scope{Workspace: req.Workspace, Tool: "-", Connection: "-"}).Validate(); err != nil {
 		return idempotency.UnknownPage{}, fmt.Errorf("redisstore: list: %w", err)
 	}
-	from, after, err := parseCursor(req.Cursor)
+	cur, err := parseCursor(req.Cursor)
 	if err != nil {
 		return idempotency.UnknownPage{}, err
 	}
 	limit := req.PageLimit()
-	ik := s.indexKey(req.Workspace)
 	var page idempotency.UnknownPage
-	for scanned := 0; ; {
+	for scanned := 0; cur.pos < listPositions; {
 		if scanned >= maxScan {
-			page.Cursor = formatCursor(from, after)
+			page.Cursor = cur.String()
 			return page, nil
 		}
-		rctx, cancel := s.readCtx(ctx)
-		arr, _, err := s.exec(rctx, s.sc.index, ik, []string{"page", from, after, strconv.Itoa(limit + 1)}, false)
-		cancel()
+		// One entry more than the page needs tells whether a cursor is due.
+		entries, next, err := s.readIndex(ctx, req.Workspace, cur, limit+1-len(page.Records))
 		if err != nil {
-			return idempotency.UnknownPage{}, opError("list", err)
+			return idempotency.UnknownPage{}, err
 		}
-		if len(arr)%2 != 0 {
-			return idempotency.UnknownPage{}, opError("list", errors.New("odd page reply"))
-		}
-		for i := 0; i < len(arr); i += 2 {
-			member, err1 := arr[i].ToString()
-			score, err2 := arr[i+1].ToString()
-			if err := errors.Join(err1, err2); err != nil {
-				return idempotency.UnknownPage{}, opError("list", err)
-			}
+		for len(entries) > 0 {
 			if len(page.Records) == limit {
-				page.Cursor = formatCursor(from, after)
+				page.Cursor = cur.String()
 				return page, nil
 			}
-			from, after = score, member
-			scanned++
-			u, ok, err := s.listed(ctx, ik, member, score)
+			// No more entries than the page has room for: their records
+			// are read in one pipeline.
+			chunk := entries[:min(len(entries), limit-len(page.Records))]
+			entries = entries[len(chunk):]
+			listed, err := s.listed(ctx, req.Workspace, chunk)
 			if err != nil {
 				return idempotency.UnknownPage{}, err
 			}
-			if ok {
-				page.Records = append(page.Records, u)
-			}
+			page.Records = append(page.Records, listed...)
+			cur = chunk[len(chunk)-1]
+			scanned += len(chunk)
 		}
-		if len(arr)/2 <= limit {
-			return page, nil
-		}
+		cur = next
 	}
+	return page, nil
 }
 
 // maxScan bounds the index entries one ListUnknown reads.
 const maxScan = 10 * idempotency.MaxPageSize
 
-// listed reads the record of one index entry and drops the entry when the
-// record can never be listed again.
-func (s *Store) listed(ctx context.Context, ik, member, score string) (idempotency.UnknownRecord, bool, error) {
-	var m indexMember
-	k, err := idempotency.Key{}, json.Unmarshal([]byte(member), &m)
-	if err == nil {
-		k, err = idempotency.ParseKey(m.Key)
-	}
-	scope := idempotency.Scope{Workspace: strings.TrimPrefix(ik, s.indexKey("")), Connection: m.Connection, Tool: m.Tool}
-	if err == nil {
-		err = scope.Validate()
-	}
-	if err != nil {
-		return idempotency.UnknownRecord{}, false, s.drop(ctx, ik, member, score)
-	}
-	rec, err := s.Lookup(ctx, scope, k)
-	switch {
-	case errors.Is(err, idempotency.ErrNotFound):
-		return idempotency.UnknownRecord{}, false, s.drop(ctx, ik, member, score)
-	case err != nil:
-		return idempotency.UnknownRecord{}, false, err
-	case rec.State.Final() || rec.State == idempotency.StateDenied:
-		return idempotency.UnknownRecord{}, false, s.drop(ctx, ik, member, score)
-	case rec.State != idempotency.StateUnknown:
-		return idempotency.UnknownRecord{}, false, nil
-	}
-	if rec.Result != nil {
-		rec.Result.Body = nil
-	}
-	return idempotency.UnknownRecord{Scope: scope, Record: rec}, true, nil
+// listBatch is the number of buckets one pipeline of the listing reads.
+const listBatch = 512
+
+// listCursor is a listing position: the entry (score, member) of position
+// pos when mid, else the start of position pos.
+type listCursor struct {
+	pos           int
+	mid           bool
+	score, member string
 }
 
-func (s *Store) drop(ctx context.Context, ik, member, score string) error {
-	if _, _, err := s.exec(ctx, s.sc.index, ik, []string{"drop", member, score}, false); err != nil {
+// readIndex reads, from cur on, up to want entries of each position of one
+// batch, in listing order, and the position that follows them. A position
+// that may hold more than it gave ends the read: the next one resumes after
+// its last entry.
+func (s *Store) readIndex(ctx context.Context, workspace string, cur listCursor, want int) ([]listCursor, listCursor, error) {
+	rctx, cancel := s.readCtx(ctx)
+	defer cancel()
+	var out []listCursor
+	if cur.mid {
+		arr, _, err := s.exec(rctx, s.sc.index, s.listKey(workspace, cur.pos), []string{"page", cur.score, cur.member, strconv.Itoa(want)}, false)
+		if err != nil {
+			return nil, cur, opError("list", err)
+		}
+		if len(arr)%2 != 0 {
+			return nil, cur, opError("list", errors.New("odd page reply"))
+		}
+		for i := 0; i < len(arr); i += 2 {
+			member, err1 := arr[i].ToString()
+			score, err2 := arr[i+1].ToString()
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, cur, opError("list", err)
+			}
+			out = append(out, listCursor{pos: cur.pos, mid: true, score: score, member: member})
+		}
+		if len(out) == want {
+			return out, out[len(out)-1], nil
+		}
+		return out, listCursor{pos: cur.pos + 1}, nil
+	}
+	end := min(cur.pos+listBatch, listPositions)
+	cmds := make(rueidis.Commands, 0, end-cur.pos)
+	for p := cur.pos; p < end; p++ {
+		cmds = append(cmds, s.client.B().Zrange().Key(s.listKey(workspace, p)).Min("-inf").Max("+inf").Byscore().
+			Limit(0, int64(want)).Withscores().Build())
+	}
+	for i, r := range s.client.DoMulti(rctx, cmds...) {
+		zs, err := r.AsZScores()
+		if err != nil {
+			return nil, cur, opError("list", err)
+		}
+		for _, z := range zs {
+			out = append(out, listCursor{pos: cur.pos + i, mid: true, score: strconv.FormatFloat(z.Score, 'f', -1, 64), member: z.Member})
+		}
+		if len(zs) == want {
+			return out, out[len(out)-1], nil
+		}
+	}
+	return out, listCursor{pos: end}, nil
+}
+
+// listed reads the records of index entries (in one pipeline) and returns
+// those unknown now, in order; it drops the entries whose record can never
+// be listed again.
+func (s *Store) listed(ctx context.Context, workspace string, entries []listCursor) ([]idempotency.UnknownRecord, error) {
+	type item struct {
+		e     listCursor
+		scope idempotency.Scope
+		key   idempotency.Key
+		rk    string
+	}
+	items := make([]item, 0, len(entries))
+	for _, e := range entries {
+		var m indexMember
+		k, err := idempotency.Key{}, json.Unmarshal([]byte(e.member), &m)
+		if err == nil {
+			k, err = idempotency.ParseKey(m.Key)
+		}
+		scope := idempotency.Scope{Workspace: workspace, Connection: m.Connection, Tool: m.Tool}
+		var rk string
+		if err == nil {
+			rk, err = scope.StorageKey(s.prefix, k)
+		}
+		if err != nil {
+			if err := s.drop(ctx, workspace, e); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if e.pos == 0 {
+			// The previous release's key: a record that a reservation
+			// since indexed in its bucket is listed from there.
+			rctx, cancel := s.readCtx(ctx)
+			err := s.client.Do(rctx, s.client.B().Zscore().Key(s.bucketOf(workspace, rk)).Member(e.member).Build()).Error()
+			cancel()
+			switch {
+			case err == nil:
+				if err := s.drop(ctx, workspace, e); err != nil {
+					return nil, err
+				}
+				continue
+			case !rueidis.IsRedisNil(err):
+				return nil, opError("list", err)
+			}
+		}
+		items = append(items, item{e, scope, k, rk})
+	}
+	if len(items) == 0 {
+		return nil, nil
+	}
+	cmds := make(rueidis.Commands, len(items))
+	for i, it := range items {
+		if s.noTimeInRO.Load() {
+			cmds[i] = s.client.B().Evalsha().Sha1(s.sc.lookup.sha).Numkeys(1).Key(it.rk).Build()
+		} else {
+			cmds[i] = s.client.B().EvalshaRo().Sha1(s.sc.lookup.sha).Numkeys(1).Key(it.rk).Build()
+		}
+	}
+	rctx, cancel := s.readCtx(ctx)
+	res := s.client.DoMulti(rctx, cmds...)
+	cancel()
+	var out []idempotency.UnknownRecord
+	for i, it := range items {
+		var rec idempotency.Record
+		arr, err := res[i].ToArray()
+		if err == nil {
+			rec, err = parseLookup(it.scope, it.key, arr)
+		} else {
+			// NOSCRIPT, a server that refuses TIME in EVALSHA_RO, or a
+			// failure: Lookup handles each on its own.
+			rec, err = s.Lookup(ctx, it.scope, it.key)
+		}
+		switch {
+		case errors.Is(err, idempotency.ErrNotFound), err == nil && (rec.State.Final() || rec.State == idempotency.StateDenied):
+			if err := s.drop(ctx, workspace, it.e); err != nil {
+				return nil, err
+			}
+			continue
+		case err != nil:
+			return nil, err
+		case rec.State != idempotency.StateUnknown:
+			continue
+		}
+		if rec.Result != nil {
+			rec.Result.Body = nil
+		}
+		out = append(out, idempotency.UnknownRecord{Scope: it.scope, Record: rec})
+	}
+	return out, nil
+}
+
+// drop removes an entry the listing read, if its score is still the one
+// read.
+func (s *Store) drop(ctx context.Context, workspace string, e listCursor) error {
+	if _, _, err := s.exec(ctx, s.sc.index, s.listKey(workspace, e.pos), []string{"drop", e.member, e.score}, false); err != nil {
 		return opError("list", err)
 	}
 	return nil
 }
 
-// A cursor is the last entry read: its score, a colon, and its member in
-// hex (the member is JSON, which a query string would mangle).
-func formatCursor(score, member string) string {
-	return score + ":" + hex.EncodeToString([]byte(member))
+// A cursor is a listing position: "pos" for the start of position pos, or
+// "pos:score:member in hex" for an entry read (the member is JSON, which a
+// query string would mangle). A cursor of the previous release,
+// "score:member in hex", was a position in its per-workspace key: pos 0.
+func (c listCursor) String() string {
+	if !c.mid {
+		return strconv.Itoa(c.pos)
+	}
+	return strconv.Itoa(c.pos) + ":" + c.score + ":" + hex.EncodeToString([]byte(c.member))
 }
 
-func parseCursor(c string) (string, string, error) {
+func parseCursor(c string) (listCursor, error) {
 	if c == "" {
-		return "-inf", "", nil
+		return listCursor{}, nil
 	}
 	bad := fmt.Errorf("redisstore: list: %w: malformed cursor", idempotency.ErrInvalidRequest)
-	sc, hx, ok := strings.Cut(c, ":")
-	if !ok || len(c) > 1024 {
-		return "", "", bad
+	if len(c) > 1024 {
+		return listCursor{}, bad
 	}
-	if score, err := strconv.ParseFloat(sc, 64); err != nil || !(score >= 0 && score < 1<<53) {
-		return "", "", bad
+	parts := strings.Split(c, ":")
+	var cur listCursor
+	switch len(parts) {
+	case 1:
+		pos, err := strconv.Atoi(parts[0])
+		if err != nil || pos < 0 || pos >= listPositions || parts[0] != strconv.Itoa(pos) {
+			return listCursor{}, bad
+		}
+		return listCursor{pos: pos}, nil
+	case 2:
+		parts = append([]string{"0"}, parts...)
+	case 3:
+	default:
+		return listCursor{}, bad
 	}
-	member, err := hex.DecodeString(hx)
+	pos, err := strconv.Atoi(parts[0])
+	if err != nil || pos < 0 || pos >= listPositions || parts[0] != strconv.Itoa(pos) {
+		return listCursor{}, bad
+	}
+	if score, err := strconv.ParseFloat(parts[1], 64); err != nil || !(score >= 0 && score < 1<<53) {
+		return listCursor{}, bad
+	}
+	member, err := hex.DecodeString(parts[2])
 	if err != nil {
-		return "", "", bad
+		return listCursor{}, bad
 	}
-	return sc, string(member), nil
+	cur = listCursor{pos: pos, mid: true, score: parts[1], member: string(member)}
+	return cur, nil
 }

@@ -228,29 +228,35 @@ func (s *Store) Deployment() string { return s.deployment }
 // never a WAIT answered by another node. It returns the reply and the
 // replica acknowledgements (-1 when no WAIT ran).
 func (s *Store) exec(ctx context.Context, sc *script, key string, args []string, wait bool) ([]rueidis.RedisMessage, int64, error) {
+	return s.execKeys(ctx, sc, []string{key}, args, wait)
+}
+
+// execKeys is exec on the keys of one slot: the record and its index
+// bucket.
+func (s *Store) execKeys(ctx context.Context, sc *script, keys []string, args []string, wait bool) ([]rueidis.RedisMessage, int64, error) {
 	if sc.rw != nil {
 		if !s.noTimeInRO.Load() {
-			arr, err := sc.lua.Exec(ctx, s.client, []string{key}, args).ToArray()
+			arr, err := sc.lua.Exec(ctx, s.client, keys, args).ToArray()
 			if err == nil || !strings.Contains(err.Error(), "not allowed in read-only scripts") {
 				return arr, -1, err
 			}
 			s.noTimeInRO.Store(true)
 		}
-		arr, err := sc.rw.Exec(ctx, s.client, []string{key}, args).ToArray()
+		arr, err := sc.rw.Exec(ctx, s.client, keys, args).ToArray()
 		return arr, -1, err
 	}
 	if !wait || s.waitN == 0 {
-		arr, err := sc.lua.Exec(ctx, s.client, []string{key}, args).ToArray()
+		arr, err := sc.lua.Exec(ctx, s.client, keys, args).ToArray()
 		return arr, -1, err
 	}
 	dc, release := s.client.Dedicate()
 	defer release()
 	res := dc.DoMulti(ctx,
-		dc.B().Evalsha().Sha1(sc.sha).Numkeys(1).Key(key).Arg(args...).Build(),
+		dc.B().Evalsha().Sha1(sc.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
 		dc.B().Wait().Numreplicas(s.waitN).Timeout(s.waitMS).Build())
 	if re, ok := rueidis.IsRedisErr(res[0].Error()); ok && re.IsNoScript() {
 		res = dc.DoMulti(ctx,
-			dc.B().Eval().Script(sc.src).Numkeys(1).Key(key).Arg(args...).Build(),
+			dc.B().Eval().Script(sc.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
 			dc.B().Wait().Numreplicas(s.waitN).Timeout(s.waitMS).Build())
 	}
 	arr, err := res[0].ToArray()
@@ -262,39 +268,6 @@ func (s *Store) exec(ctx context.Context, sc *script, key string, args []string,
 		return nil, -1, fmt.Errorf("WAIT: %w", err)
 	}
 	return arr, acks, nil
-}
-
-// scriptCall is one script to run on one key.
-type scriptCall struct {
-	sc   *script
-	key  string
-	args []string
-}
-
-// scriptResult is the reply of one scriptCall.
-type scriptResult struct {
-	arr []rueidis.RedisMessage
-	err error
-}
-
-// execPair runs two scripts on two keys (two Cluster slots, maybe two
-// nodes) in one round trip, in that order on a node that holds both. A
-// script the server does not have (NOSCRIPT: it did not run) is sent again
-// whole. Mutating scripts are never re-sent after a network error.
-func (s *Store) execPair(ctx context.Context, a, b scriptCall) [2]scriptResult {
-	calls := [2]scriptCall{a, b}
-	var out [2]scriptResult
-	res := s.client.DoMulti(ctx,
-		s.client.B().Evalsha().Sha1(a.sc.sha).Numkeys(1).Key(a.key).Arg(a.args...).Build(),
-		s.client.B().Evalsha().Sha1(b.sc.sha).Numkeys(1).Key(b.key).Arg(b.args...).Build())
-	for i, r := range res {
-		if re, ok := rueidis.IsRedisErr(r.Error()); ok && re.IsNoScript() {
-			c := calls[i]
-			r = s.client.Do(ctx, s.client.B().Eval().Script(c.sc.src).Numkeys(1).Key(c.key).Arg(c.args...).Build())
-		}
-		out[i].arr, out[i].err = r.ToArray()
-	}
-	return out
 }
 
 func (s *Store) checkAcks(acks int64) error {
@@ -451,31 +424,19 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err := s.scope.check(ctx); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
+	bucket, member, err := s.indexEntry(req.Scope, req.Key, key)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
 	args := []string{
 		strconv.Itoa(idempotency.ScopeVersion), rh, b, fp, route, ks,
 		approval, req.Ticket, fresh, opTag('c', op), s.lease, s.retention, vk,
-		s.uretention, strconv.FormatInt(timeout.Milliseconds(), 10), refuse,
+		s.uretention, strconv.FormatInt(timeout.Milliseconds(), 10), refuse, member,
 	}
-	var (
-		arr      []rueidis.RedisMessage
-		acks     int64
-		indexErr error
-		indexed  bool
-	)
-	if s.waitN == 0 && !req.Refuse {
-		// The index entry goes with the claim, in the same round trip: it
-		// is in place before the caller may send (DESIGN.md section 6).
-		var member string
-		if member, err = s.indexMember(req.Scope, req.Key); err != nil {
-			return idempotency.ClaimResult{}, err
-		}
-		res := s.execPair(ctx,
-			scriptCall{s.sc.index, s.indexKey(req.Scope.Workspace), []string{"add", member, s.uretention}},
-			scriptCall{s.sc.claim, key, args})
-		arr, acks, err, indexErr, indexed = res[1].arr, -1, res[1].err, res[0].err, true
-	} else {
-		arr, acks, err = s.exec(ctx, s.sc.claim, key, args, true)
-	}
+	// The claim script writes the index entry of a reservation itself, in
+	// the record's slot: it is in place before the caller may send
+	// (DESIGN.md section 6).
+	arr, acks, err := s.execKeys(ctx, s.sc.claim, []string{key, bucket}, args, true)
 	if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)
 	}
@@ -486,19 +447,8 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	switch res.Status {
 	case idempotency.StatusClaimed:
 		if err := s.checkAcks(acks); err != nil {
-			s.neverSent(ctx, key, res.Token)
+			s.neverSent(ctx, key, bucket, member, res.Token)
 			return idempotency.ClaimResult{}, opError("claim", err)
-		}
-		if indexed {
-			if indexErr != nil {
-				return idempotency.ClaimResult{}, opError("claim", fmt.Errorf("unknown index: %w", indexErr))
-			}
-		} else if err := s.indexReserved(ctx, "claim", req.Scope, req.Key); err != nil {
-			return idempotency.ClaimResult{}, err
-		}
-	case idempotency.StatusOutcomeUnknown:
-		if !indexed {
-			s.index(ctx, req.Scope, req.Key) // best effort: see settle.go
 		}
 	case idempotency.StatusHeld:
 		// The ticket key lives in its own slot, so it is a second command.
@@ -604,12 +554,12 @@ func deadline(m rueidis.RedisMessage) (time.Time, error) {
 // neverSent finalizes a reservation that is not to be used (its WAIT fell
 // short) as never sent, so that it does not burn the slot. Best effort: if
 // it fails, the slot reads unknown once the lease lapses, as after a crash.
-func (s *Store) neverSent(ctx context.Context, key string, token int) {
+func (s *Store) neverSent(ctx context.Context, key, bucket, member string, token int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.readTimeout)
 	defer cancel()
-	args := append([]string{strconv.Itoa(token), stateCodes[idempotency.StateUnknown], opTag('f', idempotency.NewOpID()), s.uretention, "1"},
+	args := append([]string{strconv.Itoa(token), stateCodes[idempotency.StateUnknown], opTag('f', idempotency.NewOpID()), s.uretention, "1", member},
 		encodeResult(nil, s.maxResult)...)
-	s.exec(ctx, s.sc.finalize, key, args, false)
+	s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
 }
 
 // ticketValue is the ticket key's JSON: what Ticket needs to find the record.
@@ -651,8 +601,12 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if req.PreviousNeverSent {
 		prev = "1"
 	}
-	arr, acks, err := s.exec(ctx, s.sc.reserve, key, []string{strconv.Itoa(req.Token), opTag('r', op), s.lease, s.uretention,
-		strconv.FormatInt(timeout.Milliseconds(), 10), prev}, true)
+	bucket, member, err := s.indexEntry(req.Scope, req.Key, key)
+	if err != nil {
+		return idempotency.Reservation{}, err
+	}
+	arr, acks, err := s.execKeys(ctx, s.sc.reserve, []string{key, bucket}, []string{strconv.Itoa(req.Token), opTag('r', op), s.lease, s.uretention,
+		strconv.FormatInt(timeout.Milliseconds(), 10), prev, member}, true)
 	if err != nil {
 		return idempotency.Reservation{}, opError("reserve", err)
 	}
@@ -680,11 +634,8 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 			return idempotency.Reservation{}, opError("reserve", err)
 		}
 		if err := s.checkAcks(acks); err != nil {
-			s.neverSent(ctx, key, int(n))
+			s.neverSent(ctx, key, bucket, member, int(n))
 			return idempotency.Reservation{}, opError("reserve", err)
-		}
-		if err := s.indexReserved(ctx, "reserve", req.Scope, req.Key); err != nil {
-			return idempotency.Reservation{}, err
 		}
 		return idempotency.Reservation{Token: int(n), LeaseDeadline: msTime(l), AttemptDeadline: e, AlreadyApplied: len(arr) > 4}, nil
 	}
@@ -775,37 +726,24 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	if req.NeverSent {
 		never = "1"
 	}
-	args := append([]string{strconv.Itoa(req.Token), stateCodes[req.Outcome], opTag('f', op), ttl, never}, encodeResult(req.Result, s.maxResult)...)
-	var arr []rueidis.RedisMessage
-	unindexed := false
-	if req.Outcome.Final() {
-		// A final outcome leaves the unknown index in the same round trip.
-		var member string
-		if member, err = s.indexMember(req.Scope, req.Key); err != nil {
-			return idempotency.Record{}, err
-		}
-		res := s.execPair(ctx,
-			scriptCall{s.sc.finalize, key, args},
-			scriptCall{s.sc.index, s.indexKey(req.Scope.Workspace), []string{"rem", member}})
-		arr, err = res[0].arr, res[0].err
-		unindexed = true
-	} else {
-		arr, _, err = s.exec(ctx, s.sc.finalize, key, args, false)
-	}
+	bucket, member, err := s.indexEntry(req.Scope, req.Key, key)
 	if err != nil {
-		s.reindex(ctx, unindexed, req.Scope, req.Key)
+		return idempotency.Record{}, err
+	}
+	// A final outcome leaves the unknown index in the finalize script.
+	args := append([]string{strconv.Itoa(req.Token), stateCodes[req.Outcome], opTag('f', op), ttl, never, member}, encodeResult(req.Result, s.maxResult)...)
+	arr, _, err := s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
+	if err != nil {
 		return idempotency.Record{}, opError("finalize", err)
 	}
 	st, err := status(arr)
 	if err != nil {
-		s.reindex(ctx, unindexed, req.Scope, req.Key)
 		return idempotency.Record{}, opError("finalize", err)
 	}
 	switch st {
 	case "not_found":
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", idempotency.ErrNotFound)
 	case "stale":
-		s.reindex(ctx, unindexed, req.Scope, req.Key)
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
 	case "finalized":
 		if len(arr) < 2 {
@@ -824,15 +762,6 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	return idempotency.Record{}, opError("finalize", fmt.Errorf("unexpected reply %q", st))
 }
 
-// reindex puts back the index entry that a final finalize removed in its
-// round trip when the finalize did not apply: the record may be another
-// attempt's now, in flight, or unknown. Best effort, as every removal.
-func (s *Store) reindex(ctx context.Context, unindexed bool, scope idempotency.Scope, key idempotency.Key) {
-	if unindexed {
-		s.index(ctx, scope, key)
-	}
-}
-
 // Lookup reads a record with a read-only script, judging its lease by the
 // Redis clock.
 func (s *Store) Lookup(ctx context.Context, scope idempotency.Scope, key idempotency.Key) (idempotency.Record, error) {
@@ -846,6 +775,11 @@ func (s *Store) Lookup(ctx context.Context, scope idempotency.Scope, key idempot
 	if err != nil {
 		return idempotency.Record{}, opError("lookup", err)
 	}
+	return parseLookup(scope, key, arr)
+}
+
+// parseLookup reads the lookup script's reply.
+func parseLookup(scope idempotency.Scope, key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.Record, error) {
 	st, err := status(arr)
 	if err != nil {
 		return idempotency.Record{}, opError("lookup", err)
@@ -954,7 +888,11 @@ func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idem
 	if req.Approve {
 		approve = "1"
 	}
-	arr, _, err := s.exec(ctx, s.sc.decide, tv.Record, []string{req.Ticket, approve, opTag('d', op), s.retention}, false)
+	bucket, member, err := s.indexEntry(tv.scope(), k, tv.Record)
+	if err != nil {
+		return idempotency.Ticket{}, err
+	}
+	arr, _, err := s.execKeys(ctx, s.sc.decide, []string{tv.Record, bucket}, []string{req.Ticket, approve, opTag('d', op), s.retention, member}, false)
 	if err != nil {
 		return idempotency.Ticket{}, opError("decide", err)
 	}

@@ -3,7 +3,13 @@
 -- key source, approval required (0/1), presented
 -- ticket, fresh ticket, op tag, lease ms, retention ms, vendor key (16
 -- bytes, or '' for an unsupported binding), unknown retention ms, attempt
--- timeout ms, refuse (0/1).
+-- timeout ms, refuse (0/1), the record's member in its unknown index bucket
+-- (KEYS[2]).
+-- The index: an answer that reserves an attempt (claimed) adds the entry in
+-- this script, before the caller may send; no other answer writes it (a
+-- replay, in_progress, held or a refusal writes nothing there), except that
+-- an answer that extends an unknown or reserved record's TTL (a re-sent
+-- claim, the lease-expiry path) raises its entry's score with it.
 -- Replies: {status, ...}. Only 'replay' carries the record; contenders get a
 -- bare status, except 'in_progress', which carries the running attempt's
 -- deadline (0 if the record has none). 'claimed' is {claimed, token, lease
@@ -14,6 +20,7 @@ local sv, rh, b, fp, route, ks = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], AR
 local approval, presented, fresh, op = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local lease, retention, vk = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13]
 local uretention, timeout, refuse = tonumber(ARGV[14]), tonumber(ARGV[15]), ARGV[16] == '1'
+local member = ARGV[17]
 local now = now_ms()
 
 local r, _, raw = load()
@@ -53,6 +60,7 @@ if r == nil then
     out[#out + 1] = field(fv[1], fv[2])
   end
   out[#out + 1] = field('C', ms) .. field('U', ms) .. field('o', op)
+  index_add(member, now, uretention, true)
   redis.call('SET', key, table.concat(out), 'PX', uretention)
   return {'claimed', 1, l, 0, vk, e}
 end
@@ -79,12 +87,14 @@ local same_route = rb == b and same_digest(rfp, fp)
 -- the original write too.
 if rop == op then
   if s == 'f' then
+    index_add(member, now, uretention, false)
     redis.call('PEXPIRE', key, uretention)
     return {'claimed', n, l, 1, rvk, e}
   elseif s == 'h' then
     redis.call('PEXPIRE', key, retention)
     return {'held', t, 1}
   elseif s == 'u' then
+    index_add(member, now, uretention, false)
     redis.call('PEXPIRE', key, uretention)
     return {'outcome_unknown', 1}
   end
@@ -103,6 +113,7 @@ local function reserve_next()
   clear_result(r)
   r.m, r.n, r.y, r.l, r.e, r.U, r.o, r.O = with_state(m, 'f'), int(n + 1), '1', int(nl), int(ne), int(now), op, nil
   put_sent(r, n + 1, sent + 1)
+  index_add(member, now, uretention, true)
   save(r, uretention)
   return {'claimed', n + 1, nl, 0, rvk, ne}
 end
@@ -135,6 +146,7 @@ if sent == 0 or b ~= 'u' then
 end
 if s == 'f' then
   r.m, r.U, r.o, r.l, r.y, r.e, r.O = with_state(m, 'u'), int(now), op, nil, nil, nil, nil
+  index_add(member, now, uretention, false)
   save(r, uretention)
 end
 return {'outcome_unknown'}

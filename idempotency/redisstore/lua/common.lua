@@ -1,6 +1,9 @@
--- Shared by every script (prepended at build time). One key only: KEYS[1],
--- the record. Time comes from the server clock: Redis 7 replicates the
--- effects of a script, not the script, so TIME is safe here.
+-- Shared by every script (prepended at build time). KEYS[1] is the record;
+-- the scripts that reserve an attempt or make a record final also get
+-- KEYS[2], the bucket of the record's workspace's unknown index that lives
+-- in the record's Cluster slot (settle.go), and the record's member there.
+-- Time comes from the server clock: Redis 7 replicates the effects of a
+-- script, not the script, so TIME is safe here.
 --
 -- The record (schema 2) is one Redis string, so that no body ever turns it
 -- into a larger encoding: byte 0 is the schema version (2), then fields,
@@ -41,6 +44,28 @@
 -- text, ':Name' header fields): it is read as it is, and the first write
 -- stores it as schema 2.
 local key = KEYS[1]
+
+-- The index is written before the record: a script that fails on its
+-- bucket writes nothing, so no reservation stands unindexed.
+-- index_add puts the record's member in its bucket, scored by the record's
+-- expiry (now + ttl ms): never lowered (GT), so that the entry lives as
+-- long as the record. prune (at a reservation) also removes the entries
+-- that already expired. The bucket lives as long as its newest entry.
+local function index_add(member, now, ttl, prune)
+  local bucket = KEYS[2]
+  redis.call('ZADD', bucket, 'GT', string.format('%d', now + ttl), member)
+  if prune then
+    redis.call('ZREMRANGEBYSCORE', bucket, '-inf', '(' .. string.format('%d', now))
+  end
+  if redis.call('PTTL', bucket) < ttl then
+    redis.call('PEXPIRE', bucket, ttl)
+  end
+end
+
+-- index_rem removes the member of a record that just became final.
+local function index_rem(member)
+  redis.call('ZREM', KEYS[2], member)
+end
 
 local function now_ms()
   local t = redis.call('TIME')

@@ -1,4 +1,7 @@
--- decide: ARGV = ticket, approve (0/1), op tag, retention ms.
+-- decide: ARGV = ticket, approve (0/1), op tag, retention ms, the record's
+-- member in its unknown index bucket (KEYS[2]): a denial makes the record
+-- final, so it removes the entry (a held record was never reserved, so it
+-- has none; the ZREM keeps "a final record has no entry" in the script).
 -- The first decision is final: repeating it answers it again, contradicting
 -- it answers the decision that stands.
 local ticket, approve, op = ARGV[1], ARGV[2] == '1', ARGV[3]
@@ -39,5 +42,8 @@ else
   r.m = with_state(m, 'd')
 end
 r.U, r.o = int(now), op
+if not approve then
+  index_rem(ARGV[5])
+end
 save(r, retention)
 return {approve and 'approved' or 'denied'}

@@ -1,5 +1,9 @@
 -- finalize: ARGV = token, state (a, r, u), op tag, TTL ms, never sent
--- (0/1), then the result from ARGV[6] (see set_result).
+-- (0/1), the record's member in its unknown index bucket (KEYS[2]), then
+-- the result from ARGV[7] (see set_result).
+-- A final outcome removes the index entry in this script; an unknown one
+-- keeps it (its score follows the record's new expiry); a stale or re-sent
+-- finalize writes nothing there.
 -- The token is the fence: an in_flight record whose lease expired, but that
 -- no claim took over, still accepts its own attempt's outcome, and so does
 -- one that the lease-expiry path turned unknown (no F) without a new token.
@@ -7,7 +11,7 @@
 -- Replies {finalized, the record without its body[, 1 if applied before]}:
 -- the caller has the body it just sent.
 local token, state, op = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-local ttl, never = tonumber(ARGV[4]), ARGV[5] == '1'
+local ttl, never, member = tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6]
 
 local r = load()
 if r == nil then
@@ -27,8 +31,13 @@ local now = now_ms()
 clear_result(r)
 r.l, r.y, r.e, r.O, r.U = nil, nil, nil, nil, nil
 r.m, r.F, r.o = with_state(m, state), int(now - created), op
-set_result(r, 6)
+set_result(r, 7)
 if never and s == 'f' and sent > 0 then
   put_sent(r, n, sent - 1)
+end
+if state == 'u' then
+  index_add(member, now, ttl, false)
+else
+  index_rem(member)
 end
 return {'finalized', save(r, ttl)}

@@ -1,21 +1,37 @@
--- index: KEYS[1] is a workspace's index of reserved records, a sorted set
--- of record members scored by expiry (ms).
--- ARGV = op ('add', 'drop', 'rem' or 'page'), then for add: member, TTL ms
--- of the record from now; for drop: member, the score the caller read; for
--- rem: member (its record just became final); for page: score and member
--- of the last entry read ('-inf' and '' at first), count.
--- add raises an entry's score to the record's expiry, never lowers it, and
--- prunes entries that expired; the set lives as long as its newest entry.
+-- index: KEYS[1] is one bucket of a workspace's unknown index (or the
+-- per-workspace key of a previous release), a sorted set of record members
+-- scored by expiry (ms). The record scripts add and remove entries
+-- (common.lua); this one serves the listing.
+-- ARGV = op ('drop' or 'page'), then for drop: member, the score the caller
+-- read; for page: score and member of the last entry read, count.
 -- drop removes an entry only if its score is still the one read, so that a
 -- record made again since then keeps its entry.
 -- page returns up to count entries (member, score, ...) after the one
 -- named, in (score, member) order: the order of the set, so ties of score
 -- are paged too. It writes nothing.
--- It runs alone (without common.lua): an add rides with every claim.
+-- It runs alone (without common.lua).
 local key = KEYS[1]
+-- num reads a score. Redis writes the integer scores of the index in full;
+-- miniredis writes 1.5e+12, which its Lua does not read, so the exponent
+-- is applied to the digits as text.
+local function num(x)
+  local n = tonumber(x)
+  if n ~= nil then
+    return n
+  end
+  local i, f, e = string.match(x, '^(%d+)%.?(%d*)[eE]%+?(%d+)$')
+  if i == nil then
+    return nil
+  end
+  e = tonumber(e)
+  if #f > e then
+    return tonumber(i .. string.sub(f, 1, e) .. '.' .. string.sub(f, e + 1))
+  end
+  return tonumber(i .. f .. string.rep('0', e - #f))
+end
 if ARGV[1] == 'page' then
   local from, after, count = ARGV[2], ARGV[3], tonumber(ARGV[4])
-  local fromn = tonumber(from)
+  local fromn = num(from)
   local out, off = {}, 0
   while #out < 2 * count do
     local b = redis.call('ZRANGE', key, from, '+inf', 'BYSCORE', 'LIMIT', off, 2 * count, 'WITHSCORES')
@@ -23,7 +39,7 @@ if ARGV[1] == 'page' then
       break
     end
     for i = 1, #b, 2 do
-      if #out < 2 * count and not (tonumber(b[i + 1]) == fromn and b[i] <= after) then
+      if #out < 2 * count and not (num(b[i + 1]) == fromn and b[i] <= after) then
         out[#out + 1] = b[i]
         out[#out + 1] = b[i + 1]
       end
@@ -32,23 +48,8 @@ if ARGV[1] == 'page' then
   end
   return out
 end
-if ARGV[1] == 'rem' then
-  redis.call('ZREM', key, ARGV[2])
-  return {'ok'}
-end
-if ARGV[1] == 'add' then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local ttl = tonumber(ARGV[3])
-  redis.call('ZADD', key, 'GT', string.format('%d', now + ttl), ARGV[2])
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%d', now))
-  if redis.call('PTTL', key) < ttl then
-    redis.call('PEXPIRE', key, ttl)
-  end
-  return {'ok'}
-end
 local cur = redis.call('ZSCORE', key, ARGV[2])
-if cur and tonumber(cur) == tonumber(ARGV[3]) then
+if cur and num(cur) == num(ARGV[3]) then
   redis.call('ZREM', key, ARGV[2])
 end
 return {'ok'}

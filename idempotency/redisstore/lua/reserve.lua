@@ -1,8 +1,11 @@
 -- reserve: ARGV = token, op tag, lease ms, unknown retention ms, attempt
--- timeout ms, previous never sent ('1': attempt token is taken back). Replies {reserved, token, lease deadline, attempt deadline}
--- and a fifth element 1 when the op was applied before.
+-- timeout ms, previous never sent ('1': attempt token is taken back), the
+-- record's member in its unknown index bucket (KEYS[2]), which a
+-- reservation adds. Replies {reserved, token, lease deadline, attempt
+-- deadline} and a fifth element 1 when the op was applied before.
 local token, op = tonumber(ARGV[1]), ARGV[2]
 local lease, uretention, timeout = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local member = ARGV[7]
 
 local r = load()
 if r == nil then
@@ -12,6 +15,7 @@ local s, n, cy, l, rop = string.sub(r.m or '', 1, 1), tonumber(r.n) or 0, tonumb
 local sent, e = tonumber(r.s) or n, tonumber(r.e) or 0
 
 if rop == op then
+  index_add(member, now_ms(), uretention, false)
   redis.call('PEXPIRE', key, uretention)
   return {'reserved', n, l, e, 1}
 end
@@ -33,5 +37,6 @@ if ARGV[6] == '1' then
 else
   put_sent(r, n + 1, sent + 1)
 end
+index_add(member, now, uretention, true)
 save(r, uretention)
 return {'reserved', n + 1, nl, ne}

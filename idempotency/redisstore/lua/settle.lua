@@ -1,5 +1,6 @@
 -- settle: ARGV = attempts the operator saw, state (a, r), op tag, retention
--- ms, who, note, then the result from ARGV[7] (see set_result).
+-- ms, who, note, the record's member in its unknown index bucket (KEYS[2]),
+-- which a settle removes, then the result from ARGV[8] (see set_result).
 -- Only an unknown record, or an in_flight one whose lease lapsed, is
 -- settled, and only while its attempt count is the one the operator saw.
 -- The resolution goes to field R: who, time (ms), note, joined by 0x1f
@@ -28,8 +29,9 @@ clear_result(r)
 r.l, r.y, r.e, r.O, r.U = nil, nil, nil, nil, nil
 r.m, r.F, r.o = with_state(m, state), int(now - created), op
 r.R = ARGV[5] .. '\31' .. int(now) .. '\31' .. ARGV[6]
-set_result(r, 7)
+set_result(r, 8)
 local ttl = redis.call('PTTL', key)
+index_rem(ARGV[7])
 if ttl >= 0 and ttl < retention then
   return {'settled', save(r, retention)}
 end

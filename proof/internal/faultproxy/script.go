@@ -7,9 +7,10 @@ import (
 
 // ScriptKind names the redisstore script a command runs, by its shape, so
 // that a rule can aim at one step of a call without knowing script hashes:
-// claim has 16 arguments, finalize at least 7 with an outcome code second,
-// decide 4 with an "apt_" first, reserve 6, lookup none. key is the record
-// key (KEYS[1]). A command that is not a script is named by its lowercased
+// claim has 17 arguments, finalize at least 8 with an outcome code second,
+// decide 5 with an "apt_" first, reserve 7 (each with 2 keys: the record
+// and its index bucket), lookup none (1 key). key is the record key
+// (KEYS[1]). A command that is not a script is named by its lowercased
 // name, with no key; a script of another shape is "script?".
 func ScriptKind(cmd []string) (kind, key string) {
 	if len(cmd) < 4 {
@@ -23,20 +24,28 @@ func ScriptKind(cmd []string) (kind, key string) {
 	default:
 		return strings.ToLower(cmd[0]), ""
 	}
-	if cmd[2] != "1" {
+	nk := 0
+	switch cmd[2] {
+	case "1":
+		nk = 1
+	case "2":
+		nk = 2
+	}
+	if nk == 0 || len(cmd) < 3+nk {
 		return "script?", ""
 	}
-	key, argv := cmd[3], cmd[4:]
+	key, argv := cmd[3], cmd[3+nk:]
 	switch {
-	case len(argv) == 0:
+	case nk == 1 && len(argv) == 0:
 		return "lookup", key
-	case len(argv) == 16:
+	case nk == 1:
+	case len(argv) == 17:
 		return "claim", key
-	case len(argv) >= 7 && (argv[1] == "a" || argv[1] == "r" || argv[1] == "u"):
+	case len(argv) >= 8 && (argv[1] == "a" || argv[1] == "r" || argv[1] == "u"):
 		return "finalize", key
-	case len(argv) == 4 && strings.HasPrefix(argv[0], "apt_"):
+	case len(argv) == 5 && strings.HasPrefix(argv[0], "apt_"):
 		return "decide", key
-	case len(argv) == 6:
+	case len(argv) == 7:
 		return "reserve", key
 	}
 	return "script?", key

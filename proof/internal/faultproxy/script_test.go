@@ -7,7 +7,7 @@ import (
 
 func TestScriptKind(t *testing.T) {
 	script := func(key string, argv ...string) []string {
-		return append([]string{"EVALSHA", "abc", "1", key}, argv...)
+		return append([]string{"EVALSHA", "abc", "2", key, "bucket"}, argv...)
 	}
 	n := func(k int) []string { return strings.Split(strings.Repeat("x,", k-1)+"x", ",") }
 	for _, c := range []struct {
@@ -17,14 +17,16 @@ func TestScriptKind(t *testing.T) {
 		{nil, "", ""},
 		{[]string{"ping"}, "ping", ""},
 		{[]string{"SET", "k", "v", "PX"}, "set", ""},
-		{script("rec:1"), "lookup", "rec:1"},
-		{script("rec:1", n(16)...), "claim", "rec:1"},
-		{script("rec:1", "tok", "a", "1", "2", "3", "4", "5"), "finalize", "rec:1"},
-		{script("rec:1", "tok", "z", "1", "2", "3", "4", "5"), "script?", "rec:1"},
-		{script("rec:1", "apt_1", "2", "3", "4"), "decide", "rec:1"},
-		{script("rec:1", n(6)...), "reserve", "rec:1"},
+		{[]string{"EVALSHA", "abc", "1", "rec:1"}, "lookup", "rec:1"},
+		{script("rec:1", n(17)...), "claim", "rec:1"},
+		{script("rec:1", "tok", "a", "1", "2", "3", "m", "4", "5"), "finalize", "rec:1"},
+		{script("rec:1", "tok", "z", "1", "2", "3", "m", "4", "5"), "script?", "rec:1"},
+		{script("rec:1", "apt_1", "2", "3", "4", "m"), "decide", "rec:1"},
+		{script("rec:1", n(7)...), "reserve", "rec:1"},
 		{[]string{"EVAL_RO", "src", "1", "rec:2"}, "lookup", "rec:2"},
-		{[]string{"EVAL", "src", "2", "a", "b"}, "script?", ""},
+		{[]string{"EVALSHA", "abc", "1", "unk:ws", "page", "-inf", "", "5"}, "script?", "unk:ws"},
+		{[]string{"EVAL", "src", "3", "a", "b", "c"}, "script?", ""},
+		{[]string{"EVAL", "src", "2", "a"}, "script?", ""},
 	} {
 		if kind, key := ScriptKind(c.cmd); kind != c.kind || key != c.key {
 			t.Errorf("ScriptKind(%q) = %q, %q; want %q, %q", c.cmd, kind, key, c.kind, c.key)
