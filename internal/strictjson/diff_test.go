@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -37,6 +38,15 @@ func sameObject(t *testing.T, data []byte) {
 	t.Helper()
 	got, gerr := Object(data)
 	want, werr := oracleObject(data)
+	ms, merr := Members(make([]Member, 1, 2), data)
+	if fmt.Sprint(merr) != fmt.Sprint(gerr) || merr == nil && len(ms) != 1+len(got) {
+		t.Fatalf("%.200q: Members %v (%d), Object %v (%d)", data, merr, len(ms), gerr, len(got))
+	}
+	for _, m := range ms[1:] {
+		if merr == nil && !bytes.Equal(got[string(m.Name)], m.Value) {
+			t.Fatalf("%.200q: Members read %q as %q, Object as %q", data, m.Name, m.Value, got[string(m.Name)])
+		}
+	}
 	if Check(data) == nil {
 		if (gerr == nil) != (werr == nil) {
 			t.Fatalf("%.200q: Object %v, oracle %v", data, gerr, werr)

@@ -12,52 +12,79 @@ import (
 // syntax error is ErrSyntax, never a panic) but not what is inside them
 // (repeated names, number range). The values share data's memory.
 func Object(data []byte) (map[string]json.RawMessage, error) {
+	var buf [8]Member
+	ms, err := Members(buf[:0], data)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]json.RawMessage, len(ms))
+	for _, mb := range ms {
+		m[string(mb.Name)] = mb.Value
+	}
+	return m, nil
+}
+
+// Member is one member of an object.
+type Member struct {
+	// Name is the member's name, unescaped. It shares the document's
+	// memory unless the name has escapes.
+	Name []byte
+	// Value is the value's bytes in the document, without the whitespace
+	// around it; appending to it never writes into the document.
+	Value json.RawMessage
+}
+
+// Members is Object without the map: it appends the members of the object
+// data to dst in document order, with Object's rules and errors, and
+// returns the extended slice (after an error, with the members read before
+// it). With a dst of enough capacity it allocates only for names with
+// escapes.
+func Members(dst []Member, data []byte) ([]Member, error) {
 	s := scanner{data: data}
 	s.space()
 	if s.i >= len(data) || data[s.i] != '{' {
-		return nil, &Error{Err: ErrType}
+		return dst, &Error{Err: ErrType}
 	}
 	s.i++
 	s.space()
-	var buf [8]member
-	ms := buf[:0]
+	base := len(dst)
 	var folded map[string]bool // past the ASCII fast path
 	if s.i < len(data) && data[s.i] == '}' {
 		s.i++
 	} else {
 		for n := 0; ; n++ {
 			if s.i >= len(data) || data[s.i] != '"' {
-				return nil, s.syntax().error()
+				return dst, s.syntax().error()
 			}
 			name, ok := s.name()
 			if !ok {
-				return nil, s.syntax().error()
+				return dst, s.syntax().error()
 			}
 			s.space()
 			if s.i >= len(data) || data[s.i] != ':' {
-				return nil, s.syntax().error()
+				return dst, s.syntax().error()
 			}
 			s.i++
 			s.space()
 			start := s.i
 			if f := s.value(1); f != nil {
 				f.path = append(f.path, segment(name, n))
-				return nil, f.error()
+				return dst, f.error()
 			}
-			if foldRepeat(ms, name, &folded) {
-				return nil, &Error{Path: segment(name, n), Err: ErrRepeated}
+			if foldRepeat(dst[base:], name, &folded) {
+				return dst, &Error{Path: segment(name, n), Err: ErrRepeated}
 			}
-			ms = append(ms, member{name: name, value: data[start:s.i:s.i]})
+			dst = append(dst, Member{Name: name, Value: data[start:s.i:s.i]})
 			s.space()
 			if s.i >= len(data) {
-				return nil, s.syntax().error()
+				return dst, s.syntax().error()
 			}
 			if data[s.i] == '}' {
 				s.i++
 				break
 			}
 			if data[s.i] != ',' {
-				return nil, s.syntax().error()
+				return dst, s.syntax().error()
 			}
 			s.i++
 			s.space()
@@ -65,28 +92,20 @@ func Object(data []byte) (map[string]json.RawMessage, error) {
 	}
 	s.space()
 	if s.i != len(data) {
-		return nil, s.syntax().error()
+		return dst, s.syntax().error()
 	}
-	m := make(map[string]json.RawMessage, len(ms))
-	for _, mb := range ms {
-		m[string(mb.name)] = mb.value
-	}
-	return m, nil
-}
-
-type member struct {
-	name, value []byte
+	return dst, nil
 }
 
 // foldRepeat reports whether name equals the name of one of ms up to case
 // (foldKey). While every name is ASCII and the object small, that is an
 // ASCII case-insensitive comparison; after that it compares fold keys,
 // which *folded then holds for every name of ms.
-func foldRepeat(ms []member, name []byte, folded *map[string]bool) bool {
+func foldRepeat(ms []Member, name []byte, folded *map[string]bool) bool {
 	if *folded == nil {
 		if len(ms) < manyMembers && isASCII(name) {
 			for _, prev := range ms {
-				if asciiEqualFold(prev.name, name) {
+				if asciiEqualFold(prev.Name, name) {
 					return true
 				}
 			}
@@ -95,7 +114,7 @@ func foldRepeat(ms []member, name []byte, folded *map[string]bool) bool {
 		}
 		m := make(map[string]bool, 2*len(ms)+1)
 		for _, prev := range ms {
-			m[foldKey(string(prev.name))] = true
+			m[foldKey(string(prev.Name))] = true
 		}
 		*folded = m
 	}
