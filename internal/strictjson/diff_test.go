@@ -288,6 +288,14 @@ func TestObjectValues(t *testing.T) {
 	if m["b"][0] != '"' {
 		t.Fatal("appending to a value wrote into the document")
 	}
+	ms, err := Members(nil, doc)
+	if err != nil || len(ms) != 4 || string(ms[0].Name) != "a" || string(ms[3].Name) != "e" {
+		t.Fatalf("Members: %v %q", err, ms)
+	}
+	_ = append(ms[0].Name, 'X')
+	if doc[5] != '"' {
+		t.Fatal("appending to a name wrote into the document")
+	}
 	for _, d := range []string{`[]`, `"x"`, ``, ` `, `1`, `}`} {
 		if _, err := Object([]byte(d)); !errors.Is(err, ErrType) {
 			t.Errorf("%q: %v, want ErrType", d, err)

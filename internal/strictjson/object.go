@@ -27,7 +27,8 @@ func Object(data []byte) (map[string]json.RawMessage, error) {
 // Member is one member of an object.
 type Member struct {
 	// Name is the member's name, unescaped. It shares the document's
-	// memory unless the name has escapes.
+	// memory unless the name has escapes; appending to it never writes
+	// into the document.
 	Name []byte
 	// Value is the value's bytes in the document, without the whitespace
 	// around it; appending to it never writes into the document.

@@ -309,7 +309,7 @@ func (s *scanner) name() ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	raw := s.data[start : s.i-1]
+	raw := s.data[start : s.i-1 : s.i-1]
 	if !escaped {
 		return raw, true
 	}
