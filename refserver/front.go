@@ -109,100 +109,136 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 	var env envelope
 	// A repeated member is refused as a message: its answer never carries
 	// a key, whatever was read before.
-	repeated := invalidMessage(codeInvalidRequest, "invalid request: a member name occurs twice")
+	repeated := func() *frontError {
+		return invalidMessage(codeInvalidRequest, "invalid request: a member name occurs twice")
+	}
 	if err := strictjson.Check(body); err != nil {
 		if errors.Is(err, strictjson.ErrRepeated) {
-			return env, repeated
+			return env, repeated()
 		}
 		return env, invalidMessage(codeParseError, "parse error: the body is not one valid JSON value")
 	}
 	if bytes.TrimSpace(body)[0] == '[' {
 		return env, invalidMessage(codeInvalidRequest, "invalid request: one JSON-RPC message per request; batches are not accepted")
 	}
-	msg, err := strictjson.Object(body)
+	// The three envelope objects are read into buffers on the stack: an
+	// envelope has a handful of members, so this allocates only for the
+	// strings it keeps.
+	var msgBuf, paramsBuf, metaBuf [8]strictjson.Member
+	var ok bool
+	msg, err := strictjson.Members(msgBuf[:0], body)
 	if errors.Is(err, strictjson.ErrRepeated) {
-		return env, repeated
+		return env, repeated()
 	}
 	if err != nil {
 		return env, invalidMessage(codeInvalidRequest, "invalid request: the message must be a JSON object")
 	}
-	for name := range msg {
-		switch name {
+	for _, m := range msg {
+		switch string(m.Name) {
 		case "jsonrpc", "id", "method", "params", "result", "error":
 		default:
 			return env, invalidMessage(codeInvalidRequest, "invalid request: unknown member in the message")
 		}
 	}
-	if rawID, ok := msg["id"]; ok {
+	if rawID, ok := member(msg, "id"); ok {
 		if !validID(rawID) {
 			return env, invalidMessage(codeInvalidRequest, "invalid request: id must be a short string or an integer")
 		}
 		env.id = rawID
 	}
-	if string(msg["jsonrpc"]) != `"2.0"` {
+	if v, _ := member(msg, "jsonrpc"); string(v) != `"2.0"` {
 		return env, invalidMessage(codeInvalidRequest, `invalid request: jsonrpc must be "2.0"`)
 	}
-	rawMethod, isRequest := msg["method"]
+	_, hasParams := member(msg, "params")
+	_, hasResult := member(msg, "result")
+	_, hasError := member(msg, "error")
+	rawMethod, isRequest := member(msg, "method")
 	if !isRequest {
 		// A response to a server request: an id and exactly one of result
 		// and error.
-		_, hasResult := msg["result"]
-		_, hasError := msg["error"]
-		if env.id == nil || hasResult == hasError || msg["params"] != nil {
+		if env.id == nil || hasResult == hasError || hasParams {
 			return env, invalidMessage(codeInvalidRequest, "invalid request: neither a request nor a response")
 		}
 		return env, nil
 	}
-	if msg["result"] != nil || msg["error"] != nil {
+	if hasResult || hasError {
 		return env, invalidMessage(codeInvalidRequest, "invalid request: a request has no result or error")
 	}
-	if rawMethod[0] != '"' || json.Unmarshal(rawMethod, &env.method) != nil || !validRPCMethod(env.method) {
+	if env.method, ok = jsonString(rawMethod); !ok || !validRPCMethod(env.method) {
 		return env, invalidMessage(codeInvalidRequest, "invalid request: method must be a short printable string")
 	}
 	env.call = env.method == "tools/call"
 	bad := func(reason, msg string) (envelope, *frontError) {
 		return env, &frontError{code: codeInvalidParams, reason: reason, msg: msg, call: env.call}
 	}
-	raw, hasParams := msg["params"]
+	raw, _ := member(msg, "params")
 	if !hasParams || string(raw) == "null" {
 		if env.call {
 			return bad("invalid_request", "invalid params: tools/call needs params")
 		}
 		return env, nil
 	}
-	params, err := strictjson.Object(raw)
+	params, err := strictjson.Members(paramsBuf[:0], raw)
 	if errors.Is(err, strictjson.ErrRepeated) {
-		return env, repeated
+		return env, repeated()
 	}
 	if err != nil {
 		return bad("invalid_request", "invalid params: params must be a JSON object")
 	}
-	var meta map[string]json.RawMessage
-	if rawMeta, ok := params["_meta"]; ok {
-		meta, err = strictjson.Object(rawMeta)
+	var meta []strictjson.Member
+	if rawMeta, ok := member(params, "_meta"); ok {
+		meta, err = strictjson.Members(metaBuf[:0], rawMeta)
 		if errors.Is(err, strictjson.ErrRepeated) {
-			return env, repeated
+			return env, repeated()
 		}
 		if err != nil {
 			return bad("invalid_request", "invalid params: _meta must be a JSON object")
 		}
-		env.metaKey = meta[metaKey]
+		env.metaKey, _ = member(meta, metaKey)
 	}
 	if !env.call {
 		return env, nil
 	}
-	if n := params["name"]; len(n) == 0 || n[0] != '"' || json.Unmarshal(n, &env.name) != nil || env.name == "" {
+	n, _ := member(params, "name")
+	if env.name, ok = jsonString(n); !ok || env.name == "" {
 		return bad("invalid_request", "invalid params: name must be a tool name")
 	}
-	if a, ok := params["arguments"]; ok && a[0] != '{' && string(a) != "null" {
+	if a, ok := member(params, "arguments"); ok && a[0] != '{' && string(a) != "null" {
 		return bad("invalid_arguments", "invalid arguments: arguments must be a JSON object")
 	}
-	if t, ok := meta[metaTicket]; ok {
-		if t[0] != '"' || json.Unmarshal(t, &env.ticket) != nil || !idempotency.ValidTicketID(env.ticket) {
+	if t, ok := member(meta, metaTicket); ok {
+		if env.ticket, ok = jsonString(t); !ok || !idempotency.ValidTicketID(env.ticket) {
 			return bad("invalid_request", "invalid params: _meta "+metaTicket+" must be an apt_ ticket id")
 		}
 	}
 	return env, nil
+}
+
+// member returns the value of the member of ms named name (names are
+// unique in what strictjson.Members returns).
+func member(ms []strictjson.Member, name string) (json.RawMessage, bool) {
+	for _, m := range ms {
+		if string(m.Name) == name {
+			return m.Value, true
+		}
+	}
+	return nil, false
+}
+
+// jsonString reads raw, a value from a document that passed
+// strictjson.Check, if it is a JSON string. Without escapes its bytes are
+// the string (Check refused invalid UTF-8 and control characters), as
+// encoding/json would read them.
+func jsonString(raw json.RawMessage) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), true
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err == nil
 }
 
 // effectiveKey is the one place that decides the idempotency key of a

@@ -23,15 +23,6 @@ import (
 // MaxDepth bounds the nesting of objects and arrays.
 const MaxDepth = 256
 
-// Check reports whether data is exactly one JSON value (surrounding
-// whitespace allowed) in valid UTF-8, without lone surrogate escapes, and
-// without a member name that occurs twice in one object. Names that differ
-// only in case are distinct: Check is for documents whose objects may be
-// user data.
-func Check(data []byte) error {
-	return walkDoc(data, nil, false)
-}
-
 // Decode decodes data into v, which must be a non-nil pointer, after
 // refusing at any depth what Check refuses, member names that occur twice up
 // to case (Unicode simple folding, as encoding/json matches names), and
@@ -292,38 +283,4 @@ func hex4(data []byte, at int) (rune, bool) {
 	}
 	v, err := strconv.ParseUint(string(data[at:at+4]), 16, 32)
 	return rune(v), err == nil
-}
-
-// Object splits one JSON object into its members by exact name, refusing
-// two names that are equal up to case (as Decode does), so that a
-// case-sensitive and a case-insensitive reader find the same members. data
-// should have passed Check; Object does not look inside the values.
-func Object(data []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, &Error{Err: ErrType}
-	}
-	m := map[string]json.RawMessage{}
-	folded := map[string]bool{}
-	for i := 0; dec.More(); i++ {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, &Error{Offset: dec.InputOffset(), Err: ErrSyntax}
-		}
-		name := t.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, &Error{Offset: dec.InputOffset(), Err: ErrSyntax}
-		}
-		k := foldKey(name)
-		if folded[k] {
-			return nil, &Error{Path: join("", name, i), Err: ErrRepeated}
-		}
-		folded[k] = true
-		m[name] = v
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, &Error{Offset: dec.InputOffset(), Err: ErrSyntax}
-	}
-	return m, nil
 }

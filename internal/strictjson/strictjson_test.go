@@ -89,7 +89,11 @@ func TestDecode(t *testing.T) {
 func FuzzCheck(f *testing.F) {
 	f.Add([]byte(`{"a":[1,{"b":"\ud83d\ude00"}]}`))
 	f.Add([]byte(`{"a":1,"a":2}`))
+	for _, d := range handWritten {
+		f.Add([]byte(d))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		sameCheck(t, data)
 		err := Check(data)
 		if err == nil && !json.Valid(data) {
 			t.Fatalf("accepted invalid JSON %q", data)
