@@ -46,7 +46,13 @@ func newLane(ctx context.Context, w *world) (*lane, error) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// Faults may already run: a cut connection can end New (its INFO or
+	// SET NX) like any other command, so it is tried again until sctx ends.
 	st, err := redisstore.New(sctx, c, opts)
+	for err != nil && sctx.Err() == nil {
+		time.Sleep(200 * time.Millisecond)
+		st, err = redisstore.New(sctx, c, opts)
+	}
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("soak: lane store: %w", err)
