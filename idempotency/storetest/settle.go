@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
@@ -365,11 +366,16 @@ func testListLapsedLease(t *testing.T, h Harness) {
 	wantKeys(t, e.listAll("ws_test", 10), req)
 }
 
+// expiredRetention is the retention of testListExpired: its second record
+// must outlive two listings, which on a loaded machine took 4 s against a
+// real Redis (a listing reads every bucket).
+const expiredRetention = 10 * time.Second
+
 // testListExpired: a record that expired is not listed.
 func testListExpired(t *testing.T, h Harness) {
-	e := newEnvUnknown(t, h, shortLease, shortRetention, shortRetention)
+	e := newEnvUnknown(t, h, shortLease, expiredRetention, expiredRetention)
 	gone := e.unknownCall()
-	e.wait(shortRetention + margin)
+	e.wait(expiredRetention + margin)
 	e.absent(gone)
 	kept := e.unknownCall()
 	wantKeys(t, e.listAll("ws_test", 10), kept)

@@ -41,13 +41,22 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, args ...string) 
 // t.Cleanup first, so a failure leaves no process behind.
 func startCluster(t owner, bin string, masters, replicasPerMaster int, args []string) (*Cluster, error) {
 	n := masters * (1 + replicasPerMaster)
+	// Replicas are there to fail over to, quickly. Without them a node that
+	// other nodes mark failed only takes the cluster down (CLUSTERDOWN)
+	// until they hear it again, which a loaded machine's pauses of a second
+	// or more did to tests that never stop a node: Redis' default
+	// (15 s) there.
+	timeout := 15000
+	if replicasPerMaster > 0 {
+		timeout = 1000
+	}
 	c := &Cluster{nodes: make([]*Server, n), ids: make([]string, n), masters: masters, replicas: replicasPerMaster}
 	for i := range c.nodes {
 		dir, err := t.MkDir()
 		if err != nil {
 			return nil, err
 		}
-		c.nodes[i] = &Server{tb: t, bin: bin, dir: dir, args: append([]string(nil), args...)}
+		c.nodes[i] = &Server{tb: t, bin: bin, dir: dir, nodeTimeout: timeout, args: append([]string(nil), args...)}
 		t.Cleanup(c.nodes[i].cleanup)
 	}
 	errs := make([]error, n)

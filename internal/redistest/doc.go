@@ -27,8 +27,10 @@
 //     first if it is still running.
 //   - Clusters are assembled directly (CLUSTER SET-CONFIG-EPOCH, ADDSLOTSRANGE,
 //     MEET, REPLICATE) rather than with redis-cli --cluster create, which waits
-//     in whole seconds; a 3-master cluster is up in well under a second. Nodes
-//     use cluster-node-timeout 1000 ms so failover tests stay short.
+//     in whole seconds; a 3-master cluster is up in well under a second.
+//     Nodes of a cluster with replicas use cluster-node-timeout 1000 ms so
+//     failover tests stay short; without replicas, Redis' 15 s, so that a
+//     loaded machine's pauses never mark a node failed (CLUSTERDOWN).
 //   - Server.Do speaks just enough RESP for test set-up (CONFIG SET, DEBUG,
 //     CLUSTER ...); it is not a client for the code under test.
 package redistest

@@ -151,6 +151,9 @@ func TestCluster(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	// Nothing to fail over to: Redis' default node timeout, so that a
+	// loaded machine's pauses never take the cluster down.
+	wantNodeTimeout(t, c, "15000")
 	// Every master holds some of the keys: the slots are really spread.
 	for i := range 3 {
 		n, err := c.Master(i).Do("DBSIZE")
@@ -172,6 +175,7 @@ func TestClusterFailover(t *testing.T) {
 	if r, err := c.Replica(0, 0).Do("ROLE"); err != nil || r.([]any)[0] != "slave" {
 		t.Fatalf("replica 0 ROLE = %v, %v", r, err)
 	}
+	wantNodeTimeout(t, c, "1000")
 	c.Master(0).Kill()
 	c.WaitOK(t) // the replica takes over master 0's slots
 	if r, err := c.Replica(0, 0).Do("ROLE"); err != nil || r.([]any)[0] != "master" {
@@ -210,4 +214,17 @@ func TestHostOutsideATest(t *testing.T) {
 		t.Fatal("PING answered after Host.Close")
 	}
 	h.Close() // a second Close does nothing
+}
+
+func wantNodeTimeout(t *testing.T, c *Cluster, ms string) {
+	t.Helper()
+	for i, n := range c.Nodes() {
+		r, err := n.Do("CONFIG", "GET", "cluster-node-timeout")
+		if err != nil {
+			t.Fatalf("node %d: CONFIG GET: %v", i, err)
+		}
+		if kv, ok := r.([]any); !ok || len(kv) != 2 || fmt.Sprint(kv[1]) != ms {
+			t.Fatalf("node %d: cluster-node-timeout %v, want %s", i, r, ms)
+		}
+	}
 }

@@ -34,7 +34,9 @@ type Server struct {
 	dir   string
 	port  int
 	cport int // cluster bus port; 0 unless cluster-enabled
-	args  []string
+	// nodeTimeout is the cluster-node-timeout in ms (cluster nodes only).
+	nodeTimeout int
+	args        []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -167,8 +169,8 @@ func (s *Server) conf() string {
 	fmt.Fprintf(&b, "bind 127.0.0.1\nport %d\ndir %q\nlogfile %q\n", s.port, s.dir, filepath.Join(s.dir, "redis.log"))
 	b.WriteString("save \"\"\nappendonly no\ndaemonize no\nrepl-diskless-sync-delay 0\n")
 	if s.cport != 0 {
-		fmt.Fprintf(&b, "cluster-enabled yes\ncluster-config-file %q\ncluster-node-timeout 1000\ncluster-port %d\n",
-			filepath.Join(s.dir, "nodes.conf"), s.cport)
+		fmt.Fprintf(&b, "cluster-enabled yes\ncluster-config-file %q\ncluster-node-timeout %d\ncluster-port %d\n",
+			filepath.Join(s.dir, "nodes.conf"), s.nodeTimeout, s.cport)
 	}
 	return b.String()
 }
