@@ -683,7 +683,8 @@ func TestEndToEnd(t *testing.T) {
 		resp.Body.Close()
 		for _, want := range []string{`obol_claims_total{result="claimed"}`, `obol_claims_total{result="replay"}`,
 			`obol_attempts_total{phase="responded"}`, `obol_outcomes_total{outcome="accepted"}`, "obol_replays_total",
-			`obol_refusals_total{reason="request_mismatch"}`, "obol_call_duration_seconds_bucket"} {
+			`obol_refusals_total{reason="request_mismatch"}`, "obol_call_duration_seconds_bucket",
+			`obol_store_duration_seconds_count{op="claim"}`, `obol_store_duration_seconds_count{op="finalize"}`} {
 			if !strings.Contains(string(b), want) {
 				t.Errorf("metrics lack %s", want)
 			}

@@ -14,8 +14,9 @@ type metrics struct {
 	attemptSeconds *prometheus.HistogramVec
 	outcomes       *prometheus.CounterVec // by receipt outcome
 	replays        prometheus.Counter
-	refusals       *prometheus.CounterVec // by wire reason
-	storeErrors    *prometheus.CounterVec // by store operation
+	refusals       *prometheus.CounterVec   // by wire reason
+	storeErrors    *prometheus.CounterVec   // by store operation
+	storeSeconds   *prometheus.HistogramVec // by store operation (timedStore)
 	callSeconds    *prometheus.HistogramVec
 }
 
@@ -44,12 +45,18 @@ func newMetrics() *metrics {
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "obol_store_errors_total", Help: "Store (Redis) errors by operation.",
 		}, []string{"op"}),
+		// A store call is one Redis round trip: tens of microseconds to a
+		// few milliseconds, below DefBuckets' first bucket (5ms).
+		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "obol_store_duration_seconds", Help: "Duration of one store (Redis) call on a call's path, by operation.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"op"}),
 		callSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "obol_call_duration_seconds", Help: "Duration of tools/call by outcome or refusal reason.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"result"}),
 	}
 	m.reg.MustRegister(m.claims, m.attempts, m.attemptSeconds, m.outcomes, m.replays, m.refusals, m.storeErrors,
-		m.callSeconds, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.storeSeconds, m.callSeconds, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
