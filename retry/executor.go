@@ -82,12 +82,7 @@ const (
 //     attempt to the caller, after a proven BeforeSend.) A keep-alive
 //     connection is still reused whenever the previous response was read
 //     in full.
-//   - An empty body is sent as net/http sends a nil one for GET, HEAD,
-//     DELETE and OPTIONS (no body framing), because the transport probes
-//     such bodies and finds them empty. For POST, PUT, PATCH and other
-//     methods an empty body goes out as an empty chunked body
-//     (Transfer-Encoding: chunked), since only a nil body gets
-//     Content-Length: 0 and a nil body is replayable.
+//   - An empty body is sent as Do says, never as a nil body.
 //   - HTTP/1.1 only: no HTTP/2, whose transport re-sends on GOAWAY,
 //     REFUSED_STREAM and some protocol errors. ALPN offers only http/1.1.
 //   - Transport.RoundTrip, not http.Client: a redirect is a Responded
@@ -202,9 +197,11 @@ func (e *Executor) CloseIdleConnections() {
 // context is ignored. req is not modified, and its body is consumed and
 // closed. req.GetBody is never called. A nil body, or http.NoBody, is sent
 // as an empty body: with no body framing for GET, HEAD, DELETE and OPTIONS
-// (exactly as net/http sends a nil body), and as an empty chunked body for
-// other methods, since a Content-Length of 0 is only sent for a nil body,
-// which the transport would treat as replayable.
+// (exactly as net/http sends a nil body, since the transport probes such
+// bodies and finds them empty), and as an empty chunked body
+// (Transfer-Encoding: chunked) for POST, PUT, PATCH and other methods,
+// since a Content-Length of 0 is only sent for a nil body, which the
+// transport would treat as replayable.
 func (e *Executor) Do(ctx context.Context, req *http.Request) Result {
 	out, err := outgoing(ctx, req)
 	if err != nil {
