@@ -11,7 +11,7 @@
 // zero Options are the defaults (see each field). ExampleNew runs the same
 // on miniredis, an embedded, non-durable store for tests and demos.
 //
-// What an adopter must not get wrong:
+// Two things an adopter must not get wrong:
 //
 //   - Every node runs with maxmemory-policy noeviction: eviction deletes
 //     live claims silently, and a retry then dispatches twice. New checks
@@ -20,8 +20,6 @@
 //   - The client never sets ClientOption.ConnLifetime: an expiring
 //     connection re-sends in-flight writes (see New). ParseURL never sets
 //     it.
-//   - An *OpError may or may not have been applied: do not send; re-send
-//     with the same OpID, or settle the state with Lookup.
 //
 // Each Store method says what it costs and guarantees; Options fields say
 // their defaults and limits; ListUnknown describes the unknown index. The
