@@ -35,7 +35,14 @@ type Call struct {
 // returns what the Executor reports: before_send, post_send or responded. It
 // never retries and never asks the broker to retry. A call it refuses before
 // sending (bad routing, bad arguments) is before_send with an error that
-// unwraps to one of this package's sentinels.
+// unwraps to one of this package's sentinels (see Refused). Statuses pass
+// through unchanged, including the broker's own (a Nango 404 for an unknown
+// connection, a Composio 401): the tool's EffectSpec classifies them like
+// any vendor status, so a federated spec should list the broker's refusals
+// it knows to be harmless. The one translation is Composio's
+// "successful": false, documented in broker/composio. Adapters send through
+// their own zero retry.Executor unless given one; sharing the gateway's
+// shares its limits and keep-alive pool.
 //
 // A Broker that sends credentials should also have a method
 // Secrets() []string returning them, each at least receipt.MinSecretLen
@@ -45,7 +52,11 @@ type Call struct {
 // Route validates routing fields without sending anything and returns the
 // non-secret dispatch facts the claim pins (DESIGN.md section 5). Prepare
 // calls it when the tool is configured, so that bad routing fails at load
-// time.
+// time. The Route's Connection is the broker-side connection (Nango
+// connection_id, Composio connected_account_id), not the gateway's broker
+// id: it decides where the effect lands, so a key reused against another
+// broker-side connection is a destination_conflict. Its Broker names the
+// adapter kind.
 type Broker interface {
 	Dispatch(ctx context.Context, call Call) retry.Result
 	Route(tool string, routing map[string]string) (idempotency.Route, error)
@@ -143,8 +154,9 @@ var _ retry.SecretHolder = (*target)(nil)
 
 // ValidateSpec reports whether spec may be dispatched through a broker: its
 // route must be "federated" and its binding "unsupported" (or absent), so
-// that propagation is "none". It complements spec.Validate, which a loaded
-// spec has already passed.
+// that propagation is "none", as a federated call's receipt shows. It
+// complements spec.Validate, which a loaded spec has already passed; Target
+// checks it again on every attempt.
 func ValidateSpec(spec effectspec.Spec) error {
 	if spec.Route != effectspec.RouteFederated {
 		return &SpecError{Tool: spec.Tool, Err: ErrNotFederated}

@@ -41,8 +41,10 @@ var (
 
 // FieldError is one problem with one configuration or routing field of one
 // broker. Its message names the broker and the field and never holds the
-// field's value when that value may be a secret. It unwraps to one of the
-// sentinels above.
+// field's value when that value may be a secret, nor a base URL, which could
+// carry credentials in its path. It unwraps to one of the sentinels above.
+// An adapter reports every configuration problem at once, as an
+// errors.Join of *FieldError.
 type FieldError struct {
 	// Broker is the adapter: "nango" or "composio".
 	Broker string

@@ -37,7 +37,8 @@ var (
 const ReasonPolicyDenied = "policy_denied"
 
 // FieldError is one problem with one field of one spec. It unwraps to
-// ErrInvalidSpec.
+// ErrInvalidSpec. Like every error of this package, it never contains a key
+// or a request body.
 type FieldError struct {
 	// Tool is the spec's tool name as declared (possibly empty or invalid).
 	Tool string

@@ -13,9 +13,12 @@ import (
 )
 
 // Parse loads one spec from a JSON object and validates it. Member names are
-// matched exactly (case-sensitive); an unknown or repeated member, a null, an
-// explicit "" for an enumerated field, a value of the wrong type, trailing
-// data after the object and every rule Validate checks are errors. All
+// matched exactly (case-sensitive; encoding/json alone would accept "Tool");
+// an unknown or repeated member, a null, a value of the wrong type, trailing
+// data after the object and every rule Validate checks are errors. An absent
+// effect, route, approval or idempotency.binding takes its zero default
+// (write, native, none, unsupported); an explicit "" is an error, because it
+// is more likely a templating slip than a choice. All
 // problems are reported at once as a *ValidationError. The spec returned is
 // validated (Spec.Validated).
 func Parse(data []byte) (Spec, error) {

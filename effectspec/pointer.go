@@ -77,7 +77,8 @@ func sjsonKey(b *strings.Builder, name string) {
 // Errors: ErrInvalidPointer for a malformed pointer or the root;
 // ErrInvalidBody for a body that is not one valid JSON object or array;
 // ErrNoTarget when the pointer crosses a string, number, boolean or null,
-// names an array index that does not exist (or has leading zeros), or names a
+// names an array index that does not exist (or has leading zeros: no padding
+// with nulls; "-" appends), or names a
 // member that occurs more than once on its way (RFC 8259 leaves such a
 // document's meaning open); ErrInvalidKey when value is not valid UTF-8.
 // Errors never quote the body or the value.

@@ -60,13 +60,26 @@ const (
 
 // Binding is the tool's idempotency binding: how our key reaches the vendor.
 type Binding struct {
-	Kind    BindingKind `json:"binding"`
-	Header  string      `json:"header,omitempty"`
-	Pointer string      `json:"pointer,omitempty"`
+	Kind BindingKind `json:"binding"`
+	// Header names the header of a header binding: a valid RFC 9110 token
+	// that is not reserved. Reserved are framing and hop-by-hop headers
+	// (Host, Content-Length, Transfer-Encoding, Trailer, TE, Connection,
+	// Keep-Alive, Proxy-Connection, Upgrade, Expect), credentials
+	// (Authorization, which carries the vendor secret, Proxy-Authorization,
+	// Proxy-Authenticate, Cookie) and the headers that say how the body is
+	// read (Content-Type, Content-Encoding).
+	Header  string `json:"header,omitempty"`
+	Pointer string `json:"pointer,omitempty"`
 }
 
 // Statuses lists the vendor statuses of each class. A status in no list is
 // Unknown; the zero Statuses accepts nothing.
+//
+// Codes are 100-599, integer literals in JSON, with no repeats in a list;
+// an empty list reads as absent. Accepted and DefinitelyRejected are
+// disjoint, and Retryable shares no code with Accepted. Retryable may share
+// codes with DefinitelyRejected (retry once, then the rejection is final).
+// Retryable on a spec without a vendor binding is valid but inert.
 type Statuses struct {
 	Accepted           []int `json:"accepted,omitempty"`
 	DefinitelyRejected []int `json:"definitely_rejected,omitempty"`
@@ -74,7 +87,8 @@ type Statuses struct {
 	// InUse holds the statuses the vendor answers while a request with the
 	// same key is still being processed (Stripe answers 409). They are
 	// always Unknown and never retryable: the first request may yet succeed.
-	// A code in InUse is in no other list.
+	// A code in InUse is in no other list; Classify and Retryable read it
+	// so even in a spec that breaks that rule.
 	InUse []int `json:"in_use,omitempty"`
 }
 
@@ -88,10 +102,14 @@ const (
 
 // Spec is one tool's EffectSpec. A Spec to dispatch with must come from
 // Parse, ParseList or New, which validate it; retry.Orchestrator refuses any
-// other with ErrUnvalidated (see Validated). The zero Spec reads most
+// other with ErrUnvalidated (see Validated) before any claim: a rule that
+// was never checked can never decide a dispatch. The zero Spec reads most
 // cautiously (a native write with no vendor binding and nothing accepted),
 // but it is not validated.
 type Spec struct {
+	// Tool is 1 to 128 of A-Z a-z 0-9 _ . - (the MCP tool name alphabet),
+	// so a name can never be mistaken for another part of a message, a log
+	// line or a storage key.
 	Tool        string    `json:"tool"`
 	Effect      Effect    `json:"effect"`
 	Route       RouteKind `json:"route"`
@@ -100,8 +118,10 @@ type Spec struct {
 	Approval    Approval  `json:"approval"`
 	// Timeout is how long one attempt may take, at most MaxAttemptTimeout.
 	// If zero, DefaultAttemptTimeout; see AttemptTimeout. In JSON it is a Go
-	// duration string such as "30s" or "2m", which Parse reads (encoding/json
-	// refuses it rather than lose it).
+	// duration string such as "30s", "2m" or "1m30s", which Parse reads
+	// (encoding/json refuses it rather than lose it). An absent timeout is
+	// zero, and json.Marshal leaves a zero one out, so a spec keeps following
+	// the default; an explicit "0s" or a negative duration is an error.
 	Timeout time.Duration `json:"timeout,omitempty"`
 
 	// validated is a private copy of the spec as it passed validation; only

@@ -35,6 +35,9 @@ const emptyObjectHash = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e83
 // text that no double prints as. Every number that a JavaScript or Go
 // encoder writes from a double keeps its RFC 8785 form, and two numbers share
 // a canonical form only if they have the same value (0 and -0 are both 0).
+// So requests that differ beyond a double's precision never replay each
+// other (DESIGN.md section 5); an encoder that writes a double with more
+// digits than it needs (C's %.17g) writes another number.
 //
 // Input that is not exactly one JSON value (RFC 8259, whitespace around it
 // allowed), invalid UTF-8, a lone surrogate escape, two members of one object
@@ -67,7 +70,8 @@ func AppendCanonical(dst, data []byte) ([]byte, error) {
 }
 
 // RequestHash returns "sha256:" followed by the lowercase hex SHA-256 of the
-// canonical form of a tool call's arguments (see Canonicalize).
+// canonical form of a tool call's arguments (see Canonicalize), computed in
+// one streaming pass with one allocation.
 //
 // Absent arguments hash as "{}" (see ArgumentsOrEmpty): nil or empty input,
 // input of only JSON whitespace, and the JSON literal null (what many

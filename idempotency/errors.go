@@ -32,6 +32,8 @@ var (
 	// ErrDenied: the call was denied (approval denied).
 	ErrDenied = errors.New("idempotency: denied")
 	// ErrApprovalKeyMismatch: a resume supplied a key other than the ticket's.
+	// It changes nothing: the held record stays as it was. (A resume that
+	// supplies no key takes the ticket's.)
 	ErrApprovalKeyMismatch = errors.New("idempotency: approval key mismatch")
 	// ErrScopeVersionConflict: a live record was written under another key-scope
 	// version; it is neither rewritten nor redispatched.

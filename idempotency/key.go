@@ -28,8 +28,9 @@ func NewKey() Key {
 }
 
 // ParseKey accepts the bare form (idt_5c1f...) and the Structured Field string
-// form ("idt_5c1f..."). Anything else, including surrounding whitespace,
-// upper-case hex or parameters, is ErrMalformedKey.
+// form ("idt_5c1f...") of the IETF Idempotency-Key draft. Anything else,
+// including surrounding whitespace, upper-case hex or parameters, is
+// ErrMalformedKey.
 func ParseKey(s string) (Key, error) {
 	raw := s
 	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {

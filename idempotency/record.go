@@ -132,7 +132,8 @@ type ClaimRequest struct {
 	// attempt 1.
 	ApprovalRequired bool
 	// Ticket resumes a held record: only a claim that presents the record's
-	// ticket, after approval, reserves attempt 1.
+	// ticket, after approval, reserves attempt 1; a plain repeat of the call
+	// stays held.
 	Ticket string
 	// Refuse says the call was refused before the claim (policy, argument
 	// schema). A final record still replays; otherwise the claim answers

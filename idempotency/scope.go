@@ -12,6 +12,10 @@ import (
 
 // Unresolved is the connection segment of capability (cap.*) calls, whose
 // concrete route is chosen after the key is scoped. No connection may use it.
+// The route is resolved before the claim and pinned by its fingerprint, so a
+// capability that later resolves elsewhere answers destination_conflict for
+// an existing key that would be dispatched again, instead of dispatching
+// twice.
 const Unresolved = "unresolved"
 
 // DefaultPrefix is the storage key prefix when none is configured.
@@ -33,9 +37,10 @@ type Scope struct {
 // IsCapability reports whether the scope is a capability (cap.*) call.
 func (s Scope) IsCapability() bool { return strings.HasPrefix(s.Tool, "cap.") }
 
-// Validate checks every segment. Segments are validated, not escaped: a ':'
-// would let two tenants render the same key, and braces would move the key to
-// another Redis Cluster slot.
+// Validate checks every segment: 1 to 128 bytes of [A-Za-z0-9_.-].
+// Segments are validated, not escaped: a ':' would let two tenants render
+// the same key, and braces would move the key to another Redis Cluster
+// slot.
 func (s Scope) Validate() error {
 	if err := validSegment("workspace", s.Workspace); err != nil {
 		return err
@@ -78,7 +83,8 @@ func ValidatePrefix(p string) error {
 }
 
 // ToolHash is the tool segment of a storage key: xxhash64 of the tool name as
-// 16 lowercase hex digits.
+// 16 lowercase hex digits. The route fingerprint names the tool too, so even
+// a 64-bit collision cannot reuse another tool's record.
 func ToolHash(tool string) string {
 	var b [16]byte
 	h := strconv.AppendUint(b[:0], xxhash.Sum64String(tool), 16)

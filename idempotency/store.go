@@ -13,9 +13,24 @@ import (
 // applied, so the caller re-sends it with the same OpID (which answers
 // AlreadyApplied if it had been) or settles the state with Lookup.
 type Store interface {
-	// Claim applies the state table of DESIGN.md section 6. A record of a
-	// header or body_pointer binding is created with its VendorKey (DESIGN.md
-	// section 5a), which every claimed answer returns unchanged.
+	// Claim applies the state table of DESIGN.md section 6 in one atomic
+	// step, its rows tried top to bottom: a new key is claimed with attempt
+	// 1 reserved (or held for approval); a different request under the same
+	// key is request_mismatch; a live lease is in_progress (with the
+	// attempt's deadline); a final record is replayed with its original
+	// route record, whatever the request resolves to now. The route and
+	// binding are compared only where the answer would dispatch (an
+	// approved resume, an unknown record, an in-flight one whose lease
+	// expired): another one there is destination_conflict. A slot none of
+	// whose attempts may have left (Record.SentAttempts 0) is claimed with
+	// the next token for every binding; otherwise an unknown record gets one
+	// new attempt only when the vendor deduplicates on our key, and is
+	// outcome_unknown otherwise. A claim with Refuse replays a final record
+	// and otherwise answers refused, writing nothing.
+	//
+	// A record of a header or body_pointer binding is created with its
+	// VendorKey (DESIGN.md section 5a), which every claimed answer returns
+	// unchanged.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// Reserve reserves attempt Token+1 if Token is current and in flight, and
 	// the cycle has had only one attempt; otherwise ErrStale.
@@ -26,7 +41,8 @@ type Store interface {
 	// has not lapsed: it never revives a lapsed lease (ErrStale). A renewed
 	// lease keeps the slot; it never allows a send that was not allowed.
 	Renew(ctx context.Context, req RenewRequest) (time.Time, error)
-	// Finalize records the outcome if Token is current; otherwise ErrStale.
+	// Finalize records the outcome if Token is current; otherwise ErrStale:
+	// the token, not the clock, is the fence.
 	// It also applies when the lease-expiry path turned the record unknown
 	// without a new token (never over a final record): the owner holds the
 	// answer. It returns the record without the result body.

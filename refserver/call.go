@@ -134,7 +134,12 @@ func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw
 	return s.result(out), out, nil
 }
 
-// result renders an outcome as a tool result.
+// result renders an outcome as a tool result. The vendor body is the text
+// content, and also structuredContent when it is a JSON object.
+// definitely_rejected and unknown are results with isError true. A held
+// call is a result (not an error) with _meta dev.obol/approval {"ticket",
+// "status": "pending"}; calling again before the decision answers the same
+// ticket.
 func (s *server) result(out retry.Outcome) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{Meta: mcp.Meta{metaKey: out.Key.String(), metaReceipt: out.Receipt}}
 	rc := out.Receipt

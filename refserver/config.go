@@ -56,6 +56,8 @@ type workspaceConfig struct {
 	APIKeys []string `json:"api_keys"`
 }
 
+// connectionConfig is a native connection. Without secret_env its calls
+// send no Authorization header.
 type connectionConfig struct {
 	ID        string `json:"id"`
 	Provider  string `json:"provider"`
@@ -124,6 +126,7 @@ type tool struct {
 }
 
 // capability is a cap.* tool: a stable name over interchangeable providers.
+// cap.* names are reserved for capabilities.
 type capability struct {
 	Name        string
 	Description string
@@ -141,7 +144,13 @@ func (e *configError) Error() string {
 	return "refserver: config: " + strings.Join(e.problems, "\n  ")
 }
 
-// loadConfig parses and validates a configuration file. getenv resolves
+// loadConfig parses and validates a configuration file. Besides the
+// strict JSON (decodeStrict: also invalid UTF-8, lone surrogates and
+// trailing data) it refuses invalid specs (every problem at once), ids
+// that do not match [A-Za-z0-9_.-]{1,128}, API keys shorter than 8 bytes
+// or shared between workspaces and approvers, and a secret_env that names
+// an unset or empty variable. Errors name the field path, never a value (a
+// member name that is not a plain identifier shows as {member N}). getenv resolves
 // secret_env names (os.LookupEnv in production). exec is shared by every
 // native tool and broker.
 func loadConfig(data []byte, getenv func(string) (string, bool), exec *retry.Executor) (*config, error) {
@@ -420,8 +429,10 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 }
 
 // toolEntry is the fixed part of a tool entry. A native tool has connection,
-// method and path; a federated one has broker, and every other member is a
-// routing field of that broker (strings only), validated by the broker.
+// method and path; a federated one names a configured broker, and every
+// other member except spec, description and input_schema is a routing
+// field of that broker (strings only), validated by the broker at start.
+// The scope's connection segment of a federated call is the broker's id.
 var nativeFields = []string{"connection", "method", "path", "spec", "description", "input_schema"}
 
 func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig, urls map[string]*url.URL,

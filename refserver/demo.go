@@ -100,7 +100,15 @@ const demoConfigJSON = `{
 }`
 
 // demoVendor is an in-process vendor on a loopback port that stands in for
-// every demo connection. Vendors with a binding deduplicate on the key as
+// every demo connection (no -config). It serves six tools:
+// payments.create_charge (header binding; {"simulate": "503_once"} shows
+// the one immediate second attempt), crm.create_contact (body_pointer
+// /metadata/idempotency_key), chat.post_message (binding unsupported),
+// payments.refund (approval required), email.a and email.b, and the
+// capability cap.send_email over the last two. The demo environment is
+// "development" so that the policy lets chat.post_message run; in
+// production it is policy_denied. The API keys are fixed (printed on
+// start) so that the documented curl commands work. Vendors with a binding deduplicate on the key as
 // real ones do; GET /stats shows how many requests each endpoint saw.
 type demoVendor struct {
 	URL     string

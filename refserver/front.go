@@ -97,9 +97,15 @@ func invalidMessage(code int64, msg string) *frontError {
 // parseEnvelope reads one JSON-RPC message strictly. It refuses what two
 // JSON parsers could read differently: invalid JSON or UTF-8, lone
 // surrogates, a member name that occurs twice anywhere in the message
-// (after unescaping), and in the envelope objects (the message, params,
-// params._meta) two names equal up to case, which a case-insensitive
-// decoder would merge. It refuses batches: one message per POST.
+// (after unescaping, so "method" and "meth\u006fd" are one name), and in
+// the envelope objects (the message, params, params._meta) two names equal
+// up to case, which a case-insensitive decoder would merge. It refuses
+// batches: one message per POST. The jsonrpc, id (a string or an integer),
+// method (a short printable string), params, params.name, arguments and
+// the approval ticket must have their types. Each refusal is HTTP 400 with
+// a JSON-RPC error (code -32700 for a body that is not JSON, -32600 for the
+// message, -32602 for params), reason invalid_request (invalid_arguments
+// for arguments that are not an object) and a fixed message.
 //
 // The arguments of a tools/call are held to the same no-repeat rule (names
 // compared exactly there: arguments are the caller's data). The request
@@ -299,13 +305,26 @@ func validRPCMethod(m string) bool {
 	return true
 }
 
-// mcpFront is the thin wrapper in front of the SDK: it answers 405 to
-// anything but POST, authenticates the caller, reads the message once
-// (parseEnvelope), resolves the effective Idempotency-Key and sets it on
-// the answer to a tools/call, refuses what the SDK must never see, and
+// mcpFront is the thin wrapper in front of the SDK: it answers 405 with
+// Allow: POST to anything but POST (with or without a key), authenticates
+// the Bearer key (401 otherwise), reads the body (at most maxBodyBytes, else
+// 413 request_too_large) and the message once (parseEnvelope), resolves the
+// effective Idempotency-Key, refuses what the SDK must never see, and
 // rewrites the SDK's answer so that no error quotes the request
-// (sanitizer). A refusal here touches no store state (the one read it may
-// make is the ticket lookup of a resume).
+// (sanitizer). The SDK reads the same bytes afterwards, and can only read
+// what the front read. A refusal here touches no store state (the one read
+// it may make is the ticket lookup of a resume).
+//
+// The key is checked on every POST, not only on tools/call: a malformed
+// one is HTTP 400 with a JSON-RPC error, reason malformed_key, no key in
+// the answer. Every answer to a tools/call carries the effective key as
+// the Idempotency-Key header and, when it is a refusal, as
+// error.data.idempotency_key; a resume that carries a ticket and no key
+// answers with the ticket's key, which the front looks up. No key is in
+// the answer where none could be read: malformed_key, a message refused
+// for repeated members or before it was read as a tools/call, and a resume
+// whose ticket could not be read (store_unavailable: its key is the
+// ticket's).
 func (s *server) mcpFront(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -415,7 +434,8 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jso
 // message and the error.data of DESIGN.md section 11, and every other
 // refusal it wrote (plain-text transport errors) becomes such a JSON-RPC
 // error. Errors this server made (error.data with a reason) keep their
-// message: they never quote the request. The stateless JSON-response
+// message: they never quote the request. The one part of a request that
+// comes back is the JSON-RPC id, as the protocol requires. The stateless JSON-response
 // handler answers each POST with one body, so holding it costs nothing.
 type sanitizer struct {
 	http.ResponseWriter

@@ -28,7 +28,10 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run is main without the process: it returns the exit code.
+// run is main without the process: it returns the exit code. The listen
+// address is printed on stdout on start; the Redis URL never is. When both
+// -redis and OBOL_REDIS_URL are set, -redis wins and the server warns that
+// OBOL_REDIS_URL is ignored.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "scope-status" {
 		return scopeStatus(ctx, args[1:], stdout, stderr)
@@ -45,6 +48,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "refserver: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	// Logs are slog text on stderr: one line per call and per attempt with
+	// workspace, tool, key, outcome and timing. Keys are identifiers, not
+	// secrets, and are logged; Authorization values, API keys and
+	// connection secrets never are (error texts pass through a
+	// receipt.Redactor of every configured secret).
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if env, ok := os.LookupEnv(envRedisURL); ok && env != "" {
 		// The flag wins, so a command line can always override what the
@@ -76,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	// Tools whose writes the policy denies here are logged now and refused
+	// per call with policy_denied.
 	for _, name := range cfg.ToolOrder {
 		if t := cfg.Tools[name]; t != nil {
 			if err := cfg.Policy.Check(t.Spec); err != nil {
@@ -153,7 +163,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Stop accepting, then let in-flight calls finalize: an attempt never
 	// outlives its lease, so lease plus a margin bounds the wait.
 	// An attempt may run until its tool's timeout; one cut short by the
-	// bound is left in flight, and its lease (no longer renewed) lapses.
+	// bound is left in flight, and once its lease (no longer renewed)
+	// lapses another gateway takes the slot over.
 	bound := cfg.maxAttemptTimeout() + 5*time.Second
 	log.Info("shutting down: waiting for in-flight calls", "bound", bound)
 	sctx, scancel := context.WithTimeout(context.Background(), bound)

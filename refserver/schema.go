@@ -28,8 +28,12 @@ type inputSchema struct {
 	resolved *jsonschema.Resolved
 }
 
-// parseInputSchema checks raw as a tool's input schema with the JSON Schema
-// implementation the MCP SDK uses. It returns why raw cannot be one, in
+// parseInputSchema checks raw as a tool's input schema (of a tool entry,
+// native or federated, or a capability entry) with the JSON Schema
+// implementation the MCP SDK uses, github.com/google/jsonschema-go: type
+// object, draft 2020-12 or draft-07, $refs resolved within the schema (no
+// fetch), defaults that match, no x-mcp-header, and the shape checkShape
+// asks for. A bad schema is a configuration error naming the tool. It returns why raw cannot be one, in
 // words that quote nothing of it: a schema may hold examples or defaults
 // that are not for a log.
 func parseInputSchema(raw json.RawMessage) (*inputSchema, string) {
@@ -97,8 +101,11 @@ func hasMember(v any, name string) bool {
 }
 
 // check validates the arguments of a call (a JSON object, or empty for
-// none). The validator's messages quote the instance, so a failure is one
-// fixed refusal: never a value of the arguments.
+// none). A failure is invalid_arguments (400) before any claim: nothing
+// recorded, nothing sent (a capability call must pass its own schema and
+// then the pinned provider's, whose vendor receives the arguments). The
+// validator's messages quote the instance, so a failure is one fixed
+// refusal: never a value of the arguments.
 func (s *inputSchema) check(args []byte) *refusal {
 	if s == nil {
 		return nil
@@ -171,6 +178,8 @@ const maxSchemaPaths = 4096
 // ("#" or "#/..."), none leads back to a schema it is reached from, and
 // the paths through it are at most maxSchemaPaths. $dynamicRef and an $id
 // below the root (which moves the base of the $refs under it) are refused.
+// The validator also reads keywords regardless of case (where clients read
+// "Type" as an unknown member), so keywords must be written exactly.
 func checkShape(root *jsonschema.Schema) string {
 	const (
 		visiting = 1

@@ -151,7 +151,11 @@ func (s *server) handler() http.Handler {
 	return mux
 }
 
-// mcpHandler serves m on POST /mcp behind the front.
+// mcpHandler serves m on POST /mcp behind the front. The SDK handler runs
+// stateless (no Mcp-Session-Id), so any number of refserver processes can
+// serve one client behind a load balancer: every state that matters is in
+// Redis. Answers are application/json rather than an SSE stream. A client
+// may call tools/call without initialize.
 func (s *server) mcpHandler(m *mcp.Server) http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
@@ -210,8 +214,11 @@ func (s *server) known(name string) bool {
 }
 
 // toolDef is what tools/list shows of a tool or capability: its configured
-// description and input schema, and hints derived from its EffectSpec (a
-// capability's from its providers').
+// description (a generated one without it) and input schema as inputSchema
+// ({"type": "object"} without one), and hints derived from its EffectSpec.
+// A capability's hints come from its providers (readOnlyHint only when all
+// of them read); its description and schema are its own entry's, never a
+// provider's, since the pin can change while tools/list is cached.
 func (s *server) toolDef(name string) *mcp.Tool {
 	def := &mcp.Tool{Name: name, InputSchema: json.RawMessage(objectSchema)}
 	var specs []effectspec.Spec
@@ -278,11 +285,12 @@ func (s *server) setLocalPin(capName, provider string) {
 	s.mu.Unlock()
 }
 
-// currentPin reads the shared pin of a capability (one GET), or the
-// configured pin when none is stored. A store failure refuses the call
-// before any claim or dispatch, and so does a stored pin that is not one of
-// the capability's providers here (a configuration that dropped it): both
-// fail closed rather than route elsewhere than the other gateways.
+// currentPin reads the shared pin of a capability (one GET before its
+// claim), or the configured pin when none is stored. A store failure
+// refuses the call with store_unavailable before any claim or dispatch, and
+// a stored pin that is not one of the capability's providers here (a
+// configuration that dropped it) with internal: both fail closed rather
+// than route elsewhere than the other gateways.
 func (s *server) currentPin(ctx context.Context, capName string) (string, *refusal) {
 	c := s.cfg.Capabilities[capName]
 	if s.pinned == nil {
@@ -309,9 +317,11 @@ func (s *server) currentPin(ctx context.Context, capName string) (string, *refus
 	return p, nil
 }
 
-// seedPins stores each configured pin unless a pin is stored already, so a
-// restart keeps a pin changed through the endpoint, and logs every pin kept
-// from the store.
+// seedPins stores each configured pin unless a pin is stored already (SET
+// NX), so a restart keeps a pin changed through the endpoint, and logs every
+// pin kept from the store. The configured "pin" is only the initial value:
+// to return to it, post it. The embedded store behaves the same within its
+// one process.
 func (s *server) seedPins(ctx context.Context) error {
 	if s.pinned == nil {
 		return nil
@@ -337,7 +347,22 @@ func (s *server) seedPins(ctx context.Context) error {
 	return nil
 }
 
-// refusal is a call refused before or instead of dispatch.
+// refusal is a call refused before or instead of dispatch. On /mcp it is a
+// JSON-RPC error with error.data {"reason", "status", "idempotency_key"}
+// (rpcError); the /v1 endpoints answer {"reason", "status", "message"}
+// (restError) with the same reasons, plus already_decided (409) for a
+// ticket decided the other way.
+//
+// Reasons beyond DESIGN.md section 11: unauthorized (401),
+// method_not_allowed (405), method_not_found (404: a JSON-RPC method the
+// server does not serve), invalid_request (400), invalid_arguments (400:
+// arguments that are not one JSON object, duplicate names, lone
+// surrogates, or break the tool's input schema), arguments_too_large (413,
+// over maxArgBytes), request_too_large (413), not_found (404: an approval
+// ticket that does not exist or belongs to another workspace or tool),
+// scope_version_conflict (409 for a record of another scope version; 503
+// once the fleet's scope version changed), store_unavailable (503),
+// internal (500).
 type refusal struct {
 	reason string
 	status int
@@ -354,7 +379,8 @@ func (e *refusalError) Error() string { return e.r.msg }
 
 // JSON-RPC error codes: -32602 (invalid params) for a call that names no
 // tool or carries bad arguments, -32603 for internal and store failures,
-// -32000 for every refusal of the idempotency contract.
+// -32000 for every refusal of the idempotency contract. (-32600 and -32700
+// are the front's, for a message it refuses: parseEnvelope.)
 func (r refusal) code() int64 {
 	switch r.reason {
 	case "unknown_tool", "invalid_arguments", "arguments_too_large", "invalid_request":

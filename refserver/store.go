@@ -23,7 +23,8 @@ const notDurableBanner = `
 `
 
 // openStore connects the store: Redis at redisURL, or the embedded
-// miniredis when redisURL is empty. release frees everything it opened.
+// miniredis when redisURL is empty, reached over loopback; it is not
+// durable and not shared, which the server says loudly on start. release frees everything it opened.
 func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writer) (_ *redisstore.Store, release func(), err error) {
 	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, UnknownRetention: cfg.UnknownRetention, Lease: cfg.Lease,
 		WaitReplicas: cfg.WaitReplicas, ReadTimeout: storeReadTimeout}

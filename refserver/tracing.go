@@ -33,8 +33,9 @@ const envOTLPEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
 const tracerName = "github.com/obol-gateway/obol/refserver"
 
 // startTracing returns a provider exporting over OTLP/HTTP when
-// OTEL_EXPORTER_OTLP_ENDPOINT is set, else nil. Errors name no variable's
-// value: the endpoint may carry credentials.
+// OTEL_EXPORTER_OTLP_ENDPOINT is set, else nil; run flushes it at
+// shutdown. Errors name no variable's value: the endpoint may carry
+// credentials.
 func startTracing(ctx context.Context, log *slog.Logger) (*sdktrace.TracerProvider, error) {
 	if os.Getenv(envOTLPEndpoint) == "" {
 		return nil, nil

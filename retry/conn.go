@@ -9,9 +9,17 @@ import (
 // conn is the net.Conn that every dial of an Executor returns. It counts the
 // bytes handed to Write and can be sealed. Together these prove before_send:
 // the count grows before the underlying Write starts, and seal, under the
-// same mutex, makes every later Write fail without writing. So once a seal
-// has seen the count unchanged since the attempt got the connection, no
-// request byte of the attempt has reached the socket and none ever will.
+// same mutex, makes every later Write fail without writing.
+//
+// An httptrace GotConn hook finds the conn the request is about to be
+// written to (connOf) and notes its count. When the round trip fails, the
+// conn is sealed and closed. If the count at the seal equals the count at
+// GotConn, no request byte of the attempt has reached the socket and none
+// ever will: BeforeSend; otherwise PostSend. A failure before GotConn (a
+// refused dial, a context done before a connection was found) is
+// BeforeSend. httptrace's WroteHeaders and WroteRequest callbacks are not
+// used: they fire while bytes may still sit in a buffer. TLS handshake bytes
+// are written before GotConn and are not request bytes.
 //
 // Bytes are counted when attempted, not when the kernel accepts them: a Write
 // that fails still counts. This errs towards post_send, the safe side.

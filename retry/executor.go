@@ -37,11 +37,14 @@ type Result struct {
 	// Header is the vendor's response header when Responded.
 	Header http.Header
 	// Body is the whole response body when Responded; nil when Truncated.
+	// It is not decompressed (no Accept-Encoding is added): it holds the
+	// bytes the vendor sent.
 	Body []byte
 	// Truncated reports that the body exceeded MaxBodyBytes. Status and
 	// Header are kept and Body is nil. The rest of the body is not read:
 	// the connection is closed rather than reused. The vendor did answer,
-	// so the phase is Responded, but the response is not complete.
+	// so the phase is Responded, but the response is not complete: a
+	// caller must not treat it as a consistent answer.
 	Truncated bool
 	// Err is the failure of a BeforeSend or PostSend attempt, an *Error.
 	// It is nil when Responded.
@@ -58,8 +61,39 @@ const (
 )
 
 // An Executor makes exactly one outbound HTTP/1.1 attempt per Do and reports
-// how far it got. It never retries, never follows a redirect and never lets
-// its transport re-send a request; see the package documentation for how.
+// how far it got (Phase; conn.go proves before_send). It never
+// retries, never follows a redirect and never lets its transport re-send a
+// request.
+//
+// net/http's Transport silently re-sends a request on a new connection when
+// a reused keep-alive connection fails and the request is "replayable" (a
+// GET, HEAD, OPTIONS or TRACE, or any request with an Idempotency-Key or
+// X-Idempotency-Key header, whose body is nil, http.NoBody or rewindable
+// through GetBody), and also when the transport wrote nothing to the
+// connection and the body is empty or rewindable. The Executor closes each
+// path:
+//
+//   - The request handed to the transport always has a non-nil body other
+//     than http.NoBody, and no GetBody. Such a request is never replayable,
+//     and its outgoing length is never zero, so the transport's own rules
+//     retry nothing, not even when nothing was written. (The transport
+//     judges "nothing written" by bytes the connection accepted; the
+//     Executor does not rely on that judgement but leaves the second
+//     attempt to the caller, after a proven BeforeSend.) A keep-alive
+//     connection is still reused whenever the previous response was read
+//     in full.
+//   - An empty body is sent as Do says, never as a nil body.
+//   - HTTP/1.1 only: no HTTP/2, whose transport re-sends on GOAWAY,
+//     REFUSED_STREAM and some protocol errors. ALPN offers only http/1.1.
+//   - Transport.RoundTrip, not http.Client: a redirect is a Responded
+//     result with its 3xx status and Location header, never followed.
+//   - No proxy: the environment's proxy settings are ignored, since a
+//     forward proxy may retry on its own.
+//   - One Transport per Executor, so no other code shares its pool.
+//   - Should the transport still ask for a second connection within one
+//     Do, that connection is sealed before the request is handed to it and
+//     the attempt is canceled: at most one connection ever receives a byte
+//     of an attempt.
 //
 // The zero Executor is ready to use. Its fields must not be changed after the
 // first call to Do. An Executor is safe for concurrent use and keeps
@@ -154,15 +188,20 @@ func (e *Executor) CloseIdleConnections() {
 	e.transport().CloseIdleConnections()
 }
 
-// Do makes exactly one attempt to send req and reads the whole response.
+// Do makes exactly one attempt to send req and reads the whole response, up
+// to MaxBodyBytes (see Result.Truncated). It never returns an error of its
+// own: every outcome is a Result, and Result.Err, an *Error, explains a
+// BeforeSend or PostSend attempt.
 //
 // ctx governs the attempt (dial, write, wait and body read); req's own
 // context is ignored. req is not modified, and its body is consumed and
 // closed. req.GetBody is never called. A nil body, or http.NoBody, is sent
 // as an empty body: with no body framing for GET, HEAD, DELETE and OPTIONS
-// (exactly as net/http sends a nil body), and as an empty chunked body for
-// other methods, since a Content-Length of 0 is only sent for a nil body,
-// which the transport would treat as replayable.
+// (exactly as net/http sends a nil body, since the transport probes such
+// bodies and finds them empty), and as an empty chunked body
+// (Transfer-Encoding: chunked) for POST, PUT, PATCH and other methods,
+// since a Content-Length of 0 is only sent for a nil body, which the
+// transport would treat as replayable.
 func (e *Executor) Do(ctx context.Context, req *http.Request) Result {
 	out, err := outgoing(ctx, req)
 	if err != nil {

@@ -41,6 +41,9 @@ type Orchestrator struct {
 	// re-send safe). If zero, 2; negative means none.
 	StoreRetries int
 
+	// The hooks are function fields so a gateway can log and count; the
+	// errors they get hold no secret.
+	//
 	// OnClaim, if non-nil, is called with every claim's answer.
 	OnClaim func(call *Call, status idempotency.ClaimStatus)
 	// OnAttempt, if non-nil, is called after every attempt with what the
@@ -57,7 +60,8 @@ type Orchestrator struct {
 	// Tracer, if non-nil, gets a span for the claim, each attempt, the
 	// reservation of a second attempt and the finalize, each a child of the
 	// span in Do's ctx. The attempt's span is in the ctx its Target gets,
-	// for propagation (HTTPTarget.InjectHeaders). If nil, no spans.
+	// for propagation (HTTPTarget.InjectHeaders, which sends the W3C
+	// traceparent). If nil, no spans.
 	Tracer Tracer
 }
 
@@ -127,7 +131,47 @@ type Outcome struct {
 //
 // Once an attempt is reserved, sending and finalizing no longer follow ctx's
 // cancellation (only its values): a caller that goes away must not turn an
-// answered call into unknown. They are bounded by the lease instead.
+// answered call into unknown; the outcome is recorded and replayed to the
+// next call with the key. They are bounded by the lease instead.
+//
+// Do checks the policy, hashes the arguments, claims the key, and when the
+// claim reserved an attempt sends it through the Target and finalizes the
+// record with the fencing token it holds. The rules it keeps:
+//
+//   - One immediate second attempt at most, and only after a proven
+//     BeforeSend failure (not an invalid request, not an expired deadline),
+//     or a complete Responded answer whose status the spec lists as
+//     retryable when the vendor deduplicates on our key
+//     (effectspec.Spec.Retryable). The second attempt is reserved in the
+//     store (Reserve, compare-and-set on the token) before it is sent; if
+//     the reservation fails, nothing more is sent.
+//   - A PostSend failure finalizes unknown with its attempt counted. A
+//     proven BeforeSend attempt is finalized as never sent (and taken back
+//     by the Reserve of a second attempt): it counts on the receipt but
+//     does not burn the slot, so the next call with the key dispatches, for
+//     every binding. A request that cannot be built is
+//     idempotency.ErrInvalidRequest, never retried.
+//   - An attempt may start sending only before its lease ends minus
+//     SafetyMargin, measured from just before its reservation was sent
+//     (WithSendDeadline). Once sent, it runs until the tool's timeout
+//     (EffectSpec timeout) while its owner renews the lease every lease/3 by
+//     fencing token; a renewed lease never allows a send. A crashed gateway
+//     stops renewing, so its slot is taken over within one lease, even for a
+//     tool that runs for minutes.
+//   - When the store stays unavailable (see StoreRetries), a claim or
+//     reserve fails closed (no send) and a finalize returns an error
+//     wrapping idempotency.ErrStoreUnavailable together with the vendor's
+//     answer in Outcome.Result (the record reads unknown once its lease
+//     ends).
+//   - A finalize answered ErrStale (another gateway took the slot over
+//     after the lease) is reported, never overwritten.
+//
+// So attempt_count on a receipt counts reserved attempts, each made durable
+// before it may be sent: the vendor saw at most that many requests, and
+// fewer only when a reserved attempt never left (a proven BeforeSend, or a
+// gateway that died between the reservation and the send). It is never
+// lower than what the vendor saw: that is the promise the proof suite
+// checks.
 func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	if o.Store == nil {
 		return Outcome{}, errors.New("retry: Orchestrator.Store is nil")

@@ -13,14 +13,19 @@ import (
 )
 
 // A SecretHolder is a Target that sends credentials. The Orchestrator
-// replaces each of its Secrets in the vendor's answer (body and kept
-// headers) before the answer is stored or returned, so that a vendor which
-// echoes its request cannot hand a credential to the caller or to the store.
+// replaces each of its Secrets, and the Call's, by receipt.Redacted in the
+// vendor's answer (body and kept headers; raw, JSON-escaped and inside
+// base64, see receipt.Redactor) before the answer is stored (finalize) or
+// returned (fresh or replayed), so that a vendor which echoes its request
+// cannot hand a credential to the caller or to the store. Replays are
+// scrubbed too, so a record stored before a secret was known comes back
+// clean. HTTPTarget and the broker adapters are SecretHolders.
 //
 // Secrets returns every credential value the Target sends; empty strings
 // are ignored. Each must be at least receipt.MinSecretLen bytes long, else
-// Do refuses the call before its claim (receipt.ErrShortSecret). It must be
-// safe for concurrent use.
+// Do refuses the call before its claim (an error wrapping
+// receipt.ErrShortSecret, naming where it came from): it could not be
+// replaced without corrupting answers. It must be safe for concurrent use.
 type SecretHolder interface {
 	Target
 	Secrets() []string

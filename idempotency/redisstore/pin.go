@@ -11,7 +11,8 @@ import (
 )
 
 // pinKey names the pin of a capability: {prefix}pin:{capability}, a plain
-// string in its own slot.
+// string in its own slot naming its provider, so that every gateway on one
+// Redis routes a new capability call alike.
 func (s *Store) pinKey(capability string) string { return s.prefix + "pin:" + capability }
 
 // Pin returns the provider stored as the pin of capability, and false when

@@ -18,8 +18,14 @@ import (
 
 // schemaVersion is the layout of the record (lua/common.lua: one string of
 // tagged fields; the tags and codes below). Changing any of them is a new
-// schema. Schema 1 was a hash of the same fields; the store still reads it
-// and writes it back as schema 2 (legacySchema).
+// schema. Being one string, a record keeps one encoding whatever its body.
+// What it takes in memory is measured in examples/bench/README.md (row 5).
+//
+// Schema 1 was a hash of the same fields (legacySchema): every script and
+// CountRecords read it as it is, and the first script that changes one
+// writes it back as schema 2, with its TTL. So a gateway of this version
+// can join a schema 1 fleet, but not the other way round (README.md,
+// "Upgrading the record layout").
 const (
 	schemaVersion = 2
 	legacySchema  = 1
@@ -170,7 +176,9 @@ func fieldHeader(f string) (string, bool) {
 
 // opTag is what a record stores of an operation: 8 bytes of SHA-256 over its
 // kind and op id. It only has to tell the last operation on one record from
-// another, and keeps the record small whatever the op id's length.
+// another, and keeps the record small whatever the op id's length. A record
+// remembers only its last operation: a re-send after a later change is
+// judged afresh.
 func opTag(kind byte, id string) string {
 	h := sha256.New()
 	h.Write([]byte{kind})

@@ -308,7 +308,8 @@ type CountOptions struct {
 // CountRecords counts the live records under a prefix by scope version and
 // state, for an operator changing the key scope (DESIGN.md section 6): it
 // SCANs every master with a bounded COUNT and reads each record's version,
-// state and lease (HMGET), judging leases by the node's own TIME. It only
+// state and lease (the record's head, or HMGET of a schema 1 hash),
+// judging leases by the node's own TIME. It only
 // reads: it never writes or deletes a key, and works whether or not the
 // fleet's scope version is set (it needs no Store). A record that expires
 // while it runs is not counted. The counts come sorted by version, then

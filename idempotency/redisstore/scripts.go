@@ -11,11 +11,15 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// script is one embedded Lua script. Mutating scripts use
-// rueidis.NewLuaScript, never a Retryable variant: rueidis re-sends a command
-// after a network error only when it is read-only or marked retryable, so a
-// write whose reply was lost comes back as an error (and is re-sent by the
-// caller with the same op id), never silently a second time.
+// script is one embedded Lua script, sent as EVALSHA with an EVAL fallback
+// on NOSCRIPT. rueidis re-sends a command by itself only when it is
+// read-only or marked retryable, after a network error (and then until ctx
+// ends: see Options.ReadTimeout), on MOVED/ASK redirects (the redirecting
+// node did not run it), and when ClientOption.ConnLifetime expires a
+// connection (see New). Mutating scripts are therefore plain
+// rueidis.NewLuaScript scripts, never a Retryable or NoSha variant: a write
+// whose reply was lost comes back as an error (an *OpError), never silently
+// a second time.
 type script struct {
 	src string
 	sha string

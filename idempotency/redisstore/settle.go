@@ -16,32 +16,7 @@ import (
 
 var _ idempotency.Settler = (*Store)(nil)
 
-// The unknown index (DESIGN.md section 6, "Listing"): per workspace, one
-// sorted set per Cluster slot, the bucket {prefix}unk:{workspace}:{T}, where
-// the hash tag T (slotTags) puts the bucket in the slot of the records it
-// indexes; member indexMember, score the record's expiry in ms. So the
-// record scripts maintain it themselves, atomically with the record
-// (common.lua): a reservation (claim answering claimed, reserve) adds the
-// entry and prunes expired ones before the caller may send, so an attempt
-// is only ever sent indexed; a record that becomes final (finalize accepted
-// or definitely_rejected, settle, deny) loses its entry in the same
-// script, so a final record has no entry. Nothing else writes the index: a
-// replay, in_progress, held, a refusal or a stale finalize leave it as it
-// is; a record that stays or turns unknown keeps its entry, whose score
-// follows the record's expiry. A first call is two round trips of one
-// script each, a replay one.
-//
-// A previous release kept one sorted set per workspace at
-// {prefix}unk:{workspace} (another slot than the records). The listing
-// reads it as the first bucket until it is empty, so an upgrade loses no
-// unknown record; nothing writes it any more. An entry there whose record
-// is indexed in its bucket too is dropped from it, so that no record is
-// listed twice.
-//
-// The record stays the truth: the index may hold entries of records that
-// are gone (expired with their entry's score not yet passed) or live,
-// which listing skips and drops.
-
+// indexKey is the previous release's per-workspace index (see ListUnknown).
 func (s *Store) indexKey(workspace string) string { return s.prefix + "unk:" + workspace }
 
 // bucketKey is the index bucket of the workspace in slot.
@@ -94,7 +69,8 @@ func (s *Store) indexEntry(scope idempotency.Scope, key idempotency.Key, rk stri
 	return s.bucketOf(scope.Workspace, rk), member, nil
 }
 
-// Settle settles an unknown record (idempotency.Settler).
+// Settle settles an unknown record (idempotency.Settler): one script on
+// the record and its index bucket.
 func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idempotency.Record, error) {
 	rk, err := req.Scope.StorageKey(s.prefix, req.Key)
 	if err != nil {
@@ -145,16 +121,41 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 	return idempotency.Record{}, opError("settle", fmt.Errorf("unexpected reply %q", st))
 }
 
-// ListUnknown lists a workspace's unknown records (idempotency.Settler), in
-// listing order: the previous release's per-workspace key first, then the
-// buckets by slot, each by (score, member), that is by expiry within a
-// bucket. It reads listBatch buckets per pipeline (on a Cluster, rueidis
-// sends each read to its slot's node), then each entry's record; an entry
-// whose record is gone, final or denied is dropped. One call reads at most
-// maxScan entries: past that it returns a short page and a cursor. The
-// cursor is a position (the last entry read, or the start of a bucket): an
-// entry whose score rises past it (a new reservation) may be listed again.
-// An empty workspace costs listPositions/listBatch round trips.
+// ListUnknown lists a workspace's unknown records (idempotency.Settler).
+//
+// The unknown index (DESIGN.md section 6, "Listing"): per workspace, one
+// sorted set per Cluster slot, the bucket {prefix}unk:{workspace}:{T}, where
+// the hash tag T (slotTags) puts the bucket in the slot of the records it
+// indexes; member indexMember, score the record's expiry in ms. So the
+// record scripts maintain it themselves, atomically with the record
+// (common.lua): a reservation (claim answering claimed, reserve) adds the
+// entry and prunes expired ones before the caller may send, so an attempt
+// is only ever sent indexed; a record that becomes final (finalize accepted
+// or definitely_rejected, settle, deny) loses its entry in the same
+// script, so a final record has no entry. Nothing else writes the index: a
+// replay, in_progress, held, a refusal or a stale finalize leave it as it
+// is; a record that stays or turns unknown keeps its entry, whose score
+// follows the record's expiry. The record stays the truth: the index may
+// hold entries of records that are gone (expired with their entry's score
+// not yet passed) or live, which listing skips and drops.
+//
+// The listing order is the previous release's per-workspace key first,
+// then the buckets by slot, each by (score, member), that is by expiry
+// within a bucket. It reads listBatch (512) buckets per pipelined round
+// trip (on a Cluster, rueidis sends each read to its slot's node), then
+// each entry's record; an entry whose record is gone, final or denied is
+// dropped. One call reads at most maxScan entries: past that it returns a
+// short page and a cursor. The cursor is a position (the last entry read,
+// or the start of a bucket): an entry whose score rises past it (a new
+// reservation) may be listed again. An empty workspace costs
+// listPositions/listBatch round trips.
+//
+// A previous release kept one sorted set per workspace at
+// {prefix}unk:{workspace} (another slot than the records). The listing
+// reads it as the first bucket until it is empty, so an upgrade loses no
+// unknown record; nothing writes it any more. An entry there whose record
+// is indexed in its bucket too is dropped from it, so that no record is
+// listed twice.
 func (s *Store) ListUnknown(ctx context.Context, req idempotency.ListRequest) (idempotency.UnknownPage, error) {
 	// The workspace is checked as a scope's: it names the index keys.
 	if err := (idempotency.Scope{Workspace: req.Workspace, Tool: "-", Connection: "-"}).Validate(); err != nil {

@@ -31,8 +31,8 @@ const (
 type Options struct {
 	// Prefix starts every key. If empty, idempotency.DefaultPrefix ("obol:").
 	Prefix string
-	// Retention is how long a record lives after its last change. If zero,
-	// 24h. It must be at least MinRetentionLeases times Lease, and should
+	// Retention is how long a record lives after its last change: a final
+	// outcome sets it, and a held or denied record keeps it. If zero, 24h. It must be at least MinRetentionLeases times Lease, and should
 	// exceed the largest tool timeout plus Lease (DESIGN.md section 7).
 	Retention time.Duration
 	// UnknownRetention is how long a record lives after a reservation or an
@@ -46,18 +46,26 @@ type Options struct {
 	Lease time.Duration
 	// MaxResultBytes caps the stored result (body plus kept headers). Over
 	// it, the status and receipt are kept, the body is dropped and a replay
-	// says BodyDropped. If zero, 64 KiB; at most 64 MiB, which bounds what
-	// decoding a stored (compressed) body may allocate.
+	// says BodyDropped; headers that alone exceed it are dropped too. Only
+	// idempotency.SafeHeader headers are stored. If zero, 64 KiB; at most
+	// 64 MiB, which bounds what decoding a stored (compressed) body may
+	// allocate.
 	MaxResultBytes int
 	// WaitReplicas, if > 0, makes every reservation (a claimed Claim and a
 	// Reserve) wait until that many replicas acknowledged it, on the same
 	// connection, in the same round trip. If fewer do within WaitTimeout the
-	// call fails with ErrReplicas: the store finalizes the reservation as
-	// never sent (best effort), so it does not burn the slot, and it is not
-	// to be used. New refuses a WaitReplicas above the replicas connected to
-	// any master (ErrReplicaCount). With fewer WaitReplicas than replicas, a
+	// call fails with ErrReplicas: the reservation is not to be used, and
+	// the store finalizes it as never sent (best effort, right after), so
+	// that the next claim re-opens the slot with the next token and waits
+	// again. New refuses a WaitReplicas above the replicas connected to any
+	// master (ErrReplicaCount). With fewer WaitReplicas than replicas, a
 	// failover may promote a replica that lacks a reservation: the slot then
 	// looks free, or as before the attempt, and may be dispatched again.
+	// After a failover the promoted master has no replica until one rejoins
+	// (the old master, restarted, say); until then every reservation on its
+	// slots fails closed with ErrReplicas. Finalizes are not WAITed: a
+	// failover may roll a finalized record back to in flight, which then
+	// reads unknown once its lease ends, never accepted by mistake.
 	WaitReplicas int
 	// WaitTimeout bounds the WAIT. If zero, 1s; at least 1ms. With
 	// WaitReplicas it must be at most half the lease: the WAIT is spent out of
@@ -78,6 +86,13 @@ type Options struct {
 
 // Store is an idempotency.Store on Redis or Redis Cluster. It is safe for
 // concurrent use.
+//
+// Every operation is one Lua script (scripts.go) on the record that
+// idempotency.Scope.StorageKey names and, for the scripts that reserve an
+// attempt or make a record final, the unknown index bucket of the same
+// Cluster slot (ListUnknown), so it is valid on Redis Cluster and records
+// spread over all slots. Time inside scripts is Redis TIME. Op ids are at
+// most 63 bytes of [A-Za-z0-9_-]; an empty one is minted.
 type Store struct {
 	client      rueidis.Client
 	prefix      string
@@ -106,9 +121,10 @@ func (s *Store) readCtx(ctx context.Context) (context.Context, context.CancelFun
 
 var _ idempotency.Store = (*Store)(nil)
 
-// New checks opts and the server (maxmemory-policy on every node, unless
+// New checks opts and the server (maxmemory-policy on every node the
+// client knows, replicas too since one may be promoted, unless
 // SkipEvictionCheck; with WaitReplicas, the replicas connected to every
-// master), loads the scripts and returns a Store. The client stays
+// master, INFO replication), loads the scripts and returns a Store. The client stays
 // owned by the caller; it must not set ConnLifetime, since an expiring
 // connection makes rueidis re-send in-flight commands, writes included.
 func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, error) {
@@ -277,6 +293,8 @@ func (s *Store) checkAcks(acks int64) error {
 	return nil
 }
 
+// ticketKey names an approval ticket: {prefix}apt:{ticket}, its own key
+// (and slot), so Claim writes it with a separate SET (see there).
 func (s *Store) ticketKey(id string) string { return s.prefix + "apt:" + id }
 
 // validOpID mints an op id when empty and checks the charset otherwise: the
@@ -367,7 +385,10 @@ func validRouteField(field, v string) error {
 	return nil
 }
 
-// Claim applies the state table of DESIGN.md section 6 in one script.
+// Claim applies the state table of DESIGN.md section 6 in one script: one
+// round trip (a replay costs only this), plus a GET of the fleet's scope
+// version at most once per lease (scope.go) and a SET of the ticket when it
+// answers held. req.KeySource must be KeySupplied or KeyMinted.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
 	key, err := req.Scope.StorageKey(s.prefix, req.Key)
 	if err != nil {
@@ -579,8 +600,9 @@ func (s *Store) writeTicket(ctx context.Context, id string, scope idempotency.Sc
 	return s.client.Do(ctx, s.client.B().Set().Key(s.ticketKey(id)).Value(string(v)).PxMilliseconds(s.retentionMS).Build()).Error()
 }
 
-// Reserve reserves attempt Token+1: the one immediate second attempt of a
-// cycle.
+// Reserve reserves attempt Token+1, the one immediate second attempt of a
+// cycle, in one script (WAITed as a claim, see Options.WaitReplicas). It
+// extends the work, so it needs a live lease.
 func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (idempotency.Reservation, error) {
 	key, err := req.Scope.StorageKey(s.prefix, req.Key)
 	if err != nil {
@@ -642,8 +664,11 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	return idempotency.Reservation{}, opError("reserve", fmt.Errorf("unexpected reply %q", st))
 }
 
-// Renew extends the lease of attempt Token, up to its attempt deadline. It is
-// not WAITed: a renewal lost in a failover only shortens the lease.
+// Renew extends the lease of attempt Token, up to its attempt deadline, in
+// one script; it never shortens a lease, and needs a live one. It keeps its
+// op id in a field of its own, so renewals never hide a re-sent claim or
+// reserve from its op id. It is not WAITed: a renewal lost in a failover
+// only shortens the lease.
 func (s *Store) Renew(ctx context.Context, req idempotency.RenewRequest) (time.Time, error) {
 	key, err := req.Scope.StorageKey(s.prefix, req.Key)
 	if err != nil {
@@ -691,8 +716,20 @@ func status(arr []rueidis.RedisMessage) (string, error) {
 	return arr[0].ToString()
 }
 
-// Finalize records the outcome of attempt Token and returns the record
-// without the body.
+// Finalize records the outcome of attempt Token in one script and returns
+// the record without the body.
+//
+// It is fenced by the token alone: an in-flight record whose lease expired,
+// but that no claim took over, accepts its own attempt's outcome, and so
+// does one that a claim marked unknown on the expiry path (an unsupported
+// binding) without taking a new token. Once a claim has taken over with the
+// next attempt, the old token is stale.
+//
+// With NeverSent the Outcome must be unknown or empty, with no Result: the
+// record is stored as unknown with a field s (the attempts that may have
+// left) below n, and Lookup reports StateUnknown with SentAttempts. On a
+// record the expiry path already marked unknown it records unknown without
+// taking the attempt back.
 func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (idempotency.Record, error) {
 	key, err := req.Scope.StorageKey(s.prefix, req.Key)
 	if err != nil {
@@ -763,7 +800,9 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 }
 
 // Lookup reads a record with a read-only script, judging its lease by the
-// Redis clock.
+// Redis clock. It runs as EVALSHA_RO, in which Redis refuses any write; a
+// server that refuses TIME there (miniredis) gets the same script by
+// EVALSHA.
 func (s *Store) Lookup(ctx context.Context, scope idempotency.Scope, key idempotency.Key) (idempotency.Record, error) {
 	rk, err := scope.StorageKey(s.prefix, key)
 	if err != nil {
@@ -874,7 +913,11 @@ func (s *Store) Ticket(ctx context.Context, id string) (idempotency.Ticket, erro
 	return tv.ticket(id, k, idempotency.TicketPending), nil
 }
 
-// Decide approves or denies a held call. The first decision is final.
+// Decide approves or denies a held call. The first decision is final:
+// repeating it answers the ticket; approving a denied ticket is ErrDenied,
+// denying an approved one ErrStale. Decide also restarts the ticket key's
+// retention. An approved ticket dispatches only through a claim that
+// presents it.
 func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idempotency.Ticket, error) {
 	op, err := validOpID(req.OpID)
 	if err != nil {
