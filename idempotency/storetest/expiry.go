@@ -108,11 +108,13 @@ func testRetentionFinalized(t *testing.T, h Harness) {
 
 // testRetentionFromLastChange: a change (here an approval) restarts the
 // retention of the record and of its ticket.
+// Each step passes half the retention, so two pass it; each leaves 0.45 of
+// it (1.8 s) for a loaded machine's pauses before the step after it.
 func testRetentionFromLastChange(t *testing.T, h Harness) {
-	e := newEnv(t, h, shortLease, shortRetention)
+	e := newEnv(t, h, shortLease, 2*shortRetention)
 	req := held(call(effectspec.BindingHeader))
 	ticket := e.hold(req)
-	step := e.cfg.Retention * 6 / 10
+	step := e.cfg.Retention * 11 / 20
 	e.wait(step)
 	if _, err := e.decide(ticket, true); err != nil {
 		t.Fatalf("Decide: %v", err)

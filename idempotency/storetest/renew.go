@@ -20,8 +20,10 @@ var renewTests = []test{
 }
 
 // renewLease is long enough that a loaded machine's pauses between steps do
-// not let a lease lapse on wall time.
-const renewLease = time.Second
+// not let a lease lapse on wall time: a 1 s lease lapsed under a load of 5
+// runnable threads per core. Each test leaves at least 0.45 of it between a
+// wait and the step that must come before the lease lapses.
+const renewLease = 2 * time.Second
 
 func (e *env) renew(req idempotency.ClaimRequest, token int) (time.Time, error) {
 	return e.s.Renew(e.ctx, idempotency.RenewRequest{Scope: req.Scope, Key: req.Key, Token: token})
@@ -31,7 +33,9 @@ func testRenewExtends(t *testing.T, h Harness) {
 	e := newEnv(t, h, renewLease, longRetention)
 	req := call(effectspec.BindingHeader)
 	c := e.claimed(req)
-	e.wait(renewLease / 2)
+	// Both waits are past half a lease, so together they pass the first
+	// lease; each leaves 0.45 of a lease for the step after it.
+	e.wait(renewLease * 11 / 20)
 	l, err := e.renew(req, 1)
 	if err != nil {
 		t.Fatalf("Renew(1): %v", err)
@@ -46,7 +50,7 @@ func testRenewExtends(t *testing.T, h Harness) {
 	}
 	// A renewed lease keeps the slot: past the first lease, it is still in
 	// progress, and the owner's finalize applies.
-	e.wait(renewLease * 7 / 10)
+	e.wait(renewLease * 11 / 20)
 	contender(t, e.claimWant(req, idempotency.StatusInProgress))
 	e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`))
 }
@@ -56,9 +60,9 @@ func testRenewExtends(t *testing.T, h Harness) {
 func testRenewAttemptDeadline(t *testing.T, h Harness) {
 	e := newEnv(t, h, renewLease, longRetention)
 	req := call(effectspec.BindingUnsupported)
-	req.Timeout = renewLease * 3 / 2
+	req.Timeout = renewLease * 11 / 10
 	c := e.claimed(req)
-	e.wait(renewLease * 6 / 10) // now + lease is past the attempt deadline
+	e.wait(renewLease / 5) // now + lease is past the attempt deadline
 	l, err := e.renew(req, 1)
 	if err != nil {
 		t.Fatalf("Renew(1): %v", err)
