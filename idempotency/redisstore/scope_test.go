@@ -224,7 +224,9 @@ func TestScopeVersionChangeStopsClaims(t *testing.T) {
 // TestScopeVersionReadFails: a reading that fails claims nothing, answers a
 // store failure (retryable), and the next claim reads again.
 func TestScopeVersionReadFails(t *testing.T) {
-	m := newMini(t, Options{Lease: time.Second, ReadTimeout: 50 * time.Millisecond})
+	// The reading under LOADING retries until ReadTimeout; the reading after
+	// it must fit in it: 50 ms did not on a loaded machine.
+	m := newMini(t, Options{Lease: time.Second, ReadTimeout: 500 * time.Millisecond})
 	advance := manualClock(m.store)
 	advance(time.Second)
 	m.mr.SetError("LOADING Redis is loading the dataset in memory")
