@@ -413,7 +413,10 @@ func TestFaultProxy(t *testing.T) {
 		start := time.Now()
 		proxy := newFaultProxy(t, redis.Addr())
 		v := newVendor(t, 0)
-		h := newLibHarness(t, newStore(t, newClient(t, proxy.Addr()), redisstore.Options{Lease: libLease}), v)
+		// Every call must complete: its attempt has to fit in its lease
+		// after reconnecting for re-sends, which 1 s did not on a loaded
+		// machine (the attempt ran out of its dispatch deadline: unknown).
+		h := newLibHarness(t, newStore(t, newClient(t, proxy.Addr()), redisstore.Options{Lease: 3 * libLease}), v)
 		h.orch.StoreRetries = 6
 		var mu sync.Mutex
 		seen := map[string]int{}

@@ -24,7 +24,7 @@ const RequireEnv = "OBOL_REQUIRE_REDIS"
 const (
 	startAttempts = 8                // fresh ports tried before giving up
 	readyTimeout  = 15 * time.Second // a loaded 2-core machine can be slow
-	cmdTimeout    = 5 * time.Second
+	cmdTimeout    = 15 * time.Second // set-up commands: a starved new node once took over 5 s during assembly
 )
 
 // Server is one redis-server process. Its methods are safe for concurrent use.
