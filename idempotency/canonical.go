@@ -1278,40 +1278,36 @@ func (c *canonicalizer) appendPlain(num, integer, frac []byte) bool {
 // ECMAScript prints that decimal in plain notation. It reports false for
 // other numbers.
 func (c *canonicalizer) appendShortDecimal(neg bool, integer, frac, exp []byte) bool {
-	var d [16]byte // significant digits
-	k, zeros, first := 0, 0, -1
-	for i, part := range [2][]byte{integer, frac} {
-		for j, ch := range part {
-			switch {
-			case ch == '0' && first < 0:
-			case ch == '0':
-				zeros++
-			default:
-				if first < 0 {
-					first = j
-					if i == 1 {
-						first += len(integer)
-					}
-				}
-				if k+zeros >= len(d) {
-					return false
-				}
-				for ; zeros > 0; zeros-- {
-					d[k] = '0'
-					k++
-				}
-				d[k] = ch
-				k++
-			}
+	// The significant digits are hi followed by lo, without leading or
+	// trailing zeros; first is the index of the first one in integer+frac.
+	// The grammar allows a leading zero only as the whole integer part.
+	hi, lo, first := integer, frac, 0
+	if integer[0] == '0' {
+		f := 0
+		for f < len(frac) && frac[f] == '0' {
+			f++
+		}
+		if f == len(frac) { // zero, or -0
+			c.tape = append(c.tape, '0')
+			return true
+		}
+		hi, lo, first = nil, frac[f:], 1+f
+	}
+	for len(lo) > 0 && lo[len(lo)-1] == '0' {
+		lo = lo[:len(lo)-1]
+	}
+	if len(lo) == 0 {
+		for hi[len(hi)-1] == '0' {
+			hi = hi[:len(hi)-1]
 		}
 	}
-	if k == 0 { // zero, or -0
-		c.tape = append(c.tape, '0')
-		return true
-	}
+	k := len(hi) + len(lo)
 	if k > 15 {
 		return false
 	}
+	var d [16]byte
+	copy(d[:], hi)
+	copy(d[len(hi):], lo)
 	// The value is 0.d * 10^n.
 	n := len(integer) - first
 	if len(exp) > 0 {
