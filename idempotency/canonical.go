@@ -477,7 +477,7 @@ member:
 		m := &c.members[id]
 		*m = canonMember{}
 		m.start, m.off = uint32(len(tape)), uint32(pos)
-		if k, ok := plainShort(in, pos); ok && k <= 14 && cap(tape)-len(tape) >= 16 {
+		if k, ok := plainString(in, pos); ok && k <= 14 && cap(tape)-len(tape) >= 16 {
 			m.prefix = binary.BigEndian.Uint64(in[pos+1:])
 			if k < 8 {
 				m.prefix &^= math.MaxUint64 >> (8 * k)
@@ -583,23 +583,6 @@ func quoteBytes(w uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	q := w ^ (lo * '"')
 	return (q - lo) &^ q & hi
-}
-
-// plainShort is plainString by a byte loop, for member names: they are
-// short, and in records the loop's exits are predicted where the length
-// computed from a mask is a dependency of everything after it.
-func plainShort(in []byte, pos int) (k int, ok bool) {
-	if len(in)-pos < 24 {
-		return 0, false
-	}
-	i := pos + 1
-	for strSafe[in[i]] {
-		i++
-		if i-pos > 15 {
-			return 0, false
-		}
-	}
-	return i - pos - 1, in[i] == '"'
 }
 
 // plainNumber returns the length of the number at pos when its text is its
