@@ -190,24 +190,27 @@ func getCanonicalizer() *canonicalizer {
 
 func putCanonicalizer(c *canonicalizer) {
 	c.in, c.out, c.h, c.text = nil, nil, nil, nil
-	c.tape = trimCanonPooled(c.tape, 1)
-	c.keys = trimCanonPooled(c.keys, 1)
-	c.scratch = trimCanonPooled(c.scratch, 1)
-	c.buf = trimCanonPooled(c.buf, 1)
-	c.members = trimCanonPooled(c.members, 40)
-	c.stack = trimCanonPooled(c.stack, 4)
-	c.sorted = trimCanonPooled(c.sorted, 4)
-	c.objs = trimCanonPooled(c.objs, 24)
-	c.open = trimCanonPooled(c.open, 8)
-	c.frames = trimCanonPooled(c.frames, 12)
+	// Only the capacities are checked: every use reslices from [:0], and
+	// storing the slices back on every call costs more than the test.
+	dropLarge(&c.tape, 1)
+	dropLarge(&c.keys, 1)
+	dropLarge(&c.scratch, 1)
+	dropLarge(&c.buf, 1)
+	dropLarge(&c.members, 40)
+	dropLarge(&c.stack, 4)
+	dropLarge(&c.sorted, 4)
+	dropLarge(&c.objs, 24)
+	dropLarge(&c.open, 8)
+	dropLarge(&c.frames, 12)
 	canonicalizers.Put(c)
 }
 
-func trimCanonPooled[T any](s []T, size int) []T {
-	if cap(s)*size > canonMaxPooled {
-		return nil
+// dropLarge forgets a buffer of more than canonMaxPooled bytes (elements
+// of size bytes), so that a pooled canonicalizer does not pin it.
+func dropLarge[T any](s *[]T, size int) {
+	if cap(*s)*size > canonMaxPooled {
+		*s = nil
 	}
-	return s[:0]
 }
 
 // parse validates c.in and fills the tape.
@@ -478,7 +481,7 @@ member:
 		m := &c.members[id]
 		*m = canonMember{}
 		m.start, m.off = uint32(len(tape)), uint32(pos)
-		if k, ok := plainShort(in, pos); ok && k <= 14 && cap(tape)-len(tape) >= 16 {
+		if k, ok := plainString(in, pos); ok && k <= 14 && cap(tape)-len(tape) >= 16 {
 			m.prefix = binary.BigEndian.Uint64(in[pos+1:])
 			if k < 8 {
 				m.prefix &^= math.MaxUint64 >> (8 * k)
@@ -564,31 +567,26 @@ func plainString(in []byte, pos int) (k int, ok bool) {
 	if len(in)-pos < 24 {
 		return 0, false
 	}
-	if s := specialBytes(binary.LittleEndian.Uint64(in[pos+1:])); s != 0 {
-		k = bits.TrailingZeros64(s) / 8
-	} else if s = specialBytes(binary.LittleEndian.Uint64(in[pos+9:])); s != 0 {
-		k = 8 + bits.TrailingZeros64(s)/8
-	} else {
-		return 0, false
+	// Whether the first special byte is the closing quote is read from the
+	// masks rather than by loading the byte at the index found, which would
+	// wait for that index.
+	w := binary.LittleEndian.Uint64(in[pos+1:])
+	if s := specialBytes(w); s != 0 {
+		return bits.TrailingZeros64(s) / 8, s&-s&quoteBytes(w) != 0
 	}
-	return k, in[pos+1+k] == '"'
+	w = binary.LittleEndian.Uint64(in[pos+9:])
+	if s := specialBytes(w); s != 0 {
+		return 8 + bits.TrailingZeros64(s)/8, s&-s&quoteBytes(w) != 0
+	}
+	return 0, false
 }
 
-// plainShort is plainString by a byte loop, for member names: they are
-// short, and in records the loop's exits are predicted where the length
-// computed from a mask is a dependency of everything after it.
-func plainShort(in []byte, pos int) (k int, ok bool) {
-	if len(in)-pos < 24 {
-		return 0, false
-	}
-	i := pos + 1
-	for strSafe[in[i]] {
-		i++
-		if i-pos > 15 {
-			return 0, false
-		}
-	}
-	return i - pos - 1, in[i] == '"'
+// quoteBytes marks, with its high bit, each '"' in w, exactly up to and
+// including the lowest one (as specialBytes, borrows mark only above).
+func quoteBytes(w uint64) uint64 {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q := w ^ (lo * '"')
+	return (q - lo) &^ q & hi
 }
 
 // plainNumber returns the length of the number at pos when its text is its
@@ -764,20 +762,25 @@ func (c *canonicalizer) sortMembers(ids []int32) error {
 // decide the order whatever the rest of the names.
 func (c *canonicalizer) sortByPrefix(ids []int32) (ok, moved bool) {
 	n := min(len(ids), 16)
-	var ps [16]uint64 // in input order
-	for k, id := range ids[:n] {
-		m := &c.members[id]
-		if m.high {
-			return false, false
-		}
-		ps[k] = m.prefix
-	}
-	e := &c.orders[(ps[0]^uint64(n))*0x9e3779b97f4a7c15>>(64-3)]
+	ms := c.members
+	first := &ms[ids[0]]
+	e := &c.orders[(first.prefix^uint64(n))*0x9e3779b97f4a7c15>>(64-3)]
+	// Compared against the remembered order as they are loaded: on a hit
+	// (most records) no copy of the prefixes is made.
 	hit := e.n == n
 	for k := 0; hit && k < n; k++ {
-		hit = e.prefix[k] == ps[k]
+		m := &ms[ids[k]]
+		hit = e.prefix[k] == m.prefix && !m.high
 	}
 	if !hit {
+		var ps [16]uint64 // in input order
+		for k, id := range ids[:n] {
+			m := &ms[id]
+			if m.high {
+				return false, false
+			}
+			ps[k] = m.prefix
+		}
 		var sorted [16]uint64
 		var perm [16]uint8
 		for k, p := range ps[:n] {
@@ -935,10 +938,11 @@ func (c *canonicalizer) str() (flags int, err error) {
 			// Validate the text up to the next quote, escape or control
 			// character at once rather than rune by rune.
 			j := skipText(in, i)
-			if !utf8.Valid(in[i:j]) {
+			valid, high := validText(in[i:j])
+			if !valid {
 				return 0, c.errorf(firstInvalidUTF8(in[:j], i), "invalid UTF-8 in string")
 			}
-			if hasHighRune(in[i:j]) {
+			if high {
 				flags |= strHigh
 			}
 			i = j
@@ -986,6 +990,14 @@ func (c *canonicalizer) str() (flags int, err error) {
 				case r < 0x20 || r == '"' || r == '\\':
 					c.tape = appendEscaped(c.tape, byte(r))
 					flags |= strEscaped
+				case r < 0x800:
+					// Below U+0800 (Latin accents, °): two bytes in line,
+					// where AppendRune calls out for every non-ASCII rune.
+					if r < 0x80 {
+						c.tape = append(c.tape, byte(r))
+					} else {
+						c.tape = append(c.tape, 0xc0|byte(r>>6), 0x80|byte(r)&0x3f)
+					}
 				default:
 					if r >= 0xe000 {
 						flags |= strHigh
@@ -1032,25 +1044,54 @@ func skipText(in []byte, i int) int {
 	return i
 }
 
-// hasHighRune reports whether valid UTF-8 text has a rune at or above
-// U+E000, that is a byte at or above 0xEE.
-func hasHighRune(b []byte) bool {
-	const hi = 0x8080808080808080
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:])
-		// Per byte, (b&0x7f)+0x12 reaches 0x80 when b&0x7f >= 0x6e, with no
-		// carry into the next byte.
-		if w&(w&^hi+0x1212121212121212)&hi != 0 {
-			return true
+// validText reports whether b is valid UTF-8 (as utf8.Valid) and whether it
+// has a rune at or above U+E000 (as hasHighRune), in one pass: the non-ASCII
+// runs of strings are mostly short, where the call and the second scan cost
+// more than the check.
+func validText(b []byte) (valid, high bool) {
+	for i := 0; i < len(b); {
+		c := b[i]
+		switch {
+		case c < 0x80:
+			i++
+		case c < 0xc2: // a continuation byte, or an overlong 2-byte lead
+			return false, false
+		case c < 0xe0:
+			if i+1 >= len(b) || b[i+1]&0xc0 != 0x80 {
+				return false, false
+			}
+			i += 2
+		case c < 0xf0:
+			// E0 must not be overlong, ED must not encode a surrogate.
+			lo, hi := byte(0x80), byte(0xbf)
+			if c == 0xe0 {
+				lo = 0xa0
+			} else if c == 0xed {
+				hi = 0x9f
+			}
+			if i+2 >= len(b) || b[i+1] < lo || b[i+1] > hi || b[i+2]&0xc0 != 0x80 {
+				return false, false
+			}
+			high = high || c >= 0xee
+			i += 3
+		case c < 0xf5:
+			// F0 must not be overlong, F4 must not pass U+10FFFF.
+			lo, hi := byte(0x80), byte(0xbf)
+			if c == 0xf0 {
+				lo = 0x90
+			} else if c == 0xf4 {
+				hi = 0x8f
+			}
+			if i+3 >= len(b) || b[i+1] < lo || b[i+1] > hi || b[i+2]&0xc0 != 0x80 || b[i+3]&0xc0 != 0x80 {
+				return false, false
+			}
+			high = true
+			i += 4
+		default:
+			return false, false
 		}
 	}
-	for ; i < len(b); i++ {
-		if b[i] >= 0xee {
-			return true
-		}
-	}
-	return false
+	return true, high
 }
 
 // firstInvalidUTF8 returns the offset at or after i of the first byte of in
@@ -1224,40 +1265,36 @@ func (c *canonicalizer) appendPlain(num, integer, frac []byte) bool {
 // ECMAScript prints that decimal in plain notation. It reports false for
 // other numbers.
 func (c *canonicalizer) appendShortDecimal(neg bool, integer, frac, exp []byte) bool {
-	var d [16]byte // significant digits
-	k, zeros, first := 0, 0, -1
-	for i, part := range [2][]byte{integer, frac} {
-		for j, ch := range part {
-			switch {
-			case ch == '0' && first < 0:
-			case ch == '0':
-				zeros++
-			default:
-				if first < 0 {
-					first = j
-					if i == 1 {
-						first += len(integer)
-					}
-				}
-				if k+zeros >= len(d) {
-					return false
-				}
-				for ; zeros > 0; zeros-- {
-					d[k] = '0'
-					k++
-				}
-				d[k] = ch
-				k++
-			}
+	// The significant digits are hi followed by lo, without leading or
+	// trailing zeros; first is the index of the first one in integer+frac.
+	// The grammar allows a leading zero only as the whole integer part.
+	hi, lo, first := integer, frac, 0
+	if integer[0] == '0' {
+		f := 0
+		for f < len(frac) && frac[f] == '0' {
+			f++
+		}
+		if f == len(frac) { // zero, or -0
+			c.tape = append(c.tape, '0')
+			return true
+		}
+		hi, lo, first = nil, frac[f:], 1+f
+	}
+	for len(lo) > 0 && lo[len(lo)-1] == '0' {
+		lo = lo[:len(lo)-1]
+	}
+	if len(lo) == 0 {
+		for hi[len(hi)-1] == '0' {
+			hi = hi[:len(hi)-1]
 		}
 	}
-	if k == 0 { // zero, or -0
-		c.tape = append(c.tape, '0')
-		return true
-	}
+	k := len(hi) + len(lo)
 	if k > 15 {
 		return false
 	}
+	var d [16]byte
+	copy(d[:], hi)
+	copy(d[len(hi):], lo)
 	// The value is 0.d * 10^n.
 	n := len(integer) - first
 	if len(exp) > 0 {
