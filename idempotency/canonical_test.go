@@ -3,7 +3,6 @@ package idempotency
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -690,14 +689,14 @@ func TestSkipTextAndHasHighRune(t *testing.T) {
 		if got := skipText(b, start); got != want {
 			t.Fatalf("skipText(%q, %d) = %d, want %d", b, start, got, want)
 		}
-		if got, want := hasHighRune(b), slices.ContainsFunc(b, func(c byte) bool { return c >= 0xee }); got != want {
-			t.Fatalf("hasHighRune(%q) = %v, want %v", b, got, want)
+		if got, want := v1hasHighRune(b), slices.ContainsFunc(b, func(c byte) bool { return c >= 0xee }); got != want {
+			t.Fatalf("v1hasHighRune(%q) = %v, want %v", b, got, want)
 		}
 	}
 	for _, s := range []string{"abcdefgh퟿", "abcdefgh", "￿", "𐀀", "abÿ߿ࠀ퟿xyz", "𠜎"} {
 		want := strings.ContainsFunc(s, func(r rune) bool { return r >= 0xe000 })
-		if got := hasHighRune([]byte(s)); got != want {
-			t.Errorf("hasHighRune(%q) = %v, want %v", s, got, want)
+		if got := v1hasHighRune([]byte(s)); got != want {
+			t.Errorf("v1hasHighRune(%q) = %v, want %v", s, got, want)
 		}
 	}
 }
@@ -720,25 +719,4 @@ func TestCanonicalizeInvalidUTF8Offset(t *testing.T) {
 			t.Errorf("Canonicalize(%q): err = %v, want %q", tt.in, err, want)
 		}
 	}
-}
-
-// hasHighRune reports whether valid UTF-8 text has a rune at or above
-// U+E000, that is a byte at or above 0xEE: the oracle of validText's high.
-func hasHighRune(b []byte) bool {
-	const hi = 0x8080808080808080
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:])
-		// Per byte, (b&0x7f)+0x12 reaches 0x80 when b&0x7f >= 0x6e, with no
-		// carry into the next byte.
-		if w&(w&^hi+0x1212121212121212)&hi != 0 {
-			return true
-		}
-	}
-	for ; i < len(b); i++ {
-		if b[i] >= 0xee {
-			return true
-		}
-	}
-	return false
 }
