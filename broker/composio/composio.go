@@ -29,8 +29,13 @@ const DefaultBaseURL = "https://backend.composio.dev"
 
 // StatusToolFailed is the status reported for a reply of HTTP 2xx whose body
 // says "successful": false: 424 Failed Dependency. Composio ran (or tried to
-// run) the tool and the tool failed; the tool's EffectSpec classifies 424
-// like any status, and a spec that does not list it makes the call unknown.
+// run) the tool and the tool failed. Passing the 200 through would let a
+// spec that accepts 200 record a failed run as accepted. 424 is not among
+// the statuses Composio's error reference lists, so it cannot be confused
+// with Composio's own answers. The tool's EffectSpec classifies it like any
+// status: a spec that lists 424 under definitely_rejected says "this tool's
+// failures are clean"; one that does not leaves such calls unknown, the
+// cautious default.
 const StatusToolFailed = http.StatusFailedDependency
 
 // Routing field names.
@@ -134,6 +139,9 @@ type route struct {
 	slug, account, user string
 }
 
+// parseRouting validates a routing: tool_slug and at least one of
+// connected_account_id and user_id. The slug must be 1 to 128 of A-Z a-z 0-9
+// _ -, so it is one path segment that needs no escaping.
 func parseRouting(routing map[string]string) (route, error) {
 	var errs []error
 	bad := func(field, msg string) {
@@ -203,6 +211,9 @@ func (b *Broker) route(tool string, r route) idempotency.Route {
 	}
 }
 
+// executePath is the execute endpoint of API v3, as the contract fixes
+// (Composio also serves v3.1 with the same body). No tool version is sent,
+// so Composio applies its default.
 func (b *Broker) executePath(slug string) string {
 	return b.base.Path + "/api/v3/tools/execute/" + slug
 }
@@ -226,6 +237,9 @@ func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	return b.send(ctx, r, call.Arguments)
 }
 
+// send makes the one request of an attempt. The arguments must be a JSON
+// object (absent reads as {}), as Composio's "arguments" is; they go into
+// the envelope byte for byte.
 func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Result {
 	args := idempotency.ArgumentsOrEmpty(arguments)
 	var obj map[string]json.RawMessage

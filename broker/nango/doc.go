@@ -40,27 +40,7 @@
 // Nango documents actions as superseded by tools; the trigger endpoint
 // remains callable and is what this adapter speaks.
 //
-// # Decisions where the contract is silent
-//
-//   - "Retries: 0" is sent on actions too, not only on the proxy. Nango's
-//     default is 0 today; sending it makes the request say what we need
-//     whatever a future default becomes, and it is harmless where ignored.
-//   - No Nango-Proxy- header is sent, so none of our headers reaches the
-//     vendor: in particular never an idempotency key, which a broker does not
-//     propagate.
-//   - The proxy method defaults to POST and must be GET, POST, PUT, PATCH or
-//     DELETE (the methods the proxy serves). A GET sends no body, so its
-//     arguments must be absent or {}: anything else is refused rather than
-//     dropped. Query parameters belong in the path.
-//   - The path may carry a query but no fragment, and no "." or ".."
-//     segment, even percent-encoded: after normalization such a path would
-//     leave /proxy/ and reach Nango's own API with our secret.
-//   - Responses pass through unchanged: the proxy relays the vendor's status,
-//     headers and body, and a synchronous action answers with its output or
-//     an error status. Nango's own refusals (unknown connection, bad secret)
-//     are statuses the tool's EffectSpec classifies.
-//   - Route's Path for an action is "/action/trigger/" plus the escaped
-//     action name, so another action is another destination.
-//   - Connection-Id and Provider-Config-Key must be printable ASCII without
-//     spaces (at most 256 bytes); an action name, printable text.
+// The choices where the contract is silent are on the code they govern:
+// parseRouting (fields, methods), checkPath (what a proxy path may hold),
+// newRequest (the headers), proxyRequest (GET) and Dispatch (answers).
 package nango

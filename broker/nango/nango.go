@@ -174,6 +174,11 @@ type route struct {
 
 func (r route) isAction() bool { return r.action != "" }
 
+// parseRouting validates a routing: a proxy path or an action, never both.
+// The proxy method defaults to POST and must be GET, POST, PUT, PATCH or
+// DELETE (the methods the proxy serves); an action takes no method.
+// Connection-Id and Provider-Config-Key must be printable ASCII without
+// spaces, at most 256 bytes; an action name, printable text.
 func parseRouting(routing map[string]string) (route, error) {
 	var (
 		r    route
@@ -282,7 +287,11 @@ func (b *Broker) route(tool string, r route) idempotency.Route {
 
 // Dispatch sends call as one request: to the proxy when the routing names a
 // path, else as a synchronous action. It returns the Executor's Result
-// unchanged; a call refused before sending is broker.Refused.
+// unchanged; a call refused before sending is broker.Refused. Answers pass
+// through as they are: the proxy relays the vendor's status, headers and
+// body, a synchronous action answers with its output or an error status,
+// and Nango's own refusals (unknown connection, bad secret) are statuses
+// the tool's EffectSpec classifies.
 func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	r, err := parseRouting(call.Routing)
 	if err != nil {
@@ -316,7 +325,8 @@ func (b *Broker) proxyRequest(ctx context.Context, r route, args []byte) (*http.
 	var body []byte
 	if r.method == http.MethodGet {
 		// Nango forwards a GET without a body; arguments that would be
-		// dropped are refused rather than silently lost.
+		// dropped (anything but absent or {}) are refused rather than
+		// silently lost. Query parameters belong in the path.
 		if !isEmptyObject(args) {
 			return nil, fmt.Errorf("%w: a GET proxy route sends no body; put parameters in the path's query", broker.ErrInvalidArguments)
 		}
@@ -344,6 +354,12 @@ func (b *Broker) actionRequest(ctx context.Context, r route, args []byte) (*http
 	return req, nil
 }
 
+// newRequest builds a request with the headers of every Nango call.
+// "Retries: 0" goes on actions too, not only on the proxy: Nango's default
+// is 0 today, and sending it keeps the request saying what we need whatever
+// a future default becomes; it is harmless where ignored. No Nango-Proxy-
+// header is ever sent, so none of our headers reaches the vendor: in
+// particular never an idempotency key, which a broker does not propagate.
 func (b *Broker) newRequest(ctx context.Context, method, u string, body []byte, r route) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
@@ -368,7 +384,8 @@ func (b *Broker) newRequest(ctx context.Context, method, u string, body []byte, 
 }
 
 // checkPath returns the proxy path without its leading slashes, or why it is
-// not allowed. A dot segment is refused: after normalization it would climb
+// not allowed. It may carry a query but no fragment, and no "." or ".."
+// segment, even percent-encoded: after normalization such a path would climb
 // out of /proxy/ and reach Nango's own API with our secret.
 func checkPath(p string) (string, string) {
 	p = strings.TrimLeft(p, "/")
