@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -96,6 +98,17 @@ func TestBodiesBeforeTheDictionary(t *testing.T) {
 	// is what tells them apart.
 	if back, err := decompressBody(stored[1:], size); err == nil && bytes.Equal(back, bytes.Repeat([]byte(`{"id":"x"}`), 30)) {
 		t.Error("a dictionary stream reads the same without its dictionary")
+	}
+}
+
+// TestDictionaryIsFixed: stored bodies are read with these very bytes, so
+// an edit of jsonDict would make every record written before it unreadable.
+// A different dictionary needs its own marker.
+func TestDictionaryIsFixed(t *testing.T) {
+	const want = "912cafff73ab320ae27e4a67a17fc65834da7a2c3ada384af9992d969e80533f"
+	sum := sha256.Sum256(jsonDict)
+	if got := hex.EncodeToString(sum[:]); got != want || len(jsonDict) != 1594 {
+		t.Fatalf("jsonDict changed: %d bytes, SHA-256 %s; want 1594 bytes, %s", len(jsonDict), got, want)
 	}
 }
 
