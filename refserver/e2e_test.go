@@ -683,10 +683,18 @@ func TestEndToEnd(t *testing.T) {
 		resp.Body.Close()
 		for _, want := range []string{`obol_claims_total{result="claimed"}`, `obol_claims_total{result="replay"}`,
 			`obol_attempts_total{phase="responded"}`, `obol_outcomes_total{outcome="accepted"}`, "obol_replays_total",
-			`obol_refusals_total{reason="request_mismatch"}`, "obol_call_duration_seconds_bucket",
-			`obol_store_duration_seconds_count{op="claim"}`, `obol_store_duration_seconds_count{op="finalize"}`} {
+			`obol_refusals_total{reason="request_mismatch"}`, "obol_call_duration_seconds_bucket"} {
 			if !strings.Contains(string(b), want) {
 				t.Errorf("metrics lack %s", want)
+			}
+		}
+		// Every series of the store histogram exists from the start; the
+		// calls above must have been observed in the ones on their path.
+		for _, series := range []string{`obol_store_duration_seconds_count{op="claim"} `, `obol_store_duration_seconds_count{op="finalize"} `} {
+			_, rest, ok := strings.Cut(string(b), series)
+			n, _, _ := strings.Cut(rest, "\n")
+			if !ok || n == "0" {
+				t.Errorf("metrics: %s= %q, want calls observed", series, n)
 			}
 		}
 		if code, m := p.post(t, "GET", "/healthz", "", ""); code != 200 || m["status"] != "ok" {

@@ -107,7 +107,7 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 		s.health = h.Health
 	}
 	s.orch = &retry.Orchestrator{
-		Store:  timedStore{store, s.metrics.storeSeconds},
+		Store:  newTimedStore(store, s.metrics.storeSeconds),
 		Policy: cfg.Policy,
 		OnClaim: func(_ *retry.Call, st idempotency.ClaimStatus) {
 			s.metrics.claims.WithLabelValues(string(st)).Inc()
