@@ -16,7 +16,9 @@
 // comma-separated Cluster seeds), -addr HOST:PORT (default 127.0.0.1:8080).
 // Without -redis the URL comes from OBOL_REDIS_URL, so a password never has
 // to be on the command line; without either, the embedded store is not
-// durable. Tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+// durable. Tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT is set. For
+// diagnosis, -cpuprofile FILE and -exectrace FILE record serving until
+// shutdown (profiles).
 //
 // One operator subcommand, read-only (README.md, "Upgrading the key scope"):
 //

@@ -41,6 +41,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("config", "", "configuration `file` (JSON, DESIGN.md section 11); default: the demo configuration and demo vendor")
 	redisURL := fs.String("redis", "", "Redis `URL`: redis://, rediss://, or comma-separated Cluster seeds; default: $"+envRedisURL+", else an embedded, NOT durable store")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `address` host:port")
+	cpuProfile := fs.String("cpuprofile", "", "diagnosis: write a CPU profile of serving (listen to shutdown) to `file`")
+	execTrace := fs.String("exectrace", "", "diagnosis: write a runtime execution trace of serving to `file` (go tool trace)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -65,11 +67,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	prof, err := createProfiles(*cpuProfile, *execTrace)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer prof.close()
+
 	exec := &retry.Executor{}
 	var (
 		cfg    *config
 		vendor *demoVendor
-		err    error
 	)
 	if *configPath != "" {
 		cfg, err = loadConfigFile(*configPath, exec)
@@ -152,6 +160,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "store: EMBEDDED, NOT DURABLE (use -redis URL)")
 	}
 
+	if err := prof.start(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	profiling := true
+	defer func() {
+		if profiling {
+			prof.stop()
+		}
+	}()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -175,6 +193,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("serve", "error", err.Error())
+	}
+	profiling = false
+	if err := prof.stop(); err != nil {
+		log.Warn("profile not written", "error", err.Error())
+		return 1
 	}
 	log.Info("stopped")
 	return 0

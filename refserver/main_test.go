@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/obol-gateway/obol/idempotency"
@@ -13,6 +18,14 @@ import (
 // runServer runs main's run in this process and returns its base URL (""
 // when it exited first), its output, and its exit code channel.
 func runServer(t *testing.T, args ...string) (base string, stdout, stderr *syncBuffer, exit chan int) {
+	t.Helper()
+	base, stdout, stderr, exit, _ = runServerStop(t, args...)
+	return base, stdout, stderr, exit
+}
+
+// runServerStop is runServer that also returns what stops the server (as
+// SIGTERM does).
+func runServerStop(t *testing.T, args ...string) (base string, stdout, stderr *syncBuffer, exit chan int, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -47,13 +60,19 @@ func runServer(t *testing.T, args ...string) (base string, stdout, stderr *syncB
 		for range lines {
 		}
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if base != "" {
-			<-exit
-		}
-	})
-	return base, stdout, stderr, exit
+	var once sync.Once
+	code := 0
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if base != "" {
+				code = <-exit
+				exit <- code
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return base, stdout, stderr, exit, stop
 }
 
 // TestRedisURLFromEnvironment: OBOL_REDIS_URL gives the -redis URL, so a
@@ -103,4 +122,41 @@ func TestRedisURLFromEnvironment(t *testing.T) {
 			t.Errorf("output:\n%s", out)
 		}
 	})
+}
+
+// TestProfiles: -cpuprofile and -exectrace write a CPU profile and an
+// execution trace of serving, complete once the server has shut down; a
+// path that cannot be created stops the server before it listens.
+func TestProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, exe := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "exec.trace")
+	base, _, stderr, exit, stop := runServerStop(t, "-cpuprofile", cpu, "-exectrace", exe)
+	if base == "" {
+		t.Fatalf("did not start:\n%s", stderr.String())
+	}
+	call(t, newSession(t, base, demoKeyAcme, idempotency.NewKey().String()), "payments.create_charge", map[string]any{"amount": 1}, "").wantOutcome(t, "accepted", false)
+	stop()
+	if code := <-exit; code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr.String())
+	}
+	// A CPU profile is gzipped protobuf; an execution trace starts with
+	// its Go version header.
+	if b, err := os.ReadFile(cpu); err != nil || len(b) < 20 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("CPU profile: %d bytes, %v", len(b), err)
+	} else if zr, err := gzip.NewReader(bytes.NewReader(b)); err != nil {
+		t.Errorf("CPU profile: %v", err)
+	} else if _, err := io.Copy(io.Discard, zr); err != nil {
+		t.Errorf("CPU profile cut short: %v", err)
+	}
+	if b, err := os.ReadFile(exe); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) || len(b) < 1000 {
+		t.Errorf("execution trace: %d bytes, %v", len(b), err)
+	}
+
+	base, _, stderr, exit, _ = runServerStop(t, "-cpuprofile", filepath.Join(dir, "missing", "cpu.pprof"))
+	if base != "" {
+		t.Fatal("started with a profile it cannot write")
+	}
+	if code := <-exit; code != 1 || !strings.Contains(stderr.String(), "-cpuprofile") {
+		t.Errorf("exit %d:\n%s", code, stderr.String())
+	}
 }

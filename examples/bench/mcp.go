@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
@@ -138,11 +139,17 @@ func (c *child) logTail() string {
 }
 
 func (c *child) stop() {
+	// SIGTERM first: refserver writes its profiles as it shuts down.
 	select {
 	case <-c.exited:
 	default:
-		c.cmd.Process.Kill()
-		<-c.exited
+		c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.exited:
+		case <-time.After(10 * time.Second):
+			c.cmd.Process.Kill()
+			<-c.exited
+		}
 	}
 	c.stderr.Close()
 }
@@ -279,6 +286,13 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 		return err
 	}
 	rc := exec.Command(bin, "-config", cfgPath, "-redis", o.redisURL, "-addr", "127.0.0.1:0")
+	if o.serverProfile != "" {
+		if err := os.MkdirAll(o.serverProfile, 0o755); err != nil {
+			return err
+		}
+		rc.Args = append(rc.Args, "-cpuprofile", filepath.Join(o.serverProfile, "refserver.cpu.pprof"),
+			"-exectrace", filepath.Join(o.serverProfile, "refserver.trace"))
+	}
 	rc.Env = append(os.Environ(), vendorEnv+"="+vendorSecret)
 	ref, err := startChild(ctx, "refserver", rc, dir)
 	if err != nil {
