@@ -228,3 +228,32 @@ func wantNodeTimeout(t *testing.T, c *Cluster, ms string) {
 		}
 	}
 }
+
+// TestPortTakenByAnotherRedis: a redis-server of another test that won the
+// race for a port answers PING too; start-up must see that the port is not
+// its own and retry elsewhere, never hand out the other server.
+func TestPortTakenByAnotherRedis(t *testing.T) {
+	t.Parallel()
+	other := Start(t)
+	if _, err := other.Do("SET", "owner", "other"); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{tb: testOwner{t}, bin: other.bin, dir: t.TempDir(), port: other.port}
+	t.Cleanup(s.cleanup)
+	inUse, err := s.spawn()
+	if err == nil || !inUse {
+		t.Fatalf("spawn on a port another redis-server holds = %v, inUse %v; want an in-use failure", err, inUse)
+	}
+	if err := s.startFresh(false); err != nil {
+		t.Fatalf("startFresh after the collision: %v", err)
+	}
+	if s.port == other.port {
+		t.Fatalf("started on the other server's port %d", s.port)
+	}
+	if v, err := other.Do("GET", "owner"); err != nil || v != "other" {
+		t.Errorf("the other server: %v, %v", v, err)
+	}
+	if v, err := s.Do("GET", "owner"); err != nil || v != nil {
+		t.Errorf("the new server holds the other's data: %v, %v", v, err)
+	}
+}
