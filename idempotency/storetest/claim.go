@@ -14,6 +14,7 @@ import (
 var claimTests = []test{
 	{"New", testClaimNew},
 	{"NewHeld", testClaimNewHeld},
+	{"RouteKeptWhole", testRouteKeptWhole},
 	{"RequestMismatch", testRequestMismatch},
 	{"DestinationConflict", testDestinationConflict},
 	{"UnknownRouteChanged", testUnknownRouteChanged},
@@ -109,6 +110,39 @@ func testClaimNewHeld(t *testing.T, h Harness) {
 	}
 	if tk.ID != r.Ticket || tk.Scope != req.Scope || tk.Key != req.Key || tk.Status != idempotency.TicketPending || tk.Approved() {
 		t.Fatalf("Ticket = %+v; want id %q, scope %+v, key %q, pending", tk, r.Ticket, req.Scope, req.Key)
+	}
+}
+
+// testRouteKeptWhole: a fresh claim, held or not, pins the route record
+// as given, whether its connection and tool are the scope's, others or
+// empty, and whatever the length or bytes of a fact.
+func testRouteKeptWhole(t *testing.T, h Harness) {
+	e := std(t, h)
+	base := call(effectspec.BindingHeader)
+	routes := map[string]func(r *idempotency.Route){
+		"the scope's": func(r *idempotency.Route) {},
+		"others":      func(r *idempotency.Route) { r.Connection, r.Tool = "conn_other", "resend.send_email" },
+		"empty":       func(r *idempotency.Route) { r.Connection, r.Tool, r.Method, r.Host, r.Path = "", "", "", "", "" },
+		"long and UTF-8": func(r *idempotency.Route) {
+			r.Host, r.Path = strings.Repeat("h", 128), "/v1/größe/😀/"+strings.Repeat("p", 100)
+		},
+	}
+	for name, mut := range routes {
+		for _, approval := range []bool{false, true} {
+			req := call(effectspec.BindingHeader)
+			route := idempotency.Route{Connection: base.Scope.Connection, Provider: "stripe", Tool: base.Scope.Tool,
+				Method: "POST", Host: "api.stripe.test", Path: "/v1/charges", Binding: req.Binding}
+			mut(&route)
+			req.Route, req.Fingerprint = route.Record(), route.Fingerprint()
+			want := idempotency.StatusClaimed
+			if approval {
+				req, want = held(req), idempotency.StatusHeld
+			}
+			e.claimWant(req, want)
+			if rec := e.lookup(req); rec.Route != req.Route || rec.Fingerprint != req.Fingerprint {
+				t.Errorf("route %s, approval %v: record pins %+v (%s); want %+v (%s)", name, approval, rec.Route, rec.Fingerprint, req.Route, req.Fingerprint)
+			}
+		}
 	}
 }
 
