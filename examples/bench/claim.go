@@ -42,9 +42,17 @@ func newWorkload() (*workload, error) {
 	route := idempotency.Route{Connection: "conn_bench", Provider: "benchpay", Tool: "bench.create_charge",
 		Method: "POST", Host: "127.0.0.1:9000", Path: "/v1/charges", Binding: effectspec.BindingHeader}
 	w.route, w.fp = route.Record(), route.Fingerprint()
-	// The connection and tool are the scope's, which the store does not keep
-	// twice: it sends them empty.
-	w.packed = strings.Join([]string{"", route.Provider, "", route.Method, route.Host, route.Path}, "\x1f")
+	// As the store sends it: the route's fields as the record stores them
+	// (tag, length, bytes); the connection and tool are the scope's, which
+	// the store does not keep twice. No length is a quote or a comma, which
+	// redis-benchmark's CSV report would not escape. The probe of claimRows
+	// reads the route back through the store.
+	for _, f := range []struct {
+		tag byte
+		v   string
+	}{{'p', route.Provider}, {'M', route.Method}, {'H', route.Host}, {'P', route.Path}} {
+		w.packed += string([]byte{f.tag, byte(len(f.v))}) + f.v
+	}
 	var err error
 	if w.hash, err = idempotency.RequestHash([]byte(`{"amount": 1200, "currency": "usd", "customer": "cus_42"}`)); err != nil {
 		return nil, err
@@ -334,6 +342,13 @@ func claimRows(ctx context.Context, o *options, e *env, t *table) error {
 	}
 	if st, _ := reply[0].ToString(); st != "claimed" {
 		return fmt.Errorf("probe EVALSHA of the claim script answered %q", st)
+	}
+	pk, err := idempotency.ParseKey(strings.TrimPrefix(probe, w.keyBase))
+	if err != nil {
+		return err
+	}
+	if rec, err := e.store.Lookup(ctx, w.scope, pk); err != nil || rec.Route != w.route {
+		return fmt.Errorf("probe EVALSHA of the claim script: the store reads back route %+v, %v; want %+v", rec.Route, err, w.route)
 	}
 	if _, err := exec.LookPath(o.benchBin); err != nil && o.rows[1] {
 		return fmt.Errorf("redis-benchmark: %w", err)

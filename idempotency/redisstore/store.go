@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -314,36 +315,45 @@ func validOpID(id string) (string, error) {
 	return id, nil
 }
 
-// packRoute checks the route record's facts and joins them into one script
-// argument, separated by 0x1f (the unit separator): control bytes are
-// refused, so it cannot occur in a fact. The
-// script stores no field for an empty fact. The connection and tool are
-// usually the scope's own: they are sent empty when equal to the scope's,
-// and as emptyFact when empty where the scope's are not. So a typical
-// finalized record stays a listpack of at most 256 bytes.
+// packRoute checks the route record's facts and writes them as the claim
+// script stores them (lua/common.lua): for each fact that is not empty, its
+// tag, its length (LEB128) and its bytes. The script copies them into a
+// fresh record as they are, which is cheaper in Lua than splitting and
+// encoding them there. The connection and tool are usually the scope's
+// own: they are left out when equal to the scope's, and stored as
+// emptyFact when empty where the scope's are not.
 func packRoute(scope idempotency.Scope, r idempotency.RouteRecord) (string, error) {
-	facts := [...]struct{ name, v string }{
-		{"connection", r.Connection}, {"provider", r.Provider}, {"tool", r.Tool},
-		{"method", r.Method}, {"host", r.Host}, {"path", r.Path},
+	facts := [...]struct {
+		tag     byte
+		name, v string
+	}{
+		{'c', "connection", r.Connection}, {'p', "provider", r.Provider}, {'T', "tool", r.Tool},
+		{'M', "method", r.Method}, {'H', "host", r.Host}, {'P', "path", r.Path},
 	}
-	var b strings.Builder
-	for i, f := range facts {
+	n := 0
+	for _, f := range facts {
 		if err := validRouteField(f.name, f.v); err != nil {
 			return "", err
 		}
-		if i > 0 {
-			b.WriteByte(0x1f)
-		}
+		n += 3 + len(f.v)
+	}
+	b := make([]byte, 0, n)
+	for _, f := range facts {
 		v := f.v
-		switch i {
-		case 0:
+		switch f.tag {
+		case 'c':
 			v = scopeFact(scope.Connection, v)
-		case 2:
+		case 'T':
 			v = scopeFact(scope.Tool, v)
 		}
-		b.WriteString(v)
+		if v == "" {
+			continue
+		}
+		b = append(b, f.tag)
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
 	}
-	return b.String(), nil
+	return string(b), nil
 }
 
 // emptyFact stores an empty connection or tool where the scope's is not

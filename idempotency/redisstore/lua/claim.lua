@@ -1,5 +1,6 @@
 -- claim: ARGV = scope version, request hash, binding, fingerprint, route
--- record (connection, provider, tool, method, host, path joined by 0x1f),
+-- record (its fields c, p, T, M, H, P as stored: tag, length, value; the
+-- record's bytes, so that the common fresh claim copies it as it is),
 -- key source, approval required (0/1), presented
 -- ticket, fresh ticket, op tag, lease ms, retention ms, vendor key (16
 -- bytes, or '' for an unsupported binding), unknown retention ms, attempt
@@ -28,21 +29,14 @@ if r == nil then
   if refuse then
     return {'refused'}
   end
-  -- The route record's facts (an empty fact is left out).
-  local facts, i, route_fields = {}, 1, {'c', 'p', 'T', 'M', 'H', 'P'}
-  for v in string.gmatch(route .. '\31', '([^\31]*)\31') do
-    if v ~= '' then
-      facts[#facts + 1] = {route_fields[i], v}
-    end
-    i = i + 1
-  end
   if approval == '1' then
-    r = {m = 'h' .. ks .. b, w = sv, q = rh, f = fp, n = '0', t = fresh, C = int(now), U = int(now), o = op}
+    r = decode('\2' .. route)
+    if r == nil then
+      return redis.error_reply('ERR redisstore: route fields cut short')
+    end
+    r.m, r.w, r.q, r.f, r.n, r.t, r.C, r.U, r.o = 'h' .. ks .. b, sv, rh, fp, '0', fresh, int(now), int(now), op
     if vk ~= '' then
       r.k = vk
-    end
-    for _, fv in ipairs(facts) do
-      r[fv[1]] = fv[2]
     end
     save(r, retention)
     return {'held', fresh}
@@ -56,9 +50,7 @@ if r == nil then
   if vk ~= '' then
     out[#out + 1] = field('k', vk)
   end
-  for _, fv in ipairs(facts) do
-    out[#out + 1] = field(fv[1], fv[2])
-  end
+  out[#out + 1] = route
   out[#out + 1] = field('C', ms) .. field('U', ms) .. field('o', op)
   index_add(member, now, uretention, true)
   redis.call('SET', key, table.concat(out), 'PX', uretention)
