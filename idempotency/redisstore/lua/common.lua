@@ -57,8 +57,10 @@ local function index_add(member, now, ttl, prune)
   if prune then
     redis.call('ZREMRANGEBYSCORE', bucket, '-inf', '(' .. string.format('%d', now))
   end
-  if redis.call('PTTL', bucket) < ttl then
-    redis.call('PEXPIRE', bucket, ttl)
+  -- One call in the usual case: GT raises a TTL that is lower, NX sets the
+  -- TTL of a bucket that this ZADD just made (GT never sets a missing one).
+  if redis.call('PEXPIRE', bucket, ttl, 'GT') == 0 then
+    redis.call('PEXPIRE', bucket, ttl, 'NX')
   end
 end
 
@@ -108,22 +110,41 @@ local function field(tag, v)
 end
 
 -- uint_bytes writes a number as unsigned big-endian bytes, none for 0.
--- The scripts' numbers stay below 2^53 (at most 7 bytes).
+-- The scripts' numbers stay below 2^53 (at most 7 bytes). One string.char
+-- call per number: a time (6 bytes) is written on every record write.
 local function uint_bytes(v)
   local x = tonumber(v) or 0
   if x < 256 then
     return x > 0 and string.char(x) or ''
   end
-  local s, f = '', math.floor
-  while x >= 65536 do
-    local lo = x % 65536
-    s = string.char(f(lo / 256), lo % 256) .. s
-    x = (x - lo) / 65536
+  local b1 = x % 256
+  x = (x - b1) / 256
+  local b2 = x % 256
+  x = (x - b2) / 256
+  if x == 0 then
+    return string.char(b2, b1)
   end
-  if x >= 256 then
-    return string.char(f(x / 256), x % 256) .. s
+  local b3 = x % 256
+  x = (x - b3) / 256
+  if x == 0 then
+    return string.char(b3, b2, b1)
   end
-  return (x > 0 and string.char(x) or '') .. s
+  local b4 = x % 256
+  x = (x - b4) / 256
+  if x == 0 then
+    return string.char(b4, b3, b2, b1)
+  end
+  local b5 = x % 256
+  x = (x - b5) / 256
+  if x == 0 then
+    return string.char(b5, b4, b3, b2, b1)
+  end
+  local b6 = x % 256
+  x = (x - b6) / 256
+  if x == 0 then
+    return string.char(b6, b5, b4, b3, b2, b1)
+  end
+  return string.char(x, b6, b5, b4, b3, b2, b1)
 end
 
 -- encode writes a record table as a schema 2 string, with or without its
