@@ -257,3 +257,23 @@ func TestPortTakenByAnotherRedis(t *testing.T) {
 		t.Errorf("the new server holds the other's data: %v, %v", v, err)
 	}
 }
+
+// TestReadyAfterLoading: a relaunched server answers INFO while it still
+// loads its dataset, and every other command with LOADING; it is ready only
+// once the data is back.
+func TestReadyAfterLoading(t *testing.T) {
+	t.Parallel()
+	// The loading lasts about 0.2s (key-load-delay is in us per key), and
+	// answers clients every KiB loaded.
+	s := Start(t, "--key-load-delay", "50", "--loading-process-events-interval-bytes", "1024")
+	if _, err := s.Do("EVAL", "for i = 1, 4000 do redis.call('SET', 'k' .. i, 'v') end return 1", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Do("SAVE"); err != nil {
+		t.Fatal(err)
+	}
+	s.Restart()
+	if r, err := s.Do("GET", "k4000"); err != nil || r != "v" {
+		t.Fatalf("GET right after the restart = %v, %v; want v", r, err)
+	}
+}

@@ -221,16 +221,18 @@ func (s *Server) spawn() (inUse bool, err error) {
 			return inUse, fmt.Errorf("redistest: redis-server on port %d exited during start-up:\n%s", s.port, lastLines(msg, 15))
 		default:
 		}
-		// Ready only when our process answers: a redis-server of another test
-		// that won the race for this port answers PING as well, and a test
-		// would then assemble or flush someone else's server.
+		// Ready when our process answers PING (not LOADING): a redis-server
+		// of another test that won the race for this port answers as well,
+		// and a test would then assemble or flush someone else's server.
 		if r, err := do(s.Addr(), time.Second, "INFO", "server"); err == nil {
 			info, _ := r.(string)
 			if pid := infoField(info, "process_id"); pid != strconv.Itoa(cmd.Process.Pid) {
 				s.Kill()
 				return true, fmt.Errorf("redistest: port %d is answered by another redis-server (process %s)", s.port, pid)
 			}
-			return false, nil
+			if r, err := do(s.Addr(), time.Second, "PING"); err == nil && r == "PONG" {
+				return false, nil
+			}
 		}
 		if time.Now().After(deadline) {
 			s.Kill()
