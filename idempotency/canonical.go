@@ -279,7 +279,6 @@ type canonFrame struct {
 	obj         int32 // index in objs, or -1 for an array
 	base        int32 // len(stack) when the object opened
 	firstMember int32 // len(members) when the object opened
-	member      int32 // index in members of the member being parsed
 }
 
 // skipJSONSpace returns the index of the first byte at or after pos that is
@@ -302,7 +301,7 @@ func skipJSONSpace(in []byte, pos int) int {
 // c.pos, and tape is c.tape, which are stored back only around the calls
 // that read them (the general string and number paths, an object's close).
 func (c *canonicalizer) value() error {
-	in, pos, tape := c.in, c.pos, c.tape
+	in, pos, tape := c.in[:len(c.in):len(c.in)], c.pos, c.tape
 	frames := c.frames[:0]
 	var ch int // the byte at pos, or -1 at the end of the input
 	var err error
@@ -442,8 +441,6 @@ next:
 			return c.errorf(pos, "%s after array element (want ',' or ']')", describeJSONByte(byte(ch)))
 		}
 	}
-	// The value of the object's last member ends here.
-	c.members[frames[len(frames)-1].member].end = uint32(len(tape))
 	switch ch {
 	case ',':
 		pos++
@@ -481,13 +478,26 @@ member:
 		m := &c.members[id]
 		*m = canonMember{}
 		m.start, m.off = uint32(len(tape)), uint32(pos)
-		if k, ok := plainString(in, pos); ok && k <= 14 && cap(tape)-len(tape) >= 16 {
-			m.prefix = binary.BigEndian.Uint64(in[pos+1:])
+		k, quote := 0, false
+		var w uint64
+		if len(in)-pos >= 24 && cap(tape)-len(tape) >= 16 {
+			// The name and what follows go to the tape at once; the
+			// tape keeps them only if the name is short and plain.
+			p := (*[24]byte)(in[pos:])
+			t := len(tape)
+			*(*[16]byte)(tape[t : t+16]) = *(*[16]byte)(p[:16])
+			w = binary.LittleEndian.Uint64(p[1:9])
+			if k, quote = firstSpecial(w); k == 8 {
+				k, quote = firstSpecial(binary.LittleEndian.Uint64(p[9:17]))
+				k += 8
+			}
+		}
+		if quote && k <= 14 {
+			m.prefix = bits.ReverseBytes64(w)
 			if k < 8 {
-				m.prefix &^= math.MaxUint64 >> (8 * k)
+				m.prefix &^= math.MaxUint64 >> (8 * uint(k) & 63)
 			}
 			t := len(tape)
-			*(*[16]byte)(tape[t : t+16]) = *(*[16]byte)(in[pos:])
 			tape = tape[:t+k+2]
 			m.keyStart, m.keyEnd = uint32(t+1), uint32(t+1+k)
 			pos += k + 2
@@ -516,7 +526,6 @@ member:
 		}
 		m.firstObj = uint32(len(c.objs))
 		c.stack = append(c.stack, int32(id))
-		frames[len(frames)-1].member = int32(id)
 		goto value
 	}
 
@@ -581,6 +590,13 @@ func plainString(in []byte, pos int) (k int, ok bool) {
 	return 0, false
 }
 
+// firstSpecial returns the index in w (little-endian) of the first byte that
+// does not stand for itself in a string, 8 if none, and whether it is '"'.
+func firstSpecial(w uint64) (int, bool) {
+	s := specialBytes(w)
+	return bits.TrailingZeros64(s) / 8, s&-s&quoteBytes(w) != 0
+}
+
 // quoteBytes marks, with its high bit, each '"' in w, exactly up to and
 // including the lowest one (as specialBytes, borrows mark only above).
 func quoteBytes(w uint64) uint64 {
@@ -634,6 +650,13 @@ func plainNumber(in []byte, pos int) int {
 // stack and members when it opened.
 func (c *canonicalizer) closeObject(idx, base, firstMember int) error {
 	ids := c.stack[base:]
+	// Each member ends at the ',' before the next one, the last at the '}':
+	// found here rather than stored as each value ends.
+	end := uint32(len(c.tape) - 1)
+	for k := len(ids) - 1; k >= 0; k-- {
+		m := &c.members[ids[k]]
+		m.end, end = end, m.start-1
+	}
 	sorted, err := c.sortObject(ids)
 	if err != nil {
 		return err
@@ -668,13 +691,15 @@ func (c *canonicalizer) closeObject(idx, base, firstMember int) error {
 	return nil
 }
 
-// specialBytes marks, with its high bit, each byte of w (little-endian) that
-// does not stand for itself in a string: below 0x20, '"', '\\', or non-ASCII.
-// Borrows can only mark bytes after a marked one, so the lowest mark is exact.
+// specialBytes marks, with its high bit, the lowest byte of w (little-endian)
+// that does not stand for itself in a string: below 0x20, '"', '\\', or
+// non-ASCII. Bytes above it may be marked too: borrows mark only above a
+// marked byte, and a byte at or above 0x80, which each difference can mark,
+// is marked by w itself.
 func specialBytes(w uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	q, bs := w^(lo*'"'), w^(lo*'\\')
-	return ((w-lo*0x20)&^w | (q-lo)&^q | (bs-lo)&^bs | w) & hi
+	return ((w - lo*0x20) | (q - lo) | (bs - lo) | w) & hi
 }
 
 // sortedText writes the object at tape[start:], which ends the tape, with
