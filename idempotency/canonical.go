@@ -717,9 +717,14 @@ func (c *canonicalizer) sortedText(start uint32, ids []int32) []byte {
 		// The byte after a member is its ',' or the closing '}'.
 		s, e := int(m.start), int(m.end)+1
 		if e-s <= slack && s+slack <= len(tape) {
-			// In 16-byte pieces: a larger array copy calls memmove.
-			for o := 0; o < e-s; o += 16 {
-				*(*[16]byte)(buf[w+o : w+o+16]) = *(*[16]byte)(tape[s+o:])
+			// In 16-byte pieces (a larger array copy calls memmove), two
+			// of them unconditionally: most members are short.
+			src, dst := (*[slack]byte)(tape[s:]), (*[slack]byte)(buf[w:])
+			*(*[16]byte)(dst[0:]) = *(*[16]byte)(src[0:])
+			*(*[16]byte)(dst[16:]) = *(*[16]byte)(src[16:])
+			if e-s > 32 {
+				*(*[16]byte)(dst[32:]) = *(*[16]byte)(src[32:])
+				*(*[16]byte)(dst[48:]) = *(*[16]byte)(src[48:])
 			}
 		} else {
 			copy(buf[w:], tape[s:e])
@@ -786,16 +791,20 @@ func (c *canonicalizer) sortMembers(ids []int32) error {
 // prefixes are the same is cheaper than sorting them again. Distinct prefixes
 // decide the order whatever the rest of the names.
 func (c *canonicalizer) sortByPrefix(ids []int32) (ok, moved bool) {
-	n := min(len(ids), 16)
+	ids = ids[:min(len(ids), 16)]
+	n := len(ids)
 	ms := c.members
-	first := &ms[ids[0]]
-	e := &c.orders[(first.prefix^uint64(n))*0x9e3779b97f4a7c15>>(64-3)]
+	e := &c.orders[(ms[ids[0]].prefix^uint64(n))*0x9e3779b97f4a7c15>>(64-3)]
 	// Compared against the remembered order as they are loaded: on a hit
 	// (most records) no copy of the prefixes is made.
 	hit := e.n == n
-	for k := 0; hit && k < n; k++ {
-		m := &ms[ids[k]]
-		hit = e.prefix[k] == m.prefix && !m.high
+	if hit {
+		for k, id := range ids {
+			if m := &ms[id]; e.prefix[k] != m.prefix || m.high {
+				hit = false
+				break
+			}
+		}
 	}
 	if !hit {
 		var ps [16]uint64 // in input order
@@ -821,16 +830,26 @@ func (c *canonicalizer) sortByPrefix(ids []int32) (ok, moved bool) {
 		}
 		e.n, e.moved, e.prefix, e.perm = n, moved, ps, perm
 	}
-	if e.moved {
-		var is [16]int32
-		for k, i := range e.perm[:n] {
-			is[k] = ids[i]
-		}
-		for k := range ids { // a loop: copy would call memmove
-			ids[k] = is[k]
-		}
+	if !e.moved {
+		return true, false
 	}
-	return true, e.moved
+	if first := ids[0]; ids[n-1]-first == int32(n-1) {
+		// The ids, which increase, are consecutive (the common case: no
+		// dirty object between the members), so each is first plus its
+		// input index.
+		for k, i := range e.perm[:n] {
+			ids[k] = first + int32(i)
+		}
+		return true, true
+	}
+	var is [16]int32
+	for k, i := range e.perm[:n] {
+		is[k] = ids[i]
+	}
+	for k := range ids { // a loop: copy would call memmove
+		ids[k] = is[k]
+	}
+	return true, true
 }
 
 // canonOrder is an order that sortByPrefix found.
