@@ -281,17 +281,29 @@ type canonFrame struct {
 	firstMember int32 // len(members) when the object opened
 }
 
+// noFrame is the obj of the frame outside the top-level value.
+const noFrame int32 = -2
+
+// popFrame closes the innermost frame and returns the frame now innermost,
+// or one whose obj is noFrame.
+func (c *canonicalizer) popFrame() canonFrame {
+	c.frames = c.frames[:len(c.frames)-1]
+	if n := len(c.frames); n > 0 {
+		return c.frames[n-1]
+	}
+	return canonFrame{obj: noFrame}
+}
+
 // skipJSONSpace returns the index of the first byte at or after pos that is
-// not JSON whitespace, or len(in).
-func skipJSONSpace(in []byte, pos int) int {
-	for pos < len(in) {
+// not JSON whitespace and that byte, or len(in) and -1.
+func skipJSONSpace(in []byte, pos int) (int, int) {
+	for ; pos < len(in); pos++ {
 		// One test for the common case: every JSON whitespace is <= ' '.
 		if ch := in[pos]; ch > ' ' || ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r' {
-			break
+			return pos, int(ch)
 		}
-		pos++
 	}
-	return pos
+	return pos, -1
 }
 
 // value parses the value at c.pos, which is not whitespace, and appends its
@@ -300,18 +312,21 @@ func skipJSONSpace(in []byte, pos int) int {
 // the input position and the tape stay in registers: in and pos are c.in and
 // c.pos, and tape is c.tape, which are stored back only around the calls
 // that read them (the general string and number paths, an object's close).
+// The stack, c.frames, is touched only as arrays and objects open and close:
+// top is what a value needs from it.
 func (c *canonicalizer) value() error {
 	in, pos, tape := c.in[:len(c.in):len(c.in)], c.pos, c.tape
-	frames := c.frames[:0]
-	var ch int // the byte at pos, or -1 at the end of the input
+	c.frames = c.frames[:0]
+	top := noFrame     // the obj of the innermost frame
+	ch := int(in[pos]) // the byte at pos, or -1 at the end of the input
 	var err error
 	// Labels rather than functions: value parses the value at pos (not
 	// whitespace), next continues after a value, member parses an object's
-	// member name at pos (ch is in[pos] or -1), closeObject the '}' at pos.
+	// member name at pos, closeObject the '}' at pos.
 value:
-	switch in[pos] {
+	switch ch {
 	case '{':
-		if len(frames)+1 > maxJSONDepth {
+		if len(c.frames)+1 > maxJSONDepth {
 			return c.errorf(pos, "nesting deeper than %d", maxJSONDepth)
 		}
 		idx := len(c.objs)
@@ -322,33 +337,29 @@ value:
 		c.objs[idx] = canonObject{}
 		c.objs[idx].start = uint32(len(tape))
 		c.open = append(c.open, idx)
-		frames = append(frames, canonFrame{obj: int32(idx), base: int32(len(c.stack)), firstMember: int32(len(c.members))})
+		c.frames = append(c.frames, canonFrame{obj: int32(idx), base: int32(len(c.stack)), firstMember: int32(len(c.members))})
+		top = int32(idx)
 		pos++
 		tape = append(tape, '{')
-		pos = skipJSONSpace(in, pos)
-		ch = -1
-		if pos < len(in) {
-			ch = int(in[pos])
-		}
-		if ch == '}' {
+		if pos, ch = skipJSONSpace(in, pos); ch == '}' {
 			goto closeObject
 		}
 		goto member
 	case '[':
-		if len(frames)+1 > maxJSONDepth {
+		if len(c.frames)+1 > maxJSONDepth {
 			return c.errorf(pos, "nesting deeper than %d", maxJSONDepth)
 		}
-		frames = append(frames, canonFrame{obj: -1})
+		c.frames = append(c.frames, canonFrame{obj: -1})
+		top = -1
 		pos++
 		tape = append(tape, '[')
-		pos = skipJSONSpace(in, pos)
-		if pos >= len(in) {
+		if pos, ch = skipJSONSpace(in, pos); ch < 0 {
 			return c.errorf(pos, "unexpected end of input in array")
 		}
-		if in[pos] == ']' {
+		if ch == ']' {
 			pos++
 			tape = append(tape, ']')
-			frames = frames[:len(frames)-1]
+			top = c.popFrame().obj
 			goto next
 		}
 		goto value
@@ -393,8 +404,8 @@ value:
 		pos += 4
 		goto next
 	default:
-		if b := in[pos]; b != '-' && (b < '0' || b > '9') {
-			return c.errorf(pos, "%s where a value was expected", describeJSONByte(b))
+		if ch != '-' && (ch < '0' || ch > '9') {
+			return c.errorf(pos, "%s where a value was expected", describeJSONByte(byte(ch)))
 		}
 		if n := plainNumber(in, pos); n > 0 {
 			tape = append(tape, in[pos:pos+n]...)
@@ -411,29 +422,24 @@ value:
 	}
 
 next:
-	if len(frames) == 0 {
-		c.pos, c.tape, c.frames = pos, tape, frames
+	if top == noFrame {
+		c.pos, c.tape = pos, tape
 		return nil
 	}
-	pos = skipJSONSpace(in, pos)
-	ch = -1
-	if pos < len(in) {
-		ch = int(in[pos])
-	}
-	if frames[len(frames)-1].obj < 0 {
+	pos, ch = skipJSONSpace(in, pos)
+	if top < 0 {
 		switch ch {
 		case ',':
 			pos++
 			tape = append(tape, ',')
-			pos = skipJSONSpace(in, pos)
-			if pos >= len(in) {
+			if pos, ch = skipJSONSpace(in, pos); ch < 0 {
 				return c.errorf(pos, "unexpected end of input in array")
 			}
 			goto value
 		case ']':
 			pos++
 			tape = append(tape, ']')
-			frames = frames[:len(frames)-1]
+			top = c.popFrame().obj
 			goto next
 		case -1:
 			return c.errorf(pos, "unexpected end of input in array")
@@ -445,11 +451,7 @@ next:
 	case ',':
 		pos++
 		tape = append(tape, ',')
-		pos = skipJSONSpace(in, pos)
-		ch = -1
-		if pos < len(in) {
-			ch = int(in[pos])
-		}
+		pos, ch = skipJSONSpace(in, pos)
 		goto member
 	case '}':
 		goto closeObject
@@ -511,17 +513,15 @@ member:
 			}
 			c.nameFields(m, flags)
 		}
-		pos = skipJSONSpace(in, pos)
-		if pos >= len(in) || in[pos] != ':' {
-			if pos >= len(in) {
+		if pos, ch = skipJSONSpace(in, pos); ch != ':' {
+			if ch < 0 {
 				return c.errorf(pos, "unexpected end of input in object")
 			}
-			return c.errorf(pos, "%s after member name (want ':')", describeJSONByte(in[pos]))
+			return c.errorf(pos, "%s after member name (want ':')", describeJSONByte(byte(ch)))
 		}
 		pos++
 		tape = append(tape, ':')
-		pos = skipJSONSpace(in, pos)
-		if pos >= len(in) {
+		if pos, ch = skipJSONSpace(in, pos); ch < 0 {
 			return c.errorf(pos, "unexpected end of input in object")
 		}
 		m.firstObj = uint32(len(c.objs))
@@ -533,9 +533,9 @@ closeObject:
 	pos++
 	tape = append(tape, '}')
 	{
-		f := frames[len(frames)-1]
-		frames = frames[:len(frames)-1]
-		c.depth = len(frames)
+		f := c.frames[len(c.frames)-1]
+		top = c.popFrame().obj
+		c.depth = len(c.frames)
 		c.pos, c.tape = pos, tape
 		err = c.closeObject(int(f.obj), int(f.base), int(f.firstMember))
 		tape = c.tape
@@ -591,7 +591,9 @@ func plainString(in []byte, pos int) (k int, ok bool) {
 }
 
 // firstSpecial returns the index in w (little-endian) of the first byte that
-// does not stand for itself in a string, 8 if none, and whether it is '"'.
+// does not stand for itself in a string, 8 if there is none, and whether it
+// is '"'. That is read from the masks rather than by loading the byte at the
+// index found, which would wait for the index.
 func firstSpecial(w uint64) (int, bool) {
 	s := specialBytes(w)
 	return bits.TrailingZeros64(s) / 8, s&-s&quoteBytes(w) != 0
@@ -712,14 +714,15 @@ func (c *canonicalizer) sortedText(start uint32, ids []int32) []byte {
 	tape := c.tape[:cap(c.tape)]
 	buf[0] = '{'
 	w := 1
+	ms := c.members // loaded once: the stores to buf could alias c
 	for _, id := range ids {
-		m := &c.members[id]
+		m := &ms[id]
 		// The byte after a member is its ',' or the closing '}'.
 		s, e := int(m.start), int(m.end)+1
 		if e-s <= slack && s+slack <= len(tape) {
 			// In 16-byte pieces (a larger array copy calls memmove), two
 			// of them unconditionally: most members are short.
-			src, dst := (*[slack]byte)(tape[s:]), (*[slack]byte)(buf[w:])
+			src, dst := (*[slack]byte)(tape[s:s+slack]), (*[slack]byte)(buf[w:w+slack])
 			*(*[16]byte)(dst[0:]) = *(*[16]byte)(src[0:])
 			*(*[16]byte)(dst[16:]) = *(*[16]byte)(src[16:])
 			if e-s > 32 {
