@@ -364,16 +364,25 @@ value:
 		}
 		goto value
 	case '"':
-		if k, ok := plainString(in, pos); ok && cap(tape)-len(tape) >= 16 {
+		// A string of up to 15 bytes of printable ASCII without escapes
+		// is copied as written, tested in line (as member names are).
+		if len(in)-pos >= 24 && cap(tape)-len(tape) >= 16 {
+			p := (*[24]byte)(in[pos:])
 			t := len(tape)
-			if k <= 14 {
-				*(*[16]byte)(tape[t : t+16]) = *(*[16]byte)(in[pos:])
-				tape = tape[:t+k+2]
-			} else {
-				tape = append(tape, in[pos:pos+k+2]...)
+			*(*[16]byte)(tape[t : t+16]) = *(*[16]byte)(p[:16])
+			k, quote := firstSpecial(binary.LittleEndian.Uint64(p[1:9]))
+			if k == 8 {
+				k, quote = firstSpecial(binary.LittleEndian.Uint64(p[9:17]))
+				k += 8
 			}
-			pos += k + 2
-			goto next
+			if quote {
+				if k == 15 { // the closing quote is past the 16 bytes copied
+					tape = append(tape[:t+16], '"')
+				}
+				tape = tape[:t+k+2]
+				pos += k + 2
+				goto next
+			}
 		}
 		c.pos, c.tape = pos, tape
 		_, err = c.str()
@@ -407,10 +416,18 @@ value:
 		if ch != '-' && (ch < '0' || ch > '9') {
 			return c.errorf(pos, "%s where a value was expected", describeJSONByte(byte(ch)))
 		}
-		if n := plainNumber(in, pos); n > 0 {
-			tape = append(tape, in[pos:pos+n]...)
-			pos += n
-			goto next
+		if len(in)-pos >= 24 && cap(tape)-len(tape) >= 24 {
+			// At most 17 bytes, copied in two fixed moves.
+			p := (*[24]byte)(in[pos : pos+24])
+			if n := plainNumber(p); n > 0 {
+				t := len(tape)
+				dst := (*[24]byte)(tape[t : t+24])
+				*(*[16]byte)(dst[:16]) = *(*[16]byte)(p[:16])
+				*(*[8]byte)(dst[16:]) = *(*[8]byte)(p[16:])
+				tape = tape[:t+n]
+				pos += n
+				goto next
+			}
 		}
 		c.pos, c.tape = pos, tape
 		err = c.number()
@@ -569,27 +586,6 @@ func (c *canonicalizer) nameFields(m *canonMember, flags int) {
 	}
 }
 
-// plainString reports the length k of the string at pos (a '"') when it is
-// at most 15 bytes of printable ASCII without escapes, so that in[pos:pos+k+2]
-// is its canonical form, and when 24 bytes of input follow pos.
-func plainString(in []byte, pos int) (k int, ok bool) {
-	if len(in)-pos < 24 {
-		return 0, false
-	}
-	// Whether the first special byte is the closing quote is read from the
-	// masks rather than by loading the byte at the index found, which would
-	// wait for that index.
-	w := binary.LittleEndian.Uint64(in[pos+1:])
-	if s := specialBytes(w); s != 0 {
-		return bits.TrailingZeros64(s) / 8, s&-s&quoteBytes(w) != 0
-	}
-	w = binary.LittleEndian.Uint64(in[pos+9:])
-	if s := specialBytes(w); s != 0 {
-		return 8 + bits.TrailingZeros64(s)/8, s&-s&quoteBytes(w) != 0
-	}
-	return 0, false
-}
-
 // firstSpecial returns the index in w (little-endian) of the first byte that
 // does not stand for itself in a string, 8 if there is none, and whether it
 // is '"'. That is read from the masks rather than by loading the byte at the
@@ -607,44 +603,57 @@ func quoteBytes(w uint64) uint64 {
 	return (q - lo) &^ q & hi
 }
 
-// plainNumber returns the length of the number at pos when its text is its
+// plainNumber returns the length of the number at p[0] when its text is its
 // canonical form as appendPlain decides it: optionally '-', an integer part
-// without a leading zero or a lone 0 before a fraction, a fraction without a
-// trailing zero, at most 15 digits in all, no exponent, and not below 1e-6.
-// Otherwise, and when fewer than 20 bytes follow pos, it returns 0.
-func plainNumber(in []byte, pos int) int {
-	i := pos
-	if len(in)-i < 20 {
+// without a leading zero or a lone 0 before a fraction, a fraction of at most
+// 8 digits without a trailing zero, at most 15 digits in all, no exponent,
+// and not below 1e-6; or a lone 0. Otherwise it returns 0. It finds the
+// digits eight at a time.
+func plainNumber(p *[24]byte) int {
+	i := 0
+	if p[0] == '-' {
+		i = 1
+	}
+	n := digitRun(binary.LittleEndian.Uint64(p[i : i+8]))
+	if n == 8 {
+		n += digitRun(binary.LittleEndian.Uint64(p[i+8 : i+16]))
+	}
+	if n == 0 || n > 15 || p[i] == '0' && n > 1 {
 		return 0
 	}
-	if in[i] == '-' {
-		i++
-	}
-	d := i
-	for d-i < 16 && in[d] >= '0' && in[d] <= '9' {
-		d++
-	}
-	switch n := d - i; {
-	case n == 0 || n > 15:
-		return 0
-	case in[i] == '0' && (n > 1 || in[d] != '.'):
-		return 0
-	}
-	if in[d] == '.' {
-		f := d + 1
-		d = f
-		for d-i < 17 && in[d] >= '0' && in[d] <= '9' {
-			d++
-		}
-		if d == f || d-i > 16 || in[d-1] == '0' ||
-			in[i] == '0' && d-f > 5 && string(in[f:f+6]) == "000000" {
+	d := i + n // the byte after the integer part
+	if p[d] == '.' {
+		if n > 14 {
 			return 0
 		}
-	}
-	if c := in[d]; c >= '0' && c <= '9' || c == 'e' || c == 'E' || c == '.' {
+		w := binary.LittleEndian.Uint64(p[d+1 : d+9])
+		f := digitRun(w)
+		// Below 1e-6 (0.000000ddd) the canonical form has an exponent.
+		if f == 0 || n+f > 15 || p[i] == '0' && w&(1<<48-1) == 0x303030303030 {
+			return 0
+		}
+		if d += 1 + f; p[d-1] == '0' {
+			return 0
+		}
+	} else if p[i] == '0' && i > 0 { // -0 is written 0
 		return 0
 	}
-	return d - pos
+	// A digit here (past eight of the fraction or fifteen in all) leaves
+	// the number to number, as an exponent does.
+	if c := p[d]; c >= '0' && c <= '9' || c == 'e' || c == 'E' || c == '.' {
+		return 0
+	}
+	return d
+}
+
+// digitRun returns how many of the bytes of w (little-endian) are ASCII
+// digits before the first that is not, 8 if all are.
+func digitRun(w uint64) int {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	x := w ^ (lo * '0') // a digit is now 0..9
+	// A byte of x at or above 10 carries into its high bit, one at or above
+	// 0x80 has it already; carries out of a byte come only from one marked.
+	return bits.TrailingZeros64((x+lo*(0x80-10)|x)&hi) / 8
 }
 
 // closeObject sorts the object objs[idx], whose '}' ends the tape, and makes
