@@ -419,12 +419,12 @@ value:
 		if len(in)-pos >= 24 && cap(tape)-len(tape) >= 24 {
 			// At most 17 bytes, copied in two fixed moves.
 			p := (*[24]byte)(in[pos : pos+24])
-			if n := plainNumber(p); n > 0 {
+			if n, canon := plainNumber(p); n > 0 {
 				t := len(tape)
 				dst := (*[24]byte)(tape[t : t+24])
 				*(*[16]byte)(dst[:16]) = *(*[16]byte)(p[:16])
 				*(*[8]byte)(dst[16:]) = *(*[8]byte)(p[16:])
-				tape = tape[:t+n]
+				tape = tape[:t+canon]
 				pos += n
 				goto next
 			}
@@ -603,47 +603,54 @@ func quoteBytes(w uint64) uint64 {
 	return (q - lo) &^ q & hi
 }
 
-// plainNumber returns the length of the number at p[0] when its text is its
-// canonical form as appendPlain decides it: optionally '-', an integer part
-// without a leading zero or a lone 0 before a fraction, a fraction of at most
-// 8 digits without a trailing zero, at most 15 digits in all, no exponent,
-// and not below 1e-6; or a lone 0. Otherwise it returns 0. It finds the
-// digits eight at a time.
-func plainNumber(p *[24]byte) int {
+// plainNumber returns the length n of the number at p[0] and the length of
+// its canonical form when that form is the number as written, cut after the
+// last nonzero digit of its fraction (1234.50 is 1234.5, 10.00 is 10):
+// optionally '-', an integer part without a leading zero or a lone 0, a
+// fraction of at most 8 digits, at most 15 digits in all, no exponent, not
+// below 1e-6 and not -0 (see appendShortDecimal). Otherwise n is 0. It finds
+// the digits eight at a time.
+func plainNumber(p *[24]byte) (n, canon int) {
+	const lo = 0x0101010101010101
 	i := 0
 	if p[0] == '-' {
 		i = 1
 	}
-	n := digitRun(binary.LittleEndian.Uint64(p[i : i+8]))
+	n = digitRun(binary.LittleEndian.Uint64(p[i : i+8]))
 	if n == 8 {
 		n += digitRun(binary.LittleEndian.Uint64(p[i+8 : i+16]))
 	}
 	if n == 0 || n > 15 || p[i] == '0' && n > 1 {
-		return 0
+		return 0, 0
 	}
 	d := i + n // the byte after the integer part
+	canon = d
 	if p[d] == '.' {
 		if n > 14 {
-			return 0
+			return 0, 0
 		}
 		w := binary.LittleEndian.Uint64(p[d+1 : d+9])
 		f := digitRun(w)
 		// Below 1e-6 (0.000000ddd) the canonical form has an exponent.
 		if f == 0 || n+f > 15 || p[i] == '0' && w&(1<<48-1) == 0x303030303030 {
-			return 0
+			return 0, 0
 		}
-		if d += 1 + f; p[d-1] == '0' {
-			return 0
+		// The fraction up to its last nonzero digit, without the point if
+		// it has none.
+		if x := (w ^ lo*'0') & (math.MaxUint64 >> (64 - 8*uint(f))); x != 0 {
+			canon = d + 1 + 8 - bits.LeadingZeros64(x)/8
 		}
-	} else if p[i] == '0' && i > 0 { // -0 is written 0
-		return 0
+		d += 1 + f
+	}
+	if i > 0 && canon == 2 && p[1] == '0' { // -0 is written 0
+		return 0, 0
 	}
 	// A digit here (past eight of the fraction or fifteen in all) leaves
 	// the number to number, as an exponent does.
 	if c := p[d]; c >= '0' && c <= '9' || c == 'e' || c == 'E' || c == '.' {
-		return 0
+		return 0, 0
 	}
-	return d
+	return d, canon
 }
 
 // digitRun returns how many of the bytes of w (little-endian) are ASCII
