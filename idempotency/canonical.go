@@ -497,30 +497,30 @@ member:
 		m := &c.members[id]
 		*m = canonMember{}
 		m.start, m.off = uint32(len(tape)), uint32(pos)
-		k, quote := 0, false
-		var w uint64
 		if len(in)-pos >= 24 && cap(tape)-len(tape) >= 16 {
 			// The name and what follows go to the tape at once; the
 			// tape keeps them only if the name is short and plain.
 			p := (*[24]byte)(in[pos:])
 			t := len(tape)
 			*(*[16]byte)(tape[t : t+16]) = *(*[16]byte)(p[:16])
-			w = binary.LittleEndian.Uint64(p[1:9])
-			if k, quote = firstSpecial(w); k == 8 {
+			w := binary.LittleEndian.Uint64(p[1:9])
+			k, quote := firstSpecial(w)
+			if k == 8 {
 				k, quote = firstSpecial(binary.LittleEndian.Uint64(p[9:17]))
 				k += 8
 			}
-		}
-		if quote && k <= 14 {
-			m.prefix = bits.ReverseBytes64(w)
-			if k < 8 {
-				m.prefix &^= math.MaxUint64 >> (8 * uint(k) & 63)
+			if quote && k <= 14 {
+				m.prefix = bits.ReverseBytes64(w)
+				if k < 8 {
+					m.prefix &^= math.MaxUint64 >> (8 * uint(k) & 63)
+				}
+				tape = tape[:t+k+2]
+				m.keyStart, m.keyEnd = uint32(t+1), uint32(t+1+k)
+				pos += k + 2
+				goto colon
 			}
-			t := len(tape)
-			tape = tape[:t+k+2]
-			m.keyStart, m.keyEnd = uint32(t+1), uint32(t+1+k)
-			pos += k + 2
-		} else {
+		}
+		{
 			c.pos, c.tape = pos, tape
 			var flags int
 			flags, err = c.str()
@@ -530,6 +530,7 @@ member:
 			}
 			c.nameFields(m, flags)
 		}
+	colon:
 		if pos, ch = skipJSONSpace(in, pos); ch != ':' {
 			if ch < 0 {
 				return c.errorf(pos, "unexpected end of input in object")
