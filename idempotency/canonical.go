@@ -158,7 +158,7 @@ type canonicalizer struct {
 // them in range.
 type canonMember struct {
 	prefix           uint64 // the first 8 bytes of the name, big-endian
-	start, end       uint32 // the member in the tape, without a separating comma
+	start, end       uint32 // the member in the tape, without a separating comma (end set as the object closes)
 	keyStart, keyEnd uint32 // the unescaped name, in keys if inKeys, else in tape
 	firstObj         uint32 // index in objs of the first object inside the value
 	off              uint32 // input offset of the name, for errors
