@@ -226,6 +226,9 @@ func FuzzCanonicalizeV1(f *testing.F) {
 	f.Add([]byte(`{"b":[1.0,1e21,-0,"\u00e9\ud83d\ude00"],"a":{"\ue000":1,"\ud800\udc00":2}}`))
 	f.Add([]byte(`[{"sku": "SKU-1", "quantity": 2, "price": 10.50}, {"sku": "SKU-2", "quantity": 3, "price": 11.05}]`))
 	f.Add(benchDocument(1 << 10))
+	// Numbers and strings the parse loop copies in line, past 24 bytes from
+	// the end: trailing fraction zeros, lone and negative zeros, 15 bytes.
+	f.Add([]byte(`{"n":[0,-0,10.00,-0.00,1234.50,0.0000010,2.0,123456789012345,1.12345678,1.123456789],"abcdefghijklmno":"abcdefghijklmno","s":"abcdefghijklmnop"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sameAsV1(t, data)
 	})
