@@ -225,8 +225,7 @@ func (s *Server) spawn() (inUse bool, err error) {
 		// of another test that won the race for this port answers as well,
 		// and a test would then assemble or flush someone else's server.
 		if r, err := do(s.Addr(), time.Second, "INFO", "server"); err == nil {
-			info, _ := r.(string)
-			if pid := infoField(info, "process_id"); pid != strconv.Itoa(cmd.Process.Pid) {
+			if pid := infoFields(r)["process_id"]; pid != strconv.Itoa(cmd.Process.Pid) {
 				s.Kill()
 				return true, fmt.Errorf("redistest: port %d is answered by another redis-server (process %s)", s.port, pid)
 			}
@@ -241,16 +240,6 @@ func (s *Server) spawn() (inUse bool, err error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// infoField returns the value of name in an INFO reply, or "".
-func infoField(info, name string) string {
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 func (s *Server) logSince(off int64) string {
