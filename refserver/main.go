@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	defer prof.close()
+	defer prof.stop() // on every early return; a second stop does nothing
 
 	exec := &retry.Executor{}
 	var (
@@ -164,12 +164,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	profiling := true
-	defer func() {
-		if profiling {
-			prof.stop()
-		}
-	}()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -194,7 +188,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("serve", "error", err.Error())
 	}
-	profiling = false
 	if err := prof.stop(); err != nil {
 		log.Warn("profile not written", "error", err.Error())
 		return 1

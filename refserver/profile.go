@@ -17,6 +17,7 @@ import (
 // client.
 type profiles struct {
 	cpu, exec *os.File
+	started   bool
 }
 
 // createProfiles creates the files named (either may be ""), before the
@@ -52,16 +53,21 @@ func (p *profiles) start() error {
 			return fmt.Errorf("refserver: -exectrace: %w", err)
 		}
 	}
+	p.started = true
 	return nil
 }
 
-// stop ends both and closes their files: the profile is written out here.
+// stop ends what start began and closes the files: the profile is written
+// out here. Calling it again, or without start, only closes what is open.
 func (p *profiles) stop() error {
-	if p.cpu != nil {
-		pprof.StopCPUProfile()
-	}
-	if p.exec != nil {
-		trace.Stop()
+	if p.started {
+		p.started = false
+		if p.cpu != nil {
+			pprof.StopCPUProfile()
+		}
+		if p.exec != nil {
+			trace.Stop()
+		}
 	}
 	return p.close()
 }
