@@ -28,7 +28,7 @@ func slowConfig(vendorURL, lease string) string {
 	return `{
   "key_prefix": "proof:", "lease": "` + lease + `", "environment": "test",
   "workspaces": [{"id": "` + workspace + `", "api_keys": ["` + apiKey + `"]}],
-  "approver_keys": ["` + approverKey + `"],
+  "approver_keys": [{"name": "proof-operator", "key": "` + approverKey + `"}],
   "connections": [{"id": "conn_v", "provider": "proofvendor", "base_url": "` + vendorURL + `", "secret_env": "PROOF_VENDOR_SECRET"}],
   "tools": [
     {"connection": "conn_v", "path": "/charge", "spec": {"tool": "pay.charge", "timeout": "30s",

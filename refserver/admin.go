@@ -39,9 +39,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 var errNotApprover = refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "missing or unknown approver key (Authorization: Bearer <approver key>)"}
 
-func (s *server) isApprover(r *http.Request) bool {
+// approverName returns the configured name of the request's approver key.
+func (s *server) approverName(r *http.Request) (string, bool) {
 	tok, ok := bearerToken(r.Header)
-	return ok && s.cfg.approver(tok)
+	if !ok {
+		return "", false
+	}
+	return s.cfg.approver(tok)
 }
 
 // ticketView is the answer of the approval endpoints.
@@ -57,7 +61,8 @@ type ticketView struct {
 // repeating it answers the ticket again.
 func (s *server) handleDecide(approve bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.isApprover(r) {
+		by, ok := s.approverName(r)
+		if !ok {
 			s.restRefuse(w, errNotApprover)
 			return
 		}
@@ -75,11 +80,13 @@ func (s *server) handleDecide(approve bool) http.HandlerFunc {
 			if rf.reason == "store_unavailable" {
 				s.metrics.storeErrors.WithLabelValues("decide").Inc()
 			}
-			s.log.Info("approval refused", "ticket", id, "approve", approve, "reason", rf.reason)
+			s.log.Info("approval refused", "ticket", id, "approve", approve, "by", by, "reason", rf.reason)
 			s.restRefuse(w, rf)
 			return
 		}
-		s.log.Info("approval decided", "ticket", id, "status", string(t.Status), "workspace", t.Scope.Workspace, "tool", t.Scope.Tool)
+		// The ticket records the decision, not who made it: the approver's
+		// name is in this line only.
+		s.log.Info("approval decided", "ticket", id, "status", string(t.Status), "workspace", t.Scope.Workspace, "tool", t.Scope.Tool, "by", by)
 		writeJSON(w, http.StatusOK, ticketView{Ticket: t.ID, Status: string(t.Status), Workspace: t.Scope.Workspace,
 			Tool: t.Scope.Tool, IdempotencyKey: t.Key.String()})
 	}
@@ -150,7 +157,8 @@ type pinView struct {
 // gateway routes new keys there. Keys claimed before the change keep their
 // route: calling one again is a destination_conflict.
 func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
-	if !s.isApprover(r) {
+	by, ok := s.approverName(r)
+	if !ok {
 		s.restRefuse(w, errNotApprover)
 		return
 	}
@@ -198,7 +206,7 @@ func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.setLocalPin(name, req.Provider)
-	s.log.Info("capability pinned", "capability", name, "pin", req.Provider, "previous", prev)
+	s.log.Info("capability pinned", "capability", name, "pin", req.Provider, "previous", prev, "by", by)
 	writeJSON(w, http.StatusOK, pinView{Capability: name, Pin: req.Provider, Previous: prev})
 }
 

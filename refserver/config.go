@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -42,19 +43,34 @@ type fileConfig struct {
 	// AllowUnsupportedWrites is effectspec.Policy.AllowUnsupportedWrites:
 	// the explicit opt-in to writes whose vendor cannot deduplicate
 	// (binding unsupported, every federated route) in production.
-	AllowUnsupportedWrites bool               `json:"allow_unsupported_writes"`
-	Workspaces             []workspaceConfig  `json:"workspaces"`
-	ApproverKeys           []string           `json:"approver_keys"`
-	Connections            []connectionConfig `json:"connections"`
-	Brokers                []brokerConfig     `json:"brokers"`
-	Tools                  []json.RawMessage  `json:"tools"`
-	Capabilities           []capabilityConfig `json:"capabilities"`
+	AllowUnsupportedWrites bool              `json:"allow_unsupported_writes"`
+	Workspaces             []workspaceConfig `json:"workspaces"`
+	// ApproverKeys are approverConfig objects; a bare key (the form of
+	// earlier drafts) is refused with an error that shows the object form.
+	ApproverKeys []json.RawMessage  `json:"approver_keys"`
+	Connections  []connectionConfig `json:"connections"`
+	Brokers      []brokerConfig     `json:"brokers"`
+	Tools        []json.RawMessage  `json:"tools"`
+	Capabilities []capabilityConfig `json:"capabilities"`
 }
 
 type workspaceConfig struct {
 	ID      string   `json:"id"`
 	APIKeys []string `json:"api_keys"`
 }
+
+// approverConfig is one approver: a name, which is what a settlement
+// records as its "by" and what the log lines of an approval or a pin name,
+// and the key the approver authenticates with. The name follows the id rule
+// of DESIGN.md section 4 and is unique; the key is never recorded.
+type approverConfig struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// approverForm is the form an approver_keys entry must have, shown in the
+// error that refuses another.
+const approverForm = `{"name": "ops-alice", "key": "..."}`
 
 // connectionConfig is a native connection. Without secret_env its calls
 // send no Authorization header.
@@ -102,12 +118,15 @@ type config struct {
 	Environment      effectspec.Environment
 	Policy           effectspec.Policy
 	workspaces       map[[32]byte]string // sha256(api key) -> workspace id
-	approvers        map[[32]byte]bool   // sha256(approver key)
+	approvers        map[[32]byte]string // sha256(approver key) -> approver name
 	Workspaces       []string            // ids, in file order
 	Tools            map[string]*tool
 	ToolOrder        []string // tool and capability names, in file order
 	Capabilities     map[string]*capability
-	secrets          []string // every secret value, for redaction
+	secrets          []string // every connection and broker secret, for redaction
+	// keys are every API key and approver key: a settlement note is
+	// scrubbed of them as of the secrets.
+	keys []string
 }
 
 // tool is one configured tool: its spec and how a call reaches the vendor.
@@ -191,7 +210,7 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 		Retention:    defaultRetention,
 		Lease:        defaultLease,
 		workspaces:   map[[32]byte]string{},
-		approvers:    map[[32]byte]bool{},
+		approvers:    map[[32]byte]string{},
 		Tools:        map[string]*tool{},
 		Capabilities: map[string]*capability{},
 	}
@@ -244,6 +263,7 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 			return h, false
 		}
 		seenKey[h] = where
+		c.keys = append(c.keys, k)
 		return h, true
 	}
 	if len(fc.Workspaces) == 0 {
@@ -268,9 +288,30 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 			}
 		}
 	}
-	for i, k := range fc.ApproverKeys {
-		if h, ok := addKey(fmt.Sprintf("approver_keys[%d]", i), k); ok {
-			c.approvers[h] = true
+	seenApprover := map[string]bool{}
+	for i, raw := range fc.ApproverKeys {
+		where := fmt.Sprintf("approver_keys[%d]", i)
+		var ac approverConfig
+		if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+			// Never the value: it may be a key.
+			bad("%s: must be an object %s (a bare key is no longer accepted: name the approver)", where, approverForm)
+			continue
+		}
+		if err := decodeStrict(raw, &ac); err != nil {
+			bad("%s: %s (want %s)", where, err, approverForm)
+			continue
+		}
+		nameOK := true
+		if why := validSegment(ac.Name); why != "" {
+			bad("%s.name: %s", where, why)
+			nameOK = false
+		} else if seenApprover[ac.Name] {
+			bad("%s.name: duplicate approver %s", where, ac.Name)
+			nameOK = false
+		}
+		seenApprover[ac.Name] = true
+		if h, ok := addKey(where+".key", ac.Key); ok && nameOK {
+			c.approvers[h] = ac.Name
 		}
 	}
 
@@ -371,6 +412,13 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 		if c.Tools[t.Name] != nil {
 			bad("tools[%d]: duplicate tool %s", i, t.Name)
 			continue
+		}
+		// A reservation keeps its record for unknown_retention; the record
+		// must outlive the attempt (its timeout) and the lease after it, or
+		// the slot re-opens while the attempt may still reach the vendor.
+		if d := t.Spec.AttemptTimeout() + c.Lease; d >= c.UnknownRetention {
+			bad("tools[%d] (%s).spec.timeout: the timeout %s plus the lease %s must be less than unknown_retention (%s)",
+				i, t.Name, t.Spec.AttemptTimeout(), c.Lease, c.UnknownRetention)
 		}
 		c.Tools[t.Name] = t
 		c.ToolOrder = append(c.ToolOrder, t.Name)
@@ -688,8 +736,11 @@ func (c *config) workspace(apiKey string) (string, bool) {
 	return ws, ok
 }
 
-// approver reports whether k is an approver key.
-func (c *config) approver(k string) bool { return c.approvers[sha256.Sum256([]byte(k))] }
+// approver returns the name of the approver whose key is k.
+func (c *config) approver(k string) (name string, ok bool) {
+	name, ok = c.approvers[sha256.Sum256([]byte(k))]
+	return name, ok
+}
 
 // maxAttemptTimeout is the longest attempt timeout of any configured tool.
 func (c *config) maxAttemptTimeout() time.Duration {

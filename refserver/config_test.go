@@ -34,7 +34,7 @@ const goodConfig = `{
   "key_prefix": "gw1:", "retention": "1h", "lease": "10s", "environment": "production",
   "workspaces": [{"id": "ws_acme", "api_keys": ["ob_live_acme_1", "ob_live_acme_2"]},
                  {"id": "ws_globex", "api_keys": ["ob_live_globex"]}],
-  "approver_keys": ["ob_admin_key_1"],
+  "approver_keys": [{"name": "ops-admin", "key": "ob_admin_key_1"}],
   "connections": [{"id": "conn_stripe", "provider": "stripe", "base_url": "http://127.0.0.1:9000/api", "secret_env": "VENDOR_KEY"},
                   {"id": "conn_open", "provider": "open", "base_url": "https://open.example"}],
   "brokers": [{"id": "nango", "kind": "nango", "base_url": "https://api.nango.dev", "secret_env": "NANGO_SECRET_KEY"},
@@ -74,7 +74,10 @@ func TestLoadConfigGood(t *testing.T) {
 	if _, ok := c.workspace("ob_admin_key_1"); ok {
 		t.Error("an approver key authenticates a workspace")
 	}
-	if !c.approver("ob_admin_key_1") || c.approver("ob_live_acme_1") {
+	if name, ok := c.approver("ob_admin_key_1"); !ok || name != "ops-admin" {
+		t.Errorf("approver(ob_admin_key_1) = %q, %v; want ops-admin", name, ok)
+	}
+	if _, ok := c.approver("ob_live_acme_1"); ok {
 		t.Error("approver keys mixed up with workspace keys")
 	}
 	wantOrder := []string{"stripe.create_charge", "open.send", "open.send2", "github.create_issue", "gmail.send", "cap.send"}
@@ -298,8 +301,21 @@ func TestLoadConfigBad(t *testing.T) {
 		{"bad workspace id", edit(t, `"id": "ws_acme"`, `"id": "ws:acme"`), []string{"workspaces[0].id"}},
 		{"duplicate workspace", edit(t, `"id": "ws_globex"`, `"id": "ws_acme"`), []string{"workspaces[1].id: duplicate"}},
 		{"short api key", edit(t, `"ob_live_globex"`, `"short"`), []string{"workspaces[1].api_keys[0]: must be 8 to 256 bytes"}},
-		{"key shared with approver", edit(t, `"approver_keys": ["ob_admin_key_1"]`, `"approver_keys": ["ob_live_globex"]`),
-			[]string{"approver_keys[0]: the same key as workspaces[1].api_keys[0]"}},
+		{"key shared with approver", edit(t, `"key": "ob_admin_key_1"`, `"key": "ob_live_globex"`),
+			[]string{"approver_keys[0].key: the same key as workspaces[1].api_keys[0]"}},
+		{"bare approver key", edit(t, `"approver_keys": [{"name": "ops-admin", "key": "ob_admin_key_1"}]`, `"approver_keys": ["ob_admin_4242"]`),
+			[]string{`approver_keys[0]: must be an object {"name": "ops-alice", "key": "..."} (a bare key is no longer accepted`}},
+		{"approver without a name", edit(t, `{"name": "ops-admin", "key": "ob_admin_key_1"}`, `{"key": "ob_admin_key_1"}`),
+			[]string{"approver_keys[0].name: must be 1 to 128 of [A-Za-z0-9_.-]"}},
+		{"approver name not an id", edit(t, `"name": "ops-admin"`, `"name": "ops admin"`), []string{"approver_keys[0].name: must be 1 to 128 of"}},
+		{"approver unknown field", edit(t, `"name": "ops-admin"`, `"name": "ops-admin", "role": "x"`), []string{"approver_keys[0]:", "role: unknown field", `want {"name"`}},
+		{"approver short key", edit(t, `"key": "ob_admin_key_1"`, `"key": "short"`), []string{"approver_keys[0].key: must be 8 to 256 bytes"}},
+		{"duplicate approver name", edit(t, `{"name": "ops-admin", "key": "ob_admin_key_1"}`,
+			`{"name": "ops-admin", "key": "ob_admin_key_1"}, {"name": "ops-admin", "key": "ob_admin_key_2"}`),
+			[]string{"approver_keys[1].name: duplicate approver ops-admin"}},
+		{"unknown_retention within a tool's timeout and the lease", strings.Replace(edit(t, `"retention": "1h"`, `"retention": "1m", "unknown_retention": "5m"`),
+			`"spec": {"tool": "open.send", `, `"spec": {"tool": "open.send", "timeout": "5m", `, 1),
+			[]string{"tools[1] (open.send).spec.timeout: the timeout 5m0s plus the lease 10s must be less than unknown_retention (5m0s)"}},
 		{"unset secret_env", edit(t, `"secret_env": "VENDOR_KEY"`, `"secret_env": "MISSING_KEY"`),
 			[]string{"connections[0].secret_env: environment variable MISSING_KEY is not set"}},
 		{"empty secret_env value", edit(t, `"secret_env": "VENDOR_KEY"`, `"secret_env": "EMPTY_KEY"`),

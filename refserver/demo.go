@@ -39,7 +39,7 @@ const demoConfigJSON = `{
     {"id": "ws_acme", "api_keys": ["` + demoKeyAcme + `"]},
     {"id": "ws_globex", "api_keys": ["` + demoKeyGlobex + `"]}
   ],
-  "approver_keys": ["` + demoKeyAdmin + `"],
+  "approver_keys": [{"name": "demo-approver", "key": "` + demoKeyAdmin + `"}],
   "connections": [
     {"id": "conn_pay", "provider": "demopay", "base_url": "{{VENDOR}}/pay", "secret_env": "DEMO_PAY_KEY"},
     {"id": "conn_crm", "provider": "democrm", "base_url": "{{VENDOR}}/crm", "secret_env": "DEMO_CRM_KEY"},

@@ -34,7 +34,7 @@
 //	GET  /v1/unknown?workspace=ID          approver key; ?cursor=, ?limit= (at most 100)
 //	POST /v1/receipts/{key}/resolve?tool=NAME&workspace=ID
 //	                                       approver key, body {"outcome": "accepted"|"definitely_rejected",
-//	                                       "note": "...", "attempt_count": N (optional, as listed)}
+//	                                       "attempt_count": N (required, as listed), "note": "..."}
 //	GET  /healthz, GET /metrics            no key
 //
 // The wire contract is docs/DESIGN.md section 11. Where it is silent, the

@@ -56,9 +56,12 @@ type server struct {
 	log     *slog.Logger
 	sdkLog  *slog.Logger // the SDK logs every session at Info; it gets warnings only
 	metrics *metrics
-	redact  receipt.Redactor
-	mcp     *mcp.Server
-	tracer  trace.Tracer // nil: no tracing (tracing.go)
+	// redact scrubs every configured secret and key (connection and
+	// broker secrets, API keys, approver keys) from log lines, refusal
+	// messages and settlement notes.
+	redact receipt.Redactor
+	mcp    *mcp.Server
+	tracer trace.Tracer // nil: no tracing (tracing.go)
 
 	pinned pinStore // where pins are shared; nil keeps them in this process
 
@@ -95,7 +98,7 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 		log:     log,
 		sdkLog:  slog.New(warnOnly{log.Handler()}),
 		metrics: newMetrics(),
-		redact:  receipt.NewRedactor(cfg.secrets...),
+		redact:  receipt.NewRedactor(slices.Concat(cfg.secrets, cfg.keys)...),
 		pins:    map[string]string{},
 
 		storeTimeout: storeReadTimeout,

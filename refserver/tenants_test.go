@@ -73,7 +73,7 @@ func newDedupVendor(t *testing.T) *dedupVendor {
 const tenantsConfig = `{
   "key_prefix": "tn:", "environment": "production",
   "workspaces": [{"id": "ws_acme", "api_keys": ["` + e2eKeyOne + `"]}, {"id": "ws_globex", "api_keys": ["` + e2eKeyTwo + `"]}],
-  "approver_keys": ["` + e2eKeyAdmin + `"],
+  "approver_keys": [{"name": "ops-e2e", "key": "` + e2eKeyAdmin + `"}],
   "connections": [{"id": "conn_pay", "provider": "payments", "base_url": "{{VENDOR}}", "secret_env": "E2E_VENDOR_SECRET"}],
   "tools": [
     {"connection": "conn_pay", "path": "/v1/charges", "spec": {"tool": "payments.create_charge",

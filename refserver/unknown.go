@@ -1,12 +1,12 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"unicode"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/receipt"
@@ -24,15 +24,15 @@ var (
 )
 
 // approverOnly refuses a request without an approver key: 403 for a
-// workspace key, 401 for anything else. It returns the approver's name as a
-// resolution records it: a digest of the key, never the key.
+// workspace key, 401 for anything else. It returns the approver's configured
+// name, which is what a resolution records as "by": nothing derived from the
+// key (a digest of a short key could be searched, and every replay of the
+// call shows it to the workspace).
 func (s *server) approverOnly(w http.ResponseWriter, r *http.Request) (string, bool) {
-	tok, ok := bearerToken(r.Header)
-	if ok && s.cfg.approver(tok) {
-		sum := sha256.Sum256([]byte(tok))
-		return "approver:" + hex.EncodeToString(sum[:6]), true
+	if name, ok := s.approverName(r); ok {
+		return name, true
 	}
-	if ok {
+	if tok, ok := bearerToken(r.Header); ok {
 		if _, ws := s.cfg.workspace(tok); ws {
 			s.restRefuse(w, errWorkspaceKey)
 			return "", false
@@ -124,18 +124,24 @@ func (s *server) handleListUnknown(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// resolveRequest is the body of a settle. AttemptCount, if given, is the
-// attempt_count the operator saw in the listing: a redispatch since then
-// refuses the settle. Without it, the count read just before the settle is
-// used.
+// resolveRequest is the body of a settle. AttemptCount is required: it is
+// the attempt_count the operator saw in the listing, and the settle is a
+// compare-and-set on it (DESIGN.md section 6), so a redispatch since the
+// listing refuses the settle rather than settling an attempt the operator
+// never checked.
 type resolveRequest struct {
 	Outcome      string `json:"outcome"`
 	Note         string `json:"note"`
 	AttemptCount *int   `json:"attempt_count"`
 }
 
+const resolveForm = `{"outcome": "accepted"|"definitely_rejected", "attempt_count": N, "note": "..."}`
+
 // handleResolve settles one unknown call as accepted or
-// definitely_rejected, and answers its receipt with the resolution.
+// definitely_rejected, and answers its receipt with the resolution. A
+// note is scrubbed of every configured secret and key, and one holding a
+// Unicode format character (bidi controls, zero-width characters, U+2028
+// and U+2029) is refused: nothing is changed.
 func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	by, ok := s.approverOnly(w, r)
 	if !ok {
@@ -161,7 +167,7 @@ func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	var req resolveRequest
 	if err := decodeStrict(body, &req); err != nil {
 		s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest,
-			msg: `body must be {"outcome": "accepted"|"definitely_rejected", "note": "..."}: ` + err.Error()})
+			msg: "body must be " + resolveForm + ": " + err.Error()})
 		return
 	}
 	outcome := idempotency.State(req.Outcome)
@@ -169,24 +175,23 @@ func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
 		s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: `outcome must be "accepted" or "definitely_rejected"`})
 		return
 	}
+	if req.AttemptCount == nil {
+		s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest,
+			msg: "attempt_count is required: the attempt_count of the call's receipt as listed, which the settle compares"})
+		return
+	}
+	if why := noteProblem(req.Note); why != "" {
+		s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: "note: " + why})
+		return
+	}
 	scope := idempotency.Scope{Workspace: ws, Tool: name}
 	if t := s.cfg.Tools[name]; t != nil {
 		scope.Connection = t.Connection
 	}
-	attempts := 0
-	if req.AttemptCount != nil {
-		attempts = *req.AttemptCount
-	} else {
-		rec, err := s.store.Lookup(r.Context(), scope, key)
-		if err != nil {
-			s.resolveRefuse(w, err)
-			return
-		}
-		attempts = rec.AttemptCount
-	}
-	// A note never carries a known secret into a record or a receipt.
+	// A note never carries a known secret (a connection's, a broker's, an
+	// API key, an approver key) into a record or a receipt.
 	note := s.redact.String(req.Note)
-	rec, err := st.Settle(r.Context(), idempotency.SettleRequest{Scope: scope, Key: key, Attempts: attempts,
+	rec, err := st.Settle(r.Context(), idempotency.SettleRequest{Scope: scope, Key: key, Attempts: *req.AttemptCount,
 		Outcome: outcome, By: by, Note: note, OpID: idempotency.NewOpID()})
 	if err != nil {
 		s.resolveRefuse(w, err)
@@ -194,6 +199,20 @@ func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("unknown call settled", "workspace", ws, "tool", name, "key", key.String(), "outcome", string(outcome), "by", by)
 	writeJSON(w, http.StatusOK, retry.Receipt(scope, s.specFor(name, rec.Fingerprint).Spec, rec))
+}
+
+// noteProblem returns why a settlement note is refused, or "": a Unicode
+// format character (category Cf: bidi overrides and isolates, zero-width
+// characters, the byte order mark) or a line or paragraph separator
+// (U+2028, U+2029), any of which could make a note read otherwise than it
+// is stored in a receipt, a log or a terminal. It never quotes the note.
+func noteProblem(note string) string {
+	for i, c := range note {
+		if c == '\u2028' || c == '\u2029' || unicode.Is(unicode.Cf, c) {
+			return fmt.Sprintf("a Unicode format or separator character (U+%04X) at byte %d is not allowed", c, i)
+		}
+	}
+	return ""
 }
 
 func (s *server) resolveRefuse(w http.ResponseWriter, err error) {

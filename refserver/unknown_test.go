@@ -123,6 +123,12 @@ func TestSettleUnknownCall(t *testing.T) {
 		`{"outcome":"accepted","note":"sk_live_4242\nforged"}`,
 		`{"outcome":"accepted","note":"` + strings.Repeat("n", idempotency.MaxNoteBytes+1) + `"}`,
 		`{"outcome":"accepted","attempt_count":0}`,
+		`{"outcome":"accepted","note":"sk_live_4242"}`, // no attempt_count
+		`{"outcome":"accepted","attempt_count":null}`,
+		`{"outcome":"accepted","attempt_count":1,"note":"paid \u202egnp.exe"}`,
+		`{"outcome":"accepted","attempt_count":1,"note":"paid\u2028forged line"}`,
+		`{"outcome":"accepted","attempt_count":1,"note":"paid\u200b4242"}`,
+		`{"outcome":"accepted","attempt_count":1,"note":"paid\ufeff"}`,
 		``,
 	} {
 		code, m := p.post(t, "POST", resolve, e2eKeyAdmin, body)
@@ -145,7 +151,7 @@ func TestSettleUnknownCall(t *testing.T) {
 		t.Fatalf("settle: %d %v", code, m)
 	}
 	res, _ := m["resolution"].(map[string]any)
-	if by, _ := res["by"].(string); res["outcome"] != "accepted" || res["note"] != note || !strings.HasPrefix(by, "approver:") || res["at"] == "" {
+	if by, _ := res["by"].(string); res["outcome"] != "accepted" || res["note"] != note || by != "ops-e2e" || res["at"] == "" {
 		t.Fatalf("settle answer's resolution %v", res)
 	}
 	if strings.Contains(by(res), e2eKeyAdmin) {
@@ -171,18 +177,18 @@ func TestSettleUnknownCall(t *testing.T) {
 	}
 
 	// Settled or accepted, a call is final: it cannot be settled.
-	if code, m := p.post(t, "POST", resolve, e2eKeyAdmin, `{"outcome":"definitely_rejected"}`); code != 409 || m["reason"] != "not_unknown" {
+	if code, m := p.post(t, "POST", resolve, e2eKeyAdmin, `{"outcome":"definitely_rejected","attempt_count":1}`); code != 409 || m["reason"] != "not_unknown" {
 		t.Errorf("second settle: %d %v", code, m)
 	}
 	paid := idempotency.NewKey().String()
 	call(t, newSession(t, p.base, e2eKeyOne, paid), "pay.charge", map[string]any{"amount": 1}, "").wantOutcome(t, "accepted", false)
 	if code, m := p.post(t, "POST", "/v1/receipts/"+paid+"/resolve?tool=pay.charge&workspace=ws_one", e2eKeyAdmin,
-		`{"outcome":"definitely_rejected","note":"wrong"}`); code != 409 || m["reason"] != "not_unknown" {
+		`{"outcome":"definitely_rejected","note":"wrong","attempt_count":1}`); code != 409 || m["reason"] != "not_unknown" {
 		t.Errorf("settle of an accepted call: %d %v", code, m)
 	}
 	// Another workspace's call under the same key is not there.
 	if code, m := p.post(t, "POST", "/v1/receipts/"+k+"/resolve?tool=chat.post&workspace=ws_two", e2eKeyAdmin,
-		`{"outcome":"accepted"}`); code != 404 {
+		`{"outcome":"accepted","attempt_count":1}`); code != 404 {
 		t.Errorf("settle in another workspace: %d %v", code, m)
 	}
 	if code, m := p.post(t, "POST", "/v1/receipts/"+k+"/resolve?tool=nope&workspace=ws_one", e2eKeyAdmin,

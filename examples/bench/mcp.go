@@ -38,7 +38,7 @@ const (
 const refserverConfig = `{
   "key_prefix": "obol:", "retention": "24h", "lease": "30s", "environment": "production",
   "workspaces": [{"id": "ws_bench", "api_keys": ["` + mcpAPIKey + `"]}],
-  "approver_keys": ["` + mcpAdminKey + `"],
+  "approver_keys": [{"name": "bench", "key": "` + mcpAdminKey + `"}],
   "connections": [{"id": "conn_pay", "provider": "benchpay", "base_url": "{{VENDOR}}", "secret_env": "` + vendorEnv + `"}],
   "tools": [{"connection": "conn_pay", "method": "POST", "path": "` + vendorPath + `",
     "spec": {"tool": "` + mcpTool + `", "effect": "write", "route": "native",

@@ -33,7 +33,7 @@ const (
 const testConfig = `{
   "key_prefix": "client:", "lease": "10s", "environment": "production",
   "workspaces": [{"id": "ws_client", "api_keys": ["` + testAPIKey + `"]}],
-  "approver_keys": ["ob_client_test_approver"],
+  "approver_keys": [{"name": "client-test", "key": "ob_client_test_approver"}],
   "connections": [{"id": "conn_v", "provider": "testvendor", "base_url": "{{VENDOR}}", "secret_env": "CLIENT_TEST_VENDOR_SECRET"}],
   "tools": [
     {"connection": "conn_v", "method": "POST", "path": "/charge", "spec": {"tool": "pay.charge", "effect": "write", "route": "native",

@@ -94,7 +94,7 @@ func gatewayConfig(c credentials, vendorURL string, waitReplicas int) string {
   "key_prefix": "soak:", "retention": "24h", "unknown_retention": "168h", "lease": "2s",
   "wait_replicas": ` + fmt.Sprint(waitReplicas) + `, "environment": "test",
   "workspaces": [` + strings.Join(ws, ", ") + `],
-  "approver_keys": ["` + c.approver + `"],
+  "approver_keys": [{"name": "soak-operator", "key": "` + c.approver + `"}],
   "connections": [
     {"id": "conn_stripe", "provider": "stripe", "base_url": "` + vendorURL + `/stripe", "secret_env": "SOAK_STRIPE_SECRET"},
     {"id": "conn_echo", "provider": "echo", "base_url": "` + vendorURL + `/echo", "secret_env": "SOAK_ECHO_SECRET"},
