@@ -21,6 +21,10 @@ type restError struct {
 
 func (s *server) restRefuse(w http.ResponseWriter, r refusal) {
 	s.metrics.refusals.WithLabelValues(r.reason).Inc()
+	if r.detail != "" && r.status >= http.StatusInternalServerError {
+		// The caller reads r.msg, fixed text; the cause is for the log.
+		s.log.Warn("admin request failed", "reason", r.reason, "error", r.detail)
+	}
 	if r.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="obol"`)
 	}
@@ -196,7 +200,7 @@ func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 			if rf.reason == "store_unavailable" {
 				s.metrics.storeErrors.WithLabelValues("setpin").Inc()
 			}
-			s.log.Warn("capability pin not stored", "capability", name, "error", rf.msg)
+			s.log.Warn("capability pin not stored", "capability", name, "error", rf.logText())
 			s.restRefuse(w, rf)
 			return
 		}

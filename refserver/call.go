@@ -39,7 +39,7 @@ func (s *server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		s.metrics.callSeconds.WithLabelValues(r.reason).Observe(elapsed.Seconds())
 		s.log.LogAttrs(ctx, slog.LevelInfo, "tools/call refused", slog.String("workspace", ci.workspace), slog.String("tool", name),
 			slog.String("key", key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", elapsed),
-			slog.String("reason", r.reason), slog.String("error", r.msg))
+			slog.String("reason", r.reason), slog.String("error", r.logText()))
 		return nil, rpcError(*r, key)
 	}
 	rc := out.Receipt

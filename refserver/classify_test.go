@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,5 +43,33 @@ func TestClassifyLifecycleErrors(t *testing.T) {
 	e := rpcError(r, "idt_00000000000000000000000000000001")
 	if string(e.Data) != `{"reason":"in_progress","status":409,"idempotency_key":"idt_00000000000000000000000000000001","retry_after_ms":1500}` {
 		t.Errorf("in_progress error.data %s", e.Data)
+	}
+}
+
+// TestClassifyFixedText: what a caller reads of a refusal classified from
+// an error is fixed text wherever the error's may come from the store: an
+// address, the dialer's words, a stored scope version, a record's decoding.
+// The error's text is the refusal's detail, for the log.
+func TestClassifyFixedText(t *testing.T) {
+	s := &server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("redisstore: claim: %w: dial tcp 10.1.2.3:6390: connect: connection refused", idempotency.ErrStoreUnavailable), storeUnavailableText},
+		{fmt.Errorf("redisstore: lookup: %w", context.DeadlineExceeded), storeUnavailableText},
+		{fmt.Errorf("ERR user_script:12: bad 10.1.2.3:6390"), internalText},
+		{fmt.Errorf("obol:meta:scope_version now holds 10.1.2.3: %w", idempotency.ErrScopeVersionChanged),
+			"the fleet's key scope version changed: this gateway no longer claims"},
+		{fmt.Errorf("retry: finalize attempt 1: %w: 10.1.2.3", idempotency.ErrStale), "the call's slot was taken over by another attempt"},
+	} {
+		r := s.classify(tc.err)
+		if r.msg != tc.want || strings.Contains(r.msg, "10.1.2.3") || r.detail != tc.err.Error() {
+			t.Errorf("classify(%v): msg %q detail %q, want msg %q and the error as detail", tc.err, r.msg, r.detail, tc.want)
+		}
+	}
+	// Messages written from the request alone stay as they are.
+	if r := s.classify(fmt.Errorf("%w: bad pointer /a/b", idempotency.ErrInvalidRequest)); !strings.Contains(r.msg, "bad pointer /a/b") {
+		t.Errorf("invalid_request message %q", r.msg)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/obol-gateway/obol/effectspec"
@@ -306,7 +307,7 @@ func (s *server) currentPin(ctx context.Context, capName string) (string, *refus
 		if r.reason == "store_unavailable" {
 			s.metrics.storeErrors.WithLabelValues("pin").Inc()
 		}
-		s.log.Warn("capability pin unreadable", "capability", capName, "error", r.msg)
+		s.log.Warn("capability pin unreadable", "capability", capName, "error", r.logText())
 		return "", &r
 	}
 	if !ok {
@@ -369,7 +370,14 @@ func (s *server) seedPins(ctx context.Context) error {
 type refusal struct {
 	reason string
 	status int
-	msg    string
+	// msg is what the caller reads. For a refusal classified from an error
+	// whose text may come from the store (store_unavailable, internal,
+	// scope_version_conflict, ...) it is fixed text (tenantText), never
+	// the error's.
+	msg string
+	// detail, if not empty, is the error's own text, redacted: for the
+	// server's log only.
+	detail string
 	// retryAfter, for in_progress: until the running attempt's deadline.
 	retryAfter time.Duration
 }
@@ -413,17 +421,31 @@ func rpcError(r refusal, key string) *jsonrpcError {
 	return &jsonrpcError{Code: r.code(), Message: r.msg, Data: data}
 }
 
-// classify maps an error of the orchestrator to its wire refusal. Messages
-// come from this module's errors, which hold no secrets; they are redacted
-// once more all the same.
+// classify maps an error of the orchestrator to its wire refusal. The
+// caller reads fixed text for every reason but invalid_request,
+// invalid_arguments and malformed_key, whose messages this module writes
+// from the request alone: a store error's text (a Redis address, "dial tcp ...", an OOM reply
+// naming a script and its line) or a stored scope version never reaches a
+// tenant. The error's own text, redacted, is the refusal's detail, which
+// only the server logs.
 func (s *server) classify(err error) refusal {
 	var re *refusalError
 	if errors.As(err, &re) {
 		return re.r
 	}
-	msg := s.redact.String(err.Error())
+	detail := s.redact.String(err.Error())
 	if reason, status := idempotency.Reason(err); reason != "" {
-		r := refusal{reason: reason, status: status, msg: msg}
+		r := refusal{reason: reason, status: status, msg: detail, detail: detail}
+		switch reason {
+		case "invalid_request", "invalid_arguments", "malformed_key":
+		case "store_unavailable":
+			r.msg = storeUnavailableText
+			if outOfMemory(err) {
+				r.msg = outOfMemoryText
+			}
+		default:
+			r.msg = tenantText(reason, status)
+		}
 		var ip *retry.InProgressError
 		if errors.As(err, &ip) {
 			r.retryAfter = ip.RetryAfter
@@ -432,9 +454,66 @@ func (s *server) classify(err error) refusal {
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		// A store call that ran out of its bound.
-		return refusal{reason: "store_unavailable", status: http.StatusServiceUnavailable, msg: "the store did not answer in time"}
+		return refusal{reason: "store_unavailable", status: http.StatusServiceUnavailable, msg: storeUnavailableText, detail: detail}
 	}
-	return refusal{reason: "internal", status: http.StatusInternalServerError, msg: msg}
+	return refusal{reason: "internal", status: http.StatusInternalServerError, msg: internalText, detail: detail}
+}
+
+// The fixed text of store failures. out_of_memory is a store_unavailable
+// whose cause is Redis refusing writes for lack of memory: the operator's
+// to fix, and retrying at once does not help.
+const (
+	storeUnavailableText = "store_unavailable: the idempotency store is unavailable; retry with the same key"
+	outOfMemoryText      = "out_of_memory: the idempotency store is out of memory; retry later with the same key"
+	internalText         = "internal: the gateway failed; retry with the same key"
+)
+
+// tenantText is the fixed text of a lifecycle refusal.
+func tenantText(reason string, status int) string {
+	switch reason {
+	case "request_mismatch":
+		return "the key was used with other arguments"
+	case "in_progress":
+		return "a call with this key is in progress"
+	case "destination_conflict":
+		return "the key's call went to another destination, whose outcome is not known"
+	case "approval_key_mismatch":
+		return "the key is not the approval ticket's"
+	case "outcome_unknown":
+		return "an earlier attempt may have reached the vendor, which cannot deduplicate: not sent again"
+	case "scope_version_conflict":
+		if status == http.StatusServiceUnavailable {
+			return "the fleet's key scope version changed: this gateway no longer claims"
+		}
+		return "the key's record was made under another key scope version"
+	case "denied":
+		return "the call was denied"
+	case "lease_lost":
+		return "the call's slot was taken over by another attempt"
+	case effectspec.ReasonPolicyDenied:
+		return "the policy denies this call: its vendor cannot deduplicate writes"
+	case "not_found":
+		return "not found"
+	case "not_unknown":
+		return "the call is not unknown"
+	}
+	return reason
+}
+
+// logText is what the server logs of r: the error's text if it came from
+// one, else the message.
+func (r refusal) logText() string {
+	if r.detail != "" {
+		return r.detail
+	}
+	return r.msg
+}
+
+// outOfMemory reports whether err holds Redis's OOM error reply (a write
+// refused over maxmemory, also from inside a script).
+func outOfMemory(err error) bool {
+	var re *rueidis.RedisError
+	return errors.As(err, &re) && strings.Contains(re.Error(), "OOM ")
 }
 
 // warnOnly passes on records of level Warn and above.
