@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 
 	"github.com/go-logr/logr"
@@ -13,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -54,6 +54,9 @@ func startTracing(ctx context.Context, log *slog.Logger) (*sdktrace.TracerProvid
 	if err != nil && res == nil {
 		res = resource.Default()
 	}
+	// The sampler is OpenTelemetry's default or OTEL_TRACES_SAMPLER's. It
+	// decides at the root for every call: a call's span never has the
+	// client's as its parent (traced), so a client's flag decides nothing.
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
@@ -70,17 +73,21 @@ func (s *server) trace(tp trace.TracerProvider) {
 	}
 }
 
-// traced wraps a tools/call handler in a span: a child of the client's
-// traceparent if it sent one, with the tool, workspace, key source and
-// either the refusal's reason or the receipt's outcome, attempt count,
-// status and replay flag. Never the key, an argument or a credential.
+// traced wraps a tools/call handler in a span with the tool, workspace,
+// key source and either the refusal's reason or the receipt's outcome,
+// attempt count, status and replay flag. Never the key, an argument or a
+// credential. The span is a root (otelretry.ServerSpan): the client's
+// traceparent, if valid, is a link to it, not its parent, so the client
+// decides neither the trace the vendor sees nor whether the call is
+// sampled, and its tracestate goes nowhere.
 func (s *server) traced(h mcp.ToolHandler) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if s.tracer == nil {
 			return h(ctx, req)
 		}
-		if req.Extra != nil && req.Extra.Header != nil {
-			ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(req.Extra.Header))
+		var header http.Header
+		if req.Extra != nil {
+			header = req.Extra.Header
 		}
 		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call")}
 		if req.Params != nil {
@@ -89,7 +96,8 @@ func (s *server) traced(h mcp.ToolHandler) mcp.ToolHandler {
 		if ci := callInfoOf(req); ci != nil {
 			attrs = append(attrs, attribute.String(retry.AttrWorkspace, ci.workspace), attribute.String(retry.AttrKeySource, string(ci.source)))
 		}
-		ctx, span := s.tracer.Start(ctx, "tools/call", trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+		opts := append(otelretry.ServerSpan(header), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+		ctx, span := s.tracer.Start(ctx, "tools/call", opts...)
 		defer span.End()
 		res, err := h(ctx, req)
 		var rpc *jsonrpcError

@@ -100,6 +100,7 @@ type traceVendor struct {
 	*httptest.Server
 	mu      sync.Mutex
 	parents []string
+	states  []string // each request's Tracestate
 }
 
 func newTraceVendor(t *testing.T) *traceVendor {
@@ -108,6 +109,7 @@ func newTraceVendor(t *testing.T) *traceVendor {
 		body, _ := io.ReadAll(r.Body)
 		v.mu.Lock()
 		v.parents = append(v.parents, r.Header.Get("Traceparent"))
+		v.states = append(v.states, strings.Join(r.Header.Values("Tracestate"), ","))
 		v.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
@@ -204,10 +206,12 @@ func sessionWith(t *testing.T, base string, h http.Header) *mcp.ClientSession {
 
 // TestTracingExportsSpans: with OTEL_EXPORTER_OTLP_ENDPOINT set, the
 // gateway exports over OTLP/HTTP, flushed at shutdown, a tools/call span
-// (under the client's traceparent) per call with the claim, attempt and
-// finalize beneath it; the vendor gets the attempt span's traceparent; and
-// no exported byte holds the connection secret, the API key, an argument
-// value or the idempotency key.
+// per call with the claim, attempt and finalize beneath it. The call's span
+// is a root in a trace of the gateway's, linked to the client's traceparent
+// (the trust boundary: the client's span is not its parent); the vendor
+// gets the attempt span's traceparent and none of the client's tracestate;
+// and no exported byte holds the connection secret, the API key, an
+// argument value or the idempotency key.
 func TestTracingExportsSpans(t *testing.T) {
 	col := newCollector(t)
 	vendor := newTraceVendor(t)
@@ -222,7 +226,7 @@ func TestTracingExportsSpans(t *testing.T) {
 	)
 	k := idempotency.NewKey().String()
 	h := http.Header{"Authorization": {"Bearer " + e2eKeyOne}, "Idempotency-Key": {k},
-		"Traceparent": {"00-" + clientTrace + "-" + clientParent + "-01"}}
+		"Traceparent": {"00-" + clientTrace + "-" + clientParent + "-01"}, "Tracestate": {"clientvendor=ct-state-7781"}}
 	s := sessionWith(t, base, h)
 	first := call(t, s, "pay.charge", map[string]any{"amount": argNum, "memo": argValue}, "")
 	first.wantOutcome(t, "accepted", false)
@@ -257,8 +261,17 @@ func TestTracingExportsSpans(t *testing.T) {
 			t.Errorf("tools/call %s = %q, want %q", k, got, want)
 		}
 	}
-	if hex.EncodeToString(root.TraceId) != clientTrace || hex.EncodeToString(root.ParentSpanId) != clientParent {
-		t.Errorf("tools/call span in trace %x under %x, want the client's", root.TraceId, root.ParentSpanId)
+	for _, sp := range byName["tools/call"] {
+		if hex.EncodeToString(sp.TraceId) == clientTrace || len(sp.ParentSpanId) != 0 {
+			t.Errorf("tools/call span in trace %x under %x, want a root of the gateway's own trace", sp.TraceId, sp.ParentSpanId)
+		}
+		if len(sp.Links) != 1 || hex.EncodeToString(sp.Links[0].TraceId) != clientTrace || hex.EncodeToString(sp.Links[0].SpanId) != clientParent ||
+			sp.Links[0].TraceState != "" {
+			t.Errorf("tools/call span links %v, want one to the client's span, without its tracestate", sp.Links)
+		}
+	}
+	if bytes.Contains(raw, []byte("ct-state-7781")) {
+		t.Error("the client's tracestate in the exported spans")
 	}
 	children := 0
 	for _, sp := range spans {
@@ -278,10 +291,13 @@ func TestTracingExportsSpans(t *testing.T) {
 		t.Errorf("attempt span %v", attempt)
 	}
 	vendor.mu.Lock()
-	parents := vendor.parents
+	parents, states := vendor.parents, vendor.states
 	vendor.mu.Unlock()
 	if want := fmt.Sprintf("00-%x-%x-01", attempt.TraceId, attempt.SpanId); len(parents) != 1 || parents[0] != want {
 		t.Errorf("vendor got traceparent %q, want %q", parents, want)
+	}
+	if len(states) != 1 || states[0] != "" {
+		t.Errorf("vendor got tracestate %q, want none", states)
 	}
 
 	if l := secrettest.Leak(raw, e2eSecret, e2eKeyOne); l != "" {
@@ -292,6 +308,40 @@ func TestTracingExportsSpans(t *testing.T) {
 		if bytes.Contains(raw, []byte(s)) {
 			t.Errorf("%q in the exported spans", s)
 		}
+	}
+}
+
+// TestTracingClientCannotUnsample: a client whose traceparent says "not
+// sampled" still gets its call traced and exported, and the vendor gets a
+// sampled traceparent of the gateway's trace: sampling is the gateway's
+// decision, not the client's.
+func TestTracingClientCannotUnsample(t *testing.T) {
+	col := newCollector(t)
+	vendor := newTraceVendor(t)
+	t.Setenv(envOTLPEndpoint, col.URL)
+	base, _, stop := startTraced(t, vendor.URL)
+	const clientTrace = "0af7651916cd43dd8448eb211c80319c"
+	h := http.Header{"Authorization": {"Bearer " + e2eKeyOne}, "Idempotency-Key": {idempotency.NewKey().String()},
+		"Traceparent": {"00-" + clientTrace + "-b7ad6b7169203331-00"}}
+	call(t, sessionWith(t, base, h), "pay.charge", map[string]any{"amount": 1}, "").wantOutcome(t, "accepted", false)
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	spans, _ := col.spans(t)
+	var names []string
+	for _, sp := range spans {
+		names = append(names, sp.Name)
+		if hex.EncodeToString(sp.TraceId) == clientTrace {
+			t.Errorf("%s in the client's trace", sp.Name)
+		}
+	}
+	if len(spans) != 4 {
+		t.Errorf("exported %q, want the call's span, claim, attempt and finalize", names)
+	}
+	vendor.mu.Lock()
+	defer vendor.mu.Unlock()
+	if len(vendor.parents) != 1 || !strings.HasSuffix(vendor.parents[0], "-01") || strings.Contains(vendor.parents[0], clientTrace) {
+		t.Errorf("vendor got traceparent %q, want a sampled one of the gateway's trace", vendor.parents)
 	}
 }
 

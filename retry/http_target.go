@@ -25,8 +25,10 @@ type HTTPTarget struct {
 	// are scrubbed from the vendor's answer.
 	Header http.Header
 	// InjectHeaders, if non-nil, adds headers from the attempt's ctx, such
-	// as the W3C traceparent of its span (otelretry.Inject). Header, the
-	// Content-Type and the key win over what it sets. If nil, none.
+	// as the W3C traceparent of its span (otelretry.Inject, which writes no
+	// tracestate: what a client put there is not the vendor's to read).
+	// Header, the Content-Type and the key win over what it sets. If nil,
+	// none.
 	InjectHeaders func(ctx context.Context, h http.Header)
 }
 

@@ -6,7 +6,10 @@ import "context"
 // tracing library: otelretry adapts OpenTelemetry to it. Start begins a span
 // named name, a child of the span ctx carries, and returns a context
 // carrying the new span and the function that ends it, with the call's
-// error (nil on success) and attributes learnt meanwhile.
+// error (nil on success) and attributes learnt meanwhile. The span in the
+// ctx given to Orchestrator.Do should be the gateway's own, not one a
+// client sent (otelretry.ServerSpan): the attempts' spans, and the
+// traceparent a vendor gets, follow it.
 //
 // The Orchestrator never passes an argument value, a key or a header:
 // attributes are the Attr* names below, with the tool, workspace,

@@ -78,9 +78,43 @@ func convert(attrs []retry.Attr) []attribute.KeyValue {
 	return out
 }
 
-// Inject writes the W3C traceparent (and tracestate) of ctx's span into h,
-// whatever the global propagator is: the vendor sees which attempt it got.
-// It writes nothing when ctx carries no valid span.
+// Inject writes the W3C traceparent of ctx's span into h, whatever the
+// global propagator is: the vendor sees which attempt it got. It never
+// writes a tracestate (nor baggage): a span's tracestate may have come from
+// a client's, which is not the vendor's to read. It writes nothing when ctx
+// carries no valid span.
 func Inject(ctx context.Context, h http.Header) {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return
+	}
+	ctx = trace.ContextWithSpanContext(ctx, sc.WithTraceState(trace.TraceState{}))
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
 }
+
+// ServerSpan returns the options that start a gateway's span for a call
+// whose client sent the request headers h, at the trust boundary: the
+// span is a new root, so the trace the vendor sees and the sampling
+// decision are the gateway's (a client's "not sampled" flag cannot hide a
+// call, nor its trace id join the vendor's logs to the client's), and a
+// valid traceparent of the client's becomes a link, without its
+// tracestate. Pass them to trace.Tracer.Start with the span kind and
+// attributes.
+func ServerSpan(h http.Header) []trace.SpanStartOption {
+	opts := []trace.SpanStartOption{trace.WithNewRoot()}
+	if h == nil {
+		return opts
+	}
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(h))
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc.WithTraceState(trace.TraceState{}),
+			Attributes: []attribute.KeyValue{attribute.String(AttrLinkKind, LinkClient)}}))
+	}
+	return opts
+}
+
+// The attribute ServerSpan puts on the link to a client's span.
+const (
+	AttrLinkKind = "obol.link"
+	LinkClient   = "client"
+)
