@@ -66,82 +66,89 @@ func TestEndToEndSettlementBoundary(t *testing.T) {
 	vendor := newTestVendor(t)
 	p := startRefserver(t, buildRefserver(t), "-config", boundaryConfig(t, vendor.URL), "-redis", "redis://"+rs.Addr())
 
-	k := idempotency.NewKey().String()
 	args := map[string]any{"text": "hello", "answer": 500}
-	call(t, p.session(t, e2eKeyOne, k), "chat.post", args, "").wantOutcome(t, "unknown", false)
-	resolve := "/v1/receipts/" + k + "/resolve?tool=chat.post&workspace=ws_one"
-	stillUnknown := func(when string) {
+	// unknownCall makes a call that ends unknown and returns its key and
+	// its settle path.
+	unknownCall := func(t *testing.T) (string, string) {
 		t.Helper()
-		code, m := p.post(t, "GET", "/v1/unknown?workspace=ws_one", e2eKeyAdmin, "")
-		if l, _ := m["unknown"].([]any); code != 200 || len(l) != 1 {
-			t.Fatalf("%s: listing %d %v, want the one unknown call", when, code, m)
-		}
+		k := idempotency.NewKey().String()
+		call(t, p.session(t, e2eKeyOne, k), "chat.post", args, "").wantOutcome(t, "unknown", false)
+		return k, "/v1/receipts/" + k + "/resolve?tool=chat.post&workspace=ws_one"
 	}
-
-	// attempt_count is required: the compare-and-set cannot be skipped.
-	for _, body := range []string{`{"outcome":"accepted","note":"checked"}`, `{"outcome":"accepted","attempt_count":null}`} {
-		code, m := p.post(t, "POST", resolve, e2eKeyAdmin, body)
-		if msg, _ := m["message"].(string); code != 400 || m["reason"] != "invalid_request" || !strings.Contains(msg, "attempt_count") {
-			t.Errorf("settle %s: %d %v, want 400 invalid_request naming attempt_count", body, code, m)
-		}
-	}
-	stillUnknown("after settles without attempt_count")
-
-	// Format characters and separators are refused.
-	for _, c := range []string{`\u202e`, `\u2066`, `\u200b`, `\u200f`, `\u2028`, `\u2029`, `\ufeff`, `\u00ad`} {
-		body := `{"outcome":"accepted","attempt_count":1,"note":"paid in full ` + c + `4242 ok"}`
-		code, m := p.post(t, "POST", resolve, e2eKeyAdmin, body)
-		msg, _ := m["message"].(string)
-		if code != 400 || m["reason"] != "invalid_request" || !strings.Contains(msg, "note:") || strings.Contains(msg, "4242") {
-			t.Errorf("note with %s: %d %v, want 400 invalid_request about the note, quoting nothing", c, code, m)
-		}
-	}
-	stillUnknown("after notes with format characters")
-
-	// Every configured key and secret is scrubbed from the note.
-	note := "checked by phone: " + e2eKeyOne + " / " + e2eKeyTwo + " / " + e2eKeyAdmin + " / " + e2eSecret + " -- é ok"
-	body, _ := json.Marshal(map[string]any{"outcome": "accepted", "attempt_count": 1, "note": note})
-	code, raw := p.postRaw(t, "POST", resolve, e2eKeyAdmin, string(body))
-	if code != 200 {
-		t.Fatalf("settle: %d %s", code, raw)
-	}
-	secrets := []string{e2eKeyOne, e2eKeyTwo, e2eKeyAdmin, e2eSecret}
-	noSecret := func(where string, b []byte) {
+	stillUnknown := func(t *testing.T, k string) {
 		t.Helper()
-		for _, s := range secrets {
-			if bytes.Contains(b, []byte(s)) {
-				t.Errorf("%s holds %q: %s", where, s, b)
+		code, raw := p.postRaw(t, "GET", "/v1/unknown?workspace=ws_one", e2eKeyAdmin, "")
+		if code != 200 || !bytes.Contains(raw, []byte(`"idempotency_key":"`+k+`"`)) {
+			t.Errorf("listing %d %s, want %s still unknown", code, raw, k)
+		}
+	}
+
+	t.Run("attempt_count required", func(t *testing.T) {
+		k, resolve := unknownCall(t)
+		for _, body := range []string{`{"outcome":"accepted","note":"checked"}`, `{"outcome":"accepted","attempt_count":null}`} {
+			code, m := p.post(t, "POST", resolve, e2eKeyAdmin, body)
+			if msg, _ := m["message"].(string); code != 400 || m["reason"] != "invalid_request" || !strings.Contains(msg, "attempt_count") {
+				t.Errorf("settle %s: %d %v, want 400 invalid_request naming attempt_count", body, code, m)
 			}
 		}
-	}
-	noSecret("the settle's answer", raw)
-	var rc wireReceipt
-	if err := json.Unmarshal(raw, &rc); err != nil || rc.Resolution == nil {
-		t.Fatalf("settle answer %s: %v", raw, err)
-	}
-	if r := rc.Resolution; r.By != "ops-e2e" || !strings.HasPrefix(r.Note, "checked by phone: ") || !strings.HasSuffix(r.Note, " -- é ok") ||
-		strings.Count(r.Note, "[redacted]") != 4 {
-		t.Errorf("resolution %+v: want by ops-e2e and the note with its four keys redacted", r)
-	}
+		stillUnknown(t, k)
+	})
 
-	// The workspace sees the name, never the key or a digest of it.
-	again := call(t, p.session(t, e2eKeyOne, k), "chat.post", args, "")
-	again.wantOutcome(t, "accepted", true)
-	if r := again.rc.Resolution; r == nil || r.By != "ops-e2e" || r.Note != rc.Resolution.Note {
-		t.Errorf("replayed resolution %+v", r)
-	}
-	code, raw = p.postRaw(t, "GET", "/v1/receipts/"+k+"?tool=chat.post", e2eKeyOne, "")
-	if code != 200 || !bytes.Contains(raw, []byte(`"by":"ops-e2e"`)) {
-		t.Errorf("receipt: %d %s", code, raw)
-	}
-	noSecret("the receipt", raw)
-	if n := vendor.count("/chat", ""); n != 1 {
-		t.Errorf("vendor saw %d requests, want 1", n)
-	}
-	noSecret("the gateway's log", []byte(p.stderr.String()))
-	if !strings.Contains(p.stderr.String(), "by=ops-e2e") {
-		t.Errorf("the settle's log line does not name the approver:\n%s", p.stderr.String())
-	}
+	t.Run("format characters refused", func(t *testing.T) {
+		k, resolve := unknownCall(t)
+		for _, c := range []string{`\u202e`, `\u2066`, `\u200b`, `\u200f`, `\u2028`, `\u2029`, `\ufeff`, `\u00ad`} {
+			body := `{"outcome":"accepted","attempt_count":1,"note":"paid in full ` + c + `4242 ok"}`
+			code, m := p.post(t, "POST", resolve, e2eKeyAdmin, body)
+			msg, _ := m["message"].(string)
+			if code != 400 || m["reason"] != "invalid_request" || !strings.Contains(msg, "note:") || strings.Contains(msg, "4242") {
+				t.Errorf("note with %s: %d %v, want 400 invalid_request about the note, quoting nothing", c, code, m)
+			}
+		}
+		stillUnknown(t, k)
+	})
+
+	t.Run("named approver, note without keys", func(t *testing.T) {
+		k, resolve := unknownCall(t)
+		note := "checked by phone: " + e2eKeyOne + " / " + e2eKeyTwo + " / " + e2eKeyAdmin + " / " + e2eSecret + " -- é ok"
+		body, _ := json.Marshal(map[string]any{"outcome": "accepted", "attempt_count": 1, "note": note})
+		code, raw := p.postRaw(t, "POST", resolve, e2eKeyAdmin, string(body))
+		if code != 200 {
+			t.Fatalf("settle: %d %s", code, raw)
+		}
+		secrets := []string{e2eKeyOne, e2eKeyTwo, e2eKeyAdmin, e2eSecret}
+		noSecret := func(where string, b []byte) {
+			t.Helper()
+			for _, s := range secrets {
+				if bytes.Contains(b, []byte(s)) {
+					t.Errorf("%s holds %q: %s", where, s, b)
+				}
+			}
+		}
+		noSecret("the settle's answer", raw)
+		var rc wireReceipt
+		if err := json.Unmarshal(raw, &rc); err != nil || rc.Resolution == nil {
+			t.Fatalf("settle answer %s: %v", raw, err)
+		}
+		if r := rc.Resolution; r.By != "ops-e2e" || !strings.HasPrefix(r.Note, "checked by phone: ") || !strings.HasSuffix(r.Note, " -- é ok") ||
+			strings.Count(r.Note, "[redacted]") != 4 {
+			t.Errorf("resolution %+v: want by ops-e2e and the note with its four keys redacted", r)
+		}
+		// The workspace sees the name, never the key or a digest of it.
+		again := call(t, p.session(t, e2eKeyOne, k), "chat.post", args, "")
+		again.wantOutcome(t, "accepted", true)
+		if r := again.rc.Resolution; r == nil || r.By != "ops-e2e" || r.Note != rc.Resolution.Note {
+			t.Errorf("replayed resolution %+v", r)
+		}
+		code, raw = p.postRaw(t, "GET", "/v1/receipts/"+k+"?tool=chat.post", e2eKeyOne, "")
+		if code != 200 || !bytes.Contains(raw, []byte(`"by":"ops-e2e"`)) {
+			t.Errorf("receipt: %d %s", code, raw)
+		}
+		noSecret("the receipt", raw)
+		noSecret("the gateway's log", []byte(p.stderr.String()))
+		if !strings.Contains(p.stderr.String(), "by=ops-e2e") {
+			t.Errorf("the settle's log line does not name the approver:\n%s", p.stderr.String())
+		}
+	})
 }
 
 // storeLeaks matches what a store failure must never show a caller: the
