@@ -166,9 +166,11 @@ func (e *configError) Error() string {
 // loadConfig parses and validates a configuration file. Besides the
 // strict JSON (decodeStrict: also invalid UTF-8, lone surrogates and
 // trailing data) it refuses invalid specs (every problem at once), ids
-// that do not match [A-Za-z0-9_.-]{1,128}, API keys shorter than 8 bytes
-// or shared between workspaces and approvers, and a secret_env that names
-// an unset or empty variable. Errors name the field path, never a value (a
+// and approver names that do not match [A-Za-z0-9_.-]{1,128}, an approver
+// entry that is not a {"name", "key"} object, API keys shorter than 8 bytes
+// or shared between workspaces and approvers, an unknown_retention that a
+// tool's timeout plus the lease reaches, and a secret_env that names an
+// unset or empty variable. Errors name the field path, never a value (a
 // member name that is not a plain identifier shows as {member N}). getenv resolves
 // secret_env names (os.LookupEnv in production). exec is shared by every
 // native tool and broker.

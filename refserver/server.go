@@ -314,8 +314,11 @@ func (s *server) currentPin(ctx context.Context, capName string) (string, *refus
 		p = c.Pin
 	}
 	if !slices.Contains(c.Providers, p) {
-		return "", &refusal{reason: "internal", status: http.StatusInternalServerError, msg: fmt.Sprintf(
-			"capability %s is pinned to %s, which is not one of its providers in this configuration; pin it again", capName, p)}
+		// The stored pin is named in the log only: a caller reads no
+		// stored value.
+		return "", &refusal{reason: "internal", status: http.StatusInternalServerError,
+			msg:    "capability " + capName + " is pinned to a provider that is not one of its providers in this configuration",
+			detail: fmt.Sprintf("capability %s is pinned to %s, which is not one of its providers in this configuration; pin it again", capName, p)}
 	}
 	s.setLocalPin(capName, p)
 	return p, nil
