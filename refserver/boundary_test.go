@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,8 +11,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
@@ -315,5 +319,66 @@ func TestEndToEndConfigRefusals(t *testing.T) {
 				t.Errorf("output lacks %q or holds a key:\n%s", want, out)
 			}
 		})
+	}
+}
+
+// TestEndToEndTraceBoundary: through the binary, a client's traceparent
+// that says "not sampled" and carries a tracestate neither hides the call
+// (its spans are exported, the vendor gets a sampled traceparent) nor
+// parents it (the call's span is a root of another trace, linked to the
+// client's), and the vendor gets no tracestate.
+func TestEndToEndTraceBoundary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts Redis")
+	}
+	rs := redistest.Start(t)
+	col := newCollector(t)
+	vendor := newTraceVendor(t)
+	t.Setenv(envOTLPEndpoint, col.URL)
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(cfg, []byte(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendor.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startRefserver(t, buildRefserver(t), "-config", cfg, "-redis", "redis://"+rs.Addr())
+	const clientTrace, clientSpan = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+	h := http.Header{"Authorization": {"Bearer " + e2eKeyOne}, "Idempotency-Key": {idempotency.NewKey().String()},
+		"Traceparent": {"00-" + clientTrace + "-" + clientSpan + "-00"}, "Tracestate": {"clientvendor=ct-state-9914"}}
+	call(t, sessionWith(t, p.base, h), "pay.charge", map[string]any{"amount": 1}, "").wantOutcome(t, "accepted", false)
+
+	p.cmd.Process.Signal(syscall.SIGTERM) // flushes the spans
+	select {
+	case err := <-p.done:
+		p.done <- err // for the cleanup's wait
+	case <-time.After(20 * time.Second):
+		t.Fatal("refserver did not stop")
+	}
+	spans, raw := col.spans(t)
+	var root *tracepb.Span
+	for _, sp := range spans {
+		if sp.Name == "tools/call" {
+			root = sp
+		}
+		if hex.EncodeToString(sp.TraceId) == clientTrace {
+			t.Errorf("%s in the client's trace", sp.Name)
+		}
+	}
+	if root == nil || len(spans) != 4 {
+		t.Fatalf("exported %d spans, want the call's, claim, attempt and finalize", len(spans))
+	}
+	if len(root.ParentSpanId) != 0 || len(root.Links) != 1 || hex.EncodeToString(root.Links[0].TraceId) != clientTrace ||
+		hex.EncodeToString(root.Links[0].SpanId) != clientSpan {
+		t.Errorf("tools/call span: parent %x links %v, want a root linked to the client's span", root.ParentSpanId, root.Links)
+	}
+	if bytes.Contains(raw, []byte("ct-state-9914")) {
+		t.Error("the client's tracestate in the exported spans")
+	}
+	vendor.mu.Lock()
+	defer vendor.mu.Unlock()
+	if len(vendor.parents) != 1 || !strings.HasPrefix(vendor.parents[0], "00-"+hex.EncodeToString(root.TraceId)+"-") ||
+		!strings.HasSuffix(vendor.parents[0], "-01") {
+		t.Errorf("vendor got traceparent %q, want a sampled one of trace %x", vendor.parents, root.TraceId)
+	}
+	if len(vendor.states) != 1 || vendor.states[0] != "" {
+		t.Errorf("vendor got tracestate %q", vendor.states)
 	}
 }
