@@ -463,3 +463,20 @@ func TestSchemaRefusalNamesTheSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownRetentionBound: unknown_retention must exceed every tool's
+// timeout plus the lease: equal is refused, naming the tool; a millisecond
+// more loads.
+func TestUnknownRetentionBound(t *testing.T) {
+	cfg := func(unknown string) string {
+		return strings.Replace(edit(t, `"retention": "1h"`, `"retention": "1m", "unknown_retention": "`+unknown+`"`),
+			`"spec": {"tool": "open.send", `, `"spec": {"tool": "open.send", "timeout": "5m", `, 1)
+	}
+	_, err := loadConfig([]byte(cfg("5m10s")), testEnv, &retry.Executor{})
+	if err == nil || !strings.Contains(err.Error(), "tools[1] (open.send).spec.timeout:") {
+		t.Errorf("unknown_retention = timeout + lease: %v, want refused naming open.send", err)
+	}
+	if _, err := loadConfig([]byte(cfg("5m10.001s")), testEnv, &retry.Executor{}); err != nil {
+		t.Errorf("unknown_retention just above timeout + lease: %v", err)
+	}
+}
