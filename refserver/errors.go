@@ -22,4 +22,6 @@ var (
 	errNearMissHeader = fmt.Errorf("%w: a request header field is named like %s but is not %s; "+
 		"send the key in the one %s header field or in params._meta %s",
 		idempotency.ErrMalformedKey, headerKey, headerKey, headerKey, metaKey)
+	errKeyInTrailer = fmt.Errorf("%w: a trailer field is named like %s; the key is read from the header section only",
+		idempotency.ErrMalformedKey, headerKey)
 )

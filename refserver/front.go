@@ -380,7 +380,7 @@ func (s *server) mcpFront(next http.Handler) http.Handler {
 			s.frontRefuseCode(w, env.id, ferr.code, refusal{reason: ferr.reason, status: http.StatusBadRequest, msg: ferr.msg}, "")
 			return
 		}
-		err = nearMiss(r.Header, env)
+		err = nearMiss(r, env)
 		var key idempotency.Key
 		var src idempotency.KeySource
 		if err == nil {

@@ -29,7 +29,9 @@ import (
 //     Idempotency_Key, Idempotency-Key-Id). Go's server canonicalizes header
 //     names, so the one accepted field arrives as "Idempotency-Key" however
 //     the client cased it; any other spelling, "Idempotency_key" included,
-//     is a near miss.
+//     is a near miss;
+//   - any trailer field with one of those stems, Idempotency-Key itself
+//     included: the key is read from the header section only.
 //
 // Names are compared after JSON unescaping, so dev.obol/idempotency\u002dkey
 // is the exact name. The rule is about spellings of our names, not about
@@ -65,11 +67,12 @@ func nearMissContainer(name []byte) bool {
 }
 
 // nearMissHeader reports whether h has a field named like Idempotency-Key
-// (or like the approval ticket, which no header carries) that is not it.
-func nearMissHeader(h http.Header) bool {
+// (or like the approval ticket, which no header carries) other than
+// exactly except; except "" makes every such field one.
+func nearMissHeader(h http.Header, except string) bool {
 	var buf [64]byte
 	for name := range h {
-		if name == headerKey {
+		if name == except && except != "" {
 			continue
 		}
 		sk := skeleton(buf[:0], []byte(name))
@@ -81,13 +84,18 @@ func nearMissHeader(h http.Header) bool {
 }
 
 // nearMiss is the front's refusal of a request that carries a near miss,
-// nil when it carries none: env's, else one of its header fields.
-func nearMiss(h http.Header, env envelope) error {
-	if env.nearMiss != nil {
+// nil when it carries none: env's, else one of its header fields, else a
+// trailer field named like the key. The key is read from the header section
+// only, so a trailer Idempotency-Key, exact or not, would be ignored too
+// (Go's server lists the trailer fields a request announces in r.Trailer).
+func nearMiss(r *http.Request, env envelope) error {
+	switch {
+	case env.nearMiss != nil:
 		return env.nearMiss
-	}
-	if nearMissHeader(h) {
+	case nearMissHeader(r.Header, headerKey):
 		return errNearMissHeader
+	case nearMissHeader(r.Trailer, ""):
+		return errKeyInTrailer
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -199,6 +200,40 @@ func TestNearMissOrder(t *testing.T) {
 	}
 }
 
+// TestNearMissTrailer: a key in a trailer field would be ignored, so one
+// named like it, exactly Idempotency-Key included, is malformed_key; an
+// unrelated trailer passes.
+func TestNearMissTrailer(t *testing.T) {
+	st := &fakeStore{}
+	s := newTestServer(t, st)
+	for _, tc := range []struct {
+		field  string
+		passes bool
+	}{{headerKey, false}, {"X-Idempotency-Key", false}, {"X-Checksum", true}} {
+		t.Run(tc.field, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(callBody))
+			req.Header.Set("Authorization", acmeAuth)
+			req.Trailer = http.Header{tc.field: {goodKey}}
+			rec := httptest.NewRecorder()
+			passed := false
+			s.mcpFront(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { passed = true })).ServeHTTP(rec, req)
+			if passed != tc.passes {
+				t.Fatalf("passed %v, want %v: %d %s", passed, tc.passes, rec.Code, rec.Body)
+			}
+			if tc.passes {
+				return
+			}
+			_, _, d := rpcRefusal(t, rec.Body.Bytes())
+			if rec.Code != http.StatusBadRequest || d.Reason != "malformed_key" || d.IdempotencyKey != "" || rec.Header().Get(headerKey) != "" {
+				t.Errorf("%d %+v, header %q", rec.Code, d, rec.Header().Get(headerKey))
+			}
+		})
+	}
+	if ops := st.ops(); len(ops) != 0 {
+		t.Errorf("store touched: %v", ops)
+	}
+}
+
 // TestSkeleton pins the reduction the rule compares: letters and digits
 // only, folded; digits never vanish, so they keep names apart.
 func TestSkeleton(t *testing.T) {
@@ -293,6 +328,26 @@ func TestNearMissThroughRefserver(t *testing.T) {
 		}
 		if n := p.sent(t, vendor, "pay.charge", "/charge", key); n != 0 {
 			t.Errorf("%s %q: the vendor saw %d requests", v.where, v.name, n)
+		}
+	}
+	// The key as a trailer of a chunked request: on the wire, Go's server
+	// announces it in r.Trailer.
+	trailerKey := idempotency.NewKey().String()
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, p.base+"/mcp", io.MultiReader(strings.NewReader(
+			nearMissBody(nearMissVector{where: "none"}, "pay.charge", "", ""))))
+		req.Header.Set("Authorization", "Bearer "+e2eKeyOne)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Trailer = http.Header{headerKey: {trailerKey}}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if _, d := decodeWireError(t, b); resp.StatusCode != http.StatusBadRequest || d.Reason != "malformed_key" || resp.Header.Get(headerKey) != "" {
+			t.Errorf("trailer key: %d %s", resp.StatusCode, b)
 		}
 	}
 	if n := vendor.count("/charge", ""); n != 0 {
