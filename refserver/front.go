@@ -216,8 +216,8 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 			return bad("invalid_request", "invalid params: _meta must be a JSON object")
 		}
 		env.metaKey, _ = member(meta, metaKey)
-		for i, m := range meta {
-			if env.nearMiss == nil && nearMissName(m.Name) {
+		for i := 0; env.nearMiss == nil && i < len(meta); i++ {
+			if nearMissName(meta[i].Name) {
 				env.nearMiss = fmt.Errorf("%w (member %d of params._meta)", errNearMissMetaName, i+1)
 			}
 		}
@@ -338,14 +338,14 @@ func validRPCMethod(m string) bool {
 // The key is checked on every POST, not only on tools/call: a malformed
 // one is HTTP 400 with a JSON-RPC error, reason malformed_key, no key in
 // the answer; so is a near miss of a name the key or the ticket is read
-// under (nearMiss), because the gateway would ignore what it holds. Every answer to a tools/call carries the effective key as
-// the Idempotency-Key header and, when it is a refusal, as
-// error.data.idempotency_key; a resume that carries a ticket and no key
-// answers with the ticket's key, which the front looks up. No key is in
-// the answer where none could be read: malformed_key, a message refused
-// for repeated members or before it was read as a tools/call, and a resume
-// whose ticket could not be read (store_unavailable: its key is the
-// ticket's).
+// under (nearMiss), because the gateway would ignore what it holds. Every
+// answer to a tools/call carries the effective key as the Idempotency-Key
+// header and, when it is a refusal, as error.data.idempotency_key; a resume
+// that carries a ticket and no key answers with the ticket's key, which the
+// front looks up. No key is in the answer where none could be read:
+// malformed_key, a message refused for repeated members or before it was
+// read as a tools/call, and a resume whose ticket could not be read
+// (store_unavailable: its key is the ticket's).
 func (s *server) mcpFront(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
