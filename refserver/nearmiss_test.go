@@ -102,7 +102,11 @@ func TestNearMissVectors(t *testing.T) {
 	s := newTestServer(t, st)
 	for _, v := range nearMissVectors(t) {
 		for _, tool := range []string{"open.send", ""} {
-			t.Run(fmt.Sprintf("%s %s %q", v.where, map[bool]string{true: "tools/list", false: "tools/call"}[tool == ""], v.name), func(t *testing.T) {
+			method := "tools/call"
+			if tool == "" {
+				method = "tools/list"
+			}
+			t.Run(fmt.Sprintf("%s %s %q", v.where, method, v.name), func(t *testing.T) {
 				h := http.Header{"Authorization": {acmeAuth}}
 				if v.where == "header" {
 					h.Add(v.name, goodKey) // canonicalized, as Go's server does
@@ -362,7 +366,8 @@ func TestNearMissThroughRefserver(t *testing.T) {
 		if v.refused {
 			continue
 		}
-		resp, b := post(v, idempotency.NewKey().String())
+		key := idempotency.NewKey().String()
+		resp, b := post(v, key)
 		if v.where == "_meta" && v.name == metaTicket {
 			// An unknown ticket: refused by the handler, for its own reason.
 			if _, d := decodeWireError(t, b); d.Reason == "malformed_key" || d.Reason == "" {
@@ -373,6 +378,10 @@ func TestNearMissThroughRefserver(t *testing.T) {
 		served++
 		if resp.StatusCode != http.StatusOK || strings.Contains(string(b), `"error"`) || strings.Contains(string(b), `"isError":true`) {
 			t.Errorf("%s %q: %d %s", v.where, v.name, resp.StatusCode, b)
+		}
+		readsKey := v.where == "header" && http.CanonicalHeaderKey(v.name) == headerKey || v.where == "_meta" && v.name == metaKey
+		if got := resp.Header.Get(headerKey); readsKey != (got == key) {
+			t.Errorf("%s %q: effective key %s, the client's %s", v.where, v.name, got, key)
 		}
 		if n := vendor.count("/charge", ""); n != served {
 			t.Errorf("%s %q: the vendor saw %d requests, want %d", v.where, v.name, n, served)
