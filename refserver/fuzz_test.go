@@ -67,6 +67,8 @@ func FuzzFront(f *testing.F) {
 	f.Add(callBody, goodKey, acmeAuth, "Idempotency_Key")
 	f.Add(callBody, goodKey, acmeAuth, "idempotency-key")
 	f.Add(callBody, goodKey, acmeAuth, "X-Request-Id")
+	f.Add(callBody, goodKey, acmeAuth, "Idempotent-Key")
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"dev.\u043ebol/idempotency-key":"`+goodKey+`"}}}`, "", acmeAuth, "")
 
 	tk, _ := idempotency.ParseKey(goodKey)
 	st := &fakeStore{tickets: map[string]idempotency.Ticket{
@@ -231,8 +233,12 @@ func oracleNearMiss(h http.Header, body string) bool {
 		}
 		return false
 	}
+	stem := func(name string) bool {
+		return at(name, "idempotencykey", -1) || at(name, "idempotencekey", -1) || at(name, "idempotentkey", -1) ||
+			at(name, "approvalticket", -1)
+	}
 	for name := range h {
-		if name != headerKey && (at(name, "idempotencykey", -1) || at(name, "approvalticket", -1)) {
+		if name != headerKey && stem(name) {
 			return true
 		}
 	}
@@ -253,7 +259,7 @@ func oracleNearMiss(h http.Header, body string) bool {
 	}
 	for name := range meta {
 		if name != metaKey && name != metaTicket &&
-			(at(name, "devobol", 0) || at(name, "idempotencykey", -1) || at(name, "approvalticket", -1)) {
+			(at(name, "devobol", 0) || stem(name)) {
 			return true
 		}
 	}

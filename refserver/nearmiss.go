@@ -15,17 +15,18 @@ import (
 // is not exactly it (DESIGN.md sections 3 and 11):
 //
 //   - a params._meta member whose skeleton starts with "devobol" (anything
-//     in our namespace, dev.obol/...) or contains "idempotencykey" or
-//     "approvalticket" (a bare idempotency-key, io.modelcontextprotocol/
-//     idempotency-key, x-idempotency-key, ...), other than exactly
+//     in our namespace, dev.obol/...) or contains "idempotencykey" (or
+//     "idempotencekey", "idempotentkey") or "approvalticket" (a bare
+//     idempotency-key, io.modelcontextprotocol/idempotency-key,
+//     x-idempotency-key, idempotent_key, ...), other than exactly
 //     dev.obol/idempotency-key and dev.obol/approval-ticket. The result
 //     names dev.obol/receipt and dev.obol/approval mean nothing in a request
 //     and are refused too: a client that sends dev.obol/approval back to
 //     resume would open a new held slot;
 //   - a member of params whose skeleton is "meta" other than _meta itself
 //     (_Meta, meta, __meta__): the key and ticket inside it would be ignored;
-//   - a request header field whose skeleton contains "idempotencykey" or
-//     "approvalticket", other than Idempotency-Key (X-Idempotency-Key,
+//   - a request header field whose skeleton contains one of the key's
+//     stems or "approvalticket", other than Idempotency-Key (X-Idempotency-Key,
 //     Idempotency_Key, Idempotency-Key-Id). Go's server canonicalizes header
 //     names, so the one accepted field arrives as "Idempotency-Key" however
 //     the client cased it; any other spelling, "Idempotency_key" included,
@@ -37,17 +38,33 @@ import (
 // is the exact name. The rule is about spellings of our names, not about
 // other names: progressToken, io.modelcontextprotocol/related-task or a
 // vendor's com.example/trace-id pass untouched, as do unrelated headers.
+// A lookalike letter of another script in one half of our name
+// (dev.оbol/idempotency-key with a Cyrillic о) leaves the stem of the other
+// half, so it is still a near miss.
 // If the protocol ever reserves io.modelcontextprotocol/idempotency-key, it
 // becomes a second accepted spelling of the key, read like ours, never
 // ignored.
 
-// Stems of the names, as skeleton leaves them.
+// Stems of the names, as skeleton leaves them. The key's stem takes the
+// word in its three English forms (idempotency, idempotence, idempotent)
+// but always with "key": idempotentHint and the like are other names.
 var (
 	stemNamespace = []byte("devobol")
-	stemKey       = []byte("idempotencykey")
+	stemsKey      = [...][]byte{[]byte("idempotencykey"), []byte("idempotencekey"), []byte("idempotentkey")}
 	stemTicket    = []byte("approvalticket")
 	stemMeta      = []byte("meta")
 )
+
+// hasStem reports whether the skeleton sk contains the stem of the key's or
+// the ticket's name.
+func hasStem(sk []byte) bool {
+	for _, st := range stemsKey {
+		if bytes.Contains(sk, st) {
+			return true
+		}
+	}
+	return bytes.Contains(sk, stemTicket)
+}
 
 // nearMissName reports whether a params._meta member name is a near miss.
 func nearMissName(name []byte) bool {
@@ -56,7 +73,7 @@ func nearMissName(name []byte) bool {
 	}
 	var buf [64]byte
 	sk := skeleton(buf[:0], name)
-	return bytes.HasPrefix(sk, stemNamespace) || bytes.Contains(sk, stemKey) || bytes.Contains(sk, stemTicket)
+	return bytes.HasPrefix(sk, stemNamespace) || hasStem(sk)
 }
 
 // nearMissContainer reports whether a member name of params is spelled
@@ -75,8 +92,7 @@ func nearMissHeader(h http.Header, except string) bool {
 		if name == except && except != "" {
 			continue
 		}
-		sk := skeleton(buf[:0], []byte(name))
-		if bytes.Contains(sk, stemKey) || bytes.Contains(sk, stemTicket) {
+		if hasStem(skeleton(buf[:0], []byte(name))) {
 			return true
 		}
 	}
