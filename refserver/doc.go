@@ -39,7 +39,7 @@
 //
 // The wire contract is docs/DESIGN.md section 11. Where it is silent, the
 // choice is on the code it governs: the front of POST /mcp (mcpFront,
-// parseEnvelope, effectiveKey, sanitizer), refusals (refusal), tools/list
+// parseEnvelope, effectiveKey, nearMiss, sanitizer), refusals (refusal), tools/list
 // (toolDef, parseInputSchema, checkShape), results (result), capabilities
 // (currentPin, seedPins), configuration (loadConfig), the demo
 // (demoVendor), limits (maxBodyBytes) and timeouts (run, bounded).

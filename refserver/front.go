@@ -77,6 +77,11 @@ type envelope struct {
 	// metaKey is params._meta["dev.obol/idempotency-key"] as sent, nil
 	// when absent: effectiveKey reads it.
 	metaKey json.RawMessage
+	// nearMiss is the refusal of the first member of params or
+	// params._meta whose name is a near miss of _meta or of a name the
+	// gateway reads (nearMissName), nil when there is none. The front
+	// answers it as malformed_key before it reads the key.
+	nearMiss error
 }
 
 // frontError is a message the front refuses. Its text is fixed: never any
@@ -106,6 +111,10 @@ func invalidMessage(code int64, msg string) *frontError {
 // a JSON-RPC error (code -32700 for a body that is not JSON, -32600 for the
 // message, -32602 for params), reason invalid_request (invalid_arguments
 // for arguments that are not an object) and a fixed message.
+//
+// A member of params or params._meta whose name is a near miss of _meta or
+// of a name the gateway reads is not refused here but noted (nearMiss): the
+// front refuses it as malformed_key, after a refusal of the message itself.
 //
 // The arguments of a tools/call are held to the same no-repeat rule (names
 // compared exactly there: arguments are the caller's data). The request
@@ -191,6 +200,12 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 	if err != nil {
 		return bad("invalid_request", "invalid params: params must be a JSON object")
 	}
+	for _, m := range params {
+		if string(m.Name) != "_meta" && nearMissContainer(m.Name) {
+			env.nearMiss = errNearMissMeta
+			break
+		}
+	}
 	var meta []strictjson.Member
 	if rawMeta, ok := member(params, "_meta"); ok {
 		meta, err = strictjson.Members(metaBuf[:0], rawMeta)
@@ -201,6 +216,11 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 			return bad("invalid_request", "invalid params: _meta must be a JSON object")
 		}
 		env.metaKey, _ = member(meta, metaKey)
+		for i := 0; env.nearMiss == nil && i < len(meta); i++ {
+			if nearMissName(meta[i].Name) {
+				env.nearMiss = fmt.Errorf("%w (member %d of params._meta)", errNearMissMetaName, i+1)
+			}
+		}
 	}
 	if !env.call {
 		return env, nil
@@ -317,14 +337,15 @@ func validRPCMethod(m string) bool {
 //
 // The key is checked on every POST, not only on tools/call: a malformed
 // one is HTTP 400 with a JSON-RPC error, reason malformed_key, no key in
-// the answer. Every answer to a tools/call carries the effective key as
-// the Idempotency-Key header and, when it is a refusal, as
-// error.data.idempotency_key; a resume that carries a ticket and no key
-// answers with the ticket's key, which the front looks up. No key is in
-// the answer where none could be read: malformed_key, a message refused
-// for repeated members or before it was read as a tools/call, and a resume
-// whose ticket could not be read (store_unavailable: its key is the
-// ticket's).
+// the answer; so is a near miss of a name the key or the ticket is read
+// under (nearMiss), because the gateway would ignore what it holds. Every
+// answer to a tools/call carries the effective key as the Idempotency-Key
+// header and, when it is a refusal, as error.data.idempotency_key; a resume
+// that carries a ticket and no key answers with the ticket's key, which the
+// front looks up. No key is in the answer where none could be read:
+// malformed_key, a message refused for repeated members or before it was
+// read as a tools/call, and a resume whose ticket could not be read
+// (store_unavailable: its key is the ticket's).
 func (s *server) mcpFront(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -359,7 +380,12 @@ func (s *server) mcpFront(next http.Handler) http.Handler {
 			s.frontRefuseCode(w, env.id, ferr.code, refusal{reason: ferr.reason, status: http.StatusBadRequest, msg: ferr.msg}, "")
 			return
 		}
-		key, src, err := effectiveKey(r.Header.Values(headerKey), env.metaKey)
+		err = nearMiss(r, env)
+		var key idempotency.Key
+		var src idempotency.KeySource
+		if err == nil {
+			key, src, err = effectiveKey(r.Header.Values(headerKey), env.metaKey)
+		}
 		if err != nil {
 			s.frontRefuse(w, env.id, s.classify(err), "")
 			return

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -29,30 +31,44 @@ import (
 // tool name, approval ticket, and the key the handler sees), so no two
 // parsers can disagree about a call.
 func FuzzFront(f *testing.F) {
-	f.Add(callBody, goodKey, acmeAuth)
-	f.Add(callBody, "", acmeAuth)
-	f.Add(callBody, `"`+goodKey+`"`, acmeAuth)
-	f.Add(listBody, "nope", acmeAuth)
-	f.Add(resumeBody(ticketID), "", acmeAuth)
-	f.Add("["+callBody+","+callBody+"]", goodKey, acmeAuth)
-	f.Add(`{"method":"tools/call","params":{"_meta":{"dev.obol/approval-ticket":7}}}`, "", acmeAuth)
-	f.Add(callBody, goodKey, "Bearer nobody")
-	f.Add(`not json`, "", "")
-	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"open.send"}}`, goodKey, acmeAuth)
-	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/list","meth\u006fd":"tools/call","params":{"name":"open.send"}}`, goodKey, acmeAuth)
-	f.Add(`{"jsonrpc":"2.0","id":1,"Method":"tools/call","method":"tools/list"}`, goodKey, acmeAuth)
-	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"open.send","Name":"x","_meta":{"dev.obol/approval-ticket":"`+ticketID+`"}}}`, "", acmeAuth)
-	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/c\u0061ll","params":{"name":"open.s\u0065nd"}}`, "", acmeAuth)
-	f.Add(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, "", acmeAuth)
-	f.Add(`{"jsonrpc":"2.0","id":"x","result":{}}`, "", acmeAuth)
-	f.Add(metaBody(`"`+goodKey+`"`), "", acmeAuth)
-	f.Add(metaBody(`"`+goodKey+`"`), goodKey, acmeAuth)
-	f.Add(metaBody(`"`+goodKey+`"`), otherKey, acmeAuth)
-	f.Add(metaBody(`"\"`+goodKey+`\""`), "", acmeAuth)
-	f.Add(metaBody(`"idt_\u0030`+goodKey[5:]+`"`), "", acmeAuth)
-	f.Add(metaBody(`7`), "", acmeAuth)
-	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"`+metaKey+`":"`+goodKey+`","`+metaKey+`":"`+otherKey+`"}}}`, "", acmeAuth)
-	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"`+metaKey+`":"`+goodKey+`","DEV.obol/idempotency-key":"`+otherKey+`"}}}`, "", acmeAuth)
+	f.Add(callBody, goodKey, acmeAuth, "")
+	f.Add(callBody, "", acmeAuth, "")
+	f.Add(callBody, `"`+goodKey+`"`, acmeAuth, "")
+	f.Add(listBody, "nope", acmeAuth, "")
+	f.Add(resumeBody(ticketID), "", acmeAuth, "")
+	f.Add("["+callBody+","+callBody+"]", goodKey, acmeAuth, "")
+	f.Add(`{"method":"tools/call","params":{"_meta":{"dev.obol/approval-ticket":7}}}`, "", acmeAuth, "")
+	f.Add(callBody, goodKey, "Bearer nobody", "")
+	f.Add(`not json`, "", "", "")
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"open.send"}}`, goodKey, acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/list","meth\u006fd":"tools/call","params":{"name":"open.send"}}`, goodKey, acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":1,"Method":"tools/call","method":"tools/list"}`, goodKey, acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"open.send","Name":"x","_meta":{"dev.obol/approval-ticket":"`+ticketID+`"}}}`, "", acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/c\u0061ll","params":{"name":"open.s\u0065nd"}}`, "", acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, "", acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":"x","result":{}}`, "", acmeAuth, "")
+	f.Add(metaBody(`"`+goodKey+`"`), "", acmeAuth, "")
+	f.Add(metaBody(`"`+goodKey+`"`), goodKey, acmeAuth, "")
+	f.Add(metaBody(`"`+goodKey+`"`), otherKey, acmeAuth, "")
+	f.Add(metaBody(`"\"`+goodKey+`\""`), "", acmeAuth, "")
+	f.Add(metaBody(`"idt_\u0030`+goodKey[5:]+`"`), "", acmeAuth, "")
+	f.Add(metaBody(`7`), "", acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"`+metaKey+`":"`+goodKey+`","`+metaKey+`":"`+otherKey+`"}}}`, "", acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"`+metaKey+`":"`+goodKey+`","DEV.obol/idempotency-key":"`+otherKey+`"}}}`, "", acmeAuth, "")
+	// Near misses of the names the key and ticket are read under: each must
+	// be refused, never ignored.
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"dev.obol/idempotency-\u212aey":"`+goodKey+`"}}}`, "", acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"dev.obol/idempotency-key\u0000":"`+goodKey+`"}}}`, "", acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"io.modelcontextprotocol/idempotency-key":"`+goodKey+`"}}}`, "", acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"dev.obol/approval_ticket":"`+ticketID+`"}}}`, "", acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_Meta":{"`+metaKey+`":"`+goodKey+`"}}}`, "", acmeAuth, "")
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"progressToken":"p","io.modelcontextprotocol/related-task":{}}}}`, goodKey, acmeAuth, "")
+	f.Add(callBody, goodKey, acmeAuth, "X-Idempotency-Key")
+	f.Add(callBody, goodKey, acmeAuth, "Idempotency_Key")
+	f.Add(callBody, goodKey, acmeAuth, "idempotency-key")
+	f.Add(callBody, goodKey, acmeAuth, "X-Request-Id")
+	f.Add(callBody, goodKey, acmeAuth, "Idempotent-Key")
+	f.Add(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","_meta":{"dev.\u043ebol/idempotency-key":"`+goodKey+`"}}}`, "", acmeAuth, "")
 
 	tk, _ := idempotency.ParseKey(goodKey)
 	st := &fakeStore{tickets: map[string]idempotency.Ticket{
@@ -86,15 +102,21 @@ func FuzzFront(f *testing.F) {
 	})
 	sdk := s.mcpHandler(rec)
 
-	f.Fuzz(func(t *testing.T, body, key, auth string) {
+	f.Fuzz(func(t *testing.T, body, key, auth, field string) {
 		h := http.Header{}
 		if auth != "" {
 			h.Set("Authorization", auth)
 		}
+		if field == "" {
+			field = headerKey
+		}
 		if key != "" {
-			h.Set("Idempotency-Key", key)
+			h.Add(field, key)
 		}
 		r := callFront(t, s, h, body)
+		if r.code == http.StatusOK && oracleNearMiss(h, body) {
+			t.Fatalf("passed with a near miss of a name the gateway reads")
+		}
 		if r.code == http.StatusOK {
 			if r.info == nil {
 				t.Fatal("passed without call info")
@@ -184,6 +206,64 @@ func FuzzFront(f *testing.F) {
 			t.Fatalf("an error message of a handler came back: %s", b)
 		}
 	})
+}
+
+// oracleNearMiss is the near-miss rule of DESIGN.md section 3 written
+// another way, to check nearMiss against: strings.EqualFold on windows of a
+// name's letters and digits. It knows only simple case folding (not the
+// Turkic i or fullwidth forms, which the front refuses too), so it is
+// checked one way: what it finds, the front must refuse.
+func oracleNearMiss(h http.Header, body string) bool {
+	letters := func(name string) []rune {
+		var rs []rune
+		for _, r := range name {
+			if unicode.IsLetter(r) || unicode.IsDigit(r) {
+				rs = append(rs, r)
+			}
+		}
+		return rs
+	}
+	// at reports whether stem is in name's letters at i (any i when i < 0).
+	at := func(name, stem string, i int) bool {
+		rs, n := letters(name), utf8.RuneCountInString(stem)
+		for j := max(i, 0); j+n <= len(rs) && (i < 0 || j == i); j++ {
+			if strings.EqualFold(string(rs[j:j+n]), stem) {
+				return true
+			}
+		}
+		return false
+	}
+	stem := func(name string) bool {
+		return at(name, "idempotencykey", -1) || at(name, "idempotencekey", -1) || at(name, "idempotentkey", -1) ||
+			at(name, "approvalticket", -1)
+	}
+	for name := range h {
+		if name != headerKey && stem(name) {
+			return true
+		}
+	}
+	var msg struct {
+		Params json.RawMessage `json:"params"`
+	}
+	var params map[string]json.RawMessage
+	if json.Unmarshal([]byte(body), &msg) != nil || json.Unmarshal(msg.Params, &params) != nil {
+		return false
+	}
+	var meta map[string]json.RawMessage
+	for name, v := range params {
+		if name == "_meta" {
+			json.Unmarshal(v, &meta)
+		} else if len(letters(name)) == 4 && at(name, "meta", 0) {
+			return true
+		}
+	}
+	for name := range meta {
+		if name != metaKey && name != metaTicket &&
+			(at(name, "devobol", 0) || stem(name)) {
+			return true
+		}
+	}
+	return false
 }
 
 // sdkReading is what the SDK dispatched for one request.
