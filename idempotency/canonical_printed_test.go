@@ -3,6 +3,8 @@ package idempotency
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -74,6 +76,44 @@ func TestCanonicalizePrintedDoubles(t *testing.T) {
 		if got, err := Canonicalize([]byte(args)); err != nil || string(got) != `{"a":`+tt.want+`,"b":[`+tt.want+`]}` {
 			t.Errorf("Canonicalize(%s) = %s, %v", args, got, err)
 		}
+	}
+}
+
+// TestDesignNumberVectors: the vectors published in DESIGN.md section 5 are
+// what Canonicalize does, and each is one of printedDoubleVectors.
+func TestDesignNumberVectors(t *testing.T) {
+	design, err := os.ReadFile("../docs/DESIGN.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]string{}
+	for _, tt := range printedDoubleVectors {
+		known[tt.in] = tt.want
+	}
+	_, table, ok := strings.Cut(string(design), "| number as written | canonical | why |\n")
+	if !ok {
+		t.Fatal("DESIGN.md has no table of number vectors")
+	}
+	rows := 0
+	for _, line := range strings.Split(table, "\n")[1:] { // after the |---| line
+		cells := strings.Split(strings.TrimSpace(line), " | ")
+		if len(cells) != 3 || !strings.HasPrefix(cells[0], "| `") {
+			break
+		}
+		want := strings.Trim(cells[1], "`")
+		for _, in := range strings.Split(strings.TrimPrefix(cells[0], "| "), ", ") {
+			in = strings.Trim(in, "`")
+			if got, err := Canonicalize([]byte(in)); err != nil || string(got) != want {
+				t.Errorf("DESIGN.md: %s -> %s, but Canonicalize gives %s, %v", in, want, got, err)
+			}
+			if known[in] != want {
+				t.Errorf("DESIGN.md: %s -> %s is not in printedDoubleVectors", in, want)
+			}
+			rows++
+		}
+	}
+	if rows < 14 {
+		t.Fatalf("found %d vectors in DESIGN.md section 5", rows)
 	}
 }
 
