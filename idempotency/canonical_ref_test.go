@@ -90,8 +90,11 @@ func refPrinted(text string) bool {
 	mant, _, _ = strings.Cut(mant, "E")
 	whole, frac, _ := strings.Cut(mant, ".")
 	sig := strings.Trim(whole+frac, "0")
+	if len(sig) == 0 || len(sig) > 17 {
+		return false
+	}
 	f, err := strconv.ParseFloat(text, 64)
-	if len(sig) == 0 || len(sig) > 17 || err != nil || f == 0 {
+	if err != nil || f == 0 {
 		return false
 	}
 	v := exactValue(strings.TrimPrefix(text, "-"))
@@ -108,12 +111,9 @@ func refPrinted(text string) bool {
 		}
 		p += x
 	}
-	unit := new(big.Rat).SetFrac(big.NewInt(1), big.NewInt(1))
-	ten := big.NewRat(10, 1)
-	for range abs(p - len(sig) + 1) {
-		unit.Mul(unit, ten)
-	}
-	if p-len(sig)+1 < 0 {
+	n := p - len(sig) + 1
+	unit := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(n))), nil))
+	if n < 0 {
 		unit.Inv(unit)
 	}
 	diff := new(big.Rat).Sub(v, d)
