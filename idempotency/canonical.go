@@ -32,12 +32,18 @@ const emptyObjectHash = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e83
 // the value of the shortest decimal of its nearest double (9007199254740993,
 // a 25-digit id, 1e-400) is written as that exact value in the notation
 // -?[1-9](\.[0-9]*[1-9])?e[+-](0|[1-9][0-9]*) (9.007199254740993e+15), a
-// text that no double prints as. Every number that a JavaScript or Go
-// encoder writes from a double keeps its RFC 8785 form, and two numbers share
-// a canonical form only if they have the same value (0 and -0 are both 0).
-// So requests that differ beyond a double's precision never replay each
-// other (DESIGN.md section 5); an encoder that writes a double with more
-// digits than it needs (C's %.17g) writes another number.
+// text that no double prints as, unless it is that double printed at a
+// fixed precision: written with a '.' or an exponent, with k <= 17
+// significant digits (leading and trailing zeros not counted) that are the
+// double correctly rounded to k digits (a tie rounded to even, as C's
+// printf, or up, as JavaScript's toPrecision). So 0.10000000000000001 (%.17g
+// of 0.1) is 0.1, while the integer literals 72057594037927936 and
+// 72057594037927940, two int64 ids that are one double, stay apart. Every
+// number that a JavaScript or Go encoder writes from a double, at its
+// shortest or at up to 17 digits, keeps its RFC 8785 form, and two numbers
+// kept exactly share a canonical form only if they have the same value
+// (0 and -0 are both 0). So requests that differ beyond a double's
+// precision never replay each other (DESIGN.md section 5).
 //
 // Input that is not exactly one JSON value (RFC 8259, whitespace around it
 // allowed), invalid UTF-8, a lone surrogate escape, two members of one object
@@ -84,6 +90,36 @@ func RequestHash(arguments []byte) (string, error) {
 	}
 	c := getCanonicalizer()
 	defer putCanonicalizer(c)
+	return c.requestHash(arguments)
+}
+
+// RequestHashes returns RequestHash(arguments) and, when the arguments hold
+// a number that the previous release hashed otherwise, the hash under the
+// previous number rule; otherwise previous is "". The previous rule kept
+// the exact value of a number that its nearest double prints as at a fixed
+// precision (0.10000000000000001, the double 0.1 printed by %.17g), which
+// the current rule reads as that double (DESIGN.md section 5). A record
+// claimed under the previous rule pins previous: a caller whose claim is
+// refused as a request mismatch claims again with previous, so that the
+// record still matches its own retries while such records can live.
+func RequestHashes(arguments []byte) (hash, previous string, err error) {
+	if absentArguments(arguments) {
+		return emptyObjectHash, "", nil
+	}
+	c := getCanonicalizer()
+	defer putCanonicalizer(c)
+	if hash, err = c.requestHash(arguments); err != nil || !c.refined {
+		return hash, "", err
+	}
+	c.previousRule = true
+	if previous, err = c.requestHash(arguments); err != nil {
+		return "", "", err
+	}
+	return hash, previous, nil
+}
+
+// requestHash is RequestHash of arguments that are not absent.
+func (c *canonicalizer) requestHash(arguments []byte) (string, error) {
 	if err := c.parse(arguments); err != nil {
 		return "", err
 	}
@@ -132,6 +168,9 @@ type canonicalizer struct {
 	pos     int
 	depth   int
 	reorder bool // some object is dirty: the output needs the emit pass
+
+	previousRule bool // numbers follow the rule before printed doubles (see appendLongNumber)
+	refined      bool // some number's form is not the previous rule's
 
 	tape    []byte        // canonical tokens in input order
 	keys    []byte        // unescaped member names whose canonical form has escapes
@@ -189,7 +228,7 @@ func getCanonicalizer() *canonicalizer {
 }
 
 func putCanonicalizer(c *canonicalizer) {
-	c.in, c.out, c.h, c.text = nil, nil, nil, nil
+	c.in, c.out, c.h, c.text, c.previousRule = nil, nil, nil, nil, false
 	// Only the capacities are checked: every use reslices from [:0], and
 	// storing the slices back on every call costs more than the test.
 	dropLarge(&c.tape, 1)
@@ -218,7 +257,7 @@ func (c *canonicalizer) parse(data []byte) error {
 	if len(data) > maxCanonicalInput {
 		return fmt.Errorf("%w: document larger than %d MiB", ErrInvalidJSON, maxCanonicalInput>>20)
 	}
-	c.in, c.pos, c.depth, c.reorder = data, 0, 0, false
+	c.in, c.pos, c.depth, c.reorder, c.refined = data, 0, 0, false, false
 	c.budget = 2*len(data) + 4096
 	c.tape = slices.Grow(c.tape[:0], len(data))
 	c.keys, c.members, c.objs, c.open = c.keys[:0], c.members[:0], c.objs[:0], c.open[:0]
@@ -1394,15 +1433,31 @@ const (
 	minExactExponent = -9999
 )
 
+// maxDoubleDigits is the most significant digits that a double encoder
+// writes (C's %.17g, JavaScript's toPrecision(17)): enough to tell every
+// double from its neighbours.
+const maxDoubleDigits = 17
+
 // appendLongNumber appends the canonical form of a nonzero number that
 // appendShortDecimal left undecided. When the shortest decimal that rounds
 // to the number's nearest double has the number's exact value, the number
-// is what a double encoder writes and its form is ECMAScript's. Otherwise
-// rounding would lose digits the client wrote (9007199254740993, a 25-digit
-// id, 1e-400), so the form is the exact value in exponent notation,
-// d.ddde±n, a text that no double prints as: requests that differ only
-// beyond a double's precision never share a hash.
+// is what a double encoder writes and its form is ECMAScript's. So is a
+// number written with a '.' or an exponent whose k <= 17 significant digits
+// are its nearest double printed, correctly rounded, at k digits: what an
+// encoder that prints doubles at a fixed precision writes (%.17g writes
+// the double 0.1 as 0.10000000000000001). Otherwise rounding would lose
+// digits the client wrote (9007199254740993, a 25-digit id, 1e-400), so the
+// form is the exact value in exponent notation, d.ddde±n, a text that no
+// double prints as: requests that differ only beyond a double's precision
+// never share a hash. An integer literal (no '.', no exponent) is never
+// read as a printed double: 72057594037927936 and 72057594037927940, two
+// int64 ids that are one double, stay apart.
+//
+// With c.previousRule set, the printed-double reading is off: the numbers
+// that it changes (c.refined reports them) keep their exact form, as they
+// did before it existed (see RequestHashes).
 func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) error {
+	printed := len(frac) > 0 || len(exp) > 0 // written with a '.' or an exponent
 	// The significant digits, hi followed by lo, without leading or
 	// trailing zeros; first is the index of the first one in integer+frac.
 	var hi, lo []byte
@@ -1489,6 +1544,11 @@ func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) e
 		c.tape = appendECMAScript(c.tape, neg, d[:ks], es+1)
 		return nil
 	}
+	if printed && f != 0 && k <= maxDoubleDigits && !c.previousRule && printsAs(f, hi, lo, e) {
+		c.refined = true
+		c.tape = appendECMAScript(c.tape, neg, d[:ks], es+1)
+		return nil
+	}
 	if neg {
 		c.tape = append(c.tape, '-')
 	}
@@ -1508,6 +1568,63 @@ func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) e
 	}
 	c.tape = strconv.AppendInt(c.tape, int64(e), 10)
 	return nil
+}
+
+// printsAs reports whether the double f, printed correctly rounded at
+// k = len(hi)+len(lo) significant digits, is d.ddd * 10^e, where d.ddd
+// are the digits hi followed by lo, the last one not zero. A tie (f exactly
+// halfway between two such decimals) prints both ways: C's printf and
+// strconv round it to even, JavaScript's toPrecision up. The digits are
+// compared as text, not as floats.
+func printsAs(f float64, hi, lo []byte, e int) bool {
+	k := len(hi) + len(lo)
+	var v, p [maxDoubleDigits]byte
+	copy(v[copy(v[:], hi):], lo)
+	var buf [32]byte
+	if x := eDigits(p[:], strconv.AppendFloat(buf[:0], math.Abs(f), 'e', k-1, 64)); x != e {
+		return false
+	}
+	if string(p[:k]) == string(v[:k]) {
+		return true
+	}
+	// Rounding a tie up instead prints other digits only where rounding to
+	// even went down, to an even last digit, so without a carry.
+	last := k - 1
+	if p[last]%2 != 0 || v[last] != p[last]+1 || string(p[:last]) != string(v[:last]) {
+		return false
+	}
+	// The exact value of f (767 digits are enough for any double): a tie
+	// when its digit k+1 is 5 and all after it are zeros.
+	var exact [800]byte
+	t := strconv.AppendFloat(exact[:0], math.Abs(f), 'e', 767, 64)
+	if t[k+1] != '5' {
+		return false
+	}
+	for _, ch := range t[k+2 : 2+767] {
+		if ch != '0' {
+			return false
+		}
+	}
+	return true
+}
+
+// eDigits copies the mantissa digits of s, a float in strconv's 'e' format
+// (d[.ddd]e±dd[d]), to d, which has room for them, and returns the exponent.
+func eDigits(d, s []byte) (exp int) {
+	d[0] = s[0]
+	i := 1
+	if s[1] == '.' {
+		for i = 2; s[i] != 'e'; i++ {
+			d[i-1] = s[i]
+		}
+	}
+	for _, ch := range s[i+2:] {
+		exp = exp*10 + int(ch-'0')
+	}
+	if s[i+1] == '-' {
+		exp = -exp
+	}
+	return exp
 }
 
 // appendECMAScript appends the decimal 0.d * 10^n, d of at most 21 digits

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -91,12 +92,18 @@ func BenchmarkCanonicalize(b *testing.B) {
 
 // BenchmarkRequestHashNumbers hashes arguments made of numbers only: doubles
 // as encoding/json writes them (mostly 16 and 17 digits, so every one takes
-// the conversion to binary) and integers beyond 2^53 kept exactly.
+// the conversion to binary), the same doubles as %.17g prints them (each
+// one also printed back at its digits, the printed-double rule), and
+// integers beyond 2^53 kept exactly.
 func BenchmarkRequestHashNumbers(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	doubles := make([]float64, 1000)
 	for i := range doubles {
 		doubles[i] = r.Float64() * math.Pow(10, float64(r.IntN(40)-20))
+	}
+	printed := make([]string, len(doubles))
+	for i, f := range doubles {
+		printed[i] = strconv.FormatFloat(f, 'g', 17, 64)
 	}
 	ids := make([]string, 1000)
 	for i := range ids {
@@ -107,6 +114,7 @@ func BenchmarkRequestHashNumbers(b *testing.B) {
 		text []byte
 	}{
 		{"doubles", must(json.Marshal(map[string]any{"values": doubles}))},
+		{"printed", []byte(`{"values":[` + strings.Join(printed, ",") + `]}`)},
 		{"ids", []byte(`{"ids":[` + strings.Join(ids, ",") + `]}`)},
 	} {
 		b.Run(doc.name, func(b *testing.B) {

@@ -301,6 +301,11 @@ func (s spelling) decimal(sign, d string, n int) string {
 		case n <= 0:
 			return sign + "0." + strings.Repeat("0", -n) + d
 		case n >= len(d):
+			// An integer literal is never read as a printed double
+			// (refPrinted): where the other spellings are one, so is this.
+			if refPrinted(d + "e" + strconv.Itoa(n-len(d))) {
+				return sign + d + strings.Repeat("0", n-len(d)) + ".0"
+			}
 			return sign + d + strings.Repeat("0", n-len(d))
 		default:
 			return sign + d[:n] + "." + d[n:]

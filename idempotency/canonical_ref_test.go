@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"regexp"
 	"strconv"
@@ -23,9 +24,9 @@ var errRefNumber = errors.New("number outside the canonical range")
 
 // refNumber is a slow, independent statement of the number rule: the
 // ECMAScript form of the nearest double (gowebpki/jcs) when that has the exact
-// value of the text (compared as big.Rat), else the exact value in exponent
-// notation; more than 100 significant digits, an exponent below -9999 and
-// overflow are errors.
+// value of the text (compared as big.Rat) or the text is that double printed
+// (refPrinted), else the exact value in exponent notation; more than 100
+// significant digits, an exponent below -9999 and overflow are errors.
 // It also returns the exact value of text in the exact notation.
 func refNumber(text string) (form, exact string, err error) {
 	m := jsonNumber.FindStringSubmatch(text)
@@ -63,10 +64,75 @@ func refNumber(text string) (form, exact string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	if exactValue(double).Cmp(exactValue(exact)) == 0 {
+	if exactValue(double).Cmp(exactValue(exact)) == 0 || refPrinted(text) {
 		return double, exact, nil
 	}
 	return exact, exact, nil
+}
+
+// strictNumber is the JSON number grammar (RFC 8259): which text the parser
+// reads as one number token.
+var strictNumber = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// refPrinted is an independent statement of the printed-double rule: text
+// is a JSON number written with a '.' or an exponent, of k <= 17
+// significant digits (leading and trailing zeros not counted), whose
+// nearest double d is nonzero and rounds to it at k digits: |v - d| is
+// below half a unit of the k-th digit, or is half a unit and v is the even
+// neighbour (ties to even, as printf) or the one above d (ties up, as
+// JavaScript's toPrecision), compared as big.Rat.
+func refPrinted(text string) bool {
+	m := strictNumber.FindStringSubmatch(text)
+	if m == nil || m[1] == "" && m[2] == "" {
+		return false
+	}
+	mant, _, _ := strings.Cut(strings.TrimPrefix(text, "-"), "e")
+	mant, _, _ = strings.Cut(mant, "E")
+	whole, frac, _ := strings.Cut(mant, ".")
+	sig := strings.Trim(whole+frac, "0")
+	if len(sig) == 0 || len(sig) > 17 {
+		return false
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil || f == 0 {
+		return false
+	}
+	v := exactValue(strings.TrimPrefix(text, "-"))
+	d := new(big.Rat).SetFloat64(math.Abs(f))
+	// The unit of the k-th digit: 10^(p-k+1) where 10^p <= v < 10^(p+1).
+	p := len(strings.TrimLeft(whole, "0")) - 1
+	if p < 0 {
+		p = -1 - (len(frac) - len(strings.TrimLeft(frac, "0")))
+	}
+	if m[2] != "" {
+		x, err := strconv.Atoi(strings.TrimPrefix(m[2][1:], "+"))
+		if err != nil {
+			return false
+		}
+		p += x
+	}
+	n := p - len(sig) + 1
+	unit := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(n))), nil))
+	if n < 0 {
+		unit.Inv(unit)
+	}
+	diff := new(big.Rat).Sub(v, d)
+	up := diff.Sign() > 0
+	diff.Abs(diff)
+	switch diff.Mul(diff, big.NewRat(2, 1)).Cmp(unit) {
+	case -1:
+		return true
+	case 0: // a tie: rounded to even (printf, strconv) or up (toPrecision)
+		return up || (sig[len(sig)-1]-'0')%2 == 0
+	}
+	return false
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // exactValue is the value of a JSON number; its exponent must be moderate.

@@ -11,24 +11,128 @@ import (
 
 // sameAsV1 fails unless Canonicalize, AppendCanonical and RequestHash give
 // exactly what the frozen implementation (canonical_v1_test.go) gives for
-// data: the same text, the same hash, or the same error message.
+// data: the same text, the same hash, or the same error message. The frozen
+// implementation predates the printed-double rule (refPrinted), which reads
+// such a number as its double: it gets data with those numbers respelt as
+// the doubles' shortest decimals (respellPrinted), and RequestHashes'
+// previous hash is its hash of data as it is.
 func sameAsV1(t *testing.T, data []byte) {
 	t.Helper()
+	v1data := respellPrinted(data)
 	got, err := Canonicalize(data)
-	want, werr := v1Canonicalize(data)
+	want, werr := v1Canonicalize(v1data)
 	if fmt.Sprint(err) != fmt.Sprint(werr) || string(got) != string(want) {
 		t.Fatalf("Canonicalize(%q)\n got %q, %v\nwant %q, %v", data, got, err, want, werr)
 	}
 	app, err := AppendCanonical([]byte("x"), data)
-	wapp, werr := v1AppendCanonical([]byte("x"), data)
+	wapp, werr := v1AppendCanonical([]byte("x"), v1data)
 	if fmt.Sprint(err) != fmt.Sprint(werr) || string(app) != string(wapp) {
 		t.Fatalf("AppendCanonical(%q)\n got %q, %v\nwant %q, %v", data, app, err, wapp, werr)
 	}
 	h, err := RequestHash(data)
-	wh, werr := v1RequestHash(data)
+	wh, werr := v1RequestHash(v1data)
 	if fmt.Sprint(err) != fmt.Sprint(werr) || h != wh {
 		t.Fatalf("RequestHash(%q)\n got %s, %v\nwant %s, %v", data, h, err, wh, werr)
 	}
+	h2, prev, err := RequestHashes(data)
+	if fmt.Sprint(err) != fmt.Sprint(werr) || h2 != h {
+		t.Fatalf("RequestHashes(%q) = %s, %v; RequestHash %s", data, h2, err, h)
+	}
+	if err == nil {
+		wprev, _ := v1RequestHash(data)
+		if wprev == h {
+			wprev = ""
+		}
+		if prev != wprev {
+			t.Fatalf("RequestHashes(%q) previous %q, want %q", data, prev, wprev)
+		}
+	}
+}
+
+// respellPrinted returns data with each number that refPrinted reads as a
+// double replaced by that double's shortest decimal, padded with spaces to
+// the number's length so that every offset (and so every error) stays. It
+// takes any input: a string runs from a quote to the next unescaped quote,
+// and only a whole run of number characters outside strings that is one
+// JSON number is replaced, so up to the input's first error it sees the
+// tokens the parser sees.
+func respellPrinted(data []byte) []byte {
+	out := data
+	inString := false
+	for i := 0; i < len(data); i++ {
+		ch := data[i]
+		switch {
+		case inString && ch == '\\':
+			i++
+		case ch == '"':
+			inString = !inString
+		case !inString && (ch == '-' || ch >= '0' && ch <= '9'):
+			j := i + 1
+			for j < len(data) && strings.IndexByte("0123456789.eE+-", data[j]) >= 0 {
+				j++
+			}
+			// Up to 15 significant digits a normal number is its double's
+			// shortest decimal: no rule to respell for, and the common case.
+			tok := string(data[i:j])
+			if (mantissaDigits(tok) > 15 || (strings.Contains(tok, "e-") || strings.Contains(tok, "E-")) && subnormal(tok)) && refPrinted(tok) {
+				short := shortSpelling(tok)
+				if len(short) > len(tok) {
+					panic("respellPrinted: no spelling of " + tok + " fits")
+				}
+				if &out[0] == &data[0] {
+					out = append([]byte(nil), data...)
+				}
+				copy(out[i:j], short+strings.Repeat(" ", j-i-len(short)))
+			}
+			i = j - 1
+		}
+	}
+	return out
+}
+
+// subnormal reports whether the number tok rounds to a subnormal double
+// (or to zero), whose shortest decimal may have fewer digits than 15.
+func subnormal(tok string) bool {
+	f, _ := strconv.ParseFloat(tok, 64)
+	return math.Abs(f) < 0x1p-1022
+}
+
+// mantissaDigits counts the digits of tok before any exponent.
+func mantissaDigits(tok string) int {
+	n := 0
+	for _, ch := range []byte(tok) {
+		if ch == 'e' || ch == 'E' {
+			break
+		}
+		if ch >= '0' && ch <= '9' {
+			n++
+		}
+	}
+	return n
+}
+
+// shortSpelling is the shortest of a few spellings of the shortest decimal
+// of the double nearest to the JSON number tok.
+func shortSpelling(tok string) string {
+	f, _ := strconv.ParseFloat(tok, 64)
+	m := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, exp, _ := strings.Cut(m, "e")
+	x, _ := strconv.Atoi(exp)
+	digits := strings.Replace(mant, ".", "", 1)
+	sign := ""
+	if digits[0] == '-' {
+		sign, digits = "-", digits[1:]
+	}
+	best := strconv.FormatFloat(f, 'f', -1, 64)
+	for _, s := range []string{
+		mant + "e" + strconv.Itoa(x),
+		sign + digits + "e" + strconv.Itoa(x-len(digits)+1),
+	} {
+		if len(s) < len(best) {
+			best = s
+		}
+	}
+	return best
 }
 
 // v1NumberTokens are numbers around the fast paths' edges: integers near

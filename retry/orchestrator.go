@@ -191,7 +191,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	if err := call.Scope.Validate(); err != nil {
 		return Outcome{}, err
 	}
-	hash, err := idempotency.RequestHash(call.Arguments)
+	hash, previous, err := idempotency.RequestHashes(call.Arguments)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -229,6 +229,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		claim, err = o.Store.Claim(ctx, req)
 		return err
 	})
+	claim, hash, err = o.claimPrevious(cctx, &call, req, previous, claim, err)
 	if err != nil {
 		end(err)
 		return Outcome{}, err
@@ -265,6 +266,34 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		return Outcome{}, call.Refuse
 	}
 	return o.dispatch(ctx, &call, hash, sendKey(call.Key, claim.VendorKey), claim.Token, start)
+}
+
+// claimPrevious answers a claim refused as request_mismatch by claiming
+// again under the request hash of the previous number rule, when the
+// arguments hash otherwise under it (previous, from
+// idempotency.RequestHashes): a record pinned by a release before printed
+// doubles (DESIGN.md section 5) still matches its own retries. It returns
+// the claim to act on and the request hash it was made with, the one its
+// record pins and its receipt shows; any other claim (or error) it returns
+// as it is.
+//
+// The second claim is a claim of its own (another operation id). If the
+// record is gone between the two (expired), it makes a fresh record
+// pinned under previous, which this rule matches again on a retry.
+func (o *Orchestrator) claimPrevious(ctx context.Context, call *Call, req idempotency.ClaimRequest, previous string,
+	claim idempotency.ClaimResult, err error) (idempotency.ClaimResult, string, error) {
+	if err != nil || previous == "" || claim.Status != idempotency.StatusRequestMismatch {
+		return claim, req.RequestHash, err
+	}
+	req.RequestHash, req.OpID = previous, idempotency.NewOpID()
+	var again idempotency.ClaimResult
+	if err := o.storeOp(ctx, call, "claim", func(ctx context.Context) (err error) {
+		again, err = o.Store.Claim(ctx, req)
+		return err
+	}); err != nil {
+		return claim, previous, err
+	}
+	return again, previous, nil
 }
 
 // sendKey is the key a vendor receives: the record's vendor key, or the
