@@ -47,6 +47,17 @@ type Store interface {
 	// without a new token (never over a final record): the owner holds the
 	// answer. It returns the record without the result body.
 	Finalize(ctx context.Context, req FinalizeRequest) (Record, error)
+	// GiveBack takes back the attempt a claim reserved when no caller will
+	// send it (see GiveBackRequest): nil when given back (or a re-send of a
+	// give-back that was), ErrStale when the record moved on (another token,
+	// a finalize, a settle, another claim's reservation), ErrNotFound if
+	// there is no record. Like Finalize it is fenced by the token, and also
+	// by the claim's op id, which Claim records with every reservation it
+	// makes: a re-sent claim whose op id is the record's claim op id answers
+	// AlreadyApplied (claimed with its token while that token is still in
+	// flight or unknown without a finalize, otherwise without reserving),
+	// so a late copy of a claim never reserves a second attempt.
+	GiveBack(ctx context.Context, req GiveBackRequest) error
 	// Lookup reads a record without changing it (ErrNotFound if none). An
 	// in-flight record whose lease has expired reads as StateUnknown.
 	Lookup(ctx context.Context, scope Scope, key Key) (Record, error)
