@@ -46,12 +46,13 @@ const (
 	// client's retry took the slot after the lease, an operator settled
 	// it). Nothing was sent under the token; the slot is as the record says.
 	RecoveryStale ClaimRecovery = "stale"
-	// RecoveryDropped: MaxClaimRecoveries re-senders were busy; the claim
-	// is not settled, and if Redis ran it, its slot reads unknown after the
-	// lease, as after a gateway that died before sending.
+	// RecoveryDropped: no re-sender took the claim (MaxClaimRecoveries were
+	// busy, or Close was called); it is not settled, and if Redis ran it,
+	// its slot reads unknown after the lease, as after a gateway that died
+	// before sending.
 	RecoveryDropped ClaimRecovery = "dropped"
-	// RecoveryAbandoned: Close was called, or ClaimRecoveryFor passed,
-	// before the store answered.
+	// RecoveryAbandoned: a started re-sender stopped before the store
+	// answered: Close was called, or ClaimRecoveryFor passed.
 	RecoveryAbandoned ClaimRecovery = "abandoned"
 )
 
@@ -83,11 +84,11 @@ func (o *Orchestrator) recoveries() *recoveries {
 }
 
 // Close stops the background re-senders of claims (see ClaimWait) and
-// waits for them to return. A claim still unsettled then stays as Redis
-// has it: if Redis ran it, its slot reads unknown after the lease, as
-// after a gateway that died before sending. Do may still be called; a
-// claim that would need a re-sender after Close is reported
-// RecoveryAbandoned. Close is safe to call more than once.
+// waits for them to return (each within ClaimWait). A claim still
+// unsettled then stays as Redis has it: if Redis ran it, its slot reads
+// unknown after the lease, as after a gateway that died before sending.
+// Do may still be called; a claim that would need a re-sender after Close
+// is reported RecoveryDropped. Close is safe to call more than once.
 func (o *Orchestrator) Close() {
 	r := o.recoveries()
 	r.mu.Lock()
@@ -124,12 +125,7 @@ func (o *Orchestrator) settleClaim(call *Call, req idempotency.ClaimRequest, tok
 		limit = DefaultMaxClaimRecoveries
 	}
 	r.mu.Lock()
-	switch {
-	case r.closed:
-		r.mu.Unlock()
-		o.reportRecovery(call, RecoveryAbandoned)
-		return
-	case limit < 0 || r.running >= limit:
+	if r.closed || limit < 0 || r.running >= limit {
 		r.mu.Unlock()
 		o.reportRecovery(call, RecoveryDropped)
 		return

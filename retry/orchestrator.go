@@ -75,10 +75,10 @@ type Orchestrator struct {
 	// in flight, with the new lease deadline or the error.
 	OnRenew func(call *Call, number int, lease time.Time, err error)
 	// OnClaimRecovery, if non-nil, is called when a claim is handed to a
-	// background re-sender (RecoveryStarted, or RecoveryDropped and
-	// RecoveryAbandoned when none takes it) and when the re-sender ends
-	// (RecoveryGivenBack, RecoverySettled, RecoveryStale,
-	// RecoveryAbandoned), from the re-sender's goroutine.
+	// background re-sender (RecoveryStarted, or RecoveryDropped when none
+	// takes it), and once more, from the re-sender's goroutine, when a
+	// started one ends (RecoveryGivenBack, RecoverySettled, RecoveryStale,
+	// RecoveryAbandoned).
 	OnClaimRecovery func(call *Call, ev ClaimRecovery)
 
 	// Tracer, if non-nil, gets a span for the claim, each attempt, the
