@@ -11,7 +11,9 @@ import (
 // A Store never dispatches: it tells the caller whether it may. An error from
 // Claim or Reserve means "do not send": the step may or may not have been
 // applied, so the caller re-sends it with the same OpID (which answers
-// AlreadyApplied if it had been) or settles the state with Lookup.
+// AlreadyApplied if it had been) until the store answers. A claimed answer
+// that no caller will send is given back (GiveBack), never a token read by
+// Lookup (DESIGN.md section 6, "Settling a claim").
 type Store interface {
 	// Claim applies the state table of DESIGN.md section 6 in one atomic
 	// step, its rows tried top to bottom: a new key is claimed with attempt
