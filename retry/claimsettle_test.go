@@ -146,3 +146,81 @@ func TestClaimSettledAfterLostReply(t *testing.T) {
 		}
 	})
 }
+
+// downStore answers every claim store_unavailable without running it while
+// down is set: a Redis that cannot be reached.
+type downStore struct {
+	idempotency.Store
+	down atomic.Bool
+}
+
+func (d *downStore) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	if d.down.Load() {
+		return idempotency.ClaimResult{}, fmt.Errorf("%w: unreachable", idempotency.ErrStoreUnavailable)
+	}
+	return d.Store.Claim(ctx, r)
+}
+
+// TestClaimRecoveryLifecycle: the re-senders are capped, report what they
+// did, give back the attempt a late answer reserved, and stop at Close.
+func TestClaimRecoveryLifecycle(t *testing.T) {
+	b := backends()[0]
+	st := &downStore{Store: b.open(t, 5*time.Second)}
+	st.down.Store(true)
+	events := make(chan retry.ClaimRecovery, 16)
+	o := orch(st, 5*time.Second)
+	o.ClaimWait, o.MaxClaimRecoveries = 100*time.Millisecond, 1
+	o.OnClaimRecovery = func(_ *retry.Call, ev retry.ClaimRecovery) { events <- ev }
+	next := func(want retry.ClaimRecovery) {
+		t.Helper()
+		select {
+		case ev := <-events:
+			if ev != want {
+				t.Fatalf("recovery event %q, want %q", ev, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no recovery event, want %q", want)
+		}
+	}
+	v := newVendor(t, status(201))
+	sp := spec(effectspec.BindingUnsupported)
+	a := call(v.URL, sp, idempotency.NewKey(), &retry.Executor{})
+	if _, err := o.Do(context.Background(), a); !errors.Is(err, idempotency.ErrStoreUnavailable) {
+		t.Fatalf("Do with the store down: %v", err)
+	}
+	next(retry.RecoveryStarted)
+	if _, err := o.Do(context.Background(), call(v.URL, sp, idempotency.NewKey(), &retry.Executor{})); !errors.Is(err, idempotency.ErrStoreUnavailable) {
+		t.Fatalf("Do with the store down: %v", err)
+	}
+	next(retry.RecoveryDropped) // MaxClaimRecoveries 1
+	if n := o.ClaimRecoveries(); n != 1 {
+		t.Fatalf("ClaimRecoveries %d, want 1", n)
+	}
+
+	// The store comes back: the re-sent claim reserves attempt 1, which is
+	// given back at once.
+	st.down.Store(false)
+	next(retry.RecoveryGivenBack)
+	rec, err := st.Lookup(context.Background(), a.Scope, a.Key)
+	if err != nil || rec.State != idempotency.StateUnknown || rec.AttemptCount != 1 || rec.SentAttempts != 0 {
+		t.Fatalf("after the give-back: %+v %v; want unknown, 1 attempt, none sent", rec, err)
+	}
+	out, err := o.Do(context.Background(), a)
+	expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
+
+	st.down.Store(true)
+	if _, err := o.Do(context.Background(), call(v.URL, sp, idempotency.NewKey(), &retry.Executor{})); !errors.Is(err, idempotency.ErrStoreUnavailable) {
+		t.Fatalf("Do with the store down: %v", err)
+	}
+	next(retry.RecoveryStarted)
+	o.Close()
+	next(retry.RecoveryAbandoned)
+	if n := o.ClaimRecoveries(); n != 0 {
+		t.Fatalf("ClaimRecoveries after Close: %d", n)
+	}
+	if _, err := o.Do(context.Background(), call(v.URL, sp, idempotency.NewKey(), &retry.Executor{})); !errors.Is(err, idempotency.ErrStoreUnavailable) {
+		t.Fatalf("Do after Close with the store down: %v", err)
+	}
+	next(retry.RecoveryDropped)
+	o.Close() // twice is fine
+}
