@@ -46,7 +46,11 @@ type Orchestrator struct {
 	// idempotency.ErrStoreUnavailable (refserver: store_unavailable). The
 	// claim runs detached from ctx's cancellation, bounded by ClaimWait
 	// alone: once it is on the wire its outcome is always settled (see Do).
-	// If zero or negative, DefaultClaimWait (2s).
+	// If zero or negative, DefaultClaimWait (2s). Before it existed, a
+	// stalled Redis held a caller for the client's own timeouts: with
+	// rueidis's defaults 10s (ConnWriteTimeout, Dialer.KeepAlive x 10) for
+	// the first send and about 2s for each StoreRetries re-send, 14s in
+	// all.
 	ClaimWait time.Duration
 	// MaxClaimRecoveries caps the claims settled in the background at once
 	// (see Do); one more is reported RecoveryDropped and left as Redis has
