@@ -56,9 +56,10 @@ type Store interface {
 	// there is no record. Like Finalize it is fenced by the token, and also
 	// by the claim's op id, which Claim records with every reservation it
 	// makes: a re-sent claim whose op id is the record's claim op id answers
-	// AlreadyApplied (claimed with its token while that token is still in
-	// flight or unknown without a finalize, otherwise without reserving),
-	// so a late copy of a claim never reserves a second attempt.
+	// claimed with its token (AlreadyApplied) while that token is still in
+	// flight or unknown without a finalize, and outcome_unknown
+	// (AlreadyApplied) once it was given back, so a late copy of a claim
+	// never reserves a second attempt over its give-back.
 	GiveBack(ctx context.Context, req GiveBackRequest) error
 	// Lookup reads a record without changing it (ErrNotFound if none). An
 	// in-flight record whose lease has expired reads as StateUnknown.

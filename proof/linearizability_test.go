@@ -110,7 +110,8 @@ type linState struct {
 	LastOp string            // operation id of the last change
 	Open   bool              // unknown by the lease-expiry path: the owner's finalize still applies
 	// ClaimOp and ClaimTok name the claim that made the current cycle and
-	// its token (the record's field K): a copy of it never reserves again.
+	// its token (the record's field K): a copy of it learns the token while
+	// it is open.
 	ClaimOp  string
 	ClaimTok int
 }
@@ -133,9 +134,6 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 		case st.ClaimOp == in.Op && st.ClaimTok == st.N && (st.S == inFlight || st.Open):
 			// A copy of the claim that made this cycle learns its token.
 			return out == linOutput{Status: "claimed", Token: st.N, Applied: true}, st
-		case st.ClaimOp == in.Op:
-			// Its token moved on or was finalized: it writes nothing.
-			return out == linOutput{Status: "outcome_unknown", Applied: true}, st
 		case st.S == inFlight && st.Live:
 			return out == linOutput{Status: "in_progress"}, st
 		case !in.Unsupported: // unknown, or in flight with the lease expired

@@ -40,6 +40,7 @@ type memRec struct {
 	// and the token it reserved (redisstore's field K).
 	claimOp    string
 	claimToken int
+	givenBack  bool // the claim's token was given back
 }
 
 func newMemStore(cfg Config, mutant string) *memStore {
@@ -155,7 +156,7 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 			res = idempotency.ClaimResult{Status: idempotency.StatusHeld, Ticket: r.rec.Ticket}
 		} else {
 			m.reserveNext(r, timeout)
-			r.claimOp, r.claimToken = req.OpID, r.rec.AttemptCount
+			r.claimOp, r.claimToken, r.givenBack = req.OpID, r.rec.AttemptCount, false
 			res = m.claimed(r)
 		}
 		r.ops[req.OpID] = res
@@ -163,12 +164,14 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	}
 	if prev, ok := r.ops[req.OpID].(idempotency.ClaimResult); ok && m.mutant != "no-opid" {
 		// A copy of a claim that reserved answers its token only while the
-		// record still holds it unsent-or-open; a final record replays.
+		// record holds it open, and nothing after its give-back; once the
+		// record moved on otherwise it is judged by the rows below, as a
+		// store that remembers only the record's own claim does.
 		if prev.Status != idempotency.StatusClaimed || m.holdsClaim(r, req.OpID) || m.mutant == "late-claim-keeps-token" {
 			prev.AlreadyApplied = true
 			return prev, nil
 		}
-		if !r.rec.State.Final() {
+		if r.claimOp == req.OpID && r.givenBack {
 			return idempotency.ClaimResult{Status: idempotency.StatusOutcomeUnknown, AlreadyApplied: true}, nil
 		}
 	}
@@ -232,7 +235,7 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	r.cycleStart = r.rec.AttemptCount
 	r.rec.Result, r.rec.FinalizedAt = nil, time.Time{}
 	m.reserveNext(r, timeout)
-	r.claimOp, r.claimToken = req.OpID, r.rec.AttemptCount
+	r.claimOp, r.claimToken, r.givenBack = req.OpID, r.rec.AttemptCount, false
 	res := m.claimed(r)
 	r.ops[req.OpID] = res
 	return res, nil
@@ -277,7 +280,7 @@ func (m *memStore) GiveBack(ctx context.Context, req idempotency.GiveBackRequest
 	if r.rec.SentAttempts > 0 {
 		r.rec.SentAttempts--
 	}
-	r.settled = true
+	r.settled, r.givenBack = true, true
 	r.rec.State = idempotency.StateUnknown
 	r.rec.LeaseDeadline, r.rec.AttemptDeadline = time.Time{}, time.Time{}
 	r.rec.FinalizedAt = m.now

@@ -37,8 +37,9 @@
 --   J  Content-Type: application/json (empty: the most common header)
 --   o  last operation: 8-byte digest of its kind and op id
 --   K  the claim that made the current cycle: its op tag (as o), then its
---      token in decimal. A copy of that claim never reserves again
---      (claim.lua), and only it can give its token back (giveback.lua)
+--      token in decimal, or 'g' once given back. A copy of that claim
+--      learns its open token and never reserves after the give-back
+--      (claim.lua); only that claim can give its token back (giveback.lua)
 --   R  resolution of a settle: who, time (ms), note, joined by 0x1f
 --   B  body (last)
 --   An unknown record without F was turned unknown by the lease-expiry

@@ -9,7 +9,8 @@
 -- attempt taken back (s), so the next claim re-opens the slot by the row "no
 -- attempt may have left"; it keeps its index entry (scored by its new
 -- expiry), as an unknown record does. Anything else is stale and writes
--- nothing. K is kept: a late copy of the claim still answers applied.
+-- nothing. K keeps the claim's op tag, its token replaced by 'g' (given
+-- back): a late copy of the claim answers applied and reserves nothing.
 -- Replies {given_back[, 1 if applied before]}, {stale} or {not_found}.
 local token, cop, op = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local uretention, member = tonumber(ARGV[4]), ARGV[5]
@@ -30,7 +31,7 @@ if r.K ~= cop .. int(token) or n ~= token or not (s == 'f' or (s == 'u' and r.F 
 end
 local now = now_ms()
 r.l, r.y, r.e, r.O, r.U = nil, nil, nil, nil, nil
-r.m, r.F, r.o = with_state(m, 'u'), int(now - created), op
+r.m, r.F, r.o, r.K = with_state(m, 'u'), int(now - created), op, cop .. 'g'
 if sent > 0 then
   put_sent(r, n, sent - 1)
 end

@@ -114,7 +114,7 @@ type state struct {
 	LastRenew  string // op id of the renewal that set the lease, in flight
 	// ClaimOp and ClaimTok name the claim that made the current cycle and
 	// the token it reserved (redisstore's field K): a copy of that claim
-	// never reserves again.
+	// learns the token while it is open. (The lane gives nothing back.)
 	ClaimOp  string
 	ClaimTok int
 	// Floor is the latest call among the ops linearized so far: every later
@@ -486,9 +486,6 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		h := st
 		h.Open, h.Body, h.LastOp = false, "", hiddenOp
 		return []state{st, h}
-	case st.ClaimOp == op:
-		// Its token moved on (a second attempt) or was finalized.
-		return keep(amb || out.Status == string(idempotency.StatusOutcomeUnknown) && out.Applied)
 	case inFlight && !lapsed:
 		return keep(amb || out.Status == string(idempotency.StatusInProgress) && sameDeadline(&st, out.Deadline))
 	case in.Route != st.Route:
