@@ -22,6 +22,24 @@ var giveBackTests = []test{
 	{"FromUnknownWithoutLaterWrites", testGiveBackFromUnknown},
 	{"Resend", testGiveBackResend},
 	{"Missing", testGiveBackMissing},
+	{"ResendAfterTakeBack", testGiveBackResendAfterTakeBack},
+}
+
+// testGiveBackResendAfterTakeBack: a claim whose reservation was taken back
+// by a finalize never sent (redisstore does so itself when the WAIT behind
+// it falls short, and answers an error) is re-sent by its caller with the
+// same op id to get a new reservation: only a give-back marks the claim
+// spent.
+func testGiveBackResendAfterTakeBack(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := opCall(effectspec.BindingUnsupported)
+	e.claimed(req)
+	e.neverSent(req, 1)
+	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 || r.AlreadyApplied {
+		t.Fatalf("the claim re-sent after its attempt was taken back: token %d, applied %v; want a new token 2", r.Token, r.AlreadyApplied)
+	}
+	e.giveBack(req, 2)
+	e.wantNothingSent(req, 2)
 }
 
 // opCall is call with a fixed claim op id, as a caller that may re-send it
