@@ -73,7 +73,8 @@ type Orchestrator struct {
 	// yet scrubbed of the call's secrets: do not log them.
 	OnAttempt func(call *Call, number int, res Result, elapsed time.Duration)
 	// OnStoreError, if non-nil, is called with every store error (after
-	// which the orchestrator either re-sends the same operation or fails closed).
+	// which the orchestrator either re-sends the same operation or fails closed),
+	// except those a background re-sender meets (OnClaimRecovery reports it).
 	OnStoreError func(call *Call, op string, err error)
 	// OnRenew, if non-nil, is called after every lease renewal of an attempt
 	// in flight, with the new lease deadline or the error.
