@@ -192,9 +192,10 @@ type Outcome struct {
 //     tool that runs for minutes.
 //   - The claim runs detached from ctx's cancellation, bounded by
 //     ClaimWait, so once sent its outcome is always settled. A caller whose
-//     ctx ended while the claim was on the wire gets ctx's error, and an
-//     attempt the claim reserved for it is given back unsent
-//     (Store.GiveBack). A claim still unanswered after ClaimWait is
+//     ctx ended while the claim was on the wire gets ctx's error once the
+//     claim answered (within ClaimWait; no goroutine is spent per call to
+//     return sooner), and an attempt the claim reserved for it is given
+//     back unsent (Store.GiveBack). A claim still unanswered after ClaimWait is
 //     store_unavailable to the caller at once, and a background re-sender
 //     (MaxClaimRecoveries, ClaimRecoveryFor, Close) re-sends it with the
 //     same op id until the store answers, then gives back the attempt a
