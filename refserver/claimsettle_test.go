@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +72,31 @@ func TestClaimSettledAfterRedisStall(t *testing.T) {
 	}
 	if n := vendor.count("/chat", ""); n != 1 {
 		t.Fatalf("the vendor saw %d requests, want 1", n)
+	}
+	// The re-sender reports after its give-back returned, which may be a
+	// moment after the retry saw the slot open.
+	wants := []string{`obol_claim_recoveries_total{result="started"} 1`, `obol_claim_recoveries_total{result="given_back"} 1`,
+		"obol_claim_recoveries_running 0"}
+	for end := time.Now().Add(5 * time.Second); ; {
+		resp, err := http.Get(p.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		missing := ""
+		for _, want := range wants {
+			if !strings.Contains(string(metrics), want) {
+				missing = want
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("/metrics lacks %s", missing)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	replay := call(t, s, "chat.post", args, "")
 	replay.wantOutcome(t, "accepted", true)
