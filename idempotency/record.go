@@ -247,6 +247,31 @@ type FinalizeRequest struct {
 	OpID      string
 }
 
+// GiveBackRequest gives back the attempt that a claim reserved but nobody
+// sent: its caller went away, or its reply was lost and a re-send of the
+// same claim (same OpID) returned the token later (DESIGN.md section 6,
+// "Settling a claim"). It is a finalize of Token as never sent, guarded by
+// the claim's op id, which the record keeps in a field of its own: it
+// applies only while the record is in flight on Token, or unknown on Token
+// with no finalize or settle since (the lease-expiry path), and only when
+// the claim that reserved Token had ClaimOpID. The record becomes unknown
+// with the attempt taken back, so the next claim re-opens the slot if no
+// other attempt may have left. Anything else is ErrStale and changes
+// nothing.
+//
+// Token must come from a StatusClaimed answer to the claim with ClaimOpID,
+// never from Lookup: a token read from a record may be one that a client's
+// retry claimed and sent meanwhile.
+type GiveBackRequest struct {
+	Scope     Scope
+	Key       Key
+	Token     int    // the token the claim with ClaimOpID answered
+	ClaimOpID string // the OpID of that claim
+	// OpID identifies the give-back itself: re-sent after a lost reply it
+	// answers nil again instead of acting twice.
+	OpID string
+}
+
 // Ticket is an approval ticket: "apt_" + 32 hex, bound to the key it was
 // minted under.
 type Ticket struct {

@@ -11,7 +11,9 @@ import (
 // A Store never dispatches: it tells the caller whether it may. An error from
 // Claim or Reserve means "do not send": the step may or may not have been
 // applied, so the caller re-sends it with the same OpID (which answers
-// AlreadyApplied if it had been) or settles the state with Lookup.
+// AlreadyApplied if it had been) until the store answers. A claimed answer
+// that no caller will send is given back (GiveBack), never a token read by
+// Lookup (DESIGN.md section 6, "Settling a claim").
 type Store interface {
 	// Claim applies the state table of DESIGN.md section 6 in one atomic
 	// step, its rows tried top to bottom: a new key is claimed with attempt
@@ -47,6 +49,18 @@ type Store interface {
 	// without a new token (never over a final record): the owner holds the
 	// answer. It returns the record without the result body.
 	Finalize(ctx context.Context, req FinalizeRequest) (Record, error)
+	// GiveBack takes back the attempt a claim reserved when no caller will
+	// send it (see GiveBackRequest): nil when given back (or a re-send of a
+	// give-back that was), ErrStale when the record moved on (another token,
+	// a finalize, a settle, another claim's reservation), ErrNotFound if
+	// there is no record. Like Finalize it is fenced by the token, and also
+	// by the claim's op id, which Claim records with every reservation it
+	// makes: a re-sent claim whose op id is the record's claim op id answers
+	// claimed with its token (AlreadyApplied) while that token is still in
+	// flight or unknown without a finalize, and outcome_unknown
+	// (AlreadyApplied) once it was given back, so a late copy of a claim
+	// never reserves a second attempt over its give-back.
+	GiveBack(ctx context.Context, req GiveBackRequest) error
 	// Lookup reads a record without changing it (ErrNotFound if none). An
 	// in-flight record whose lease has expired reads as StateUnknown.
 	Lookup(ctx context.Context, scope Scope, key Key) (Record, error)

@@ -109,6 +109,11 @@ type linState struct {
 	Live   bool              // the lease of the in-flight attempt has not expired
 	LastOp string            // operation id of the last change
 	Open   bool              // unknown by the lease-expiry path: the owner's finalize still applies
+	// ClaimOp and ClaimTok name the claim that made the current cycle and
+	// its token (the record's field K): a copy of it learns the token while
+	// it is open.
+	ClaimOp  string
+	ClaimTok int
 }
 
 // linStep is the sequential specification.
@@ -118,18 +123,21 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 	case linClaim:
 		switch {
 		case !st.Exists:
-			return out == linOutput{Status: "claimed", Token: 1}, linState{true, inFlight, 1, 1, true, in.Op, false}
+			return out == linOutput{Status: "claimed", Token: 1}, linState{true, inFlight, 1, 1, true, in.Op, false, in.Op, 1}
 		case st.LastOp == in.Op && st.S == inFlight:
 			// A re-sent claim whose first send was applied answers it again.
 			return out == linOutput{Status: "claimed", Token: st.N, Applied: true}, st
 		case st.LastOp == in.Op && st.S == idempotency.StateUnknown:
 			return out == linOutput{Status: "outcome_unknown", Applied: true}, st
-		case st.S == inFlight && st.Live:
-			return out == linOutput{Status: "in_progress"}, st
 		case st.S.Final():
 			return out == linOutput{Status: "replay", State: st.S, Attempts: st.N}, st
+		case st.ClaimOp == in.Op && st.ClaimTok == st.N && (st.S == inFlight || st.Open):
+			// A copy of the claim that made this cycle learns its token.
+			return out == linOutput{Status: "claimed", Token: st.N, Applied: true}, st
+		case st.S == inFlight && st.Live:
+			return out == linOutput{Status: "in_progress"}, st
 		case !in.Unsupported: // unknown, or in flight with the lease expired
-			return out == linOutput{Status: "claimed", Token: st.N + 1}, linState{true, inFlight, st.N + 1, 1, true, in.Op, false}
+			return out == linOutput{Status: "claimed", Token: st.N + 1}, linState{true, inFlight, st.N + 1, 1, true, in.Op, false, in.Op, st.N + 1}
 		default:
 			next := st
 			if st.S == inFlight { // the expired attempt becomes unknown
@@ -157,7 +165,7 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 			// also once the expiry path turned it unknown.
 			return out == linOutput{Status: "stale"}, st
 		}
-		next := linState{true, in.Outcome, st.N, 0, false, in.Op, false}
+		next := linState{true, in.Outcome, st.N, 0, false, in.Op, false, st.ClaimOp, st.ClaimTok}
 		return out == linOutput{Status: "finalized", State: in.Outcome, Attempts: st.N}, next
 	case linExpire:
 		if st.Exists && st.S == inFlight && st.Live {

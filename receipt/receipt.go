@@ -51,7 +51,13 @@ type Receipt struct {
 	// VendorKey is the key the vendor received (DESIGN.md section 5a), for
 	// header and body_pointer bindings only; never the client's key, except
 	// on a record made before vendor keys existed.
-	VendorKey    string  `json:"vendor_key,omitempty"`
+	VendorKey string `json:"vendor_key,omitempty"`
+	// AttemptCount counts the attempts reserved under the key, each made
+	// durable before it could be sent: never below what the vendor saw,
+	// above it only by attempts proven never sent (before_send, a failed
+	// WAIT, a claim's attempt given back unsent after its caller left or
+	// its reply was lost) or a gateway that died between reserving and
+	// sending (DESIGN.md section 9).
 	AttemptCount int     `json:"attempt_count"`
 	Outcome      Outcome `json:"outcome"`
 	// Status is the vendor's last HTTP status; 0 (omitted) when none arrived.

@@ -65,6 +65,10 @@ func (f *fakeStore) Decide(context.Context, idempotency.DecideRequest) (idempote
 	f.record("decide")
 	return idempotency.Ticket{}, errFake
 }
+func (f *fakeStore) GiveBack(context.Context, idempotency.GiveBackRequest) error {
+	f.record("giveback")
+	return errFake
+}
 func (f *fakeStore) Ticket(_ context.Context, id string) (idempotency.Ticket, error) {
 	f.record("ticket")
 	if f.ticketErr != nil {

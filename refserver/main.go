@@ -111,6 +111,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer release()
 	s := newServer(cfg, store, store, log)
+	// Before the store is released: stop re-sending claims.
+	defer s.orch.Close()
 	tp, err := startTracing(octx, log)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

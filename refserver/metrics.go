@@ -18,6 +18,10 @@ type metrics struct {
 	storeErrors    *prometheus.CounterVec   // by store operation
 	storeSeconds   *prometheus.HistogramVec // by store operation (timedStore)
 	callSeconds    *prometheus.HistogramVec
+	// claimRecoveries counts claims settled in the background by result
+	// (retry.ClaimRecovery); claimRecovering is how many run now.
+	claimRecoveries *prometheus.CounterVec
+	claimRecovering prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -56,6 +60,14 @@ func newMetrics() *metrics {
 			Buckets: prometheus.DefBuckets,
 		}, []string{"result"}),
 	}
+	m.claimRecoveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "obol_claim_recoveries_total",
+		Help: "Claims whose outcome was unknown to their caller, settled in the background, by result (started, given_back, settled, stale, dropped, abandoned).",
+	}, []string{"result"})
+	m.claimRecovering = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "obol_claim_recoveries_running", Help: "Claims being re-sent or given back in the background now.",
+	})
+	m.reg.MustRegister(m.claimRecoveries, m.claimRecovering)
 	m.reg.MustRegister(m.claims, m.attempts, m.attemptSeconds, m.outcomes, m.replays, m.refusals, m.storeErrors,
 		m.storeSeconds, m.callSeconds, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -36,7 +36,10 @@ const (
 // Options.ReadTimeout): the client re-sends a read-only command after network
 // errors and LOADING replies until its context ends, and a request's context
 // may outlive its client, so reads must fail closed in time. It bounds every
-// store call of an admin request too (server.bounded).
+// store call of an admin request too (server.bounded), and how long a
+// tools/call waits for its claim before store_unavailable
+// (retry.Orchestrator.ClaimWait): one figure for every answer a stalled
+// Redis delays.
 const storeReadTimeout = 2 * time.Second
 
 // Wire names of DESIGN.md section 11.
@@ -133,9 +136,27 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 			s.metrics.storeErrors.WithLabelValues(op).Inc()
 			s.log.Warn("store error", "op", op, "tool", c.Scope.Tool, "key", c.Key.String(), "error", s.redact.String(err.Error()))
 		},
+		ClaimWait:        storeReadTimeout,
+		ClaimRecoveryFor: cfg.UnknownRetention,
+		OnClaimRecovery:  s.claimRecovery,
 	}
 	s.mcp = s.newMCPServer()
 	return s
+}
+
+// claimRecovery counts and logs a claim settled in the background.
+func (s *server) claimRecovery(c *retry.Call, ev retry.ClaimRecovery) {
+	s.metrics.claimRecoveries.WithLabelValues(string(ev)).Inc()
+	switch ev {
+	case retry.RecoveryStarted:
+		s.metrics.claimRecovering.Inc()
+		return
+	case retry.RecoveryDropped:
+		s.log.Warn("claim not settled: too many in the background", "tool", c.Scope.Tool, "key", c.Key.String())
+		return
+	}
+	s.metrics.claimRecovering.Dec()
+	s.log.Info("claim settled in the background", "tool", c.Scope.Tool, "key", c.Key.String(), "result", string(ev))
 }
 
 // handler routes every endpoint.

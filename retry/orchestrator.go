@@ -41,6 +41,28 @@ type Orchestrator struct {
 	// re-send safe). If zero, 2; negative means none.
 	StoreRetries int
 
+	// ClaimWait is how long a caller waits for the claim's answer, its
+	// re-sends (StoreRetries) included, before Do returns an error wrapping
+	// idempotency.ErrStoreUnavailable (refserver: store_unavailable). The
+	// claim runs detached from ctx's cancellation, bounded by ClaimWait
+	// alone: once it is on the wire its outcome is always settled (see Do).
+	// If zero or negative, DefaultClaimWait (2s). Before it existed, a
+	// stalled Redis held a caller for the client's own timeouts: 14.2s
+	// measured through refserver with rueidis's defaults, 10s of them its
+	// ConnWriteTimeout (Dialer.KeepAlive x 10) on the first send, the rest
+	// the two StoreRetries re-sends on fresh connections.
+	ClaimWait time.Duration
+	// MaxClaimRecoveries caps the claims settled in the background at once
+	// (see Do); one more is reported RecoveryDropped and left as Redis has
+	// it. If zero, DefaultMaxClaimRecoveries (256); negative means none.
+	MaxClaimRecoveries int
+	// ClaimRecoveryFor bounds how long a claim is re-sent in the background
+	// while the store does not answer. Set it to the store's unknown
+	// retention: a record the claim made expires by then. If zero or
+	// negative, DefaultClaimRecoveryFor (7 days). Close stops re-senders
+	// before.
+	ClaimRecoveryFor time.Duration
+
 	// The hooks are function fields so a gateway can log and count; the
 	// errors they get hold no secret.
 	//
@@ -51,11 +73,18 @@ type Orchestrator struct {
 	// yet scrubbed of the call's secrets: do not log them.
 	OnAttempt func(call *Call, number int, res Result, elapsed time.Duration)
 	// OnStoreError, if non-nil, is called with every store error (after
-	// which the orchestrator either re-sends the same operation or fails closed).
+	// which the orchestrator either re-sends the same operation or fails closed),
+	// except those a background re-sender meets (OnClaimRecovery reports it).
 	OnStoreError func(call *Call, op string, err error)
 	// OnRenew, if non-nil, is called after every lease renewal of an attempt
 	// in flight, with the new lease deadline or the error.
 	OnRenew func(call *Call, number int, lease time.Time, err error)
+	// OnClaimRecovery, if non-nil, is called when a claim is handed to a
+	// background re-sender (RecoveryStarted, or RecoveryDropped when none
+	// takes it), and once more, from the re-sender's goroutine, when a
+	// started one ends (RecoveryGivenBack, RecoverySettled, RecoveryStale,
+	// RecoveryAbandoned).
+	OnClaimRecovery func(call *Call, ev ClaimRecovery)
 
 	// Tracer, if non-nil, gets a span for the claim, each attempt, the
 	// reservation of a second attempt and the finalize, each a child of the
@@ -63,6 +92,9 @@ type Orchestrator struct {
 	// for propagation (HTTPTarget.InjectHeaders, which sends the W3C
 	// traceparent). If nil, no spans.
 	Tracer Tracer
+
+	recOnce sync.Once
+	rec     *recoveries
 }
 
 // InProgressError refuses a call whose key has an attempt in flight under a
@@ -158,6 +190,18 @@ type Outcome struct {
 //     fencing token; a renewed lease never allows a send. A crashed gateway
 //     stops renewing, so its slot is taken over within one lease, even for a
 //     tool that runs for minutes.
+//   - The claim runs detached from ctx's cancellation, bounded by
+//     ClaimWait, so once sent its outcome is always settled. A caller whose
+//     ctx ended while the claim was on the wire gets ctx's error once the
+//     claim answered (within ClaimWait; no goroutine is spent per call to
+//     return sooner), and an attempt the claim reserved for it is given
+//     back unsent (Store.GiveBack). A claim still unanswered after ClaimWait is
+//     store_unavailable to the caller at once, and a background re-sender
+//     (MaxClaimRecoveries, ClaimRecoveryFor, Close) re-sends it with the
+//     same op id until the store answers, then gives back the attempt a
+//     claimed answer reserved: the slot re-opens, and the client's retry
+//     with the key dispatches. Only a claimed answer to this claim's op id
+//     is ever given back, never a token read from a record.
 //   - When the store stays unavailable (see StoreRetries), a claim or
 //     reserve fails closed (no send) and a finalize returns an error
 //     wrapping idempotency.ErrStoreUnavailable together with the vendor's
@@ -168,8 +212,9 @@ type Outcome struct {
 //
 // So attempt_count on a receipt counts reserved attempts, each made durable
 // before it may be sent: the vendor saw at most that many requests, and
-// fewer only when a reserved attempt never left (a proven BeforeSend, or a
-// gateway that died between the reservation and the send). It is never
+// fewer only when a reserved attempt never left (a proven BeforeSend, an
+// attempt given back unsent, or a gateway that died between the
+// reservation and the send). It is never
 // lower than what the vendor saw: that is the promise the proof suite
 // checks.
 func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
@@ -221,22 +266,45 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		Timeout:          call.Spec.AttemptTimeout(),
 		OpID:             idempotency.NewOpID(),
 	}
+	if err := ctx.Err(); err != nil {
+		// Nothing sent yet: a caller that is gone claims nothing.
+		return Outcome{}, err
+	}
 	start := time.Now()
 	var claim idempotency.ClaimResult
 	cctx, end := o.span(ctx, SpanClaim, Attr{AttrWorkspace, call.Scope.Workspace}, Attr{AttrTool, call.Scope.Tool},
 		Attr{AttrConnection, call.Scope.Connection}, Attr{AttrKeySource, string(call.KeySource)}, Attr{AttrBinding, string(req.Binding)})
+	// Once sent, the claim is finished whatever the caller does: a claim
+	// abandoned on the wire may still run and reserve an attempt nobody
+	// sends, which burns an unsupported call's slot (DESIGN.md section 6,
+	// "Settling a claim").
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(cctx), o.claimWait())
 	err = o.storeOp(cctx, &call, "claim", func(ctx context.Context) (err error) {
 		claim, err = o.Store.Claim(ctx, req)
 		return err
 	})
-	claim, hash, err = o.claimPrevious(cctx, &call, req, previous, claim, err)
+	// The claim in doubt, if any, is the one claimPrevious sent last.
+	claim, req, err = o.claimPrevious(cctx, &call, req, previous, claim, err)
+	hash = req.RequestHash
+	cancel()
 	if err != nil {
 		end(err)
+		if errors.Is(err, idempotency.ErrStoreUnavailable) {
+			// It may have been applied: settle it in the background.
+			o.settleClaim(&call, req, 0)
+		}
 		return Outcome{}, err
 	}
 	end(nil, Attr{AttrClaimStatus, string(claim.Status)})
 	if o.OnClaim != nil {
 		o.OnClaim(&call, claim.Status)
+	}
+	if err := ctx.Err(); err != nil && claim.Status == idempotency.StatusClaimed {
+		// The caller went away while the claim was on the wire: nothing
+		// was sent, so the attempt is given back rather than sent for
+		// nobody.
+		o.settleClaim(&call, req, claim.Token)
+		return Outcome{}, err
 	}
 	switch claim.Status {
 	case idempotency.StatusClaimed:
@@ -273,17 +341,17 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 // arguments hash otherwise under it (previous, from
 // idempotency.RequestHashes): a record pinned by a release before printed
 // doubles (DESIGN.md section 5) still matches its own retries. It returns
-// the claim to act on and the request hash it was made with, the one its
-// record pins and its receipt shows; any other claim (or error) it returns
-// as it is.
+// the claim to act on and the request it was made with: its hash is the one
+// the record pins and the receipt shows, and it is the claim to settle if
+// its reply never came. Any other claim (or error) it returns as it is.
 //
 // The second claim is a claim of its own (another operation id). If the
 // record is gone between the two (expired), it makes a fresh record
 // pinned under previous, which this rule matches again on a retry.
 func (o *Orchestrator) claimPrevious(ctx context.Context, call *Call, req idempotency.ClaimRequest, previous string,
-	claim idempotency.ClaimResult, err error) (idempotency.ClaimResult, string, error) {
+	claim idempotency.ClaimResult, err error) (idempotency.ClaimResult, idempotency.ClaimRequest, error) {
 	if err != nil || previous == "" || claim.Status != idempotency.StatusRequestMismatch {
-		return claim, req.RequestHash, err
+		return claim, req, err
 	}
 	req.RequestHash, req.OpID = previous, idempotency.NewOpID()
 	var again idempotency.ClaimResult
@@ -291,9 +359,9 @@ func (o *Orchestrator) claimPrevious(ctx context.Context, call *Call, req idempo
 		again, err = o.Store.Claim(ctx, req)
 		return err
 	}); err != nil {
-		return claim, previous, err
+		return claim, req, err
 	}
-	return again, previous, nil
+	return again, req, nil
 }
 
 // sendKey is the key a vendor receives: the record's vendor key, or the

@@ -543,21 +543,22 @@ func TestCallerCancelsMidCall(t *testing.T) {
 	})
 }
 
-// faultStore fails chosen operations as a Redis outage would.
+// faultStore fails chosen operations as a Redis outage would. The flags are
+// atomic: a claim's background re-sender reads them too.
 type faultStore struct {
 	idempotency.Store
-	failClaim, failReserve bool
+	failClaim, failReserve atomic.Bool
 }
 
 func (f *faultStore) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
-	if f.failClaim {
+	if f.failClaim.Load() {
 		return idempotency.ClaimResult{}, fmt.Errorf("%w: injected", idempotency.ErrStoreUnavailable)
 	}
 	return f.Store.Claim(ctx, r)
 }
 
 func (f *faultStore) Reserve(ctx context.Context, r idempotency.ReserveRequest) (idempotency.Reservation, error) {
-	if f.failReserve {
+	if f.failReserve.Load() {
 		return idempotency.Reservation{}, fmt.Errorf("%w: injected", idempotency.ErrStoreUnavailable)
 	}
 	return f.Store.Reserve(ctx, r)
@@ -566,15 +567,18 @@ func (f *faultStore) Reserve(ctx context.Context, r idempotency.ReserveRequest) 
 func TestStoreErrorsMeanNoSend(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		v := newVendor(t, status(503))
-		fs := &faultStore{Store: b.open(t, 5*time.Second), failClaim: true}
+		fs := &faultStore{Store: b.open(t, 5*time.Second)}
+		fs.failClaim.Store(true)
 		o := orch(fs, 5*time.Second)
+		t.Cleanup(o.Close)
 		if _, err := o.Do(context.Background(), call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})); !errors.Is(err, idempotency.ErrStoreUnavailable) {
 			t.Fatalf("claim outage: %v", err)
 		}
 		if v.seen.Load() != 0 {
 			t.Fatal("sent without a claim")
 		}
-		fs.failClaim, fs.failReserve = false, true
+		fs.failClaim.Store(false)
+		fs.failReserve.Store(true)
 		out, err := o.Do(context.Background(), call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{}))
 		expect(t, out, err, receipt.Unknown, 1, v.seen.Load())
 		if v.seen.Load() != 1 {

@@ -47,7 +47,7 @@ var (
 // settle the state with Lookup. It matches idempotency.ErrStoreUnavailable
 // and its cause under errors.Is.
 type OpError struct {
-	Op  string // "claim", "reserve", "renew", "finalize", "lookup", "ticket", "decide", "pin", "setpin", "initpin", "new", "settle", "list"
+	Op  string // "claim", "reserve", "renew", "finalize", "lookup", "ticket", "decide", "pin", "setpin", "initpin", "new", "settle", "list", "giveback"
 	Err error
 }
 

@@ -61,6 +61,7 @@ func loadScript(name string, readOnly, alone bool) *script {
 // scripts are parsed once per Store; they are immutable after New.
 type scripts struct {
 	claim, reserve, renew, finalize, lookup, decide, settle, index *script
+	giveback                                                       *script
 }
 
 func newScripts() scripts {
@@ -73,5 +74,6 @@ func newScripts() scripts {
 		decide:   loadScript("decide", false, false),
 		settle:   loadScript("settle", false, false),
 		index:    loadScript("index", false, true),
+		giveback: loadScript("giveback", false, false),
 	}
 }

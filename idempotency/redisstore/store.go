@@ -181,6 +181,7 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 		for _, sc := range []*script{s.sc.claim, s.sc.reserve, s.sc.renew, s.sc.finalize, s.sc.lookup, s.sc.decide, s.sc.settle, s.sc.index} {
 			n.Do(ctx, n.B().ScriptLoad().Script(sc.src).Build())
 		}
+		n.Do(ctx, n.B().ScriptLoad().Script(s.sc.giveback.src).Build())
 	}
 	return s, nil
 }

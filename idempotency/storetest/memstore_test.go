@@ -36,6 +36,11 @@ type memRec struct {
 	settled    bool // finalized (not turned unknown by the lease-expiry path)
 	ops        map[string]any
 	renewOp    string
+	// claimOp and claimToken name the claim that made the current cycle
+	// and the token it reserved (redisstore's field K).
+	claimOp    string
+	claimToken int
+	givenBack  bool // the claim's token was given back
 }
 
 func newMemStore(cfg Config, mutant string) *memStore {
@@ -151,14 +156,24 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 			res = idempotency.ClaimResult{Status: idempotency.StatusHeld, Ticket: r.rec.Ticket}
 		} else {
 			m.reserveNext(r, timeout)
+			r.claimOp, r.claimToken, r.givenBack = req.OpID, r.rec.AttemptCount, false
 			res = m.claimed(r)
 		}
 		r.ops[req.OpID] = res
 		return res, nil
 	}
 	if prev, ok := r.ops[req.OpID].(idempotency.ClaimResult); ok && m.mutant != "no-opid" {
-		prev.AlreadyApplied = true
-		return prev, nil
+		// A copy of a claim that reserved answers its token only while the
+		// record holds it open, and nothing after its give-back; once the
+		// record moved on otherwise it is judged by the rows below, as a
+		// store that remembers only the record's own claim does.
+		if prev.Status != idempotency.StatusClaimed || m.holdsClaim(r, req.OpID) || m.mutant == "late-claim-keeps-token" {
+			prev.AlreadyApplied = true
+			return prev, nil
+		}
+		if r.claimOp == req.OpID && r.givenBack {
+			return idempotency.ClaimResult{Status: idempotency.StatusOutcomeUnknown, AlreadyApplied: true}, nil
+		}
 	}
 	refuse := func(s idempotency.ClaimStatus) (idempotency.ClaimResult, error) {
 		res := idempotency.ClaimResult{Status: s}
@@ -220,9 +235,60 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	r.cycleStart = r.rec.AttemptCount
 	r.rec.Result, r.rec.FinalizedAt = nil, time.Time{}
 	m.reserveNext(r, timeout)
+	r.claimOp, r.claimToken, r.givenBack = req.OpID, r.rec.AttemptCount, false
 	res := m.claimed(r)
 	r.ops[req.OpID] = res
 	return res, nil
+}
+
+// holdsClaim reports whether the record's current cycle was made by the
+// claim with op id op and still holds its token open: in flight, or turned
+// unknown by the lease-expiry path without a finalize.
+func (m *memStore) holdsClaim(r *memRec, op string) bool {
+	open := r.rec.State == idempotency.StateInFlight || r.rec.State == idempotency.StateUnknown && !r.settled
+	return open && r.claimOp == op && r.claimToken == r.rec.AttemptCount
+}
+
+// GiveBack is a finalize of the claim's own token as never sent.
+func (m *memStore) GiveBack(ctx context.Context, req idempotency.GiveBackRequest) error {
+	k, err := req.Scope.StorageKey(m.cfg.Prefix, req.Key)
+	if err != nil {
+		return err
+	}
+	if req.Token < 1 || req.ClaimOpID == "" {
+		return errors.New("memstore: give back: token < 1 or no claim op id")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.get(k)
+	if r == nil {
+		return idempotency.ErrNotFound
+	}
+	if _, ok := r.ops[req.OpID]; ok && req.OpID != "" {
+		return nil
+	}
+	ok := m.holdsClaim(r, req.ClaimOpID) && r.claimToken == req.Token
+	switch m.mutant {
+	case "giveback-any-claim":
+		ok = req.Token == r.rec.AttemptCount && (r.rec.State == idempotency.StateInFlight || r.rec.State == idempotency.StateUnknown && !r.settled)
+	case "giveback-after-finalize":
+		ok = r.claimOp == req.ClaimOpID && r.claimToken == req.Token && req.Token == r.rec.AttemptCount && !r.rec.State.Final()
+	}
+	if !ok {
+		return idempotency.ErrStale
+	}
+	if r.rec.SentAttempts > 0 {
+		r.rec.SentAttempts--
+	}
+	r.settled, r.givenBack = true, true
+	r.rec.State = idempotency.StateUnknown
+	r.rec.LeaseDeadline, r.rec.AttemptDeadline = time.Time{}, time.Time{}
+	r.rec.FinalizedAt = m.now
+	m.touchUnknown(r)
+	if req.OpID != "" {
+		r.ops[req.OpID] = true
+	}
+	return nil
 }
 
 func (m *memStore) claimed(r *memRec) idempotency.ClaimResult {

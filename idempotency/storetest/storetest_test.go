@@ -64,6 +64,10 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"list-unbounded", "List/PageBound"},
 		{"settle-ignores-lapsed", "Settle/LapsedLease"},
 		{"list-ignores-lapsed", "List/LapsedLease"},
+		{"giveback-any-claim", "GiveBack/OtherClaim"},
+		{"giveback-any-claim", "GiveBack/AfterClientRetry"},
+		{"giveback-after-finalize", "GiveBack/AfterFinalize"},
+		{"late-claim-keeps-token", "GiveBack/LateClaimCopy"},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {

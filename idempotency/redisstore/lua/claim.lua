@@ -17,6 +17,9 @@
 -- deadline, applied 0/1, the record's vendor key or '', attempt deadline}:
 -- the vendor key is made with the record and never changes, so every
 -- attempt of the slot sends the same one.
+-- Every reservation records its claim in K (op tag, token): a copy of that
+-- claim (the same op) learns its token while it is open and never reserves
+-- again after its give-back, whatever was written since.
 local sv, rh, b, fp, route, ks = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local approval, presented, fresh, op = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local lease, retention, vk = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13]
@@ -52,6 +55,7 @@ if r == nil then
   end
   out[#out + 1] = route
   out[#out + 1] = field('C', ms) .. field('U', ms) .. field('o', op)
+  out[#out + 1] = field('K', op .. '1')
   index_add(member, now, uretention, true)
   redis.call('SET', key, table.concat(out), 'PX', uretention)
   return {'claimed', 1, l, 0, vk, e}
@@ -99,12 +103,33 @@ if refuse then
   return {'refused'}
 end
 
+-- A copy of the claim that made this cycle (K) writes no attempt while
+-- its token is in flight, or unknown without a finalize (the lease-expiry
+-- path): it answers claimed with that token, applied, so that a re-sender
+-- learns the token to give back. After the give-back (K's token 'g') it
+-- answers outcome_unknown, applied. Once the cycle moved on otherwise (a
+-- second attempt, a finalize, the store's own take-back of a reservation
+-- whose WAIT fell short, whose caller re-sends this claim for a new one)
+-- it is judged by the rows below, as any claim.
+local rk = r.K
+if rk ~= nil and string.sub(rk, 1, 8) == op then
+  local kt = string.sub(rk, 9)
+  if kt == 'g' then
+    return {'outcome_unknown', 1}
+  elseif tonumber(kt) == n and (s == 'f' or (s == 'u' and r.F == nil)) then
+    index_add(member, now, uretention, false)
+    redis.call('PEXPIRE', key, uretention)
+    return {'claimed', n, l, 1, rvk, e}
+  end
+end
+
 -- reserve_next reserves attempt n + 1 as a new cycle.
 local function reserve_next()
   local nl, ne = now + lease, now + timeout
   clear_result(r)
   r.m, r.n, r.y, r.l, r.e, r.U, r.o, r.O = with_state(m, 'f'), int(n + 1), '1', int(nl), int(ne), int(now), op, nil
   put_sent(r, n + 1, sent + 1)
+  r.K = op .. int(n + 1)
   index_add(member, now, uretention, true)
   save(r, uretention)
   return {'claimed', n + 1, nl, 0, rvk, ne}

@@ -36,6 +36,10 @@
 --   0-9  kept headers by code; ':' a kept header as "Name:value"
 --   J  Content-Type: application/json (empty: the most common header)
 --   o  last operation: 8-byte digest of its kind and op id
+--   K  the claim that made the current cycle: its op tag (as o), then its
+--      token in decimal, or 'g' once given back. A copy of that claim
+--      learns its open token and never reserves after the give-back
+--      (claim.lua); only that claim can give its token back (giveback.lua)
 --   R  resolution of a settle: who, time (ms), note, joined by 0x1f
 --   B  body (last)
 --   An unknown record without F was turned unknown by the lease-expiry
@@ -152,6 +156,7 @@ end
 local function encode(r, with_body)
   local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'c', 'p', 'T', 'M', 'H', 'P', 't', 'a',
     'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'J'}
+  order[#order + 1] = 'K'
   local num = numeric_set()
   local out = {'\2'}
   for i = 1, #order do

@@ -214,6 +214,9 @@ func (fixedLease) Ticket(context.Context, string) (idempotency.Ticket, error) {
 func (fixedLease) Decide(context.Context, idempotency.DecideRequest) (idempotency.Ticket, error) {
 	return idempotency.Ticket{}, errors.ErrUnsupported
 }
+func (fixedLease) GiveBack(context.Context, idempotency.GiveBackRequest) error {
+	return errors.ErrUnsupported
+}
 
 // forgetful loses records: every fifth claim goes to a fresh key, as a
 // store that salted its keys or lost a write would.

@@ -112,6 +112,11 @@ type state struct {
 	Body       string // stored result body
 	LastOp     string // kind-tagged id of the last change ("c:", "r:", "f:", "s:")
 	LastRenew  string // op id of the renewal that set the lease, in flight
+	// ClaimOp and ClaimTok name the claim that made the current cycle and
+	// the token it reserved (redisstore's field K): a copy of that claim
+	// learns the token while it is open. (The lane gives nothing back.)
+	ClaimOp  string
+	ClaimTok int
 	// Floor is the latest call among the ops linearized so far: every later
 	// op takes effect at or after it. It is a function of the linearized
 	// set, so it does not split porcupine's cache.
@@ -430,6 +435,7 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 	if !st.Exists {
 		next := state{Exists: true, Req: in.Req, Route: in.Route, Cycle: 1, Floor: st.Floor}
 		newAttempt(&next, op)
+		next.ClaimOp, next.ClaimTok = op, next.N
 		if !amb && !(out.Status == string(idempotency.StatusClaimed) && out.Token == 1 && !out.Applied && m.vendorKey(&next, in, out)) {
 			return nil
 		}
@@ -457,6 +463,29 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		ok := amb || out.Status == string(idempotency.StatusReplay) && out.State == st.S && out.Attempts == st.N &&
 			out.Sent == st.Sent && out.Body == st.Body && out.Settled == st.Settled
 		return keep(ok)
+	case st.ClaimOp == op && st.ClaimTok == st.N && inFlight:
+		// A copy of the claim that made this cycle learns its token while
+		// it is open, lapsed lease or not, and never reserves.
+		ok := amb || out.Status == string(idempotency.StatusClaimed) && out.Token == st.N && out.Applied &&
+			m.vendorKey(&st, in, out) && sameLease(&st, out.Lease) && sameDeadline(&st, out.Deadline)
+		if !ok {
+			return nil
+		}
+		return withHidden(amb, st)
+	case st.ClaimOp == op && st.ClaimTok == st.N && st.S == idempotency.StateUnknown && st.Open:
+		// The same over the lease-expiry path, which keeps no lease. A WAIT
+		// that fell short finalizes it never sent, which takes nothing back
+		// from an unknown record.
+		ok := amb || out.Status == string(idempotency.StatusClaimed) && out.Token == st.N && out.Applied && m.vendorKey(&st, in, out)
+		if !ok {
+			return nil
+		}
+		if !amb {
+			return []state{st}
+		}
+		h := st
+		h.Open, h.Body, h.LastOp = false, "", hiddenOp
+		return []state{st, h}
 	case inFlight && !lapsed:
 		return keep(amb || out.Status == string(idempotency.StatusInProgress) && sameDeadline(&st, out.Deadline))
 	case in.Route != st.Route:
@@ -468,6 +497,7 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		next := st
 		newAttempt(&next, op)
 		next.Cycle, next.Open, next.Body = 1, false, ""
+		next.ClaimOp, next.ClaimTok = op, next.N
 		if !amb && !(out.Status == string(idempotency.StatusClaimed) && out.Token == next.N && !out.Applied && m.vendorKey(&next, in, out)) {
 			return nil
 		}

@@ -174,6 +174,18 @@ func TestModel(t *testing.T) {
 			add(0, reserve(1), reserved(2, 102.5), 2, 3).
 			add(0, Input{Kind: Finalize, Token: 2, Outcome: unknown, NeverSent: true}, rec(statusFinalized, unknown, 2, 1), 4, 5).
 			add(1, claimU("b"), claimedU(3, 106.5), 6, 7)},
+		{"a copy of the claim learns its token over the expiry path", true, h{}.
+			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
+			add(1, claimU("b"), outUnknown, 150, 151).
+			add(0, claimU("a"), Output{Status: "claimed", Token: 1, Applied: true}, 160, 161)},
+		{"a copy of the claim reserves again over the expiry path", false, h{}.
+			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
+			add(1, claimU("b"), outUnknown, 150, 151).
+			add(0, claimU("a"), claimedU(2, 260.5), 160, 161)},
+		{"a copy of the claim after its attempt was taken back is judged afresh", true, h{}.
+			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
+			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(statusFinalized, unknown, 1, 0), 2, 3).
+			add(0, claimU("a"), claimedU(2, 104.5), 4, 5)},
 		{"settle from accepted", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(0, fin(1, accepted), rec(statusFinalized, accepted, 1, 1), 2, 3).
