@@ -64,6 +64,14 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"list-unbounded", "List/PageBound"},
 		{"settle-ignores-lapsed", "Settle/LapsedLease"},
 		{"list-ignores-lapsed", "List/LapsedLease"},
+		{"no-rehold", "Approval/RedispatchHeld"},
+		{"rehold-moves-state", "Approval/RedispatchHeld"},
+		{"rehold-retention", "Approval/RedispatchHoldKeepsTTL"},
+		{"deny-finalizes", "Approval/RedispatchDenied"},
+		{"window-ignored", "Window/Expired"},
+		{"window-no-lease", "Window/Expired"},
+		{"window-from-created", "Window/FromResume"},
+		{"window-from-created", "Window/NeverSent"},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {
