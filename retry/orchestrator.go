@@ -219,6 +219,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		Ticket:           call.Ticket,
 		Refuse:           call.Refuse != nil,
 		Timeout:          call.Spec.AttemptTimeout(),
+		VendorWindow:     call.Spec.VendorWindow(),
 		OpID:             idempotency.NewOpID(),
 	}
 	start := time.Now()
