@@ -21,6 +21,7 @@ var approvalTests = []test{
 	{"RedispatchDenied", testRedispatchDenied},
 	{"RedispatchRowsStillApply", testRedispatchRows},
 	{"RedispatchHoldKeepsTTL", testRedispatchHoldKeepsTTL},
+	{"RedispatchApprovalDropped", testRedispatchApprovalDropped},
 }
 
 // hold claims req with approval required and returns the ticket.
@@ -433,4 +434,25 @@ func testRedispatchHoldKeepsTTL(t *testing.T, h Harness) {
 			t.Fatalf("re-held record (approved %v) after the retention of a held one: state %q, want unknown", approve, rec.State)
 		}
 	}
+}
+
+// testRedispatchApprovalDropped: a re-hold still pending does not stop a
+// claim for a tool that no longer requires approval; a later decision still
+// applies to the slot.
+func testRedispatchApprovalDropped(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := call(effectspec.BindingHeader)
+	e.claimed(req)
+	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	ticket := e.rehold(req)
+	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 {
+		t.Fatalf("claim without approval required: token %d, want 2", r.Token)
+	}
+	e.finalize(req, 2, idempotency.StateUnknown, nil)
+	if _, err := e.decide(ticket, false); err != nil {
+		t.Fatalf("Decide deny: %v", err)
+	}
+	e.unchanged(req, "claims after the denial", func() {
+		contender(t, e.claimWant(req, idempotency.StatusDenied))
+	})
 }
