@@ -22,7 +22,7 @@
 //
 // Each rule where the contract is silent is on what it governs: loading on
 // Parse, the status lists on Statuses, headers on Binding.Header, pointer
-// writes on SetAtPointer, timeouts on Spec.Timeout, errors on FieldError,
-// the policy on Environment and Policy. The contract is docs/DESIGN.md
-// section 7.
+// writes on SetAtPointer, timeouts on Spec.Timeout, the vendor's window on
+// Binding.Window, errors on FieldError, the policy on Environment and
+// Policy. The contract is docs/DESIGN.md section 7.
 package effectspec

@@ -34,5 +34,6 @@ func (b Binding) MarshalJSON() ([]byte, error) {
 		Kind    BindingKind `json:"binding,omitempty"`
 		Header  string      `json:"header,omitempty"`
 		Pointer string      `json:"pointer,omitempty"`
-	}{b.Kind, b.Header, b.Pointer})
+		Window  string      `json:"window,omitempty"`
+	}{b.Kind, b.Header, b.Pointer, durationText(b.Window)})
 }

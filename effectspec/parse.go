@@ -203,7 +203,7 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 				s.Timeout = duration(p, name, t)
 			}
 		case "idempotency":
-			object(p, name, v, []string{"binding", "header", "pointer"}, func(n string, v json.RawMessage) {
+			object(p, name, v, []string{"binding", "header", "pointer", "window"}, func(n string, v json.RawMessage) {
 				f := name + "." + n
 				switch n {
 				case "binding":
@@ -219,6 +219,10 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 					// refuses it with a precise message.
 					if t, ok := str(p, f, v, false); ok {
 						s.Idempotency.Pointer = t
+					}
+				case "window":
+					if t, ok := str(p, f, v, true); ok {
+						s.Idempotency.Window = durationDefault(p, f, t, DefaultVendorWindow)
 					}
 				}
 			})
@@ -265,13 +269,18 @@ func str(p *problems, field string, v json.RawMessage, enum bool) (string, bool)
 // refused here, because Validate reads a zero Timeout as the default: an
 // explicit "0s" is a mistake, not a request for the default.
 func duration(p *problems, field, text string) time.Duration {
+	return durationDefault(p, field, text, DefaultAttemptTimeout)
+}
+
+// durationDefault is duration for a field whose default is def.
+func durationDefault(p *problems, field, text string, def time.Duration) time.Duration {
 	d, err := time.ParseDuration(text)
 	switch {
 	case err != nil:
 		p.add(field, fmt.Sprintf("%s is not a Go duration such as \"30s\"", quoteTrunc(text)))
 		return 0
 	case d <= 0:
-		p.add(field, "must be positive (omit the field for the default "+DefaultAttemptTimeout.String()+")")
+		p.add(field, "must be positive (omit the field for the default "+def.String()+")")
 		return 0
 	}
 	return d

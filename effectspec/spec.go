@@ -70,6 +70,14 @@ type Binding struct {
 	// read (Content-Type, Content-Encoding).
 	Header  string `json:"header,omitempty"`
 	Pointer string `json:"pointer,omitempty"`
+	// Window is how long the vendor deduplicates on a key (Stripe: 24
+	// hours), for a header or body_pointer binding: a slot whose first
+	// attempt that may have left is older is never sent again (DESIGN.md
+	// section 6). If zero, DefaultVendorWindow; see Spec.VendorWindow. In
+	// JSON it is a Go duration string ("24h"), at least MinVendorWindow and
+	// at most MaxVendorWindow; an unsupported binding (and so a federated
+	// route) may not set it.
+	Window time.Duration `json:"window,omitempty"`
 }
 
 // Statuses lists the vendor statuses of each class. A status in no list is
@@ -98,6 +106,15 @@ const (
 	DefaultAttemptTimeout = 30 * time.Second
 	// MaxAttemptTimeout is the largest Timeout a spec may set.
 	MaxAttemptTimeout = 15 * time.Minute
+
+	// DefaultVendorWindow is how long a vendor is taken to deduplicate on a
+	// key when a spec with a vendor binding sets no idempotency.window.
+	DefaultVendorWindow = 24 * time.Hour
+	// MinVendorWindow and MaxVendorWindow bound idempotency.window. A window
+	// longer than the store's unknown retention changes nothing: the record
+	// is gone before it closes.
+	MinVendorWindow = time.Second
+	MaxVendorWindow = 365 * 24 * time.Hour
 )
 
 // Spec is one tool's EffectSpec. A Spec to dispatch with must come from
@@ -140,4 +157,22 @@ func (s Spec) AttemptTimeout() time.Duration {
 		return MaxAttemptTimeout
 	}
 	return s.Timeout
+}
+
+// VendorWindow is how long the vendor deduplicates on the key: the binding's
+// Window, or DefaultVendorWindow if it is zero, for a header or body_pointer
+// binding; zero for an unsupported one (the vendor deduplicates nothing).
+func (s Spec) VendorWindow() time.Duration {
+	switch s.Idempotency.Kind {
+	case BindingHeader, BindingBodyPointer:
+	default:
+		return 0
+	}
+	switch w := s.Idempotency.Window; {
+	case w <= 0:
+		return DefaultVendorWindow
+	case w > MaxVendorWindow:
+		return MaxVendorWindow
+	}
+	return s.Idempotency.Window
 }

@@ -221,6 +221,28 @@ func TestParseRules(t *testing.T) {
 			[]string{`effectspec: t: timeout: repeated member`}},
 		{"timeout wrong case", `{"tool":"t","Timeout":"1s"}`,
 			[]string{`effectspec: t: Timeout: unknown field`}},
+		{"window unsupported", `{"tool":"t","idempotency":{"binding":"unsupported","window":"24h"}}`,
+			[]string{`effectspec: t: idempotency.window: not allowed with binding unsupported (the vendor deduplicates nothing)`}},
+		{"window without binding", `{"tool":"t","idempotency":{"window":"24h"}}`,
+			[]string{`effectspec: t: idempotency.window: not allowed with binding unsupported (the vendor deduplicates nothing)`}},
+		{"window federated", `{"tool":"t","route":"federated","idempotency":{"window":"1h"}}`,
+			[]string{`effectspec: t: idempotency.window: not allowed with binding unsupported (the vendor deduplicates nothing)`}},
+		{"window zero", `{"tool":"t","idempotency":{"binding":"header","header":"K","window":"0s"}}`,
+			[]string{`effectspec: t: idempotency.window: must be positive (omit the field for the default 24h0m0s)`}},
+		{"window negative", `{"tool":"t","idempotency":{"binding":"header","header":"K","window":"-1h"}}`,
+			[]string{`effectspec: t: idempotency.window: must be positive (omit the field for the default 24h0m0s)`}},
+		{"window too short", `{"tool":"t","idempotency":{"binding":"body_pointer","pointer":"/k","window":"999ms"}}`,
+			[]string{`effectspec: t: idempotency.window: 999ms is less than the minimum 1s`}},
+		{"window too long", `{"tool":"t","idempotency":{"binding":"header","header":"K","window":"8761h"}}`,
+			[]string{`effectspec: t: idempotency.window: 8761h0m0s is more than the maximum 8760h0m0s`}},
+		{"window no unit", `{"tool":"t","idempotency":{"binding":"header","header":"K","window":"24"}}`,
+			[]string{`effectspec: t: idempotency.window: "24" is not a Go duration such as "30s"`}},
+		{"window number", `{"tool":"t","idempotency":{"binding":"header","header":"K","window":86400}}`,
+			[]string{`effectspec: t: idempotency.window: must be a string`}},
+		{"window empty", `{"tool":"t","idempotency":{"binding":"header","header":"K","window":""}}`,
+			[]string{`effectspec: t: idempotency.window: must not be empty (omit the field for its default)`}},
+		{"window wrong case", `{"tool":"t","idempotency":{"binding":"header","header":"K","Window":"1h"}}`,
+			[]string{`effectspec: t: idempotency.Window: unknown field`}},
 		{"unknown top field", `{"tool":"t","effects":"read"}`,
 			[]string{`effectspec: t: effects: unknown field`}},
 		{"field name case", `{"tool":"t","Effect":"read"}`,
@@ -478,5 +500,45 @@ func TestAttemptTimeout(t *testing.T) {
 	}
 	if DefaultAttemptTimeout != 30*time.Second || MaxAttemptTimeout != 15*time.Minute {
 		t.Errorf("defaults %v, %v are not the contract's 30s and 15m", DefaultAttemptTimeout, MaxAttemptTimeout)
+	}
+}
+
+func TestParseVendorWindow(t *testing.T) {
+	for _, tt := range []struct {
+		spec string
+		want time.Duration // VendorWindow
+		set  time.Duration // Idempotency.Window
+	}{
+		{`{"tool":"t","idempotency":{"binding":"header","header":"K"}}`, DefaultVendorWindow, 0},
+		{`{"tool":"t","idempotency":{"binding":"body_pointer","pointer":"/k"}}`, DefaultVendorWindow, 0},
+		{`{"tool":"t","idempotency":{"binding":"header","header":"K","window":"1s"}}`, time.Second, time.Second},
+		{`{"tool":"t","idempotency":{"binding":"body_pointer","pointer":"/k","window":"90m"}}`, 90 * time.Minute, 90 * time.Minute},
+		{`{"tool":"t","idempotency":{"binding":"header","header":"K","window":"8760h"}}`, MaxVendorWindow, MaxVendorWindow},
+		{`{"tool":"t"}`, 0, 0},
+		{`{"tool":"t","idempotency":{"binding":"unsupported"}}`, 0, 0},
+	} {
+		s, err := Parse([]byte(tt.spec))
+		if err != nil {
+			t.Errorf("%s: %v", tt.spec, err)
+			continue
+		}
+		if s.Idempotency.Window != tt.set || s.VendorWindow() != tt.want {
+			t.Errorf("%s: Window %v, VendorWindow %v; want %v, %v", tt.spec, s.Idempotency.Window, s.VendorWindow(), tt.set, tt.want)
+		}
+		enc, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := Parse(enc); err != nil || !reflect.DeepEqual(again, s) {
+			t.Errorf("%s: %s parses as %+v, %v", tt.spec, enc, again, err)
+		}
+		if tt.set == 0 && strings.Contains(string(enc), "window") {
+			t.Errorf("%s: the default window marshals as %s", tt.spec, enc)
+		}
+	}
+	// A Go value: a window is checked whatever its source.
+	s := Spec{Tool: "t", Idempotency: Binding{Kind: BindingHeader, Header: "K", Window: -time.Hour}}
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "idempotency.window") {
+		t.Errorf("negative window: %v", err)
 	}
 }

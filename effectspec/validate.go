@@ -128,6 +128,18 @@ func (s Spec) validate(p *problems) {
 		p.add("idempotency.binding", fmt.Sprintf("%s is not %q, %q or %q",
 			quoteTrunc(string(b.Kind)), BindingHeader, BindingBodyPointer, BindingUnsupported))
 	}
+	switch {
+	case b.Window == 0:
+	case b.Kind != BindingHeader && b.Kind != BindingBodyPointer:
+		// Checked only for a valid kind: an unknown one is reported above.
+		if b.Kind == "" || b.Kind == BindingUnsupported {
+			p.add("idempotency.window", "not allowed with binding unsupported (the vendor deduplicates nothing)")
+		}
+	case b.Window < MinVendorWindow:
+		p.add("idempotency.window", fmt.Sprintf("%s is less than the minimum %s", b.Window, MinVendorWindow))
+	case b.Window > MaxVendorWindow:
+		p.add("idempotency.window", fmt.Sprintf("%s is more than the maximum %s", b.Window, MaxVendorWindow))
+	}
 	if s.Route == RouteFederated && (b.Kind == BindingHeader || b.Kind == BindingBodyPointer) {
 		p.add("idempotency.binding", "a federated route propagates no key; binding must be unsupported")
 	}

@@ -20,6 +20,8 @@ var (
 	// ErrInvalidTimeout: an attempt timeout that is negative or over
 	// MaxAttemptTimeout.
 	ErrInvalidTimeout = errors.New("idempotency: invalid attempt timeout")
+	// ErrInvalidVendorWindow: a negative ClaimRequest.VendorWindow.
+	ErrInvalidVendorWindow = errors.New("idempotency: invalid vendor window")
 	// ErrRequestMismatch: the key was claimed for a different request.
 	ErrRequestMismatch = errors.New("idempotency: request hash mismatch")
 	// ErrDestinationConflict: the key was claimed for another binding or route.
@@ -27,7 +29,8 @@ var (
 	// ErrInProgress: another caller holds a live lease on the key.
 	ErrInProgress = errors.New("idempotency: request in progress")
 	// ErrOutcomeUnknown: an earlier attempt may have reached the vendor and the
-	// vendor cannot deduplicate on our key, so no new attempt is made.
+	// vendor cannot deduplicate on our key (no vendor binding, or its window
+	// has passed), so no new attempt is made.
 	ErrOutcomeUnknown = errors.New("idempotency: outcome unknown")
 	// ErrDenied: the call was denied (approval denied).
 	ErrDenied = errors.New("idempotency: denied")

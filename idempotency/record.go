@@ -57,6 +57,13 @@ type Record struct {
 	FinalizedAt     time.Time // zero until finalized
 	// Resolution is set when an operator settled the record (Settler).
 	Resolution *Resolution
+
+	// ApprovalDenied says the approval of a record that a claim re-held in
+	// another state (it would have dispatched again) was denied: the record
+	// keeps its state (an unknown one stays unknown, its effect may have
+	// happened), and every claim that would dispatch it answers denied. A
+	// held record that is denied turns StateDenied instead.
+	ApprovalDenied bool
 }
 
 // RouteRecord is the route a record was created for, as receipts show it:
@@ -106,6 +113,21 @@ const (
 	MaxAttemptTimeout     = effectspec.MaxAttemptTimeout
 )
 
+// DefaultVendorWindow is ClaimRequest.VendorWindow when it is zero.
+const DefaultVendorWindow = effectspec.DefaultVendorWindow
+
+// VendorWindow returns the vendor window a claim asks for: d, or
+// DefaultVendorWindow when d is zero. A negative d is ErrInvalidVendorWindow.
+func VendorWindow(d time.Duration) (time.Duration, error) {
+	switch {
+	case d == 0:
+		return DefaultVendorWindow, nil
+	case d < 0:
+		return 0, ErrInvalidVendorWindow
+	}
+	return d, nil
+}
+
 // AttemptTimeout returns the attempt timeout a request asks for: d, or
 // DefaultAttemptTimeout when d is zero. A negative d or one over
 // MaxAttemptTimeout is ErrInvalidTimeout.
@@ -129,7 +151,12 @@ type ClaimRequest struct {
 	Route       RouteRecord
 	Fingerprint string // Route.Fingerprint of the dispatch facts
 	// ApprovalRequired holds a new record for approval instead of reserving
-	// attempt 1.
+	// attempt 1. A claim that would dispatch an existing record again (a
+	// slot that never sent, an unknown record with a vendor binding) needs
+	// the record's approval too: without it the record is held again
+	// (StatusHeld with its ticket), keeping its state; an approval covers
+	// every later redispatch of the slot, a denial answers StatusDenied
+	// wherever a claim would dispatch (DESIGN.md section 6).
 	ApprovalRequired bool
 	// Ticket resumes a held record: only a claim that presents the record's
 	// ticket, after approval, reserves attempt 1; a plain repeat of the call
@@ -144,6 +171,13 @@ type ClaimRequest struct {
 	// every renewal. If zero, DefaultAttemptTimeout; over MaxAttemptTimeout
 	// or negative, an error that changes nothing.
 	Timeout time.Duration
+	// VendorWindow is how long the vendor deduplicates on the vendor key
+	// (effectspec.Spec.VendorWindow), for a header or body_pointer binding:
+	// an unknown record whose first attempt that may have left is older
+	// (the new attempt's lease would end outside it) answers
+	// StatusOutcomeUnknown instead of another attempt. If zero,
+	// DefaultVendorWindow; negative, ErrInvalidVendorWindow (nothing changes).
+	VendorWindow time.Duration
 	// OpID identifies this operation. Sending the same claim again with the
 	// same OpID after a lost reply answers the original result with
 	// AlreadyApplied set, instead of acting twice. If empty, the store mints one.

@@ -26,9 +26,15 @@ type Store interface {
 	// expired): another one there is destination_conflict. A slot none of
 	// whose attempts may have left (Record.SentAttempts 0) is claimed with
 	// the next token for every binding; otherwise an unknown record gets one
-	// new attempt only when the vendor deduplicates on our key, and is
-	// outcome_unknown otherwise. A claim with Refuse replays a final record
-	// and otherwise answers refused, writing nothing.
+	// new attempt only when the vendor deduplicates on our key and still
+	// remembers it (the new attempt's lease ends inside VendorWindow from
+	// the slot's first attempt that may have left), and is outcome_unknown
+	// otherwise. A claim that would dispatch an existing record again for a
+	// tool that requires approval needs the record's approval (one covers
+	// every redispatch of the slot): without it the record is held again
+	// (held, with its ticket; state, TTL and unknown-index entry kept), and
+	// once that is denied such a claim answers denied. A claim with Refuse
+	// replays a final record and otherwise answers refused, writing nothing.
 	//
 	// A record of a header or body_pointer binding is created with its
 	// VendorKey (DESIGN.md section 5a), which every claimed answer returns
@@ -68,7 +74,9 @@ type Store interface {
 	Ticket(ctx context.Context, id string) (Ticket, error)
 	// Decide approves or denies a held call. The first decision is final:
 	// repeating it answers the ticket, contradicting it is ErrDenied or
-	// ErrStale.
+	// ErrStale. A record that a claim held again in another state keeps
+	// that state and TTL: approving sets Record.Approved, denying
+	// Record.ApprovalDenied (an unknown record stays unknown).
 	Decide(ctx context.Context, req DecideRequest) (Ticket, error)
 	// Lease returns the lease of a reservation. A caller measures its send
 	// deadline with it on its own clock, from just before the reservation.

@@ -264,6 +264,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		Ticket:           call.Ticket,
 		Refuse:           call.Refuse != nil,
 		Timeout:          call.Spec.AttemptTimeout(),
+		VendorWindow:     call.Spec.VendorWindow(),
 		OpID:             idempotency.NewOpID(),
 	}
 	if err := ctx.Err(); err != nil {

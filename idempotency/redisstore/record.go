@@ -32,7 +32,7 @@ const (
 )
 
 // numericTags are the fields a record stores as unsigned big-endian bytes.
-const numericTags = "wnsyleCUFxz"
+const numericTags = "wnsyleCUFxzW"
 
 // unpackRecord reads a record string (schema 2) into the flat field/value
 // list that decodeRecord reads: numbers as decimal text, a header that has
@@ -284,6 +284,7 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 			r.Ticket = v
 		case "a":
 			r.Approved = v == "1"
+			r.ApprovalDenied = v == "0"
 		case "C":
 			created, err = strconv.ParseInt(v, 10, 64)
 		case "U":

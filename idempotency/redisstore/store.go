@@ -434,6 +434,10 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
+	window, err := idempotency.VendorWindow(req.VendorWindow)
+	if err != nil {
+		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: vendor window: %w", err)
+	}
 	if req.Ticket != "" && !idempotency.ValidTicketID(req.Ticket) {
 		return idempotency.ClaimResult{}, errors.New("redisstore: claim: malformed approval ticket")
 	}
@@ -464,6 +468,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		strconv.Itoa(idempotency.ScopeVersion), rh, b, fp, route, ks,
 		approval, req.Ticket, fresh, opTag('c', op), s.lease, s.retention, vk,
 		s.uretention, strconv.FormatInt(timeout.Milliseconds(), 10), refuse, member,
+		strconv.FormatInt(window.Milliseconds(), 10),
 	}
 	// The claim script writes the index entry of a reservation itself, in
 	// the record's slot: it is in place before the caller may send
@@ -916,7 +921,7 @@ func (s *Store) Ticket(ctx context.Context, id string) (idempotency.Ticket, erro
 		return idempotency.Ticket{}, opError("ticket", err)
 	}
 	switch {
-	case rec.State == idempotency.StateDenied:
+	case rec.State == idempotency.StateDenied || rec.ApprovalDenied:
 		return tv.ticket(id, k, idempotency.TicketDenied), nil
 	case rec.Approved:
 		return tv.ticket(id, k, idempotency.TicketApproved), nil
@@ -927,8 +932,10 @@ func (s *Store) Ticket(ctx context.Context, id string) (idempotency.Ticket, erro
 // Decide approves or denies a held call. The first decision is final:
 // repeating it answers the ticket; approving a denied ticket is ErrDenied,
 // denying an approved one ErrStale. Decide also restarts the ticket key's
-// retention. An approved ticket dispatches only through a claim that
-// presents it.
+// retention. An approved ticket of a held record dispatches only through a
+// claim that presents it; a record that a claim held again in another
+// state (lua/claim.lua) keeps that state and its TTL, and its approval
+// lets every claim that would dispatch it do so.
 func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idempotency.Ticket, error) {
 	op, err := validOpID(req.OpID)
 	if err != nil {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/obol-gateway/obol/effectspec"
@@ -16,6 +17,11 @@ var approvalTests = []test{
 	{"TicketOfAnotherKey", testTicketOfAnotherKey},
 	{"UnknownTicket", testUnknownTicket},
 	{"ResumeRouteChanged", testResumeRouteChanged},
+	{"RedispatchHeld", testRedispatchHeld},
+	{"RedispatchDenied", testRedispatchDenied},
+	{"RedispatchRowsStillApply", testRedispatchRows},
+	{"RedispatchHoldKeepsTTL", testRedispatchHoldKeepsTTL},
+	{"RedispatchApprovalDropped", testRedispatchApprovalDropped},
 }
 
 // hold claims req with approval required and returns the ticket.
@@ -228,4 +234,225 @@ func testResumeRouteChanged(t *testing.T, h Harness) {
 		}
 	})
 	e.claimed(req)
+}
+
+// redispatchable are the ways a record comes to be dispatched again: an
+// unknown call with a vendor binding, one whose lease lapsed, a slot whose
+// attempt provably never left (even with no binding). Each returns the
+// request (approval not required) and the token of its last attempt.
+var redispatchable = []struct {
+	name string
+	make func(e *env) (idempotency.ClaimRequest, int)
+}{
+	{"unknown", func(e *env) (idempotency.ClaimRequest, int) {
+		req := call(effectspec.BindingHeader)
+		e.claimed(req)
+		e.finalize(req, 1, idempotency.StateUnknown, nil)
+		return req, 1
+	}},
+	{"lease lapsed", func(e *env) (idempotency.ClaimRequest, int) {
+		req := call(effectspec.BindingBodyPointer)
+		e.claimed(req)
+		e.expireLease()
+		return req, 1
+	}},
+	{"never sent", func(e *env) (idempotency.ClaimRequest, int) {
+		req := call(effectspec.BindingUnsupported)
+		e.claimed(req)
+		e.neverSent(req, 1)
+		return req, 1
+	}},
+}
+
+// rehold claims req with approval required and checks that the record was
+// held again: a ticket, no reservation, and the record as it was but for
+// the ticket.
+func (e *env) rehold(req idempotency.ClaimRequest) string {
+	e.t.Helper()
+	before := e.lookup(req)
+	r := e.claimWant(held(req), idempotency.StatusHeld)
+	contender(e.t, r)
+	if !idempotency.ValidTicketID(r.Ticket) {
+		e.t.Fatalf("re-hold: ticket %q", r.Ticket)
+	}
+	after := e.lookup(req)
+	if after.Ticket != r.Ticket || after.Approved || after.ApprovalDenied {
+		e.t.Fatalf("re-held record: ticket %q (answered %q), approved %v, denied %v", after.Ticket, r.Ticket, after.Approved, after.ApprovalDenied)
+	}
+	after.Ticket = before.Ticket
+	if d := diffRecords(before, after); d != "" {
+		e.t.Fatalf("a re-hold changed more than the ticket: %s", d)
+	}
+	// Holding again answers the same ticket and changes nothing.
+	e.unchanged(req, "a second held claim", func() {
+		if again := e.claimWant(held(req), idempotency.StatusHeld); again.Ticket != r.Ticket {
+			e.t.Fatalf("second re-hold: ticket %q, want %q", again.Ticket, r.Ticket)
+		}
+	})
+	tk, err := e.s.Ticket(e.ctx, r.Ticket)
+	if err != nil {
+		e.t.Fatalf("Ticket of a re-held record: %v", err)
+	}
+	checkTicket(e.t, tk, r.Ticket, req, idempotency.TicketPending)
+	return r.Ticket
+}
+
+// testRedispatchHeld: a claim that would dispatch an existing record again,
+// for a tool that now requires approval, needs the slot's approval; without
+// it the record is held again, keeping its state. An approval covers every
+// later redispatch of the slot.
+func testRedispatchHeld(t *testing.T, h Harness) {
+	for _, c := range redispatchable {
+		t.Run(c.name, func(t *testing.T) {
+			e := short(t, h)
+			req, token := c.make(e)
+			ticket := e.rehold(req)
+			if rec := e.lookup(req); rec.State != idempotency.StateUnknown {
+				t.Fatalf("re-held record: state %q, want unknown", rec.State)
+			}
+			if c.name == "unknown" && !slices.Contains(e.listAll(req.Scope.Workspace, 100), req.Key.String()) {
+				t.Fatal("a re-held unknown record left the unknown listing")
+			}
+			tk, err := e.decide(ticket, true)
+			if err != nil {
+				t.Fatalf("Decide approve: %v", err)
+			}
+			checkTicket(t, tk, ticket, req, idempotency.TicketApproved)
+			rec := e.lookup(req)
+			if rec.State != idempotency.StateUnknown || !rec.Approved || rec.AttemptCount != token {
+				t.Fatalf("approved re-held record: state %q, approved %v, attempts %d; want unknown, true, %d", rec.State, rec.Approved, rec.AttemptCount, token)
+			}
+			// The approval is the slot's: the claim dispatches with or
+			// without the ticket, and the next redispatch holds nothing.
+			r := e.claimWant(held(req), idempotency.StatusClaimed)
+			if r.Token != token+1 {
+				t.Fatalf("claim after approval: token %d, want %d", r.Token, token+1)
+			}
+			e.neverSent(req, r.Token)
+			resume := held(req)
+			resume.Ticket = ticket
+			if r := e.claimWant(resume, idempotency.StatusClaimed); r.Token != token+2 {
+				t.Fatalf("second redispatch after approval: token %d, want %d", r.Token, token+2)
+			}
+		})
+	}
+}
+
+// testRedispatchDenied: denying a re-held record leaves its state (an
+// unknown call's effect may have happened), but the denial stands: every
+// claim that would dispatch it answers denied, whatever the tool requires.
+func testRedispatchDenied(t *testing.T, h Harness) {
+	for _, c := range redispatchable {
+		t.Run(c.name, func(t *testing.T) {
+			e := short(t, h)
+			req, token := c.make(e)
+			ticket := e.rehold(req)
+			tk, err := e.decide(ticket, false)
+			if err != nil {
+				t.Fatalf("Decide deny: %v", err)
+			}
+			checkTicket(t, tk, ticket, req, idempotency.TicketDenied)
+			rec := e.lookup(req)
+			if rec.State != idempotency.StateUnknown || !rec.ApprovalDenied || rec.Approved || rec.AttemptCount != token {
+				t.Fatalf("denied re-held record: state %q, denied %v, approved %v, attempts %d; want unknown, true, false, %d",
+					rec.State, rec.ApprovalDenied, rec.Approved, rec.AttemptCount, token)
+			}
+			if c.name == "unknown" && !slices.Contains(e.listAll(req.Scope.Workspace, 100), req.Key.String()) {
+				t.Fatal("a denied unknown record left the unknown listing")
+			}
+			e.unchanged(req, "claims of a denied re-held record", func() {
+				contender(t, e.claimWant(held(req), idempotency.StatusDenied))
+				contender(t, e.claimWant(req, idempotency.StatusDenied))
+				if _, err := e.decide(ticket, true); !errors.Is(err, idempotency.ErrDenied) {
+					t.Fatalf("approving a denied ticket: %v, want ErrDenied", err)
+				}
+			})
+			if tk, err = e.s.Ticket(e.ctx, ticket); err != nil {
+				t.Fatalf("Ticket: %v", err)
+			}
+			checkTicket(t, tk, ticket, req, idempotency.TicketDenied)
+		})
+	}
+}
+
+// testRedispatchRows: approval is asked only where a claim would dispatch.
+// An unsupported call whose attempt may have left is outcome_unknown, a
+// route that changed is destination_conflict, a live lease in_progress,
+// with approval required or not.
+func testRedispatchRows(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := call(effectspec.BindingUnsupported)
+	e.claimed(req)
+	e.unchanged(req, "an approval-required claim of a running call", func() {
+		contender(t, e.claimWant(held(req), idempotency.StatusInProgress))
+	})
+	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	e.unchanged(req, "an approval-required claim of an unknown unsupported call", func() {
+		contender(t, e.claimWant(held(req), idempotency.StatusOutcomeUnknown))
+	})
+	vb := call(effectspec.BindingHeader)
+	e.claimed(vb)
+	e.finalize(vb, 1, idempotency.StateUnknown, nil)
+	e.unchanged(vb, "an approval-required claim resolved elsewhere", func() {
+		for what, other := range moved(vb) {
+			if r := e.claim(held(other)); r.Status != idempotency.StatusDestinationConflict {
+				t.Fatalf("%s: %q, want destination_conflict", what, r.Status)
+			}
+		}
+	})
+	// Once approved, the rows decide: an unsupported slot that sent
+	// nothing is claimed again; once its attempt may have left, it is
+	// outcome_unknown, approved or not.
+	ns := call(effectspec.BindingUnsupported)
+	e.claimed(ns)
+	e.neverSent(ns, 1)
+	ticket := e.rehold(ns)
+	if _, err := e.decide(ticket, true); err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	r := e.claimWant(held(ns), idempotency.StatusClaimed)
+	e.finalize(ns, r.Token, idempotency.StateUnknown, nil)
+	e.unchanged(ns, "a claim of an approved unsupported call that may have left", func() {
+		contender(t, e.claimWant(held(ns), idempotency.StatusOutcomeUnknown))
+	})
+}
+
+// testRedispatchHoldKeepsTTL: a re-hold and its decision keep the record's
+// TTL: an unknown record outlives the (shorter) retention of a held one.
+func testRedispatchHoldKeepsTTL(t *testing.T, h Harness) {
+	e := newEnvUnknown(t, h, shortLease, shortRetention, 4*shortRetention)
+	for _, approve := range []bool{true, false} {
+		req := call(effectspec.BindingHeader)
+		e.claimed(req)
+		e.finalize(req, 1, idempotency.StateUnknown, nil)
+		ticket := e.rehold(req)
+		if _, err := e.decide(ticket, approve); err != nil {
+			t.Fatalf("Decide(%v): %v", approve, err)
+		}
+		e.wait(shortRetention + margin)
+		if rec := e.lookup(req); rec.State != idempotency.StateUnknown {
+			t.Fatalf("re-held record (approved %v) after the retention of a held one: state %q, want unknown", approve, rec.State)
+		}
+	}
+}
+
+// testRedispatchApprovalDropped: a re-hold still pending does not stop a
+// claim for a tool that no longer requires approval; a later decision still
+// applies to the slot.
+func testRedispatchApprovalDropped(t *testing.T, h Harness) {
+	e := std(t, h)
+	req := call(effectspec.BindingHeader)
+	e.claimed(req)
+	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	ticket := e.rehold(req)
+	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 {
+		t.Fatalf("claim without approval required: token %d, want 2", r.Token)
+	}
+	e.finalize(req, 2, idempotency.StateUnknown, nil)
+	if _, err := e.decide(ticket, false); err != nil {
+		t.Fatalf("Decide deny: %v", err)
+	}
+	e.unchanged(req, "claims after the denial", func() {
+		contender(t, e.claimWant(req, idempotency.StatusDenied))
+	})
 }

@@ -41,6 +41,10 @@ type memRec struct {
 	claimOp    string
 	claimToken int
 	givenBack  bool // the claim's token was given back
+
+	// firstSent is when the first attempt that may have left was reserved:
+	// the vendor's window is measured from it.
+	firstSent time.Time
 }
 
 func newMemStore(cfg Config, mutant string) *memStore {
@@ -90,6 +94,9 @@ func (m *memStore) expired(r *memRec) bool {
 }
 
 func (m *memStore) reserveNext(r *memRec, timeout time.Duration) {
+	if r.rec.SentAttempts == 0 {
+		r.firstSent = m.now
+	}
 	r.rec.State = idempotency.StateInFlight
 	r.rec.AttemptCount++
 	r.rec.SentAttempts++
@@ -114,6 +121,10 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 		return idempotency.ClaimResult{}, errors.New("memstore: unknown binding")
 	}
 	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	window, err := idempotency.VendorWindow(req.VendorWindow)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
@@ -221,12 +232,27 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 		switch {
 		case !sameRoute && !(never && m.mutant == "never-sent-other-route") && !(!never && m.mutant == "redispatch-other-route"):
 			return refuse(idempotency.StatusDestinationConflict)
-		case r.rec.Binding == effectspec.BindingUnsupported && !never:
+		case !never && (r.rec.Binding == effectspec.BindingUnsupported || !m.inWindow(r, window)):
 			if r.rec.State == idempotency.StateInFlight {
 				r.rec.State = idempotency.StateUnknown
 				m.touchUnknown(r)
 			}
 			return refuse(idempotency.StatusOutcomeUnknown)
+		case r.rec.ApprovalDenied:
+			return refuse(idempotency.StatusDenied)
+		case req.ApprovalRequired && !r.rec.Approved && m.mutant != "no-rehold":
+			// Held again: the state, TTL and index entry stay.
+			if r.rec.Ticket == "" {
+				r.rec.Ticket = idempotency.NewTicketID()
+				m.tickets[r.rec.Ticket] = k
+			}
+			if m.mutant == "rehold-moves-state" {
+				r.rec.State = idempotency.StateHeld
+			}
+			if m.mutant == "rehold-retention" {
+				m.touch(r)
+			}
+			return idempotency.ClaimResult{Status: idempotency.StatusHeld, Ticket: r.rec.Ticket}, nil
 		}
 		if m.mutant == "token-restart" && never {
 			r.rec.AttemptCount = 0
@@ -291,6 +317,22 @@ func (m *memStore) GiveBack(ctx context.Context, req idempotency.GiveBackRequest
 	return nil
 }
 
+// inWindow reports whether the vendor still remembers the key of r's first
+// attempt that may have left when a new attempt's lease ends.
+func (m *memStore) inWindow(r *memRec, window time.Duration) bool {
+	if m.mutant == "window-ignored" {
+		return true
+	}
+	first := r.firstSent
+	if m.mutant == "window-from-created" {
+		first = r.rec.CreatedAt
+	}
+	if m.mutant == "window-no-lease" {
+		return m.now.Before(first.Add(window))
+	}
+	return m.now.Add(m.cfg.Lease).Before(first.Add(window))
+}
+
 func (m *memStore) claimed(r *memRec) idempotency.ClaimResult {
 	return idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline,
 		AttemptDeadline: r.rec.AttemptDeadline, VendorKey: r.rec.VendorKey}
@@ -340,6 +382,9 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 	m.reserveNext(r, timeout)
 	if req.PreviousNeverSent && m.mutant != "reserve-keeps-unsent" {
 		r.rec.SentAttempts--
+		if r.rec.SentAttempts == 1 {
+			r.firstSent = m.now // the first that may leave
+		}
 	}
 	res := idempotency.Reservation{Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline, AttemptDeadline: r.rec.AttemptDeadline}
 	if req.OpID != "" {
@@ -503,6 +548,17 @@ func (m *memStore) Decide(ctx context.Context, req idempotency.DecideRequest) (i
 	case r.rec.Approved && !req.Approve:
 		return idempotency.Ticket{}, idempotency.ErrStale
 	case r.denied || r.rec.Approved:
+		return m.ticket(req.Ticket, r), nil
+	case r.rec.State != idempotency.StateHeld:
+		// Re-held by a claim: only the approval changes.
+		if req.Approve {
+			r.rec.Approved = true
+		} else if m.mutant == "deny-finalizes" {
+			r.denied = true
+			r.rec.State = idempotency.StateDenied
+		} else {
+			r.denied, r.rec.ApprovalDenied = true, true
+		}
 		return m.ticket(req.Ticket, r), nil
 	case req.Approve:
 		r.rec.Approved = true

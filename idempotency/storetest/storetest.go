@@ -62,6 +62,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"Claim", claimTests},
 		{"Approval", approvalTests},
+		{"Window", windowTests},
 		{"Attempts", attemptTests},
 		{"NeverSent", neverSentTests},
 		{"Refuse", refuseTests},

@@ -68,6 +68,14 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"giveback-any-claim", "GiveBack/AfterClientRetry"},
 		{"giveback-after-finalize", "GiveBack/AfterFinalize"},
 		{"late-claim-keeps-token", "GiveBack/LateClaimCopy"},
+		{"no-rehold", "Approval/RedispatchHeld"},
+		{"rehold-moves-state", "Approval/RedispatchHeld"},
+		{"rehold-retention", "Approval/RedispatchHoldKeepsTTL"},
+		{"deny-finalizes", "Approval/RedispatchDenied"},
+		{"window-ignored", "Window/Expired"},
+		{"window-no-lease", "Window/Expired"},
+		{"window-from-created", "Window/FromResume"},
+		{"window-from-created", "Window/NeverSent"},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {

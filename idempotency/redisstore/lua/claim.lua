@@ -5,7 +5,7 @@
 -- ticket, fresh ticket, op tag, lease ms, retention ms, vendor key (16
 -- bytes, or '' for an unsupported binding), unknown retention ms, attempt
 -- timeout ms, refuse (0/1), the record's member in its unknown index bucket
--- (KEYS[2]).
+-- (KEYS[2]), vendor window ms (how long the vendor deduplicates on the key).
 -- The index: an answer that reserves an attempt (claimed) adds the entry in
 -- this script, before the caller may send; no other answer writes it (a
 -- replay, in_progress, held or a refusal writes nothing there), except that
@@ -20,11 +20,19 @@
 -- Every reservation records its claim in K (op tag, token): a copy of that
 -- claim (the same op) learns its token while it is open and never reserves
 -- again after its give-back, whatever was written since.
+-- Approval: a claim that would dispatch an existing record again (a slot
+-- that never sent, an unknown one with a vendor binding) for a tool that
+-- requires approval needs the record's approval (a = '1'), which covers
+-- every later redispatch of the slot; without it the claim re-holds the
+-- record: it gets a ticket (once) and keeps its state, TTL and index entry.
+-- A denial of such a record (a = '0') answers denied wherever a claim would
+-- dispatch, whatever the tool requires now.
 local sv, rh, b, fp, route, ks = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local approval, presented, fresh, op = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local lease, retention, vk = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13]
 local uretention, timeout, refuse = tonumber(ARGV[14]), tonumber(ARGV[15]), ARGV[16] == '1'
 local member = ARGV[17]
+local window = tonumber(ARGV[18])
 local now = now_ms()
 
 local r, _, raw = load()
@@ -130,6 +138,9 @@ local function reserve_next()
   r.m, r.n, r.y, r.l, r.e, r.U, r.o, r.O = with_state(m, 'f'), int(n + 1), '1', int(nl), int(ne), int(now), op, nil
   put_sent(r, n + 1, sent + 1)
   r.K = op .. int(n + 1)
+  if sent == 0 then
+    r.W = int(now) -- the first attempt that may leave (W absent: C)
+  end
   index_add(member, now, uretention, true)
   save(r, uretention)
   return {'claimed', n + 1, nl, 0, rvk, ne}
@@ -157,8 +168,21 @@ if not same_route then
   return {'destination_conflict'}
 end
 -- No attempt may have left: the slot is as good as fresh. Otherwise only a
--- vendor that deduplicates on our key may see another attempt.
-if sent == 0 or b ~= 'u' then
+-- vendor that deduplicates on our key may see another attempt, and only
+-- while it still remembers the key: the new attempt's lease must end inside
+-- the vendor's window, measured from the first attempt that may have left.
+local first = tonumber(r.W) or tonumber(r.C) or 0
+if sent == 0 or (b ~= 'u' and now + lease < first + window) then
+  if ap == '0' then
+    return {'denied'}
+  elseif approval == '1' and ap ~= '1' then
+    if t == nil then
+      t = fresh
+      r.t = t
+      save(r, nil)
+    end
+    return {'held', t}
+  end
   return reserve_next()
 end
 if s == 'f' then

@@ -8,7 +8,7 @@
 -- The record (schema 2) is one Redis string, so that no body ever turns it
 -- into a larger encoding: byte 0 is the schema version (2), then fields,
 -- each a one-byte tag, the value's length (one byte below 128, else
--- LEB128) and the value. Numbers (w n s y l e C U F x z) are unsigned
+-- LEB128) and the value. Numbers (w n s y l e C U F x z W) are unsigned
 -- big-endian bytes, no byte for 0. The body's size (z) and the body come
 -- last, so that a reply without them is the record cut short (records
 -- written before hold z ahead of the headers: fields are read by tag). The scripts read a record into a
@@ -28,8 +28,12 @@
 --      reported an attempt never sent); absent means n
 --   y  attempts in this cycle  l  lease deadline (ms)     (in flight only)
 --   e  attempt deadline (ms)   O  last renewal's op tag   (in flight only)
---   t  ticket                  a  approved ("1")
+--   t  ticket                  a  approved ("1"); "0": denied, on a record
+--      that a claim re-held in another state (claim.lua), which it keeps
 --   C  created (ms)            U  updated (ms)            (until finalized)
+--   W  when the first attempt that may have left was reserved (ms), when
+--      it is not C: a held slot's resume, a redispatch of a slot that sent
+--      nothing. The vendor's window is measured from it.
 --   F  finalized (ms after C; then also the last update)
 --   x  status                  D  body dropped ("1")
 --   z  the body's size before compression, DEFLATE (absent: stored as sent)
@@ -88,7 +92,8 @@ end
 -- without its body is a prefix of the string. Every call runs this chunk,
 -- so the tables are made by the one function that needs them.
 local function numeric_set()
-  return {w = true, n = true, s = true, y = true, l = true, e = true, C = true, U = true, F = true, x = true, z = true}
+  return {w = true, n = true, s = true, y = true, l = true, e = true, C = true, U = true, F = true, x = true, z = true,
+    W = true}
 end
 
 local function len_bytes(n)
@@ -155,8 +160,8 @@ end
 -- body. The string without the body is the one with it cut short.
 local function encode(r, with_body)
   local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'c', 'p', 'T', 'M', 'H', 'P', 't', 'a',
-    'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'J'}
-  order[#order + 1] = 'K'
+    'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'J',
+    'W', 'K'}
   local num = numeric_set()
   local out = {'\2'}
   for i = 1, #order do

@@ -4,6 +4,10 @@
 -- has none; the ZREM keeps "a final record has no entry" in the script).
 -- The first decision is final: repeating it answers it again, contradicting
 -- it answers the decision that stands.
+-- A record that a claim re-held (claim.lua: it would have dispatched again)
+-- is not held: the decision sets only its approved flag, '1' or '0'
+-- (denied), and keeps its state (an unknown record stays unknown: its
+-- effect may have happened), TTL and index entry.
 local ticket, approve, op = ARGV[1], ARGV[2] == '1', ARGV[3]
 local retention = tonumber(ARGV[4])
 
@@ -18,7 +22,7 @@ if t ~= ticket then
 end
 
 local standing
-if s == 'd' then
+if s == 'd' or ap == '0' then
   standing = 'denied'
 elseif ap == '1' then
   standing = 'approved'
@@ -33,7 +37,9 @@ if standing then
   return {'conflict', standing}
 end
 if s ~= 'h' then
-  return redis.error_reply('ERR redisstore: ticketed record is neither held nor decided')
+  r.a = approve and '1' or '0'
+  save(r, nil)
+  return {approve and 'approved' or 'denied'}
 end
 local now = now_ms()
 if approve then

@@ -34,6 +34,9 @@ local nl, ne = now + lease, now + timeout
 r.n, r.y, r.l, r.e, r.U, r.o, r.O = int(n + 1), int(cy + 1), int(nl), int(ne), int(now), op, nil
 if ARGV[6] == '1' then
   put_sent(r, n + 1, sent) -- the previous attempt never left; this one may
+  if sent <= 1 then
+    r.W = int(now) -- the first attempt that may leave (common.lua)
+  end
 else
   put_sent(r, n + 1, sent + 1)
 end

@@ -421,7 +421,10 @@ func (m model) record(st state, out Output, status string) bool {
 }
 
 // claim is the state table of DESIGN.md section 6, rows tried top to
-// bottom, for records that are never held.
+// bottom, for records that are never held (the lane never requires
+// approval, so no redispatch is held either) and inside the vendor's
+// window (the lane claims with the default window, 24 hours, and runs for
+// seconds, so the window's outcome_unknown row never applies).
 func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 	amb := out.Status == statusAmbiguous
 	is := func(status string) bool { return amb || out.Status == status }

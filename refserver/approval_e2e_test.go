@@ -1,0 +1,182 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/redistest"
+)
+
+// approvalEditConfig serves one tool with a vendor binding, pay.transfer;
+// {{APPROVAL}} is its approval.
+const approvalEditConfig = `{
+  "key_prefix": "e2e:", "lease": "10s", "environment": "production",
+  "workspaces": [{"id": "ws_one", "api_keys": ["` + e2eKeyOne + `"]}],
+  "approver_keys": ["` + e2eKeyAdmin + `"],
+  "connections": [{"id": "conn_v", "provider": "testvendor", "base_url": "{{VENDOR}}", "secret_env": "E2E_VENDOR_SECRET"}],
+  "tools": [
+    {"connection": "conn_v", "path": "/transfer", "spec": {"tool": "pay.transfer", "approval": "{{APPROVAL}}",
+      "idempotency": {"binding": "header", "header": "Idempotency-Key"}, "status": {"accepted": [201]}}}
+  ]
+}`
+
+// hangupVendor counts requests by Idempotency-Key; while hangUp is set it
+// reads each request and drops the connection without an answer (the call's
+// outcome is unknown), otherwise it answers 201.
+type hangupVendor struct {
+	*httptest.Server
+	hangUp atomic.Bool
+	mu     sync.Mutex
+	byKey  map[string]int
+}
+
+func newHangupVendor(t *testing.T) *hangupVendor {
+	v := &hangupVendor{byKey: map[string]int{}}
+	v.hangUp.Store(true)
+	v.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		v.mu.Lock()
+		v.byKey[r.Header.Get("Idempotency-Key")]++
+		v.mu.Unlock()
+		if v.hangUp.Load() {
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"tr_1"}`)
+	}))
+	t.Cleanup(v.Close)
+	return v
+}
+
+// sent is how many requests carried the vendor key of ws_one's pay.transfer
+// call with clientKey (its receipt names it).
+func (v *hangupVendor) sent(t *testing.T, p *proc, clientKey string) int {
+	t.Helper()
+	code, m := p.post(t, "GET", "/v1/receipts/"+clientKey+"?tool=pay.transfer", e2eKeyOne, "")
+	vk, _ := m["vendor_key"].(string)
+	if code != 200 || vk == "" {
+		t.Fatalf("receipt of %s: %d %v", clientKey, code, m)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.byKey[clientKey] != 0 {
+		t.Errorf("the vendor received the client's key")
+	}
+	return v.byKey[vk]
+}
+
+// stop ends a refserver started by startRefserver and waits for it.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err // for the cleanup
+	case <-time.After(15 * time.Second):
+		t.Fatal("refserver did not exit after SIGTERM")
+	}
+}
+
+// TestEndToEndApprovalAfterConfigEdit: a call whose vendor hangs up after
+// reading it is unknown; its tool has a vendor binding, so a retry would
+// send it again with the same vendor key. The operator then makes the tool
+// approval: required and restarts the gateway: the retry is held and sends
+// nothing. Approved, the retry follows the dispatch rows (sent again,
+// accepted); denied, the call stays unknown and every retry is denied.
+func TestEndToEndApprovalAfterConfigEdit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts Redis")
+	}
+	redis := redistest.Start(t)
+	vendor := newHangupVendor(t)
+	dir := t.TempDir()
+	config := func(approval string) string {
+		path := filepath.Join(dir, approval+".json")
+		raw := strings.NewReplacer("{{VENDOR}}", vendor.URL, "{{APPROVAL}}", approval).Replace(approvalEditConfig)
+		if err := os.WriteFile(path, []byte(raw), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	bin := buildRefserver(t)
+	p := startRefserver(t, bin, "-config", config("none"), "-redis", "redis://"+redis.Addr())
+
+	args := map[string]any{"amount": 500, "to": "acct_1"}
+	approved, denied := idempotency.NewKey().String(), idempotency.NewKey().String()
+	for _, k := range []string{approved, denied} {
+		u := call(t, p.session(t, e2eKeyOne, k), "pay.transfer", args, "")
+		u.wantOutcome(t, "unknown", false)
+		if u.rc.AttemptCount != 1 {
+			t.Fatalf("unknown call: %d attempts, want 1", u.rc.AttemptCount)
+		}
+		if n := vendor.sent(t, p, k); n != 1 {
+			t.Fatalf("vendor saw %d requests, want 1", n)
+		}
+	}
+	p.stop(t)
+	p = startRefserver(t, bin, "-config", config("required"), "-redis", "redis://"+redis.Addr())
+	vendor.hangUp.Store(false)
+
+	tickets := map[string]string{}
+	for _, k := range []string{approved, denied} {
+		s := p.session(t, e2eKeyOne, k)
+		h := call(t, s, "pay.transfer", args, "")
+		if h.err != nil || h.rc.Outcome != "held" || !idempotency.ValidTicketID(h.ticket) {
+			t.Fatalf("retry after the tool requires approval: outcome %q ticket %q err %v; want held", h.rc.Outcome, h.ticket, h.err)
+		}
+		if again := call(t, s, "pay.transfer", args, ""); again.ticket != h.ticket || again.rc.Outcome != "held" {
+			t.Fatalf("second retry: outcome %q ticket %q, want held with %q", again.rc.Outcome, again.ticket, h.ticket)
+		}
+		if n := vendor.sent(t, p, k); n != 1 {
+			t.Fatalf("held retries: vendor saw %d requests, want 1", n)
+		}
+		// The record stays unknown while it waits.
+		if code, m := p.post(t, "GET", "/v1/receipts/"+k+"?tool=pay.transfer", e2eKeyOne, ""); code != 200 || m["outcome"] != "unknown" {
+			t.Fatalf("receipt of a held retry: %d %v, want outcome unknown", code, m)
+		}
+		tickets[k] = h.ticket
+	}
+
+	// Approved: the retry follows the dispatch rows. The vendor binding
+	// sends it again with the same vendor key (the vendor deduplicates).
+	if code, m := p.post(t, "POST", "/v1/approvals/"+tickets[approved]+"/approve", e2eKeyAdmin, ""); code != 200 || m["status"] != "approved" {
+		t.Fatalf("approve: %d %v", code, m)
+	}
+	s := p.session(t, e2eKeyOne, approved)
+	call(t, s, "pay.transfer", args, tickets[approved]).wantOutcome(t, "accepted", false)
+	call(t, s, "pay.transfer", args, "").wantOutcome(t, "accepted", true)
+	if n := vendor.sent(t, p, approved); n != 2 {
+		t.Errorf("approved: vendor saw %d requests with the vendor key, want 2 (the unknown one and the retry)", n)
+	}
+
+	// Denied: the call's effect may have happened, so it stays unknown, but
+	// it is never sent again.
+	if code, m := p.post(t, "POST", "/v1/approvals/"+tickets[denied]+"/deny", e2eKeyAdmin, ""); code != 200 || m["status"] != "denied" {
+		t.Fatalf("deny: %d %v", code, m)
+	}
+	s = p.session(t, e2eKeyOne, denied)
+	call(t, s, "pay.transfer", args, "").wantRefusal(t, "denied", 403)
+	call(t, s, "pay.transfer", args, tickets[denied]).wantRefusal(t, "denied", 403)
+	if n := vendor.sent(t, p, denied); n != 1 {
+		t.Errorf("denied: vendor saw %d requests, want 1", n)
+	}
+	if code, m := p.post(t, "GET", "/v1/receipts/"+denied+"?tool=pay.transfer", e2eKeyOne, ""); code != 200 || m["outcome"] != "unknown" {
+		t.Errorf("receipt of a denied unknown call: %d %v, want outcome unknown", code, m)
+	}
+}
