@@ -73,6 +73,7 @@ func Run(t *testing.T, h Harness) {
 		{"Concurrency", concurrencyTests},
 		{"Settle", settleTests},
 		{"List", listTests},
+		{"Incarnation", incarnationTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
