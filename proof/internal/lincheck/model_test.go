@@ -84,7 +84,9 @@ func reserved(tok int, lease float64) Output {
 func lookup() Input { return Input{Kind: Lookup} }
 
 // claimT is an unsupported claim whose attempt may take 1000 ms.
-func claimT(op string) Input { return Input{Kind: Claim, Op: op, Unsupported: true, Timeout: 1000 * ms} }
+func claimT(op string) Input {
+	return Input{Kind: Claim, Op: op, Unsupported: true, Timeout: 1000 * ms}
+}
 
 func claimedT(tok int, call float64) Output {
 	return Output{Status: "claimed", Token: tok, Lease: at(call + 100.5), Deadline: at(call + 1000.5)}
