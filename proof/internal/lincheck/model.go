@@ -104,17 +104,14 @@ type state struct {
 	// answer named it, apart while only an ambiguous op set it (LMax is
 	// never until a later op bounds it).
 	LMin, LMax int64
-	// E is the attempt deadline while the attempt may run: in flight, and
-	// unknown by the lease-expiry path (Open); 0 once it ended or while the
-	// checker does not know it.
-	E         int64
-	Lapsed    bool // an op saw this lease lapsed: so does every later one
-	Open      bool // unknown by the lease-expiry path: the owner's finalize applies
-	Settled   bool
-	VK        string // the vendor key claimed answers carry; "" until seen
-	Body      string // stored result body
-	LastOp    string // kind-tagged id of the last change ("c:", "r:", "f:", "s:")
-	LastRenew string // op id of the renewal that set the lease, in flight
+	E          int64 // attempt deadline while the attempt may run (in flight, or Open); 0 once it ended or not known
+	Lapsed     bool  // an op saw this lease lapsed: so does every later one
+	Open       bool  // unknown by the lease-expiry path: the owner's finalize applies
+	Settled    bool
+	VK         string // the vendor key claimed answers carry; "" until seen
+	Body       string // stored result body
+	LastOp     string // kind-tagged id of the last change ("c:", "r:", "f:", "s:")
+	LastRenew  string // op id of the renewal that set the lease, in flight
 	// Floor is the latest call among the ops linearized so far: every later
 	// op takes effect at or after it. It is a function of the linearized
 	// set, so it does not split porcupine's cache.
