@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -81,4 +83,33 @@ func TestIncarnationAfterDelete(t *testing.T) {
 	if _, err := m.store.Renew(ctx, idempotency.RenewRequest{Scope: testScope, Key: k, Token: 1, Incarnation: "zz"}); err == nil {
 		t.Fatal("Renew with a malformed incarnation: no error")
 	}
+}
+
+// TestConflictAfterLapseRefreshesEntry: a lapsed in-flight record met by a
+// claim of another route becomes unknown first, as on the lease-expiry
+// path: its TTL and its index entry's score restart, its attempt deadline
+// stays, and the claim's op is not recorded (a re-send conflicts again).
+func TestConflictAfterLapseRefreshesEntry(t *testing.T) {
+	m := newMini(t, Options{Lease: time.Second})
+	req := claimReq(idempotency.NewKey())
+	req.Binding = effectspec.BindingUnsupported
+	c := mustClaim(t, m.store, req, idempotency.StatusClaimed)
+	m.mr.SetTime(t0.Add(2 * time.Second))
+	m.mr.FastForward(2 * time.Second)
+	other := req
+	other.Fingerprint = hashOf("another route")
+	other.OpID = "op-conflict"
+	mustClaim(t, m.store, other, idempotency.StatusDestinationConflict)
+	if got, want := m.indexScores(t)[member(req.Key)], float64(t0.Add(2*time.Second+DefaultUnknownRetention).UnixMilli()); got != want {
+		t.Fatalf("entry after the conflict: score %v, want %v", got, want)
+	}
+	if ttl := m.mr.TTL(m.recordKey(t, req.Key)); ttl != DefaultUnknownRetention {
+		t.Fatalf("record TTL %v after the conflict, want %v", ttl, DefaultUnknownRetention)
+	}
+	rec, err := m.store.Lookup(context.Background(), testScope, req.Key)
+	if err != nil || rec.State != idempotency.StateUnknown || !rec.AttemptDeadline.Equal(c.AttemptDeadline) {
+		t.Fatalf("after the conflict: %s, attempt deadline %v, %v; want unknown keeping %v", rec.State, rec.AttemptDeadline, err, c.AttemptDeadline)
+	}
+	mustClaim(t, m.store, other, idempotency.StatusDestinationConflict)
+	mustFinalize(t, m.store, req.Key, c.Token, idempotency.StateAccepted, nil)
 }

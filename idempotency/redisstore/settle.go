@@ -71,7 +71,12 @@ func (s *Store) indexEntry(scope idempotency.Scope, key idempotency.Key, rk stri
 }
 
 // Settle settles an unknown record (idempotency.Settler): one script on
-// the record and its index bucket.
+// the record and its index bucket. A record whose attempt may still be
+// running at its gateway (it still has an attempt deadline: in flight
+// under a lapsed lease, or turned unknown by the lease-expiry path) is
+// refused until that deadline plus the lease, by the Redis clock, with an
+// *idempotency.AttemptRunningError; a record of another scope version with
+// idempotency.ErrScopeVersionConflict.
 func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idempotency.Record, error) {
 	rk, err := req.Scope.StorageKey(s.prefix, req.Key)
 	if err != nil {
