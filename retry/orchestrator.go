@@ -165,6 +165,10 @@ type Outcome struct {
 //     ends).
 //   - A finalize answered ErrStale (another gateway took the slot over
 //     after the lease) is reported, never overwritten.
+//   - A renewal that finds no record of the claim's incarnation (it expired
+//     or was deleted under the attempt, and may have been made again with
+//     its tokens restarted) is fatal: no second attempt, no finalize; Do
+//     answers ErrStale (lease lost).
 //
 // So attempt_count on a receipt counts reserved attempts, each made durable
 // before it may be sent: the vendor saw at most that many requests, and
