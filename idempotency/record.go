@@ -177,7 +177,8 @@ type ClaimResult struct {
 	// record was created. Reserve, Renew and Finalize carry it, so that a
 	// token that restarts on a record made again (the old one expired or
 	// was deleted) never matches an old worker's. Empty for a record made
-	// before incarnations existed.
+	// before incarnations existed. An empty one in a request, and a record
+	// without one, are not compared.
 	Incarnation string
 }
 

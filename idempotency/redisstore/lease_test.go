@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -112,4 +113,24 @@ func TestConflictAfterLapseRefreshesEntry(t *testing.T) {
 	}
 	mustClaim(t, m.store, other, idempotency.StatusDestinationConflict)
 	mustFinalize(t, m.store, req.Key, c.Token, idempotency.StateAccepted, nil)
+}
+
+// TestIncarnationAbsentOnRecord: a record without an incarnation (made
+// before them, or rewritten by a previous release's scripts, which drop the
+// field) is not compared: its owner keeps renewing and finalizing it.
+func TestIncarnationAbsentOnRecord(t *testing.T) {
+	ctx := context.Background()
+	m := newMini(t, Options{Lease: time.Second})
+	k := idempotency.NewKey()
+	rk := m.recordKey(t, k)
+	lease := strconv.FormatInt(t0.Add(time.Second).UnixMilli(), 10)
+	deadline := strconv.FormatInt(t0.Add(time.Minute).UnixMilli(), 10)
+	m.mr.HSet(rk, "m", "fsh", "w", strconv.Itoa(idempotency.ScopeVersion), "q", hashOf("args")[7:], "f", hashOf("route")[7:], "n", "1", "l", lease, "e", deadline)
+	const inc = "0123456789abcdef"
+	if _, err := m.store.Renew(ctx, idempotency.RenewRequest{Scope: testScope, Key: k, Token: 1, Incarnation: inc}); err != nil {
+		t.Fatalf("Renew of a record without an incarnation: %v", err)
+	}
+	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateAccepted, Incarnation: inc}); err != nil {
+		t.Fatalf("Finalize of a record without an incarnation: %v", err)
+	}
 }

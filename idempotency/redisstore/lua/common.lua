@@ -26,7 +26,9 @@
 --   i  incarnation: 8 random bytes written when the record is created
 --      (fresh claim, held); reserve, renew and finalize compare it with
 --      the caller's, so that a token restarted on a record made again never
---      matches an old worker's (absent on records made before)
+--      matches an old worker's. A caller's '' and a record without i (made
+--      before, or rewritten by a previous release's scripts, which drop the
+--      field) are not compared.
 --   n  attempts = fencing token
 --   s  attempts that may have left, only when fewer than n (a finalize
 --      reported an attempt never sent); absent means n

@@ -1,7 +1,8 @@
 -- finalize: ARGV = token, state (a, r, u), op tag, TTL ms, never sent
 -- (0/1), the record's member in its unknown index bucket (KEYS[2]), then
 -- the result from ARGV[7] (see set_result), then (last) the caller's
--- incarnation ('' matches any record; another record's is stale).
+-- incarnation (another record's is stale; '' and a record without one are
+-- not compared).
 -- A final outcome removes the index entry in this script; an unknown one
 -- keeps it (its score follows the record's new expiry); a stale or re-sent
 -- finalize writes nothing there.
@@ -26,7 +27,7 @@ local s = string.sub(m, 1, 1)
 if rop == op then
   return {'finalized', encode(r, false), 1}
 end
-if n ~= token or inc ~= '' and (r.i or '') ~= inc or not (s == 'f' or (s == 'u' and not settled)) then
+if n ~= token or inc ~= '' and r.i ~= nil and r.i ~= inc or not (s == 'f' or (s == 'u' and not settled)) then
   return {'stale'}
 end
 local now = now_ms()

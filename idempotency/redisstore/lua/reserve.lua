@@ -1,8 +1,8 @@
 -- reserve: ARGV = token, op tag, lease ms, unknown retention ms, attempt
 -- timeout ms, previous never sent ('1': attempt token is taken back), the
 -- record's member in its unknown index bucket (KEYS[2]), which a
--- reservation adds, the caller's incarnation ('' matches any record; else
--- another record's is stale). The lease ends at the attempt deadline at
+-- reservation adds, the caller's incarnation (another record's is stale;
+-- '' and a record without one are not compared). The lease ends at the attempt deadline at
 -- the latest. Replies {reserved, token, lease deadline, attempt
 -- deadline} and a fifth element 1 when the op was applied before.
 local token, op = tonumber(ARGV[1]), ARGV[2]
@@ -17,7 +17,7 @@ end
 local s, n, cy, l, rop = string.sub(r.m or '', 1, 1), tonumber(r.n) or 0, tonumber(r.y) or 0, tonumber(r.l) or 0, r.o
 local sent, e = tonumber(r.s) or n, tonumber(r.e) or 0
 
-if inc ~= '' and (r.i or '') ~= inc then
+if inc ~= '' and r.i ~= nil and r.i ~= inc then
   return {'stale'} -- a record made again since this worker's claim
 end
 if rop == op then
