@@ -59,6 +59,11 @@ var (
 	// call (a body pointer the key cannot be written at, an invalid scope);
 	// it fails the same way every time, so it is never retried.
 	ErrInvalidRequest = errors.New("idempotency: invalid request")
+	// ErrRetentionTooShort: a claim or reservation whose attempt (its
+	// timeout plus the lease) could outlive the record's retention: the
+	// record would expire under a live attempt and re-open its slot with
+	// the fencing token restarted. Nothing was written.
+	ErrRetentionTooShort = errors.New("idempotency: unknown retention shorter than the attempt timeout plus the lease")
 	// ErrStoreUnavailable: the store failed or timed out during a mutating step.
 	// The step may or may not have been applied; the caller must not send and
 	// should settle the state with a read-only Lookup.

@@ -46,8 +46,10 @@ type Record struct {
 	SentAttempts  int
 	LeaseDeadline time.Time // in flight only
 	// AttemptDeadline is when the reserved attempt times out: the time of its
-	// reservation plus its timeout. Renew never moves the lease past it. In
-	// flight only.
+	// reservation plus its timeout. Renew never moves the lease past it. Set
+	// while the attempt may run: in flight, and on a record the lease-expiry
+	// path turned unknown (its owner may still finalize it); an owner's
+	// finalize clears it.
 	AttemptDeadline time.Time
 	Ticket          string // approval ticket, when the call was held
 	Approved        bool
@@ -205,6 +207,13 @@ type ClaimResult struct {
 	Record *Record
 	// AlreadyApplied says this OpID had been applied before (a re-sent claim).
 	AlreadyApplied bool
+	// Incarnation names the record, when Claimed: a nonce written when the
+	// record was created. Reserve, Renew and Finalize carry it, so that a
+	// token that restarts on a record made again (the old one expired or
+	// was deleted) never matches an old worker's. Empty for a record made
+	// before incarnations existed. An empty one in a request, and a record
+	// without one, are not compared.
+	Incarnation string
 }
 
 // Err returns the refusal sentinel of a non-dispatching status, or nil for
@@ -246,7 +255,10 @@ type ReserveRequest struct {
 	// NeverSent would, so a second attempt that never leaves either leaves
 	// the slot open (DESIGN.md section 6).
 	PreviousNeverSent bool
-	OpID              string
+	// Incarnation is ClaimResult.Incarnation of the claim that reserved
+	// Token: another one answers ErrStale.
+	Incarnation string
+	OpID        string
 }
 
 // Reservation is a reserved attempt.
@@ -262,7 +274,10 @@ type RenewRequest struct {
 	Scope Scope
 	Key   Key
 	Token int
-	OpID  string
+	// Incarnation is ClaimResult.Incarnation of the claim that reserved
+	// Token: another one answers ErrNotFound (the worker's record is gone).
+	Incarnation string
+	OpID        string
 }
 
 // FinalizeRequest records the outcome of the attempt that Token names.
@@ -278,7 +293,10 @@ type FinalizeRequest struct {
 	// the attempt back (SentAttempts), so the next claim re-opens the slot
 	// if no other attempt may have left; the token is never reused.
 	NeverSent bool
-	OpID      string
+	// Incarnation is ClaimResult.Incarnation of the claim that reserved
+	// Token: another one answers ErrStale and changes nothing.
+	Incarnation string
+	OpID        string
 }
 
 // GiveBackRequest gives back the attempt that a claim reserved but nobody

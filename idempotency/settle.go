@@ -16,8 +16,13 @@ type Settler interface {
 	// lapsed) to StateAccepted or StateDefinitelyRejected, by compare-and-set
 	// on that state and on SettleRequest.Attempts. From any other state it is
 	// ErrNotUnknown, and after a redispatch ErrStale; both change nothing.
-	// It never shortens the record's TTL. It returns the record without the
-	// result body.
+	// A record whose attempt may still be running at its gateway (in
+	// flight under a lapsed lease, or turned unknown by the lease-expiry
+	// path, until its attempt deadline plus the store's lease) is refused
+	// with an *AttemptRunningError (matching ErrInProgress): its owner's
+	// finalize is still to come. A record of another scope version is
+	// ErrScopeVersionConflict. It never shortens the record's TTL. It
+	// returns the record without the result body.
 	Settle(ctx context.Context, req SettleRequest) (Record, error)
 	// ListUnknown returns one page of the workspace's records that are
 	// unknown now, in an order the store documents (redisstore: by index
@@ -36,6 +41,27 @@ const (
 // ErrNotUnknown: a settle found the record in a state other than unknown
 // (final, held, denied, or in flight under a live lease). Nothing changed.
 var ErrNotUnknown = errors.New("idempotency: record is not unknown")
+
+// AttemptRunningError refuses a settle of a record whose attempt may still
+// be running at its gateway: the lease lapsed (a failover, failed renewals,
+// a paused gateway) but the attempt deadline has not passed, so the vendor
+// may not have answered yet and the owner's finalize may still land. It
+// matches ErrInProgress. The attempt deadline is the gateway's give-up
+// time, not proof that the vendor has finished.
+type AttemptRunningError struct {
+	// SettleAfter is when the record becomes settleable (the store's
+	// clock): the attempt deadline plus the store's lease.
+	SettleAfter time.Time
+	// RetryAfter is how long until then, measured by the store's clock.
+	RetryAfter time.Duration
+}
+
+func (e *AttemptRunningError) Error() string {
+	return "idempotency: settle: the attempt may still be running until its deadline"
+}
+
+// Unwrap returns ErrInProgress.
+func (e *AttemptRunningError) Unwrap() error { return ErrInProgress }
 
 // Resolution says who settled an unknown record, when (the store's clock)
 // and why.
@@ -129,4 +155,9 @@ type UnknownPage struct {
 type UnknownRecord struct {
 	Scope  Scope
 	Record Record
+	// SettleAfter, when not zero, is when the record becomes settleable:
+	// its attempt may still be running at its gateway until its attempt
+	// deadline plus the store's lease (see AttemptRunningError). Zero: it
+	// may be settled now.
+	SettleAfter time.Time
 }

@@ -38,19 +38,27 @@ type Store interface {
 	//
 	// A record of a header or body_pointer binding is created with its
 	// VendorKey (DESIGN.md section 5a), which every claimed answer returns
-	// unchanged.
+	// unchanged. A record is created with an incarnation, which every
+	// claimed answer returns (ClaimResult.Incarnation). Every lease ends at
+	// the attempt deadline at the latest. A claim whose Timeout plus the
+	// lease reaches the store's unknown retention is ErrRetentionTooShort
+	// and writes nothing.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// Reserve reserves attempt Token+1 if Token is current and in flight, and
-	// the cycle has had only one attempt; otherwise ErrStale.
+	// the cycle has had only one attempt; otherwise ErrStale (also for
+	// another record's Incarnation). A Timeout whose attempt could outlive
+	// the record is ErrRetentionTooShort, as for Claim.
 	Reserve(ctx context.Context, req ReserveRequest) (Reservation, error)
 	// Renew extends the lease of attempt Token to min(now + Lease(), its
 	// attempt deadline) and returns the new lease deadline. It is a
 	// compare-and-set on state in_flight, the current token and a lease that
 	// has not lapsed: it never revives a lapsed lease (ErrStale). A renewed
-	// lease keeps the slot; it never allows a send that was not allowed.
+	// lease keeps the slot; it never allows a send that was not allowed. No
+	// record, or another record's Incarnation, is ErrNotFound: the caller's
+	// record is gone, which is fatal for its attempt.
 	Renew(ctx context.Context, req RenewRequest) (time.Time, error)
-	// Finalize records the outcome if Token is current; otherwise ErrStale:
-	// the token, not the clock, is the fence.
+	// Finalize records the outcome if Token (and Incarnation) is current;
+	// otherwise ErrStale: the token, not the clock, is the fence.
 	// It also applies when the lease-expiry path turned the record unknown
 	// without a new token (never over a final record): the owner holds the
 	// answer. It returns the record without the result body.

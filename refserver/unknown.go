@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 	"unicode"
 
 	"github.com/obol-gateway/obol/idempotency"
@@ -72,8 +74,25 @@ func (s *server) workspaceParam(w http.ResponseWriter, r *http.Request) (string,
 // unknownList is the answer of GET /v1/unknown: the receipts of the calls
 // that are unknown now, and the cursor of the next page ("" at the end).
 type unknownList struct {
-	Unknown []receipt.Receipt `json:"unknown"`
-	Cursor  string            `json:"cursor"`
+	Unknown []listedReceipt `json:"unknown"`
+	Cursor  string          `json:"cursor"`
+}
+
+// listedReceipt is a listed call's receipt and, while its attempt may still
+// be running at its gateway (a lapsed lease before the attempt deadline),
+// settle_after: when a resolve stops answering in_progress.
+type listedReceipt struct {
+	receipt.Receipt
+	SettleAfter time.Time
+}
+
+func (l listedReceipt) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(l.Receipt)
+	if err != nil || l.SettleAfter.IsZero() || len(b) < 2 {
+		return b, err
+	}
+	at, _ := json.Marshal(l.SettleAfter.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	return append(append(append(b[:len(b)-1:len(b)-1], `,"settle_after":`...), at...), '}'), nil
 }
 
 // handleListUnknown lists a workspace's unknown calls, a page at a time
@@ -113,13 +132,13 @@ func (s *server) handleListUnknown(w http.ResponseWriter, r *http.Request) {
 		s.restRefuse(w, rf)
 		return
 	}
-	out := unknownList{Unknown: make([]receipt.Receipt, 0, len(page.Records)), Cursor: page.Cursor}
+	out := unknownList{Unknown: make([]listedReceipt, 0, len(page.Records)), Cursor: page.Cursor}
 	for _, u := range page.Records {
 		t := s.specFor(u.Scope.Tool, u.Record.Fingerprint)
 		if t == nil {
 			continue // a tool no longer configured: its receipts endpoint cannot name it either
 		}
-		out.Unknown = append(out.Unknown, retry.Receipt(u.Scope, t.Spec, u.Record))
+		out.Unknown = append(out.Unknown, listedReceipt{retry.Receipt(u.Scope, t.Spec, u.Record), u.SettleAfter})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -215,9 +234,25 @@ func noteProblem(note string) string {
 	return ""
 }
 
+// resolveBusy is the refusal of a settle whose call's attempt may still be
+// running: retry_after_ms until it stops.
+type resolveBusy struct {
+	restError
+	RetryAfterMS int64 `json:"retry_after_ms"`
+}
+
 func (s *server) resolveRefuse(w http.ResponseWriter, err error) {
 	var rf refusal
+	var running *idempotency.AttemptRunningError
 	switch {
+	case errors.As(err, &running):
+		// Its gateway may still finalize it: an operator who asks the vendor
+		// now may hear of a request the vendor has not processed yet.
+		rf = refusal{reason: "in_progress", status: http.StatusConflict,
+			msg: "the call's attempt may still be running until its deadline; retry after retry_after_ms"}
+		s.metrics.refusals.WithLabelValues(rf.reason).Inc()
+		writeJSON(w, rf.status, resolveBusy{restError{rf.reason, rf.status, rf.msg}, max(running.RetryAfter.Milliseconds(), 1)})
+		return
 	case errors.Is(err, idempotency.ErrStale):
 		// Here a redispatch since the listing, not a lost lease.
 		rf = refusal{reason: "stale", status: http.StatusConflict, msg: "the call had another attempt since its attempt_count was read"}

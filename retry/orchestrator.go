@@ -209,6 +209,10 @@ type Outcome struct {
 //     ends).
 //   - A finalize answered ErrStale (another gateway took the slot over
 //     after the lease) is reported, never overwritten.
+//   - A renewal that finds no record of the claim's incarnation (it expired
+//     or was deleted under the attempt, and may have been made again with
+//     its tokens restarted) is fatal: no second attempt, no finalize; Do
+//     answers ErrStale (lease lost).
 //
 // So attempt_count on a receipt counts reserved attempts, each made durable
 // before it may be sent: the vendor saw at most that many requests, and
@@ -334,7 +338,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		o.finalize(ctx, &call, hash, claim.Token, start, Result{Phase: BeforeSend, Err: call.Refuse})
 		return Outcome{}, call.Refuse
 	}
-	return o.dispatch(ctx, &call, hash, sendKey(call.Key, claim.VendorKey), claim.Token, start)
+	return o.dispatch(ctx, &call, hash, sendKey(call.Key, claim.VendorKey), claim.Token, claim.Incarnation, start)
 }
 
 // claimPrevious answers a claim refused as request_mismatch by claiming
@@ -404,19 +408,29 @@ func (o *Orchestrator) margin() time.Duration {
 // lease ends (minus the margin), measured on the gateway's clock from just
 // before its reservation; once sent, it may run until the tool's timeout
 // while the lease is renewed every lease/3 (DESIGN.md section 6).
-func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, vendorKey idempotency.Key, token int, reservedAt time.Time) (Outcome, error) {
+//
+// inc is the record's incarnation (idempotency.ClaimResult.Incarnation),
+// which every reserve, renewal and finalize of the call carries. A renewal
+// that finds no record of it (the record expired or was deleted under the
+// attempt, and may have been made again with its tokens restarted) loses the
+// lease for good: no second attempt, no finalize over another record.
+func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, vendorKey idempotency.Key, token int, inc string, reservedAt time.Time) (Outcome, error) {
 	ctx = context.WithoutCancel(ctx)
 	first := token
 	var res Result
 	for {
-		res = o.attempt(ctx, call, vendorKey, token, reservedAt)
+		var gone bool
+		res, gone = o.attempt(ctx, call, vendorKey, token, inc, reservedAt)
+		if gone {
+			return Outcome{Key: call.Key}, fmt.Errorf("retry: attempt %d: its record is gone (expired or deleted under the attempt): %w", token, idempotency.ErrStale)
+		}
 		if token != first || !o.secondAttempt(call.Spec, res) {
 			break
 		}
 		// A first attempt proven unsent is taken back in the same step, so
 		// it never burns the slot (DESIGN.md section 6).
 		rreq := idempotency.ReserveRequest{Scope: call.Scope, Key: call.Key, Token: token,
-			Timeout: call.Spec.AttemptTimeout(), PreviousNeverSent: res.Phase == BeforeSend, OpID: idempotency.NewOpID()}
+			Timeout: call.Spec.AttemptTimeout(), PreviousNeverSent: res.Phase == BeforeSend, Incarnation: inc, OpID: idempotency.NewOpID()}
 		at := time.Now()
 		var rsv idempotency.Reservation
 		rctx, end := o.span(ctx, SpanReserve, Attr{AttrAttempt, token + 1})
@@ -431,25 +445,25 @@ func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, ve
 		}
 		token, reservedAt = rsv.Token, at
 	}
-	return o.finalize(ctx, call, hash, token, reservedAt, res)
+	return o.finalizeInc(ctx, call, hash, token, inc, reservedAt, res)
 }
 
-// attempt sends attempt token, renewing its lease while it runs.
-func (o *Orchestrator) attempt(ctx context.Context, call *Call, vendorKey idempotency.Key, token int, reservedAt time.Time) Result {
+// attempt sends attempt token, renewing its lease while it runs. gone says
+// a renewal found no record of incarnation inc: the lease is lost.
+func (o *Orchestrator) attempt(ctx context.Context, call *Call, vendorKey idempotency.Key, token int, inc string, reservedAt time.Time) (res Result, gone bool) {
 	lease := o.Store.Lease()
 	sendBy := reservedAt.Add(lease - o.margin())
 	sctx, end := o.span(ctx, SpanAttempt, Attr{AttrAttempt, token}, Attr{AttrBinding, string(call.Route.Binding)})
 	actx, cancel := context.WithDeadline(WithSendDeadline(sctx, sendBy), reservedAt.Add(call.Spec.AttemptTimeout()))
 	defer cancel()
-	stop := o.renew(ctx, call, token, lease)
+	stop := o.renew(ctx, call, token, inc, lease)
 	began := time.Now()
-	var res Result
 	if time.Now().Before(sendBy) {
 		res = call.Target.Send(actx, Attempt{Key: vendorKey, Number: token, Arguments: call.Arguments, Spec: call.Spec})
 	} else {
 		res = Result{Phase: BeforeSend, Err: newError(BeforeSend, "request", ErrSendDeadline)}
 	}
-	stop()
+	gone = stop()
 	attrs := []Attr{{AttrPhase, string(res.Phase)}}
 	if res.Phase == Responded {
 		attrs = append(attrs, Attr{AttrStatus, res.Status})
@@ -458,18 +472,21 @@ func (o *Orchestrator) attempt(ctx context.Context, call *Call, vendorKey idempo
 	if o.OnAttempt != nil {
 		o.OnAttempt(call, token, res, time.Since(began))
 	}
-	return res
+	return res, gone
 }
 
 // renew renews the lease of attempt token every lease/3 until stop is
 // called or a renewal fails. A failed renewal stops nothing already sent:
-// the finalize's compare-and-set decides (DESIGN.md section 6).
+// the finalize's compare-and-set decides (DESIGN.md section 6), except
+// that a renewal answered ErrNotFound (no record of incarnation inc: it
+// expired or was deleted under the attempt) is fatal: stop reports it, and
+// the attempt finalizes nothing.
 //
 // Renewals run on a timer rather than a goroutine of their own: almost every
 // attempt ends long before its first renewal, and starting, waking and
 // waiting for a goroutine per attempt costs each call a scheduler hand-off.
 // stop waits for a renewal that is running.
-func (o *Orchestrator) renew(ctx context.Context, call *Call, token int, lease time.Duration) (stop func()) {
+func (o *Orchestrator) renew(ctx context.Context, call *Call, token int, inc string, lease time.Duration) (stop func() (gone bool)) {
 	every := lease / 3
 	r := &renewal{}
 	next := time.Now().Add(every)
@@ -485,7 +502,7 @@ func (o *Orchestrator) renew(ctx context.Context, call *Call, token int, lease t
 		r.mu.Unlock()
 
 		rctx, cancel := context.WithTimeout(ctx, every)
-		dl, err := o.Store.Renew(rctx, idempotency.RenewRequest{Scope: call.Scope, Key: call.Key, Token: token, OpID: idempotency.NewOpID()})
+		dl, err := o.Store.Renew(rctx, idempotency.RenewRequest{Scope: call.Scope, Key: call.Key, Token: token, Incarnation: inc, OpID: idempotency.NewOpID()})
 		cancel()
 		if o.OnRenew != nil {
 			o.OnRenew(call, token, dl, err)
@@ -495,9 +512,11 @@ func (o *Orchestrator) renew(ctx context.Context, call *Call, token int, lease t
 		defer r.mu.Unlock()
 		r.running = nil
 		close(running)
+		gone := errors.Is(err, idempotency.ErrNotFound)
+		r.gone = r.gone || gone
 		// ErrStale: the slot is another's now, or the attempt deadline
-		// passed; nothing is left to renew.
-		if !r.stopped && !errors.Is(err, idempotency.ErrStale) {
+		// passed; nothing is left to renew. ErrNotFound: the record is gone.
+		if !r.stopped && !errors.Is(err, idempotency.ErrStale) && !gone {
 			// Keep the cadence of a ticker: a slow renewal does not push
 			// the next one later.
 			next = next.Add(every)
@@ -516,10 +535,13 @@ type renewal struct {
 	mu      sync.Mutex
 	t       *time.Timer
 	stopped bool
+	gone    bool          // a renewal found no record of the attempt's incarnation
 	running chan struct{} // closed when the renewal running now ends; nil if none
 }
 
-func (r *renewal) stop() {
+// stop ends the renewals, waits for one that is running, and reports
+// whether one found the record gone.
+func (r *renewal) stop() bool {
 	r.mu.Lock()
 	r.stopped = true
 	r.t.Stop()
@@ -528,6 +550,9 @@ func (r *renewal) stop() {
 	if running != nil {
 		<-running
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gone
 }
 
 // secondAttempt is the rule of DESIGN.md section 8: a proven before_send
@@ -547,6 +572,11 @@ func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result) bool {
 }
 
 func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, token int, reservedAt time.Time, res Result) (Outcome, error) {
+	return o.finalizeInc(ctx, call, hash, token, "", reservedAt, res)
+}
+
+// finalizeInc is finalize of the attempt of record incarnation inc.
+func (o *Orchestrator) finalizeInc(ctx context.Context, call *Call, hash string, token int, inc string, reservedAt time.Time, res Result) (Outcome, error) {
 	state := idempotency.StateUnknown
 	var stored *idempotency.StoredResult
 	if res.Phase == Responded {
@@ -563,7 +593,7 @@ func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, to
 	// does not burn the slot (DESIGN.md section 6).
 	neverSent := res.Phase == BeforeSend
 	freq := idempotency.FinalizeRequest{Scope: call.Scope, Key: call.Key, Token: token, Outcome: state, Result: stored,
-		NeverSent: neverSent, OpID: idempotency.NewOpID()}
+		NeverSent: neverSent, Incarnation: inc, OpID: idempotency.NewOpID()}
 	ctx, end := o.span(ctx, SpanFinalize, Attr{AttrAttempt, token})
 	// The lease was renewed while the attempt ran; a finalize by the current
 	// token applies even after it, while nobody took the slot over.

@@ -807,3 +807,75 @@ func TestApprovalFlow(t *testing.T) {
 		}
 	})
 }
+
+// TestRecordGoneUnderAttempt: the record of a running attempt vanishes (a
+// DEL, a FLUSHALL, a Redis that lost its data) and a new claim makes it
+// again with token 1. The old worker's renewal finds no record of its
+// incarnation: it loses the lease for good and finalizes nothing over the
+// new record, whose own outcome stands.
+func TestRecordGoneUnderAttempt(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	m := miniredis.RunT(t)
+	st := openStore(t, rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true}, lease, true)
+	arrived := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	release := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	testEnd := t.Context()
+	v := newVendor(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if n <= 2 {
+			close(arrived[n-1])
+			select {
+			case <-release[n-1]:
+			case <-r.Context().Done():
+			case <-testEnd.Done():
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(201)
+		fmt.Fprintf(w, `{"request":%d}`, n)
+	})
+	sp := spec(effectspec.BindingHeader)
+	sp.Timeout = 10 * time.Second
+	c := call(v.URL, effectspec.MustNew(sp), idempotency.NewKey(), &retry.Executor{})
+	old := orch(st, lease)
+	gone := make(chan struct{})
+	var once sync.Once
+	old.OnRenew = func(_ *retry.Call, _ int, _ time.Time, err error) {
+		if errors.Is(err, idempotency.ErrNotFound) {
+			once.Do(func() { close(gone) })
+		}
+	}
+	type res struct {
+		out retry.Outcome
+		err error
+	}
+	oldDone, newDone := make(chan res, 1), make(chan res, 1)
+	go func() { out, err := old.Do(context.Background(), c); oldDone <- res{out, err} }()
+	<-arrived[0]
+	rk, err := c.Scope.StorageKey(idempotency.DefaultPrefix, c.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Del(rk)
+	go func() { out, err := orch(st, lease).Do(context.Background(), c); newDone <- res{out, err} }()
+	<-arrived[1]
+	select {
+	case <-gone:
+	case <-time.After(10 * lease):
+		t.Fatal("the old worker's renewals never found its record gone")
+	}
+	close(release[0])
+	r := <-oldDone
+	if !errors.Is(r.err, idempotency.ErrStale) {
+		t.Fatalf("old worker: %v (receipt %+v), want ErrStale (lease lost)", r.err, r.out.Receipt)
+	}
+	if rec, err := st.Lookup(context.Background(), c.Scope, c.Key); err != nil || rec.State != idempotency.StateInFlight || rec.AttemptCount != 1 {
+		t.Fatalf("after the old worker: record %s, %d attempts, %v; want the new owner's in flight", rec.State, rec.AttemptCount, err)
+	}
+	close(release[1])
+	r = <-newDone
+	expect(t, r.out, r.err, receipt.Accepted, 1, 1)
+	rec, err := st.Lookup(context.Background(), c.Scope, c.Key)
+	if err != nil || rec.State != idempotency.StateAccepted || rec.Result == nil || string(rec.Result.Body) != `{"request":2}` {
+		t.Fatalf("record %+v, %v; want the new owner's accepted answer", rec, err)
+	}
+}

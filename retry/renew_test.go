@@ -36,7 +36,7 @@ func (s *renewStore) Renew(context.Context, idempotency.RenewRequest) (time.Time
 func TestRenewStopWaitsForARunningRenewal(t *testing.T) {
 	st := &renewStore{lease: 30 * time.Millisecond, block: true, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	o := &Orchestrator{Store: st}
-	stop := o.renew(context.Background(), &Call{}, 1, st.lease)
+	stop := o.renew(context.Background(), &Call{}, 1, "", st.lease)
 	<-st.entered
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
@@ -57,7 +57,7 @@ func TestRenewStopWaitsForARunningRenewal(t *testing.T) {
 func TestRenewRepeatsUntilStale(t *testing.T) {
 	st := &renewStore{lease: 30 * time.Millisecond}
 	o := &Orchestrator{Store: st}
-	stop := o.renew(context.Background(), &Call{}, 1, st.lease)
+	stop := o.renew(context.Background(), &Call{}, 1, "", st.lease)
 	deadline := time.Now().Add(10 * time.Second)
 	for st.renewals.Load() < 3 {
 		if time.Now().After(deadline) {
@@ -69,7 +69,7 @@ func TestRenewRepeatsUntilStale(t *testing.T) {
 
 	stale := &renewStore{lease: 30 * time.Millisecond, err: idempotency.ErrStale}
 	o = &Orchestrator{Store: stale}
-	stop = o.renew(context.Background(), &Call{}, 1, stale.lease)
+	stop = o.renew(context.Background(), &Call{}, 1, "", stale.lease)
 	for stale.renewals.Load() < 1 {
 		time.Sleep(time.Millisecond)
 	}

@@ -268,7 +268,8 @@ func (e *env) checkKeys(ctx context.Context, lo, hi int64) error {
 // redisstore sends (scope version, request hash, binding, fingerprint,
 // route record, key source, no approval, no ticket, an op id, lease 10s,
 // retention 24h, vendor key, unknown retention 7 days, attempt timeout 30s,
-// no refusal, the index member) and its keys (the record and an index
+// no refusal, the index member, a vendor window of 24h, an incarnation)
+// and its keys (the record and an index
 // bucket, w.bucket). __rand_int__ makes the keys unique: 12 digits (after 20
 // zeros: 32 digits, like our keys) drawn from 2*10^9, the most -r takes (an
 // int), so a million requests repeat about 250 keys, which then answer
@@ -284,8 +285,13 @@ func (e *env) benchArgs(w *workload, c, n int) []string {
 		strconv.Itoa(idempotency.ScopeVersion), argv(a.rh), a.b, argv(a.fp), w.packed, a.ks, "0", "", "", a.op,
 		"10000", strconv.FormatInt((24 * time.Hour).Milliseconds(), 10), argv(a.vk),
 		strconv.FormatInt((7 * 24 * time.Hour).Milliseconds(), 10), "30000", "0", w.member,
+		strconv.FormatInt((24 * time.Hour).Milliseconds(), 10), benchIncarnation,
 	}
 }
+
+// benchIncarnation is the incarnation of every record the Redis-side limit
+// makes: 8 bytes, as redisstore's crypto/rand ones.
+const benchIncarnation = "inc00001"
 
 // measureLimit runs redis-benchmark with n requests and returns its rate.
 // Random keys may repeat (see benchArgs), so 1% fewer records may land; it

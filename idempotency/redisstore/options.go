@@ -15,9 +15,13 @@ import (
 // and dispatching again. Clients retry on the scale of the call's timeout,
 // which the lease bounds, so that window is at least one more lease.
 //
-// DESIGN.md section 7 asks Retention to exceed the largest tool timeout plus
-// the lease; the store cannot see tool timeouts, so the operator keeps that
-// part (the default 24h does, for every timeout a spec may declare).
+// DESIGN.md section 7 asks the retention to exceed the largest tool timeout
+// plus the lease. The store sees each attempt's timeout (ClaimRequest.Timeout,
+// ReserveRequest.Timeout): a claim or reservation whose timeout plus the
+// lease reaches UnknownRetention, the TTL a reservation sets, is refused
+// with idempotency.ErrRetentionTooShort before anything is sent, since the
+// record would expire under the live attempt and a new claim would restart
+// its fencing tokens. The defaults (7 days against at most 15m) never do.
 const MinRetentionLeases = 2
 
 // resolve fills the zero defaults of o and checks that the store can keep its

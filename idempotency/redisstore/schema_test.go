@@ -121,6 +121,7 @@ func TestFinalizeAnswersSmall(t *testing.T) {
 	body := bytes.Repeat([]byte("0123456789abcdef"), 3000)
 	args := append([]string{strconv.Itoa(res.Token), "a", opTag('f', "op1"), "60000", "0", member(k)},
 		encodeResult(&idempotency.StoredResult{Status: 200, Body: body, Header: http.Header{"Content-Type": {"application/json"}}}, 1<<20)...)
+	args = append(args, "") // no incarnation: not checked
 	arr, _, err := m.store.execKeys(context.Background(), m.store.sc.finalize, []string{m.recordKey(t, k), m.store.bucketOf(testScope.Workspace, m.recordKey(t, k))}, args, false)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -70,7 +71,12 @@ func (s *Store) indexEntry(scope idempotency.Scope, key idempotency.Key, rk stri
 }
 
 // Settle settles an unknown record (idempotency.Settler): one script on
-// the record and its index bucket.
+// the record and its index bucket. A record whose attempt may still be
+// running at its gateway (it still has an attempt deadline: in flight
+// under a lapsed lease, or turned unknown by the lease-expiry path) is
+// refused until that deadline plus the lease, by the Redis clock, with an
+// *idempotency.AttemptRunningError; a record of another scope version with
+// idempotency.ErrScopeVersionConflict.
 func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idempotency.Record, error) {
 	rk, err := req.Scope.StorageKey(s.prefix, req.Key)
 	if err != nil {
@@ -89,6 +95,9 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 	}
 	args := append([]string{strconv.Itoa(req.Attempts), stateCodes[req.Outcome], opTag('s', op), s.retention, req.By, req.Note, member},
 		encodeResult(req.Result, s.maxResult)...)
+	// The settle margin is one lease: an owner finalizes within it of its
+	// attempt's end (retry.Orchestrator).
+	args = append(args, s.lease, strconv.Itoa(idempotency.ScopeVersion))
 	arr, _, err := s.execKeys(ctx, s.sc.settle, []string{rk, bucket}, args, false)
 	if err != nil {
 		return idempotency.Record{}, opError("settle", err)
@@ -104,6 +113,19 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", idempotency.ErrNotUnknown)
 	case "stale":
 		return idempotency.Record{}, fmt.Errorf("redisstore: settle: the record had another attempt since: %w", idempotency.ErrStale)
+	case "scope_version_conflict":
+		return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", idempotency.ErrScopeVersionConflict)
+	case "in_progress":
+		if len(arr) < 3 {
+			return idempotency.Record{}, opError("settle", errors.New("short settle reply"))
+		}
+		at, err1 := arr[1].AsInt64()
+		now, err2 := arr[2].AsInt64()
+		if err := errors.Join(err1, err2); err != nil {
+			return idempotency.Record{}, opError("settle", err)
+		}
+		return idempotency.Record{}, fmt.Errorf("redisstore: %w", &idempotency.AttemptRunningError{
+			SettleAfter: msTime(at), RetryAfter: time.Duration(at-now) * time.Millisecond})
 	case "settled":
 		if len(arr) < 2 {
 			return idempotency.Record{}, opError("settle", errors.New("short settle reply"))
@@ -326,13 +348,17 @@ func (s *Store) listed(ctx context.Context, workspace string, entries []listCurs
 	var out []idempotency.UnknownRecord
 	for i, it := range items {
 		var rec idempotency.Record
+		var nowMS int64
 		arr, err := res[i].ToArray()
 		if err == nil {
 			rec, err = parseLookup(it.scope, it.key, arr)
+			if len(arr) > 1 {
+				nowMS, _ = arr[1].AsInt64()
+			}
 		} else {
 			// NOSCRIPT, a server that refuses TIME in EVALSHA_RO, or a
 			// failure: Lookup handles each on its own.
-			rec, err = s.Lookup(ctx, it.scope, it.key)
+			rec, nowMS, err = s.lookupAt(ctx, it.scope, it.key)
 		}
 		switch {
 		case errors.Is(err, idempotency.ErrNotFound), err == nil && (rec.State.Final() || rec.State == idempotency.StateDenied):
@@ -348,7 +374,14 @@ func (s *Store) listed(ctx context.Context, workspace string, entries []listCurs
 		if rec.Result != nil {
 			rec.Result.Body = nil
 		}
-		out = append(out, idempotency.UnknownRecord{Scope: it.scope, Record: rec})
+		u := idempotency.UnknownRecord{Scope: it.scope, Record: rec}
+		if !rec.AttemptDeadline.IsZero() {
+			// Its attempt may still run: Settle refuses until then.
+			if at := rec.AttemptDeadline.Add(s.leaseD); at.UnixMilli() >= nowMS {
+				u.SettleAfter = at
+			}
+		}
+		out = append(out, u)
 	}
 	return out, nil
 }

@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +37,8 @@ type Options struct {
 	// Retention is how long a record lives after its last change: a final
 	// outcome sets it, and a held or denied record keeps it. If zero, 24h. It must be at least MinRetentionLeases times Lease, and should
 	// exceed the largest tool timeout plus Lease (DESIGN.md section 7).
+	// UnknownRetention must: a claim or reservation of a longer attempt is
+	// refused (idempotency.ErrRetentionTooShort).
 	Retention time.Duration
 	// UnknownRetention is how long a record lives after a reservation or an
 	// unknown outcome: a key that expires re-opens its slot, and an unknown
@@ -99,6 +103,7 @@ type Store struct {
 	prefix      string
 	retention   string // milliseconds, as sent to the scripts
 	uretention  string
+	uretentionD time.Duration
 	lease       string
 	leaseD      time.Duration
 	retentionMS int64
@@ -141,6 +146,7 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 		prefix:      opts.Prefix,
 		retention:   strconv.FormatInt(opts.Retention.Milliseconds(), 10),
 		uretention:  strconv.FormatInt(opts.UnknownRetention.Milliseconds(), 10),
+		uretentionD: opts.UnknownRetention,
 		lease:       strconv.FormatInt(opts.Lease.Milliseconds(), 10),
 		leaseD:      opts.Lease,
 		retentionMS: opts.Retention.Milliseconds(),
@@ -438,6 +444,9 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err != nil {
 		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: vendor window: %w", err)
 	}
+	if err := s.checkRetention(timeout); err != nil {
+		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
 	if req.Ticket != "" && !idempotency.ValidTicketID(req.Ticket) {
 		return idempotency.ClaimResult{}, errors.New("redisstore: claim: malformed approval ticket")
 	}
@@ -468,7 +477,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		strconv.Itoa(idempotency.ScopeVersion), rh, b, fp, route, ks,
 		approval, req.Ticket, fresh, opTag('c', op), s.lease, s.retention, vk,
 		s.uretention, strconv.FormatInt(timeout.Milliseconds(), 10), refuse, member,
-		strconv.FormatInt(window.Milliseconds(), 10),
+		strconv.FormatInt(window.Milliseconds(), 10), newIncarnation(),
 	}
 	// The claim script writes the index entry of a reservation itself, in
 	// the record's slot: it is in place before the caller may send
@@ -484,7 +493,8 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	switch res.Status {
 	case idempotency.StatusClaimed:
 		if err := s.checkAcks(acks); err != nil {
-			s.neverSent(ctx, key, bucket, member, res.Token)
+			inc, _ := incarnationArg(res.Incarnation)
+			s.neverSent(ctx, key, bucket, member, res.Token, inc)
 			return idempotency.ClaimResult{}, opError("claim", err)
 		}
 	case idempotency.StatusHeld:
@@ -529,6 +539,13 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 			if res.AttemptDeadline, err = deadline(arr[5]); err != nil {
 				return res, err
 			}
+		}
+		if len(arr) > 6 {
+			inc, err := arr[6].ToString()
+			if err != nil {
+				return res, err
+			}
+			res.Incarnation = hex.EncodeToString([]byte(inc))
 		}
 		if len(arr) > 4 {
 			vk, err := arr[4].ToString()
@@ -578,6 +595,39 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 	return res, nil
 }
 
+// checkRetention refuses an attempt that could outlive its record: a
+// reservation sets the record's TTL to UnknownRetention and renewals keep
+// it, so an attempt of timeout (renewed up to it, plus one lease) must end
+// before the record does, or the record expires under it and a new claim
+// restarts the fencing tokens (DESIGN.md section 6).
+func (s *Store) checkRetention(timeout time.Duration) error {
+	if s.uretentionD <= timeout+s.leaseD {
+		return fmt.Errorf("%w: unknown retention %v, attempt timeout %v, lease %v", idempotency.ErrRetentionTooShort, s.uretentionD, timeout, s.leaseD)
+	}
+	return nil
+}
+
+// newIncarnation makes the nonce a record made by a claim gets (field i):
+// 8 bytes from crypto/rand.
+func newIncarnation() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return string(b[:])
+}
+
+// incarnationArg reads a request's incarnation (16 lowercase hex digits, or
+// empty) into the bytes the scripts compare.
+func incarnationArg(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	b, err := hex.DecodeString(v)
+	if err != nil || len(b) != 8 || hex.EncodeToString(b) != v {
+		return "", errors.New("malformed incarnation: want 16 lowercase hex digits")
+	}
+	return string(b), nil
+}
+
 // deadline reads a deadline in milliseconds; 0 (a record made before
 // attempt deadlines) is the zero time.
 func deadline(m rueidis.RedisMessage) (time.Time, error) {
@@ -591,11 +641,12 @@ func deadline(m rueidis.RedisMessage) (time.Time, error) {
 // neverSent finalizes a reservation that is not to be used (its WAIT fell
 // short) as never sent, so that it does not burn the slot. Best effort: if
 // it fails, the slot reads unknown once the lease lapses, as after a crash.
-func (s *Store) neverSent(ctx context.Context, key, bucket, member string, token int) {
+func (s *Store) neverSent(ctx context.Context, key, bucket, member string, token int, inc string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.readTimeout)
 	defer cancel()
 	args := append([]string{strconv.Itoa(token), stateCodes[idempotency.StateUnknown], opTag('f', idempotency.NewOpID()), s.uretention, "1", member},
 		encodeResult(nil, s.maxResult)...)
+	args = append(args, inc)
 	s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
 }
 
@@ -631,6 +682,13 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if err != nil {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 	}
+	if err := s.checkRetention(timeout); err != nil {
+		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
+	}
+	inc, err := incarnationArg(req.Incarnation)
+	if err != nil {
+		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
+	}
 	op, err := validOpID(req.OpID)
 	if err != nil {
 		return idempotency.Reservation{}, err
@@ -644,7 +702,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 		return idempotency.Reservation{}, err
 	}
 	arr, acks, err := s.execKeys(ctx, s.sc.reserve, []string{key, bucket}, []string{strconv.Itoa(req.Token), opTag('r', op), s.lease, s.uretention,
-		strconv.FormatInt(timeout.Milliseconds(), 10), prev, member}, true)
+		strconv.FormatInt(timeout.Milliseconds(), 10), prev, member, inc}, true)
 	if err != nil {
 		return idempotency.Reservation{}, opError("reserve", err)
 	}
@@ -672,7 +730,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 			return idempotency.Reservation{}, opError("reserve", err)
 		}
 		if err := s.checkAcks(acks); err != nil {
-			s.neverSent(ctx, key, bucket, member, int(n))
+			s.neverSent(ctx, key, bucket, member, int(n), inc)
 			return idempotency.Reservation{}, opError("reserve", err)
 		}
 		return idempotency.Reservation{Token: int(n), LeaseDeadline: msTime(l), AttemptDeadline: e, AlreadyApplied: len(arr) > 4}, nil
@@ -697,7 +755,11 @@ func (s *Store) Renew(ctx context.Context, req idempotency.RenewRequest) (time.T
 	if err != nil {
 		return time.Time{}, err
 	}
-	arr, _, err := s.exec(ctx, s.sc.renew, key, []string{strconv.Itoa(req.Token), opTag('l', op), s.lease}, false)
+	inc, err := incarnationArg(req.Incarnation)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("redisstore: renew: %w", err)
+	}
+	arr, _, err := s.exec(ctx, s.sc.renew, key, []string{strconv.Itoa(req.Token), opTag('l', op), s.lease, inc}, false)
 	if err != nil {
 		return time.Time{}, opError("renew", err)
 	}
@@ -772,6 +834,10 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	if err != nil {
 		return idempotency.Record{}, err
 	}
+	inc, err := incarnationArg(req.Incarnation)
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
+	}
 	ttl, never := s.retention, "0"
 	if req.Outcome == idempotency.StateUnknown {
 		ttl = s.uretention
@@ -785,6 +851,7 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	}
 	// A final outcome leaves the unknown index in the finalize script.
 	args := append([]string{strconv.Itoa(req.Token), stateCodes[req.Outcome], opTag('f', op), ttl, never, member}, encodeResult(req.Result, s.maxResult)...)
+	args = append(args, inc)
 	arr, _, err := s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
 	if err != nil {
 		return idempotency.Record{}, opError("finalize", err)
@@ -831,6 +898,26 @@ func (s *Store) Lookup(ctx context.Context, scope idempotency.Scope, key idempot
 		return idempotency.Record{}, opError("lookup", err)
 	}
 	return parseLookup(scope, key, arr)
+}
+
+// lookupAt is Lookup that also returns the server time it judged by (ms).
+func (s *Store) lookupAt(ctx context.Context, scope idempotency.Scope, key idempotency.Key) (idempotency.Record, int64, error) {
+	rk, err := scope.StorageKey(s.prefix, key)
+	if err != nil {
+		return idempotency.Record{}, 0, fmt.Errorf("redisstore: lookup: %w", err)
+	}
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
+	arr, _, err := s.exec(ctx, s.sc.lookup, rk, nil, false)
+	if err != nil {
+		return idempotency.Record{}, 0, opError("lookup", err)
+	}
+	rec, err := parseLookup(scope, key, arr)
+	var now int64
+	if err == nil && len(arr) > 1 {
+		now, _ = arr[1].AsInt64()
+	}
+	return rec, now, err
 }
 
 // parseLookup reads the lookup script's reply.
@@ -953,7 +1040,8 @@ func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idem
 	if err != nil {
 		return idempotency.Ticket{}, err
 	}
-	arr, _, err := s.execKeys(ctx, s.sc.decide, []string{tv.Record, bucket}, []string{req.Ticket, approve, opTag('d', op), s.retention, member}, false)
+	arr, _, err := s.execKeys(ctx, s.sc.decide, []string{tv.Record, bucket},
+		[]string{req.Ticket, approve, opTag('d', op), s.retention, member, strconv.Itoa(idempotency.ScopeVersion)}, false)
 	if err != nil {
 		return idempotency.Ticket{}, opError("decide", err)
 	}
@@ -965,6 +1053,8 @@ func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idem
 	switch st {
 	case "not_found":
 		return idempotency.Ticket{}, fmt.Errorf("redisstore: decide: record: %w", idempotency.ErrNotFound)
+	case "scope_version_conflict":
+		return idempotency.Ticket{}, fmt.Errorf("redisstore: decide: %w", idempotency.ErrScopeVersionConflict)
 	case "approved":
 		ts = idempotency.TicketApproved
 	case "denied":

@@ -69,8 +69,22 @@
 //     ErrNotUnknown, and a missing record ErrNotFound. A settle without a
 //     result drops the unknown attempt's result. A re-sent Settle (same
 //     OpID) answers the settled record. Bad input is ErrInvalidRequest and
-//     quotes none of it.
+//     quotes none of it. While the record's attempt may still be running
+//     (it still has an attempt deadline: a lapsed lease, or unknown by the
+//     lease-expiry path) and the store's clock is at most that deadline
+//     plus the store's lease, Settle is an *idempotency.AttemptRunningError
+//     whose SettleAfter is exactly that time, and changes nothing.
 //   - ListUnknown lists only records that read unknown now, each once in a
 //     listing that follows the cursor, at most MaxPageSize a page whatever
-//     the limit; a malformed workspace or cursor is an error.
+//     the limit; a malformed workspace or cursor is an error. A record whose
+//     attempt may still be running is listed with SettleAfter.
+//   - A claim or reserve whose Timeout plus the lease reaches
+//     UnknownRetention is ErrRetentionTooShort and writes nothing. A
+//     reservation's lease ends at its attempt deadline at the latest.
+//   - A lapsed in-flight record met by another route turns unknown (its
+//     retention restarts) before the claim conflicts.
+//   - Incarnation: a claimed answer carries a non-empty incarnation, and a
+//     record made again under the key has another. An old incarnation's
+//     Renew is ErrNotFound, its Reserve and Finalize ErrStale; an empty one
+//     is not checked.
 package storetest

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
@@ -15,6 +16,8 @@ var leaseTests = []test{
 	{"ExpiredReserveStale", testLeaseExpiredReserve},
 	{"SlowWorkerTakenOver", testSlowWorkerTakenOver},
 	{"FinalizeAfterExpiryPath", testFinalizeAfterExpiryPath},
+	{"ExpiredOtherRoute", testLeaseExpiredOtherRoute},
+	{"FirstLeaseCapped", testFirstLeaseCapped},
 }
 
 // retentionTests: records live Retention after their last change.
@@ -23,6 +26,7 @@ var retentionTests = []test{
 	{"FromLastChange", testRetentionFromLastChange},
 	{"ReservationKeepsUnknown", testRetentionReservation},
 	{"UnknownOutlivesRetention", testRetentionUnknown},
+	{"TooShort", testRetentionTooShort},
 }
 
 func short(t *testing.T, h Harness) *env { t.Helper(); return newEnv(t, h, shortLease, longRetention) }
@@ -98,6 +102,7 @@ func testSlowWorkerTakenOver(t *testing.T, h Harness) {
 func testRetentionFinalized(t *testing.T, h Harness) {
 	e := newEnv(t, h, shortLease, shortRetention)
 	req := call(effectspec.BindingHeader)
+	req.Timeout = time.Second // within the short retention
 	e.claimed(req)
 	e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`))
 	e.wait(e.cfg.Retention + margin)
@@ -113,6 +118,7 @@ func testRetentionFinalized(t *testing.T, h Harness) {
 func testRetentionFromLastChange(t *testing.T, h Harness) {
 	e := newEnv(t, h, shortLease, 2*shortRetention)
 	req := held(call(effectspec.BindingHeader))
+	req.Timeout = time.Second // within the short retention
 	ticket := e.hold(req)
 	step := e.cfg.Retention * 11 / 20
 	e.wait(step)
@@ -159,6 +165,7 @@ func testFinalizeAfterExpiryPath(t *testing.T, h Harness) {
 func testRetentionReservation(t *testing.T, h Harness) {
 	e := newEnvUnknown(t, h, shortLease, shortRetention, 2*shortRetention)
 	req := call(effectspec.BindingUnsupported)
+	req.Timeout = time.Second // within the short retention
 	e.claimed(req)
 	e.wait(e.cfg.Retention + margin)
 	e.wantUnknown(req, 1)
@@ -170,8 +177,10 @@ func testRetentionReservation(t *testing.T, h Harness) {
 func testRetentionUnknown(t *testing.T, h Harness) {
 	e := newEnvUnknown(t, h, shortLease, shortRetention, 2*shortRetention)
 	unknown := call(effectspec.BindingUnsupported)
+	unknown.Timeout = time.Second
 	e.claimed(unknown)
 	final := call(effectspec.BindingUnsupported)
+	final.Timeout = time.Second
 	e.claimed(final)
 	e.finalize(unknown, 1, idempotency.StateUnknown, nil)
 	e.finalize(final, 1, idempotency.StateAccepted, result(201, `{}`))

@@ -36,6 +36,12 @@ func (m *memStore) Settle(ctx context.Context, req idempotency.SettleRequest) (i
 	if req.Attempts != r.rec.AttemptCount && m.mutant != "settle-no-cas" {
 		return idempotency.Record{}, idempotency.ErrStale
 	}
+	// An attempt deadline is kept while the attempt may run at its gateway
+	// (in flight, or turned unknown by the lease-expiry path).
+	if e := r.rec.AttemptDeadline; !e.IsZero() && !m.now.After(e.Add(m.cfg.Lease)) && m.mutant != "settle-running" {
+		at := e.Add(m.cfg.Lease)
+		return idempotency.Record{}, &idempotency.AttemptRunningError{SettleAfter: at, RetryAfter: at.Sub(m.now)}
+	}
 	r.settled = true
 	r.rec.LeaseDeadline, r.rec.AttemptDeadline = time.Time{}, time.Time{}
 	r.rec.State = req.Outcome
@@ -102,7 +108,11 @@ func (m *memStore) ListUnknown(ctx context.Context, req idempotency.ListRequest)
 		if len(page.Records) == limit {
 			return page, nil
 		}
-		page.Records = append(page.Records, idempotency.UnknownRecord{Scope: r.scope, Record: rec})
+		u := idempotency.UnknownRecord{Scope: r.scope, Record: rec}
+		if e := rec.AttemptDeadline; !e.IsZero() && !m.now.After(e.Add(m.cfg.Lease)) && m.mutant != "list-no-settle-after" {
+			u.SettleAfter = e.Add(m.cfg.Lease)
+		}
+		page.Records = append(page.Records, u)
 		page.Cursor = k
 	}
 	page.Cursor = ""

@@ -45,6 +45,7 @@ type memRec struct {
 	// firstSent is when the first attempt that may have left was reserved:
 	// the vendor's window is measured from it.
 	firstSent time.Time
+	inc       string // incarnation: made with the record
 }
 
 func newMemStore(cfg Config, mutant string) *memStore {
@@ -53,6 +54,19 @@ func newMemStore(cfg Config, mutant string) *memStore {
 }
 
 func (m *memStore) advance(d time.Duration) { m.mu.Lock(); m.now = m.now.Add(d); m.mu.Unlock() }
+
+// checkRetention refuses an attempt that could outlive its record.
+func (m *memStore) checkRetention(timeout time.Duration) error {
+	if m.cfg.UnknownRetention <= timeout+m.cfg.Lease && m.mutant != "no-retention-check" {
+		return idempotency.ErrRetentionTooShort
+	}
+	return nil
+}
+
+// incMatches is the incarnation fence: an empty one is not checked.
+func (m *memStore) incMatches(r *memRec, inc string) bool {
+	return inc == "" || inc == r.inc || m.mutant == "no-incarnation"
+}
 
 // memDeployment is the memStore fleet's deployment id.
 const memDeployment = "0123456789abcdef0123456789abcdef"
@@ -102,6 +116,9 @@ func (m *memStore) reserveNext(r *memRec, timeout time.Duration) {
 	r.rec.SentAttempts++
 	r.rec.LeaseDeadline = m.now.Add(m.cfg.Lease)
 	r.rec.AttemptDeadline = m.now.Add(timeout)
+	if r.rec.LeaseDeadline.After(r.rec.AttemptDeadline) && m.mutant != "lease-past-deadline" {
+		r.rec.LeaseDeadline = r.rec.AttemptDeadline
+	}
 	r.settled = false
 	r.renewOp = ""
 	m.touchUnknown(r)
@@ -128,6 +145,9 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
+	if err := m.checkRetention(timeout); err != nil {
+		return idempotency.ClaimResult{}, err
+	}
 	if req.OpID == "" {
 		req.OpID = idempotency.NewOpID()
 	}
@@ -146,7 +166,7 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 		if req.Ticket != "" {
 			return idempotency.ClaimResult{}, fmt.Errorf("%w: no held record under this key", idempotency.ErrApprovalKeyMismatch)
 		}
-		r = &memRec{scope: req.Scope, ops: map[string]any{}, rec: idempotency.Record{
+		r = &memRec{scope: req.Scope, ops: map[string]any{}, inc: idempotency.NewOpID()[:16], rec: idempotency.Record{
 			SchemaVersion: 1, ScopeVersion: idempotency.ScopeVersion, Key: req.Key, KeySource: req.KeySource,
 			RequestHash: req.RequestHash, Binding: req.Binding, Route: req.Route, Fingerprint: req.Fingerprint,
 		}}
@@ -231,6 +251,11 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 		never := r.rec.SentAttempts == 0
 		switch {
 		case !sameRoute && !(never && m.mutant == "never-sent-other-route") && !(!never && m.mutant == "redispatch-other-route"):
+			if r.rec.State == idempotency.StateInFlight && m.mutant != "conflict-keeps-in-flight" {
+				// The lapsed attempt becomes unknown first.
+				r.rec.State = idempotency.StateUnknown
+				m.touchUnknown(r)
+			}
 			return refuse(idempotency.StatusDestinationConflict)
 		case !never && (r.rec.Binding == effectspec.BindingUnsupported || !m.inWindow(r, window)):
 			if r.rec.State == idempotency.StateInFlight {
@@ -335,7 +360,7 @@ func (m *memStore) inWindow(r *memRec, window time.Duration) bool {
 
 func (m *memStore) claimed(r *memRec) idempotency.ClaimResult {
 	return idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline,
-		AttemptDeadline: r.rec.AttemptDeadline, VendorKey: r.rec.VendorKey}
+		AttemptDeadline: r.rec.AttemptDeadline, VendorKey: r.rec.VendorKey, Incarnation: r.inc}
 }
 
 func (m *memStore) copyRecord(r *memRec, body bool) idempotency.Record {
@@ -365,6 +390,9 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
+	if err := m.checkRetention(timeout); err != nil {
+		return idempotency.Reservation{}, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
@@ -375,7 +403,7 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 		prev.AlreadyApplied = true
 		return prev, nil
 	}
-	if r.rec.State != idempotency.StateInFlight || m.expired(r) || req.Token != r.rec.AttemptCount ||
+	if r.rec.State != idempotency.StateInFlight || m.expired(r) || req.Token != r.rec.AttemptCount || !m.incMatches(r, req.Incarnation) ||
 		(r.rec.AttemptCount-r.cycleStart >= 2 && m.mutant != "three-attempts") {
 		return idempotency.Reservation{}, idempotency.ErrStale
 	}
@@ -426,7 +454,7 @@ func (m *memStore) Finalize(ctx context.Context, req idempotency.FinalizeRequest
 	}
 	open := r.rec.State == idempotency.StateInFlight ||
 		r.rec.State == idempotency.StateUnknown && !r.settled && m.mutant != "expiry-finalize-stale"
-	if m.mutant != "no-cas-finalize" && (!open || req.Token != r.rec.AttemptCount) {
+	if m.mutant != "no-cas-finalize" && (!open || req.Token != r.rec.AttemptCount || !m.incMatches(r, req.Incarnation)) {
 		return idempotency.Record{}, idempotency.ErrStale
 	}
 	if req.NeverSent && r.rec.State == idempotency.StateInFlight && m.mutant != "never-sent-burns" {
@@ -471,7 +499,7 @@ func (m *memStore) Renew(ctx context.Context, req idempotency.RenewRequest) (tim
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
-	if r == nil {
+	if r == nil || !m.incMatches(r, req.Incarnation) {
 		return time.Time{}, idempotency.ErrNotFound
 	}
 	if r.rec.State != idempotency.StateInFlight || req.Token != r.rec.AttemptCount && m.mutant != "renew-any-token" {

@@ -27,6 +27,8 @@ var settleTests = []test{
 	{"Resend", testSettleResend},
 	{"Concurrent", testSettleConcurrent},
 	{"RacesRedispatch", testSettleRacesRedispatch},
+	{"AttemptRunning", testSettleAttemptRunning},
+	{"AfterDeadline", testSettleAfterDeadline},
 }
 
 // listTests: unknown records are listed per workspace.
@@ -73,6 +75,7 @@ func (e *env) settle(s idempotency.SettleRequest) idempotency.Record {
 func (e *env) unknownCall() idempotency.ClaimRequest {
 	e.t.Helper()
 	req := call(effectspec.BindingUnsupported)
+	req.Timeout = time.Second // within the shortest retention of the suite
 	r := e.claimed(req)
 	e.finalize(req, r.Token, idempotency.StateUnknown, result(500, `{"error":"upstream"}`))
 	return req
@@ -144,8 +147,9 @@ func testSettleWithResult(t *testing.T, h Harness) {
 func testSettleLapsedLease(t *testing.T, h Harness) {
 	e := short(t, h)
 	req := call(effectspec.BindingUnsupported)
+	req.Timeout = shortLease
 	r := e.claimed(req)
-	e.expireLease()
+	e.wait(2*e.cfg.Lease + margin) // past the lease, the attempt deadline and the settle margin
 	s := settleReq(req, 1, idempotency.StateAccepted)
 	e.settle(s)
 	e.stale(req, "the owner's late Finalize", func() error { return e.finalizeErr(req, r.Token, idempotency.StateDefinitelyRejected) })
@@ -364,6 +368,13 @@ func testListLapsedLease(t *testing.T, h Harness) {
 	e.claimed(req)
 	e.expireLease()
 	wantKeys(t, e.listAll("ws_test", 10), req)
+	// Its attempt may still run: listed all the same, with when it becomes
+	// settleable.
+	for _, u := range e.list("ws_test", "", 0).Records {
+		if u.Record.Key == req.Key && u.SettleAfter.IsZero() {
+			t.Fatal("a lapsed lease before its attempt deadline is listed without settle_after")
+		}
+	}
 }
 
 // expiredRetention is the retention of testListExpired: its second record

@@ -75,6 +75,7 @@ func Run(t *testing.T, h Harness) {
 		{"Settle", settleTests},
 		{"List", listTests},
 		{"GiveBack", giveBackTests},
+		{"Incarnation", incarnationTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -76,6 +76,13 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"window-no-lease", "Window/Expired"},
 		{"window-from-created", "Window/FromResume"},
 		{"window-from-created", "Window/NeverSent"},
+		{"settle-running", "Settle/AttemptRunning"},
+		{"list-no-settle-after", "Settle/AttemptRunning"},
+		{"list-no-settle-after", "List/LapsedLease"},
+		{"conflict-keeps-in-flight", "Lease/ExpiredOtherRoute"},
+		{"lease-past-deadline", "Lease/FirstLeaseCapped"},
+		{"no-retention-check", "Retention/TooShort"},
+		{"no-incarnation", "Incarnation/OldWorkerAfterRecreate"},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {

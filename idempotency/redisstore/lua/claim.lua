@@ -5,7 +5,8 @@
 -- ticket, fresh ticket, op tag, lease ms, retention ms, vendor key (16
 -- bytes, or '' for an unsupported binding), unknown retention ms, attempt
 -- timeout ms, refuse (0/1), the record's member in its unknown index bucket
--- (KEYS[2]), vendor window ms (how long the vendor deduplicates on the key).
+-- (KEYS[2]), vendor window ms (how long the vendor deduplicates on the key),
+-- the incarnation a record made by this claim gets (8 bytes).
 -- The index: an answer that reserves an attempt (claimed) adds the entry in
 -- this script, before the caller may send; no other answer writes it (a
 -- replay, in_progress, held or a refusal writes nothing there), except that
@@ -14,9 +15,11 @@
 -- Replies: {status, ...}. Only 'replay' carries the record; contenders get a
 -- bare status, except 'in_progress', which carries the running attempt's
 -- deadline (0 if the record has none). 'claimed' is {claimed, token, lease
--- deadline, applied 0/1, the record's vendor key or '', attempt deadline}:
--- the vendor key is made with the record and never changes, so every
--- attempt of the slot sends the same one.
+-- deadline, applied 0/1, the record's vendor key or '', attempt deadline,
+-- the record's incarnation or ''}: the vendor key is made with the record
+-- and never changes, so every attempt of the slot sends the same one.
+-- The first lease, as every lease, ends at the attempt deadline at the
+-- latest.
 -- Every reservation records its claim in K (op tag, token): a copy of that
 -- claim (the same op) learns its token while it is open and never reserves
 -- again after its give-back, whatever was written since.
@@ -33,6 +36,7 @@ local lease, retention, vk = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13]
 local uretention, timeout, refuse = tonumber(ARGV[14]), tonumber(ARGV[15]), ARGV[16] == '1'
 local member = ARGV[17]
 local window = tonumber(ARGV[18])
+local inc = ARGV[19]
 local now = now_ms()
 
 local r, _, raw = load()
@@ -49,24 +53,29 @@ if r == nil then
     if vk ~= '' then
       r.k = vk
     end
+    r.i = inc
     save(r, retention)
     return {'held', fresh}
   end
   -- The claim of a fresh slot, the most common write, builds the record
   -- string directly, in the order of encode.
   local l, e = now + lease, now + timeout
+  if l > e then
+    l = e
+  end
   local ms = uint_bytes(now)
   local out = {'\2', field('m', 'f' .. ks .. b), field('w', uint_bytes(sv)), field('l', uint_bytes(l)),
     'n\1\1y\1\1', field('e', uint_bytes(e)), field('q', rh), field('f', fp)}
   if vk ~= '' then
     out[#out + 1] = field('k', vk)
   end
+  out[#out + 1] = field('i', inc)
   out[#out + 1] = route
   out[#out + 1] = field('C', ms) .. field('U', ms) .. field('o', op)
   out[#out + 1] = field('K', op .. '1')
   index_add(member, now, uretention, true)
   redis.call('SET', key, table.concat(out), 'PX', uretention)
-  return {'claimed', 1, l, 0, vk, e}
+  return {'claimed', 1, l, 0, vk, e, inc}
 end
 
 local m, rsv, rrh, rfp = r.m or '', r.w, r.q, r.f
@@ -93,7 +102,7 @@ if rop == op then
   if s == 'f' then
     index_add(member, now, uretention, false)
     redis.call('PEXPIRE', key, uretention)
-    return {'claimed', n, l, 1, rvk, e}
+    return {'claimed', n, l, 1, rvk, e, r.i or ''}
   elseif s == 'h' then
     redis.call('PEXPIRE', key, retention)
     return {'held', t, 1}
@@ -127,13 +136,16 @@ if rk ~= nil and string.sub(rk, 1, 8) == op then
   elseif tonumber(kt) == n and (s == 'f' or (s == 'u' and r.F == nil)) then
     index_add(member, now, uretention, false)
     redis.call('PEXPIRE', key, uretention)
-    return {'claimed', n, l, 1, rvk, e}
+    return {'claimed', n, l, 1, rvk, e, r.i or ''}
   end
 end
 
 -- reserve_next reserves attempt n + 1 as a new cycle.
 local function reserve_next()
   local nl, ne = now + lease, now + timeout
+  if nl > ne then
+    nl = ne
+  end
   clear_result(r)
   r.m, r.n, r.y, r.l, r.e, r.U, r.o, r.O = with_state(m, 'f'), int(n + 1), '1', int(nl), int(ne), int(now), op, nil
   put_sent(r, n + 1, sent + 1)
@@ -143,7 +155,7 @@ local function reserve_next()
   end
   index_add(member, now, uretention, true)
   save(r, uretention)
-  return {'claimed', n + 1, nl, 0, rvk, ne}
+  return {'claimed', n + 1, nl, 0, rvk, ne, r.i or ''}
 end
 
 if s == 'f' and l > now then
@@ -162,9 +174,26 @@ elseif s ~= 'u' and s ~= 'f' then
   return redis.error_reply('ERR redisstore: record has an unknown state')
 end
 
+-- lapse turns an in-flight record whose lease lapsed unknown (TTL and index
+-- entry refreshed). Its attempt deadline stays: the attempt may still run
+-- at its gateway, so a settle waits for it, and its owner's finalize still
+-- applies. set_op records this claim's op (a re-sent claim answers
+-- outcome_unknown again); a conflicting claim leaves the op as it was.
+local function lapse(set_op)
+  r.m, r.U, r.l, r.y, r.O = with_state(m, 'u'), int(now), nil, nil, nil
+  if set_op then
+    r.o = op
+  end
+  index_add(member, now, uretention, false)
+  save(r, uretention)
+end
+
 -- unknown, or in flight with an expired lease: whatever the attempt did is
 -- unknown.
 if not same_route then
+  if s == 'f' then
+    lapse(false)
+  end
   return {'destination_conflict'}
 end
 -- No attempt may have left: the slot is as good as fresh. Otherwise only a
@@ -186,8 +215,6 @@ if sent == 0 or (b ~= 'u' and now + lease < first + window) then
   return reserve_next()
 end
 if s == 'f' then
-  r.m, r.U, r.o, r.l, r.y, r.e, r.O = with_state(m, 'u'), int(now), op, nil, nil, nil, nil
-  index_add(member, now, uretention, false)
-  save(r, uretention)
+  lapse(true)
 end
 return {'outcome_unknown'}

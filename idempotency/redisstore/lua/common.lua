@@ -23,6 +23,12 @@
 --      host, path (absent when empty; records made before hold c and p)
 --   k  vendor key (its 16 bytes; header and body_pointer bindings, absent on
 --      records made before vendor keys)
+--   i  incarnation: 8 random bytes written when the record is created
+--      (fresh claim, held); reserve, renew and finalize compare it with
+--      the caller's, so that a token restarted on a record made again never
+--      matches an old worker's. A caller's '' and a record without i (made
+--      before, or rewritten by a previous release's scripts, which drop the
+--      field) are not compared.
 --   n  attempts = fencing token
 --   s  attempts that may have left, only when fewer than n (a finalize
 --      reported an attempt never sent); absent means n
@@ -159,7 +165,7 @@ end
 -- encode writes a record table as a schema 2 string, with or without its
 -- body. The string without the body is the one with it cut short.
 local function encode(r, with_body)
-  local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'c', 'p', 'T', 'M', 'H', 'P', 't', 'a',
+  local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'i', 'c', 'p', 'T', 'M', 'H', 'P', 't', 'a',
     'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'J',
     'W', 'K'}
   local num = numeric_set()
@@ -329,8 +335,8 @@ end
 
 -- set_result stores a result from ARGV[i]: status ('' if none), body
 -- dropped (0/1), body, its size before compression ('' if stored as sent),
--- then header field/value pairs.
-local function set_result(r, i)
+-- then header field/value pairs, up to ARGV[last] (default: the last).
+local function set_result(r, i, last)
   if ARGV[i] ~= '' then
     r.x = ARGV[i]
   end
@@ -343,7 +349,7 @@ local function set_result(r, i)
       r.z = ARGV[i + 3]
     end
   end
-  for j = i + 4, #ARGV, 2 do
+  for j = i + 4, last or #ARGV, 2 do
     r[ARGV[j]] = ARGV[j + 1]
   end
 end

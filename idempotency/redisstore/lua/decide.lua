@@ -1,5 +1,6 @@
 -- decide: ARGV = ticket, approve (0/1), op tag, retention ms, the record's
--- member in its unknown index bucket (KEYS[2]): a denial makes the record
+-- member in its unknown index bucket (KEYS[2]), the scope version (a record
+-- of another is scope_version_conflict, as for a claim): a denial makes the record
 -- final, so it removes the entry (a held record was never reserved, so it
 -- has none; the ZREM keeps "a final record has no entry" in the script).
 -- The first decision is final: repeating it answers it again, contradicting
@@ -19,6 +20,9 @@ local t, m, ap, rop = r.t, r.m or '', r.a, r.o
 local s = string.sub(m, 1, 1)
 if t ~= ticket then
   return {'not_found'}
+end
+if r.w ~= ARGV[6] then
+  return {'scope_version_conflict'}
 end
 
 local standing

@@ -1,6 +1,8 @@
 -- finalize: ARGV = token, state (a, r, u), op tag, TTL ms, never sent
 -- (0/1), the record's member in its unknown index bucket (KEYS[2]), then
--- the result from ARGV[7] (see set_result).
+-- the result from ARGV[7] (see set_result), then (last) the caller's
+-- incarnation (another record's is stale; '' and a record without one are
+-- not compared).
 -- A final outcome removes the index entry in this script; an unknown one
 -- keeps it (its score follows the record's new expiry); a stale or re-sent
 -- finalize writes nothing there.
@@ -12,6 +14,7 @@
 -- the caller has the body it just sent.
 local token, state, op = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local ttl, never, member = tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6]
+local inc = ARGV[#ARGV]
 
 local r = load()
 if r == nil then
@@ -24,14 +27,14 @@ local s = string.sub(m, 1, 1)
 if rop == op then
   return {'finalized', encode(r, false), 1}
 end
-if n ~= token or not (s == 'f' or (s == 'u' and not settled)) then
+if n ~= token or inc ~= '' and r.i ~= nil and r.i ~= inc or not (s == 'f' or (s == 'u' and not settled)) then
   return {'stale'}
 end
 local now = now_ms()
 clear_result(r)
 r.l, r.y, r.e, r.O, r.U = nil, nil, nil, nil, nil
 r.m, r.F, r.o = with_state(m, state), int(now - created), op
-set_result(r, 7)
+set_result(r, 7, #ARGV - 1)
 if never and s == 'f' and sent > 0 then
   put_sent(r, n, sent - 1)
 end

@@ -1,11 +1,14 @@
 -- reserve: ARGV = token, op tag, lease ms, unknown retention ms, attempt
 -- timeout ms, previous never sent ('1': attempt token is taken back), the
 -- record's member in its unknown index bucket (KEYS[2]), which a
--- reservation adds. Replies {reserved, token, lease deadline, attempt
+-- reservation adds, the caller's incarnation (another record's is stale;
+-- '' and a record without one are not compared). The lease ends at the attempt deadline at
+-- the latest. Replies {reserved, token, lease deadline, attempt
 -- deadline} and a fifth element 1 when the op was applied before.
 local token, op = tonumber(ARGV[1]), ARGV[2]
 local lease, uretention, timeout = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local member = ARGV[7]
+local inc = ARGV[8]
 
 local r = load()
 if r == nil then
@@ -14,6 +17,9 @@ end
 local s, n, cy, l, rop = string.sub(r.m or '', 1, 1), tonumber(r.n) or 0, tonumber(r.y) or 0, tonumber(r.l) or 0, r.o
 local sent, e = tonumber(r.s) or n, tonumber(r.e) or 0
 
+if inc ~= '' and r.i ~= nil and r.i ~= inc then
+  return {'stale'} -- a record made again since this worker's claim
+end
 if rop == op then
   index_add(member, now_ms(), uretention, false)
   redis.call('PEXPIRE', key, uretention)
@@ -31,6 +37,9 @@ if l <= now then
   return {'lease_expired'}
 end
 local nl, ne = now + lease, now + timeout
+if nl > ne then
+  nl = ne
+end
 r.n, r.y, r.l, r.e, r.U, r.o, r.O = int(n + 1), int(cy + 1), int(nl), int(ne), int(now), op, nil
 if ARGV[6] == '1' then
   put_sent(r, n + 1, sent) -- the previous attempt never left; this one may

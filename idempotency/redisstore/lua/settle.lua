@@ -1,12 +1,19 @@
 -- settle: ARGV = attempts the operator saw, state (a, r), op tag, retention
 -- ms, who, note, the record's member in its unknown index bucket (KEYS[2]),
--- which a settle removes, then the result from ARGV[8] (see set_result).
+-- which a settle removes, then the result from ARGV[8] (see set_result),
+-- then (last two) the settle margin ms (the store's lease) and the scope
+-- version.
 -- Only an unknown record, or an in_flight one whose lease lapsed, is
--- settled, and only while its attempt count is the one the operator saw.
+-- settled, only while its attempt count is the one the operator saw, and
+-- only of the gateway's scope version. A record that still has an attempt
+-- deadline (in flight, or turned unknown by the lease-expiry path) may have
+-- its attempt running at its gateway: until that deadline plus the margin
+-- the answer is {in_progress, settleable at (ms), now (ms)}.
 -- The resolution goes to field R: who, time (ms), note, joined by 0x1f
 -- (validated text holds no control byte). F is set, so a late finalize of
 -- the attempt that went unknown is stale. The TTL never shrinks.
 local attempts, state, op, retention = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
+local smargin, sv = tonumber(ARGV[#ARGV - 1]), ARGV[#ARGV]
 
 local r = load()
 if r == nil then
@@ -18,6 +25,9 @@ local s = string.sub(m, 1, 1)
 if rop == op then
   return {'settled', encode(r, false), 1}
 end
+if r.w ~= sv then
+  return {'scope_version_conflict'}
+end
 local now = now_ms()
 if not (s == 'u' or (s == 'f' and l <= now)) then
   return {'not_unknown'}
@@ -25,11 +35,15 @@ end
 if n ~= attempts then
   return {'stale'}
 end
+local e = tonumber(r.e)
+if e ~= nil and now <= e + smargin then
+  return {'in_progress', int(e + smargin), int(now)}
+end
 clear_result(r)
 r.l, r.y, r.e, r.O, r.U = nil, nil, nil, nil, nil
 r.m, r.F, r.o = with_state(m, state), int(now - created), op
 r.R = ARGV[5] .. '\31' .. int(now) .. '\31' .. ARGV[6]
-set_result(r, 8)
+set_result(r, 8, #ARGV - 2)
 local ttl = redis.call('PTTL', key)
 index_rem(ARGV[7])
 if ttl >= 0 and ttl < retention then

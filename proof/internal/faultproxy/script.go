@@ -7,8 +7,8 @@ import (
 
 // ScriptKind names the redisstore script a command runs, by its shape, so
 // that a rule can aim at one step of a call without knowing script hashes:
-// claim has 17 arguments, finalize at least 8 with an outcome code second,
-// decide 5 with an "apt_" first, reserve 7 (each with 2 keys: the record
+// claim has 19 arguments, finalize at least 8 with an outcome code second,
+// decide 6 with an "apt_" first, reserve 8 (each with 2 keys: the record
 // and its index bucket), lookup none (1 key). key is the record key
 // (KEYS[1]). A command that is not a script is named by its lowercased
 // name, with no key; a script of another shape is "script?".
@@ -39,13 +39,13 @@ func ScriptKind(cmd []string) (kind, key string) {
 	case nk == 1 && len(argv) == 0:
 		return "lookup", key
 	case nk == 1:
-	case len(argv) == 17:
+	case len(argv) == 19:
 		return "claim", key
 	case len(argv) >= 8 && (argv[1] == "a" || argv[1] == "r" || argv[1] == "u"):
 		return "finalize", key
-	case len(argv) == 5 && strings.HasPrefix(argv[0], "apt_"):
+	case len(argv) == 6 && strings.HasPrefix(argv[0], "apt_"):
 		return "decide", key
-	case len(argv) == 7:
+	case len(argv) == 8:
 		return "reserve", key
 	}
 	return "script?", key

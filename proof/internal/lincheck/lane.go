@@ -377,6 +377,9 @@ func refusal(err error) Output {
 		return Output{Status: statusNotFound}
 	case errors.Is(err, idempotency.ErrNotUnknown):
 		return Output{Status: statusNotUnk}
+	case errors.Is(err, idempotency.ErrInProgress):
+		// A settle of a record whose attempt may still run.
+		return Output{Status: string(idempotency.StatusInProgress)}
 	}
 	return ambiguous(err)
 }

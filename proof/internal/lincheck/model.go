@@ -104,7 +104,7 @@ type state struct {
 	// answer named it, apart while only an ambiguous op set it (LMax is
 	// never until a later op bounds it).
 	LMin, LMax int64
-	E          int64 // attempt deadline (in flight); 0 while unknown
+	E          int64 // attempt deadline while the attempt may run (in flight, or Open); 0 once it ended or not known
 	Lapsed     bool  // an op saw this lease lapsed: so does every later one
 	Open       bool  // unknown by the lease-expiry path: the owner's finalize applies
 	Settled    bool
@@ -220,16 +220,21 @@ func satAdd(a, b int64) int64 {
 // freshLease checks the lease and attempt deadline of a reservation made at
 // this op's point, and stores them in st. An ambiguous answer leaves them
 // open: the lease at least Floor + lease, the attempt deadline unknown.
+// The first lease ends at the attempt deadline at the latest.
 func (m model) freshLease(st *state, in Input, out Output) bool {
+	lease := m.lease
+	if in.Timeout > 0 && in.Timeout < lease {
+		lease = in.Timeout
+	}
 	if out.Status == statusAmbiguous {
-		st.LMin, st.LMax, st.E = st.Floor+m.lease-msSlack-m.eps, never, 0
+		st.LMin, st.LMax, st.E = st.Floor+lease-msSlack-m.eps, never, 0
 		return true
 	}
-	if out.Lease < st.Floor+m.lease-msSlack-m.eps || out.Lease > satAdd(out.Return, m.lease+m.eps) {
+	if out.Lease < st.Floor+lease-msSlack-m.eps || out.Lease > satAdd(out.Return, lease+m.eps) {
 		return false
 	}
 	// One clock reading makes both deadlines.
-	if in.Timeout > 0 && out.Deadline-out.Lease != in.Timeout-m.lease {
+	if in.Timeout > 0 && out.Deadline-out.Lease != in.Timeout-lease {
 		return false
 	}
 	st.LMin, st.LMax, st.E = out.Lease, out.Lease, out.Deadline
@@ -391,6 +396,26 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 			return one(is(statusNotUnk), st)
 		case st.N != in.Attempts:
 			return one(is(statusStale), st)
+		case (inFlight || st.Open) && st.E == 0 && out.Status == string(idempotency.StatusInProgress):
+			// A deadline the checker never learnt (an ambiguous
+			// reservation's): the attempt may still run.
+			return []state{st}
+		case (inFlight || st.Open) && st.E != 0:
+			// The attempt may still run at its gateway until its deadline
+			// plus the settle margin (the store's lease): refused until
+			// then, settleable after.
+			until := st.E + m.lease
+			canRun := st.Floor <= until+m.eps
+			canEnd := out.Return == never || out.Return > until-m.eps
+			if out.Status == string(idempotency.StatusInProgress) {
+				return one(canRun, st)
+			}
+			if !amb && !canEnd {
+				return nil
+			}
+			if amb && !canEnd {
+				return []state{st}
+			}
 		}
 		next := st
 		next.S, next.Open, next.Settled, next.Body, next.LastOp = in.Outcome, false, true, in.Body, "s:"+in.Op
@@ -493,8 +518,19 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		return keep(amb || out.Status == string(idempotency.StatusInProgress) && sameDeadline(&st, out.Deadline))
 	case in.Route != st.Route:
 		// Unknown, or in flight with its lease lapsed: only a dispatch is
-		// left, and it would go elsewhere.
-		return keep(is(string(idempotency.StatusDestinationConflict)))
+		// left, and it would go elsewhere. A lapsed attempt first becomes
+		// unknown (its deadline kept, its owner's finalize still applies);
+		// the claim's op is not recorded.
+		if !is(string(idempotency.StatusDestinationConflict)) {
+			return nil
+		}
+		if !inFlight {
+			return []state{st}
+		}
+		next := st
+		next.S, next.Open = idempotency.StateUnknown, true
+		lapseKeep(&next)
+		return []state{next}
 	case st.Sent == 0 || !in.Unsupported:
 		// No attempt may have left, or the vendor deduplicates on our key.
 		next := st
@@ -515,9 +551,17 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 	next := st
 	if inFlight { // the lapsed attempt becomes unknown; its owner's finalize still applies
 		next.S, next.Open, next.LastOp = idempotency.StateUnknown, true, op
-		endLease(&next)
+		lapseKeep(&next)
 	}
 	return []state{next}
+}
+
+// lapseKeep ends the lease of an attempt the expiry path turned unknown,
+// keeping its deadline: the attempt may still run at its gateway.
+func lapseKeep(st *state) {
+	e := st.E
+	endLease(st)
+	st.E = e
 }
 
 // vendorKey checks the vendor key of a claimed answer: one per record of a

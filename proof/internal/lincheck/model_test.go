@@ -83,6 +83,17 @@ func reserved(tok int, lease float64) Output {
 
 func lookup() Input { return Input{Kind: Lookup} }
 
+// claimT is an unsupported claim whose attempt may take 1000 ms.
+func claimT(op string) Input {
+	return Input{Kind: Claim, Op: op, Unsupported: true, Timeout: 1000 * ms}
+}
+
+func claimedT(tok int, call float64) Output {
+	return Output{Status: "claimed", Token: tok, Lease: at(call + 100.5), Deadline: at(call + 1000.5)}
+}
+
+var running = status(idempotency.StatusInProgress)
+
 // TestModel shows that the model accepts histories the contract allows and
 // rejects each way of breaking it.
 func TestModel(t *testing.T) {
@@ -211,6 +222,39 @@ func TestModel(t *testing.T) {
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 150, 151).
 			add(0, fin(1, idempotency.StateDefinitelyRejected), stale, 160, 161)},
+		{"a lapsed lease before the attempt deadline: settle waits, the owner's finalize lands", true, h{}.
+			add(0, claimT("a"), claimedT(1, 0), 0, 1).
+			add(1, settle(1), running, 150, 151).
+			add(0, fin(1, accepted), rec(statusFinalized, accepted, 1, 1), 500, 501)},
+		{"a lapsed lease settled before the attempt deadline", false, h{}.
+			add(0, claimT("a"), claimedT(1, 0), 0, 1).
+			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 150, 151)},
+		{"the expiry path keeps the attempt running for settle", true, h{}.
+			add(0, claimT("a"), claimedT(1, 0), 0, 1).
+			add(1, claimT("b"), outUnknown, 150, 151).
+			add(2, settle(1), running, 200, 201).
+			add(2, settle(1), rec(statusSettled, accepted, 1, 1), 1200, 1201).
+			add(0, fin(1, accepted), stale, 1300, 1301)},
+		{"settled after the expiry path, before the attempt deadline", false, h{}.
+			add(0, claimT("a"), claimedT(1, 0), 0, 1).
+			add(1, claimT("b"), outUnknown, 150, 151).
+			add(2, settle(1), rec(statusSettled, accepted, 1, 1), 200, 201)},
+		{"in progress past the attempt deadline and margin", false, h{}.
+			add(0, claimT("a"), claimedT(1, 0), 0, 1).
+			add(1, settle(1), running, 1200, 1201)},
+		{"an owner's unknown finalize is settleable at once", true, h{}.
+			add(0, claimT("a"), claimedT(1, 0), 0, 1).
+			add(0, fin(1, unknown), rec(statusFinalized, unknown, 1, 1), 2, 3).
+			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 4, 5)},
+		{"a lapsed lease met by another route turns unknown, its attempt still running", true, h{}.
+			add(0, claimT("a"), claimedT(1, 0), 0, 1).
+			add(1, Input{Kind: Claim, Op: "b", Unsupported: true, Timeout: 1000 * ms, Route: 1}, status(idempotency.StatusDestinationConflict), 150, 151).
+			add(2, settle(1), running, 200, 201).
+			add(0, fin(1, accepted), rec(statusFinalized, accepted, 1, 1), 500, 501)},
+		{"the first lease past the attempt deadline", false, h{}.
+			add(0, Input{Kind: Claim, Op: "a", Unsupported: true, Timeout: 50 * ms}, Output{Status: "claimed", Token: 1, Lease: at(100.5), Deadline: at(50.5)}, 0, 1)},
+		{"the first lease at the attempt deadline", true, h{}.
+			add(0, Input{Kind: Claim, Op: "a", Unsupported: true, Timeout: 50 * ms}, Output{Status: "claimed", Token: 1, Lease: at(50.5), Deadline: at(50.5)}, 0, 1)},
 		{"a finalize over a settled record", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 150, 151).
