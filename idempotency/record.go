@@ -319,6 +319,9 @@ type GiveBackRequest struct {
 	Key       Key
 	Token     int    // the token the claim with ClaimOpID answered
 	ClaimOpID string // the OpID of that claim
+	// Incarnation is ClaimResult.Incarnation of that claim: a record made
+	// again under the key since is another's, and the give-back is stale.
+	Incarnation string
 	// OpID identifies the give-back itself: re-sent after a lost reply it
 	// answers nil again instead of acting twice.
 	OpID string

@@ -116,9 +116,9 @@ func (o *Orchestrator) reportRecovery(call *Call, ev ClaimRecovery) {
 // settleClaim hands a claim whose outcome is not known to a background
 // re-sender. With token 0 the claim's reply was lost: it is re-sent with
 // the same op id until the store answers, and a claimed answer's token is
-// given back. With a token (a claimed answer whose caller went away) only
-// the give-back remains. It returns at once.
-func (o *Orchestrator) settleClaim(call *Call, req idempotency.ClaimRequest, token int) {
+// given back. With a token (a claimed answer whose caller went away, inc
+// its incarnation) only the give-back remains. It returns at once.
+func (o *Orchestrator) settleClaim(call *Call, req idempotency.ClaimRequest, token int, inc string) {
 	r := o.recoveries()
 	limit := o.MaxClaimRecoveries
 	if limit == 0 {
@@ -138,7 +138,7 @@ func (o *Orchestrator) settleClaim(call *Call, req idempotency.ClaimRequest, tok
 	c := *call
 	go func() {
 		defer r.wg.Done()
-		ev := o.runRecovery(r.ctx, &c, req, token)
+		ev := o.runRecovery(r.ctx, &c, req, token, inc)
 		r.mu.Lock()
 		r.running--
 		r.mu.Unlock()
@@ -149,7 +149,7 @@ func (o *Orchestrator) settleClaim(call *Call, req idempotency.ClaimRequest, tok
 // runRecovery re-sends the claim (unless token is known) and gives the
 // token back, each until the store answers, ctx ends or ClaimRecoveryFor
 // passes.
-func (o *Orchestrator) runRecovery(ctx context.Context, call *Call, req idempotency.ClaimRequest, token int) ClaimRecovery {
+func (o *Orchestrator) runRecovery(ctx context.Context, call *Call, req idempotency.ClaimRequest, token int, inc string) ClaimRecovery {
 	recoverFor := o.ClaimRecoveryFor
 	if recoverFor <= 0 {
 		recoverFor = DefaultClaimRecoveryFor
@@ -163,7 +163,7 @@ func (o *Orchestrator) runRecovery(ctx context.Context, call *Call, req idempote
 		ccancel()
 		switch {
 		case err == nil && res.Status == idempotency.StatusClaimed:
-			token = res.Token
+			token, inc = res.Token, res.Incarnation
 			continue
 		case err == nil || !errors.Is(err, idempotency.ErrStoreUnavailable):
 			// Answered without a reservation, or refused: no attempt to
@@ -174,7 +174,7 @@ func (o *Orchestrator) runRecovery(ctx context.Context, call *Call, req idempote
 			return RecoveryAbandoned
 		}
 	}
-	gb := idempotency.GiveBackRequest{Scope: call.Scope, Key: call.Key, Token: token, ClaimOpID: req.OpID, OpID: idempotency.NewOpID()}
+	gb := idempotency.GiveBackRequest{Scope: call.Scope, Key: call.Key, Token: token, ClaimOpID: req.OpID, Incarnation: inc, OpID: idempotency.NewOpID()}
 	for i := 0; ; i++ {
 		gctx, gcancel := context.WithTimeout(ctx, wait)
 		err := o.Store.GiveBack(gctx, gb)

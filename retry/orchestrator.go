@@ -296,7 +296,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		end(err)
 		if errors.Is(err, idempotency.ErrStoreUnavailable) {
 			// It may have been applied: settle it in the background.
-			o.settleClaim(&call, req, 0)
+			o.settleClaim(&call, req, 0, "")
 		}
 		return Outcome{}, err
 	}
@@ -308,7 +308,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		// The caller went away while the claim was on the wire: nothing
 		// was sent, so the attempt is given back rather than sent for
 		// nobody.
-		o.settleClaim(&call, req, claim.Token)
+		o.settleClaim(&call, req, claim.Token, claim.Incarnation)
 		return Outcome{}, err
 	}
 	switch claim.Status {

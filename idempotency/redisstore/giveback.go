@@ -37,12 +37,16 @@ func (s *Store) GiveBack(ctx context.Context, req idempotency.GiveBackRequest) e
 	if err != nil {
 		return err
 	}
+	inc, err := incarnationArg(req.Incarnation)
+	if err != nil {
+		return fmt.Errorf("redisstore: give back: %w", err)
+	}
 	bucket, member, err := s.indexEntry(req.Scope, req.Key, key)
 	if err != nil {
 		return err
 	}
 	arr, _, err := s.execKeys(ctx, s.sc.giveback, []string{key, bucket},
-		[]string{strconv.Itoa(req.Token), opTag('c', cop), opTag('g', op), s.uretention, member}, false)
+		[]string{strconv.Itoa(req.Token), opTag('c', cop), opTag('g', op), s.uretention, member, inc}, false)
 	if err != nil {
 		return opError("giveback", err)
 	}

@@ -93,7 +93,7 @@ func TestContendersGetBareAnswers(t *testing.T) {
 			rk := m.recordKey(t, c.req.Key)
 			arr, err := m.store.sc.claim.lua.Exec(ctx, m.client, []string{rk, m.store.bucketOf(testScope.Workspace, rk)}, []string{
 				strconv.Itoa(idempotency.ScopeVersion), mustDigest(t, c.req.RequestHash), mustBinding(t, c.req.Binding), mustDigest(t, c.req.Fingerprint), "\x1fstripe\x1fstripe.create_charge\x1fPOST\x1fapi.stripe.com\x1f/v1/charges", "s",
-				"0", "", "", idempotency.NewOpID(), "30000", "86400000", "", "604800000", "30000", refuse, member(c.req.Key), "incarnat",
+				"0", "", "", idempotency.NewOpID(), "30000", "86400000", "", "604800000", "30000", refuse, member(c.req.Key), "86400000", "incarnat",
 			}).ToArray()
 			if err != nil || len(arr) != c.raw {
 				t.Fatalf("raw reply %v, %v; want %d elements", arr, err, c.raw)

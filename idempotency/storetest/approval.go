@@ -423,6 +423,7 @@ func testRedispatchHoldKeepsTTL(t *testing.T, h Harness) {
 	e := newEnvUnknown(t, h, shortLease, shortRetention, 4*shortRetention)
 	for _, approve := range []bool{true, false} {
 		req := call(effectspec.BindingHeader)
+		req.Timeout = shortLease // within the unknown retention
 		e.claimed(req)
 		e.finalize(req, 1, idempotency.StateUnknown, nil)
 		ticket := e.rehold(req)

@@ -185,8 +185,10 @@ func testGiveBackAfterFinalize(t *testing.T, h Harness) {
 func testGiveBackAfterSettle(t *testing.T, h Harness) {
 	e := short(t, h)
 	req := opCall(effectspec.BindingUnsupported)
+	req.Timeout = shortLease
 	e.claimed(req)
 	e.expireLease()
+	e.wait(e.cfg.Lease + margin) // past the attempt deadline plus a lease: settleable
 	e.settle(settleReq(req, 1, idempotency.StateAccepted))
 	e.stale(req, "a give-back after a settle", func() error { return e.giveBackErr(req, 1, req.OpID) })
 	if r := e.claim(req); r.Status != idempotency.StatusReplay {

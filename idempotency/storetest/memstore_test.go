@@ -318,7 +318,7 @@ func (m *memStore) GiveBack(ctx context.Context, req idempotency.GiveBackRequest
 	if _, ok := r.ops[req.OpID]; ok && req.OpID != "" {
 		return nil
 	}
-	ok := m.holdsClaim(r, req.ClaimOpID) && r.claimToken == req.Token
+	ok := m.holdsClaim(r, req.ClaimOpID) && r.claimToken == req.Token && m.incMatches(r, req.Incarnation)
 	switch m.mutant {
 	case "giveback-any-claim":
 		ok = req.Token == r.rec.AttemptCount && (r.rec.State == idempotency.StateInFlight || r.rec.State == idempotency.StateUnknown && !r.settled)

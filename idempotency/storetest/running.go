@@ -14,6 +14,7 @@ import (
 // never matches on it.
 var incarnationTests = []test{
 	{"OldWorkerAfterRecreate", testIncarnationOldWorker},
+	{"GiveBack", testIncarnationGiveBack},
 }
 
 // settleRunning is the attempt timeout of the running-attempt tests: the
@@ -202,4 +203,33 @@ func testIncarnationOldWorker(t *testing.T, h Harness) {
 		t.Fatalf("the new owner's Finalize: %v", err)
 	}
 	sameResult(t, e.claimWant(req, idempotency.StatusReplay).Record.Result, want)
+}
+
+// testIncarnationGiveBack: a give-back names the record's incarnation as
+// its claim answered it; another incarnation is another record's, and the
+// give-back is stale, even with the claim's op id and token.
+func testIncarnationGiveBack(t *testing.T, h Harness) {
+	e := newEnv(t, h, shortLease, shortRetention)
+	req := call(effectspec.BindingUnsupported)
+	req.Timeout = shortLease
+	req.OpID = idempotency.NewOpID()
+	c := e.claimed(req)
+	gb := idempotency.GiveBackRequest{Scope: req.Scope, Key: req.Key, Token: c.Token, ClaimOpID: req.OpID,
+		Incarnation: otherIncarnation(c.Incarnation), OpID: idempotency.NewOpID()}
+	e.stale(req, "a give-back of another incarnation", func() error { return e.s.GiveBack(e.ctx, gb) })
+	gb.Incarnation, gb.OpID = c.Incarnation, idempotency.NewOpID()
+	if err := e.s.GiveBack(e.ctx, gb); err != nil {
+		t.Fatalf("the give-back of the claim's own incarnation: %v", err)
+	}
+	if rec := e.lookup(req); rec.State != idempotency.StateUnknown || rec.SentAttempts != 0 {
+		t.Fatalf("after the give-back: state %q, sent %d; want unknown, 0", rec.State, rec.SentAttempts)
+	}
+}
+
+// otherIncarnation is a well-formed incarnation that is not inc.
+func otherIncarnation(inc string) string {
+	if inc == "0123456789abcdef" {
+		return "fedcba9876543210"
+	}
+	return "0123456789abcdef"
 }

@@ -83,6 +83,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"lease-past-deadline", "Lease/FirstLeaseCapped"},
 		{"no-retention-check", "Retention/TooShort"},
 		{"no-incarnation", "Incarnation/OldWorkerAfterRecreate"},
+		{"no-incarnation", "Incarnation/GiveBack"},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {

@@ -1,5 +1,6 @@
 -- giveback: ARGV = token, the claim's op tag, op tag, unknown retention ms,
--- the record's member in its unknown index bucket (KEYS[2]).
+-- the record's member in its unknown index bucket (KEYS[2]), the record's
+-- incarnation as the claim answered it (8 bytes, or '': not checked).
 -- It gives back the attempt that the claim with that op tag reserved and
 -- nobody sent: a finalize of the token as never sent, guarded by the claim
 -- (K, claim.lua). It applies only while the record is in flight on that
@@ -13,7 +14,7 @@
 -- back): a late copy of the claim answers applied and reserves nothing.
 -- Replies {given_back[, 1 if applied before]}, {stale} or {not_found}.
 local token, cop, op = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-local uretention, member = tonumber(ARGV[4]), ARGV[5]
+local uretention, member, inc = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 
 local r = load()
 if r == nil then
@@ -25,6 +26,10 @@ local s = string.sub(m, 1, 1)
 
 if rop == op then
   return {'given_back', 1}
+end
+-- A record made again under the key (another incarnation) is another's.
+if inc ~= '' and r.i ~= nil and r.i ~= inc then
+  return {'stale'}
 end
 if r.K ~= cop .. int(token) or n ~= token or not (s == 'f' or (s == 'u' and r.F == nil)) then
   return {'stale'}
