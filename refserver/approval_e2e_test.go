@@ -22,7 +22,7 @@ import (
 const approvalEditConfig = `{
   "key_prefix": "e2e:", "lease": "10s", "environment": "production",
   "workspaces": [{"id": "ws_one", "api_keys": ["` + e2eKeyOne + `"]}],
-  "approver_keys": ["` + e2eKeyAdmin + `"],
+  "approver_keys": [{"name": "ops-e2e", "key": "` + e2eKeyAdmin + `"}],
   "connections": [{"id": "conn_v", "provider": "testvendor", "base_url": "{{VENDOR}}", "secret_env": "E2E_VENDOR_SECRET"}],
   "tools": [
     {"connection": "conn_v", "path": "/transfer", "spec": {"tool": "pay.transfer", "approval": "{{APPROVAL}}",

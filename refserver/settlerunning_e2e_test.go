@@ -20,7 +20,7 @@ import (
 const runningConfig = `{
   "key_prefix": "run:", "lease": "1s", "environment": "production", "allow_unsupported_writes": true,
   "workspaces": [{"id": "ws_one", "api_keys": ["` + e2eKeyOne + `"]}],
-  "approver_keys": ["` + e2eKeyAdmin + `"],
+  "approver_keys": [{"name": "ops-e2e", "key": "` + e2eKeyAdmin + `"}],
   "connections": [{"id": "conn_v", "provider": "testvendor", "base_url": "{{VENDOR}}", "secret_env": "E2E_VENDOR_SECRET"}],
   "tools": [
     {"connection": "conn_v", "path": "/held", "spec": {"tool": "pay.held", "timeout": "10s",
@@ -96,7 +96,7 @@ func TestResolveWhileAttemptRuns(t *testing.T) {
 	call(t, other.session(t, e2eKeyOne, k), "pay.held", args, "").wantRefusal(t, "outcome_unknown", 409)
 
 	resolve := "/v1/receipts/" + k + "/resolve?tool=pay.held&workspace=ws_one"
-	code, m := other.post(t, "POST", resolve, e2eKeyAdmin, `{"outcome":"definitely_rejected","note":"the vendor has no such charge"}`)
+	code, m := other.post(t, "POST", resolve, e2eKeyAdmin, `{"outcome":"definitely_rejected","attempt_count":1,"note":"the vendor has no such charge"}`)
 	ms, _ := m["retry_after_ms"].(float64)
 	if code != 409 || m["reason"] != "in_progress" || ms <= 0 || ms > 11000 {
 		t.Fatalf("resolve while the attempt runs: %d %v; want 409 in_progress with retry_after_ms up to the attempt deadline", code, m)
@@ -134,7 +134,7 @@ func TestResolveWhileAttemptRuns(t *testing.T) {
 	if code != 200 || m["outcome"] != "accepted" || m["resolution"] != nil {
 		t.Fatalf("receipt: %d %v; want accepted, unsettled", code, m)
 	}
-	if code, m := other.post(t, "POST", resolve, e2eKeyAdmin, `{"outcome":"definitely_rejected"}`); code != 409 || m["reason"] != "not_unknown" {
+	if code, m := other.post(t, "POST", resolve, e2eKeyAdmin, `{"outcome":"definitely_rejected","attempt_count":1}`); code != 409 || m["reason"] != "not_unknown" {
 		t.Fatalf("resolve after the owner's finalize: %d %v, want 409 not_unknown", code, m)
 	}
 }

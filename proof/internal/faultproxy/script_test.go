@@ -18,7 +18,7 @@ func TestScriptKind(t *testing.T) {
 		{[]string{"ping"}, "ping", ""},
 		{[]string{"SET", "k", "v", "PX"}, "set", ""},
 		{[]string{"EVALSHA", "abc", "1", "rec:1"}, "lookup", "rec:1"},
-		{script("rec:1", n(18)...), "claim", "rec:1"},
+		{script("rec:1", n(19)...), "claim", "rec:1"},
 		{script("rec:1", "tok", "a", "1", "2", "3", "m", "4", "5"), "finalize", "rec:1"},
 		{script("rec:1", "tok", "z", "1", "2", "3", "m", "4", "5", "6"), "script?", "rec:1"},
 		{script("rec:1", "apt_1", "2", "3", "4", "m", "1"), "decide", "rec:1"},
