@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -79,9 +80,12 @@ type SettleRequest struct {
 	// Attempts is the record's AttemptCount as the operator saw it: a
 	// reservation made since then makes the settle ErrStale.
 	Attempts int
-	Outcome  State  // StateAccepted or StateDefinitelyRejected
-	By       string // who settles: 1 to MaxByBytes bytes, no control bytes
-	Note     string // why: up to MaxNoteBytes of UTF-8, no control bytes
+	Outcome  State // StateAccepted or StateDefinitelyRejected
+	// By is who settles: 1 to MaxByBytes bytes. By and Note are UTF-8
+	// without control characters, Unicode format characters (category
+	// Cf) or U+2028/U+2029.
+	By   string
+	Note string // why: up to MaxNoteBytes
 	// Result is the vendor answer to replay, if the operator has it. If nil,
 	// a replay carries the outcome and the resolution only.
 	Result *StoredResult
@@ -119,6 +123,14 @@ func operatorText(field, v string, max int) error {
 	for i, c := range v {
 		if c < ' ' || c == 0x7f || c >= 0x80 && c < 0xa0 {
 			return fmt.Errorf("%w: settle: %s has a control character at byte %d", ErrInvalidRequest, field, i)
+		}
+		// A format character (category Cf: bidi overrides and isolates,
+		// zero-width characters, the byte order mark) or a line or paragraph
+		// separator makes the text read otherwise than it is stored, in a
+		// receipt, a log or a terminal.
+		if c == '\u2028' || c == '\u2029' || unicode.Is(unicode.Cf, c) {
+			return fmt.Errorf("%w: settle: %s: a Unicode format or separator character (U+%04X) at byte %d is not allowed",
+				ErrInvalidRequest, field, c, i)
 		}
 	}
 	return nil

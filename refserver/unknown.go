@@ -3,12 +3,10 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
-	"unicode"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/receipt"
@@ -199,10 +197,6 @@ func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
 			msg: "attempt_count is required: the attempt_count of the call's receipt as listed, which the settle compares"})
 		return
 	}
-	if why := noteProblem(req.Note); why != "" {
-		s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: "note: " + why})
-		return
-	}
 	scope := idempotency.Scope{Workspace: ws, Tool: name}
 	if t := s.cfg.Tools[name]; t != nil {
 		scope.Connection = t.Connection
@@ -218,20 +212,6 @@ func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("unknown call settled", "workspace", ws, "tool", name, "key", key.String(), "outcome", string(outcome), "by", by)
 	writeJSON(w, http.StatusOK, retry.Receipt(scope, s.specFor(name, rec.Fingerprint).Spec, rec))
-}
-
-// noteProblem returns why a settlement note is refused, or "": a Unicode
-// format character (category Cf: bidi overrides and isolates, zero-width
-// characters, the byte order mark) or a line or paragraph separator
-// (U+2028, U+2029), any of which could make a note read otherwise than it
-// is stored in a receipt, a log or a terminal. It never quotes the note.
-func noteProblem(note string) string {
-	for i, c := range note {
-		if c == '\u2028' || c == '\u2029' || unicode.Is(unicode.Cf, c) {
-			return fmt.Sprintf("a Unicode format or separator character (U+%04X) at byte %d is not allowed", c, i)
-		}
-	}
-	return ""
 }
 
 // resolveBusy is the refusal of a settle whose call's attempt may still be
