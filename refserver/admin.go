@@ -174,7 +174,10 @@ type pinView struct {
 
 // handlePin moves a capability to another provider, in the store, so every
 // gateway routes new keys there. Keys claimed before the change keep their
-// route: calling one again is a destination_conflict.
+// route: a completed call (accepted, definitely_rejected) replays with its
+// original route; only an unknown one (or one whose attempt never left)
+// whose route now differs is a destination_conflict, never a redispatch
+// to the new provider (DESIGN.md section 4).
 func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 	by, ok := s.approverName(r)
 	if !ok {
