@@ -154,6 +154,16 @@ func TestEndToEndSafeNewKey(t *testing.T) {
 	odd := map[string]any{"text": "hi", "answer": 500}
 	want("unknown", post(k, "chat.post", odd), "", "false")
 	want("outcome_unknown", post(k, "chat.post", odd), "outcome_unknown", "false")
+	// Settled accepted without the vendor's answer: the replay says so.
+	if code, m := p.post(t, "POST", "/v1/receipts/"+k+"/resolve?tool=chat.post&workspace=ws_one", e2eKeyAdmin,
+		`{"outcome":"accepted","attempt_count":1,"note":"checked"}`); code != 200 {
+		t.Fatalf("settle: %d %v", code, m)
+	}
+	settled := post(k, "chat.post", odd)
+	want("settled replay", settled, "", "false")
+	if !strings.Contains(settled.text(), "accepted: settled by ops-e2e") || settled.resp.Result.IsError {
+		t.Errorf("settled replay: text %q isError %v, want a text that says it was settled", settled.text(), settled.resp.Result.IsError)
+	}
 
 	// Held, then denied: nothing was sent.
 	k = idempotency.NewKey().String()
