@@ -61,14 +61,24 @@ type Receipt struct {
 	AttemptCount int     `json:"attempt_count"`
 	Outcome      Outcome `json:"outcome"`
 	// Status is the vendor's last HTTP status; 0 (omitted) when none arrived.
-	Status      int       `json:"status,omitempty"`
-	Replayed    bool      `json:"replayed"`
+	Status   int  `json:"status,omitempty"`
+	Replayed bool `json:"replayed"`
+	// SafeNewKey tells an agent whether calling again under a new key is
+	// safe (DESIGN.md section 11): true only when nothing under this key
+	// may have had an effect (a definitely_rejected call none of whose
+	// earlier attempts may have left, a denied call that sent nothing),
+	// false otherwise (the call ran or may have run: retry with the same
+	// key). Nil (omitted) when not known.
+	SafeNewKey  *bool     `json:"safe_new_key,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
 	FinalizedAt time.Time `json:"finalized_at,omitzero"`
 	// Resolution is set when an operator settled an unknown call; nil
 	// (omitted) otherwise.
 	Resolution *Resolution `json:"resolution,omitempty"`
 }
+
+// Safe returns a pointer to b, for SafeNewKey.
+func Safe(b bool) *bool { return &b }
 
 // Resolution says who settled an unknown call, when and why. Note is the
 // operator's text, checked by the store (bounded, no control characters).

@@ -32,6 +32,7 @@ func sample() receipt.Receipt {
 		Status:       201,
 		CreatedAt:    created,
 		FinalizedAt:  created.Add(250 * time.Millisecond),
+		SafeNewKey:   receipt.Safe(false),
 	}
 }
 
@@ -41,7 +42,12 @@ func TestGolden(t *testing.T) {
 	settled := sample()
 	settled.Binding, settled.Propagation, settled.VendorKey, settled.Status = "unsupported", "none", "", 0
 	settled.Resolution = &receipt.Resolution{Outcome: receipt.Accepted, By: "ops@acme", At: settled.FinalizedAt, Note: "checked: ch_1 exists"}
-	for name, r := range map[string]receipt.Receipt{"accepted": sample(), "held": held, "settled": settled} {
+	rejected := sample()
+	rejected.Outcome, rejected.Status, rejected.SafeNewKey = receipt.DefinitelyRejected, 402, receipt.Safe(true)
+	unset := sample()
+	unset.SafeNewKey = nil
+	for name, r := range map[string]receipt.Receipt{"accepted": sample(), "held": held, "settled": settled,
+		"rejected": rejected, "safe_unknown": unset} {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.Marshal(r)
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,13 +33,27 @@ func (s *server) restRefuse(w http.ResponseWriter, r refusal) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := marshalText(v)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"reason":"internal","status":500,"message":"encoding failed"}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(b)
+}
+
+// marshalText is json.Marshal without HTML escaping, and with the newline
+// that ends an answer: a message such as "Bearer <key>" reads as written
+// in every client, not as "Bearer \u003ckey\u003e". An answer is never
+// embedded in HTML.
+func marshalText(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 var errNotApprover = refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "missing or unknown approver key (Authorization: Bearer <approver key>)"}
@@ -159,7 +174,10 @@ type pinView struct {
 
 // handlePin moves a capability to another provider, in the store, so every
 // gateway routes new keys there. Keys claimed before the change keep their
-// route: calling one again is a destination_conflict.
+// route: a completed call (accepted, definitely_rejected) replays with its
+// original route; only an unknown one (or one whose attempt never left)
+// whose route now differs is a destination_conflict, never a redispatch
+// to the new provider (DESIGN.md section 4).
 func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 	by, ok := s.approverName(r)
 	if !ok {

@@ -163,6 +163,16 @@ func (s *server) result(out retry.Outcome) *mcp.CallToolResult {
 		}
 	}
 	switch rc.Outcome {
+	case receipt.Accepted:
+		if out.Result == nil {
+			// Settled accepted by an operator without the vendor's answer:
+			// say so rather than answer an empty text.
+			by := "an operator"
+			if rc.Resolution != nil {
+				by = rc.Resolution.By
+			}
+			text = "accepted: settled by " + by + " after checking with the vendor; the vendor's answer was not recorded, see the receipt"
+		}
 	case receipt.Unknown:
 		if text == "" {
 			text = "outcome unknown: the vendor may or may not have acted on this call; see the receipt"

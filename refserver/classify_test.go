@@ -41,7 +41,7 @@ func TestClassifyLifecycleErrors(t *testing.T) {
 	}
 	r := s.classify(&retry.InProgressError{RetryAfter: 1500 * time.Millisecond})
 	e := rpcError(r, "idt_00000000000000000000000000000001")
-	if string(e.Data) != `{"reason":"in_progress","status":409,"idempotency_key":"idt_00000000000000000000000000000001","retry_after_ms":1500}` {
+	if string(e.Data) != `{"reason":"in_progress","status":409,"idempotency_key":"idt_00000000000000000000000000000001","retry_after_ms":1500,"safe_new_key":false}` {
 		t.Errorf("in_progress error.data %s", e.Data)
 	}
 }

@@ -170,12 +170,15 @@ func TestLoadConfigDemo(t *testing.T) {
 		{"crm.create_contact", `{"email":"ada@example.com"}`, true},
 		{"chat.post_message", `{"text":"hi"}`, true},
 		{"email.b", `{"to":"ada@example.com","subject":"hi"}`, true},
+		{"email.a", `{"to":"bob@example.com","subject":"hi","simulate":"hang_up"}`, true},
+		{"sms.send", `{"to":"+15550100","text":"hi"}`, true},
+		{"sms.send", `{"to":"+15550100"}`, false},
 	} {
 		if r := c.Tools[tc.tool].Schema.check([]byte(tc.args)); (r == nil) != tc.ok {
 			t.Errorf("%s %s: refusal %+v, want ok %v", tc.tool, tc.args, r, tc.ok)
 		}
 	}
-	if r := c.Capabilities["cap.send_email"].Schema.check([]byte(`{"to":"ada@example.com","subject":"hi"}`)); r != nil {
+	if r := c.Capabilities["cap.send_email"].Schema.check([]byte(`{"to":"bob@example.com","subject":"hi","simulate":"hang_up"}`)); r != nil {
 		t.Errorf("cap.send_email: %+v", r)
 	}
 	// The unsupported tool passes only because the demo is not production.

@@ -27,7 +27,8 @@ const (
 // demoEmailSchema is the input schema of both demo email providers and of
 // the capability over them.
 const demoEmailSchema = `{"type": "object", "required": ["to"], "properties": {
-       "to": {"type": "string", "minLength": 3}, "subject": {"type": "string"}, "body": {"type": "string"}}}`
+       "to": {"type": "string", "minLength": 3}, "subject": {"type": "string"}, "body": {"type": "string"},
+       "simulate": {"enum": ["hang_up"], "description": "Make the vendor read the request and hang up without answering (outcome unknown)."}}}`
 
 // demoConfigJSON is the demo configuration, in the file format of -config.
 // {{VENDOR}} is replaced by the demo vendor's base URL. The environment is
@@ -45,7 +46,8 @@ const demoConfigJSON = `{
     {"id": "conn_crm", "provider": "democrm", "base_url": "{{VENDOR}}/crm", "secret_env": "DEMO_CRM_KEY"},
     {"id": "conn_chat", "provider": "demochat", "base_url": "{{VENDOR}}/chat", "secret_env": "DEMO_CHAT_KEY"},
     {"id": "conn_mail_a", "provider": "mail_a", "base_url": "{{VENDOR}}/mail-a", "secret_env": "DEMO_MAIL_A_KEY"},
-    {"id": "conn_mail_b", "provider": "mail_b", "base_url": "{{VENDOR}}/mail-b", "secret_env": "DEMO_MAIL_B_KEY"}
+    {"id": "conn_mail_b", "provider": "mail_b", "base_url": "{{VENDOR}}/mail-b", "secret_env": "DEMO_MAIL_B_KEY"},
+    {"id": "conn_sms", "provider": "demosms", "base_url": "{{VENDOR}}/sms", "secret_env": "DEMO_SMS_KEY"}
   ],
   "tools": [
     {"connection": "conn_pay", "method": "POST", "path": "/v1/charges",
@@ -79,6 +81,13 @@ const demoConfigJSON = `{
               "idempotency": {"binding": "header", "header": "Idempotency-Key"},
               "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 422], "retryable": [503]},
               "approval": "required"}},
+    {"connection": "conn_sms", "method": "POST", "path": "/v1/send",
+     "description": "Send a text message: {\"to\": \"+15550100\", \"text\": \"hi\"}. The demo vendor reads the request and hangs up without answering, so every call's outcome is unknown: it cannot deduplicate (binding unsupported), so a retry with the same key is outcome_unknown, never a second message, until an approver settles the call (GET /v1/unknown, POST /v1/receipts/{key}/resolve).",
+     "input_schema": {"type": "object", "required": ["to", "text"], "additionalProperties": false, "properties": {
+       "to": {"type": "string", "minLength": 3}, "text": {"type": "string", "minLength": 1}}},
+     "spec": {"tool": "sms.send", "effect": "write", "route": "native",
+              "idempotency": {"binding": "unsupported"},
+              "status": {"accepted": [200, 201], "definitely_rejected": [400]}}},
     {"connection": "conn_mail_a", "method": "POST", "path": "/send",
      "description": "Send an email through provider A: {\"to\": \"ada@example.com\", \"subject\": \"hi\"}.",
      "input_schema": ` + demoEmailSchema + `,
@@ -100,12 +109,15 @@ const demoConfigJSON = `{
 }`
 
 // demoVendor is an in-process vendor on a loopback port that stands in for
-// every demo connection (no -config). It serves six tools:
+// every demo connection (no -config). It serves seven tools:
 // payments.create_charge (header binding; {"simulate": "503_once"} shows
 // the one immediate second attempt), crm.create_contact (body_pointer
 // /metadata/idempotency_key), chat.post_message (binding unsupported),
-// payments.refund (approval required), email.a and email.b, and the
-// capability cap.send_email over the last two. The demo environment is
+// payments.refund (approval required), sms.send (binding unsupported; its
+// vendor reads each request and hangs up without answering, so the call is
+// unknown: listed, settled and replayed), email.a and email.b ({"simulate":
+// "hang_up"} makes their vendor hang up the same way), and the capability
+// cap.send_email over the last two. The demo environment is
 // "development" so that the policy lets chat.post_message run; in
 // production it is policy_denied. The API keys are fixed (printed on
 // start) so that the documented curl commands work. Vendors with a binding deduplicate on the key as
@@ -132,6 +144,7 @@ var demoEndpoints = map[string]struct {
 	"/chat/v1/messages": {env: "DEMO_CHAT_KEY"},
 	"/mail-a/send":      {env: "DEMO_MAIL_A_KEY", keyHeader: "Idempotency-Key"},
 	"/mail-b/send":      {env: "DEMO_MAIL_B_KEY", keyHeader: "X-Request-Key"},
+	"/sms/v1/send":      {env: "DEMO_SMS_KEY"},
 }
 
 func startDemoVendor() (*demoVendor, error) {
@@ -204,6 +217,14 @@ func (v *demoVendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var args map[string]any
 	if err := json.Unmarshal(body, &args); err != nil {
 		reply(http.StatusBadRequest, map[string]string{"error": "body must be a JSON object"})
+		return
+	}
+	if r.URL.Path == "/sms/v1/send" || args["simulate"] == "hang_up" {
+		// Read, then gone without a word: the gateway cannot know whether
+		// the message went out.
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
 		return
 	}
 	key := ""

@@ -443,15 +443,15 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jso
 		ID      json.RawMessage `json:"id"`
 		Error   *jsonrpcError   `json:"error"`
 	}{"2.0", id, e}
-	b, err := json.Marshal(resp)
+	b, err := marshalText(resp)
 	if err != nil {
 		resp.ID = json.RawMessage("null")
-		b, _ = json.Marshal(resp)
+		b, _ = marshalText(resp)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Del("Content-Length")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(b)
 }
 
 // sanitizer holds the SDK's answer to one request and rewrites it before it
@@ -544,9 +544,22 @@ func (sw *sanitizer) finish(key string) {
 			d.Reason = "internal"
 		}
 		data, _ := json.Marshal(d)
-		writeRPCError(w, status, sw.id, &jsonrpcError{Code: codeInvalidRequest,
-			Message: "request refused by the MCP transport (HTTP " + strconv.Itoa(status) + ")", Data: data})
+		writeRPCError(w, status, sw.id, &jsonrpcError{Code: codeInvalidRequest, Message: transportText(status, body), Data: data})
 	}
+}
+
+// transportText is the message of a refusal the MCP transport wrote in
+// plain text: fixed text of ours that names the header to fix when the
+// transport refused one (its own text is matched, never passed on), and
+// the HTTP status otherwise.
+func transportText(status int, body []byte) string {
+	switch t := string(body); {
+	case strings.HasPrefix(t, "Content-Type must"):
+		return "the Content-Type header must be application/json (HTTP " + strconv.Itoa(status) + ")"
+	case strings.HasPrefix(t, "Accept must"):
+		return "the Accept header must list both application/json and text/event-stream (HTTP " + strconv.Itoa(status) + ")"
+	}
+	return "request refused by the MCP transport (HTTP " + strconv.Itoa(status) + ")"
 }
 
 // hasError reports whether the JSON object body has a top-level member

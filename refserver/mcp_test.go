@@ -101,8 +101,8 @@ func TestToolsListDescribesTools(t *testing.T) {
 			t.Errorf("%s: not listed", want.name)
 			continue
 		}
-		if want.description != "" && tl.Description != want.description || tl.Description == "" {
-			t.Errorf("%s: description %q, want %q", want.name, tl.Description, want.description)
+		if want.description != "" && tl.Description != want.description+" "+retryNote || !strings.HasSuffix(tl.Description, " "+retryNote) {
+			t.Errorf("%s: description %q, want %q and the retry note", want.name, tl.Description, want.description)
 		}
 		if !reflect.DeepEqual(tl.InputSchema, jsonValue(t, want.schema)) {
 			t.Errorf("%s: inputSchema %v, want %s", want.name, tl.InputSchema, want.schema)

@@ -239,7 +239,7 @@ func (s *server) known(name string) bool {
 }
 
 // toolDef is what tools/list shows of a tool or capability: its configured
-// description (a generated one without it) and input schema as inputSchema
+// description (a generated one without it) followed by retryNote, input schema as inputSchema
 // ({"type": "object"} without one), and hints derived from its EffectSpec.
 // A capability's hints come from its providers (readOnlyHint only when all
 // of them read); its description and schema are its own entry's, never a
@@ -270,8 +270,14 @@ func (s *server) toolDef(name string) *mcp.Tool {
 		}
 	}
 	def.Annotations = annotations(specs)
+	def.Description = strings.TrimSpace(def.Description) + " " + retryNote
 	return def
 }
+
+// retryNote ends every tool's description: agents retry, and a retry under
+// a fresh key is the one that runs a call twice.
+const retryNote = "Retry: call again with the same Idempotency-Key (or _meta " + metaKey + "); a finished call replays, never runs twice. " +
+	"Use a new key only where the receipt or a refusal's error.data says safe_new_key: true; never after outcome_unknown."
 
 // annotations are the hints of a tool whose calls may run any of specs
 // (one, or a capability's providers). A read is readOnlyHint; a write is
@@ -404,6 +410,52 @@ type refusal struct {
 	detail string
 	// retryAfter, for in_progress: until the running attempt's deadline.
 	retryAfter time.Duration
+	// denied, for denied: whether a new key is safe, read from the record
+	// (retry.DeniedError); nil when it could not be read.
+	denied *bool
+}
+
+// safeNewKey is error.data.safe_new_key of r (DESIGN.md section 11): true
+// only when nothing under the key may have had an effect, false when the
+// call ran or may have run (or the key may hold such a record), nil
+// (absent) when this refusal does not know.
+func (r refusal) safeNewKey() *bool {
+	if r.reason == "denied" {
+		return r.denied
+	}
+	switch safeByReason[r.reason] {
+	case safeTrue:
+		return receipt.Safe(true)
+	case safeFalse:
+		return receipt.Safe(false)
+	}
+	return nil
+}
+
+type safeness int
+
+const (
+	safeAbsent safeness = iota
+	safeFalse
+	safeTrue
+)
+
+// safeByReason is the table of DESIGN.md section 11 for every reason whose
+// answer does not depend on the record (denied does). A reason not listed
+// is absent: nothing of the key was read.
+var safeByReason = map[string]safeness{
+	// The key holds a record whose call ran, may have run or may still.
+	"request_mismatch":     safeFalse,
+	"in_progress":          safeFalse,
+	"destination_conflict": safeFalse,
+	"outcome_unknown":      safeFalse,
+	"lease_lost":           safeFalse,
+	// The key (or the ticket's) may hold a record that nobody read.
+	"malformed_key":          safeFalse,
+	"approval_key_mismatch":  safeFalse,
+	"store_unavailable":      safeFalse,
+	"scope_version_conflict": safeFalse,
+	"internal":               safeFalse,
 }
 
 // refusalError carries a refusal decided before the claim through the
@@ -433,10 +485,13 @@ type errorData struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// RetryAfterMS, on in_progress: until the running attempt's deadline.
 	RetryAfterMS *int64 `json:"retry_after_ms,omitempty"`
+	// SafeNewKey: whether calling again under a new key is safe; absent
+	// when not known (refusal.safeNewKey).
+	SafeNewKey *bool `json:"safe_new_key,omitempty"`
 }
 
 func rpcError(r refusal, key string) *jsonrpcError {
-	d := errorData{Reason: r.reason, Status: r.status, IdempotencyKey: key}
+	d := errorData{Reason: r.reason, Status: r.status, IdempotencyKey: key, SafeNewKey: r.safeNewKey()}
 	if r.reason == "in_progress" {
 		ms := r.retryAfter.Milliseconds()
 		d.RetryAfterMS = &ms
@@ -473,6 +528,10 @@ func (s *server) classify(err error) refusal {
 		var ip *retry.InProgressError
 		if errors.As(err, &ip) {
 			r.retryAfter = ip.RetryAfter
+		}
+		var de *retry.DeniedError
+		if errors.As(err, &de) {
+			r.denied = de.SafeNewKey
 		}
 		return r
 	}

@@ -111,6 +111,22 @@ func (e *InProgressError) Error() string { return idempotency.ErrInProgress.Erro
 // Unwrap returns idempotency.ErrInProgress.
 func (e *InProgressError) Unwrap() error { return idempotency.ErrInProgress }
 
+// DeniedError refuses a call whose slot was denied by an approver. It
+// matches idempotency.ErrDenied.
+type DeniedError struct {
+	// SafeNewKey, read from the record after the denial: true when nothing
+	// under the key may have reached the vendor (a held call denied, or a
+	// re-held one none of whose attempts may have left), false when an
+	// attempt may have (a re-held unknown record), nil when the record
+	// could not be read.
+	SafeNewKey *bool
+}
+
+func (e *DeniedError) Error() string { return idempotency.ErrDenied.Error() }
+
+// Unwrap returns idempotency.ErrDenied.
+func (e *DeniedError) Unwrap() error { return idempotency.ErrDenied }
+
 // Call is one tool call to run.
 type Call struct {
 	Scope     idempotency.Scope
@@ -329,6 +345,8 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 			e.RetryAfter = max(time.Until(claim.AttemptDeadline), 0)
 		}
 		return Outcome{}, e
+	case idempotency.StatusDenied:
+		return Outcome{}, o.denied(ctx, &call)
 	default:
 		return Outcome{}, claim.Err()
 	}
@@ -339,6 +357,36 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		return Outcome{}, call.Refuse
 	}
 	return o.dispatch(ctx, &call, hash, sendKey(call.Key, claim.VendorKey), claim.Token, claim.Incarnation, start)
+}
+
+// denied is the refusal of a claim answered denied. The answer does not
+// say whether the slot sent anything (a held call denied sent nothing, a
+// re-held unknown one may have), so the record is read once (bounded by
+// ClaimWait) to tell the agent whether a new key is safe.
+func (o *Orchestrator) denied(ctx context.Context, call *Call) error {
+	e := &DeniedError{}
+	lctx, cancel := context.WithTimeout(ctx, o.claimWait())
+	defer cancel()
+	if rec, err := o.Store.Lookup(lctx, call.Scope, call.Key); err == nil {
+		e.SafeNewKey = receipt.Safe(rec.State == idempotency.StateDenied || rec.SentAttempts == 0 && !rec.State.Final())
+	}
+	return e
+}
+
+// SafeNewKey is what a receipt of rec says of a new key (DESIGN.md section
+// 11): true for a definitely_rejected call none of whose earlier attempts
+// may have left (one reservation, or one attempt that may have left: the
+// rejected one) and for a denied call (it never dispatched); false for
+// every other state: accepted ran, unknown and in_progress may have, a held
+// call holds its slot.
+func SafeNewKey(rec idempotency.Record) bool {
+	switch rec.State {
+	case idempotency.StateDefinitelyRejected:
+		return rec.AttemptCount == 1 || rec.SentAttempts == 1
+	case idempotency.StateDenied:
+		return true
+	}
+	return false
 }
 
 // claimPrevious answers a claim refused as request_mismatch by claiming
@@ -674,6 +722,7 @@ func (o *Orchestrator) outcome(call *Call, hash string, rec idempotency.Record, 
 		AttemptCount: rec.AttemptCount,
 		Outcome:      OutcomeOf(rec.State),
 		Replayed:     replayed,
+		SafeNewKey:   receipt.Safe(SafeNewKey(rec)),
 		CreatedAt:    rec.CreatedAt,
 		FinalizedAt:  rec.FinalizedAt,
 	}

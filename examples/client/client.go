@@ -82,6 +82,10 @@ type Refusal struct {
 	Key string `json:"idempotency_key"`
 	// RetryAfterMS is set with in_progress: when to call again with Key.
 	RetryAfterMS int64 `json:"retry_after_ms"`
+	// SafeNewKey says whether calling again under a new key is safe: nil
+	// when the gateway does not know, false when the call ran or may have
+	// (retry with Key, never a new key).
+	SafeNewKey *bool `json:"safe_new_key"`
 }
 
 func (r *Refusal) Error() string {

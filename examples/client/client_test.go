@@ -361,8 +361,8 @@ func TestRefusal(t *testing.T) {
 	}
 	_, err := c.Call(ctx, Call{Tool: "pay.charge", Arguments: map[string]any{"amount": 9900, "currency": "usd"}, Key: key})
 	var r *Refusal
-	if !errors.As(err, &r) || r.Reason != "request_mismatch" || r.Status != 422 || r.Key != key {
-		t.Fatalf("other arguments under the key: %v (%+v), want request_mismatch 422", err, r)
+	if !errors.As(err, &r) || r.Reason != "request_mismatch" || r.Status != 422 || r.Key != key || r.SafeNewKey == nil || *r.SafeNewKey {
+		t.Fatalf("other arguments under the key: %v (%+v), want request_mismatch 422, safe_new_key false", err, r)
 	}
 	if n := v.charges("/charge"); n != 1 {
 		t.Errorf("vendor made %d charges, want 1", n)
