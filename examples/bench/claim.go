@@ -17,6 +17,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/scriptargs"
 )
 
 // workload is the claim every side of rows 1 and 2 makes: a fresh key of one
@@ -265,28 +266,27 @@ func (e *env) checkKeys(ctx context.Context, lo, hi int64) error {
 
 // benchArgs is the redis-benchmark command line of the Redis-side limit:
 // EVALSHA of our own claim script on a fresh key, with the arguments
-// redisstore sends (scope version, request hash, binding, fingerprint,
-// route record, key source, no approval, no ticket, an op id, lease 10s,
-// retention 24h, vendor key, unknown retention 7 days, attempt timeout 30s,
-// no refusal, the index member, a vendor window of 24h, an incarnation)
-// and its keys (the record and an index
-// bucket, w.bucket). __rand_int__ makes the keys unique: 12 digits (after 20
+// redisstore sends, encoded as it encodes them (internal/scriptargs: no
+// approval, no ticket, lease 10s, retention 24h, unknown retention 7 days,
+// attempt timeout 30s, no refusal, a vendor window of 24h) and its keys
+// (the record and an index bucket, w.bucket). __rand_int__ makes the keys unique: 12 digits (after 20
 // zeros: 32 digits, like our keys) drawn from 2*10^9, the most -r takes (an
 // int), so a million requests repeat about 250 keys, which then answer
 // in_progress: 0.03% of cheaper calls, in the limit's favour.
 func (e *env) benchArgs(w *workload, c, n int) []string {
 	host, port, _ := net.SplitHostPort(e.o.redisHostPort)
 	a := w.args
-	return []string{
+	return append([]string{
 		"-h", host, "-p", port, "--dbnum", strconv.Itoa(e.o.db),
 		"-c", strconv.Itoa(c), "-P", strconv.Itoa(e.o.pipeline), "-n", strconv.Itoa(n),
 		"-r", "2000000000", "--csv",
 		"EVALSHA", e.claimSHA, "2", w.keyBase + "idt_00000000000000000000__rand_int__", w.bucket,
-		strconv.Itoa(idempotency.ScopeVersion), argv(a.rh), a.b, argv(a.fp), w.packed, a.ks, "0", "", "", a.op,
-		"10000", strconv.FormatInt((24 * time.Hour).Milliseconds(), 10), argv(a.vk),
-		strconv.FormatInt((7 * 24 * time.Hour).Milliseconds(), 10), "30000", "0", w.member,
-		strconv.FormatInt((24 * time.Hour).Milliseconds(), 10), benchIncarnation,
-	}
+	}, scriptargs.ClaimSpec.Argv(&scriptargs.Claim{
+		ScopeVersion: strconv.Itoa(idempotency.ScopeVersion), RequestHash: argv(a.rh), Binding: a.b, Fingerprint: argv(a.fp),
+		Route: w.packed, KeySource: a.ks, Op: a.op, Lease: "10000", Retention: strconv.FormatInt((24 * time.Hour).Milliseconds(), 10),
+		VendorKey: argv(a.vk), URetention: strconv.FormatInt((7 * 24 * time.Hour).Milliseconds(), 10), Timeout: 30000,
+		Member: w.member, Window: int((24 * time.Hour).Milliseconds()), Incarnation: benchIncarnation,
+	})...)
 }
 
 // benchIncarnation is the incarnation of every record the Redis-side limit

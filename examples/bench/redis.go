@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -161,7 +159,6 @@ type env struct {
 	o            *options
 	client       rueidis.Client
 	store        *redisstore.Store
-	claimSrc     string
 	claimSHA     string
 	redisVersion string
 }
@@ -201,23 +198,18 @@ func openEnv(ctx context.Context, o *options) (*env, error) {
 		client.Close()
 		return nil, err
 	}
-	// The script redis-benchmark runs is read from the source tree; New has
-	// just loaded the one compiled into this binary. SCRIPT EXISTS proves
-	// they are the same bytes.
-	lua := filepath.Join(o.moduleRoot, "idempotency", "redisstore", "lua")
-	common, err1 := os.ReadFile(filepath.Join(lua, "common.lua"))
-	claim, err2 := os.ReadFile(filepath.Join(lua, "claim.lua"))
-	if err := errors.Join(err1, err2); err != nil {
-		client.Close()
-		return nil, fmt.Errorf("claim script: %w", err)
+	// redis-benchmark runs the claim script compiled into this binary, by
+	// its SHA, with arguments of its layout (benchArgs); New has just
+	// loaded it, which SCRIPT EXISTS proves.
+	for _, sc := range redisstore.Scripts() {
+		if sc.Name == "claim" {
+			e.claimSHA = sc.SHA1
+		}
 	}
-	e.claimSrc = string(common) + "\n" + string(claim)
-	sum := sha1.Sum([]byte(e.claimSrc))
-	e.claimSHA = hex.EncodeToString(sum[:])
 	ex, err := client.Do(ctx, client.B().ScriptExists().Sha1(e.claimSHA).Build()).AsIntSlice()
 	if err != nil || len(ex) != 1 || ex[0] != 1 {
 		client.Close()
-		return nil, fmt.Errorf("the claim script in %s is not the one compiled into this binary (rebuild)", lua)
+		return nil, fmt.Errorf("the claim script %q is not loaded in Redis: %v", e.claimSHA, err)
 	}
 	return e, nil
 }

@@ -21,6 +21,14 @@
 //     connection re-sends in-flight writes (see New). ParseURL never sets
 //     it.
 //
+// Every operation is one Lua script (lua/*.lua, after lua/common.lua). The
+// arguments of each are one Go struct in internal/scriptargs, in ARGV
+// order: the callers encode it with its Spec, and the store prefixes each
+// script's body with the prologue generated from it, so that the body
+// reads its arguments by name and never by position. Scripts lists the
+// scripts by name and SHA1 for tools that watch the commands a Store
+// sends.
+//
 // Each Store method says what it costs and guarantees; Options fields say
 // their defaults and limits; ListUnknown describes the unknown index. The
 // contract (states, leases, fencing, retention, the index, the record

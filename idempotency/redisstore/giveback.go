@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/scriptargs"
 )
 
 // GiveBack gives back the attempt that the claim with req.ClaimOpID
@@ -46,7 +46,8 @@ func (s *Store) GiveBack(ctx context.Context, req idempotency.GiveBackRequest) e
 		return err
 	}
 	arr, _, err := s.execKeys(ctx, s.sc.giveback, []string{key, bucket},
-		[]string{strconv.Itoa(req.Token), opTag('c', cop), opTag('g', op), s.uretention, member, inc}, false)
+		scriptargs.GiveBackSpec.Argv(&scriptargs.GiveBack{Token: req.Token, ClaimOp: opTag('c', cop), Op: opTag('g', op),
+			URetention: s.uretention, Member: member, Incarnation: inc}), false)
 	if err != nil {
 		return opError("giveback", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/scriptargs"
 )
 
 // schemaOne writes a record as the store of schema 1 wrote it: a hash,
@@ -119,9 +120,9 @@ func TestFinalizeAnswersSmall(t *testing.T) {
 	k := idempotency.NewKey()
 	res := mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
 	body := bytes.Repeat([]byte("0123456789abcdef"), 3000)
-	args := append([]string{strconv.Itoa(res.Token), "a", opTag('f', "op1"), "60000", "0", member(k)},
-		encodeResult(&idempotency.StoredResult{Status: 200, Body: body, Header: http.Header{"Content-Type": {"application/json"}}}, 1<<20)...)
-	args = append(args, "") // no incarnation: not checked
+	// No incarnation: not checked.
+	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: res.Token, State: "a", Op: opTag('f', "op1"), TTL: "60000", Member: member(k),
+		Result: encodeResult(&idempotency.StoredResult{Status: 200, Body: body, Header: http.Header{"Content-Type": {"application/json"}}}, 1<<20)})
 	arr, _, err := m.store.execKeys(context.Background(), m.store.sc.finalize, []string{m.recordKey(t, k), m.store.bucketOf(testScope.Workspace, m.recordKey(t, k))}, args, false)
 	if err != nil {
 		t.Fatal(err)

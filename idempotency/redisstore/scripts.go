@@ -4,8 +4,12 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"strconv"
 
 	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/scriptargs"
 )
 
 //go:embed lua/*.lua
@@ -29,15 +33,21 @@ type script struct {
 	rw *rueidis.Lua
 }
 
-// loadScript reads lua/name.lua, after lua/common.lua unless alone: a
-// script that reads no record (the index) skips the shared chunk, which
-// every call runs.
-func loadScript(name string, readOnly, alone bool) *script {
+// scriptSource is the source of the script name as the Store sends it:
+// lua/common.lua unless alone (a script that reads no record, the index,
+// skips the shared chunk, which every call runs), then the prologue
+// generated from the script's arguments (internal/scriptargs), then
+// lua/name.lua, whose body reads its arguments by name only.
+func scriptSource(name string, alone bool) string {
 	body, err := luaFS.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic("redisstore: " + err.Error()) // embedded at build time
 	}
-	src := string(body)
+	args := scriptargs.Of(name)
+	if args == nil {
+		panic("redisstore: script " + name + " has no arguments in internal/scriptargs")
+	}
+	src := args.Prologue() + string(body)
 	if !alone {
 		common, err := luaFS.ReadFile("lua/common.lua")
 		if err != nil {
@@ -45,6 +55,12 @@ func loadScript(name string, readOnly, alone bool) *script {
 		}
 		src = string(common) + "\n" + src
 	}
+	return src
+}
+
+// loadScript makes the script name (scriptSource) runnable.
+func loadScript(name string, readOnly, alone bool) *script {
+	src := scriptSource(name, alone)
 	sum := sha1.Sum([]byte(src))
 	s := &script{src: src, sha: hex.EncodeToString(sum[:])}
 	if readOnly {
@@ -77,3 +93,31 @@ func newScripts() scripts {
 		giveback: loadScript("giveback", false, false),
 	}
 }
+
+// ScriptInfo is one of the Lua scripts a Store runs, as it sends them.
+type ScriptInfo struct {
+	Name   string // "claim", "reserve", "renew", "finalize", "lookup", "decide", "settle", "index", "giveback"
+	SHA1   string // hex, as EVALSHA sends it
+	Source string // as EVAL sends it
+}
+
+// Scripts lists the scripts a Store of this build runs, for tools that
+// watch or replay its commands (a fault-injecting proxy, a load generator,
+// a MONITOR reader): they recognize a script by its SHA1, never by its
+// arguments, whose layout is internal and changes with the SHA.
+func Scripts() []ScriptInfo {
+	sc := newScripts()
+	out := make([]ScriptInfo, 0, 9)
+	for _, s := range []struct {
+		name string
+		sc   *script
+	}{{"claim", sc.claim}, {"reserve", sc.reserve}, {"renew", sc.renew}, {"finalize", sc.finalize}, {"lookup", sc.lookup},
+		{"decide", sc.decide}, {"settle", sc.settle}, {"index", sc.index}, {"giveback", sc.giveback}} {
+		out = append(out, ScriptInfo{Name: s.name, SHA1: s.sc.sha, Source: s.sc.src})
+	}
+	return out
+}
+
+// scopeVersion is idempotency.ScopeVersion as the scripts compare it with a
+// record's (w).
+var scopeVersion = strconv.Itoa(idempotency.ScopeVersion)

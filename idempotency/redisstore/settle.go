@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/scriptargs"
 )
 
 var _ idempotency.Settler = (*Store)(nil)
@@ -93,11 +94,11 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 	if err != nil {
 		return idempotency.Record{}, err
 	}
-	args := append([]string{strconv.Itoa(req.Attempts), stateCodes[req.Outcome], opTag('s', op), s.retention, req.By, req.Note, member},
-		encodeResult(req.Result, s.maxResult)...)
 	// The settle margin is one lease: an owner finalizes within it of its
 	// attempt's end (retry.Orchestrator).
-	args = append(args, s.lease, strconv.Itoa(idempotency.ScopeVersion))
+	args := scriptargs.SettleSpec.Argv(&scriptargs.Settle{Attempts: req.Attempts, State: stateCodes[req.Outcome], Op: opTag('s', op),
+		Retention: s.retention, By: req.By, Note: req.Note, Member: member, Margin: s.lease, ScopeVersion: scopeVersion,
+		Result: encodeResult(req.Result, s.maxResult)})
 	arr, _, err := s.execKeys(ctx, s.sc.settle, []string{rk, bucket}, args, false)
 	if err != nil {
 		return idempotency.Record{}, opError("settle", err)
@@ -244,7 +245,7 @@ func (s *Store) readIndex(ctx context.Context, workspace string, cur listCursor,
 	defer cancel()
 	var out []listCursor
 	if cur.mid {
-		arr, _, err := s.exec(rctx, s.sc.index, s.listKey(workspace, cur.pos), []string{"page", cur.score, cur.member, strconv.Itoa(want)}, false)
+		arr, _, err := s.exec(rctx, s.sc.index, s.listKey(workspace, cur.pos), scriptargs.IndexSpec.Argv(&scriptargs.Index{Op: "page", Score: cur.score, Member: cur.member, Count: want}), false)
 		if err != nil {
 			return nil, cur, opError("list", err)
 		}
@@ -389,7 +390,7 @@ func (s *Store) listed(ctx context.Context, workspace string, entries []listCurs
 // drop removes an entry the listing read, if its score is still the one
 // read.
 func (s *Store) drop(ctx context.Context, workspace string, e listCursor) error {
-	if _, _, err := s.exec(ctx, s.sc.index, s.listKey(workspace, e.pos), []string{"drop", e.member, e.score}, false); err != nil {
+	if _, _, err := s.exec(ctx, s.sc.index, s.listKey(workspace, e.pos), scriptargs.IndexSpec.Argv(&scriptargs.Index{Op: "drop", Score: e.score, Member: e.member}), false); err != nil {
 		return opError("list", err)
 	}
 	return nil

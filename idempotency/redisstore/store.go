@@ -16,6 +16,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/scriptargs"
 )
 
 // Defaults of the zero Options.
@@ -458,13 +459,9 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if b != "u" {
 		vk = packKey(idempotency.VendorKey(s.deployment, req.Scope, req.Key, req.RequestHash))
 	}
-	approval, fresh := "0", ""
+	fresh := ""
 	if req.ApprovalRequired {
-		approval, fresh = "1", idempotency.NewTicketID()
-	}
-	refuse := "0"
-	if req.Refuse {
-		refuse = "1"
+		fresh = idempotency.NewTicketID()
 	}
 	if err := s.scope.check(ctx); err != nil {
 		return idempotency.ClaimResult{}, err
@@ -473,12 +470,13 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	args := []string{
-		strconv.Itoa(idempotency.ScopeVersion), rh, b, fp, route, ks,
-		approval, req.Ticket, fresh, opTag('c', op), s.lease, s.retention, vk,
-		s.uretention, strconv.FormatInt(timeout.Milliseconds(), 10), refuse, member,
-		strconv.FormatInt(window.Milliseconds(), 10), newIncarnation(),
-	}
+	args := scriptargs.ClaimSpec.Argv(&scriptargs.Claim{
+		ScopeVersion: scopeVersion, RequestHash: rh, Binding: b, Fingerprint: fp, Route: route, KeySource: ks,
+		Approval: req.ApprovalRequired, Presented: req.Ticket, Fresh: fresh, Op: opTag('c', op),
+		Lease: s.lease, Retention: s.retention, VendorKey: vk, URetention: s.uretention,
+		Timeout: int(timeout.Milliseconds()), Refuse: req.Refuse, Member: member,
+		Window: int(window.Milliseconds()), Incarnation: newIncarnation(),
+	})
 	// The claim script writes the index entry of a reservation itself, in
 	// the record's slot: it is in place before the caller may send
 	// (DESIGN.md section 6).
@@ -644,9 +642,9 @@ func deadline(m rueidis.RedisMessage) (time.Time, error) {
 func (s *Store) neverSent(ctx context.Context, key, bucket, member string, token int, inc string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.readTimeout)
 	defer cancel()
-	args := append([]string{strconv.Itoa(token), stateCodes[idempotency.StateUnknown], opTag('f', idempotency.NewOpID()), s.uretention, "1", member},
-		encodeResult(nil, s.maxResult)...)
-	args = append(args, inc)
+	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: token, State: stateCodes[idempotency.StateUnknown],
+		Op: opTag('f', idempotency.NewOpID()), TTL: s.uretention, Never: true, Member: member, Incarnation: inc,
+		Result: encodeResult(nil, s.maxResult)})
 	s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
 }
 
@@ -693,16 +691,13 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
-	prev := "0"
-	if req.PreviousNeverSent {
-		prev = "1"
-	}
 	bucket, member, err := s.indexEntry(req.Scope, req.Key, key)
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
-	arr, acks, err := s.execKeys(ctx, s.sc.reserve, []string{key, bucket}, []string{strconv.Itoa(req.Token), opTag('r', op), s.lease, s.uretention,
-		strconv.FormatInt(timeout.Milliseconds(), 10), prev, member, inc}, true)
+	args := scriptargs.ReserveSpec.Argv(&scriptargs.Reserve{Token: req.Token, Op: opTag('r', op), Lease: s.lease, URetention: s.uretention,
+		Timeout: int(timeout.Milliseconds()), PrevNever: req.PreviousNeverSent, Member: member, Incarnation: inc})
+	arr, acks, err := s.execKeys(ctx, s.sc.reserve, []string{key, bucket}, args, true)
 	if err != nil {
 		return idempotency.Reservation{}, opError("reserve", err)
 	}
@@ -759,7 +754,7 @@ func (s *Store) Renew(ctx context.Context, req idempotency.RenewRequest) (time.T
 	if err != nil {
 		return time.Time{}, fmt.Errorf("redisstore: renew: %w", err)
 	}
-	arr, _, err := s.exec(ctx, s.sc.renew, key, []string{strconv.Itoa(req.Token), opTag('l', op), s.lease, inc}, false)
+	arr, _, err := s.exec(ctx, s.sc.renew, key, scriptargs.RenewSpec.Argv(&scriptargs.Renew{Token: req.Token, Op: opTag('l', op), Lease: s.lease, Incarnation: inc}), false)
 	if err != nil {
 		return time.Time{}, opError("renew", err)
 	}
@@ -838,20 +833,17 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	if err != nil {
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
 	}
-	ttl, never := s.retention, "0"
+	ttl := s.retention
 	if req.Outcome == idempotency.StateUnknown {
 		ttl = s.uretention
-	}
-	if req.NeverSent {
-		never = "1"
 	}
 	bucket, member, err := s.indexEntry(req.Scope, req.Key, key)
 	if err != nil {
 		return idempotency.Record{}, err
 	}
 	// A final outcome leaves the unknown index in the finalize script.
-	args := append([]string{strconv.Itoa(req.Token), stateCodes[req.Outcome], opTag('f', op), ttl, never, member}, encodeResult(req.Result, s.maxResult)...)
-	args = append(args, inc)
+	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: req.Token, State: stateCodes[req.Outcome], Op: opTag('f', op),
+		TTL: ttl, Never: req.NeverSent, Member: member, Incarnation: inc, Result: encodeResult(req.Result, s.maxResult)})
 	arr, _, err := s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
 	if err != nil {
 		return idempotency.Record{}, opError("finalize", err)
@@ -1032,16 +1024,13 @@ func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idem
 	if err != nil {
 		return idempotency.Ticket{}, err
 	}
-	approve := "0"
-	if req.Approve {
-		approve = "1"
-	}
 	bucket, member, err := s.indexEntry(tv.scope(), k, tv.Record)
 	if err != nil {
 		return idempotency.Ticket{}, err
 	}
 	arr, _, err := s.execKeys(ctx, s.sc.decide, []string{tv.Record, bucket},
-		[]string{req.Ticket, approve, opTag('d', op), s.retention, member, strconv.Itoa(idempotency.ScopeVersion)}, false)
+		scriptargs.DecideSpec.Argv(&scriptargs.Decide{Ticket: req.Ticket, Approve: req.Approve, Op: opTag('d', op),
+			Retention: s.retention, Member: member, ScopeVersion: scopeVersion}), false)
 	if err != nil {
 		return idempotency.Ticket{}, opError("decide", err)
 	}

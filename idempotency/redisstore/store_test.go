@@ -12,6 +12,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/scriptargs"
 )
 
 var ctx = context.Background()
@@ -86,15 +87,13 @@ func TestContendersGetBareAnswers(t *testing.T) {
 			}
 			// The raw script reply is the status alone (and the attempt
 			// deadline for in_progress).
-			refuse := "0"
-			if c.req.Refuse {
-				refuse = "1"
-			}
 			rk := m.recordKey(t, c.req.Key)
-			arr, err := m.store.sc.claim.lua.Exec(ctx, m.client, []string{rk, m.store.bucketOf(testScope.Workspace, rk)}, []string{
-				strconv.Itoa(idempotency.ScopeVersion), mustDigest(t, c.req.RequestHash), mustBinding(t, c.req.Binding), mustDigest(t, c.req.Fingerprint), "\x1fstripe\x1fstripe.create_charge\x1fPOST\x1fapi.stripe.com\x1f/v1/charges", "s",
-				"0", "", "", idempotency.NewOpID(), "30000", "86400000", "", "604800000", "30000", refuse, member(c.req.Key), "86400000", "incarnat",
-			}).ToArray()
+			arr, err := m.store.sc.claim.lua.Exec(ctx, m.client, []string{rk, m.store.bucketOf(testScope.Workspace, rk)}, scriptargs.ClaimSpec.Argv(&scriptargs.Claim{
+				ScopeVersion: scopeVersion, RequestHash: mustDigest(t, c.req.RequestHash), Binding: mustBinding(t, c.req.Binding),
+				Fingerprint: mustDigest(t, c.req.Fingerprint), Route: "\x1fstripe\x1fstripe.create_charge\x1fPOST\x1fapi.stripe.com\x1f/v1/charges", KeySource: "s",
+				Op: opTag('c', idempotency.NewOpID()), Lease: "30000", Retention: "86400000", URetention: "604800000", Timeout: 30000,
+				Refuse: c.req.Refuse, Member: member(c.req.Key), Window: 86400000, Incarnation: "incarnat",
+			})).ToArray()
 			if err != nil || len(arr) != c.raw {
 				t.Fatalf("raw reply %v, %v; want %d elements", arr, err, c.raw)
 			}

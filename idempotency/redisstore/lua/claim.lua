@@ -1,12 +1,14 @@
--- claim: ARGV = scope version, request hash, binding, fingerprint, route
--- record (its fields c, p, T, M, H, P as stored: tag, length, value; the
--- record's bytes, so that the common fresh claim copies it as it is),
--- key source, approval required (0/1), presented
--- ticket, fresh ticket, op tag, lease ms, retention ms, vendor key (16
--- bytes, or '' for an unsupported binding), unknown retention ms, attempt
--- timeout ms, refuse (0/1), the record's member in its unknown index bucket
--- (KEYS[2]), vendor window ms (how long the vendor deduplicates on the key),
--- the incarnation a record made by this claim gets (8 bytes).
+-- claim: arguments (internal/scriptargs.Claim) sv scope version, rh
+-- request hash, b binding, fp fingerprint, route the route record (its
+-- fields c, p, T, M, H, P as stored: tag, length, value; the record's
+-- bytes, so that the common fresh claim copies it as it is), ks key source,
+-- approval (approval required), presented the presented ticket, fresh a
+-- fresh ticket, op its op tag, lease, retention (ms), vk the vendor key (16
+-- bytes, or '' for an unsupported binding), uretention unknown retention
+-- (ms), timeout the attempt timeout (ms), refuse, member the record's
+-- member in its unknown index bucket (KEYS[2]), window (ms: how long the
+-- vendor deduplicates on the key), inc the incarnation a record made by
+-- this claim gets (8 bytes).
 -- The index: an answer that reserves an attempt (claimed) adds the entry in
 -- this script, before the caller may send; no other answer writes it (a
 -- replay, in_progress, held or a refusal writes nothing there), except that
@@ -30,13 +32,6 @@
 -- record: it gets a ticket (once) and keeps its state, TTL and index entry.
 -- A denial of such a record (a = '0') answers denied wherever a claim would
 -- dispatch, whatever the tool requires now.
-local sv, rh, b, fp, route, ks = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local approval, presented, fresh, op = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
-local lease, retention, vk = tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13]
-local uretention, timeout, refuse = tonumber(ARGV[14]), tonumber(ARGV[15]), ARGV[16] == '1'
-local member = ARGV[17]
-local window = tonumber(ARGV[18])
-local inc = ARGV[19]
 local now = now_ms()
 
 local r, _, raw = load()
@@ -44,7 +39,7 @@ if r == nil then
   if refuse then
     return {'refused'}
   end
-  if approval == '1' then
+  if approval then
     r = decode('\2' .. route)
     if r == nil then
       return redis.error_reply('ERR redisstore: route fields cut short')
@@ -204,7 +199,7 @@ local first = tonumber(r.W) or tonumber(r.C) or 0
 if sent == 0 or (b ~= 'u' and now + lease < first + window) then
   if ap == '0' then
     return {'denied'}
-  elseif approval == '1' and ap ~= '1' then
+  elseif approval and ap ~= '1' then
     if t == nil then
       t = fresh
       r.t = t

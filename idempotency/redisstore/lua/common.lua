@@ -4,6 +4,11 @@
 -- in the record's Cluster slot (settle.go), and the record's member there.
 -- Time comes from the server clock: Redis 7 replicates the effects of a
 -- script, not the script, so TIME is safe here.
+-- Arguments: each script's are one struct of internal/scriptargs; the store
+-- puts the prologue generated from it (the count checked, each argument
+-- in a local of its name) between this chunk and the script's body, so
+-- bodies read arguments by name and never ARGV by position (set_result
+-- below reads a script's remaining arguments from the index it is given).
 --
 -- The record (schema 2) is one Redis string, so that no body ever turns it
 -- into a larger encoding: byte 0 is the schema version (2), then fields,
@@ -333,10 +338,13 @@ local function clear_result(r)
   end
 end
 
--- set_result stores a result from ARGV[i]: status ('' if none), body
--- dropped (0/1), body, its size before compression ('' if stored as sent),
--- then header field/value pairs, up to ARGV[last] (default: the last).
-local function set_result(r, i, last)
+-- set_result stores the result that the arguments carry from ARGV[i] to the
+-- last (a script's remaining arguments: the []string field of its
+-- internal/scriptargs struct, whose local is i; the only ARGV a script
+-- reads by index): status ('' if none), body dropped (0/1), body, its size
+-- before compression ('' if stored as sent), then header field/value
+-- pairs.
+local function set_result(r, i)
   if ARGV[i] ~= '' then
     r.x = ARGV[i]
   end
@@ -349,7 +357,7 @@ local function set_result(r, i, last)
       r.z = ARGV[i + 3]
     end
   end
-  for j = i + 4, last or #ARGV, 2 do
+  for j = i + 4, #ARGV, 2 do
     r[ARGV[j]] = ARGV[j + 1]
   end
 end

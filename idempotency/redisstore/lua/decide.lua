@@ -1,6 +1,7 @@
--- decide: ARGV = ticket, approve (0/1), op tag, retention ms, the record's
--- member in its unknown index bucket (KEYS[2]), the scope version (a record
--- of another is scope_version_conflict, as for a claim): a denial makes the record
+-- decide: arguments (internal/scriptargs.Decide) ticket, approve, op tag,
+-- retention (ms), member the record's member in its unknown index bucket
+-- (KEYS[2]), sv the scope version (a record of another is
+-- scope_version_conflict, as for a claim): a denial makes the record
 -- final, so it removes the entry (a held record was never reserved, so it
 -- has none; the ZREM keeps "a final record has no entry" in the script).
 -- The first decision is final: repeating it answers it again, contradicting
@@ -9,9 +10,6 @@
 -- is not held: the decision sets only its approved flag, '1' or '0'
 -- (denied), and keeps its state (an unknown record stays unknown: its
 -- effect may have happened), TTL and index entry.
-local ticket, approve, op = ARGV[1], ARGV[2] == '1', ARGV[3]
-local retention = tonumber(ARGV[4])
-
 local r = load()
 if r == nil then
   return {'not_found'}
@@ -21,7 +19,7 @@ local s = string.sub(m, 1, 1)
 if t ~= ticket then
   return {'not_found'}
 end
-if r.w ~= ARGV[6] then
+if r.w ~= sv then
   return {'scope_version_conflict'}
 end
 
@@ -53,7 +51,7 @@ else
 end
 r.U, r.o = int(now), op
 if not approve then
-  index_rem(ARGV[5])
+  index_rem(member)
 end
 save(r, retention)
 return {approve and 'approved' or 'denied'}

@@ -1,8 +1,8 @@
--- finalize: ARGV = token, state (a, r, u), op tag, TTL ms, never sent
--- (0/1), the record's member in its unknown index bucket (KEYS[2]), then
--- the result from ARGV[7] (see set_result), then (last) the caller's
--- incarnation (another record's is stale; '' and a record without one are
--- not compared).
+-- finalize: arguments (internal/scriptargs.Finalize) token, state (a, r,
+-- u), op tag, ttl (ms), never (never sent), member the record's member in
+-- its unknown index bucket (KEYS[2]), inc the caller's incarnation
+-- (another record's is stale; '' and a record without one are not
+-- compared), then the result (see set_result).
 -- A final outcome removes the index entry in this script; an unknown one
 -- keeps it (its score follows the record's new expiry); a stale or re-sent
 -- finalize writes nothing there.
@@ -12,10 +12,6 @@
 -- Never sent takes the attempt back only from an in_flight record.
 -- Replies {finalized, the record without its body[, 1 if applied before]}:
 -- the caller has the body it just sent.
-local token, state, op = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-local ttl, never, member = tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6]
-local inc = ARGV[#ARGV]
-
 local r = load()
 if r == nil then
   return {'not_found'}
@@ -34,7 +30,7 @@ local now = now_ms()
 clear_result(r)
 r.l, r.y, r.e, r.O, r.U = nil, nil, nil, nil, nil
 r.m, r.F, r.o = with_state(m, state), int(now - created), op
-set_result(r, 7, #ARGV - 1)
+set_result(r, result)
 if never and s == 'f' and sent > 0 then
   put_sent(r, n, sent - 1)
 end

@@ -1,5 +1,6 @@
--- giveback: ARGV = token, the claim's op tag, op tag, unknown retention ms,
--- the record's member in its unknown index bucket (KEYS[2]), the record's
+-- giveback: arguments (internal/scriptargs.GiveBack) token, cop the
+-- claim's op tag, op tag, uretention unknown retention (ms), member the
+-- record's member in its unknown index bucket (KEYS[2]), inc the record's
 -- incarnation as the claim answered it (8 bytes, or '': not checked).
 -- It gives back the attempt that the claim with that op tag reserved and
 -- nobody sent: a finalize of the token as never sent, guarded by the claim
@@ -13,9 +14,6 @@
 -- nothing. K keeps the claim's op tag, its token replaced by 'g' (given
 -- back): a late copy of the claim answers applied and reserves nothing.
 -- Replies {given_back[, 1 if applied before]}, {stale} or {not_found}.
-local token, cop, op = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-local uretention, member, inc = tonumber(ARGV[4]), ARGV[5], ARGV[6]
-
 local r = load()
 if r == nil then
   return {'not_found'}

@@ -2,8 +2,9 @@
 -- per-workspace key of a previous release), a sorted set of record members
 -- scored by expiry (ms). The record scripts add and remove entries
 -- (common.lua); this one serves the listing.
--- ARGV = op ('drop' or 'page'), then for drop: member, the score the caller
--- read; for page: score and member of the last entry read, count.
+-- Arguments (internal/scriptargs.Index): op ('drop' or 'page'), score,
+-- member, count. drop: the entry's member and the score the caller read;
+-- page: score and member of the last entry read, count.
 -- drop removes an entry only if its score is still the one read, so that a
 -- record made again since then keeps its entry.
 -- page returns up to count entries (member, score, ...) after the one
@@ -29,8 +30,8 @@ local function num(x)
   end
   return tonumber(i .. f .. string.rep('0', e - #f))
 end
-if ARGV[1] == 'page' then
-  local from, after, count = ARGV[2], ARGV[3], tonumber(ARGV[4])
+if op == 'page' then
+  local from, after = score, member
   local fromn = num(from)
   local out, off = {}, 0
   while #out < 2 * count do
@@ -48,8 +49,8 @@ if ARGV[1] == 'page' then
   end
   return out
 end
-local cur = redis.call('ZSCORE', key, ARGV[2])
-if cur and num(cur) == num(ARGV[3]) then
-  redis.call('ZREM', key, ARGV[2])
+local cur = redis.call('ZSCORE', key, member)
+if cur and num(cur) == num(score) then
+  redis.call('ZREM', key, member)
 end
 return {'ok'}

@@ -1,13 +1,11 @@
--- renew: ARGV = token, op tag, lease ms, the caller's incarnation (another
+-- renew: arguments (internal/scriptargs.Renew) token, op tag, lease (ms),
+-- inc the caller's incarnation (another
 -- record's answers not_found: the worker's record is gone, and this one is
 -- not its to renew; '' and a record without one are not compared). A compare-and-set on state
 -- in_flight, the token and a live lease: it never revives a lapsed lease.
 -- The lease becomes min(now + lease, attempt deadline), and never shrinks.
 -- Its op tag has a field of its own (O), so that renewals never hide a
 -- re-sent claim or reserve. Not WAITed: a lost renewal only shortens a lease.
-local token, op, lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-local inc = ARGV[4]
-
 local r = load()
 if r == nil or inc ~= '' and r.i ~= nil and r.i ~= inc then
   return {'not_found'}

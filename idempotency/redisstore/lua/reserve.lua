@@ -1,15 +1,11 @@
--- reserve: ARGV = token, op tag, lease ms, unknown retention ms, attempt
--- timeout ms, previous never sent ('1': attempt token is taken back), the
+-- reserve: arguments (internal/scriptargs.Reserve) token, op tag, lease
+-- (ms), uretention unknown retention (ms), timeout attempt timeout (ms),
+-- prev_never previous never sent (attempt token is taken back), member the
 -- record's member in its unknown index bucket (KEYS[2]), which a
--- reservation adds, the caller's incarnation (another record's is stale;
--- '' and a record without one are not compared). The lease ends at the attempt deadline at
+-- reservation adds, inc the caller's incarnation (another record's is
+-- stale; '' and a record without one are not compared). The lease ends at the attempt deadline at
 -- the latest. Replies {reserved, token, lease deadline, attempt
 -- deadline} and a fifth element 1 when the op was applied before.
-local token, op = tonumber(ARGV[1]), ARGV[2]
-local lease, uretention, timeout = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local member = ARGV[7]
-local inc = ARGV[8]
-
 local r = load()
 if r == nil then
   return {'not_found'}
@@ -41,7 +37,7 @@ if nl > ne then
   nl = ne
 end
 r.n, r.y, r.l, r.e, r.U, r.o, r.O = int(n + 1), int(cy + 1), int(nl), int(ne), int(now), op, nil
-if ARGV[6] == '1' then
+if prev_never then
   put_sent(r, n + 1, sent) -- the previous attempt never left; this one may
   if sent <= 1 then
     r.W = int(now) -- the first attempt that may leave (common.lua)

@@ -1,8 +1,8 @@
--- settle: ARGV = attempts the operator saw, state (a, r), op tag, retention
--- ms, who, note, the record's member in its unknown index bucket (KEYS[2]),
--- which a settle removes, then the result from ARGV[8] (see set_result),
--- then (last two) the settle margin ms (the store's lease) and the scope
--- version.
+-- settle: arguments (internal/scriptargs.Settle) attempts the operator
+-- saw, state (a, r), op tag, retention (ms), who, note, member the record's
+-- member in its unknown index bucket (KEYS[2]), which a settle removes,
+-- smargin the settle margin (ms: the store's lease), sv the scope version,
+-- then the result (see set_result).
 -- Only an unknown record, or an in_flight one whose lease lapsed, is
 -- settled, only while its attempt count is the one the operator saw, and
 -- only of the gateway's scope version. A record that still has an attempt
@@ -12,9 +12,6 @@
 -- The resolution goes to field R: who, time (ms), note, joined by 0x1f
 -- (validated text holds no control byte). F is set, so a late finalize of
 -- the attempt that went unknown is stale. The TTL never shrinks.
-local attempts, state, op, retention = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
-local smargin, sv = tonumber(ARGV[#ARGV - 1]), ARGV[#ARGV]
-
 local r = load()
 if r == nil then
   return {'not_found'}
@@ -42,10 +39,10 @@ end
 clear_result(r)
 r.l, r.y, r.e, r.O, r.U = nil, nil, nil, nil, nil
 r.m, r.F, r.o = with_state(m, state), int(now - created), op
-r.R = ARGV[5] .. '\31' .. int(now) .. '\31' .. ARGV[6]
-set_result(r, 8, #ARGV - 2)
+r.R = who .. '\31' .. int(now) .. '\31' .. note
+set_result(r, result)
 local ttl = redis.call('PTTL', key)
-index_rem(ARGV[7])
+index_rem(member)
 if ttl >= 0 and ttl < retention then
   return {'settled', save(r, retention)}
 end

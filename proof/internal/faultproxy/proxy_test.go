@@ -148,11 +148,11 @@ func TestRules(t *testing.T) {
 	})
 
 	t.Run("hold command", func(t *testing.T) {
-		p.SetRule(OnScript("lookup", "held", HoldCommand))
+		p.SetRule(OnScript("script?", "held", HoldCommand))
 		defer p.SetRule(nil)
 		c := dial(t, p.Addr())
 		eval(c, "held")
-		if e := nextEvent(t, p); e != (Event{HoldCommand, "lookup", "held"}) {
+		if e := nextEvent(t, p); e != (Event{HoldCommand, "script?", "held"}) {
 			t.Errorf("event %v", e)
 		}
 		c.send("SET", "after-held", "x") // the rest of the connection is held too
@@ -167,7 +167,7 @@ func TestRules(t *testing.T) {
 	})
 
 	t.Run("hold reply", func(t *testing.T) {
-		p.SetRule(OnScript("lookup", "withheld", HoldReply))
+		p.SetRule(OnScript("script?", "withheld", HoldReply))
 		defer p.SetRule(nil)
 		c := dial(t, p.Addr())
 		eval(c, "withheld")
@@ -181,7 +181,7 @@ func TestRules(t *testing.T) {
 	})
 
 	t.Run("drop reply and cut", func(t *testing.T) {
-		p.SetRule(OnScript("lookup", "dropped", DropReplyCut))
+		p.SetRule(OnScript("script?", "dropped", DropReplyCut))
 		defer p.SetRule(nil)
 		dropped := make(chan []string, 4)
 		p.SetOnDropped(func(cmd []string) { dropped <- cmd })
@@ -193,8 +193,8 @@ func TestRules(t *testing.T) {
 		}
 		select {
 		case cmd := <-dropped:
-			if k, key := ScriptKind(cmd); k != "lookup" || key != "dropped" {
-				t.Errorf("dropped %q (%s %s); want the lookup of dropped", cmd, k, key)
+			if k, key := ScriptKind(cmd); k != "script?" || key != "dropped" {
+				t.Errorf("dropped %q (%s %s); want the script on dropped", cmd, k, key)
 			}
 		default:
 			t.Error("SetOnDropped's function was not called before the connection closed")

@@ -1,52 +1,55 @@
 package faultproxy
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"strings"
 	"sync"
+
+	"github.com/obol-gateway/obol/idempotency/redisstore"
 )
 
-// ScriptKind names the redisstore script a command runs, by its shape, so
-// that a rule can aim at one step of a call without knowing script hashes:
-// claim has 19 arguments, finalize at least 8 with an outcome code second,
-// decide 6 with an "apt_" first, reserve 8 (each with 2 keys: the record
-// and its index bucket), lookup none (1 key). key is the record key
-// (KEYS[1]). A command that is not a script is named by its lowercased
-// name, with no key; a script of another shape is "script?".
+// storeScripts names redisstore's scripts by their SHA1, as this build's
+// Store sends them (redisstore.Scripts).
+var storeScripts = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range redisstore.Scripts() {
+		m[s.SHA1] = s.Name
+	}
+	return m
+}()
+
+// ScriptKind names the redisstore script a command runs ("claim",
+// "reserve", "renew", "finalize", "lookup", "decide", "settle", "index",
+// "giveback"), so that a rule can aim at one step of a call without knowing
+// script hashes. It recognizes the script by its SHA1 (EVALSHA's, or that
+// of EVAL's source) among those of redisstore.Scripts, never by its
+// arguments. key is KEYS[1] (the record key; the index bucket for index).
+// A command that is not a script is named by its lowercased name, with no
+// key; another script is "script?".
 func ScriptKind(cmd []string) (kind, key string) {
-	if len(cmd) < 4 {
-		if len(cmd) > 0 {
-			return strings.ToLower(cmd[0]), ""
-		}
+	if len(cmd) == 0 {
 		return "", ""
 	}
+	var sha string
 	switch strings.ToUpper(cmd[0]) {
-	case "EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO":
+	case "EVALSHA", "EVALSHA_RO":
+		if len(cmd) > 1 {
+			sha = strings.ToLower(cmd[1])
+		}
+	case "EVAL", "EVAL_RO":
+		if len(cmd) > 1 {
+			sum := sha1.Sum([]byte(cmd[1]))
+			sha = hex.EncodeToString(sum[:])
+		}
 	default:
 		return strings.ToLower(cmd[0]), ""
 	}
-	nk := 0
-	switch cmd[2] {
-	case "1":
-		nk = 1
-	case "2":
-		nk = 2
+	if len(cmd) > 3 && cmd[2] != "0" {
+		key = cmd[3]
 	}
-	if nk == 0 || len(cmd) < 3+nk {
-		return "script?", ""
-	}
-	key, argv := cmd[3], cmd[3+nk:]
-	switch {
-	case nk == 1 && len(argv) == 0:
-		return "lookup", key
-	case nk == 1:
-	case len(argv) == 19:
-		return "claim", key
-	case len(argv) >= 8 && (argv[1] == "a" || argv[1] == "r" || argv[1] == "u"):
-		return "finalize", key
-	case len(argv) == 6 && strings.HasPrefix(argv[0], "apt_"):
-		return "decide", key
-	case len(argv) == 8:
-		return "reserve", key
+	if name, ok := storeScripts[sha]; ok {
+		return name, key
 	}
 	return "script?", key
 }

@@ -3,13 +3,16 @@ package faultproxy
 import (
 	"strings"
 	"testing"
+
+	"github.com/obol-gateway/obol/idempotency/redisstore"
 )
 
 func TestScriptKind(t *testing.T) {
-	script := func(key string, argv ...string) []string {
-		return append([]string{"EVALSHA", "abc", "2", key, "bucket"}, argv...)
+	sha := map[string]string{}
+	for _, s := range redisstore.Scripts() {
+		sha[s.Name] = s.SHA1
 	}
-	n := func(k int) []string { return strings.Split(strings.Repeat("x,", k-1)+"x", ",") }
+	src := redisstore.Scripts()[0]
 	for _, c := range []struct {
 		cmd       []string
 		kind, key string
@@ -17,27 +20,32 @@ func TestScriptKind(t *testing.T) {
 		{nil, "", ""},
 		{[]string{"ping"}, "ping", ""},
 		{[]string{"SET", "k", "v", "PX"}, "set", ""},
-		{[]string{"EVALSHA", "abc", "1", "rec:1"}, "lookup", "rec:1"},
-		{script("rec:1", n(19)...), "claim", "rec:1"},
-		{script("rec:1", "tok", "a", "1", "2", "3", "m", "4", "5"), "finalize", "rec:1"},
-		{script("rec:1", "tok", "z", "1", "2", "3", "m", "4", "5", "6"), "script?", "rec:1"},
-		{script("rec:1", "apt_1", "2", "3", "4", "m", "1"), "decide", "rec:1"},
-		{script("rec:1", n(8)...), "reserve", "rec:1"},
-		{[]string{"EVAL_RO", "src", "1", "rec:2"}, "lookup", "rec:2"},
-		{[]string{"EVALSHA", "abc", "1", "unk:ws", "page", "-inf", "", "5"}, "script?", "unk:ws"},
-		{[]string{"EVAL", "src", "3", "a", "b", "c"}, "script?", ""},
-		{[]string{"EVAL", "src", "2", "a"}, "script?", ""},
+		{[]string{"EVALSHA", sha["lookup"], "1", "rec:1"}, "lookup", "rec:1"},
+		{[]string{"EVALSHA_RO", sha["lookup"], "1", "rec:1"}, "lookup", "rec:1"},
+		{[]string{"evalsha", strings.ToUpper(sha["claim"]), "2", "rec:1", "bucket", "x"}, "claim", "rec:1"},
+		{[]string{"EVALSHA", sha["finalize"], "2", "rec:1", "bucket"}, "finalize", "rec:1"},
+		{[]string{"EVALSHA", sha["index"], "1", "unk:ws", "page", "-inf", "", "5"}, "index", "unk:ws"},
+		{[]string{"EVAL", src.Source, "2", "rec:2", "bucket"}, src.Name, "rec:2"},
+		{[]string{"EVALSHA", "abc", "2", "rec:1", "bucket"}, "script?", "rec:1"},
+		{[]string{"EVAL", "return 1", "0"}, "script?", ""},
+		{[]string{"EVALSHA"}, "script?", ""},
 	} {
 		if kind, key := ScriptKind(c.cmd); kind != c.kind || key != c.key {
-			t.Errorf("ScriptKind(%q) = %q, %q; want %q, %q", c.cmd, kind, key, c.kind, c.key)
+			t.Errorf("ScriptKind(%.80q) = %q, %q; want %q, %q", c.cmd, kind, key, c.kind, c.key)
 		}
 	}
 }
 
 func TestOnScriptFiresOnce(t *testing.T) {
+	var sha string
+	for _, s := range redisstore.Scripts() {
+		if s.Name == "lookup" {
+			sha = s.SHA1
+		}
+	}
 	r := OnScript("lookup", "abc", HoldReply)
-	cmd := []string{"EVALSHA", "sha", "1", "rec:abc:1"}
-	if a := r([]string{"EVALSHA", "sha", "1", "rec:zzz"}); a != Pass {
+	cmd := []string{"EVALSHA", sha, "1", "rec:abc:1"}
+	if a := r([]string{"EVALSHA", sha, "1", "rec:zzz"}); a != Pass {
 		t.Errorf("another key: %v", a)
 	}
 	if a := r([]string{"GET", "rec:abc:1", "x", "y"}); a != Pass {
