@@ -178,6 +178,9 @@ func NewRoute(spec effectspec.Spec, t RouteTarget) (Route, error) {
 		if err != nil {
 			return weak("URL: %v", err)
 		}
+		if scheme == SchemeInProcess {
+			return weak("URL: scheme %s is an in-process route's (set Server)", SchemeInProcess)
+		}
 		r.Host, r.Path = host, path
 		if kind == RouteNative {
 			r.Scheme = scheme

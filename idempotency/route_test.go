@@ -178,6 +178,7 @@ func TestNewRouteRefuses(t *testing.T) {
 		"query":                {native, with(func(t *idempotency.RouteTarget) { t.URL = "https://pay.example/charge?api_key=sk_live_secret" })},
 		"fragment":             {native, with(func(t *idempotency.RouteTarget) { t.URL = "https://pay.example/charge#sk_live_secret" })},
 		"broker on native":     {native, with(func(t *idempotency.RouteTarget) { t.Broker = "nango" })},
+		"inproc URL":           {native, with(func(t *idempotency.RouteTarget) { t.URL = "inproc://gw/pay.charge" })},
 		"federated, no broker": {federated, idempotency.RouteTarget{Connection: "c", URL: "https://broker.example/x"}},
 		"federated credential": {federated, idempotency.RouteTarget{Broker: "nango", Connection: "c",
 			URL: "https://broker.example/x", Credential: "K"}},
