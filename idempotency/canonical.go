@@ -1600,6 +1600,15 @@ func printsAs(f float64, hi, lo []byte, e int) bool {
 	if t[k+1] != '5' {
 		return false
 	}
+	// And rounding to even went down: f's own digit at last is p's. Where
+	// it went up (an odd digit), rounding up prints the same p.
+	own := t[0] // t is d.ddd...: f's digit at last
+	if last > 0 {
+		own = t[last+1]
+	}
+	if own != p[last] {
+		return false
+	}
 	for _, ch := range t[k+2 : 2+767] {
 		if ch != '0' {
 			return false

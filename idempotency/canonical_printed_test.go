@@ -42,6 +42,8 @@ var printedDoubleVectors = []struct {
 	{"1234567890123456.2", "1234567890123456.2", false},
 	{"1234567890123456.3", "1234567890123456.2", true},
 	{"1571742410925541.7", "1.5717424109255417e+15", false}, // 1571742410925541.75 prints .8 both ways
+	{"335435653856583.89", "3.3543565385658389e+14", false}, // 335435653856583.875 prints .88 both ways
+	{"-3.3543565385658389000E+14", "-3.3543565385658389e+14", false},
 	// Integer literals keep their exact value: two int64 ids that are one
 	// double stay apart, and so do ids beyond 2^53.
 	{"72057594037927936", "7.2057594037927936e+16", false},

@@ -68,6 +68,12 @@ var (
 	// The step may or may not have been applied; the caller must not send and
 	// should settle the state with a read-only Lookup.
 	ErrStoreUnavailable = errors.New("idempotency: store unavailable")
+	// ErrWeakRoute: a Route that lacks a fact its fingerprint needs (DESIGN.md
+	// section 5), or that NewRoute cannot derive from its target. A claim
+	// pinned with it would let another destination (another vendor account,
+	// http instead of https) pass as the same one, so it is refused before the
+	// claim.
+	ErrWeakRoute = errors.New("idempotency: route lacks a dispatch fact")
 )
 
 // Reason returns the stable wire reason and the equivalent HTTP status (as in

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -60,14 +61,14 @@ func TestRouteRecord(t *testing.T) {
 // header or pointer the key goes to is another destination.
 func TestFingerprintCoversEveryFact(t *testing.T) {
 	base := idempotency.Route{Connection: "c", Provider: "p", Tool: "t", Method: "POST", Host: "h", Path: "/x",
-		Binding: "header", Scheme: "https", BindingName: "idempotency-key", SecretEnv: "K"}
+		Binding: "header", Scheme: "https", BindingName: "idempotency-key", Credential: "K"}
 	seen := map[string]string{base.Fingerprint(): "base"}
 	for name, mut := range map[string]func(*idempotency.Route){
 		"connection": func(r *idempotency.Route) { r.Connection = "c2" }, "provider": func(r *idempotency.Route) { r.Provider = "p2" },
 		"tool": func(r *idempotency.Route) { r.Tool = "t2" }, "method": func(r *idempotency.Route) { r.Method = "PUT" },
 		"host": func(r *idempotency.Route) { r.Host = "h2" }, "path": func(r *idempotency.Route) { r.Path = "/y" },
 		"binding": func(r *idempotency.Route) { r.Binding = "body_pointer" }, "scheme": func(r *idempotency.Route) { r.Scheme = "http" },
-		"binding name": func(r *idempotency.Route) { r.BindingName = "x-idem" }, "secret env": func(r *idempotency.Route) { r.SecretEnv = "K2" },
+		"binding name": func(r *idempotency.Route) { r.BindingName = "x-idem" }, "secret env": func(r *idempotency.Route) { r.Credential = "K2" },
 	} {
 		r := base
 		mut(&r)
@@ -76,5 +77,149 @@ func TestFingerprintCoversEveryFact(t *testing.T) {
 			t.Errorf("changing the %s leaves the fingerprint of %s", name, prev)
 		}
 		seen[fp] = name
+	}
+}
+
+func mustSpec(t *testing.T, s effectspec.Spec) effectspec.Spec {
+	t.Helper()
+	sp, err := effectspec.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sp
+}
+
+// TestNewRouteFacts: the constructor derives every fact of each route kind
+// from the spec and the target.
+func TestNewRouteFacts(t *testing.T) {
+	st := effectspec.Statuses{Accepted: []int{200}}
+	header := mustSpec(t, effectspec.Spec{Tool: "stripe.create_charge", Effect: effectspec.EffectWrite,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingHeader, Header: "Idempotency-Key"}, Status: st})
+	pointer := mustSpec(t, effectspec.Spec{Tool: "crm.create", Effect: effectspec.EffectWrite, Route: effectspec.RouteNative,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingBodyPointer, Pointer: "/meta/key"}, Status: st})
+	unsupported := mustSpec(t, effectspec.Spec{Tool: "chat.post", Effect: effectspec.EffectWrite, Status: st})
+	federated := mustSpec(t, effectspec.Spec{Tool: "crm.create_contact", Effect: effectspec.EffectWrite,
+		Route: effectspec.RouteFederated, Status: st})
+	for _, tc := range []struct {
+		name string
+		spec effectspec.Spec
+		t    idempotency.RouteTarget
+		want idempotency.Route
+		kind idempotency.RouteKind
+	}{
+		{"native header", header, idempotency.RouteTarget{Connection: "conn_stripe", Provider: "stripe",
+			URL: "HTTPS://api.stripe.com/v1/charges/{id}/capture", Credential: "STRIPE_KEY"},
+			idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge", Method: "POST",
+				Host: "api.stripe.com", Path: "/v1/charges/{id}/capture", Binding: "header", Scheme: "https",
+				BindingName: "idempotency-key", Credential: "STRIPE_KEY"}, idempotency.RouteNative},
+		{"native body pointer", pointer, idempotency.RouteTarget{Connection: "conn_crm", Provider: "crm", Method: "PUT",
+			URL: "http://127.0.0.1:9000/api/a%2Fb", Credential: "CRM_KEY"},
+			idempotency.Route{Connection: "conn_crm", Provider: "crm", Tool: "crm.create", Method: "PUT",
+				Host: "127.0.0.1:9000", Path: "/api/a%2Fb", Binding: "body_pointer", Scheme: "http",
+				BindingName: "/meta/key", Credential: "CRM_KEY"}, idempotency.RouteNative},
+		{"native unsupported, no credential", unsupported, idempotency.RouteTarget{Connection: "conn_chat", Provider: "chat",
+			URL: "https://chat.example", Credential: idempotency.NoCredential},
+			idempotency.Route{Connection: "conn_chat", Provider: "chat", Tool: "chat.post", Method: "POST",
+				Host: "chat.example", Path: "/", Binding: "unsupported", Scheme: "https", Credential: "none"}, idempotency.RouteNative},
+		{"federated", federated, idempotency.RouteTarget{Broker: "nango", Connection: "user-42", Provider: "hubspot",
+			Method: "PATCH", URL: "https://api.nango.dev/proxy/crm/v3/objects?limit=1"},
+			idempotency.Route{Connection: "user-42", Provider: "hubspot", Tool: "crm.create_contact", Method: "PATCH",
+				Host: "api.nango.dev", Path: "/proxy/crm/v3/objects?limit=1", Binding: "unsupported", Broker: "nango"},
+			idempotency.RouteFederated},
+		{"in-process", header, idempotency.RouteTarget{Connection: "conn_local", Provider: "ledger", Server: "gw-eu-1"},
+			idempotency.Route{Connection: "conn_local", Provider: "ledger", Tool: "stripe.create_charge", Host: "gw-eu-1",
+				Path: "stripe.create_charge", Binding: "header", Scheme: "inproc", BindingName: "idempotency-key",
+				Credential: "none"}, idempotency.RouteInProcess},
+		{"in-process account", unsupported, idempotency.RouteTarget{Connection: "conn_local", Provider: "ledger",
+			Server: "gw-eu-1", Credential: "LEDGER_ACCOUNT"},
+			idempotency.Route{Connection: "conn_local", Provider: "ledger", Tool: "chat.post", Host: "gw-eu-1",
+				Path: "chat.post", Binding: "unsupported", Scheme: "inproc", Credential: "LEDGER_ACCOUNT"},
+			idempotency.RouteInProcess},
+	} {
+		got, err := idempotency.NewRoute(tc.spec, tc.t)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.want)
+		}
+		if got.Kind() != tc.kind || got.Check() != nil {
+			t.Errorf("%s: kind %s, check %v", tc.name, got.Kind(), got.Check())
+		}
+	}
+}
+
+// TestNewRouteRefuses: a target that lacks a fact, or gives one its kind
+// does not have, is ErrWeakRoute, and the error quotes none of its values.
+func TestNewRouteRefuses(t *testing.T) {
+	st := effectspec.Statuses{Accepted: []int{200}}
+	native := mustSpec(t, effectspec.Spec{Tool: "pay.charge", Effect: effectspec.EffectWrite,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingHeader, Header: "Idempotency-Key"}, Status: st})
+	federated := mustSpec(t, effectspec.Spec{Tool: "crm.create", Effect: effectspec.EffectWrite,
+		Route: effectspec.RouteFederated, Status: st})
+	ok := idempotency.RouteTarget{Connection: "conn_pay", Provider: "pay", URL: "https://pay.example/charge", Credential: "PAY_KEY"}
+	with := func(mut func(*idempotency.RouteTarget)) idempotency.RouteTarget {
+		t := ok
+		mut(&t)
+		return t
+	}
+	for name, tc := range map[string]struct {
+		spec effectspec.Spec
+		t    idempotency.RouteTarget
+	}{
+		"no credential":        {native, with(func(t *idempotency.RouteTarget) { t.Credential = "" })},
+		"no connection":        {native, with(func(t *idempotency.RouteTarget) { t.Connection = "" })},
+		"no provider":          {native, with(func(t *idempotency.RouteTarget) { t.Provider = "" })},
+		"no URL":               {native, with(func(t *idempotency.RouteTarget) { t.URL = "" })},
+		"relative URL":         {native, with(func(t *idempotency.RouteTarget) { t.URL = "/charge" })},
+		"no host":              {native, with(func(t *idempotency.RouteTarget) { t.URL = "https:///charge" })},
+		"userinfo":             {native, with(func(t *idempotency.RouteTarget) { t.URL = "https://sk_live_secret@pay.example/charge" })},
+		"query":                {native, with(func(t *idempotency.RouteTarget) { t.URL = "https://pay.example/charge?api_key=sk_live_secret" })},
+		"fragment":             {native, with(func(t *idempotency.RouteTarget) { t.URL = "https://pay.example/charge#sk_live_secret" })},
+		"broker on native":     {native, with(func(t *idempotency.RouteTarget) { t.Broker = "nango" })},
+		"inproc URL":           {native, with(func(t *idempotency.RouteTarget) { t.URL = "inproc://gw/pay.charge" })},
+		"federated, no broker": {federated, idempotency.RouteTarget{Connection: "c", URL: "https://broker.example/x"}},
+		"federated credential": {federated, idempotency.RouteTarget{Broker: "nango", Connection: "c",
+			URL: "https://broker.example/x", Credential: "K"}},
+		"federated server": {federated, idempotency.RouteTarget{Broker: "nango", Connection: "c",
+			URL: "https://broker.example/x", Server: "gw"}},
+		"in-process URL": {native, idempotency.RouteTarget{Connection: "c", Provider: "p", Server: "gw",
+			URL: "https://pay.example/charge"}},
+		"in-process, no provider": {native, idempotency.RouteTarget{Connection: "c", Server: "gw"}},
+		"no tool":                 {effectspec.Spec{}, ok},
+	} {
+		_, err := idempotency.NewRoute(tc.spec, tc.t)
+		if !errors.Is(err, idempotency.ErrWeakRoute) {
+			t.Errorf("%s: %v, want ErrWeakRoute", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "sk_live_secret") {
+			t.Errorf("%s: the error quotes the URL: %v", name, err)
+		}
+	}
+}
+
+// TestFingerprintStable: the fingerprint is of the canonical JSON whose
+// names DESIGN.md section 5 fixes; the credential id is still "secret_env",
+// and NoCredential is left out, so routes pinned before NewRoute (refserver's
+// with and without secret_env) keep their fingerprints.
+func TestFingerprintStable(t *testing.T) {
+	r := idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge", Method: "POST",
+		Host: "api.stripe.com", Path: "/v1/charges/{id}/capture", Binding: "header", Scheme: "https",
+		BindingName: "idempotency-key", Credential: "STRIPE_KEY"}
+	// sha256 of {"binding":"header","binding_name":"idempotency-key","connection":"conn_stripe",
+	// "host":"api.stripe.com","method":"POST","path":"/v1/charges/{id}/capture","provider":"stripe",
+	// "scheme":"https","secret_env":"STRIPE_KEY","tool":"stripe.create_charge"}
+	if got, want := r.Fingerprint(), "sha256:25653d4e87dae897e4c4e8a8b68f59a83b47116bd789e862edd0580d7d8ca1db"; got != want {
+		t.Errorf("fingerprint %s, want %s", got, want)
+	}
+	// The same without "secret_env".
+	const none = "sha256:7c6c889716d7facaf77b10b302b9c580908b428dfc0d53f9b5e41286bf9e3f76"
+	for _, c := range []string{"", idempotency.NoCredential} {
+		r.Credential = c
+		if got := r.Fingerprint(); got != none {
+			t.Errorf("credential %q: fingerprint %s, want %s", c, got, none)
+		}
 	}
 }

@@ -549,9 +549,13 @@ func (c *countingStore) acked() []idempotency.Key {
 // as the vendor-visible ref.
 func libCall(ctx context.Context, o *retry.Orchestrator, target retry.Target, spec effectspec.Spec, key idempotency.Key) (retry.Outcome, error) {
 	args, _ := json.Marshal(map[string]any{"ref": key.String(), "amount": 100})
+	route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{Connection: "conn_v", Provider: "proofvendor",
+		URL: "http://vendor/charge", Credential: "PROOF_VENDOR_SECRET"})
+	if err != nil {
+		return retry.Outcome{}, err
+	}
 	return o.Do(ctx, retry.Call{
 		Scope: libScope, Key: key, KeySource: idempotency.KeySupplied, Arguments: args, Spec: spec,
-		Route:  idempotency.Route{Connection: "conn_v", Provider: "proofvendor", Tool: "pay.charge", Method: "POST", Host: "vendor", Path: "/charge"},
-		Target: target,
+		Route: route, Target: target,
 	})
 }

@@ -617,26 +617,25 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig,
 	}
 	t.Connection = connID
 	t.Target = target
-	t.Route = idempotency.Route{
+	// The fingerprint's facts come from the one constructor: the scheme,
+	// host and path of the URL the target sends to, the binding's name from
+	// the spec, and the vendor account from the secret's variable name.
+	credential := cc.SecretEnv
+	if credential == "" {
+		credential = idempotency.NoCredential // no Authorization is sent
+	}
+	rt, err := idempotency.NewRoute(spec, idempotency.RouteTarget{
 		Connection: connID,
 		Provider:   cc.Provider,
-		Tool:       spec.Tool,
 		Method:     method,
-		Host:       base.Host,
-		Path:       base.Path + path,
-		Binding:    spec.Idempotency.Kind,
-		Scheme:     base.Scheme,
-		SecretEnv:  cc.SecretEnv,
+		URL:        base.Scheme + "://" + base.Host + base.Path + path,
+		Credential: credential,
+	})
+	if err != nil {
+		bad(": %s", oneLine(err))
+		return nil, problems
 	}
-	switch spec.Idempotency.Kind {
-	case effectspec.BindingHeader:
-		t.Route.BindingName = strings.ToLower(spec.Idempotency.Header)
-	case effectspec.BindingBodyPointer:
-		t.Route.BindingName = spec.Idempotency.Pointer
-	}
-	if t.Route.Binding == "" {
-		t.Route.Binding = effectspec.BindingUnsupported
-	}
+	t.Route = rt
 	return t, nil
 }
 

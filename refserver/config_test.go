@@ -88,7 +88,7 @@ func TestLoadConfigGood(t *testing.T) {
 	st := c.Tools["stripe.create_charge"]
 	wantRoute := idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
 		Method: "POST", Host: "127.0.0.1:9000", Path: "/api/v1/charges", Binding: effectspec.BindingHeader,
-		Scheme: "http", BindingName: "idempotency-key", SecretEnv: "VENDOR_KEY"}
+		Scheme: "http", BindingName: "idempotency-key", Credential: "VENDOR_KEY"}
 	if st.Route != wantRoute || st.Connection != "conn_stripe" {
 		t.Errorf("route %+v connection %q, want %+v", st.Route, st.Connection, wantRoute)
 	}

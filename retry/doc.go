@@ -7,15 +7,25 @@
 // tool call:
 //
 //	o := &retry.Orchestrator{Store: store} // zero Policy: production
+//	target := &retry.HTTPTarget{URL: "https://api.stripe.com/v1/charges", Header: auth}
+//	route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{ // once per tool
+//		Connection: "conn_stripe", Provider: "stripe", URL: target.URL,
+//		Credential: "STRIPE_SECRET_KEY", // names the vendor account, never holds its key
+//	})
 //	out, err := o.Do(ctx, retry.Call{
 //		Scope: scope, Key: key, KeySource: source, Arguments: args, Spec: spec,
-//		Route:  idempotency.Route{Connection: "conn_stripe", Provider: "stripe", ...},
-//		Target: &retry.HTTPTarget{URL: url, Header: auth},
+//		Route: route, Target: target,
 //	})
 //	// err: a refusal (errors.Is against idempotency.ErrRequestMismatch,
 //	// ErrInProgress, ErrOutcomeUnknown, effectspec.ErrPolicyDenied, ...),
 //	// nothing was sent. Otherwise out.Receipt says what happened, out.Result
 //	// holds the vendor's answer (fresh or replayed).
+//
+// The Route holds every fact the claim's fingerprint covers (the URL's
+// scheme, host and path template, the method, where the key goes, the
+// vendor account): build it with idempotency.NewRoute, or take a federated
+// one from broker.Prepare. Do refuses a Route that lacks one
+// (idempotency.ErrWeakRoute) before any store call.
 //
 // A Target of its own uses a long-lived Executor and one Do per reserved
 // attempt:

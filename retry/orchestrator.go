@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,7 +139,9 @@ type Call struct {
 	// Do refuses any other with effectspec.ErrUnvalidated.
 	Spec effectspec.Spec
 	// Route holds the non-secret dispatch facts; it is fingerprinted and
-	// pinned by the claim.
+	// pinned by the claim. Build it with idempotency.NewRoute from Spec and
+	// the target: Do refuses one that lacks a fact its fingerprint needs
+	// (idempotency.ErrWeakRoute), before anything is read or written.
 	Route idempotency.Route
 	// Target sends one attempt. Required, even for a call that will replay.
 	// If it is a SecretHolder, its Secrets are scrubbed from the answer.
@@ -172,7 +175,10 @@ type Outcome struct {
 	Key idempotency.Key
 }
 
-// Do runs call. A refusal (mismatch, in progress, conflict, outcome unknown,
+// Do runs call. A Route that lacks a fact its fingerprint needs, or whose
+// kind or binding name disagrees with Spec, is refused with an error
+// wrapping idempotency.ErrWeakRoute before any store call (see
+// idempotency.NewRoute). A refusal (mismatch, in progress, conflict, outcome unknown,
 // denied, policy) is an error matched with errors.Is against the sentinels of
 // idempotency and effectspec; nothing was sent. A vendor's rejection or an
 // unknown outcome is not an error: it is in Outcome.Receipt.
@@ -246,6 +252,9 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	}
 	if !call.Spec.Validated() {
 		return Outcome{}, fmt.Errorf("retry: Call.Spec: %w", effectspec.ErrUnvalidated)
+	}
+	if err := checkRoute(call.Spec, call.Route); err != nil {
+		return Outcome{}, err
 	}
 	if _, err := secrets(&call); err != nil {
 		return Outcome{}, err
@@ -793,4 +802,39 @@ func safeHeaders(h http.Header) http.Header {
 		}
 	}
 	return out
+}
+
+// checkRoute refuses a Route that lacks a fact of its kind (Route.Check),
+// is of another kind than spec's route, or names another place for the key
+// than spec's binding: its fingerprint would not tell this call's
+// destination from another.
+func checkRoute(spec effectspec.Spec, r idempotency.Route) error {
+	if err := r.Check(); err != nil {
+		return fmt.Errorf("retry: Call.Route: %w", err)
+	}
+	federated := spec.Route == effectspec.RouteFederated
+	if federated != (r.Kind() == idempotency.RouteFederated) {
+		return fmt.Errorf("retry: Call.Route: %w: %s: a %s route for a %s spec", idempotency.ErrWeakRoute, spec.Tool, r.Kind(), routeOf(spec))
+	}
+	if federated {
+		return nil
+	}
+	var name string
+	switch spec.Idempotency.Kind {
+	case effectspec.BindingHeader:
+		name = strings.ToLower(spec.Idempotency.Header)
+	case effectspec.BindingBodyPointer:
+		name = spec.Idempotency.Pointer
+	}
+	if r.BindingName != name {
+		return fmt.Errorf("retry: Call.Route: %w: %s: BindingName is not the spec's binding", idempotency.ErrWeakRoute, spec.Tool)
+	}
+	return nil
+}
+
+func routeOf(spec effectspec.Spec) effectspec.RouteKind {
+	if spec.Route == "" {
+		return effectspec.RouteNative
+	}
+	return spec.Route
 }

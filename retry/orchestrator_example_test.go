@@ -56,6 +56,15 @@ func ExampleOrchestrator_Do() {
 	}
 
 	o := &retry.Orchestrator{Store: store}
+	target := &retry.HTTPTarget{URL: vendor.URL + "/v1/charges"}
+	// Every fact the claim pins, from the spec and where the call goes.
+	route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{
+		Connection: "conn_pay", Provider: "demopay", URL: target.URL,
+		Credential: idempotency.NoCredential, // this vendor takes no credential
+	})
+	if err != nil {
+		panic(err)
+	}
 	key, source, _ := idempotency.FromHeader([]string{"idt_5c1f0a9e2b7d4c3e8f6a1b2c3d4e5f60"})
 	call := retry.Call{
 		Scope:     idempotency.Scope{Workspace: "ws_acme", Connection: "conn_pay", Tool: spec.Tool},
@@ -63,9 +72,8 @@ func ExampleOrchestrator_Do() {
 		KeySource: source,
 		Arguments: []byte(`{"amount":1200,"currency":"usd"}`),
 		Spec:      spec,
-		Route: idempotency.Route{Connection: "conn_pay", Provider: "demopay", Tool: spec.Tool,
-			Method: "POST", Host: "payments.example", Path: "/v1/charges"},
-		Target: &retry.HTTPTarget{URL: vendor.URL + "/v1/charges"},
+		Route:     route,
+		Target:    target,
 	}
 	for range 2 {
 		out, err := o.Do(ctx, call)

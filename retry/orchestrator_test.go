@@ -122,9 +122,20 @@ func call(url string, sp effectspec.Spec, key idempotency.Key, ex *retry.Executo
 		KeySource: idempotency.KeySupplied,
 		Arguments: []byte(`{"amount": 100, "currency": "eur"}`),
 		Spec:      sp,
-		Route:     idempotency.Route{Connection: "conn_pay", Provider: "pay", Tool: sp.Tool, Method: "POST", Host: "vendor", Path: "/charge"},
+		Route:     payRoute(sp),
 		Target:    &retry.HTTPTarget{Executor: ex, URL: url + "/charge", Header: http.Header{"Authorization": {"Bearer sk_test_secret"}}},
 	}
+}
+
+// payRoute is the route of sp's calls to the test vendor, or the zero Route
+// when sp cannot have one (a spec a test expects Do to refuse first).
+func payRoute(sp effectspec.Spec) idempotency.Route {
+	r, err := idempotency.NewRoute(sp, idempotency.RouteTarget{Connection: "conn_pay", Provider: "pay",
+		URL: "https://vendor/charge", Credential: "PAY_SECRET"})
+	if err != nil {
+		return idempotency.Route{}
+	}
+	return r
 }
 
 func orch(st idempotency.Store, lease time.Duration) *retry.Orchestrator {

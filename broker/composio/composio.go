@@ -180,7 +180,7 @@ func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Rout
 	if err != nil {
 		return idempotency.Route{}, err
 	}
-	return b.route(tool, r), nil
+	return b.route(tool, r)
 }
 
 // Prepare validates routing once and returns both the Target that sends
@@ -191,24 +191,25 @@ func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, 
 	if err != nil {
 		return nil, idempotency.Route{}, err
 	}
+	rt, err := b.route(tool, r)
+	if err != nil {
+		return nil, idempotency.Route{}, err
+	}
 	send := func(ctx context.Context, arguments []byte) retry.Result { return b.send(ctx, r, arguments) }
-	return broker.PreparedTarget(send, b.Secrets), b.route(tool, r), nil
+	return broker.PreparedTarget(send, b.Secrets), rt, nil
 }
 
-func (b *Broker) route(tool string, r route) idempotency.Route {
+func (b *Broker) route(tool string, r route) (idempotency.Route, error) {
 	conn := r.account
 	if conn == "" {
 		conn = "user:" + r.user
 	}
-	return idempotency.Route{
-		Connection: conn,
-		Tool:       tool,
-		Method:     http.MethodPost,
-		Host:       b.base.Host,
-		Path:       b.executePath(r.slug),
-		Binding:    effectspec.BindingUnsupported,
+	return idempotency.NewRoute(effectspec.Spec{Tool: tool, Route: effectspec.RouteFederated}, idempotency.RouteTarget{
 		Broker:     Kind,
-	}
+		Connection: conn,
+		Method:     http.MethodPost,
+		URL:        b.base.Scheme + "://" + b.base.Host + b.executePath(r.slug),
+	})
 }
 
 // executePath is the execute endpoint of API v3, as the contract fixes

@@ -251,7 +251,7 @@ func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Rout
 	if err != nil {
 		return idempotency.Route{}, err
 	}
-	return b.route(tool, r), nil
+	return b.route(tool, r)
 }
 
 // Prepare validates routing once and returns both the Target that sends
@@ -262,27 +262,24 @@ func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, 
 	if err != nil {
 		return nil, idempotency.Route{}, err
 	}
+	rt, err := b.route(tool, r)
+	if err != nil {
+		return nil, idempotency.Route{}, err
+	}
 	send := func(ctx context.Context, arguments []byte) retry.Result { return b.send(ctx, r, arguments) }
-	return broker.PreparedTarget(send, b.Secrets), b.route(tool, r), nil
+	return broker.PreparedTarget(send, b.Secrets), rt, nil
 }
 
-func (b *Broker) route(tool string, r route) idempotency.Route {
-	rt := idempotency.Route{
-		Connection: r.connection,
-		Provider:   r.provider,
-		Tool:       tool,
-		Method:     http.MethodPost,
-		Host:       b.base.Host,
-		Binding:    effectspec.BindingUnsupported,
-		Broker:     Kind,
-	}
+func (b *Broker) route(tool string, r route) (idempotency.Route, error) {
+	t := idempotency.RouteTarget{Broker: Kind, Connection: r.connection, Provider: r.provider, Method: http.MethodPost}
+	path := b.base.Path + "/proxy/" + r.path
 	if r.isAction() {
-		rt.Path = b.base.Path + "/action/trigger/" + url.PathEscape(r.action)
+		path = b.base.Path + "/action/trigger/" + url.PathEscape(r.action)
 	} else {
-		rt.Method = r.method
-		rt.Path = b.base.Path + "/proxy/" + r.path
+		t.Method = r.method
 	}
-	return rt
+	t.URL = b.base.Scheme + "://" + b.base.Host + path
+	return idempotency.NewRoute(effectspec.Spec{Tool: tool, Route: effectspec.RouteFederated}, t)
 }
 
 // Dispatch sends call as one request: to the proxy when the routing names a

@@ -27,10 +27,11 @@ const chargeSpec = `{
 // Names of the existing gateway: its tenant (normally from its own auth),
 // its connection to the vendor, and the vendor path it forwards to.
 const (
-	workspace   = "ws_example"
-	connection  = "conn_payments"
-	vendorPath  = "/v1/charges"
-	maxBodySize = 1 << 20
+	workspace    = "ws_example"
+	vendorKeyEnv = "VENDOR_API_KEY" // the variable main reads the vendor's key from
+	connection   = "conn_payments"
+	vendorPath   = "/v1/charges"
+	maxBodySize  = 1 << 20
 )
 
 // newGateway returns the existing gateway's mux with the idempotency core
@@ -49,14 +50,20 @@ func newGateway(store idempotency.Store, vendorURL, vendorKey string) (http.Hand
 	if vendorKey != "" {
 		target.Header.Set("Authorization", "Bearer "+vendorKey)
 	}
-	c := &charges{
-		orch:   &retry.Orchestrator{Store: store},
-		spec:   spec,
-		target: target,
-		// Non-secret dispatch facts: the claim pins their fingerprint.
-		route: idempotency.Route{Connection: connection, Provider: "payments", Tool: spec.Tool,
-			Method: http.MethodPost, Host: u.Host, Path: vendorPath},
+	// Non-secret dispatch facts: the claim pins their fingerprint. The
+	// vendor account is named by the variable its key is read from (never
+	// the key): another account, or http instead of https, for a key whose
+	// call is unknown is a destination_conflict, never a second effect.
+	credential := idempotency.NoCredential
+	if vendorKey != "" {
+		credential = vendorKeyEnv
 	}
+	route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{Connection: connection, Provider: "payments",
+		URL: target.URL, Credential: credential})
+	if err != nil {
+		return nil, err
+	}
+	c := &charges{orch: &retry.Orchestrator{Store: store}, spec: spec, target: target, route: route}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("POST "+vendorPath, withIdempotencyKey(c))

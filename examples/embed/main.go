@@ -90,7 +90,7 @@ func run(addr, redisURL, vendorURL string) error {
 		vendorURL = vendor.URL
 		slog.Info("demo vendor", "url", vendorURL)
 	}
-	h, err := newGateway(store, vendorURL, os.Getenv("VENDOR_API_KEY"))
+	h, err := newGateway(store, vendorURL, os.Getenv(vendorKeyEnv))
 	if err != nil {
 		return err
 	}

@@ -114,7 +114,7 @@ func setup(t *testing.T, url string) (*retry.Orchestrator, retry.Call, *tracetes
 		KeySource: idempotency.KeySupplied,
 		Arguments: args,
 		Spec:      sp,
-		Route:     idempotency.Route{Connection: "conn_pay", Provider: "pay", Tool: sp.Tool, Method: "POST", Host: "vendor", Path: "/charge"},
+		Route:     route(t, sp),
 		Target: &retry.HTTPTarget{Executor: &retry.Executor{}, URL: url + "/charge",
 			Header: http.Header{"Authorization": {"Bearer " + secret}}, InjectHeaders: otelretry.Inject},
 	}
@@ -322,4 +322,14 @@ func TestInject(t *testing.T) {
 	if got, want := h.Get("Traceparent"), fmt.Sprintf("00-%s-%s-01", sc.TraceID(), sc.SpanID()); got != want {
 		t.Errorf("traceparent %q, want %q", got, want)
 	}
+}
+
+func route(t *testing.T, sp effectspec.Spec) idempotency.Route {
+	t.Helper()
+	r, err := idempotency.NewRoute(sp, idempotency.RouteTarget{Connection: "conn_pay", Provider: "pay",
+		URL: "https://vendor/charge", Credential: "PAY_SECRET"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

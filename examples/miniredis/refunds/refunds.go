@@ -43,6 +43,20 @@ var spec = effectspec.MustNew(effectspec.Spec{
 // it from its own authentication), the connection and the tool.
 var scope = idempotency.Scope{Workspace: "ws_acme", Connection: "conn_payments", Tool: spec.Tool}
 
+// route is the dispatch facts of a refund, which the claim pins: the
+// vendor's endpoint (Vendor sends there), the binding from spec, and the
+// vendor account, named by the variable that holds its API key (never the
+// key). Another account or endpoint for a key whose call is unknown is then a
+// destination_conflict, never a dispatch elsewhere.
+var route = func() idempotency.Route {
+	r, err := idempotency.NewRoute(spec, idempotency.RouteTarget{Connection: scope.Connection, Provider: "payments",
+		URL: "https://payments.example/v1/refunds", Credential: "PAYMENTS_API_KEY"})
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
 // Handler serves POST /refunds: the request body is the refund's arguments.
 type Handler struct {
 	// Orchestrator runs the claim, the attempt and the finalize. Its Store
@@ -73,9 +87,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // or the client went away; nothing was claimed
 	}
 	out, err := h.Orchestrator.Do(r.Context(), retry.Call{
-		Scope: scope, Key: key, KeySource: source, Arguments: args, Spec: spec, Target: h.Vendor,
-		Route: idempotency.Route{Connection: scope.Connection, Provider: "payments", Tool: spec.Tool,
-			Method: http.MethodPost, Path: "/v1/refunds"},
+		Scope: scope, Key: key, KeySource: source, Arguments: args, Spec: spec, Target: h.Vendor, Route: route,
 	})
 	if err != nil {
 		refuse(w, err)
