@@ -2,6 +2,7 @@ package proof
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -115,7 +116,7 @@ func TestManyGateways(t *testing.T) {
 				}
 				if gi == 0 {
 					first = rc
-				} else if rc != first {
+				} else if !reflect.DeepEqual(rc, first) { // SafeNewKey is a *bool: compare what it points to
 					t.Errorf("%s %s: gateway %d's receipt %+v differs from gateway 0's %+v", b.binding, key, gi, rc, first)
 				}
 				if rc.AttemptCount != n {
