@@ -214,3 +214,24 @@ func TestExampleConfigServes(t *testing.T) {
 		t.Error("the server logged the connection secret")
 	}
 }
+
+// TestExampleConfigInReadme checks that the README points -config at the
+// example and names the variables its secret_env entries name, so the two
+// cannot drift apart.
+func TestExampleConfigInReadme(t *testing.T) {
+	_, fc := readExampleConfig(t)
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"-config examples/obol.json", "## MCP clients", "REPLACE_ME", exampleStandIn} {
+		if !bytes.Contains(readme, []byte(want)) {
+			t.Errorf("README does not mention %q", want)
+		}
+	}
+	for _, c := range fc.Connections {
+		if !bytes.Contains(readme, []byte("`"+c.SecretEnv+"`")) {
+			t.Errorf("README does not name %s, the secret_env of %s", c.SecretEnv, c.ID)
+		}
+	}
+}
