@@ -235,3 +235,29 @@ func TestExampleConfigInReadme(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleRedisWithoutConfigKeepsDemo checks what the README says of
+// -redis without -config: the demo configuration and vendor, on that Redis.
+func TestExampleRedisWithoutConfigKeepsDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts Redis")
+	}
+	redis := redistest.Start(t)
+	bin := buildRefserver(t)
+	p := startRefserver(t, bin, "-redis", "redis://"+redis.Addr())
+
+	s := p.session(t, demoKeyAcme, idempotency.NewKey().String())
+	a := call(t, s, "payments.create_charge", map[string]any{"amount": 1200, "currency": "usd"}, "")
+	a.wantOutcome(t, "accepted", false)
+	if a.rc.Workspace != "ws_acme" {
+		t.Errorf("receipt %+v", a.rc)
+	}
+	// The record is in this Redis, not in an embedded store.
+	n, err := redis.Do("DBSIZE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := n.(int64); size == 0 {
+		t.Errorf("DBSIZE %v after a call: the record is not in the Redis of -redis", n)
+	}
+}
