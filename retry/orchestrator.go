@@ -138,9 +138,11 @@ type Call struct {
 	// Spec is the tool's EffectSpec, from effectspec.Parse, ParseList or New:
 	// Do refuses any other with effectspec.ErrUnvalidated.
 	Spec effectspec.Spec
-	// Route holds the non-secret dispatch facts; it is fingerprinted and
-	// pinned by the claim. Build it with idempotency.NewRoute from Spec and
-	// the target: Do refuses one that lacks a fact its fingerprint needs
+	// Route holds the non-secret dispatch facts (the URL's scheme, host and
+	// path template, the method, where the key goes, the vendor account); it
+	// is fingerprinted and pinned by the claim. Build it with
+	// idempotency.NewRoute from Spec and the target, or take a federated one
+	// from broker.Prepare: Do refuses one that lacks a fact its fingerprint needs
 	// (idempotency.ErrWeakRoute), before anything is read or written.
 	Route idempotency.Route
 	// Target sends one attempt. Required, even for a call that will replay.
