@@ -7,7 +7,7 @@
 //	client, err := rueidis.NewClient(opt)                    // no ConnLifetime
 //	store, err := redisstore.New(ctx, client, redisstore.Options{})
 //
-// and then use store as the idempotency.Store of a [retry.Orchestrator]. The
+// and then use store as the idempotency.Store of a retry.Orchestrator. The
 // zero [Options] are the defaults (see each field). ExampleNew runs the same
 // on miniredis, an embedded, non-durable store for tests and demos.
 //
