@@ -47,16 +47,16 @@ type Call struct {
 // A Broker that sends credentials should also have a method
 // Secrets() []string returning them, each at least receipt.MinSecretLen
 // bytes long: Target reports them to the orchestrator, which scrubs them from
-// the broker's answers (DESIGN.md section 8).
+// the broker's answers (docs/DESIGN.md, "Attempts and retries").
 //
 // Route validates routing fields without sending anything and returns the
-// non-secret dispatch facts the claim pins (DESIGN.md section 5). Prepare
-// calls it when the tool is configured, so that bad routing fails at load
-// time. The Route's Connection is the broker-side connection (Nango
-// connection_id, Composio connected_account_id), not the gateway's broker
-// id: it decides where the effect lands, so a key reused against another
-// broker-side connection is a destination_conflict. Its Broker names the
-// adapter kind.
+// non-secret dispatch facts the claim pins (docs/DESIGN.md, "Request hash and
+// dispatch fingerprint"). Prepare calls it when the tool is configured, so that
+// bad routing fails at load time. The Route's Connection is the broker-side
+// connection (Nango connection_id, Composio connected_account_id), not the
+// gateway's broker id: it decides where the effect lands, so a key reused
+// against another broker-side connection is a destination_conflict. Its Broker
+// names the adapter kind.
 type Broker interface {
 	Dispatch(ctx context.Context, call Call) retry.Result
 	Route(tool string, routing map[string]string) (idempotency.Route, error)
@@ -73,9 +73,10 @@ func Target(b Broker, tool string, routing map[string]string) retry.Target {
 	return &target{b: b, tool: tool, routing: maps.Clone(routing)}
 }
 
-// Prepare validates routing and returns the Target that sends tool with it
-// and the Route that the claim pins (DESIGN.md section 5). Use it when the
-// tool is configured, instead of Route and Target apart.
+// Prepare validates routing and returns the Target that sends tool with it and
+// the Route that the claim pins (docs/DESIGN.md, "Request hash and dispatch
+// fingerprint"). Use it when the tool is configured, instead of Route and
+// Target apart.
 //
 // A Broker with a Prepare method of this signature (both adapters) builds
 // both from one parse of routing, and its Target never parses routing

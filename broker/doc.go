@@ -1,12 +1,13 @@
 // Package broker dispatches federated tool calls through catalog brokers
-// (DESIGN.md section 10). A broker is a vendor hop, never an authority: it
-// gets exactly one request per reserved attempt, it never retries on its own,
-// and it never sees the idempotency key.
+// (docs/DESIGN.md, "Brokers (federated routes)"). A broker is a vendor hop,
+// never an authority: it gets exactly one request per reserved attempt, it
+// never retries on its own, and it never sees the idempotency key.
 //
 // The adapters live in broker/nango and broker/composio. The one recommended
-// path: build the adapter from configuration, prepare each tool's routing
-// when the tool is loaded (one validation gives the Route the claim pins and
-// the Target that sends it), and hand the orchestrator the Target:
+// path: build the adapter from configuration, [Prepare] each tool's routing
+// when the tool is loaded (one validation gives the [idempotency.Route] the
+// claim pins and the [retry.Target] that sends it), and hand the orchestrator
+// the Target:
 //
 //	nb, err := nango.New(nango.Config{
 //		BaseURL: "https://api.nango.dev",
@@ -15,18 +16,13 @@
 //	if err != nil {
 //		return err // names the field, never the secret
 //	}
-//	routing := map[string]string{
-//		"connection_id":       "user-42",
-//		"provider_config_key": "github",
-//		"action":              "create-issue",
-//	}
-//	target, route, err := broker.Prepare(nb, "github.create_issue", routing)
-//	if err != nil {
-//		return err
-//	}
+//	target, route, err := broker.Prepare(nb, "github.create_issue", map[string]string{
+//		"connection_id": "user-42", "provider_config_key": "github",
+//		"action": "create-issue",
+//	})
 //
 // The tool's EffectSpec must declare route "federated" and binding
-// "unsupported" (ValidateSpec). The broker's key is scrubbed from every
-// answer only because the Target reports it (see Target); a Broker of
+// "unsupported" ([ValidateSpec]). The broker's key is scrubbed from every
+// answer only because the Target reports it (see [Target]); a [Broker] of
 // its own that sends credentials must have a Secrets method.
 package broker

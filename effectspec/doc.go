@@ -24,5 +24,5 @@
 // Parse, the status lists on Statuses, headers on Binding.Header, pointer
 // writes on SetAtPointer, timeouts on Spec.Timeout, the vendor's window on
 // Binding.Window, errors on FieldError, the policy on Environment and
-// Policy. The contract is docs/DESIGN.md section 7.
+// Policy. The contract is docs/DESIGN.md, "EffectSpec (JSON, one object per tool)".
 package effectspec

@@ -70,13 +70,13 @@ type Binding struct {
 	// read (Content-Type, Content-Encoding).
 	Header  string `json:"header,omitempty"`
 	Pointer string `json:"pointer,omitempty"`
-	// Window is how long the vendor deduplicates on a key (Stripe: 24
-	// hours), for a header or body_pointer binding: a slot whose first
-	// attempt that may have left is older is never sent again (DESIGN.md
-	// section 6). If zero, DefaultVendorWindow; see Spec.VendorWindow. In
-	// JSON it is a Go duration string ("24h"), at least MinVendorWindow and
-	// at most MaxVendorWindow; an unsupported binding (and so a federated
-	// route) may not set it.
+	// Window is how long the vendor deduplicates on a key (Stripe: 24 hours),
+	// for a header or body_pointer binding: a slot whose first attempt that may
+	// have left is older is never sent again (docs/DESIGN.md, "The record and
+	// its lifecycle"). If zero, DefaultVendorWindow; see Spec.VendorWindow. In
+	// JSON it is a Go duration string ("24h"), at least MinVendorWindow and at
+	// most MaxVendorWindow; an unsupported binding (and so a federated route)
+	// may not set it.
 	Window time.Duration `json:"window,omitempty"`
 }
 

@@ -8,12 +8,13 @@ import (
 	"testing"
 )
 
-// printedDoubleVectors are the test vectors of DESIGN.md section 5: a number
-// written with a '.' or an exponent, of at most 17 significant digits, that
-// its nearest double prints as at that many digits is that double; an
-// integer literal, a number of more digits or one no double prints as keeps
-// its exact value. changed marks the numbers whose form the printed-double
-// rule changed, whose request hash under the previous rule differs.
+// printedDoubleVectors are the test vectors of docs/DESIGN.md, "Request hash
+// and dispatch fingerprint": a number written with a '.' or an exponent, of at
+// most 17 significant digits, that its nearest double prints as at that many
+// digits is that double; an integer literal, a number of more digits or one no
+// double prints as keeps its exact value. changed marks the numbers whose form
+// the printed-double rule changed, whose request hash under the previous rule
+// differs.
 var printedDoubleVectors = []struct {
 	in, want string
 	changed  bool
@@ -62,10 +63,10 @@ var printedDoubleVectors = []struct {
 	{"1e-400", "1e-400", false},     // rounds to 0
 }
 
-// TestCanonicalizePrintedDoubles checks the vectors of DESIGN.md section 5,
-// alone and inside arguments, and RequestHashes: its previous hash is the
-// hash of the arguments under the rule before printed doubles, given only
-// where a number changed.
+// TestCanonicalizePrintedDoubles checks the vectors of docs/DESIGN.md, "Request
+// hash and dispatch fingerprint", alone and inside arguments, and
+// RequestHashes: its previous hash is the hash of the arguments under the rule
+// before printed doubles, given only where a number changed.
 func TestCanonicalizePrintedDoubles(t *testing.T) {
 	for _, tt := range printedDoubleVectors {
 		if got, err := Canonicalize([]byte(tt.in)); err != nil || string(got) != tt.want {
@@ -81,8 +82,9 @@ func TestCanonicalizePrintedDoubles(t *testing.T) {
 	}
 }
 
-// TestDesignNumberVectors: the vectors published in DESIGN.md section 5 are
-// what Canonicalize does, and each is one of printedDoubleVectors.
+// TestDesignNumberVectors: the vectors published in docs/DESIGN.md, "Request
+// hash and dispatch fingerprint" are what Canonicalize does, and each is one of
+// printedDoubleVectors.
 func TestDesignNumberVectors(t *testing.T) {
 	design, err := os.ReadFile("../docs/DESIGN.md")
 	if err != nil {

@@ -18,5 +18,6 @@
 // RequestHash and Canonicalize; the vendor's key in VendorKey; the
 // lifecycle (claim table, fencing tokens, leases, op ids) on Store and its
 // methods; approvals on ClaimRequest.Ticket and Ticket; settling unknown
-// records on Settler. The contract is docs/DESIGN.md, sections 3 to 6.
+// records on Settler. The contract is docs/DESIGN.md, "The key" to "The
+// record and its lifecycle".
 package idempotency

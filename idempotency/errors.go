@@ -68,18 +68,18 @@ var (
 	// The step may or may not have been applied; the caller must not send and
 	// should settle the state with a read-only Lookup.
 	ErrStoreUnavailable = errors.New("idempotency: store unavailable")
-	// ErrWeakRoute: a Route that lacks a fact its fingerprint needs (DESIGN.md
-	// section 5), or that NewRoute cannot derive from its target. A claim
-	// pinned with it would let another destination (another vendor account,
-	// http instead of https) pass as the same one, so it is refused before the
-	// claim.
+	// ErrWeakRoute: a Route that lacks a fact its fingerprint needs
+	// (docs/DESIGN.md, "Request hash and dispatch fingerprint"), or that
+	// NewRoute cannot derive from its target. A claim pinned with it would let
+	// another destination (another vendor account, http instead of https) pass
+	// as the same one, so it is refused before the claim.
 	ErrWeakRoute = errors.New("idempotency: route lacks a dispatch fact")
 )
 
 // Reason returns the stable wire reason and the equivalent HTTP status (as in
 // the IETF Idempotency-Key draft) for a refusal, or ("", 0) when err is not one.
 // It is the one mapping of the lifecycle's sentinels (these, and effectspec's
-// policy denial) to the reasons of DESIGN.md section 11.
+// policy denial) to the reasons of docs/DESIGN.md, "refserver wire contract".
 func Reason(err error) (reason string, status int) {
 	switch {
 	case err == nil:

@@ -34,15 +34,16 @@ type Record struct {
 	Binding       effectspec.BindingKind
 	Route         RouteRecord
 	Fingerprint   string // "sha256:..."
-	// VendorKey is the key sent to the vendor (DESIGN.md section 5a), for
-	// header and body_pointer bindings. Zero for an unsupported binding, and
-	// for a record made before vendor keys existed, which keeps sending Key.
+	// VendorKey is the key sent to the vendor (docs/DESIGN.md, "The key on the
+	// vendor hop"), for header and body_pointer bindings. Zero for an
+	// unsupported binding, and for a record made before vendor keys existed,
+	// which keeps sending Key.
 	VendorKey    Key
 	AttemptCount int // attempts reserved so far; also the current fencing token
 	// SentAttempts counts the attempts that may have reached the vendor: every
 	// reservation adds one, a finalize with NeverSent takes its attempt back.
 	// An unknown record with SentAttempts 0 sent nothing, and its slot
-	// re-opens for the next claim (DESIGN.md section 6).
+	// re-opens for the next claim (docs/DESIGN.md, "The record and its lifecycle").
 	SentAttempts  int
 	LeaseDeadline time.Time // in flight only
 	// AttemptDeadline is when the reserved attempt times out: the time of its
@@ -91,7 +92,8 @@ type StoredResult struct {
 	BodyDropped bool
 }
 
-// ClaimStatus is the one answer of a Claim (DESIGN.md section 6).
+// ClaimStatus is the one answer of a Claim (docs/DESIGN.md, "The record and its
+// lifecycle").
 type ClaimStatus string
 
 const (
@@ -153,12 +155,12 @@ type ClaimRequest struct {
 	Route       RouteRecord
 	Fingerprint string // Route.Fingerprint of the dispatch facts
 	// ApprovalRequired holds a new record for approval instead of reserving
-	// attempt 1. A claim that would dispatch an existing record again (a
-	// slot that never sent, an unknown record with a vendor binding) needs
-	// the record's approval too: without it the record is held again
-	// (StatusHeld with its ticket), keeping its state; an approval covers
-	// every later redispatch of the slot, a denial answers StatusDenied
-	// wherever a claim would dispatch (DESIGN.md section 6).
+	// attempt 1. A claim that would dispatch an existing record again (a slot
+	// that never sent, an unknown record with a vendor binding) needs the
+	// record's approval too: without it the record is held again (StatusHeld
+	// with its ticket), keeping its state; an approval covers every later
+	// redispatch of the slot, a denial answers StatusDenied wherever a claim
+	// would dispatch (docs/DESIGN.md, "The record and its lifecycle").
 	ApprovalRequired bool
 	// Ticket resumes a held record: only a claim that presents the record's
 	// ticket, after approval, reserves attempt 1; a plain repeat of the call
@@ -253,7 +255,7 @@ type ReserveRequest struct {
 	// PreviousNeverSent reports that attempt Token proved before_send: it is
 	// taken back (SentAttempts) in the same step, as a finalize with
 	// NeverSent would, so a second attempt that never leaves either leaves
-	// the slot open (DESIGN.md section 6).
+	// the slot open (docs/DESIGN.md, "The record and its lifecycle").
 	PreviousNeverSent bool
 	// Incarnation is ClaimResult.Incarnation of the claim that reserved
 	// Token: another one answers ErrStale.
@@ -299,17 +301,16 @@ type FinalizeRequest struct {
 	OpID        string
 }
 
-// GiveBackRequest gives back the attempt that a claim reserved but nobody
-// sent: its caller went away, or its reply was lost and a re-send of the
-// same claim (same OpID) returned the token later (DESIGN.md section 6,
-// "Settling a claim"). It is a finalize of Token as never sent, guarded by
-// the claim's op id, which the record keeps in a field of its own: it
-// applies only while the record is in flight on Token, or unknown on Token
-// with no finalize or settle since (the lease-expiry path), and only when
-// the claim that reserved Token had ClaimOpID. The record becomes unknown
-// with the attempt taken back, so the next claim re-opens the slot if no
-// other attempt may have left. Anything else is ErrStale and changes
-// nothing.
+// GiveBackRequest gives back the attempt that a claim reserved but nobody sent:
+// its caller went away, or its reply was lost and a re-send of the same claim
+// (same OpID) returned the token later (docs/DESIGN.md, "The record and its
+// lifecycle", "Settling a claim"). It is a finalize of Token as never sent,
+// guarded by the claim's op id, which the record keeps in a field of its own:
+// it applies only while the record is in flight on Token, or unknown on Token
+// with no finalize or settle since (the lease-expiry path), and only when the
+// claim that reserved Token had ClaimOpID. The record becomes unknown with the
+// attempt taken back, so the next claim re-opens the slot if no other attempt
+// may have left. Anything else is ErrStale and changes nothing.
 //
 // Token must come from a StatusClaimed answer to the claim with ClaimOpID,
 // never from Lookup: a token read from a record may be one that a client's

@@ -13,11 +13,11 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 )
 
-// Route is the non-secret set of dispatch facts that a claim pins (DESIGN.md
-// section 5). Its fingerprint changes when any fact changes (another
-// connection, provider, scheme, host, path, binding or vendor account), which
-// turns a re-used key of an unknown call into a destination_conflict instead
-// of a dispatch somewhere else.
+// Route is the non-secret set of dispatch facts that a claim pins
+// (docs/DESIGN.md, "Request hash and dispatch fingerprint"). Its fingerprint
+// changes when any fact changes (another connection, provider, scheme, host,
+// path, binding or vendor account), which turns a re-used key of an unknown
+// call into a destination_conflict instead of a dispatch somewhere else.
 //
 // Build it with NewRoute, which derives every fact the fingerprint needs
 // from the spec and the target; retry.Orchestrator.Do refuses a Route that

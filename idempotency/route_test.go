@@ -56,9 +56,10 @@ func TestRouteRecord(t *testing.T) {
 	}
 }
 
-// TestFingerprintCoversEveryFact: each fact of DESIGN.md section 5 moves the
-// fingerprint; another vendor account (secret env name), scheme, or the
-// header or pointer the key goes to is another destination.
+// TestFingerprintCoversEveryFact: each fact of docs/DESIGN.md, "Request hash
+// and dispatch fingerprint" moves the fingerprint; another vendor account
+// (secret env name), scheme, or the header or pointer the key goes to is
+// another destination.
 func TestFingerprintCoversEveryFact(t *testing.T) {
 	base := idempotency.Route{Connection: "c", Provider: "p", Tool: "t", Method: "POST", Host: "h", Path: "/x",
 		Binding: "header", Scheme: "https", BindingName: "idempotency-key", Credential: "K"}
@@ -200,10 +201,11 @@ func TestNewRouteRefuses(t *testing.T) {
 	}
 }
 
-// TestFingerprintStable: the fingerprint is of the canonical JSON whose
-// names DESIGN.md section 5 fixes; the credential id is still "secret_env",
-// and NoCredential is left out, so routes pinned before NewRoute (refserver's
-// with and without secret_env) keep their fingerprints.
+// TestFingerprintStable: the fingerprint is of the canonical JSON whose names
+// docs/DESIGN.md, "Request hash and dispatch fingerprint" fixes; the credential
+// id is still "secret_env", and NoCredential is left out, so routes pinned
+// before NewRoute (refserver's with and without secret_env) keep their
+// fingerprints.
 func TestFingerprintStable(t *testing.T) {
 	r := idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge", Method: "POST",
 		Host: "api.stripe.com", Path: "/v1/charges/{id}/capture", Binding: "header", Scheme: "https",

@@ -9,9 +9,10 @@ import (
 	"unicode/utf8"
 )
 
-// Settler is the operator's side of a Store (DESIGN.md section 6, "Resolving
-// unknown" and "Listing"): it settles unknown records and lists them per
-// workspace. It is a separate interface so that a Store need not offer it.
+// Settler is the operator's side of a Store (docs/DESIGN.md, "The record and
+// its lifecycle", "Resolving unknown" and "Listing"): it settles unknown
+// records and lists them per workspace. It is a separate interface so that a
+// Store need not offer it.
 type Settler interface {
 	// Settle moves an unknown record (or an in-flight one whose lease has
 	// lapsed) to StateAccepted or StateDefinitelyRejected, by compare-and-set

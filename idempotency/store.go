@@ -13,36 +13,36 @@ import (
 // applied, so the caller re-sends it with the same OpID (which answers
 // AlreadyApplied if it had been) until the store answers. A claimed answer
 // that no caller will send is given back (GiveBack), never a token read by
-// Lookup (DESIGN.md section 6, "Settling a claim").
+// Lookup (docs/DESIGN.md, "The record and its lifecycle", "Settling a claim").
 type Store interface {
-	// Claim applies the state table of DESIGN.md section 6 in one atomic
-	// step, its rows tried top to bottom: a new key is claimed with attempt
-	// 1 reserved (or held for approval); a different request under the same
-	// key is request_mismatch; a live lease is in_progress (with the
-	// attempt's deadline); a final record is replayed with its original
-	// route record, whatever the request resolves to now. The route and
-	// binding are compared only where the answer would dispatch (an
+	// Claim applies the state table of docs/DESIGN.md, "The record and its
+	// lifecycle" in one atomic step, its rows tried top to bottom: a new key is
+	// claimed with attempt 1 reserved (or held for approval); a different
+	// request under the same key is request_mismatch; a live lease is
+	// in_progress (with the attempt's deadline); a final record is replayed
+	// with its original route record, whatever the request resolves to now. The
+	// route and binding are compared only where the answer would dispatch (an
 	// approved resume, an unknown record, an in-flight one whose lease
-	// expired): another one there is destination_conflict. A slot none of
-	// whose attempts may have left (Record.SentAttempts 0) is claimed with
-	// the next token for every binding; otherwise an unknown record gets one
-	// new attempt only when the vendor deduplicates on our key and still
-	// remembers it (the new attempt's lease ends inside VendorWindow from
-	// the slot's first attempt that may have left), and is outcome_unknown
-	// otherwise. A claim that would dispatch an existing record again for a
-	// tool that requires approval needs the record's approval (one covers
-	// every redispatch of the slot): without it the record is held again
-	// (held, with its ticket; state, TTL and unknown-index entry kept), and
-	// once that is denied such a claim answers denied. A claim with Refuse
-	// replays a final record and otherwise answers refused, writing nothing.
+	// expired): another one there is destination_conflict. A slot none of whose
+	// attempts may have left (Record.SentAttempts 0) is claimed with the next
+	// token for every binding; otherwise an unknown record gets one new attempt
+	// only when the vendor deduplicates on our key and still remembers it (the
+	// new attempt's lease ends inside VendorWindow from the slot's first
+	// attempt that may have left), and is outcome_unknown otherwise. A claim
+	// that would dispatch an existing record again for a tool that requires
+	// approval needs the record's approval (one covers every redispatch of the
+	// slot): without it the record is held again (held, with its ticket; state,
+	// TTL and unknown-index entry kept), and once that is denied such a claim
+	// answers denied. A claim with Refuse replays a final record and otherwise
+	// answers refused, writing nothing.
 	//
 	// A record of a header or body_pointer binding is created with its
-	// VendorKey (DESIGN.md section 5a), which every claimed answer returns
-	// unchanged. A record is created with an incarnation, which every
-	// claimed answer returns (ClaimResult.Incarnation). Every lease ends at
-	// the attempt deadline at the latest. A claim whose Timeout plus the
-	// lease reaches the store's unknown retention is ErrRetentionTooShort
-	// and writes nothing.
+	// VendorKey (docs/DESIGN.md, "The key on the vendor hop"), which every
+	// claimed answer returns unchanged. A record is created with an
+	// incarnation, which every claimed answer returns
+	// (ClaimResult.Incarnation). Every lease ends at the attempt deadline at
+	// the latest. A claim whose Timeout plus the lease reaches the store's
+	// unknown retention is ErrRetentionTooShort and writes nothing.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// Reserve reserves attempt Token+1 if Token is current and in flight, and
 	// the cycle has had only one attempt; otherwise ErrStale (also for

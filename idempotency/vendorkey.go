@@ -10,12 +10,13 @@ import (
 const vendorKeyDomain = "obol/vendor-key/v2"
 
 // VendorKey is the key that header and body_pointer propagation send to the
-// vendor for the slot of scope and key (DESIGN.md section 5a). It is derived
-// from the whole slot, so two workspaces that share a vendor account through
-// one connection, two fleets on one account, or a key reused after retention
-// with other arguments never meet at the vendor: a vendor that deduplicates
-// on the key it receives (as Stripe does) can never answer one tenant's call
-// with another's result. The client's key never reaches the vendor.
+// vendor for the slot of scope and key (docs/DESIGN.md, "The key on the vendor
+// hop"). It is derived from the whole slot, so two workspaces that share a
+// vendor account through one connection, two fleets on one account, or a key
+// reused after retention with other arguments never meet at the vendor: a
+// vendor that deduplicates on the key it receives (as Stripe does) can never
+// answer one tenant's call with another's result. The client's key never
+// reaches the vendor.
 //
 // deployment is the fleet's DeploymentID; requestHash is the "sha256:..."
 // text of RequestHash. A Store derives the vendor key once, when it creates

@@ -12,7 +12,8 @@ func TestVendorKeyDerivation(t *testing.T) {
 	rh := "sha256:" + hex.EncodeToString(make([]byte, 32))
 	scope := Scope{Workspace: "ws_acme", Connection: "conn_pay", Tool: "payments.create_charge"}
 
-	// The derivation of DESIGN.md section 5a, written out byte by byte.
+	// The derivation of docs/DESIGN.md, "The key on the vendor hop", written
+	// out byte by byte.
 	input := "obol/vendor-key/v2\x00" + dep + "\x00ws_acme\x00conn_pay\x00" + ToolHash("payments.create_charge") +
 		"\x00idt_00000000000000000000000000000001\x00" + rh
 	sum := sha256.Sum256([]byte(input))

@@ -105,9 +105,9 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	v.seq++
 	n := v.seq
 	if key != "" {
-		// The vendor must see the slot's vendor key (DESIGN.md section 5a):
-		// never the client's key (the ref), the same one on every attempt of
-		// a call, and one no other call shares.
+		// The vendor must see the slot's vendor key (docs/DESIGN.md, "The key
+		// on the vendor hop"): never the client's key (the ref), the same one
+		// on every attempt of a call, and one no other call shares.
 		prev, seen := v.keyOf[b.Ref]
 		owner, taken := v.refOf[key]
 		if key == b.Ref || (seen && prev != key) || (taken && owner != b.Ref) {

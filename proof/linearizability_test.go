@@ -21,8 +21,8 @@ import (
 
 // The linearizability check records concurrent histories of claim, reserve,
 // finalize, lookup and an explicit lease expiry against real Redis, and
-// checks them with porcupine against a sequential model of DESIGN.md
-// section 6 with fencing tokens.
+// checks them with porcupine against a sequential model of docs/DESIGN.md,
+// "The record and its lifecycle" with fencing tokens.
 //
 // Lease expiry as an operation: the store runs with a one-hour lease, so no
 // lease ever runs out by the clock during the test. The "expire" operation

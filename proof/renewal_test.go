@@ -215,12 +215,12 @@ func TestLongCallRenewsLease(t *testing.T) {
 
 // TestKill9Takeover kills the gateway with SIGKILL while the vendor holds a
 // long call, and retries the same key through another gateway: in_progress
-// while the lease the dead gateway last renewed is live, then the state
-// table (DESIGN.md section 6): a header-bound tool makes attempt 2 with the
-// same vendor key, an unsupported one answers outcome_unknown and sends
-// nothing. The slot must be taken over within one lease: the contract bound
-// checked is 3 leases from the kill to the first answer that is not
-// in_progress, loose enough for a loaded machine.
+// while the lease the dead gateway last renewed is live, then the state table
+// (docs/DESIGN.md, "The record and its lifecycle"): a header-bound tool makes
+// attempt 2 with the same vendor key, an unsupported one answers
+// outcome_unknown and sends nothing. The slot must be taken over within one
+// lease: the contract bound checked is 3 leases from the kill to the first
+// answer that is not in_progress, loose enough for a loaded machine.
 func TestKill9Takeover(t *testing.T) {
 	start := time.Now()
 	redis := redistest.Start(t)

@@ -23,7 +23,7 @@ const (
 )
 
 // Route is the non-secret route record of a call: the facts its fingerprint
-// covers, as the record was created with them (DESIGN.md section 9).
+// covers, as the record was created with them (docs/DESIGN.md, "Receipt (JSON)").
 type Route struct {
 	Connection  string `json:"connection"`
 	Provider    string `json:"provider"`
@@ -48,27 +48,27 @@ type Receipt struct {
 	Route          Route  `json:"route"`
 	Binding        string `json:"binding"`     // header, body_pointer or unsupported
 	Propagation    string `json:"propagation"` // header, body_pointer or none
-	// VendorKey is the key the vendor received (DESIGN.md section 5a), for
-	// header and body_pointer bindings only; never the client's key, except
-	// on a record made before vendor keys existed.
+	// VendorKey is the key the vendor received (docs/DESIGN.md, "The key on the
+	// vendor hop"), for header and body_pointer bindings only; never the
+	// client's key, except on a record made before vendor keys existed.
 	VendorKey string `json:"vendor_key,omitempty"`
 	// AttemptCount counts the attempts reserved under the key, each made
 	// durable before it could be sent: never below what the vendor saw,
 	// above it only by attempts proven never sent (before_send, a failed
 	// WAIT, a claim's attempt given back unsent after its caller left or
 	// its reply was lost) or a gateway that died between reserving and
-	// sending (DESIGN.md section 9).
+	// sending (docs/DESIGN.md, "Receipt (JSON)").
 	AttemptCount int     `json:"attempt_count"`
 	Outcome      Outcome `json:"outcome"`
 	// Status is the vendor's last HTTP status; 0 (omitted) when none arrived.
 	Status   int  `json:"status,omitempty"`
 	Replayed bool `json:"replayed"`
-	// SafeNewKey tells an agent whether calling again under a new key is
-	// safe (DESIGN.md section 11): true only when nothing under this key
-	// may have had an effect (a definitely_rejected call none of whose
-	// earlier attempts may have left, a denied call that sent nothing),
-	// false otherwise (the call ran or may have run: retry with the same
-	// key). Nil (omitted) when not known.
+	// SafeNewKey tells an agent whether calling again under a new key is safe
+	// (docs/DESIGN.md, "refserver wire contract"): true only when nothing under
+	// this key may have had an effect (a definitely_rejected call none of whose
+	// earlier attempts may have left, a denied call that sent nothing), false
+	// otherwise (the call ran or may have run: retry with the same key). Nil
+	// (omitted) when not known.
 	SafeNewKey  *bool     `json:"safe_new_key,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
 	FinalizedAt time.Time `json:"finalized_at,omitzero"`

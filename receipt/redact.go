@@ -27,8 +27,9 @@ func CheckSecret(s string) error {
 	return nil
 }
 
-// Redactor replaces known secrets: in text meant for logs and errors, and in
-// a vendor's answer before it is stored or returned (DESIGN.md section 8).
+// Redactor replaces known secrets: in text meant for logs and errors, and in a
+// vendor's answer before it is stored or returned (docs/DESIGN.md, "Attempts
+// and retries").
 //
 // It finds a secret in every form in which a vendor's echo is likely to hold
 // it:

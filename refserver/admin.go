@@ -177,7 +177,7 @@ type pinView struct {
 // route: a completed call (accepted, definitely_rejected) replays with its
 // original route; only an unknown one (or one whose attempt never left)
 // whose route now differs is a destination_conflict, never a redispatch
-// to the new provider (DESIGN.md section 4).
+// to the new provider (docs/DESIGN.md, "Scope and the Redis key").
 func (s *server) handlePin(w http.ResponseWriter, r *http.Request) {
 	by, ok := s.approverName(r)
 	if !ok {

@@ -21,11 +21,11 @@ import (
 	"github.com/obol-gateway/obol/internal/redistest"
 )
 
-// What tenants and operators must never see (DESIGN.md section 11), through
-// the built binary: a settlement's "by" is the approver's configured name,
-// resolve needs attempt_count, a note loses every configured key and refuses
-// Unicode format characters, store failures read as fixed text, and the
-// config loader refuses what it must.
+// What tenants and operators must never see (docs/DESIGN.md, "refserver wire
+// contract"), through the built binary: a settlement's "by" is the approver's
+// configured name, resolve needs attempt_count, a note loses every configured
+// key and refuses Unicode format characters, store failures read as fixed text,
+// and the config loader refuses what it must.
 
 // boundaryConfig is the e2e configuration with unsupported writes allowed,
 // so that chat.post can end unknown.

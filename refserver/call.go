@@ -99,7 +99,8 @@ func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw
 	}
 	// Arguments that break the input schema are refused inside the claim
 	// (retry.Call.Refuse): a final record under the key still replays;
-	// otherwise nothing is written and nothing sent (DESIGN.md section 4).
+	// otherwise nothing is written and nothing sent (docs/DESIGN.md, "Scope and
+	// the Redis key").
 	var schemaRefusal *refusal
 	if t := s.cfg.Tools[p.Name]; t != nil {
 		schemaRefusal = t.Schema.check(args)

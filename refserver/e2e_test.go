@@ -326,10 +326,10 @@ func (a answer) wantOutcome(t *testing.T, outcome string, replayed bool) {
 	}
 }
 
-// sent counts v's requests at path for ws_one's call of tool with clientKey,
-// by the vendor_key its receipt shows (DESIGN.md section 5a), after checking
-// that the client's key itself never reached the vendor. A call with no
-// record counts 0.
+// sent counts v's requests at path for ws_one's call of tool with clientKey, by
+// the vendor_key its receipt shows (docs/DESIGN.md, "The key on the vendor
+// hop"), after checking that the client's key itself never reached the vendor.
+// A call with no record counts 0.
 func (p *proc) sent(t *testing.T, v *testVendor, tool, path, clientKey string) int {
 	t.Helper()
 	if n := v.count(path, clientKey); n != 0 {

@@ -7,7 +7,7 @@ import (
 )
 
 // Refusals of a name that is a near miss of a name the gateway reads
-// (nearMiss, DESIGN.md sections 3 and 11). Each wraps
+// (nearMiss, docs/DESIGN.md, "The key" and "refserver wire contract"). Each wraps
 // idempotency.ErrMalformedKey, so the answer is malformed_key with no key in
 // it, and each text is fixed: it never quotes the name, which is the
 // caller's input and may hold anything (a pasted secret, control or bidi

@@ -455,14 +455,14 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jso
 }
 
 // sanitizer holds the SDK's answer to one request and rewrites it before it
-// leaves. The SDK's own error messages may quote the request (a method
-// name, a params object), so every JSON-RPC error it wrote gets a fixed
-// message and the error.data of DESIGN.md section 11, and every other
-// refusal it wrote (plain-text transport errors) becomes such a JSON-RPC
-// error. Errors this server made (error.data with a reason) keep their
-// message: they never quote the request. The one part of a request that
-// comes back is the JSON-RPC id, as the protocol requires. The stateless JSON-response
-// handler answers each POST with one body, so holding it costs nothing.
+// leaves. The SDK's own error messages may quote the request (a method name, a
+// params object), so every JSON-RPC error it wrote gets a fixed message and the
+// error.data of docs/DESIGN.md, "refserver wire contract", and every other
+// refusal it wrote (plain-text transport errors) becomes such a JSON-RPC error.
+// Errors this server made (error.data with a reason) keep their message: they
+// never quote the request. The one part of a request that comes back is the
+// JSON-RPC id, as the protocol requires. The stateless JSON-response handler
+// answers each POST with one body, so holding it costs nothing.
 type sanitizer struct {
 	http.ResponseWriter
 	id     json.RawMessage // the request's, for a refusal the SDK wrote in plain text

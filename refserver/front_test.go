@@ -476,9 +476,10 @@ func TestBearerToken(t *testing.T) {
 }
 
 // TestSanitizer rewrites what an SDK handler may write: its own JSON-RPC
-// errors (any message, any data) get a fixed message and section 11 data,
-// plain-text refusals become JSON-RPC errors, results and empty answers
-// pass unchanged, and an error without an id takes the request's.
+// errors (any message, any data) get a fixed message and the error.data of
+// docs/DESIGN.md, "refserver wire contract", plain-text refusals become
+// JSON-RPC errors, results and empty answers pass unchanged, and an error
+// without an id takes the request's.
 func TestSanitizer(t *testing.T) {
 	const secret = "4242424242424242"
 	for _, tc := range []struct {

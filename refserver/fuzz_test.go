@@ -208,7 +208,7 @@ func FuzzFront(f *testing.F) {
 	})
 }
 
-// oracleNearMiss is the near-miss rule of DESIGN.md section 3 written
+// oracleNearMiss is the near-miss rule of docs/DESIGN.md, "The key" written
 // another way, to check nearMiss against: strings.EqualFold on windows of a
 // name's letters and digits. It knows only simple case folding (not the
 // Turkic i or fullwidth forms, which the front refuses too), so it is

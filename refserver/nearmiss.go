@@ -12,7 +12,7 @@ import (
 // twice for what the client meant as one call. A ticket under such a name
 // opens a new held slot, and its approval a second effect. So the front
 // refuses, as malformed_key, every name that is spelled like one it reads but
-// is not exactly it (DESIGN.md sections 3 and 11):
+// is not exactly it (docs/DESIGN.md, "The key" and "refserver wire contract"):
 //
 //   - a params._meta member whose skeleton starts with "devobol" (anything
 //     in our namespace, dev.obol/...) or contains "idempotencykey" (or

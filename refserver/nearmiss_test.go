@@ -16,9 +16,9 @@ import (
 	"github.com/obol-gateway/obol/internal/redistest"
 )
 
-// nearMissVector is one row of the test vectors DESIGN.md section 11
-// publishes: where the name goes, the name as a JSON string (escapes as
-// written) and its verdict.
+// nearMissVector is one row of the test vectors docs/DESIGN.md, "refserver wire
+// contract" publishes: where the name goes, the name as a JSON string (escapes
+// as written) and its verdict.
 type nearMissVector struct {
 	where   string // "_meta", "params" or "header"
 	raw     string // the name as a JSON string literal

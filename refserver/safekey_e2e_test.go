@@ -109,7 +109,8 @@ func mcpPost(t *testing.T, base, apiKey, key, tool string, args any, edit func(h
 }
 
 // TestEndToEndSafeNewKey: through the built binary, every receipt and every
-// refusal's error.data carry safe_new_key as DESIGN.md section 11 says.
+// refusal's error.data carry safe_new_key as docs/DESIGN.md, "refserver wire
+// contract" says.
 func TestEndToEndSafeNewKey(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts Redis")

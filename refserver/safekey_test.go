@@ -29,8 +29,8 @@ func safeText(p *bool) string {
 	return "false"
 }
 
-// designSafeTable reads the safe_new_key table of DESIGN.md section 11:
-// reason -> true, false, absent or read.
+// designSafeTable reads the safe_new_key table of docs/DESIGN.md, "refserver
+// wire contract": reason -> true, false, absent or read.
 func designSafeTable(t *testing.T) map[string]string {
 	t.Helper()
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "DESIGN.md"))
@@ -62,8 +62,8 @@ func designSafeTable(t *testing.T) map[string]string {
 }
 
 // TestSafeNewKeyTable: error.data.safe_new_key of every reason is the one
-// DESIGN.md section 11 gives, and every reason DESIGN.md lists for refusals
-// is in the table.
+// docs/DESIGN.md, "refserver wire contract" gives, and every reason DESIGN.md
+// lists for refusals is in the table.
 func TestSafeNewKeyTable(t *testing.T) {
 	table := designSafeTable(t)
 	for _, reason := range []string{"malformed_key", "request_mismatch", "in_progress", "destination_conflict",

@@ -196,7 +196,7 @@ func TestScopeVersionChangeOnTheWire(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	k := idempotency.NewKey().String()
 	// A refusal of the tool layer is a JSON-RPC error; its status is the
-	// equivalent HTTP status (DESIGN.md section 11).
+	// equivalent HTTP status (docs/DESIGN.md, "refserver wire contract").
 	_, b := rawPost(t, base, http.MethodPost, e2eKeyOne, k, body)
 	if _, data := decodeWireError(t, b); data.Reason != "scope_version_conflict" || data.Status != 503 || data.IdempotencyKey != k {
 		t.Errorf("call after the change: %+v; want 503 scope_version_conflict", data)

@@ -42,7 +42,7 @@ const (
 // Redis delays.
 const storeReadTimeout = 2 * time.Second
 
-// Wire names of DESIGN.md section 11.
+// Wire names of docs/DESIGN.md, "refserver wire contract".
 const (
 	metaKey     = "dev.obol/idempotency-key"
 	metaReceipt = "dev.obol/receipt"
@@ -387,7 +387,7 @@ func (s *server) seedPins(ctx context.Context) error {
 // (restError) with the same reasons, plus already_decided (409) for a
 // ticket decided the other way.
 //
-// Reasons beyond DESIGN.md section 11: unauthorized (401),
+// Reasons beyond docs/DESIGN.md, "refserver wire contract": unauthorized (401),
 // method_not_allowed (405), method_not_found (404: a JSON-RPC method the
 // server does not serve), invalid_request (400), invalid_arguments (400:
 // arguments that are not one JSON object, duplicate names, lone
@@ -415,10 +415,10 @@ type refusal struct {
 	denied *bool
 }
 
-// safeNewKey is error.data.safe_new_key of r (DESIGN.md section 11): true
-// only when nothing under the key may have had an effect, false when the
-// call ran or may have run (or the key may hold such a record), nil
-// (absent) when this refusal does not know.
+// safeNewKey is error.data.safe_new_key of r (docs/DESIGN.md, "refserver wire
+// contract"): true only when nothing under the key may have had an effect,
+// false when the call ran or may have run (or the key may hold such a record),
+// nil (absent) when this refusal does not know.
 func (r refusal) safeNewKey() *bool {
 	if r.reason == "denied" {
 		return r.denied
@@ -440,9 +440,9 @@ const (
 	safeTrue
 )
 
-// safeByReason is the table of DESIGN.md section 11 for every reason whose
-// answer does not depend on the record (denied does). A reason not listed
-// is absent: nothing of the key was read.
+// safeByReason is the table of docs/DESIGN.md, "refserver wire contract" for
+// every reason whose answer does not depend on the record (denied does). A
+// reason not listed is absent: nothing of the key was read.
 var safeByReason = map[string]safeness{
 	// The key holds a record whose call ran, may have run or may still.
 	"request_mismatch":     safeFalse,

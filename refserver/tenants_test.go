@@ -84,12 +84,12 @@ const tenantsConfig = `{
 }`
 
 // TestTenantsNeverMeetAtTheVendor: two workspaces call the same tool on one
-// shared connection with the same client key and different charges. The
-// vendor deduplicates on the key it receives, so if the client's key went
-// through, the second tenant would get the first tenant's charge. Each must
-// get its own charge, the vendor must perform two, and it never sees the
-// client's key (DESIGN.md section 5a). Black-box: the built refserver on a
-// real Redis, through the go-sdk client.
+// shared connection with the same client key and different charges. The vendor
+// deduplicates on the key it receives, so if the client's key went through, the
+// second tenant would get the first tenant's charge. Each must get its own
+// charge, the vendor must perform two, and it never sees the client's key
+// (docs/DESIGN.md, "The key on the vendor hop"). Black-box: the built refserver
+// on a real Redis, through the go-sdk client.
 func TestTenantsNeverMeetAtTheVendor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts Redis")

@@ -13,10 +13,10 @@ import (
 	"github.com/obol-gateway/obol/retry"
 )
 
-// The operator's endpoints for unknown calls (DESIGN.md section 11):
-// GET /v1/unknown?workspace=ID lists them, POST
-// /v1/receipts/{key}/resolve?tool=NAME&workspace=ID settles one. Both need
-// an approver key: a workspace's own key may not settle its calls.
+// The operator's endpoints for unknown calls (docs/DESIGN.md, "refserver wire
+// contract"): GET /v1/unknown?workspace=ID lists them, POST
+// /v1/receipts/{key}/resolve?tool=NAME&workspace=ID settles one. Both need an
+// approver key: a workspace's own key may not settle its calls.
 
 var (
 	errWorkspaceKey = refusal{reason: "forbidden", status: http.StatusForbidden, msg: "a workspace key cannot list or settle unknown calls; use an approver key"}
@@ -141,11 +141,11 @@ func (s *server) handleListUnknown(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// resolveRequest is the body of a settle. AttemptCount is required: it is
-// the attempt_count the operator saw in the listing, and the settle is a
-// compare-and-set on it (DESIGN.md section 6), so a redispatch since the
-// listing refuses the settle rather than settling an attempt the operator
-// never checked.
+// resolveRequest is the body of a settle. AttemptCount is required: it is the
+// attempt_count the operator saw in the listing, and the settle is a
+// compare-and-set on it (docs/DESIGN.md, "The record and its lifecycle"), so a
+// redispatch since the listing refuses the settle rather than settling an
+// attempt the operator never checked.
 type resolveRequest struct {
 	Outcome      string `json:"outcome"`
 	Note         string `json:"note"`

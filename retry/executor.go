@@ -65,6 +65,18 @@ const (
 // retries, never follows a redirect and never lets its transport re-send a
 // request.
 //
+// A Target of its own keeps one long-lived Executor and calls Do once per
+// reserved attempt:
+//
+//	var exec retry.Executor // keep it: it pools keep-alive connections
+//
+//	res := exec.Do(ctx, req) // ctx: the dispatch deadline inside the lease
+//	switch res.Phase {
+//	case retry.BeforeSend: // proven: the vendor got no byte; may be attempted again
+//	case retry.PostSend:   // the vendor may have seen it: the outcome is unknown
+//	case retry.Responded:  // res.Status, res.Header, res.Body (or res.Truncated)
+//	}
+//
 // net/http's Transport silently re-sends a request on a new connection when
 // a reused keep-alive connection fails and the request is "replayable" (a
 // GET, HEAD, OPTIONS or TRACE, or any request with an Idempotency-Key or

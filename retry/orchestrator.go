@@ -17,7 +17,7 @@ import (
 
 // Orchestrator runs the lifecycle of one call: policy, claim, (reserve,) send,
 // finalize. It owns every retry: at most one immediate second attempt per
-// cycle, and only by the rules of DESIGN.md section 8.
+// cycle, and only by the rules of docs/DESIGN.md, "Attempts and retries".
 //
 // The zero value is not usable: Store is required. An Orchestrator is safe for
 // concurrent use once its fields are set.
@@ -31,10 +31,11 @@ type Orchestrator struct {
 	// (Store.Lease): there is no second setting to disagree with it.
 	SafetyMargin time.Duration
 
-	// Policy is decided before the send: a denied call whose key holds a
-	// final record still replays it (the claim decides, DESIGN.md section 4);
-	// otherwise the denial is returned and nothing is written. The zero
-	// Policy is production: writes without a vendor binding are denied.
+	// Policy is decided before the send: a denied call whose key holds a final
+	// record still replays it (the claim decides, docs/DESIGN.md, "Scope and
+	// the Redis key"); otherwise the denial is returned and nothing is written.
+	// The zero Policy is production: writes without a vendor binding are
+	// denied.
 	Policy effectspec.Policy
 
 	// StoreRetries is how many times a claim, reserve or finalize whose
@@ -138,9 +139,11 @@ type Call struct {
 	// Spec is the tool's EffectSpec, from effectspec.Parse, ParseList or New:
 	// Do refuses any other with effectspec.ErrUnvalidated.
 	Spec effectspec.Spec
-	// Route holds the non-secret dispatch facts; it is fingerprinted and
-	// pinned by the claim. Build it with idempotency.NewRoute from Spec and
-	// the target: Do refuses one that lacks a fact its fingerprint needs
+	// Route holds the non-secret dispatch facts (the URL's scheme, host and
+	// path template, the method, where the key goes, the vendor account); it
+	// is fingerprinted and pinned by the claim. Build it with
+	// idempotency.NewRoute from Spec and the target, or take a federated one
+	// from broker.Prepare: Do refuses one that lacks a fact its fingerprint needs
 	// (idempotency.ErrWeakRoute), before anything is read or written.
 	Route idempotency.Route
 	// Target sends one attempt. Required, even for a call that will replay.
@@ -305,9 +308,9 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	cctx, end := o.span(ctx, SpanClaim, Attr{AttrWorkspace, call.Scope.Workspace}, Attr{AttrTool, call.Scope.Tool},
 		Attr{AttrConnection, call.Scope.Connection}, Attr{AttrKeySource, string(call.KeySource)}, Attr{AttrBinding, string(req.Binding)})
 	// Once sent, the claim is finished whatever the caller does: a claim
-	// abandoned on the wire may still run and reserve an attempt nobody
-	// sends, which burns an unsupported call's slot (DESIGN.md section 6,
-	// "Settling a claim").
+	// abandoned on the wire may still run and reserve an attempt nobody sends,
+	// which burns an unsupported call's slot (docs/DESIGN.md, "The record and
+	// its lifecycle", "Settling a claim").
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(cctx), o.claimWait())
 	err = o.storeOp(cctx, &call, "claim", func(ctx context.Context) (err error) {
 		claim, err = o.Store.Claim(ctx, req)
@@ -398,14 +401,14 @@ func SafeNewKey(rec idempotency.Record) bool {
 	return false
 }
 
-// claimPrevious answers a claim refused as request_mismatch by claiming
-// again under the request hash of the previous number rule, when the
-// arguments hash otherwise under it (previous, from
-// idempotency.RequestHashes): a record pinned by a release before printed
-// doubles (DESIGN.md section 5) still matches its own retries. It returns
-// the claim to act on and the request it was made with: its hash is the one
-// the record pins and the receipt shows, and it is the claim to settle if
-// its reply never came. Any other claim (or error) it returns as it is.
+// claimPrevious answers a claim refused as request_mismatch by claiming again
+// under the request hash of the previous number rule, when the arguments hash
+// otherwise under it (previous, from idempotency.RequestHashes): a record
+// pinned by a release before printed doubles (docs/DESIGN.md, "Request hash and
+// dispatch fingerprint") still matches its own retries. It returns the claim to
+// act on and the request it was made with: its hash is the one the record pins
+// and the receipt shows, and it is the claim to settle if its reply never came.
+// Any other claim (or error) it returns as it is.
 //
 // The second claim is a claim of its own (another operation id). If the
 // record is gone between the two (expired), it makes a fresh record
@@ -461,10 +464,10 @@ func (o *Orchestrator) margin() time.Duration {
 }
 
 // dispatch sends the reserved attempt(s) and finalizes. It runs detached from
-// the caller's cancellation. Each attempt must start sending before its
-// lease ends (minus the margin), measured on the gateway's clock from just
-// before its reservation; once sent, it may run until the tool's timeout
-// while the lease is renewed every lease/3 (DESIGN.md section 6).
+// the caller's cancellation. Each attempt must start sending before its lease
+// ends (minus the margin), measured on the gateway's clock from just before its
+// reservation; once sent, it may run until the tool's timeout while the lease
+// is renewed every lease/3 (docs/DESIGN.md, "The record and its lifecycle").
 //
 // inc is the record's incarnation (idempotency.ClaimResult.Incarnation),
 // which every reserve, renewal and finalize of the call carries. A renewal
@@ -485,7 +488,7 @@ func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, ve
 			break
 		}
 		// A first attempt proven unsent is taken back in the same step, so
-		// it never burns the slot (DESIGN.md section 6).
+		// it never burns the slot (docs/DESIGN.md, "The record and its lifecycle").
 		rreq := idempotency.ReserveRequest{Scope: call.Scope, Key: call.Key, Token: token,
 			Timeout: call.Spec.AttemptTimeout(), PreviousNeverSent: res.Phase == BeforeSend, Incarnation: inc, OpID: idempotency.NewOpID()}
 		at := time.Now()
@@ -532,12 +535,12 @@ func (o *Orchestrator) attempt(ctx context.Context, call *Call, vendorKey idempo
 	return res, gone
 }
 
-// renew renews the lease of attempt token every lease/3 until stop is
-// called or a renewal fails. A failed renewal stops nothing already sent:
-// the finalize's compare-and-set decides (DESIGN.md section 6), except
-// that a renewal answered ErrNotFound (no record of incarnation inc: it
-// expired or was deleted under the attempt) is fatal: stop reports it, and
-// the attempt finalizes nothing.
+// renew renews the lease of attempt token every lease/3 until stop is called or
+// a renewal fails. A failed renewal stops nothing already sent: the finalize's
+// compare-and-set decides (docs/DESIGN.md, "The record and its lifecycle"),
+// except that a renewal answered ErrNotFound (no record of incarnation inc: it
+// expired or was deleted under the attempt) is fatal: stop reports it, and the
+// attempt finalizes nothing.
 //
 // Renewals run on a timer rather than a goroutine of their own: almost every
 // attempt ends long before its first renewal, and starting, waking and
@@ -612,9 +615,10 @@ func (r *renewal) stop() bool {
 	return r.gone
 }
 
-// secondAttempt is the rule of DESIGN.md section 8: a proven before_send
-// failure, or a complete response with a retryable status and a vendor
-// binding. The second attempt has a reservation, and so a lease, of its own.
+// secondAttempt is the rule of docs/DESIGN.md, "Attempts and retries": a proven
+// before_send failure, or a complete response with a retryable status and a
+// vendor binding. The second attempt has a reservation, and so a lease, of its
+// own.
 func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result) bool {
 	switch res.Phase {
 	case BeforeSend:
@@ -647,7 +651,7 @@ func (o *Orchestrator) finalizeInc(ctx context.Context, call *Call, hash string,
 		stored = scrubbed(call, stored)
 	}
 	// A proven before_send attempt never left: it counts on the receipt but
-	// does not burn the slot (DESIGN.md section 6).
+	// does not burn the slot (docs/DESIGN.md, "The record and its lifecycle").
 	neverSent := res.Phase == BeforeSend
 	freq := idempotency.FinalizeRequest{Scope: call.Scope, Key: call.Key, Token: token, Outcome: state, Result: stored,
 		NeverSent: neverSent, Incarnation: inc, OpID: idempotency.NewOpID()}

@@ -344,9 +344,10 @@ func (s *leaseSpy) Claim(ctx context.Context, r idempotency.ClaimRequest) (idemp
 	return res, err
 }
 
-// A vendor that never answers: the attempt runs past its lease (renewed
-// by its owner) and is cut at the tool's timeout, which bounds its context;
-// the call ends unknown with its one attempt counted (DESIGN.md section 6).
+// A vendor that never answers: the attempt runs past its lease (renewed by its
+// owner) and is cut at the tool's timeout, which bounds its context; the call
+// ends unknown with its one attempt counted (docs/DESIGN.md, "The record and
+// its lifecycle").
 func TestSlowVendorEndsAtItsTimeout(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		const lease, timeout = time.Second, 3 * time.Second

@@ -14,9 +14,10 @@ import (
 	"github.com/obol-gateway/obol/retry"
 )
 
-// pinUnderPreviousRule makes the record that a release before printed
-// doubles (DESIGN.md section 5) made for c: claimed under hash and, unless
-// outcome is zero, finalized with it. It returns the record's vendor key.
+// pinUnderPreviousRule makes the record that a release before printed doubles
+// (docs/DESIGN.md, "Request hash and dispatch fingerprint") made for c: claimed
+// under hash and, unless outcome is zero, finalized with it. It returns the
+// record's vendor key.
 func pinUnderPreviousRule(t *testing.T, st idempotency.Store, c retry.Call, hash string, outcome idempotency.State, result *idempotency.StoredResult) idempotency.Key {
 	t.Helper()
 	ctx := context.Background()

@@ -24,8 +24,8 @@ func safeOf(p *bool) string {
 }
 
 // TestSafeNewKeyOnReceipts: every receipt says whether a new key is safe
-// (DESIGN.md section 11): only a definitely_rejected call none of whose
-// earlier attempts may have left, and a denied one, are.
+// (docs/DESIGN.md, "refserver wire contract"): only a definitely_rejected call
+// none of whose earlier attempts may have left, and a denied one, are.
 func TestSafeNewKeyOnReceipts(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		st := b.open(t, 5*time.Second)

@@ -10,10 +10,11 @@ import (
 
 // Attempt is one reserved attempt of a call, as a Target sends it.
 type Attempt struct {
-	// Key is the key to send to the vendor: the slot's vendor key (DESIGN.md
-	// section 5a), never the client's key (except for a record made before
-	// vendor keys existed). A Target propagates it as Spec declares (or not
-	// at all for unsupported bindings and federated routes).
+	// Key is the key to send to the vendor: the slot's vendor key
+	// (docs/DESIGN.md, "The key on the vendor hop"), never the client's key
+	// (except for a record made before vendor keys existed). A Target
+	// propagates it as Spec declares (or not at all for unsupported bindings
+	// and federated routes).
 	Key idempotency.Key
 	// Number is the attempt number, which is also the fencing token.
 	Number int

@@ -16,7 +16,7 @@ import (
 // A vendor binding lets an unknown call be sent again only while the
 // vendor still deduplicates on its key: the orchestrator claims with the
 // spec's idempotency.window, and after it the retry is outcome_unknown and
-// sends nothing (DESIGN.md section 6).
+// sends nothing (docs/DESIGN.md, "The record and its lifecycle").
 func TestRetryAfterVendorWindow(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		const lease, window = time.Second, 2 * time.Second

@@ -1,4 +1,6 @@
 // Package composio is the broker adapter for Composio tool execution.
+// Build a [Broker] with [New] and prepare each tool's routing with
+// [broker.Prepare]:
 //
 //	b, err := composio.New(composio.Config{APIKey: os.Getenv("COMPOSIO_API_KEY")})
 //	...
@@ -6,27 +8,15 @@
 //		"tool_slug": "GITHUB_CREATE_AN_ISSUE", "connected_account_id": "ca_123",
 //	})
 //
-// # Wire
+// One request per attempt: POST {BaseURL}/api/v3/tools/execute/{tool_slug}
+// with the x-api-key header and the connected account, user and arguments
+// as the JSON body. Composio answers HTTP 200 for a tool run that failed,
+// with "successful": false: [Broker.Dispatch] reports that as
+// [StatusToolFailed], and a 2xx reply that says neither as unknown
+// ([broker.ErrUndecidableReply]). Every other status is Composio's own and
+// passes through; [ParseReply] reads the envelope for callers who want the
+// error text.
 //
-// One request per attempt:
-//
-//	POST {BaseURL}/api/v3/tools/execute/{tool_slug}
-//	x-api-key: <APIKey>
-//	Content-Type: application/json
-//
-//	{"connected_account_id": "...", "user_id": "...", "arguments": {...}}
-//
-// (an id absent from the routing is omitted). The reply is
-// {"data", "error", "successful", "log_id", ...}, and Composio answers errors
-// of the request itself with 4xx/5xx statuses. Sources:
-//
-//	https://docs.composio.dev/reference/api-reference/tools/postToolsExecuteByToolSlug
-//	https://docs.composio.dev/reference/errors
-//
-// Composio answers HTTP 200 for a tool run that failed, with "successful":
-// false: Dispatch reports that as StatusToolFailed, and a 2xx reply that
-// says neither as unknown (broker.ErrUndecidableReply). Every other status
-// is Composio's own and passes through; ParseReply reads the envelope for
-// callers who want the error text. The choices where the contract is silent
-// are on the code they govern: parseRouting, send and executePath.
+// The exact wire, its sources, and where the choices the contract leaves
+// open are made are in the package's README.md.
 package composio

@@ -15,7 +15,8 @@ import (
 	"github.com/obol-gateway/obol/receipt"
 )
 
-// The result _meta members of the gateway (docs/DESIGN.md section 11).
+// The result _meta members of the gateway (docs/DESIGN.md, "refserver wire
+// contract").
 const (
 	metaKey     = "dev.obol/idempotency-key"
 	metaReceipt = "dev.obol/receipt"

@@ -51,7 +51,7 @@ const testConfig = `{
 // does: the first request with a key charges and stores its answer, a later
 // one gets the stored answer and charges nothing. It counts requests and
 // charges per key; the gateway sends it a derived vendor key, never the
-// client's (docs/DESIGN.md section 5a).
+// client's (docs/DESIGN.md, "The key on the vendor hop").
 type vendor struct {
 	*httptest.Server
 	mu       sync.Mutex

@@ -14,7 +14,7 @@ var (
 	ErrKeyMismatch = errors.New("client: the answer names different idempotency keys")
 
 	// ErrUnexpected reports a step of a pattern that did not go as the
-	// gateway's contract says (docs/DESIGN.md section 11).
+	// gateway's contract says (docs/DESIGN.md, "refserver wire contract").
 	ErrUnexpected = errors.New("client: unexpected answer")
 
 	// ErrInvalidArgs reports a -args or -minted-args that is not one JSON

@@ -125,8 +125,8 @@ func TestReplayAndMismatch(t *testing.T) {
 	if first.Header().Get("Idempotent-Replayed") != "" {
 		t.Error("first call says Idempotent-Replayed")
 	}
-	// The vendor gets the slot's vendor key (DESIGN.md section 5a), never
-	// the client's.
+	// The vendor gets the slot's vendor key (docs/DESIGN.md, "The key on the
+	// vendor hop"), never the client's.
 	k, _ := idempotency.ParseKey(key)
 	hash, _ := idempotency.RequestHash([]byte(`{"amount": 100, "currency": "eur"}`))
 	vk := idempotency.VendorKey(e.store.Deployment(), chargeScope, k, hash).String()

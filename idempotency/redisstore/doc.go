@@ -1,4 +1,4 @@
-// Package redisstore is the idempotency.Store on Redis 7+ (standalone or
+// Package redisstore is the [idempotency.Store] on Redis 7+ (standalone or
 // Cluster, and Valkey) through rueidis.
 //
 // The one recommended path:
@@ -8,29 +8,22 @@
 //	store, err := redisstore.New(ctx, client, redisstore.Options{})
 //
 // and then use store as the idempotency.Store of a retry.Orchestrator. The
-// zero Options are the defaults (see each field). ExampleNew runs the same
+// zero [Options] are the defaults (see each field). ExampleNew runs the same
 // on miniredis, an embedded, non-durable store for tests and demos.
 //
 // Two things an adopter must not get wrong:
 //
 //   - Every node runs with maxmemory-policy noeviction: eviction deletes
-//     live claims silently, and a retry then dispatches twice. New checks
-//     it (ErrEvictionPolicy); SkipEvictionCheck is for servers that block
+//     live claims silently, and a retry then dispatches twice. [New] checks
+//     it ([ErrEvictionPolicy]); SkipEvictionCheck is for servers that block
 //     CONFIG and never evict.
 //   - The client never sets ClientOption.ConnLifetime: an expiring
-//     connection re-sends in-flight writes (see New). ParseURL never sets
-//     it.
+//     connection re-sends in-flight writes (see [New]). [ParseURL] never
+//     sets it.
 //
-// Every operation is one Lua script (lua/*.lua, after lua/common.lua). The
-// arguments of each are one Go struct in internal/scriptargs, in ARGV
-// order: the callers encode it with its Spec, and the store prefixes each
-// script's body with the prologue generated from it, so that the body
-// reads its arguments by name and never by position. Scripts lists the
-// scripts by name and SHA1 for tools that watch the commands a Store
-// sends.
-//
-// Each Store method says what it costs and guarantees; Options fields say
-// their defaults and limits; ListUnknown describes the unknown index. The
-// contract (states, leases, fencing, retention, the index, the record
-// layout) is docs/DESIGN.md section 6; upgrading a fleet is in README.md.
+// Each [Store] method says what it costs and guarantees; [Store.ListUnknown]
+// describes the unknown index; how the Lua scripts get their arguments is in
+// the folder's README.md. The contract (states, leases, fencing, retention,
+// the index, the record layout) is docs/DESIGN.md, "The record and its
+// lifecycle"; upgrading a fleet is in the repository's README.md.
 package redisstore

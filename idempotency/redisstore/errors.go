@@ -30,7 +30,8 @@ var (
 	ErrCorruptRecord = errors.New("redisstore: unreadable record")
 	// ErrScopeVersion: the fleet's scope version at {prefix}meta:scope_version
 	// is not idempotency.ScopeVersion. New refuses to start; a running store
-	// that reads it stops claiming (see CountRecords and DESIGN.md section 6).
+	// that reads it stops claiming (see CountRecords and docs/DESIGN.md, "The
+	// record and its lifecycle").
 	ErrScopeVersion = errors.New("redisstore: the fleet's scope version is not this gateway's")
 	// ErrScopeVersionUnset: records exist under the prefix but the fleet's
 	// scope version does not, so New cannot tell which version they are of

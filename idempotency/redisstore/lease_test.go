@@ -11,8 +11,9 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// TestSettleDecideScopeVersion: settle and decide, like a claim, never
-// rewrite a record of another scope version (DESIGN.md section 6).
+// TestSettleDecideScopeVersion: settle and decide, like a claim, never rewrite
+// a record of another scope version (docs/DESIGN.md, "The record and its
+// lifecycle").
 func TestSettleDecideScopeVersion(t *testing.T) {
 	ctx := context.Background()
 	m := newMini(t, Options{})

@@ -16,9 +16,9 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// The fleet's scope version (DESIGN.md section 6) lives at
-// {prefix}meta:scope_version as a decimal number. New reads it: the same
-// as idempotency.ScopeVersion starts the store; another value refuses
+// The fleet's scope version (docs/DESIGN.md, "The record and its lifecycle")
+// lives at {prefix}meta:scope_version as a decimal number. New reads it: the
+// same as idempotency.ScopeVersion starts the store; another value refuses
 // (ErrScopeVersion). An absent key is written (SET NX) only when no record
 // exists under the prefix (a SCAN of every master); otherwise New refuses
 // (ErrScopeVersionUnset), since those records may be of another version.
@@ -306,14 +306,13 @@ type CountOptions struct {
 }
 
 // CountRecords counts the live records under a prefix by scope version and
-// state, for an operator changing the key scope (DESIGN.md section 6): it
-// SCANs every master with a bounded COUNT and reads each record's version,
-// state and lease (the record's head, or HMGET of a schema 1 hash),
-// judging leases by the node's own TIME. It only
-// reads: it never writes or deletes a key, and works whether or not the
-// fleet's scope version is set (it needs no Store). A record that expires
-// while it runs is not counted. The counts come sorted by version, then
-// state.
+// state, for an operator changing the key scope (docs/DESIGN.md, "The record
+// and its lifecycle"): it SCANs every master with a bounded COUNT and reads
+// each record's version, state and lease (the record's head, or HMGET of a
+// schema 1 hash), judging leases by the node's own TIME. It only reads: it
+// never writes or deletes a key, and works whether or not the fleet's scope
+// version is set (it needs no Store). A record that expires while it runs is
+// not counted. The counts come sorted by version, then state.
 func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions) ([]RecordCount, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")

@@ -146,21 +146,21 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 
 // ListUnknown lists a workspace's unknown records (idempotency.Settler).
 //
-// The unknown index (DESIGN.md section 6, "Listing"): per workspace, one
-// sorted set per Cluster slot, the bucket {prefix}unk:{workspace}:{T}, where
-// the hash tag T (slotTags) puts the bucket in the slot of the records it
-// indexes; member indexMember, score the record's expiry in ms. So the
-// record scripts maintain it themselves, atomically with the record
-// (common.lua): a reservation (claim answering claimed, reserve) adds the
-// entry and prunes expired ones before the caller may send, so an attempt
-// is only ever sent indexed; a record that becomes final (finalize accepted
-// or definitely_rejected, settle, deny) loses its entry in the same
+// The unknown index (docs/DESIGN.md, "The record and its lifecycle",
+// "Listing"): per workspace, one sorted set per Cluster slot, the bucket
+// {prefix}unk:{workspace}:{T}, where the hash tag T (slotTags) puts the bucket
+// in the slot of the records it indexes; member indexMember, score the record's
+// expiry in ms. So the record scripts maintain it themselves, atomically with
+// the record (common.lua): a reservation (claim answering claimed, reserve)
+// adds the entry and prunes expired ones before the caller may send, so an
+// attempt is only ever sent indexed; a record that becomes final (finalize
+// accepted or definitely_rejected, settle, deny) loses its entry in the same
 // script, so a final record has no entry. Nothing else writes the index: a
-// replay, in_progress, held, a refusal or a stale finalize leave it as it
-// is; a record that stays or turns unknown keeps its entry, whose score
-// follows the record's expiry. The record stays the truth: the index may
-// hold entries of records that are gone (expired with their entry's score
-// not yet passed) or live, which listing skips and drops.
+// replay, in_progress, held, a refusal or a stale finalize leave it as it is; a
+// record that stays or turns unknown keeps its entry, whose score follows the
+// record's expiry. The record stays the truth: the index may hold entries of
+// records that are gone (expired with their entry's score not yet passed) or
+// live, which listing skips and drops.
 //
 // The listing order is the previous release's per-workspace key first,
 // then the buckets by slot, each by (score, member), that is by expiry

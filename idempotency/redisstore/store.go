@@ -242,9 +242,9 @@ func initDeployment(ctx context.Context, client rueidis.Client, prefix string) (
 	return old, nil
 }
 
-// Deployment returns the fleet's deployment id (DESIGN.md section 5a): made
-// once per key prefix on a Redis deployment, by the first Store, and read by
-// every later one.
+// Deployment returns the fleet's deployment id (docs/DESIGN.md, "The key on the
+// vendor hop"): made once per key prefix on a Redis deployment, by the first
+// Store, and read by every later one.
 func (s *Store) Deployment() string { return s.deployment }
 
 // exec runs one script on key. With wait set and WaitReplicas > 0 it pins a
@@ -403,10 +403,11 @@ func validRouteField(field, v string) error {
 	return nil
 }
 
-// Claim applies the state table of DESIGN.md section 6 in one script: one
-// round trip (a replay costs only this), plus a GET of the fleet's scope
-// version at most once per lease (scope.go) and a SET of the ticket when it
-// answers held. req.KeySource must be KeySupplied or KeyMinted.
+// Claim applies the state table of docs/DESIGN.md, "The record and its
+// lifecycle" in one script: one round trip (a replay costs only this), plus a
+// GET of the fleet's scope version at most once per lease (scope.go) and a SET
+// of the ticket when it answers held. req.KeySource must be KeySupplied or
+// KeyMinted.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
 	key, err := req.Scope.StorageKey(s.prefix, req.Key)
 	if err != nil {
@@ -479,7 +480,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	})
 	// The claim script writes the index entry of a reservation itself, in
 	// the record's slot: it is in place before the caller may send
-	// (DESIGN.md section 6).
+	// (docs/DESIGN.md, "The record and its lifecycle").
 	arr, acks, err := s.execKeys(ctx, s.sc.claim, []string{key, bucket}, args, true)
 	if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)
@@ -597,7 +598,7 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 // reservation sets the record's TTL to UnknownRetention and renewals keep
 // it, so an attempt of timeout (renewed up to it, plus one lease) must end
 // before the record does, or the record expires under it and a new claim
-// restarts the fencing tokens (DESIGN.md section 6).
+// restarts the fencing tokens (docs/DESIGN.md, "The record and its lifecycle").
 func (s *Store) checkRetention(timeout time.Duration) error {
 	if s.uretentionD <= timeout+s.leaseD {
 		return fmt.Errorf("%w: unknown retention %v, attempt timeout %v, lease %v", idempotency.ErrRetentionTooShort, s.uretentionD, timeout, s.leaseD)

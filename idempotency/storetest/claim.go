@@ -9,8 +9,8 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// claimTests cover the rows of the state table (DESIGN.md section 6) that a
-// plain claim reaches.
+// claimTests cover the rows of the state table (docs/DESIGN.md, "The record and
+// its lifecycle") that a plain claim reaches.
 var claimTests = []test{
 	{"New", testClaimNew},
 	{"NewHeld", testClaimNewHeld},
@@ -498,9 +498,9 @@ func testScopeIsolation(t *testing.T, h Harness) {
 }
 
 // testVendorKey: a vendor binding's record carries a vendor key made from the
-// whole slot (DESIGN.md section 5a): never the client's key, another one in
-// another workspace, and the same one on every claim that dispatches and on
-// the replayed record. An unsupported binding has none.
+// whole slot (docs/DESIGN.md, "The key on the vendor hop"): never the client's
+// key, another one in another workspace, and the same one on every claim that
+// dispatches and on the replayed record. An unsupported binding has none.
 func testVendorKey(t *testing.T, h Harness) {
 	e := std(t, h)
 	for _, b := range []effectspec.BindingKind{effectspec.BindingHeader, effectspec.BindingBodyPointer} {

@@ -7,11 +7,11 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// giveBackTests: a claim whose caller never got (or never used) its reply
-// is settled by re-sending it with the same op id and giving back the token
-// that answer returned (DESIGN.md section 6, "Settling a claim"). The
-// give-back is guarded by the claim's op id on the record; a late copy of
-// the claim never reserves a second attempt.
+// giveBackTests: a claim whose caller never got (or never used) its reply is
+// settled by re-sending it with the same op id and giving back the token that
+// answer returned (docs/DESIGN.md, "The record and its lifecycle", "Settling a
+// claim"). The give-back is guarded by the claim's op id on the record; a late
+// copy of the claim never reserves a second attempt.
 var giveBackTests = []test{
 	{"ReopensSlot", testGiveBackReopens},
 	{"LateClaimCopy", testGiveBackLateClaimCopy},

@@ -8,7 +8,8 @@ import (
 )
 
 // neverSentTests: an attempt finalized as never sent counts on the receipt
-// (AttemptCount) but does not burn the slot (DESIGN.md section 6).
+// (AttemptCount) but does not burn the slot (docs/DESIGN.md, "The record and
+// its lifecycle").
 var neverSentTests = []test{
 	{"ReopensEveryBinding", testNeverSentReopens},
 	{"TokensNeverRestart", testNeverSentTokens},

@@ -13,8 +13,8 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// settleTests: an operator settles unknown records (DESIGN.md section 6,
-// "Resolving unknown"), and only those.
+// settleTests: an operator settles unknown records (docs/DESIGN.md, "The record
+// and its lifecycle", "Resolving unknown"), and only those.
 var settleTests = []test{
 	{"FromUnknown", testSettleFromUnknown},
 	{"WithResult", testSettleWithResult},

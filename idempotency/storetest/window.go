@@ -10,8 +10,9 @@ import (
 )
 
 // windowTests: a vendor deduplicates on a key only for its window
-// (ClaimRequest.VendorWindow), so a slot whose first attempt that may have
-// left is older is never sent again (DESIGN.md section 6).
+// (ClaimRequest.VendorWindow), so a slot whose first attempt that may have left
+// is older is never sent again (docs/DESIGN.md, "The record and its
+// lifecycle").
 var windowTests = []test{
 	{"Expired", testWindowExpired},
 	{"FromResume", testWindowFromResume},

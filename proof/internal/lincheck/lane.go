@@ -61,7 +61,7 @@ type Config struct {
 }
 
 // Lane drives a Store with concurrent clients and records a history that
-// Check judges against the model of DESIGN.md section 6.
+// Check judges against the model of docs/DESIGN.md, "The record and its lifecycle".
 type Lane struct {
 	cfg   Config
 	model model

@@ -445,9 +445,9 @@ func (m model) record(st state, out Output, status string) bool {
 	return out.Status == status && out.State == st.S && out.Attempts == st.N && out.Sent == st.Sent
 }
 
-// claim is the state table of DESIGN.md section 6, rows tried top to
-// bottom, for records that are never held (the lane never requires
-// approval, so no redispatch is held either) and inside the vendor's
+// claim is the state table of docs/DESIGN.md, "The record and its lifecycle",
+// rows tried top to bottom, for records that are never held (the lane never
+// requires approval, so no redispatch is held either) and inside the vendor's
 // window (the lane claims with the default window, 24 hours, and runs for
 // seconds, so the window's outcome_unknown row never applies).
 func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
