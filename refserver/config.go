@@ -172,12 +172,13 @@ func (e *configError) Error() string {
 // trailing data) it refuses invalid specs (every problem at once), ids
 // and approver names that do not match [A-Za-z0-9_.-]{1,128}, an approver
 // entry that is not a {"name", "key"} object, API keys shorter than 8 bytes
-// or shared between workspaces and approvers, an unknown_retention that a
-// tool's timeout plus the lease reaches, and a secret_env that names an
-// unset or empty variable. Errors name the field path, never a value (a
-// member name that is not a plain identifier shows as {member N}). getenv resolves
-// secret_env names (os.LookupEnv in production). exec is shared by every
-// native tool and broker.
+// or shared between workspaces and approvers, store options that
+// redisstore.Options.Resolve refuses (named by the file's field), an
+// unknown_retention that a tool's timeout plus the lease reaches, and a
+// secret_env that names an unset or empty variable. Errors name the field
+// path, never a value (a member name that is not a plain identifier shows
+// as {member N}). getenv resolves secret_env names (os.LookupEnv in
+// production). exec is shared by every native tool and broker.
 func loadConfig(data []byte, getenv func(string) (string, bool), exec *retry.Executor) (*config, error) {
 	if len(data) > maxConfigBytes {
 		return nil, &configError{[]string{fmt.Sprintf("file larger than %d bytes", maxConfigBytes)}}
