@@ -96,22 +96,26 @@ type capabilityConfig struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-// Limits of the configuration.
+// Limits of the configuration. The store's options (key_prefix, retention,
+// unknown_retention, lease, wait_replicas) take their defaults and bounds
+// from redisstore (Options.Resolve); only the file's own are here.
 const (
-	defaultRetention = 24 * time.Hour
-	defaultLease     = 10 * time.Second
-	minLease         = time.Second
-	maxConfigBytes   = 4 << 20
-	minAPIKeyLen     = 8
+	// minLease is the file's floor for lease, stricter than the store's
+	// (redisstore.MinLease).
+	minLease       = time.Second
+	maxConfigBytes = 4 << 20
+	minAPIKeyLen   = 8
 )
 
 // config is a loaded, validated configuration: everything the server needs
 // to dispatch, with secrets resolved. Secrets live only in the targets'
 // headers and the brokers; nothing here is logged.
 type config struct {
-	Prefix    string
-	Retention time.Duration
-	// UnknownRetention is redisstore.Options.UnknownRetention.
+	// Prefix, Retention, UnknownRetention, Lease and WaitReplicas are the
+	// store's options as redisstore.Options.Resolve resolved them: the
+	// file's values, redisstore's defaults for those it leaves out.
+	Prefix           string
+	Retention        time.Duration
 	UnknownRetention time.Duration
 	Lease            time.Duration
 	WaitReplicas     int
@@ -168,12 +172,13 @@ func (e *configError) Error() string {
 // trailing data) it refuses invalid specs (every problem at once), ids
 // and approver names that do not match [A-Za-z0-9_.-]{1,128}, an approver
 // entry that is not a {"name", "key"} object, API keys shorter than 8 bytes
-// or shared between workspaces and approvers, an unknown_retention that a
-// tool's timeout plus the lease reaches, and a secret_env that names an
-// unset or empty variable. Errors name the field path, never a value (a
-// member name that is not a plain identifier shows as {member N}). getenv resolves
-// secret_env names (os.LookupEnv in production). exec is shared by every
-// native tool and broker.
+// or shared between workspaces and approvers, store options that
+// redisstore.Options.Resolve refuses (named by the file's field), an
+// unknown_retention that a tool's timeout plus the lease reaches, and a
+// secret_env that names an unset or empty variable. Errors name the field
+// path, never a value (a member name that is not a plain identifier shows
+// as {member N}). getenv resolves secret_env names (os.LookupEnv in
+// production). exec is shared by every native tool and broker.
 func loadConfig(data []byte, getenv func(string) (string, bool), exec *retry.Executor) (*config, error) {
 	if len(data) > maxConfigBytes {
 		return nil, &configError{[]string{fmt.Sprintf("file larger than %d bytes", maxConfigBytes)}}
@@ -208,43 +213,31 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
 	c := &config{
-		Prefix:       idempotency.DefaultPrefix,
-		Retention:    defaultRetention,
-		Lease:        defaultLease,
 		workspaces:   map[[32]byte]string{},
 		approvers:    map[[32]byte]string{},
 		Tools:        map[string]*tool{},
 		Capabilities: map[string]*capability{},
 	}
+	// The store's options: what the file sets, zero (redisstore's default)
+	// for what it leaves out or gets wrong, resolved and checked by the
+	// store's own rules, the ones New applies at start.
+	opts := redisstore.Options{WaitReplicas: fc.WaitReplicas, ReadTimeout: storeReadTimeout}
 	if fc.KeyPrefix != nil {
-		if err := idempotency.ValidatePrefix(*fc.KeyPrefix); err != nil {
-			bad("key_prefix: %s", trimErr(err))
-		}
-		c.Prefix = *fc.KeyPrefix
+		opts.Prefix = *fc.KeyPrefix
 	}
-	if d, ok := parseDuration(fc.Retention, defaultRetention, "retention", bad); ok {
-		c.Retention = d
-	}
-	c.UnknownRetention = max(redisstore.DefaultUnknownRetention, c.Retention)
-	if d, ok := parseDuration(fc.UnknownRetention, c.UnknownRetention, "unknown_retention", bad); ok {
-		c.UnknownRetention = d
-	}
-	if c.UnknownRetention < c.Retention {
-		bad("unknown_retention: must be at least the retention (%s)", c.Retention)
-	}
-	if d, ok := parseDuration(fc.Lease, defaultLease, "lease", bad); ok {
-		c.Lease = d
-	}
-	if c.Lease < minLease {
+	opts.Retention = parseDuration(fc.Retention, "retention", bad)
+	opts.UnknownRetention = parseDuration(fc.UnknownRetention, "unknown_retention", bad)
+	opts.Lease = parseDuration(fc.Lease, "lease", bad)
+	if opts.Lease != 0 && opts.Lease < minLease {
 		bad("lease: must be at least %s", minLease)
 	}
-	if fc.WaitReplicas < 0 {
-		bad("wait_replicas: must not be negative")
+	resolved, err := opts.Resolve()
+	storeOK := err == nil
+	if err != nil {
+		bad("%s", optionProblem(err))
 	}
-	c.WaitReplicas = fc.WaitReplicas
-	if c.Retention/redisstore.MinRetentionLeases < c.Lease {
-		bad("retention: must be at least %d leases (%s)", redisstore.MinRetentionLeases, redisstore.MinRetentionLeases*c.Lease)
-	}
+	c.Prefix, c.Retention, c.UnknownRetention, c.Lease, c.WaitReplicas =
+		resolved.Prefix, resolved.Retention, resolved.UnknownRetention, resolved.Lease, resolved.WaitReplicas
 	env, err := effectspec.ParseEnvironment(fc.Environment)
 	if err != nil {
 		bad("environment: %s", trimErr(err))
@@ -418,7 +411,9 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 		// A reservation keeps its record for unknown_retention; the record
 		// must outlive the attempt (its timeout) and the lease after it, or
 		// the slot re-opens while the attempt may still reach the vendor.
-		if d := t.Spec.AttemptTimeout() + c.Lease; d >= c.UnknownRetention {
+		// Both are the store's resolved values; options it refuses are
+		// reported above and give no bound to check against.
+		if d := t.Spec.AttemptTimeout() + c.Lease; storeOK && d >= c.UnknownRetention {
 			bad("tools[%d] (%s).spec.timeout: the timeout %s plus the lease %s must be less than unknown_retention (%s)",
 				i, t.Name, t.Spec.AttemptTimeout(), c.Lease, c.UnknownRetention)
 		}
@@ -639,16 +634,52 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionConfig,
 	return t, nil
 }
 
-func parseDuration(s string, def time.Duration, field string, bad func(string, ...any)) (time.Duration, bool) {
+// parseDuration parses a duration of the store's options: 0, which is
+// the store's default, when s is empty or refused.
+func parseDuration(s string, field string, bad func(string, ...any)) time.Duration {
 	if s == "" {
-		return def, true
+		return 0
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
 		bad("%s: %s is not a positive duration such as \"30s\"", field, strconv.Quote(truncate(s)))
-		return 0, false
+		return 0
 	}
-	return d, true
+	return d
+}
+
+// optionFields is the file's field of each redisstore option it sets.
+// WaitTimeout is not in the file: the store's default bounds the WAIT that
+// wait_replicas asks for.
+var optionFields = map[string]string{
+	"Prefix":           "key_prefix",
+	"Retention":        "retention",
+	"UnknownRetention": "unknown_retention",
+	"Lease":            "lease",
+	"WaitReplicas":     "wait_replicas",
+	"WaitTimeout":      "wait_replicas",
+}
+
+// optionProblem is the store's refusal of its options (Options.Resolve) in
+// the file's terms: the field first.
+func optionProblem(err error) string {
+	var oe *redisstore.OptionError
+	if !errors.As(err, &oe) {
+		return "store options: " + oneLine(err)
+	}
+	field, ok := optionFields[oe.Option]
+	switch {
+	case !ok:
+		return "store options: " + trimText(strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidOptions.Error()+": "))
+	case oe.Option == "Prefix":
+		return field + ": " + trimText(oe.Reason)
+	case oe.Option == "WaitTimeout":
+		// The bound is the store's; the file can only lengthen the lease.
+		return field + ": the store's " + strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidOptions.Error()+": ") + " (lengthen the lease)"
+	case oe.Option == "Retention" && oe.Relative == "Lease":
+		return fmt.Sprintf("%s: must be at least %d leases (%s)", field, redisstore.MinRetentionLeases, strings.TrimPrefix(oe.Reason, "must be at least "))
+	}
+	return field + ": " + oe.Reason
 }
 
 // checkAPIKey returns why k cannot be an API key, or "".
@@ -712,8 +743,9 @@ func truncate(s string) string {
 	return s
 }
 
-func trimErr(err error) string {
-	s := err.Error()
+func trimErr(err error) string { return trimText(err.Error()) }
+
+func trimText(s string) string {
 	for _, p := range []string{"idempotency: ", "effectspec: "} {
 		s = strings.TrimPrefix(s, p)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -481,5 +483,102 @@ func TestUnknownRetentionBound(t *testing.T) {
 	}
 	if _, err := loadConfig([]byte(cfg("5m10.001s")), testEnv, &retry.Executor{}); err != nil {
 		t.Errorf("unknown_retention just above timeout + lease: %v", err)
+	}
+}
+
+// TestConfigStoreDefaults: a file that leaves the store's options out gets
+// redisstore's defaults, read from redisstore, not copies: a change there is
+// a change here. The values the config keeps are the ones the store
+// resolves from them.
+func TestConfigStoreDefaults(t *testing.T) {
+	raw := edit(t, `"key_prefix": "gw1:", "retention": "1h", "lease": "10s", `, ``)
+	c, err := loadConfig([]byte(raw), testEnv, &retry.Executor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Prefix != idempotency.DefaultPrefix || c.Retention != redisstore.DefaultRetention ||
+		c.UnknownRetention != redisstore.DefaultUnknownRetention || c.Lease != redisstore.DefaultLease || c.WaitReplicas != 0 {
+		t.Errorf("prefix %q retention %v unknown retention %v lease %v wait replicas %d, want redisstore's defaults",
+			c.Prefix, c.Retention, c.UnknownRetention, c.Lease, c.WaitReplicas)
+	}
+	def, err := redisstore.Options{}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Prefix != def.Prefix || c.Retention != def.Retention || c.UnknownRetention != def.UnknownRetention || c.Lease != def.Lease {
+		t.Errorf("config %+v, store resolves %+v", c, def)
+	}
+
+	// A retention longer than the default unknown retention lifts it, as
+	// the store does.
+	c, err = loadConfig([]byte(edit(t, `"retention": "1h"`, `"retention": "720h"`)), testEnv, &retry.Executor{})
+	if err != nil || c.UnknownRetention != 720*time.Hour {
+		t.Errorf("retention 720h: unknown retention %v, %v; want 720h", c.UnknownRetention, err)
+	}
+	// What the config keeps is what the store would use: resolving it again
+	// changes nothing.
+	got := redisstore.Options{Prefix: c.Prefix, Retention: c.Retention, UnknownRetention: c.UnknownRetention, Lease: c.Lease, WaitReplicas: c.WaitReplicas}
+	if r, err := got.Resolve(); err != nil || r.Prefix != c.Prefix || r.Retention != c.Retention || r.UnknownRetention != c.UnknownRetention || r.Lease != c.Lease {
+		t.Errorf("the store resolves the config's %+v to %+v, %v", got, r, err)
+	}
+
+	// The unknown_retention bound against a tool's timeout uses the lease
+	// the store will use, here its default.
+	unknown := 5*time.Minute + redisstore.DefaultLease
+	raw = strings.Replace(edit(t, `"retention": "1h", "lease": "10s"`,
+		fmt.Sprintf(`"retention": "%s", "unknown_retention": "%s"`, redisstore.MinRetentionLeases*redisstore.DefaultLease, unknown)),
+		`"spec": {"tool": "open.send", `, `"spec": {"tool": "open.send", "timeout": "5m", `, 1)
+	_, err = loadConfig([]byte(raw), testEnv, &retry.Executor{})
+	want := fmt.Sprintf("tools[1] (open.send).spec.timeout: the timeout 5m0s plus the lease %s must be less than unknown_retention (%s)", redisstore.DefaultLease, unknown)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("unknown_retention = timeout + default lease: %v, want %q", err, want)
+	}
+}
+
+// TestConfigStoreOptionRefused: a store option the store would refuse is
+// refused at load, by the store's rule, under the file's field name, once.
+func TestConfigStoreOptionRefused(t *testing.T) {
+	const lease = redisstore.DefaultLease
+	for _, tc := range []struct {
+		name, old, new, want string
+	}{
+		{"unknown_retention under retention", `"retention": "1h"`, `"retention": "2h", "unknown_retention": "1h"`,
+			"unknown_retention: must be at least the retention 2h0m0s"},
+		{"unknown_retention under the file's retention", `"retention": "1h"`, `"retention": "1h", "unknown_retention": "30m"`,
+			"unknown_retention: must be at least the retention 1h0m0s"},
+		{"unknown_retention under the default retention", `"retention": "1h", `,
+			fmt.Sprintf(`"unknown_retention": "%s", `, redisstore.DefaultRetention-time.Second),
+			fmt.Sprintf("unknown_retention: must be at least the retention %s", redisstore.DefaultRetention)},
+		{"retention under two default leases", `"retention": "1h", "lease": "10s"`,
+			fmt.Sprintf(`"retention": "%s"`, redisstore.MinRetentionLeases*lease-time.Millisecond),
+			fmt.Sprintf("retention: must be at least %d leases (%d times the lease %s)", redisstore.MinRetentionLeases, redisstore.MinRetentionLeases, lease)},
+		{"retention under two leases", `"retention": "1h", "lease": "10s"`, `"retention": "1m", "lease": "31s"`,
+			fmt.Sprintf("retention: must be at least %d leases (%d times the lease 31s)", redisstore.MinRetentionLeases, redisstore.MinRetentionLeases)},
+		{"wait_replicas negative", `"lease": "10s"`, `"lease": "10s", "wait_replicas": -2`,
+			"wait_replicas: must not be negative"},
+		{"wait_replicas with a lease too short for the WAIT", `"lease": "10s"`,
+			fmt.Sprintf(`"lease": "%s", "wait_replicas": 1`, redisstore.DefaultWaitTimeout),
+			fmt.Sprintf("wait_replicas: the store's wait timeout %s: must be at most half the lease %[1]s", redisstore.DefaultWaitTimeout)},
+		{"key_prefix", `"key_prefix": "gw1:"`, `"key_prefix": "gw 1:"`,
+			"key_prefix: invalid scope: prefix: byte 2 is not allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadConfig([]byte(edit(t, tc.old, tc.new)), testEnv, &retry.Executor{})
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.want) || strings.Count(msg, tc.want) != 1 {
+				t.Errorf("error %q\nwant once %q", msg, tc.want)
+			}
+			if strings.Contains(msg, "redisstore") || strings.Contains(msg, "store options") {
+				t.Errorf("error %q names the store, not the file's field", msg)
+			}
+		})
+	}
+	// wait_replicas with a lease that fits the WAIT loads.
+	fits := 2 * redisstore.DefaultWaitTimeout
+	if _, err := loadConfig([]byte(edit(t, `"lease": "10s"`, fmt.Sprintf(`"lease": "%s", "wait_replicas": 1`, fits))), testEnv, &retry.Executor{}); err != nil {
+		t.Errorf("wait_replicas 1, lease %s: %v", fits, err)
 	}
 }

@@ -7,6 +7,38 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
+// Defaults of the zero Options: a zero field means its default. A program
+// that configures the store (a configuration file, flags) leaves a field
+// unset by passing zero, or shows these when it documents its own defaults.
+const (
+	// DefaultRetention is Options.Retention when zero: how long a final
+	// record lives after its last change.
+	DefaultRetention = 24 * time.Hour
+	// DefaultUnknownRetention is Options.UnknownRetention when zero, unless
+	// Retention is longer (then Retention).
+	DefaultUnknownRetention = 7 * 24 * time.Hour
+	// DefaultLease is Options.Lease when zero.
+	DefaultLease = 10 * time.Second
+	// DefaultMaxResultBytes is Options.MaxResultBytes when zero (64 KiB).
+	DefaultMaxResultBytes = 64 << 10
+	// DefaultWaitTimeout is Options.WaitTimeout when zero.
+	DefaultWaitTimeout = time.Second
+	// DefaultReadTimeout is Options.ReadTimeout when zero.
+	DefaultReadTimeout = 5 * time.Second
+)
+
+// Bounds of Options, besides the relations below (MinRetentionLeases, and
+// UnknownRetention at least Retention, WaitTimeout at most half the lease
+// with WaitReplicas).
+const (
+	// MinLease is the shortest Options.Lease: the scripts count in
+	// milliseconds.
+	MinLease = time.Millisecond
+	// MinWaitTimeout is the shortest Options.WaitTimeout: WAIT counts in
+	// milliseconds.
+	MinWaitTimeout = time.Millisecond
+)
+
 // MinRetentionLeases is how many leases Retention must span at least. A
 // record outlives its last change by Retention, and an attempt reserved by a
 // gateway that then died is only known as unknown while its record lives: the
@@ -24,29 +56,94 @@ import (
 // its fencing tokens. The defaults (7 days against at most 15m) never do.
 const MinRetentionLeases = 2
 
-// resolve fills the zero defaults of o and checks that the store can keep its
-// promises with the result. Every refusal wraps ErrInvalidOptions and names
-// the field. New calls it before sending anything.
-func (o Options) resolve() (Options, error) {
+// OptionError is a refusal of one field of Options, by New, Options.Resolve
+// or Options.Validate. It wraps ErrInvalidOptions (and, for Prefix, the
+// idempotency error that refuses the prefix). Its message names the field
+// in words and shows the value: "redisstore: invalid options: retention
+// 10s: must be at least 2 times the lease 10s".
+type OptionError struct {
+	// Option is the refused field, by its Go name: "Retention",
+	// "UnknownRetention", "Lease", "WaitReplicas", "WaitTimeout", ... A
+	// program that reads the options from elsewhere maps it to its own name
+	// for the field.
+	Option string
+	// Relative is the field the bound is relative to, by its Go name, when
+	// it is one ("Lease" for a Retention shorter than MinRetentionLeases
+	// leases, "Retention" for a shorter UnknownRetention), or "". Its value
+	// is the resolved one, default included.
+	Relative string
+	// Reason says why, without the refused value: "must not be negative",
+	// "must be at least 2 times the lease 10s".
+	Reason string
+	value  string // as shown in the message
+	err    error  // the cause, if another package's
+}
+
+func (e *OptionError) Error() string {
+	if e.err != nil {
+		return fmt.Sprintf("%v: %v", ErrInvalidOptions, e.err)
+	}
+	return fmt.Sprintf("%v: %s %s: %s", ErrInvalidOptions, optionWords[e.Option], e.value, e.Reason)
+}
+
+// Unwrap returns ErrInvalidOptions and the cause, if any.
+func (e *OptionError) Unwrap() []error {
+	if e.err != nil {
+		return []error{ErrInvalidOptions, e.err}
+	}
+	return []error{ErrInvalidOptions}
+}
+
+// optionWords names each field in messages.
+var optionWords = map[string]string{
+	"Prefix":           "prefix",
+	"Retention":        "retention",
+	"UnknownRetention": "unknown retention",
+	"Lease":            "lease",
+	"MaxResultBytes":   "max result bytes",
+	"WaitReplicas":     "wait replicas",
+	"WaitTimeout":      "wait timeout",
+	"ReadTimeout":      "read timeout",
+}
+
+func refuse(option string, value any, relative, format string, args ...any) *OptionError {
+	return &OptionError{Option: option, Relative: relative, Reason: fmt.Sprintf(format, args...), value: fmt.Sprint(value)}
+}
+
+// Validate reports whether New accepts o, before New would send anything:
+// nil, or the first refusal, an *OptionError. It is Resolve without the
+// result.
+func (o Options) Validate() error {
+	_, err := o.Resolve()
+	return err
+}
+
+// Resolve returns o as New uses it: every zero field set to its default
+// (DefaultLease, DefaultRetention, ...; Prefix to idempotency.DefaultPrefix),
+// checked that the store can keep its promises with the result. On a
+// refusal it returns an *OptionError that wraps ErrInvalidOptions and names
+// the field, and Options that are not to be used. New calls it before
+// sending anything.
+func (o Options) Resolve() (Options, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{
-		{"retention", o.Retention},
-		{"unknown retention", o.UnknownRetention},
-		{"lease", o.Lease},
-		{"wait timeout", o.WaitTimeout},
-		{"read timeout", o.ReadTimeout},
+		{"Retention", o.Retention},
+		{"UnknownRetention", o.UnknownRetention},
+		{"Lease", o.Lease},
+		{"WaitTimeout", o.WaitTimeout},
+		{"ReadTimeout", o.ReadTimeout},
 	} {
 		if d.v < 0 {
-			return o, fmt.Errorf("%w: %s %v: must not be negative", ErrInvalidOptions, d.name, d.v)
+			return o, refuse(d.name, d.v, "", "must not be negative")
 		}
 	}
 	if o.Prefix == "" {
 		o.Prefix = idempotency.DefaultPrefix
 	}
 	if err := idempotency.ValidatePrefix(o.Prefix); err != nil {
-		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		return o, &OptionError{Option: "Prefix", Reason: err.Error(), value: o.Prefix, err: err}
 	}
 	if o.Retention == 0 {
 		o.Retention = DefaultRetention
@@ -69,24 +166,23 @@ func (o Options) resolve() (Options, error) {
 	// Divisions, not products: a product of two huge durations overflows
 	// into a negative one and would pass.
 	switch {
-	case o.Lease < time.Millisecond:
-		// The scripts count in milliseconds.
-		return o, fmt.Errorf("%w: lease %v: must be at least 1ms", ErrInvalidOptions, o.Lease)
+	case o.Lease < MinLease:
+		return o, refuse("Lease", o.Lease, "", "must be at least %v", MinLease)
 	case o.Retention/MinRetentionLeases < o.Lease:
-		return o, fmt.Errorf("%w: retention %v: must be at least %d times the lease %v", ErrInvalidOptions, o.Retention, MinRetentionLeases, o.Lease)
+		return o, refuse("Retention", o.Retention, "Lease", "must be at least %d times the lease %v", MinRetentionLeases, o.Lease)
 	case o.UnknownRetention < o.Retention:
-		return o, fmt.Errorf("%w: unknown retention %v: must be at least the retention %v", ErrInvalidOptions, o.UnknownRetention, o.Retention)
+		return o, refuse("UnknownRetention", o.UnknownRetention, "Retention", "must be at least the retention %v", o.Retention)
 	case o.MaxResultBytes < 0:
-		return o, fmt.Errorf("%w: max result bytes %d: must not be negative", ErrInvalidOptions, o.MaxResultBytes)
+		return o, refuse("MaxResultBytes", o.MaxResultBytes, "", "must not be negative")
 	case o.MaxResultBytes > maxBodyBytes:
-		return o, fmt.Errorf("%w: max result bytes %d: at most %d (what decoding a stored body may allocate)", ErrInvalidOptions, o.MaxResultBytes, maxBodyBytes)
+		return o, refuse("MaxResultBytes", o.MaxResultBytes, "", "at most %d (what decoding a stored body may allocate)", maxBodyBytes)
 	case o.WaitReplicas < 0:
-		return o, fmt.Errorf("%w: wait replicas %d: must not be negative", ErrInvalidOptions, o.WaitReplicas)
-	case o.WaitTimeout < time.Millisecond:
-		return o, fmt.Errorf("%w: wait timeout %v: must be at least 1ms", ErrInvalidOptions, o.WaitTimeout)
+		return o, refuse("WaitReplicas", o.WaitReplicas, "", "must not be negative")
+	case o.WaitTimeout < MinWaitTimeout:
+		return o, refuse("WaitTimeout", o.WaitTimeout, "", "must be at least %v", MinWaitTimeout)
 	case o.WaitReplicas > 0 && o.WaitTimeout > o.Lease/2:
 		// A WAIT that may take the whole lease leaves no time to send.
-		return o, fmt.Errorf("%w: wait timeout %v: must be at most half the lease %v", ErrInvalidOptions, o.WaitTimeout, o.Lease)
+		return o, refuse("WaitTimeout", o.WaitTimeout, "Lease", "must be at most half the lease %v", o.Lease)
 	}
 	return o, nil
 }

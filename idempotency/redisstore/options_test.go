@@ -71,7 +71,7 @@ func TestOptionsRefused(t *testing.T) {
 		{Lease: time.Millisecond, Retention: 2 * time.Millisecond},
 		{Retention: time.Hour, UnknownRetention: time.Hour}, // unknown retention may equal retention
 	} {
-		if _, err := o.resolve(); err != nil {
+		if _, err := o.Resolve(); err != nil {
 			t.Errorf("%+v refused: %v", o, err)
 		}
 		if o.WaitReplicas > 0 {
@@ -92,7 +92,7 @@ func TestUnknownRetentionDefault(t *testing.T) {
 		{time.Hour, 7 * 24 * time.Hour},
 		{30 * 24 * time.Hour, 30 * 24 * time.Hour},
 	} {
-		o, err := Options{Retention: c.retention}.resolve()
+		o, err := Options{Retention: c.retention}.Resolve()
 		if err != nil || o.UnknownRetention != c.want {
 			t.Errorf("retention %v: unknown retention %v, %v; want %v", c.retention, o.UnknownRetention, err, c.want)
 		}
@@ -160,5 +160,67 @@ func TestReadOnlyCallsAreBounded(t *testing.T) {
 	}
 	if _, _, err := st.Pin(context.Background(), "cap.send_email"); !errors.Is(err, idempotency.ErrStoreUnavailable) {
 		t.Errorf("Pin: %v, want ErrStoreUnavailable", err)
+	}
+}
+
+// TestOptionError: every refusal is an *OptionError naming the Go field, so
+// a program that reads options from elsewhere can name its own field; the
+// relative field and the reason come without the refused value.
+func TestOptionError(t *testing.T) {
+	for _, c := range []struct {
+		o                        Options
+		option, relative, reason string
+	}{
+		{Options{Lease: -time.Second}, "Lease", "", "must not be negative"},
+		{Options{Lease: time.Microsecond}, "Lease", "", "must be at least 1ms"},
+		{Options{Retention: 10 * time.Second}, "Retention", "Lease", "must be at least 2 times the lease 10s"},
+		{Options{UnknownRetention: time.Hour}, "UnknownRetention", "Retention", "must be at least the retention 24h0m0s"},
+		{Options{WaitReplicas: -1}, "WaitReplicas", "", "must not be negative"},
+		{Options{WaitReplicas: 1, Lease: time.Second}, "WaitTimeout", "Lease", "must be at most half the lease 1s"},
+		{Options{MaxResultBytes: -1}, "MaxResultBytes", "", "must not be negative"},
+		{Options{ReadTimeout: -1}, "ReadTimeout", "", "must not be negative"},
+	} {
+		err := c.o.Validate()
+		var oe *OptionError
+		if !errors.As(err, &oe) || !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%+v: %v, want an *OptionError wrapping ErrInvalidOptions", c.o, err)
+			continue
+		}
+		if oe.Option != c.option || oe.Relative != c.relative || oe.Reason != c.reason {
+			t.Errorf("%+v: option %q relative %q reason %q, want %q %q %q", c.o, oe.Option, oe.Relative, oe.Reason, c.option, c.relative, c.reason)
+		}
+	}
+	err := Options{Prefix: "{obol}:"}.Validate()
+	var oe *OptionError
+	if !errors.As(err, &oe) || oe.Option != "Prefix" || !errors.Is(err, idempotency.ErrInvalidScope) {
+		t.Errorf("bad prefix: %v, want an *OptionError for Prefix wrapping idempotency.ErrInvalidScope", err)
+	}
+	// Validate and New agree: every refused case refuses, every accepted
+	// one passes.
+	for _, c := range refusedOptions {
+		if err := c.o.Validate(); !errors.As(err, &oe) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: Validate %v, want %q", c.o, err, c.want)
+		}
+	}
+}
+
+// TestResolveDefaults: the zero Options resolve to the exported defaults,
+// which a program that documents its own defaults may show.
+func TestResolveDefaults(t *testing.T) {
+	o, err := Options{}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Options{Prefix: idempotency.DefaultPrefix, Retention: DefaultRetention, UnknownRetention: DefaultUnknownRetention,
+		Lease: DefaultLease, MaxResultBytes: DefaultMaxResultBytes, WaitTimeout: DefaultWaitTimeout, ReadTimeout: DefaultReadTimeout}
+	if o != want {
+		t.Errorf("resolved %+v, want %+v", o, want)
+	}
+	if DefaultRetention/MinRetentionLeases < DefaultLease || DefaultUnknownRetention < DefaultRetention {
+		t.Error("the defaults break the bounds")
+	}
+	// Resolve is idempotent: resolved Options resolve to themselves.
+	if again, err := o.Resolve(); err != nil || again != o {
+		t.Errorf("resolved twice: %+v, %v", again, err)
 	}
 }

@@ -19,24 +19,17 @@ import (
 	"github.com/obol-gateway/obol/internal/scriptargs"
 )
 
-// Defaults of the zero Options.
-const (
-	DefaultRetention        = 24 * time.Hour
-	DefaultUnknownRetention = 7 * 24 * time.Hour
-	DefaultLease            = 10 * time.Second
-	DefaultMaxResultBytes   = 64 << 10
-	DefaultWaitTimeout      = time.Second
-	DefaultReadTimeout      = 5 * time.Second
-)
-
-// Options configure a Store. The zero value is ready to use. New refuses,
-// with ErrInvalidOptions, a negative duration or count and the other limits
-// below.
+// Options configure a Store. The zero value is ready to use: a zero field
+// means its Default constant (options.go). New refuses, with an
+// *OptionError wrapping ErrInvalidOptions, a negative duration or count and
+// the other limits below; Options.Validate tells the same in advance.
 type Options struct {
 	// Prefix starts every key. If empty, idempotency.DefaultPrefix ("obol:").
 	Prefix string
 	// Retention is how long a record lives after its last change: a final
-	// outcome sets it, and a held or denied record keeps it. If zero, 24h. It must be at least MinRetentionLeases times Lease, and should
+	// outcome sets it, and a held or denied record keeps it. If zero,
+	// DefaultRetention (24h). It must be at least MinRetentionLeases times
+	// Lease, and should
 	// exceed the largest tool timeout plus Lease (DESIGN.md section 7).
 	// UnknownRetention must: a claim or reservation of a longer attempt is
 	// refused (idempotency.ErrRetentionTooShort).
@@ -44,17 +37,17 @@ type Options struct {
 	// UnknownRetention is how long a record lives after a reservation or an
 	// unknown outcome: a key that expires re-opens its slot, and an unknown
 	// call is the one whose retry is most dangerous. A final outcome sets
-	// Retention. If zero, 7 days, or Retention if that is longer; at least
-	// Retention.
+	// Retention. If zero, DefaultUnknownRetention (7 days), or Retention if
+	// that is longer; at least Retention.
 	UnknownRetention time.Duration
 	// Lease bounds one reserved attempt until its owner renews it (Renew).
-	// If zero, 10s; at least 1ms.
+	// If zero, DefaultLease (10s); at least MinLease (1ms).
 	Lease time.Duration
 	// MaxResultBytes caps the stored result (body plus kept headers). Over
 	// it, the status and receipt are kept, the body is dropped and a replay
 	// says BodyDropped; headers that alone exceed it are dropped too. Only
-	// idempotency.SafeHeader headers are stored. If zero, 64 KiB; at most
-	// 64 MiB, which bounds what decoding a stored (compressed) body may
+	// idempotency.SafeHeader headers are stored. If zero,
+	// DefaultMaxResultBytes (64 KiB); at most 64 MiB, which bounds what decoding a stored (compressed) body may
 	// allocate.
 	MaxResultBytes int
 	// WaitReplicas, if > 0, makes every reservation (a claimed Claim and a
@@ -73,7 +66,8 @@ type Options struct {
 	// failover may roll a finalized record back to in flight, which then
 	// reads unknown once its lease ends, never accepted by mistake.
 	WaitReplicas int
-	// WaitTimeout bounds the WAIT. If zero, 1s; at least 1ms. With
+	// WaitTimeout bounds the WAIT. If zero, DefaultWaitTimeout (1s); at least
+	// MinWaitTimeout (1ms). With
 	// WaitReplicas it must be at most half the lease: the WAIT is spent out of
 	// the dispatch time.
 	WaitTimeout time.Duration
@@ -86,7 +80,8 @@ type Options struct {
 	// ReadTimeout bounds each read-only call (Lookup, Ticket, Pin) whose ctx
 	// has no earlier deadline. rueidis retries read-only commands on
 	// connection errors and LOADING replies until ctx ends, so an unbounded
-	// ctx could wait forever on a Redis that is starting. If zero, 5s.
+	// ctx could wait forever on a Redis that is starting. If zero,
+	// DefaultReadTimeout (5s).
 	ReadTimeout time.Duration
 }
 
@@ -138,7 +133,7 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	opts, err := opts.resolve()
+	opts, err := opts.Resolve()
 	if err != nil {
 		return nil, err
 	}
