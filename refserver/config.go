@@ -28,7 +28,7 @@ import (
 	"github.com/obol-gateway/obol/retry"
 )
 
-// fileConfig is the configuration file of DESIGN.md section 11, as written.
+// fileConfig is the configuration file of docs/DESIGN.md, "refserver wire contract", as written.
 type fileConfig struct {
 	KeyPrefix *string `json:"key_prefix"`
 	Retention string  `json:"retention"`
@@ -62,7 +62,7 @@ type workspaceConfig struct {
 // approverConfig is one approver: a name, which is what a settlement
 // records as its "by" and what the log lines of an approval or a pin name,
 // and the key the approver authenticates with. The name follows the id rule
-// of DESIGN.md section 4 and is unique; the key is never recorded.
+// of docs/DESIGN.md, "Scope and the Redis key", and is unique; the key is never recorded.
 type approverConfig struct {
 	Name string `json:"name"`
 	Key  string `json:"key"`

@@ -47,8 +47,8 @@ const (
 // and dispatching again. Clients retry on the scale of the call's timeout,
 // which the lease bounds, so that window is at least one more lease.
 //
-// DESIGN.md section 7 asks the retention to exceed the largest tool timeout
-// plus the lease. The store sees each attempt's timeout (ClaimRequest.Timeout,
+// docs/DESIGN.md, "EffectSpec (JSON, one object per tool)", asks the
+// retention to exceed the largest tool timeout plus the lease. The store sees each attempt's timeout (ClaimRequest.Timeout,
 // ReserveRequest.Timeout): a claim or reservation whose timeout plus the
 // lease reaches UnknownRetention, the TTL a reservation sets, is refused
 // with idempotency.ErrRetentionTooShort before anything is sent, since the

@@ -30,7 +30,7 @@ type Options struct {
 	// outcome sets it, and a held or denied record keeps it. If zero,
 	// DefaultRetention (24h). It must be at least MinRetentionLeases times
 	// Lease, and should
-	// exceed the largest tool timeout plus Lease (DESIGN.md section 7).
+	// exceed the largest tool timeout plus Lease (docs/DESIGN.md, "EffectSpec (JSON, one object per tool)").
 	// UnknownRetention must: a claim or reservation of a longer attempt is
 	// refused (idempotency.ErrRetentionTooShort).
 	Retention time.Duration
