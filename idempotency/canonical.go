@@ -1545,7 +1545,12 @@ func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) e
 		c.tape = appendECMAScript(c.tape, neg, d[:ks], es+1)
 		return nil
 	}
-	if printed && f != 0 && k <= maxDoubleDigits && !c.previousRule && printsAs(f, hi, lo, e) {
+	// A value with a fraction only (e < k-1): an integer value, however it
+	// is spelt, keeps its exact form, whose own spelling (d.ddde+n) would
+	// otherwise read back as a printed double, and the canonical form would
+	// not be canonical: 70000000000000704 is 7.0000000000000704e+16, which
+	// the double 70000000000000700 also prints as at 17 digits.
+	if printed && f != 0 && k <= maxDoubleDigits && e < k-1 && !c.previousRule && printsAs(f, hi, lo, e) {
 		c.refined = true
 		c.tape = appendECMAScript(c.tape, neg, d[:ks], es+1)
 		return nil

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"bufio"
+	"math"
 	"math/rand/v2"
 	"os/exec"
 	"strconv"
@@ -69,6 +70,15 @@ func TestCanonicalizeMatchesJavaScript(t *testing.T) {
 			if g, err := strconv.ParseFloat(text, 64); err != nil || g != f || !strings.ContainsAny(text, ".eE") {
 				continue // an integer literal, or a text that is another double
 			}
+			if f == math.Trunc(f) {
+				// An integer value keeps the exact rule however it is spelt
+				// (DESIGN.md, "Request hash and dispatch fingerprint"): its
+				// canonical form must read back as itself.
+				if got, err := Canonicalize([]byte(text)); err != nil || !fixedPoint(got) {
+					t.Errorf("seed %d: Canonicalize(%s) = %s, %v: not a fixed point", seed, text, got, err)
+				}
+				continue
+			}
 			got, err := Canonicalize([]byte(text))
 			if err != nil || string(got) != want {
 				t.Errorf("seed %d: Canonicalize(%s) = %s, %v; JavaScript writes %s", seed, text, got, err, want)
@@ -83,4 +93,10 @@ func TestCanonicalizeMatchesJavaScript(t *testing.T) {
 		t.Fatalf("%d lines for %d doubles, %d texts checked, %d of them printed doubles", lines, len(doubles), checked, refined)
 	}
 	t.Logf("%d texts checked, %d of them read as exact values before printed doubles", checked, refined)
+}
+
+// fixedPoint reports whether a canonical form canonicalizes as itself.
+func fixedPoint(canonical []byte) bool {
+	again, err := Canonicalize(canonical)
+	return err == nil && string(again) == string(canonical)
 }

@@ -20,14 +20,14 @@ var printedDoubleVectors = []struct {
 	changed  bool
 }{
 	// %.17g, toPrecision(17) and PHP's serialize_precision=17 of doubles.
-	{"0.10000000000000001", "0.1", true},                  // 0.1
-	{"-0.10000000000000001", "-0.1", true},                // -0.1
-	{"47839.395003393292", "47839.39500339329", true},     // 47839.39500339329
-	{"1.0000000000000001e-5", "0.00001", true},            // 1e-5
-	{"9.9999999999999992e+22", "1e+23", true},             // 1e23
-	{"4.9406564584124654e-324", "5e-324", true},           // the least double
-	{"7.2057594037927936E+16", "72057594037927940", true}, // 2^56 written as a double
-	{"2.5000000000000000e-1", "0.25", false},              // its exact value: never changed
+	{"0.10000000000000001", "0.1", true},                        // 0.1
+	{"-0.10000000000000001", "-0.1", true},                      // -0.1
+	{"47839.395003393292", "47839.39500339329", true},           // 47839.39500339329
+	{"1.0000000000000001e-5", "0.00001", true},                  // 1e-5
+	{"9.9999999999999992e+22", "9.9999999999999992e+22", false}, // 1e23 at 17 digits: an integer value stays exact
+	{"4.9406564584124654e-324", "5e-324", true},                 // the least double
+	{"7.2057594037927936E+16", "7.2057594037927936e+16", false}, // 2^56: the exact form of the id 72057594037927936
+	{"2.5000000000000000e-1", "0.25", false},                    // its exact value: never changed
 	// Spellings of one value are one number: trailing and leading zeros
 	// are not significant digits.
 	{"0.100000000000000010", "0.1", true},

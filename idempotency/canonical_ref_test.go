@@ -80,7 +80,8 @@ var strictNumber = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?
 // nearest double d is nonzero and rounds to it at k digits: |v - d| is
 // below half a unit of the k-th digit, or is half a unit and v is the even
 // neighbour (ties to even, as printf) or the one above d (ties up, as
-// JavaScript's toPrecision), compared as big.Rat.
+// JavaScript's toPrecision), compared as big.Rat; and whose value is not an
+// integer.
 func refPrinted(text string) bool {
 	m := strictNumber.FindStringSubmatch(text)
 	if m == nil || m[1] == "" && m[2] == "" {
@@ -98,6 +99,9 @@ func refPrinted(text string) bool {
 		return false
 	}
 	v := exactValue(strings.TrimPrefix(text, "-"))
+	if v.IsInt() {
+		return false // an integer value keeps its exact form, however spelt
+	}
 	d := new(big.Rat).SetFloat64(math.Abs(f))
 	// The unit of the k-th digit: 10^(p-k+1) where 10^p <= v < 10^(p+1).
 	p := len(strings.TrimLeft(whole, "0")) - 1
