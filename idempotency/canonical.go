@@ -98,7 +98,9 @@ func RequestHash(arguments []byte) (string, error) {
 // previous number rule; otherwise previous is "". The previous rule kept the
 // exact value of a number that its nearest double prints as at a fixed
 // precision (0.10000000000000001, the double 0.1 printed by %.17g), which the
-// current rule reads as that double (docs/DESIGN.md, "Request hash and dispatch
+// current rule reads as that double, and it wrote an integer such as
+// 72057594037927936 as 7.2057594037927936e+16, which the current rule writes
+// as its plain digits (docs/DESIGN.md, "Request hash and dispatch
 // fingerprint"). A record claimed under the previous rule pins previous: a
 // caller whose claim is refused as a request mismatch claims again with
 // previous, so that the record still matches its own retries while such records
@@ -1452,11 +1454,12 @@ const maxDoubleDigits = 17
 // double prints as: requests that differ only beyond a double's precision
 // never share a hash. An integer literal (no '.', no exponent) is never
 // read as a printed double: 72057594037927936 and 72057594037927940, two
-// int64 ids that are one double, stay apart.
+// int64 ids that are one double, stay apart; where its exact form would
+// read back as one, it is written as its plain digits instead.
 //
 // With c.previousRule set, the printed-double reading is off: the numbers
-// that it changes (c.refined reports them) keep their exact form, as they
-// did before it existed (see RequestHashes).
+// that it changes (c.refined reports them) keep their exact form in
+// exponent notation, as they did before it existed (see RequestHashes).
 func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) error {
 	printed := len(frac) > 0 || len(exp) > 0 // written with a '.' or an exponent
 	// The significant digits, hi followed by lo, without leading or
@@ -1545,14 +1548,20 @@ func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) e
 		c.tape = appendECMAScript(c.tape, neg, d[:ks], es+1)
 		return nil
 	}
-	// A value with a fraction only (e < k-1): an integer value, however it
-	// is spelt, keeps its exact form, whose own spelling (d.ddde+n) would
-	// otherwise read back as a printed double, and the canonical form would
-	// not be canonical: 70000000000000704 is 7.0000000000000704e+16, which
-	// the double 70000000000000700 also prints as at 17 digits.
-	if printed && f != 0 && k <= maxDoubleDigits && e < k-1 && !c.previousRule && printsAs(f, hi, lo, e) {
+	if f != 0 && k <= maxDoubleDigits && !c.previousRule && printsAs(f, hi, lo, e) {
 		c.refined = true
-		c.tape = appendECMAScript(c.tape, neg, d[:ks], es+1)
+		if printed {
+			c.tape = appendECMAScript(c.tape, neg, d[:ks], es+1)
+			return nil
+		}
+		// An integer literal keeps its exact value, but not the exact
+		// form's spelling d.ddde+n, which would read back as a printed
+		// double (70000000000000704 is also the double 70000000000000700
+		// printed at 17 digits): it stays plain digits, which is canonical.
+		if neg {
+			c.tape = append(c.tape, '-')
+		}
+		c.tape = append(c.tape, integer[first:]...)
 		return nil
 	}
 	if neg {

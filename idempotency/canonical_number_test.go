@@ -187,8 +187,18 @@ func checkNumber(t *testing.T, in string) (exactForm bool) {
 	if (exactForm || !refPrinted(in)) && exactValue(string(got)).Cmp(exactValue(exact)) != 0 {
 		t.Errorf("Canonicalize(%.120s) = %s: not the exact value %s", in, got, exact)
 	}
-	if exactForm && !exactNumberForm.Match(got) {
+	switch {
+	case !exactForm:
+	case plainInteger.Match(got):
+		// Plain digits only where exact notation would read back as a
+		// printed double.
+		if !refPrinted(exact) {
+			t.Errorf("Canonicalize(%.120s) = %s: plain digits, but exact notation %s is no printed double", in, got, exact)
+		}
+	case !exactNumberForm.Match(got):
 		t.Errorf("Canonicalize(%.120s) = %s: neither the double's form %s nor exact notation", in, got, double)
+	case refPrinted(string(got)):
+		t.Errorf("Canonicalize(%.120s) = %s: exact notation that reads back as a printed double", in, got)
 	}
 	return exactForm
 }

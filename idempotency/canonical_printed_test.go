@@ -20,14 +20,14 @@ var printedDoubleVectors = []struct {
 	changed  bool
 }{
 	// %.17g, toPrecision(17) and PHP's serialize_precision=17 of doubles.
-	{"0.10000000000000001", "0.1", true},                        // 0.1
-	{"-0.10000000000000001", "-0.1", true},                      // -0.1
-	{"47839.395003393292", "47839.39500339329", true},           // 47839.39500339329
-	{"1.0000000000000001e-5", "0.00001", true},                  // 1e-5
-	{"9.9999999999999992e+22", "9.9999999999999992e+22", false}, // 1e23 at 17 digits: an integer value stays exact
-	{"4.9406564584124654e-324", "5e-324", true},                 // the least double
-	{"7.2057594037927936E+16", "7.2057594037927936e+16", false}, // 2^56: the exact form of the id 72057594037927936
-	{"2.5000000000000000e-1", "0.25", false},                    // its exact value: never changed
+	{"0.10000000000000001", "0.1", true},                  // 0.1
+	{"-0.10000000000000001", "-0.1", true},                // -0.1
+	{"47839.395003393292", "47839.39500339329", true},     // 47839.39500339329
+	{"1.0000000000000001e-5", "0.00001", true},            // 1e-5
+	{"9.9999999999999992e+22", "1e+23", true},             // 1e23 at 17 digits
+	{"4.9406564584124654e-324", "5e-324", true},           // the least double
+	{"7.2057594037927936E+16", "72057594037927940", true}, // 2^56 at 17 digits
+	{"2.5000000000000000e-1", "0.25", false},              // its exact value: never changed
 	// Spellings of one value are one number: trailing and leading zeros
 	// are not significant digits.
 	{"0.100000000000000010", "0.1", true},
@@ -46,8 +46,12 @@ var printedDoubleVectors = []struct {
 	{"335435653856583.89", "3.3543565385658389e+14", false}, // 335435653856583.875 prints .88 both ways
 	{"-3.3543565385658389000E+14", "-3.3543565385658389e+14", false},
 	// Integer literals keep their exact value: two int64 ids that are one
-	// double stay apart, and so do ids beyond 2^53.
-	{"72057594037927936", "7.2057594037927936e+16", false},
+	// double stay apart, and so do ids beyond 2^53. Where the exact
+	// notation would read as a printed double (2^56 printed at 17 digits),
+	// the plain digits are the exact form.
+	{"72057594037927936", "72057594037927936", true},
+	{"-70000000000000704", "-70000000000000704", true},
+	{"70000000000000705", "7.0000000000000705e+16", false}, // no double prints as it
 	{"72057594037927940", "72057594037927940", false},
 	{"9007199254740993", "9.007199254740993e+15", false},
 	{"99999999999999991611392", "9.9999999999999991611392e+22", false},
@@ -152,7 +156,7 @@ func TestRequestHashesPrevious(t *testing.T) {
 			t.Errorf("RequestHashes(%s) previous = %q, want %q", args, previous, want)
 		}
 	}
-	for _, args := range []string{"", "null", " {} ", `{"a":1.5}`, `[72057594037927936]`} {
+	for _, args := range []string{"", "null", " {} ", `{"a":1.5}`, `[72057594037927940]`, `[9007199254740993]`} {
 		if _, previous, err := RequestHashes([]byte(args)); err != nil || previous != "" {
 			t.Errorf("RequestHashes(%q) previous = %q, %v; want none", args, previous, err)
 		}

@@ -18,6 +18,10 @@ import (
 // exactNumberForm is the canonical form of a number kept exactly.
 var exactNumberForm = regexp.MustCompile(`^-?[1-9](\.[0-9]*[1-9])?e[+-](0|[1-9][0-9]*)$`)
 
+// plainInteger is the canonical form of an integer kept exactly whose
+// exact notation would read as a printed double.
+var plainInteger = regexp.MustCompile(`^-?[1-9][0-9]*$`)
+
 var jsonNumber = regexp.MustCompile(`^(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$`)
 
 var errRefNumber = errors.New("number outside the canonical range")
@@ -25,7 +29,9 @@ var errRefNumber = errors.New("number outside the canonical range")
 // refNumber is a slow, independent statement of the number rule: the
 // ECMAScript form of the nearest double (gowebpki/jcs) when that has the exact
 // value of the text (compared as big.Rat) or the text is that double printed
-// (refPrinted), else the exact value in exponent notation; more than 100
+// (refPrinted), else the exact value: in plain digits for an integer whose
+// exponent notation refPrinted would read as a double, else in exponent
+// notation; more than 100
 // significant digits, an exponent below -9999 and overflow are errors.
 // It also returns the exact value of text in the exact notation.
 func refNumber(text string) (form, exact string, err error) {
@@ -67,6 +73,11 @@ func refNumber(text string) (form, exact string, err error) {
 	if exactValue(double).Cmp(exactValue(exact)) == 0 || refPrinted(text) {
 		return double, exact, nil
 	}
+	if e.Sign() >= 0 && e.Cmp(big.NewInt(int64(len(sig)-1))) >= 0 && refPrinted(exact) {
+		// An integer whose exact notation would be read as a printed
+		// double: its plain digits.
+		return m[1] + sig + strings.Repeat("0", int(e.Int64())-len(sig)+1), exact, nil
+	}
 	return exact, exact, nil
 }
 
@@ -80,8 +91,7 @@ var strictNumber = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?
 // nearest double d is nonzero and rounds to it at k digits: |v - d| is
 // below half a unit of the k-th digit, or is half a unit and v is the even
 // neighbour (ties to even, as printf) or the one above d (ties up, as
-// JavaScript's toPrecision), compared as big.Rat; and whose value is not an
-// integer.
+// JavaScript's toPrecision), compared as big.Rat.
 func refPrinted(text string) bool {
 	m := strictNumber.FindStringSubmatch(text)
 	if m == nil || m[1] == "" && m[2] == "" {
@@ -99,9 +109,6 @@ func refPrinted(text string) bool {
 		return false
 	}
 	v := exactValue(strings.TrimPrefix(text, "-"))
-	if v.IsInt() {
-		return false // an integer value keeps its exact form, however spelt
-	}
 	d := new(big.Rat).SetFloat64(math.Abs(f))
 	// The unit of the k-th digit: 10^(p-k+1) where 10^p <= v < 10^(p+1).
 	p := len(strings.TrimLeft(whole, "0")) - 1

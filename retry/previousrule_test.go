@@ -120,3 +120,37 @@ func TestUnknownRecordPinnedUnderPreviousNumberRuleRedispatches(t *testing.T) {
 		}
 	})
 }
+
+// A record pinned when an integer id whose exact notation is a printed
+// double (72057594037927936, 2^56 at 17 digits) was canonicalized in that
+// exponent notation matches its retry, whose arguments now canonicalize
+// the id in plain digits; the neighbouring id of the same double does not.
+func TestRecordPinnedWithIntegerIDInExponentNotationReplays(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		st := b.open(t, 5*time.Second)
+		o := orch(st, 5*time.Second)
+		v := newVendor(t, status(201))
+		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
+		c.Arguments = []byte(`{"order": 72057594037927936}`)
+		pinned := previousHash(`{"order":7.2057594037927936e+16}`)
+		if now, _ := idempotency.RequestHash(c.Arguments); now == pinned || now != previousHash(`{"order":72057594037927936}`) {
+			t.Fatalf("the arguments hash %s; the previous rule's is %s", now, pinned)
+		}
+		pinUnderPreviousRule(t, st, c, pinned, idempotency.StateAccepted,
+			&idempotency.StoredResult{Status: 201, Body: []byte(`{"charge":"ch_2"}`)})
+
+		out, err := o.Do(context.Background(), c)
+		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		if !out.Receipt.Replayed || v.seen.Load() != 0 || out.Receipt.RequestHash != pinned {
+			t.Fatalf("replayed=%v seen=%d request_hash=%s, want %s", out.Receipt.Replayed, v.seen.Load(), out.Receipt.RequestHash, pinned)
+		}
+		d := c
+		d.Arguments = []byte(`{"order": 72057594037927940}`)
+		if _, err := o.Do(context.Background(), d); !errors.Is(err, idempotency.ErrRequestMismatch) {
+			t.Fatalf("Do(72057594037927940) error = %v, want request_mismatch", err)
+		}
+		if v.seen.Load() != 0 {
+			t.Fatalf("vendor saw %d requests", v.seen.Load())
+		}
+	})
+}
