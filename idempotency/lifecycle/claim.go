@@ -61,6 +61,9 @@ func Claim(cur *Record, q ClaimRequest, now int64) (Result, Write) {
 			r.Expires = now + q.Retention
 			return Result{Status: HeldReply, Ticket: r.Ticket, Applied: true}, Write{Record: r}
 		case Unknown:
+			if holdsClaim(r, q.Op) {
+				break // another claim's lease-expiry path kept o: the copy below answers the token
+			}
 			r.Expires = now + q.URetention
 			return Result{Status: OutcomeUnknown, Applied: true}, written(r, IndexAdd, false)
 		}
@@ -73,14 +76,12 @@ func Claim(cur *Record, q ClaimRequest, now int64) (Result, Write) {
 	}
 	// A copy of the claim that made this cycle: its open token again, or,
 	// after its give-back, outcome_unknown; otherwise judged by the rows.
-	if r.ClaimOp != "" && r.ClaimOp == q.Op {
-		if r.GivenBack {
-			return Result{Status: OutcomeUnknown, Applied: true}, Write{}
-		}
-		if r.ClaimToken == r.Attempts && r.open() {
-			r.Expires = now + q.URetention
-			return claimed(r, true), written(r, IndexAdd, false)
-		}
+	if r.ClaimOp != "" && r.ClaimOp == q.Op && r.GivenBack {
+		return Result{Status: OutcomeUnknown, Applied: true}, Write{}
+	}
+	if holdsClaim(r, q.Op) {
+		r.Expires = now + q.URetention
+		return claimed(r, true), written(r, IndexAdd, false)
 	}
 
 	switch {
@@ -127,6 +128,12 @@ func Claim(cur *Record, q ClaimRequest, now int64) (Result, Write) {
 		return Result{Status: OutcomeUnknown}, written(r, IndexAdd, false)
 	}
 	return Result{Status: OutcomeUnknown}, Write{}
+}
+
+// holdsClaim reports whether the claim op made r's current cycle and its
+// token is still open (in flight, or unknown without a finalize).
+func holdsClaim(r *Record, op string) bool {
+	return r.ClaimOp != "" && r.ClaimOp == op && !r.GivenBack && r.ClaimToken == r.Attempts && r.open()
 }
 
 // claimFresh is the row "none": claimed with token 1, or held when the

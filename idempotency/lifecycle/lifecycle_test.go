@@ -123,3 +123,21 @@ func TestExpire(t *testing.T) {
 		t.Fatalf("expiry at %d: wrong side of the boundary", cur.Expires)
 	}
 }
+
+// TestResentClaimAfterConflict: a claim's lease lapses and another claim's
+// route change turns the record unknown (keeping the first claim's op as
+// the last operation); the first claim re-sent still answers its token,
+// applied, so that its re-sender can give it back.
+func TestResentClaimAfterConflict(t *testing.T) {
+	cur := lapsed(t, lifecycle.BindingUnsupported)
+	other := claimReq("op2", lifecycle.BindingUnsupported)
+	other.Fingerprint = "fp-other"
+	res, w := lifecycle.Claim(cur, other, t0+lease)
+	if res.Status != lifecycle.DestinationConflict || w.Record.State != lifecycle.Unknown || w.Record.Op != "op1" {
+		t.Fatalf("conflicting claim: %s, record %+v", res.Status, w.Record)
+	}
+	res, _ = lifecycle.Claim(w.Record, claimReq("op1", lifecycle.BindingUnsupported), t0+lease+1)
+	if res.Status != lifecycle.Claimed || res.Token != 1 || !res.Applied {
+		t.Fatalf("re-sent claim: %+v, want claimed token 1, applied", res)
+	}
+}

@@ -18,6 +18,10 @@ var diffMutants = []struct {
 	{"redispatch-deny-list", "claim", "(b == 'h' or b == 'p' or b == 'k')", "b ~= 'u'"},
 	// A copy of the cycle's claim reserves again after its give-back.
 	{"late-copy-reserves", "claim", "if kt == 'g' then\n    return {'outcome_unknown', 1}", "if false then\n    return {'outcome_unknown', 1}"},
+	// A re-sent claim answers outcome_unknown over its own open token that
+	// another claim's lease-expiry path turned unknown (it must answer the
+	// token, so that its re-sender gives it back).
+	{"resend-hides-token", "claim", "elseif s == 'u' and not (r.F == nil and r.K == op .. int(n)) then", "elseif s == 'u' then"},
 	// Three attempts in one cycle.
 	{"three-attempts", "reserve", "if cy >= 2 then", "if cy >= 3 then"},
 	// Never sent takes the attempt back from an unknown record too.

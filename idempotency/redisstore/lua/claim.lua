@@ -101,7 +101,10 @@ if rop == op then
   elseif s == 'h' then
     redis.call('PEXPIRE', key, retention)
     return {'held', t, 1}
-  elseif s == 'u' then
+  elseif s == 'u' and not (r.F == nil and r.K == op .. int(n)) then
+    -- (An unknown record still on the token this claim reserved, turned
+    -- unknown by another claim's lease-expiry path, which keeps o: the
+    -- copy of the cycle's claim below answers its token.)
     index_add(member, now, uretention, false)
     redis.call('PEXPIRE', key, uretention)
     return {'outcome_unknown', 1}
