@@ -193,59 +193,20 @@ type Outcome struct {
 //
 // Do checks the policy, hashes the arguments, claims the key, and when the
 // claim reserved an attempt sends it through the Target and finalizes the
-// record with the fencing token it holds. The rules it keeps:
-//
-//   - One immediate second attempt at most, and only after a proven
-//     BeforeSend failure (not an invalid request, not an expired deadline),
-//     or a complete Responded answer whose status the spec lists as
-//     retryable when the vendor deduplicates on our key
-//     (effectspec.Spec.Retryable). The second attempt is reserved in the
-//     store (Reserve, compare-and-set on the token) before it is sent; if
-//     the reservation fails, nothing more is sent.
-//   - A PostSend failure finalizes unknown with its attempt counted. A
-//     proven BeforeSend attempt is finalized as never sent (and taken back
-//     by the Reserve of a second attempt): it counts on the receipt but
-//     does not burn the slot, so the next call with the key dispatches, for
-//     every binding. A request that cannot be built is
-//     idempotency.ErrInvalidRequest, never retried.
-//   - An attempt may start sending only before its lease ends minus
-//     SafetyMargin, measured from just before its reservation was sent
-//     (WithSendDeadline). Once sent, it runs until the tool's timeout
-//     (EffectSpec timeout) while its owner renews the lease every lease/3 by
-//     fencing token; a renewed lease never allows a send. A crashed gateway
-//     stops renewing, so its slot is taken over within one lease, even for a
-//     tool that runs for minutes.
-//   - The claim runs detached from ctx's cancellation, bounded by
-//     ClaimWait, so once sent its outcome is always settled. A caller whose
-//     ctx ended while the claim was on the wire gets ctx's error once the
-//     claim answered (within ClaimWait; no goroutine is spent per call to
-//     return sooner), and an attempt the claim reserved for it is given
-//     back unsent (Store.GiveBack). A claim still unanswered after ClaimWait is
-//     store_unavailable to the caller at once, and a background re-sender
-//     (MaxClaimRecoveries, ClaimRecoveryFor, Close) re-sends it with the
-//     same op id until the store answers, then gives back the attempt a
-//     claimed answer reserved: the slot re-opens, and the client's retry
-//     with the key dispatches. Only a claimed answer to this claim's op id
-//     is ever given back, never a token read from a record.
-//   - When the store stays unavailable (see StoreRetries), a claim or
-//     reserve fails closed (no send) and a finalize returns an error
-//     wrapping idempotency.ErrStoreUnavailable together with the vendor's
-//     answer in Outcome.Result (the record reads unknown once its lease
-//     ends).
-//   - A finalize answered ErrStale (another gateway took the slot over
-//     after the lease) is reported, never overwritten.
-//   - A renewal that finds no record of the claim's incarnation (it expired
-//     or was deleted under the attempt, and may have been made again with
-//     its tokens restarted) is fatal: no second attempt, no finalize; Do
-//     answers ErrStale (lease lost).
-//
-// So attempt_count on a receipt counts reserved attempts, each made durable
-// before it may be sent: the vendor saw at most that many requests, and
-// fewer only when a reserved attempt never left (a proven BeforeSend, an
-// attempt given back unsent, or a gateway that died between the
-// reservation and the send). It is never
-// lower than what the vendor saw: that is the promise the proof suite
-// checks.
+// record with the fencing token it holds. The rules it keeps are those of
+// docs/DESIGN.md, "Attempts and retries" (one immediate second attempt at
+// most, reserved before it is sent; a proven BeforeSend attempt finalized
+// as never sent; a send only before the lease minus SafetyMargin, see
+// WithSendDeadline; renewals every lease/3) and "The record and its
+// lifecycle" ("Settling a claim": the claim runs detached, bounded by
+// ClaimWait, and an attempt nobody will send is given back by
+// Store.GiveBack, re-sent by a background re-sender when the store did not
+// answer). A store that stays unavailable (StoreRetries) fails a claim or
+// reserve closed (no send), and a finalize with an error wrapping
+// idempotency.ErrStoreUnavailable beside the vendor's answer; a finalize
+// answered ErrStale is reported, never overwritten; a renewal that finds
+// no record of the claim's incarnation is fatal (ErrStale, lease lost).
+// So attempt_count on a receipt is never lower than what the vendor saw.
 func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	if o.Store == nil {
 		return Outcome{}, errors.New("retry: Orchestrator.Store is nil")

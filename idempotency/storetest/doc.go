@@ -21,6 +21,10 @@
 // A store on a fake clock returns an advance function; one on wall time
 // returns nil and the suite sleeps (a few seconds in all, in parallel).
 //
+// The suite's own tests run it against a model store built on package
+// idempotency/lifecycle (the rows as code) and against broken variants of
+// it, each of which a named subtest must catch.
+//
 // The decisions where the contract is silent, which the suite enforces, are
 // listed in the folder's README.md.
 package storetest

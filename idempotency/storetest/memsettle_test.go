@@ -2,12 +2,11 @@ package storetest
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/lifecycle"
 )
 
 var _ idempotency.Settler = (*memStore)(nil)
@@ -17,56 +16,30 @@ func (m *memStore) Settle(ctx context.Context, req idempotency.SettleRequest) (i
 	if err != nil {
 		return idempotency.Record{}, err
 	}
-	if err := req.Validate(); err != nil && m.mutant != "settle-any-input" {
+	if err := m.hooks.validate(req); err != nil {
 		return idempotency.Record{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
-	if r == nil {
+	res, w := m.rules.settle(cur(r), lifecycle.SettleRequest{Attempts: int64(req.Attempts), State: stateCodes[req.Outcome],
+		Op: opTag("s", req.OpID), Retention: m.cfg.Retention.Milliseconds(), Who: req.By, Note: req.Note,
+		Margin: m.cfg.Lease.Milliseconds(), ScopeVersion: idempotency.ScopeVersion, Result: m.result(req.Result)}, m.ms())
+	switch res.Status {
+	case lifecycle.NotFound:
 		return idempotency.Record{}, idempotency.ErrNotFound
-	}
-	if _, ok := r.ops[req.OpID]; ok && req.OpID != "" {
-		return m.copyRecord(r, false), nil
-	}
-	open := r.rec.State == idempotency.StateUnknown || m.expired(r) && m.mutant != "settle-ignores-lapsed"
-	if !open && m.mutant != "settle-any-state" {
+	case lifecycle.ScopeConflict:
+		return idempotency.Record{}, idempotency.ErrScopeVersionConflict
+	case lifecycle.NotUnknown:
 		return idempotency.Record{}, idempotency.ErrNotUnknown
-	}
-	if req.Attempts != r.rec.AttemptCount && m.mutant != "settle-no-cas" {
-		return idempotency.Record{}, idempotency.ErrStale
-	}
-	// An attempt deadline is kept while the attempt may run at its gateway
-	// (in flight, or turned unknown by the lease-expiry path).
-	if e := r.rec.AttemptDeadline; !e.IsZero() && !m.now.After(e.Add(m.cfg.Lease)) && m.mutant != "settle-running" {
-		at := e.Add(m.cfg.Lease)
+	case lifecycle.InProgress:
+		at := ms(res.SettleAt)
 		return idempotency.Record{}, &idempotency.AttemptRunningError{SettleAfter: at, RetryAfter: at.Sub(m.now)}
+	case lifecycle.Settled:
+		m.put(k, r, w)
+		return m.record(r, res.Record, false), nil
 	}
-	r.settled = true
-	r.rec.LeaseDeadline, r.rec.AttemptDeadline = time.Time{}, time.Time{}
-	r.rec.State = req.Outcome
-	r.rec.FinalizedAt, r.rec.UpdatedAt = m.now, m.now
-	r.rec.Resolution = &idempotency.Resolution{Outcome: req.Outcome, By: req.By, At: m.now, Note: req.Note}
-	r.rec.Result = nil
-	if req.Result != nil {
-		res := idempotency.StoredResult{Status: req.Result.Status, Header: http.Header{}, Body: slices.Clone(req.Result.Body)}
-		for name, v := range req.Result.Header {
-			if idempotency.SafeHeader(name) {
-				res.Header[name] = slices.Clone(v)
-			}
-		}
-		if len(res.Body) > m.cfg.MaxResultBytes {
-			res.Body, res.BodyDropped = nil, true
-		}
-		r.rec.Result = &res
-	}
-	if e := m.now.Add(m.cfg.Retention); e.After(r.expires) || m.mutant == "settle-shortens-ttl" {
-		r.expires = e
-	}
-	if req.OpID != "" {
-		r.ops[req.OpID] = true
-	}
-	return m.copyRecord(r, false), nil
+	return idempotency.Record{}, idempotency.ErrStale
 }
 
 // ListUnknown scans the records in storage key order; the cursor is the
@@ -79,10 +52,7 @@ func (m *memStore) ListUnknown(ctx context.Context, req idempotency.ListRequest)
 	if req.Cursor != "" && !strings.HasPrefix(req.Cursor, from) {
 		return idempotency.UnknownPage{}, idempotency.ErrInvalidRequest
 	}
-	limit := req.PageLimit()
-	if m.mutant == "list-unbounded" {
-		limit = 1 << 30
-	}
+	limit := m.hooks.pageLimit(req)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keys := make([]string, 0, len(m.recs))
@@ -95,24 +65,14 @@ func (m *memStore) ListUnknown(ctx context.Context, req idempotency.ListRequest)
 	var page idempotency.UnknownPage
 	for _, k := range keys {
 		r := m.get(k)
-		if r == nil {
-			continue
-		}
-		rec := m.copyRecord(r, false)
-		if m.mutant == "list-ignores-lapsed" {
-			rec.State = r.rec.State
-		}
-		if rec.State != idempotency.StateUnknown && m.mutant != "list-shows-all" {
+		if r == nil || m.hooks.listState(m, r.rec) != idempotency.StateUnknown {
 			continue
 		}
 		if len(page.Records) == limit {
 			return page, nil
 		}
-		u := idempotency.UnknownRecord{Scope: r.scope, Record: rec}
-		if e := rec.AttemptDeadline; !e.IsZero() && !m.now.After(e.Add(m.cfg.Lease)) && m.mutant != "list-no-settle-after" {
-			u.SettleAfter = e.Add(m.cfg.Lease)
-		}
-		page.Records = append(page.Records, u)
+		page.Records = append(page.Records, idempotency.UnknownRecord{Scope: r.scope, Record: m.record(r, r.rec, false),
+			SettleAfter: m.hooks.settleAfter(m, r.rec)})
 		page.Cursor = k
 	}
 	page.Cursor = ""

@@ -6,20 +6,26 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/lifecycle"
 )
 
-// memStore is a minimal in-memory Store on a fake clock. It exists to prove
-// that the suite is satisfiable and, with a mutant set, that it catches
-// broken stores.
+// memStore is a minimal in-memory Store on a fake clock, built on package
+// lifecycle: it validates and translates requests, keeps the records and
+// runs the lifecycle's transitions on them. It exists to prove that the
+// suite is satisfiable and, with a mutant (memMutants), that it
+// catches broken stores: a mutant replaces one of its rules or hooks,
+// never a branch in here.
 type memStore struct {
-	cfg    Config
-	mutant string
+	cfg   Config
+	rules rules
+	hooks hooks
 
 	mu      sync.Mutex
 	now     time.Time
@@ -27,101 +33,220 @@ type memStore struct {
 	tickets map[string]string // ticket id -> storage key
 }
 
-type memRec struct {
-	rec        idempotency.Record
-	scope      idempotency.Scope
-	expires    time.Time
-	cycleStart int  // attempt count when the current cycle began
-	denied     bool // the ticket was denied
-	settled    bool // finalized (not turned unknown by the lease-expiry path)
-	ops        map[string]any
-	renewOp    string
-	// claimOp and claimToken name the claim that made the current cycle
-	// and the token it reserved (redisstore's field K).
-	claimOp    string
-	claimToken int
-	givenBack  bool // the claim's token was given back
+// rules are the transitions the store runs: lifecycle's, unless a mutant
+// broke one.
+type rules struct {
+	claim    func(*lifecycle.Record, lifecycle.ClaimRequest, int64) (lifecycle.Result, lifecycle.Write)
+	reserve  func(*lifecycle.Record, lifecycle.ReserveRequest, int64) (lifecycle.Result, lifecycle.Write)
+	renew    func(*lifecycle.Record, lifecycle.RenewRequest, int64) (lifecycle.Result, lifecycle.Write)
+	finalize func(*lifecycle.Record, lifecycle.FinalizeRequest, int64) (lifecycle.Result, lifecycle.Write)
+	giveback func(*lifecycle.Record, lifecycle.GiveBackRequest, int64) (lifecycle.Result, lifecycle.Write)
+	decide   func(*lifecycle.Record, lifecycle.DecideRequest, int64) (lifecycle.Result, lifecycle.Write)
+	settle   func(*lifecycle.Record, lifecycle.SettleRequest, int64) (lifecycle.Result, lifecycle.Write)
+}
 
-	// firstSent is when the first attempt that may have left was reserved:
-	// the vendor's window is measured from it.
-	firstSent time.Time
-	inc       string // incarnation: made with the record
+// hooks are what the store does around the rules (validation, keys,
+// listing), each a point a mutant may replace.
+type hooks struct {
+	retention   func(m *memStore, timeout time.Duration) error
+	vendorKey   func(req idempotency.ClaimRequest) idempotency.Key
+	beforeWrite func(m *memStore) // between reading a missing record and writing it, under the lock
+	replay      func(rec *idempotency.Record, req idempotency.ClaimRequest)
+	validate    func(req idempotency.SettleRequest) error
+	pageLimit   func(req idempotency.ListRequest) int
+	listState   func(m *memStore, r *lifecycle.Record) idempotency.State
+	settleAfter func(m *memStore, r *lifecycle.Record) time.Time
+}
+
+type memRec struct {
+	rec   *lifecycle.Record
+	scope idempotency.Scope
+	key   idempotency.Key
+	route idempotency.RouteRecord
 }
 
 func newMemStore(cfg Config, mutant string) *memStore {
-	return &memStore{cfg: cfg, mutant: mutant, now: time.Unix(1_700_000_000, 0).UTC(),
-		recs: map[string]*memRec{}, tickets: map[string]string{}}
+	m := &memStore{cfg: cfg, now: time.Unix(1_700_000_000, 0).UTC(), recs: map[string]*memRec{}, tickets: map[string]string{},
+		rules: rules{claim: lifecycle.Claim, reserve: lifecycle.Reserve, renew: lifecycle.Renew, finalize: lifecycle.Finalize,
+			giveback: lifecycle.GiveBack, decide: lifecycle.Decide, settle: lifecycle.Settle},
+		hooks: hooks{retention: checkRetention, vendorKey: vendorKey, beforeWrite: func(*memStore) {},
+			replay: func(*idempotency.Record, idempotency.ClaimRequest) {}, validate: idempotency.SettleRequest.Validate,
+			pageLimit: idempotency.ListRequest.PageLimit, listState: viewState, settleAfter: settleAfter}}
+	if mutant != "" {
+		mutate, ok := memMutants[mutant]
+		if !ok {
+			panic("storetest: no mutant " + mutant)
+		}
+		mutate(m)
+	}
+	return m
 }
 
 func (m *memStore) advance(d time.Duration) { m.mu.Lock(); m.now = m.now.Add(d); m.mu.Unlock() }
 
+func (m *memStore) ms() int64 { return m.now.UnixMilli() }
+
+func (m *memStore) Lease() time.Duration { return m.cfg.Lease }
+
 // checkRetention refuses an attempt that could outlive its record.
-func (m *memStore) checkRetention(timeout time.Duration) error {
-	if m.cfg.UnknownRetention <= timeout+m.cfg.Lease && m.mutant != "no-retention-check" {
+func checkRetention(m *memStore, timeout time.Duration) error {
+	if m.cfg.UnknownRetention <= timeout+m.cfg.Lease {
 		return idempotency.ErrRetentionTooShort
 	}
 	return nil
 }
 
-// incMatches is the incarnation fence: an empty one is not checked.
-func (m *memStore) incMatches(r *memRec, inc string) bool {
-	return inc == "" || inc == r.inc || m.mutant == "no-incarnation"
-}
-
 // memDeployment is the memStore fleet's deployment id.
 const memDeployment = "0123456789abcdef0123456789abcdef"
 
+func vendorKey(req idempotency.ClaimRequest) idempotency.Key {
+	return idempotency.VendorKey(memDeployment, req.Scope, req.Key, req.RequestHash)
+}
+
 var hashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+var bindingCodes = map[effectspec.BindingKind]byte{
+	effectspec.BindingHeader: lifecycle.BindingHeader, effectspec.BindingBodyPointer: lifecycle.BindingBodyPointer,
+	effectspec.BindingUnsupported: lifecycle.BindingUnsupported,
+}
+
+var stateCodes = map[idempotency.State]lifecycle.State{
+	idempotency.StateHeld: lifecycle.Held, idempotency.StateInFlight: lifecycle.InFlight,
+	idempotency.StateAccepted: lifecycle.Accepted, idempotency.StateDefinitelyRejected: lifecycle.Rejected,
+	idempotency.StateUnknown: lifecycle.Unknown, idempotency.StateDenied: lifecycle.Denied,
+}
+
+func ms(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// parseKey reads a vendor key as the record keeps it (empty: none).
+func parseKey(s string) idempotency.Key {
+	k, _ := idempotency.ParseKey(s)
+	return k
+}
+
+// opTag is an op id as the record keeps it: kinds never collide, and a
+// call without one gets a fresh one.
+func opTag(kind, id string) string {
+	if id == "" {
+		id = idempotency.NewOpID()
+	}
+	return kind + ":" + id
+}
 
 // get returns the live record at k, dropping an expired one.
 func (m *memStore) get(k string) *memRec {
 	r := m.recs[k]
-	if r != nil && !m.now.Before(r.expires) {
+	if r != nil && lifecycle.Expire(r.rec, m.ms()) == nil {
 		delete(m.recs, k)
 		return nil
 	}
 	return r
 }
 
-func (m *memStore) touch(r *memRec) { m.touchFor(r, m.cfg.Retention) }
-
-func (m *memStore) touchUnknown(r *memRec) {
-	d := m.cfg.UnknownRetention
-	if m.mutant == "reservation-retention" {
-		d = m.cfg.Retention
+// cur is the lifecycle record of r, nil for none.
+func cur(r *memRec) *lifecycle.Record {
+	if r == nil {
+		return nil
 	}
-	m.touchFor(r, d)
+	return r.rec
 }
 
-func (m *memStore) touchFor(r *memRec, d time.Duration) {
-	r.rec.UpdatedAt = m.now
-	if m.mutant == "no-retention-refresh" && !r.rec.CreatedAt.IsZero() {
-		return
+// put stores a step's write.
+func (m *memStore) put(k string, r *memRec, w lifecycle.Write) {
+	if w.Record != nil {
+		r.rec = w.Record
+		m.recs[k] = r
 	}
-	r.expires = m.now.Add(d)
 }
 
-func (m *memStore) Lease() time.Duration { return m.cfg.Lease }
-
-func (m *memStore) expired(r *memRec) bool {
-	return r.rec.State == idempotency.StateInFlight && !m.now.Before(r.rec.LeaseDeadline) && m.mutant != "lease-never-expires"
+// viewState is a record's state as readers see it: a lapsed lease reads
+// unknown.
+func viewState(m *memStore, r *lifecycle.Record) idempotency.State {
+	if lifecycle.Lapsed(r, m.ms()) {
+		return idempotency.StateUnknown
+	}
+	for s, c := range stateCodes {
+		if c == r.State {
+			return s
+		}
+	}
+	return idempotency.State("?" + string(r.State))
 }
 
-func (m *memStore) reserveNext(r *memRec, timeout time.Duration) {
-	if r.rec.SentAttempts == 0 {
-		r.firstSent = m.now
+// settleAfter is when a record whose attempt may still run at its gateway
+// can be settled (zero: now).
+func settleAfter(m *memStore, r *lifecycle.Record) time.Time {
+	if r.AttemptDeadline != 0 && m.ms() <= r.AttemptDeadline+m.cfg.Lease.Milliseconds() {
+		return ms(r.AttemptDeadline + m.cfg.Lease.Milliseconds())
 	}
-	r.rec.State = idempotency.StateInFlight
-	r.rec.AttemptCount++
-	r.rec.SentAttempts++
-	r.rec.LeaseDeadline = m.now.Add(m.cfg.Lease)
-	r.rec.AttemptDeadline = m.now.Add(timeout)
-	if r.rec.LeaseDeadline.After(r.rec.AttemptDeadline) && m.mutant != "lease-past-deadline" {
-		r.rec.LeaseDeadline = r.rec.AttemptDeadline
+	return time.Time{}
+}
+
+// record is the Store's view of r (lr: the lifecycle record to show).
+func (m *memStore) record(r *memRec, lr *lifecycle.Record, body bool) idempotency.Record {
+	rec := idempotency.Record{SchemaVersion: 2, ScopeVersion: int(lr.ScopeVersion), State: viewState(m, lr), Key: r.key,
+		KeySource: idempotency.KeySupplied, RequestHash: lr.RequestHash, Route: r.route, Fingerprint: lr.Fingerprint,
+		VendorKey: parseKey(lr.VendorKey), AttemptCount: int(lr.Attempts), SentAttempts: int(lr.Sent),
+		LeaseDeadline: ms(lr.Lease), AttemptDeadline: ms(lr.AttemptDeadline), Ticket: lr.Ticket,
+		Approved: lr.Approval == "1", ApprovalDenied: lr.Approval == "0", CreatedAt: ms(lr.Created), UpdatedAt: ms(lr.Updated)}
+	if lr.KeySource == 'm' {
+		rec.KeySource = idempotency.KeyMinted
 	}
-	r.settled = false
-	r.renewOp = ""
-	m.touchUnknown(r)
+	for b, c := range bindingCodes {
+		if c == lr.Binding {
+			rec.Binding = b
+		}
+	}
+	if lr.Finalized {
+		rec.FinalizedAt = ms(lr.Created + lr.FinalizedAfter)
+		rec.UpdatedAt = rec.FinalizedAt
+	}
+	if res := lr.Result; res.Status != "" || res.Body != "" || res.Dropped || len(res.Headers) > 0 {
+		sr := &idempotency.StoredResult{BodyDropped: res.Dropped, Header: http.Header{}}
+		sr.Status, _ = strconv.Atoi(res.Status)
+		if body && res.Body != "" {
+			sr.Body = []byte(res.Body)
+		}
+		for f, v := range res.Headers {
+			sr.Header[strings.TrimPrefix(f, ":")] = strings.Split(v, "\n")
+		}
+		rec.Result = sr
+	}
+	if lr.Resolution != "" {
+		parts := strings.SplitN(lr.Resolution, "\x1f", 3)
+		at, _ := strconv.ParseInt(parts[1], 10, 64)
+		rec.Resolution = &idempotency.Resolution{Outcome: rec.State, By: parts[0], At: ms(at), Note: parts[2]}
+	}
+	return rec
+}
+
+// result is a stored result as the record keeps it: safe headers only, a
+// body over MaxResultBytes dropped.
+func (m *memStore) result(res *idempotency.StoredResult) lifecycle.StoredResult {
+	if res == nil {
+		return lifecycle.StoredResult{}
+	}
+	out := lifecycle.StoredResult{Dropped: res.BodyDropped, Body: string(res.Body)}
+	if res.Status != 0 {
+		out.Status = strconv.Itoa(res.Status)
+	}
+	for name, v := range res.Header {
+		if idempotency.SafeHeader(name) && len(v) > 0 {
+			if out.Headers == nil {
+				out.Headers = map[string]string{}
+			}
+			out.Headers[":"+http.CanonicalHeaderKey(name)] = strings.Join(v, "\n")
+		}
+	}
+	if len(out.Body) > m.cfg.MaxResultBytes {
+		out.Body, out.Dropped = "", true
+	}
+	return out
 }
 
 func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
@@ -132,9 +257,8 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	if !hashRE.MatchString(req.RequestHash) || !hashRE.MatchString(req.Fingerprint) {
 		return idempotency.ClaimResult{}, errors.New("memstore: malformed hash")
 	}
-	switch req.Binding {
-	case effectspec.BindingHeader, effectspec.BindingBodyPointer, effectspec.BindingUnsupported:
-	default:
+	b, ok := bindingCodes[req.Binding]
+	if !ok {
 		return idempotency.ClaimResult{}, errors.New("memstore: unknown binding")
 	}
 	timeout, err := idempotency.AttemptTimeout(req.Timeout)
@@ -145,159 +269,51 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	if err := m.checkRetention(timeout); err != nil {
+	if err := m.hooks.retention(m, timeout); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	if req.OpID == "" {
-		req.OpID = idempotency.NewOpID()
+	q := lifecycle.ClaimRequest{ScopeVersion: idempotency.ScopeVersion, RequestHash: req.RequestHash, Binding: b,
+		Fingerprint: req.Fingerprint, KeySource: 's', Approval: req.ApprovalRequired, Presented: req.Ticket,
+		Op: opTag("c", req.OpID), Lease: m.cfg.Lease.Milliseconds(), Retention: m.cfg.Retention.Milliseconds(),
+		URetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(), Refuse: req.Refuse,
+		Window: window.Milliseconds(), Incarnation: idempotency.NewOpID()[:16]}
+	if req.KeySource == idempotency.KeyMinted {
+		q.KeySource = 'm'
+	}
+	if req.ApprovalRequired {
+		q.Fresh = idempotency.NewTicketID()
+	}
+	if b != lifecycle.BindingUnsupported {
+		q.VendorKey = m.hooks.vendorKey(req).String()
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
-	if m.mutant == "racy-claim" && r == nil {
-		m.mu.Unlock()
-		time.Sleep(time.Millisecond)
-		m.mu.Lock()
-	}
-	if r == nil && req.Refuse && m.mutant != "refuse-writes" {
-		return idempotency.ClaimResult{Status: idempotency.StatusRefused}, nil
-	}
 	if r == nil {
-		if req.Ticket != "" {
+		if req.Ticket != "" && !req.Refuse {
 			return idempotency.ClaimResult{}, fmt.Errorf("%w: no held record under this key", idempotency.ErrApprovalKeyMismatch)
 		}
-		r = &memRec{scope: req.Scope, ops: map[string]any{}, inc: idempotency.NewOpID()[:16], rec: idempotency.Record{
-			SchemaVersion: 1, ScopeVersion: idempotency.ScopeVersion, Key: req.Key, KeySource: req.KeySource,
-			RequestHash: req.RequestHash, Binding: req.Binding, Route: req.Route, Fingerprint: req.Fingerprint,
-		}}
-		if req.Binding != effectspec.BindingUnsupported {
-			r.rec.VendorKey = idempotency.VendorKey(memDeployment, req.Scope, req.Key, req.RequestHash)
-			if m.mutant == "client-key-to-vendor" {
-				r.rec.VendorKey = req.Key
-			}
-		}
-		m.touch(r)
-		r.rec.CreatedAt = m.now
-		m.recs[k] = r
-		var res idempotency.ClaimResult
-		if req.ApprovalRequired {
-			r.rec.State = idempotency.StateHeld
-			r.rec.Ticket = idempotency.NewTicketID()
-			m.tickets[r.rec.Ticket] = k
-			res = idempotency.ClaimResult{Status: idempotency.StatusHeld, Ticket: r.rec.Ticket}
-		} else {
-			m.reserveNext(r, timeout)
-			r.claimOp, r.claimToken, r.givenBack = req.OpID, r.rec.AttemptCount, false
-			res = m.claimed(r)
-		}
-		r.ops[req.OpID] = res
-		return res, nil
+		m.hooks.beforeWrite(m)
 	}
-	if prev, ok := r.ops[req.OpID].(idempotency.ClaimResult); ok && m.mutant != "no-opid" {
-		// A copy of a claim that reserved answers its token only while the
-		// record holds it open, and nothing after its give-back; once the
-		// record moved on otherwise it is judged by the rows below, as a
-		// store that remembers only the record's own claim does.
-		if prev.Status != idempotency.StatusClaimed || m.holdsClaim(r, req.OpID) || m.mutant == "late-claim-keeps-token" {
-			prev.AlreadyApplied = true
-			return prev, nil
-		}
-		if r.claimOp == req.OpID && r.givenBack {
-			return idempotency.ClaimResult{Status: idempotency.StatusOutcomeUnknown, AlreadyApplied: true}, nil
-		}
+	res, w := m.rules.claim(cur(r), q, m.ms())
+	if r == nil {
+		r = &memRec{scope: req.Scope, key: req.Key, route: req.Route}
 	}
-	refuse := func(s idempotency.ClaimStatus) (idempotency.ClaimResult, error) {
-		res := idempotency.ClaimResult{Status: s}
-		if m.mutant == "leak-token" {
-			res.Token = r.rec.AttemptCount
-		}
-		return res, nil
+	m.put(k, r, w)
+	out := idempotency.ClaimResult{Status: idempotency.ClaimStatus(res.Status), Token: int(res.Token),
+		LeaseDeadline: ms(res.Lease), AttemptDeadline: ms(res.AttemptDeadline), VendorKey: parseKey(res.VendorKey),
+		Incarnation: res.Incarnation, Ticket: res.Ticket, AlreadyApplied: res.Applied}
+	switch res.Status {
+	case lifecycle.BadState:
+		return idempotency.ClaimResult{}, errors.New("memstore: record of an unknown state")
+	case lifecycle.HeldReply:
+		m.tickets[res.Ticket] = k
+	case lifecycle.Replay:
+		rec := m.record(r, res.Record, true)
+		m.hooks.replay(&rec, req)
+		out.Record = &rec
 	}
-	if r.rec.RequestHash != req.RequestHash && m.mutant != "ignore-hash" {
-		return refuse(idempotency.StatusRequestMismatch)
-	}
-	sameRoute := r.rec.Binding == req.Binding && r.rec.Fingerprint == req.Fingerprint
-	if m.mutant == "conflict-on-final" && !sameRoute && r.rec.State.Final() {
-		return refuse(idempotency.StatusDestinationConflict)
-	}
-	if r.rec.State.Final() {
-		rec := m.copyRecord(r, true)
-		if m.mutant == "replay-current-route" {
-			rec.Route, rec.Fingerprint, rec.Binding = req.Route, req.Fingerprint, req.Binding
-		}
-		return idempotency.ClaimResult{Status: idempotency.StatusReplay, Record: &rec}, nil
-	}
-	if req.Refuse && m.mutant != "refuse-ignored" {
-		return refuse(idempotency.StatusRefused)
-	}
-	live := r.rec.State == idempotency.StateInFlight && !m.expired(r)
-	switch {
-	case live:
-		res := idempotency.ClaimResult{Status: idempotency.StatusInProgress, AttemptDeadline: r.rec.AttemptDeadline}
-		if m.mutant == "leak-token" {
-			res.Token = r.rec.AttemptCount
-		}
-		return res, nil
-	case r.rec.State == idempotency.StateDenied:
-		return refuse(idempotency.StatusDenied)
-	case r.rec.State == idempotency.StateHeld:
-		if req.Ticket == "" || req.Ticket != r.rec.Ticket || !r.rec.Approved {
-			return idempotency.ClaimResult{Status: idempotency.StatusHeld, Ticket: r.rec.Ticket}, nil
-		}
-		if !sameRoute {
-			return refuse(idempotency.StatusDestinationConflict)
-		}
-	default: // unknown, or in flight with a lapsed lease
-		never := r.rec.SentAttempts == 0
-		switch {
-		case !sameRoute && !(never && m.mutant == "never-sent-other-route") && !(!never && m.mutant == "redispatch-other-route"):
-			if r.rec.State == idempotency.StateInFlight && m.mutant != "conflict-keeps-in-flight" {
-				// The lapsed attempt becomes unknown first.
-				r.rec.State = idempotency.StateUnknown
-				m.touchUnknown(r)
-			}
-			return refuse(idempotency.StatusDestinationConflict)
-		case !never && (r.rec.Binding == effectspec.BindingUnsupported || !m.inWindow(r, window)):
-			if r.rec.State == idempotency.StateInFlight {
-				r.rec.State = idempotency.StateUnknown
-				m.touchUnknown(r)
-			}
-			return refuse(idempotency.StatusOutcomeUnknown)
-		case r.rec.ApprovalDenied:
-			return refuse(idempotency.StatusDenied)
-		case req.ApprovalRequired && !r.rec.Approved && m.mutant != "no-rehold":
-			// Held again: the state, TTL and index entry stay.
-			if r.rec.Ticket == "" {
-				r.rec.Ticket = idempotency.NewTicketID()
-				m.tickets[r.rec.Ticket] = k
-			}
-			if m.mutant == "rehold-moves-state" {
-				r.rec.State = idempotency.StateHeld
-			}
-			if m.mutant == "rehold-retention" {
-				m.touch(r)
-			}
-			return idempotency.ClaimResult{Status: idempotency.StatusHeld, Ticket: r.rec.Ticket}, nil
-		}
-		if m.mutant == "token-restart" && never {
-			r.rec.AttemptCount = 0
-		}
-	}
-	r.cycleStart = r.rec.AttemptCount
-	r.rec.Result, r.rec.FinalizedAt = nil, time.Time{}
-	m.reserveNext(r, timeout)
-	r.claimOp, r.claimToken, r.givenBack = req.OpID, r.rec.AttemptCount, false
-	res := m.claimed(r)
-	r.ops[req.OpID] = res
-	return res, nil
-}
-
-// holdsClaim reports whether the record's current cycle was made by the
-// claim with op id op and still holds its token open: in flight, or turned
-// unknown by the lease-expiry path without a finalize.
-func (m *memStore) holdsClaim(r *memRec, op string) bool {
-	open := r.rec.State == idempotency.StateInFlight || r.rec.State == idempotency.StateUnknown && !r.settled
-	return open && r.claimOp == op && r.claimToken == r.rec.AttemptCount
+	return out, nil
 }
 
 // GiveBack is a finalize of the claim's own token as never sent.
@@ -312,73 +328,16 @@ func (m *memStore) GiveBack(ctx context.Context, req idempotency.GiveBackRequest
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
-	if r == nil {
+	res, w := m.rules.giveback(cur(r), lifecycle.GiveBackRequest{Token: int64(req.Token), ClaimOp: opTag("c", req.ClaimOpID),
+		Op: opTag("g", req.OpID), URetention: m.cfg.UnknownRetention.Milliseconds(), Incarnation: req.Incarnation}, m.ms())
+	switch res.Status {
+	case lifecycle.NotFound:
 		return idempotency.ErrNotFound
-	}
-	if _, ok := r.ops[req.OpID]; ok && req.OpID != "" {
+	case lifecycle.GivenBack:
+		m.put(k, r, w)
 		return nil
 	}
-	ok := m.holdsClaim(r, req.ClaimOpID) && r.claimToken == req.Token && m.incMatches(r, req.Incarnation)
-	switch m.mutant {
-	case "giveback-any-claim":
-		ok = req.Token == r.rec.AttemptCount && (r.rec.State == idempotency.StateInFlight || r.rec.State == idempotency.StateUnknown && !r.settled)
-	case "giveback-after-finalize":
-		ok = r.claimOp == req.ClaimOpID && r.claimToken == req.Token && req.Token == r.rec.AttemptCount && !r.rec.State.Final()
-	}
-	if !ok {
-		return idempotency.ErrStale
-	}
-	if r.rec.SentAttempts > 0 {
-		r.rec.SentAttempts--
-	}
-	r.settled, r.givenBack = true, true
-	r.rec.State = idempotency.StateUnknown
-	r.rec.LeaseDeadline, r.rec.AttemptDeadline = time.Time{}, time.Time{}
-	r.rec.FinalizedAt = m.now
-	m.touchUnknown(r)
-	if req.OpID != "" {
-		r.ops[req.OpID] = true
-	}
-	return nil
-}
-
-// inWindow reports whether the vendor still remembers the key of r's first
-// attempt that may have left when a new attempt's lease ends.
-func (m *memStore) inWindow(r *memRec, window time.Duration) bool {
-	if m.mutant == "window-ignored" {
-		return true
-	}
-	first := r.firstSent
-	if m.mutant == "window-from-created" {
-		first = r.rec.CreatedAt
-	}
-	if m.mutant == "window-no-lease" {
-		return m.now.Before(first.Add(window))
-	}
-	return m.now.Add(m.cfg.Lease).Before(first.Add(window))
-}
-
-func (m *memStore) claimed(r *memRec) idempotency.ClaimResult {
-	return idempotency.ClaimResult{Status: idempotency.StatusClaimed, Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline,
-		AttemptDeadline: r.rec.AttemptDeadline, VendorKey: r.rec.VendorKey, Incarnation: r.inc}
-}
-
-func (m *memStore) copyRecord(r *memRec, body bool) idempotency.Record {
-	rec := r.rec
-	if m.expired(r) {
-		rec.State = idempotency.StateUnknown
-	}
-	if rec.Result != nil {
-		res := *rec.Result
-		res.Header = res.Header.Clone()
-		if body {
-			res.Body = slices.Clone(res.Body)
-		} else {
-			res.Body = nil
-		}
-		rec.Result = &res
-	}
-	return rec
+	return idempotency.ErrStale
 }
 
 func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) (idempotency.Reservation, error) {
@@ -390,35 +349,24 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
-	if err := m.checkRetention(timeout); err != nil {
+	if err := m.hooks.retention(m, timeout); err != nil {
 		return idempotency.Reservation{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
-	if r == nil {
+	res, w := m.rules.reserve(cur(r), lifecycle.ReserveRequest{Token: int64(req.Token), Op: opTag("r", req.OpID),
+		Lease: m.cfg.Lease.Milliseconds(), URetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(),
+		PrevNever: req.PreviousNeverSent, Incarnation: req.Incarnation}, m.ms())
+	switch res.Status {
+	case lifecycle.NotFound:
 		return idempotency.Reservation{}, idempotency.ErrNotFound
+	case lifecycle.Reserved:
+		m.put(k, r, w)
+		return idempotency.Reservation{Token: int(res.Token), LeaseDeadline: ms(res.Lease), AttemptDeadline: ms(res.AttemptDeadline),
+			AlreadyApplied: res.Applied}, nil
 	}
-	if prev, ok := r.ops[req.OpID].(idempotency.Reservation); ok && req.OpID != "" {
-		prev.AlreadyApplied = true
-		return prev, nil
-	}
-	if r.rec.State != idempotency.StateInFlight || m.expired(r) || req.Token != r.rec.AttemptCount || !m.incMatches(r, req.Incarnation) ||
-		(r.rec.AttemptCount-r.cycleStart >= 2 && m.mutant != "three-attempts") {
-		return idempotency.Reservation{}, idempotency.ErrStale
-	}
-	m.reserveNext(r, timeout)
-	if req.PreviousNeverSent && m.mutant != "reserve-keeps-unsent" {
-		r.rec.SentAttempts--
-		if r.rec.SentAttempts == 1 {
-			r.firstSent = m.now // the first that may leave
-		}
-	}
-	res := idempotency.Reservation{Token: r.rec.AttemptCount, LeaseDeadline: r.rec.LeaseDeadline, AttemptDeadline: r.rec.AttemptDeadline}
-	if req.OpID != "" {
-		r.ops[req.OpID] = res
-	}
-	return res, nil
+	return idempotency.Reservation{}, idempotency.ErrStale
 }
 
 func (m *memStore) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (idempotency.Record, error) {
@@ -432,8 +380,11 @@ func (m *memStore) Finalize(ctx context.Context, req idempotency.FinalizeRequest
 		}
 		req.Outcome = idempotency.StateUnknown
 	}
+	ttl := m.cfg.Retention
 	switch req.Outcome {
-	case idempotency.StateAccepted, idempotency.StateDefinitelyRejected, idempotency.StateUnknown:
+	case idempotency.StateAccepted, idempotency.StateDefinitelyRejected:
+	case idempotency.StateUnknown:
+		ttl = m.cfg.UnknownRetention
 	default:
 		return idempotency.Record{}, fmt.Errorf("memstore: outcome %q", req.Outcome)
 	}
@@ -443,49 +394,17 @@ func (m *memStore) Finalize(ctx context.Context, req idempotency.FinalizeRequest
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
-	if r == nil {
+	res, w := m.rules.finalize(cur(r), lifecycle.FinalizeRequest{Token: int64(req.Token), State: stateCodes[req.Outcome],
+		Op: opTag("f", req.OpID), TTL: ttl.Milliseconds(), Never: req.NeverSent, Incarnation: req.Incarnation,
+		Result: m.result(req.Result)}, m.ms())
+	m.put(k, r, w) // a write may come with any answer (a mutant's)
+	switch res.Status {
+	case lifecycle.NotFound:
 		return idempotency.Record{}, idempotency.ErrNotFound
+	case lifecycle.Finalized:
+		return m.record(r, res.Record, false), nil
 	}
-	if _, ok := r.ops[req.OpID]; ok && req.OpID != "" {
-		return m.copyRecord(r, false), nil
-	}
-	if req.NeverSent && m.mutant == "never-sent-no-cas" && r.rec.SentAttempts > 0 {
-		r.rec.SentAttempts--
-	}
-	open := r.rec.State == idempotency.StateInFlight ||
-		r.rec.State == idempotency.StateUnknown && !r.settled && m.mutant != "expiry-finalize-stale"
-	if m.mutant != "no-cas-finalize" && (!open || req.Token != r.rec.AttemptCount || !m.incMatches(r, req.Incarnation)) {
-		return idempotency.Record{}, idempotency.ErrStale
-	}
-	if req.NeverSent && r.rec.State == idempotency.StateInFlight && m.mutant != "never-sent-burns" {
-		r.rec.SentAttempts--
-	}
-	r.settled = true
-	r.rec.LeaseDeadline, r.rec.AttemptDeadline = time.Time{}, time.Time{}
-	r.rec.State = req.Outcome
-	r.rec.FinalizedAt = m.now
-	r.rec.Result = nil
-	if req.Result != nil {
-		res := idempotency.StoredResult{Status: req.Result.Status, Header: http.Header{}, Body: slices.Clone(req.Result.Body)}
-		for name, v := range req.Result.Header {
-			if idempotency.SafeHeader(name) {
-				res.Header[name] = slices.Clone(v)
-			}
-		}
-		if len(res.Body) > m.cfg.MaxResultBytes {
-			res.Body, res.BodyDropped = nil, true
-		}
-		r.rec.Result = &res
-	}
-	if req.Outcome == idempotency.StateUnknown && m.mutant != "unknown-retention" {
-		m.touchUnknown(r)
-	} else {
-		m.touch(r)
-	}
-	if req.OpID != "" {
-		r.ops[req.OpID] = true
-	}
-	return m.copyRecord(r, false), nil
+	return idempotency.Record{}, idempotency.ErrStale
 }
 
 func (m *memStore) Renew(ctx context.Context, req idempotency.RenewRequest) (time.Time, error) {
@@ -499,27 +418,16 @@ func (m *memStore) Renew(ctx context.Context, req idempotency.RenewRequest) (tim
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
-	if r == nil || !m.incMatches(r, req.Incarnation) {
+	res, w := m.rules.renew(cur(r), lifecycle.RenewRequest{Token: int64(req.Token), Op: opTag("n", req.OpID),
+		Lease: m.cfg.Lease.Milliseconds(), Incarnation: req.Incarnation}, m.ms())
+	switch res.Status {
+	case lifecycle.NotFound:
 		return time.Time{}, idempotency.ErrNotFound
+	case lifecycle.Renewed:
+		m.put(k, r, w)
+		return ms(res.Lease), nil
 	}
-	if r.rec.State != idempotency.StateInFlight || req.Token != r.rec.AttemptCount && m.mutant != "renew-any-token" {
-		return time.Time{}, idempotency.ErrStale
-	}
-	if m.expired(r) && m.mutant != "renew-revives" {
-		return time.Time{}, idempotency.ErrStale
-	}
-	if req.OpID != "" && req.OpID == r.renewOp {
-		return r.rec.LeaseDeadline, nil
-	}
-	l := m.now.Add(m.cfg.Lease)
-	if l.After(r.rec.AttemptDeadline) && m.mutant != "renew-past-deadline" {
-		l = r.rec.AttemptDeadline
-	}
-	if l.After(r.rec.LeaseDeadline) {
-		r.rec.LeaseDeadline = l
-	}
-	r.renewOp = req.OpID
-	return r.rec.LeaseDeadline, nil
+	return time.Time{}, idempotency.ErrStale
 }
 
 func (m *memStore) Lookup(ctx context.Context, scope idempotency.Scope, key idempotency.Key) (idempotency.Record, error) {
@@ -533,15 +441,15 @@ func (m *memStore) Lookup(ctx context.Context, scope idempotency.Scope, key idem
 	if r == nil {
 		return idempotency.Record{}, idempotency.ErrNotFound
 	}
-	return m.copyRecord(r, true), nil
+	return m.record(r, r.rec, true), nil
 }
 
 func (m *memStore) ticket(id string, r *memRec) idempotency.Ticket {
-	tk := idempotency.Ticket{ID: id, Scope: r.scope, Key: r.rec.Key, Status: idempotency.TicketPending}
+	tk := idempotency.Ticket{ID: id, Scope: r.scope, Key: r.key, Status: idempotency.TicketPending}
 	switch {
-	case r.denied:
+	case r.rec.State == lifecycle.Denied || r.rec.Approval == "0":
 		tk.Status = idempotency.TicketDenied
-	case r.rec.Approved:
+	case r.rec.Approval == "1":
 		tk.Status = idempotency.TicketApproved
 	}
 	return tk
@@ -554,7 +462,7 @@ func (m *memStore) Ticket(ctx context.Context, id string) (idempotency.Ticket, e
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(m.tickets[id])
-	if r == nil {
+	if r == nil || r.rec.Ticket != id {
 		return idempotency.Ticket{}, idempotency.ErrNotFound
 	}
 	return m.ticket(id, r), nil
@@ -566,36 +474,402 @@ func (m *memStore) Decide(ctx context.Context, req idempotency.DecideRequest) (i
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.get(m.tickets[req.Ticket])
-	if r == nil {
+	k := m.tickets[req.Ticket]
+	r := m.get(k)
+	res, w := m.rules.decide(cur(r), lifecycle.DecideRequest{Ticket: req.Ticket, Approve: req.Approve, Op: opTag("d", req.OpID),
+		Retention: m.cfg.Retention.Milliseconds(), ScopeVersion: idempotency.ScopeVersion}, m.ms())
+	switch res.Status {
+	case lifecycle.NotFound:
 		return idempotency.Ticket{}, idempotency.ErrNotFound
-	}
-	switch {
-	case r.denied && req.Approve:
-		return idempotency.Ticket{}, idempotency.ErrDenied
-	case r.rec.Approved && !req.Approve:
-		return idempotency.Ticket{}, idempotency.ErrStale
-	case r.denied || r.rec.Approved:
-		return m.ticket(req.Ticket, r), nil
-	case r.rec.State != idempotency.StateHeld:
-		// Re-held by a claim: only the approval changes.
-		if req.Approve {
-			r.rec.Approved = true
-		} else if m.mutant == "deny-finalizes" {
-			r.denied = true
-			r.rec.State = idempotency.StateDenied
-		} else {
-			r.denied, r.rec.ApprovalDenied = true, true
+	case lifecycle.ScopeConflict:
+		return idempotency.Ticket{}, idempotency.ErrScopeVersionConflict
+	case lifecycle.Conflict:
+		if res.Standing == lifecycle.DeniedReply {
+			return idempotency.Ticket{}, idempotency.ErrDenied
 		}
-		return m.ticket(req.Ticket, r), nil
-	case req.Approve:
-		r.rec.Approved = true
-	default:
-		r.denied = true
-		r.rec.State = idempotency.StateDenied
+		return idempotency.Ticket{}, idempotency.ErrStale
 	}
-	m.touch(r)
+	m.put(k, r, w)
 	return m.ticket(req.Ticket, r), nil
 }
 
 var _ idempotency.Store = (*memStore)(nil)
+
+// The mutants: each breaks one rule of the lifecycle (wrapping its
+// transition) or one thing the store does around it (a hook), for
+// TestSuiteCatchesBrokenStores.
+
+// claimIn breaks the claim's view of its input: f may change the request
+// and a copy of the record.
+func claimIn(f func(c *lifecycle.Record, q *lifecycle.ClaimRequest, now int64)) func(*memStore) {
+	return func(m *memStore) {
+		next := m.rules.claim
+		m.rules.claim = func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			c := cur.Clone()
+			f(c, &q, now)
+			return next(c, q, now)
+		}
+	}
+}
+
+// claimOut breaks the claim's answer or write.
+func claimOut(f func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64, res *lifecycle.Result, w *lifecycle.Write)) func(*memStore) {
+	return func(m *memStore) {
+		next := m.rules.claim
+		m.rules.claim = func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			res, w := next(cur, q, now)
+			f(cur, q, now, &res, &w)
+			return res, w
+		}
+	}
+}
+
+func reserveIn(f func(c *lifecycle.Record, q *lifecycle.ReserveRequest, now int64)) func(*memStore) {
+	return func(m *memStore) {
+		next := m.rules.reserve
+		m.rules.reserve = func(cur *lifecycle.Record, q lifecycle.ReserveRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			c := cur.Clone()
+			f(c, &q, now)
+			return next(c, q, now)
+		}
+	}
+}
+
+func renewIn(f func(c *lifecycle.Record, q *lifecycle.RenewRequest, now int64)) func(*memStore) {
+	return func(m *memStore) {
+		next := m.rules.renew
+		m.rules.renew = func(cur *lifecycle.Record, q lifecycle.RenewRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			c := cur.Clone()
+			f(c, &q, now)
+			return next(c, q, now)
+		}
+	}
+}
+
+func finalizeIn(f func(c *lifecycle.Record, q *lifecycle.FinalizeRequest, now int64)) func(*memStore) {
+	return func(m *memStore) {
+		next := m.rules.finalize
+		m.rules.finalize = func(cur *lifecycle.Record, q lifecycle.FinalizeRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			c := cur.Clone()
+			f(c, &q, now)
+			return next(c, q, now)
+		}
+	}
+}
+
+func settleIn(f func(c *lifecycle.Record, q *lifecycle.SettleRequest, now int64)) func(*memStore) {
+	return func(m *memStore) {
+		next := m.rules.settle
+		m.rules.settle = func(cur *lifecycle.Record, q lifecycle.SettleRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			c := cur.Clone()
+			f(c, &q, now)
+			return next(c, q, now)
+		}
+	}
+}
+
+func givebackIn(f func(c *lifecycle.Record, q *lifecycle.GiveBackRequest)) func(*memStore) {
+	return func(m *memStore) {
+		next := m.rules.giveback
+		m.rules.giveback = func(cur *lifecycle.Record, q lifecycle.GiveBackRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			c := cur.Clone()
+			f(c, &q)
+			return next(c, q, now)
+		}
+	}
+}
+
+// both applies several mutations.
+func both(fs ...func(*memStore)) func(*memStore) {
+	return func(m *memStore) {
+		for _, f := range fs {
+			f(m)
+		}
+	}
+}
+
+// keepExpiry makes a write of an existing record keep its expiry.
+func keepExpiry(cur *lifecycle.Record, w *lifecycle.Write) {
+	if cur != nil && w.Record != nil {
+		w.Record.Expires = cur.Expires
+	}
+}
+
+func lapsedOrUnknown(c *lifecycle.Record, now int64) bool {
+	return c != nil && (c.State == lifecycle.Unknown || lifecycle.Lapsed(c, now))
+}
+
+var memMutants = map[string]func(*memStore){
+	"leak-token": claimOut(func(cur *lifecycle.Record, _ lifecycle.ClaimRequest, _ int64, res *lifecycle.Result, _ *lifecycle.Write) {
+		if cur != nil && res.Status != lifecycle.Claimed {
+			res.Token = cur.Attempts
+		}
+	}),
+	"ignore-hash": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
+		if c != nil {
+			q.RequestHash = c.RequestHash
+		}
+	}),
+	"no-cas-finalize": finalizeIn(func(c *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) {
+		if c != nil {
+			q.Token, q.Incarnation = c.Attempts, ""
+			if c.State != lifecycle.InFlight {
+				c.State, c.Finalized = lifecycle.Unknown, false
+			}
+		}
+	}),
+	"three-attempts": reserveIn(func(c *lifecycle.Record, _ *lifecycle.ReserveRequest, _ int64) {
+		if c != nil {
+			c.Cycle = min(c.Cycle, 1)
+		}
+	}),
+	"no-opid": claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) { q.Op = opTag("c", "") }),
+	"lease-never-expires": claimIn(func(c *lifecycle.Record, _ *lifecycle.ClaimRequest, now int64) {
+		if c != nil && c.State == lifecycle.InFlight {
+			c.Lease = max(c.Lease, now+1)
+		}
+	}),
+	"no-retention-refresh": func(m *memStore) {
+		claimOut(func(cur *lifecycle.Record, _ lifecycle.ClaimRequest, _ int64, _ *lifecycle.Result, w *lifecycle.Write) {
+			keepExpiry(cur, w)
+		})(m)
+		next := m.rules.finalize
+		m.rules.finalize = func(cur *lifecycle.Record, q lifecycle.FinalizeRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			res, w := next(cur, q, now)
+			keepExpiry(cur, &w)
+			return res, w
+		}
+		decide := m.rules.decide
+		m.rules.decide = func(cur *lifecycle.Record, q lifecycle.DecideRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			res, w := decide(cur, q, now)
+			keepExpiry(cur, &w)
+			return res, w
+		}
+	},
+	"client-key-to-vendor": func(m *memStore) {
+		m.hooks.vendorKey = func(req idempotency.ClaimRequest) idempotency.Key { return req.Key }
+	},
+	"conflict-on-final": func(m *memStore) {
+		next := m.rules.claim
+		m.rules.claim = func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			if cur != nil && cur.State.Final() && (cur.Binding != q.Binding || cur.Fingerprint != q.Fingerprint) {
+				return lifecycle.Result{Status: lifecycle.DestinationConflict}, lifecycle.Write{}
+			}
+			return next(cur, q, now)
+		}
+	},
+	"replay-current-route": func(m *memStore) {
+		m.hooks.replay = func(rec *idempotency.Record, req idempotency.ClaimRequest) {
+			rec.Route, rec.Fingerprint, rec.Binding = req.Route, req.Fingerprint, req.Binding
+		}
+	},
+	"redispatch-other-route": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, now int64) {
+		if lapsedOrUnknown(c, now) && c.Sent > 0 {
+			q.Binding, q.Fingerprint = c.Binding, c.Fingerprint
+		}
+	}),
+	"never-sent-other-route": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, now int64) {
+		if lapsedOrUnknown(c, now) && c.Sent == 0 {
+			q.Binding, q.Fingerprint = c.Binding, c.Fingerprint
+		}
+	}),
+	"never-sent-burns":     finalizeIn(func(_ *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) { q.Never = false }),
+	"reserve-keeps-unsent": reserveIn(func(_ *lifecycle.Record, q *lifecycle.ReserveRequest, _ int64) { q.PrevNever = false }),
+	"token-restart": claimIn(func(c *lifecycle.Record, _ *lifecycle.ClaimRequest, now int64) {
+		if lapsedOrUnknown(c, now) && c.Sent == 0 {
+			c.Attempts = 0
+		}
+	}),
+	"never-sent-no-cas": func(m *memStore) {
+		next := m.rules.finalize
+		m.rules.finalize = func(cur *lifecycle.Record, q lifecycle.FinalizeRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			res, w := next(cur, q, now)
+			if q.Never && cur != nil && cur.Sent > 0 && res.Status == lifecycle.Stale {
+				c := cur.Clone()
+				c.Sent--
+				w = lifecycle.Write{Record: c}
+			}
+			return res, w
+		}
+	},
+	"renew-revives": renewIn(func(c *lifecycle.Record, _ *lifecycle.RenewRequest, now int64) {
+		if c != nil && c.State == lifecycle.InFlight && c.Lease <= now {
+			c.Lease = now + 1
+		}
+	}),
+	"renew-past-deadline": func(m *memStore) {
+		next := m.rules.renew
+		m.rules.renew = func(cur *lifecycle.Record, q lifecycle.RenewRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			res, w := next(cur, q, now)
+			if res.Status == lifecycle.Renewed && w.Record != nil {
+				w.Record.Lease = max(cur.Lease, now+q.Lease)
+				res.Lease = w.Record.Lease
+			}
+			return res, w
+		}
+	},
+	"renew-any-token": renewIn(func(c *lifecycle.Record, q *lifecycle.RenewRequest, _ int64) {
+		if c != nil {
+			q.Token = c.Attempts
+		}
+	}),
+	"refuse-writes": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
+		if c == nil {
+			q.Refuse = false
+		}
+	}),
+	"refuse-ignored": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
+		if c != nil {
+			q.Refuse = false
+		}
+	}),
+	"reservation-retention": func(m *memStore) {
+		both(claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
+			q.URetention = m.cfg.Retention.Milliseconds()
+		}),
+			reserveIn(func(_ *lifecycle.Record, q *lifecycle.ReserveRequest, _ int64) {
+				q.URetention = m.cfg.Retention.Milliseconds()
+			}))(m)
+	},
+	"unknown-retention": func(m *memStore) {
+		finalizeIn(func(_ *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) {
+			if q.State == lifecycle.Unknown {
+				q.TTL = m.cfg.Retention.Milliseconds()
+			}
+		})(m)
+	},
+	"expiry-finalize-stale": finalizeIn(func(c *lifecycle.Record, _ *lifecycle.FinalizeRequest, _ int64) {
+		if c != nil && c.State == lifecycle.Unknown {
+			c.Finalized = true
+		}
+	}),
+	"settle-any-state": settleIn(func(c *lifecycle.Record, _ *lifecycle.SettleRequest, now int64) {
+		if c != nil && !lapsedOrUnknown(c, now) {
+			c.State = lifecycle.Unknown
+		}
+	}),
+	"settle-no-cas": settleIn(func(c *lifecycle.Record, q *lifecycle.SettleRequest, _ int64) {
+		if c != nil {
+			q.Attempts = c.Attempts
+		}
+	}),
+	"settle-any-input": func(m *memStore) { m.hooks.validate = func(idempotency.SettleRequest) error { return nil } },
+	"settle-shortens-ttl": func(m *memStore) {
+		next := m.rules.settle
+		m.rules.settle = func(cur *lifecycle.Record, q lifecycle.SettleRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			res, w := next(cur, q, now)
+			if w.Record != nil {
+				w.Record.Expires = now + q.Retention
+			}
+			return res, w
+		}
+	},
+	"list-shows-all": func(m *memStore) {
+		m.hooks.listState = func(*memStore, *lifecycle.Record) idempotency.State { return idempotency.StateUnknown }
+	},
+	"list-unbounded": func(m *memStore) { m.hooks.pageLimit = func(idempotency.ListRequest) int { return 1 << 30 } },
+	"settle-ignores-lapsed": settleIn(func(c *lifecycle.Record, _ *lifecycle.SettleRequest, now int64) {
+		if c != nil && lifecycle.Lapsed(c, now) {
+			c.Lease = now + 1
+		}
+	}),
+	"list-ignores-lapsed": func(m *memStore) {
+		m.hooks.listState = func(m *memStore, r *lifecycle.Record) idempotency.State {
+			if r.State == lifecycle.InFlight {
+				return idempotency.StateInFlight
+			}
+			return viewState(m, r)
+		}
+	},
+	"giveback-any-claim": givebackIn(func(c *lifecycle.Record, q *lifecycle.GiveBackRequest) {
+		if c != nil {
+			c.ClaimOp, c.ClaimToken, c.GivenBack = q.ClaimOp, q.Token, false
+		}
+	}),
+	"giveback-after-finalize": givebackIn(func(c *lifecycle.Record, _ *lifecycle.GiveBackRequest) {
+		if c != nil && c.State == lifecycle.Unknown {
+			c.Finalized = false
+		}
+	}),
+	"late-claim-keeps-token": func(m *memStore) {
+		next := m.rules.claim
+		m.rules.claim = func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			if cur != nil && cur.ClaimOp == q.Op && cur.GivenBack {
+				return lifecycle.Result{Status: lifecycle.Claimed, Token: cur.ClaimToken, Applied: true, VendorKey: cur.VendorKey,
+					Incarnation: cur.Incarnation}, lifecycle.Write{}
+			}
+			return next(cur, q, now)
+		}
+	},
+	"no-rehold": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
+		if c != nil && c.State != lifecycle.Held {
+			q.Approval = false
+		}
+	}),
+	"rehold-moves-state": claimOut(func(cur *lifecycle.Record, _ lifecycle.ClaimRequest, _ int64, res *lifecycle.Result, w *lifecycle.Write) {
+		if cur != nil && cur.State != lifecycle.Held && res.Status == lifecycle.HeldReply {
+			if w.Record == nil {
+				w.Record = cur.Clone()
+			}
+			w.Record.State = lifecycle.Held
+		}
+	}),
+	"rehold-retention": claimOut(func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64, res *lifecycle.Result, w *lifecycle.Write) {
+		if cur != nil && cur.State != lifecycle.Held && res.Status == lifecycle.HeldReply {
+			if w.Record == nil {
+				w.Record = cur.Clone()
+			}
+			w.Record.Expires = now + q.Retention
+		}
+	}),
+	"deny-finalizes": func(m *memStore) {
+		next := m.rules.decide
+		m.rules.decide = func(cur *lifecycle.Record, q lifecycle.DecideRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			res, w := next(cur, q, now)
+			if cur != nil && cur.State != lifecycle.Held && res.Status == lifecycle.DeniedReply && w.Record != nil {
+				w.Record.State = lifecycle.Denied
+			}
+			return res, w
+		}
+	},
+	"window-ignored":  claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) { q.Window = 1 << 50 }),
+	"window-no-lease": claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) { q.Window += q.Lease }),
+	"window-from-created": claimIn(func(c *lifecycle.Record, _ *lifecycle.ClaimRequest, _ int64) {
+		if c != nil {
+			c.FirstSent = 0
+		}
+	}),
+	"settle-running": settleIn(func(c *lifecycle.Record, _ *lifecycle.SettleRequest, _ int64) {
+		if c != nil {
+			c.AttemptDeadline = 0
+		}
+	}),
+	"list-no-settle-after": func(m *memStore) {
+		m.hooks.settleAfter = func(*memStore, *lifecycle.Record) time.Time { return time.Time{} }
+	},
+	"conflict-keeps-in-flight": claimOut(func(cur *lifecycle.Record, _ lifecycle.ClaimRequest, _ int64, res *lifecycle.Result, w *lifecycle.Write) {
+		if cur != nil && cur.State == lifecycle.InFlight && res.Status == lifecycle.DestinationConflict {
+			*w = lifecycle.Write{}
+		}
+	}),
+	"lease-past-deadline": func(m *memStore) {
+		claimOut(func(_ *lifecycle.Record, q lifecycle.ClaimRequest, now int64, res *lifecycle.Result, w *lifecycle.Write) {
+			if res.Status == lifecycle.Claimed && !res.Applied {
+				w.Record.Lease, res.Lease = now+q.Lease, now+q.Lease
+			}
+		})(m)
+	},
+	"no-retention-check": func(m *memStore) { m.hooks.retention = func(*memStore, time.Duration) error { return nil } },
+	"no-incarnation": both(
+		reserveIn(func(_ *lifecycle.Record, q *lifecycle.ReserveRequest, _ int64) { q.Incarnation = "" }),
+		renewIn(func(_ *lifecycle.Record, q *lifecycle.RenewRequest, _ int64) { q.Incarnation = "" }),
+		finalizeIn(func(_ *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) { q.Incarnation = "" }),
+		givebackIn(func(_ *lifecycle.Record, q *lifecycle.GiveBackRequest) { q.Incarnation = "" })),
+	"racy-claim": func(m *memStore) {
+		m.hooks.beforeWrite = func(m *memStore) {
+			m.mu.Unlock()
+			time.Sleep(time.Millisecond)
+			m.mu.Lock()
+		}
+	},
+}

@@ -101,7 +101,10 @@ if rop == op then
   elseif s == 'h' then
     redis.call('PEXPIRE', key, retention)
     return {'held', t, 1}
-  elseif s == 'u' then
+  elseif s == 'u' and not (r.F == nil and r.K == op .. int(n)) then
+    -- (An unknown record still on the token this claim reserved, turned
+    -- unknown by another claim's lease-expiry path, which keeps o: the
+    -- copy of the cycle's claim below answers its token.)
     index_add(member, now, uretention, false)
     redis.call('PEXPIRE', key, uretention)
     return {'outcome_unknown', 1}
@@ -196,7 +199,7 @@ end
 -- while it still remembers the key: the new attempt's lease must end inside
 -- the vendor's window, measured from the first attempt that may have left.
 local first = tonumber(r.W) or tonumber(r.C) or 0
-if sent == 0 or (b ~= 'u' and now + lease < first + window) then
+if sent == 0 or ((b == 'h' or b == 'p' or b == 'k') and now + lease < first + window) then
   if ap == '0' then
     return {'denied'}
   elseif approval and ap ~= '1' then

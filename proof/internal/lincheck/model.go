@@ -485,7 +485,9 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 			return nil
 		}
 		return withHidden(amb, st)
-	case st.LastOp == op && st.S == idempotency.StateUnknown:
+	case st.LastOp == op && st.S == idempotency.StateUnknown && !(st.ClaimOp == op && st.ClaimTok == st.N && st.Open):
+		// (Unknown on the token this claim reserved, by another claim's
+		// lease-expiry path: the copy of the cycle's claim, below.)
 		return keep(amb || out.Status == string(idempotency.StatusOutcomeUnknown) && out.Applied)
 	case st.S.Final():
 		ok := amb || out.Status == string(idempotency.StatusReplay) && out.State == st.S && out.Attempts == st.N &&

@@ -1,0 +1,189 @@
+package lifecycle
+
+// ClaimRequest is a claim's input (internal/scriptargs.Claim, by meaning).
+// Durations are milliseconds.
+type ClaimRequest struct {
+	ScopeVersion int64
+	RequestHash  string
+	Binding      byte
+	Fingerprint  string
+	Route        string // the route fields as the record stores them
+	KeySource    byte
+	Approval     bool   // the tool requires approval
+	Presented    string // the caller's ticket, or ''
+	Fresh        string // a new ticket, used if the claim holds
+	Op           string // op tag
+	Lease        int64
+	Retention    int64
+	VendorKey    string // '' for an unsupported binding
+	URetention   int64
+	Timeout      int64 // the attempt timeout
+	Refuse       bool  // answer refused rather than write a record that is not final
+	Window       int64 // how long the vendor deduplicates on the key
+	Incarnation  string
+}
+
+// Claim is one claim of the slot whose record is cur (nil: none) at now.
+//
+// DESIGN, section "The record and its lifecycle": the claim table, tried
+// top to bottom after the scope version, the request hash and a re-sent
+// claim (the same op id as the record's last operation: its answer
+// again); then the copy of the cycle's claim (field K); then "none",
+// "accepted / definitely_rejected" (replay), "in_flight, lease live",
+// "held", "denied", "route or binding now differs" (destination_conflict,
+// an expired lease first becoming unknown), "no attempt may have left"
+// and "unknown ... binding header/body_pointer" inside the vendor's window
+// (claimed, subject to "Approval on a redispatch"), and last
+// outcome_unknown. Replies: claimed {token, lease, applied, vendor key,
+// attempt deadline, incarnation}, held {ticket[, applied]}, replay
+// {record}, in_progress {attempt deadline}, outcome_unknown [applied], and
+// bare refusals.
+func Claim(cur *Record, q ClaimRequest, now int64) (Result, Write) {
+	if cur == nil {
+		return claimFresh(q, now)
+	}
+	r := cur.Clone()
+	if r.ScopeVersion != q.ScopeVersion {
+		return Result{Status: ScopeConflict}, Write{}
+	}
+	if r.RequestHash != q.RequestHash {
+		return Result{Status: RequestMismatch}, Write{}
+	}
+	sameRoute := r.Binding == q.Binding && r.Fingerprint == q.Fingerprint
+
+	// A re-sent claim whose first send was applied answers what it answered.
+	if r.Op == q.Op {
+		switch r.State {
+		case InFlight:
+			r.Expires = now + q.URetention
+			return claimed(r, true), written(r, IndexAdd, false)
+		case Held:
+			r.Expires = now + q.Retention
+			return Result{Status: HeldReply, Ticket: r.Ticket, Applied: true}, Write{Record: r}
+		case Unknown:
+			if holdsClaim(r, q.Op) {
+				break // another claim's lease-expiry path kept o: the copy below answers the token
+			}
+			r.Expires = now + q.URetention
+			return Result{Status: OutcomeUnknown, Applied: true}, written(r, IndexAdd, false)
+		}
+	}
+	if r.State.Final() {
+		return Result{Status: Replay, Record: cur.Clone()}, Write{}
+	}
+	if q.Refuse {
+		return Result{Status: Refused}, Write{}
+	}
+	// A copy of the claim that made this cycle: its open token again, or,
+	// after its give-back, outcome_unknown; otherwise judged by the rows.
+	if r.ClaimOp != "" && r.ClaimOp == q.Op && r.GivenBack {
+		return Result{Status: OutcomeUnknown, Applied: true}, Write{}
+	}
+	if holdsClaim(r, q.Op) {
+		r.Expires = now + q.URetention
+		return claimed(r, true), written(r, IndexAdd, false)
+	}
+
+	switch {
+	case r.State == InFlight && r.Lease > now:
+		return Result{Status: InProgress, AttemptDeadline: r.AttemptDeadline}, Write{}
+	case r.State == Held:
+		if q.Presented != "" && q.Presented == r.Ticket && r.Approval == "1" {
+			if !sameRoute {
+				return Result{Status: DestinationConflict}, Write{}
+			}
+			return reserveNext(r, q, now)
+		}
+		return Result{Status: HeldReply, Ticket: r.Ticket}, Write{}
+	case r.State == Denied:
+		return Result{Status: DeniedReply}, Write{}
+	case r.State != Unknown && r.State != InFlight:
+		return Result{Status: BadState}, Write{}
+	}
+
+	// Unknown, or in flight with an expired lease.
+	if !sameRoute {
+		if r.State == InFlight {
+			lapse(r, q, now, false)
+			return Result{Status: DestinationConflict}, written(r, IndexAdd, false)
+		}
+		return Result{Status: DestinationConflict}, Write{}
+	}
+	if r.Sent == 0 || Redispatchable(q.Binding) && now+q.Lease < r.first()+q.Window {
+		switch {
+		case r.Approval == "0":
+			return Result{Status: DeniedReply}, Write{}
+		case q.Approval && r.Approval != "1":
+			// Held again: a ticket (once); state, TTL and index entry stay.
+			if r.Ticket == "" {
+				r.Ticket = q.Fresh
+				return Result{Status: HeldReply, Ticket: r.Ticket}, Write{Record: r}
+			}
+			return Result{Status: HeldReply, Ticket: r.Ticket}, Write{}
+		}
+		return reserveNext(r, q, now)
+	}
+	if r.State == InFlight {
+		lapse(r, q, now, true)
+		return Result{Status: OutcomeUnknown}, written(r, IndexAdd, false)
+	}
+	return Result{Status: OutcomeUnknown}, Write{}
+}
+
+// holdsClaim reports whether the claim op made r's current cycle and its
+// token is still open (in flight, or unknown without a finalize).
+func holdsClaim(r *Record, op string) bool {
+	return r.ClaimOp != "" && r.ClaimOp == op && !r.GivenBack && r.ClaimToken == r.Attempts && r.open()
+}
+
+// claimFresh is the row "none": claimed with token 1, or held when the
+// tool requires approval; refused (nothing written) when asked to refuse.
+func claimFresh(q ClaimRequest, now int64) (Result, Write) {
+	if q.Refuse {
+		return Result{Status: Refused}, Write{}
+	}
+	r := &Record{KeySource: q.KeySource, Binding: q.Binding, ScopeVersion: q.ScopeVersion, RequestHash: q.RequestHash,
+		Fingerprint: q.Fingerprint, Route: q.Route, VendorKey: q.VendorKey, Incarnation: q.Incarnation,
+		Created: now, Updated: now, Op: q.Op}
+	if q.Approval {
+		r.State, r.Ticket, r.Expires = Held, q.Fresh, now+q.Retention
+		return Result{Status: HeldReply, Ticket: q.Fresh}, Write{Record: r}
+	}
+	r.State, r.Attempts, r.Sent, r.Cycle = InFlight, 1, 1, 1
+	r.Lease, r.AttemptDeadline = minLease(now, q.Lease, q.Timeout)
+	r.ClaimOp, r.ClaimToken = q.Op, 1
+	r.Expires = now + q.URetention
+	return claimed(r, false), written(r, IndexAdd, true)
+}
+
+// claimed is the claimed reply for r's current token.
+func claimed(r *Record, applied bool) Result {
+	return Result{Status: Claimed, Token: r.Attempts, Lease: r.Lease, AttemptDeadline: r.AttemptDeadline,
+		Applied: applied, VendorKey: r.VendorKey, Incarnation: r.Incarnation}
+}
+
+// reserveNext reserves attempt n+1 as a new cycle of the claim q.
+func reserveNext(r *Record, q ClaimRequest, now int64) (Result, Write) {
+	r.clearResult()
+	r.Lease, r.AttemptDeadline = minLease(now, q.Lease, q.Timeout)
+	if r.Sent == 0 {
+		r.FirstSent = now // the first attempt that may leave
+	}
+	r.State, r.Attempts, r.Sent, r.Cycle = InFlight, r.Attempts+1, r.Sent+1, 1
+	r.Updated, r.Op, r.RenewOp = now, q.Op, ""
+	r.ClaimOp, r.ClaimToken, r.GivenBack = q.Op, r.Attempts, false
+	r.Expires = now + q.URetention
+	return claimed(r, false), written(r, IndexAdd, true)
+}
+
+// lapse turns an in-flight record whose lease lapsed unknown: TTL and
+// index entry refreshed, the attempt deadline kept (the attempt may still
+// run at its gateway). setOp records the claim's op, so that its re-send
+// answers outcome_unknown again.
+func lapse(r *Record, q ClaimRequest, now int64, setOp bool) {
+	r.State, r.Updated, r.Lease, r.Cycle, r.RenewOp = Unknown, now, 0, 0, ""
+	if setOp {
+		r.Op = q.Op
+	}
+	r.Expires = now + q.URetention
+}

@@ -1,0 +1,117 @@
+package lifecycle
+
+import "strconv"
+
+// SettleRequest is an operator's resolution of an unknown record
+// (internal/scriptargs.Settle, by meaning).
+type SettleRequest struct {
+	Attempts     int64 // the attempt count the operator saw
+	State        State // Accepted or Rejected
+	Op           string
+	Retention    int64
+	Who, Note    string
+	Margin       int64 // the store's lease
+	ScopeVersion int64
+	Result       StoredResult
+}
+
+// Settle resolves the record cur at now.
+//
+// DESIGN, section "The record and its lifecycle", "Resolving unknown": a
+// compare-and-set on the state (unknown, or in_flight under a lapsed
+// lease; not_unknown otherwise), the scope version
+// (scope_version_conflict) and the attempt count (stale); a record that
+// still has its attempt deadline is not settled until that deadline plus
+// one lease (in_progress {settleable at, now}); the resolution goes to the
+// record, the index entry goes, the TTL never shrinks. Reply: settled
+// {record without body[, applied]}.
+func Settle(cur *Record, q SettleRequest, now int64) (Result, Write) {
+	switch {
+	case cur == nil:
+		return Result{Status: NotFound}, Write{}
+	case cur.Op == q.Op:
+		return Result{Status: Settled, Record: cur.Head(), Applied: true}, Write{}
+	case cur.ScopeVersion != q.ScopeVersion:
+		return Result{Status: ScopeConflict}, Write{}
+	case !(cur.State == Unknown || Lapsed(cur, now)):
+		return Result{Status: NotUnknown}, Write{}
+	case cur.Attempts != q.Attempts:
+		return Result{Status: Stale}, Write{}
+	case cur.AttemptDeadline != 0 && now <= cur.AttemptDeadline+q.Margin:
+		return Result{Status: InProgress, SettleAt: cur.AttemptDeadline + q.Margin, Now: now}, Write{}
+	}
+	r := cur.Clone()
+	r.clearResult()
+	r.endAttempt()
+	r.State, r.Finalized, r.FinalizedAfter, r.Op = q.State, true, now-r.Created, q.Op
+	r.Resolution = q.Who + "\x1f" + strconv.FormatInt(now, 10) + "\x1f" + q.Note
+	r.setResult(q.Result)
+	if r.Expires != 0 && r.Expires-now < q.Retention {
+		r.Expires = now + q.Retention
+	}
+	return Result{Status: Settled, Record: r.Head()}, written(r, IndexRemove, false)
+}
+
+// DecideRequest is an approval decision on a ticket
+// (internal/scriptargs.Decide).
+type DecideRequest struct {
+	Ticket       string
+	Approve      bool
+	Op           string
+	Retention    int64
+	ScopeVersion int64
+}
+
+// Decide approves or denies the ticket of the record cur at now.
+//
+// DESIGN, section "The record and its lifecycle", "Approval on a
+// redispatch" and "Approval": the first decision is final (repeating it
+// answers it again, contradicting it answers conflict with the decision
+// that stands); a held record is approved (its claim with the ticket then
+// dispatches) or denied (final: it leaves the index, TTL retention); a
+// re-held record keeps its state, TTL and index entry and gets only its
+// flag. A record of another scope version is scope_version_conflict.
+// Replies: approved or denied [applied], conflict {standing}.
+func Decide(cur *Record, q DecideRequest, now int64) (Result, Write) {
+	if cur == nil || cur.Ticket == "" || cur.Ticket != q.Ticket {
+		return Result{Status: NotFound}, Write{}
+	}
+	if cur.ScopeVersion != q.ScopeVersion {
+		return Result{Status: ScopeConflict}, Write{}
+	}
+	var standing Reply
+	switch {
+	case cur.State == Denied || cur.Approval == "0":
+		standing = DeniedReply
+	case cur.Approval == "1":
+		standing = Approved
+	}
+	decision := DeniedReply
+	if q.Approve {
+		decision = Approved
+	}
+	if standing != "" {
+		switch {
+		case cur.Op == q.Op:
+			return Result{Status: standing, Applied: true}, Write{}
+		case standing == decision:
+			return Result{Status: standing}, Write{}
+		}
+		return Result{Status: Conflict, Standing: standing}, Write{}
+	}
+	r := cur.Clone()
+	if r.State != Held {
+		r.Approval = "0"
+		if q.Approve {
+			r.Approval = "1"
+		}
+		return Result{Status: decision}, Write{Record: r}
+	}
+	r.Updated, r.Op, r.Expires = now, q.Op, now+q.Retention
+	if q.Approve {
+		r.Approval = "1"
+		return Result{Status: decision}, Write{Record: r}
+	}
+	r.State = Denied
+	return Result{Status: decision}, Write{Record: r, Index: IndexRemove}
+}

@@ -1,0 +1,167 @@
+package lifecycle
+
+import (
+	"maps"
+	"strconv"
+)
+
+// State is a record's state, as the record stores it (tag m, byte 0).
+type State byte
+
+// The states of DESIGN, section "The record and its lifecycle".
+const (
+	Held     State = 'h'
+	InFlight State = 'f'
+	Accepted State = 'a'
+	Rejected State = 'r' // definitely_rejected
+	Unknown  State = 'u'
+	Denied   State = 'd'
+)
+
+// Final reports whether a record in state s replays its stored result.
+func (s State) Final() bool { return s == Accepted || s == Rejected }
+
+// Binding codes, as the record stores them (tag m, byte 2).
+const (
+	BindingHeader      byte = 'h'
+	BindingBodyPointer byte = 'p'
+	BindingUnsupported byte = 'u'
+	BindingKeyed       byte = 'k' // keyed in-process
+)
+
+// Redispatchable reports whether a slot with binding b whose attempt may
+// have left may be dispatched again (inside the vendor's window): only
+// the bindings whose receiver deduplicates on our key. It is an allow-list:
+// a binding not named here (unsupported, federated, any new one) is never
+// sent twice.
+func Redispatchable(b byte) bool {
+	return b == BindingHeader || b == BindingBodyPointer || b == BindingKeyed
+}
+
+// Record is one stored record. Times are milliseconds of the store's
+// clock; a zero number is a field the record does not hold.
+type Record struct {
+	State     State
+	KeySource byte // m byte 1: 's' supplied, 'm' minted
+	Binding   byte // m byte 2
+
+	ScopeVersion int64  // w
+	RequestHash  string // q (32 bytes)
+	Fingerprint  string // f (32 bytes)
+	Route        string // c p T M H P, as stored: tag, length, value
+	VendorKey    string // k
+	Incarnation  string // i ('' for a record made before incarnations)
+
+	Attempts        int64  // n: the attempts reserved, the fencing token
+	Sent            int64  // s: the attempts that may have left (stored only when not Attempts)
+	Cycle           int64  // y: attempts in this cycle (in flight only)
+	Lease           int64  // l: lease deadline (in flight only)
+	AttemptDeadline int64  // e: the attempt's give-up time
+	RenewOp         string // O: the last renewal's op tag
+
+	Ticket   string // t
+	Approval string // a: "1" approved, "0" denied (a re-held record), "" none
+
+	Created   int64 // C
+	Updated   int64 // U (until finalized)
+	FirstSent int64 // W: the first attempt that may have left, when not Created
+	// Finalized is F present: finalized or settled (not turned unknown by
+	// the lease-expiry path); FinalizedAfter is F, ms after Created.
+	Finalized      bool
+	FinalizedAfter int64
+
+	Result StoredResult // x D B z and the header fields
+
+	Op         string // o: the last operation's op tag
+	ClaimOp    string // K: the claim that made the current cycle ('' none)
+	ClaimToken int64  // K: its token
+	GivenBack  bool   // K: its token was given back
+	Resolution string // R: who, time, note joined by 0x1f
+
+	// Expires is the record's expiry (the key's TTL, not a field of the
+	// stored string); 0: none.
+	Expires int64
+}
+
+// StoredResult is a stored result as the record holds it.
+type StoredResult struct {
+	Status  string            // x: decimal, '' none
+	Dropped bool              // D
+	Body    string            // B, '' none
+	Size    string            // z: the body's size before compression, '' stored as sent
+	Headers map[string]string // kept headers by field name ("0".."9", "J", ":Name")
+}
+
+// Clone returns a copy of r that shares nothing with it.
+func (r *Record) Clone() *Record {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Result.Headers = maps.Clone(r.Result.Headers)
+	return &c
+}
+
+// Head is r without its body, as the finalize and settle replies carry
+// it (the caller has the body it sent).
+func (r *Record) Head() *Record {
+	c := r.Clone()
+	c.Result.Body, c.Result.Size = "", ""
+	return c
+}
+
+// ClaimField is field K as stored: the claim's op tag, then its token in
+// decimal or 'g' once given back; ” when the record has none.
+func (r *Record) ClaimField() string {
+	switch {
+	case r.ClaimOp == "":
+		return ""
+	case r.GivenBack:
+		return r.ClaimOp + "g"
+	}
+	return r.ClaimOp + strconv.FormatInt(r.ClaimToken, 10)
+}
+
+// first is when the slot's first attempt that may have left was reserved:
+// the start of the vendor's window.
+func (r *Record) first() int64 {
+	if r.FirstSent != 0 {
+		return r.FirstSent
+	}
+	return r.Created
+}
+
+// open reports whether the record's current token still takes its
+// owner's finalize or give-back: in flight, or turned unknown by the
+// lease-expiry path (no F).
+func (r *Record) open() bool {
+	return r.State == InFlight || r.State == Unknown && !r.Finalized
+}
+
+// fenced reports whether a caller's incarnation inc is another record's;
+// a caller's ” and a record without one are not compared.
+func (r *Record) fenced(inc string) bool {
+	return inc != "" && r.Incarnation != "" && r.Incarnation != inc
+}
+
+// clearResult drops a stored result and the finalize time (clear_result).
+func (r *Record) clearResult() {
+	r.Result = StoredResult{}
+	r.Finalized, r.FinalizedAfter = false, 0
+}
+
+// endAttempt drops what only an attempt in flight needs.
+func (r *Record) endAttempt() {
+	r.Lease, r.Cycle, r.AttemptDeadline, r.RenewOp, r.Updated = 0, 0, 0, "", 0
+}
+
+// setResult stores res (set_result): an empty status or body is none.
+func (r *Record) setResult(res StoredResult) {
+	r.Result = StoredResult{Status: res.Status, Dropped: res.Dropped}
+	if res.Body != "" {
+		r.Result.Body, r.Result.Size = res.Body, res.Size
+	}
+	if len(res.Headers) > 0 {
+		r.Result.Headers = maps.Clone(res.Headers)
+	}
+}

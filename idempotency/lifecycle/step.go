@@ -1,0 +1,82 @@
+package lifecycle
+
+// Reply is a result's status: the first element of the script's reply.
+type Reply string
+
+// The replies of the scripts.
+const (
+	Claimed             Reply = "claimed"
+	HeldReply           Reply = "held"
+	Replay              Reply = "replay"
+	InProgress          Reply = "in_progress"
+	RequestMismatch     Reply = "request_mismatch"
+	ScopeConflict       Reply = "scope_version_conflict"
+	DestinationConflict Reply = "destination_conflict"
+	OutcomeUnknown      Reply = "outcome_unknown"
+	DeniedReply         Reply = "denied"
+	Approved            Reply = "approved"
+	Conflict            Reply = "conflict"
+	Refused             Reply = "refused"
+	Reserved            Reply = "reserved"
+	Renewed             Reply = "renewed"
+	Finalized           Reply = "finalized"
+	GivenBack           Reply = "given_back"
+	Settled             Reply = "settled"
+	NotFound            Reply = "not_found"
+	NotUnknown          Reply = "not_unknown"
+	Stale               Reply = "stale"
+	CycleExhausted      Reply = "cycle_exhausted"
+	LeaseExpired        Reply = "lease_expired"
+	BadState            Reply = "error" // a record of an unknown state: the script fails
+)
+
+// Result is what a transition answers; which fields it fills depends on
+// its Status, as the script's reply does (see each transition).
+type Result struct {
+	Status          Reply
+	Token           int64  // claimed, reserved
+	Lease           int64  // claimed, reserved, renewed: the lease deadline
+	AttemptDeadline int64  // claimed, reserved, in_progress (claim)
+	Applied         bool   // the op id was applied before: this answers it again
+	VendorKey       string // claimed
+	Incarnation     string // claimed
+	Ticket          string // held
+	Record          *Record
+	SettleAt, Now   int64 // in_progress (settle): settleable from SettleAt
+	Standing        Reply // conflict (decide): the decision that stands
+}
+
+// IndexOp is a step's change to the record's entry in its workspace's
+// unknown index.
+type IndexOp uint8
+
+// The index changes.
+const (
+	IndexKeep   IndexOp = iota
+	IndexAdd            // score Write.Score, never lowered; Prune drops expired entries
+	IndexRemove         // the record became final
+)
+
+// Write is what a step stores. Record is the record after it (its
+// Expires included), nil when the record is left as it is.
+type Write struct {
+	Record *Record
+	Index  IndexOp
+	Score  int64 // IndexAdd: the entry's expiry (ms)
+	Prune  bool  // IndexAdd: also remove the bucket's expired entries
+}
+
+// written is a write of r whose index entry is scored by its new expiry.
+func written(r *Record, op IndexOp, prune bool) Write {
+	w := Write{Record: r, Index: op, Prune: prune}
+	if op == IndexAdd {
+		w.Score = r.Expires
+	}
+	return w
+}
+
+// minLease is the lease of an attempt reserved at now: it ends at the
+// attempt deadline at the latest.
+func minLease(now, lease, timeout int64) (l, e int64) {
+	return min(now+lease, now+timeout), now + timeout
+}

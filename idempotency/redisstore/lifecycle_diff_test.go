@@ -1,0 +1,908 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency/lifecycle"
+	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/scriptargs"
+)
+
+// The differential test: random sequences of operations run through the
+// Lua scripts (as the Store sends them) and through package lifecycle,
+// and every reply, every field of the stored record, its TTL and its
+// unknown-index entry must agree after every step.
+
+const (
+	diffKey    = "{diff}rec"
+	diffBucket = "{diff}unk"
+	diffMember = "m1"
+	diffStart  = int64(1_900_000_000_000) // ms
+)
+
+// diffBackend is a Redis the scripts run on, with the test's clock.
+type diffBackend interface {
+	client() rueidis.Client
+	setNow(ms int64, advanced int64) // advanced: ms since the previous setNow
+	// clockSource rewrites a script so that it reads the test's clock
+	// (identity where TIME already is the test's clock).
+	clockSource(src string) string
+	// exactTTL: PTTL follows the test's clock (miniredis); a real Redis
+	// counts TTLs on its own clock, so only fresh TTLs are compared.
+	exactTTL() bool
+	// expire removes what the test's clock expired, on a Redis whose TTLs
+	// do not follow it.
+	expire(ctx context.Context, recordGone, entryGone bool) error
+	reset(ctx context.Context) error
+}
+
+type miniBackend struct {
+	mr *miniredis.Miniredis
+	c  rueidis.Client
+}
+
+func newMiniBackend(tb testing.TB) *miniBackend {
+	tb.Helper()
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(mr.Close)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return &miniBackend{mr: mr, c: c}
+}
+
+func (b *miniBackend) client() rueidis.Client { return b.c }
+func (b *miniBackend) setNow(ms, advanced int64) {
+	b.mr.SetTime(time.UnixMilli(ms))
+	if advanced > 0 {
+		b.mr.FastForward(time.Duration(advanced) * time.Millisecond)
+	}
+}
+func (b *miniBackend) clockSource(src string) string            { return src }
+func (b *miniBackend) exactTTL() bool                           { return true }
+func (b *miniBackend) expire(context.Context, bool, bool) error { return nil }
+func (b *miniBackend) reset(context.Context) error              { b.mr.FlushAll(); return nil }
+
+// realBackend is a redis-server whose scripts read the test's clock from a
+// key instead of TIME (the one change to their source: Redis has no clock
+// to set).
+type realBackend struct {
+	c   rueidis.Client
+	now int64
+}
+
+const clockKey = "{diff}clock"
+
+func (b *realBackend) client() rueidis.Client { return b.c }
+func (b *realBackend) setNow(ms, _ int64) {
+	b.now = ms
+}
+func (b *realBackend) clockSource(src string) string {
+	const time = "local t = redis.call('TIME')"
+	if !strings.Contains(src, time) {
+		panic("lifecycle diff: the scripts no longer read TIME as expected")
+	}
+	return strings.Replace(src, time, "local t = redis.call('MGET', '"+clockKey+":s', '"+clockKey+":us')", 1)
+}
+func (b *realBackend) exactTTL() bool { return false }
+func (b *realBackend) expire(ctx context.Context, recordGone, entryGone bool) error {
+	if recordGone {
+		if err := b.c.Do(ctx, b.c.B().Del().Key(diffKey).Build()).Error(); err != nil {
+			return err
+		}
+	}
+	if entryGone {
+		return b.c.Do(ctx, b.c.B().Del().Key(diffBucket).Build()).Error()
+	}
+	return nil
+}
+func (b *realBackend) reset(ctx context.Context) error {
+	return b.c.Do(ctx, b.c.B().Flushall().Build()).Error()
+}
+
+// writeClock stores the test's clock as TIME answers: seconds and
+// microseconds.
+func (b *realBackend) writeClock(ctx context.Context) error {
+	return b.c.Do(ctx, b.c.B().Mset().KeyValue().KeyValue(clockKey+":s", itoa(b.now/1000)).
+		KeyValue(clockKey+":us", itoa(b.now%1000*1000)).Build()).Error()
+}
+
+// diffScripts are the scripts under test, built as the Store builds them,
+// optionally mutated.
+type diffScripts map[string]*rueidis.Lua
+
+func buildDiffScripts(b diffBackend, mutate func(name, src string) string) diffScripts {
+	out := diffScripts{}
+	for _, name := range []string{"claim", "reserve", "renew", "finalize", "giveback", "decide", "settle"} {
+		src := b.clockSource(scriptSource(name, false))
+		if mutate != nil {
+			src = mutate(name, src)
+		}
+		out[name] = rueidis.NewLuaScript(src)
+	}
+	return out
+}
+
+// diffParams are one sequence's store settings (ms).
+type diffParams struct {
+	lease, timeout, window, retention, uretention int64
+}
+
+// diffOp is one operation: the script and its lifecycle request.
+type diffOp struct {
+	script string
+	claim  lifecycle.ClaimRequest
+	res    lifecycle.ReserveRequest
+	renew  lifecycle.RenewRequest
+	fin    lifecycle.FinalizeRequest
+	gb     lifecycle.GiveBackRequest
+	dec    lifecycle.DecideRequest
+	set    lifecycle.SettleRequest
+}
+
+func (o diffOp) String() string {
+	switch o.script {
+	case "claim":
+		q := o.claim
+		return fmt.Sprintf("claim(op=%x sv=%d rh=%x b=%c fp=%x approval=%v presented=%q refuse=%v lease=%d timeout=%d window=%d)",
+			q.Op, q.ScopeVersion, q.RequestHash[:2], q.Binding, q.Fingerprint[:2], q.Approval, q.Presented, q.Refuse, q.Lease, q.Timeout, q.Window)
+	case "reserve":
+		return fmt.Sprintf("reserve(op=%x token=%d prevNever=%v inc=%x)", o.res.Op, o.res.Token, o.res.PrevNever, o.res.Incarnation)
+	case "renew":
+		return fmt.Sprintf("renew(op=%x token=%d inc=%x)", o.renew.Op, o.renew.Token, o.renew.Incarnation)
+	case "finalize":
+		return fmt.Sprintf("finalize(op=%x token=%d state=%c never=%v ttl=%d inc=%x result=%+v)", o.fin.Op, o.fin.Token, o.fin.State, o.fin.Never,
+			o.fin.TTL, o.fin.Incarnation, o.fin.Result)
+	case "giveback":
+		return fmt.Sprintf("giveback(op=%x token=%d cop=%x inc=%x)", o.gb.Op, o.gb.Token, o.gb.ClaimOp, o.gb.Incarnation)
+	case "decide":
+		return fmt.Sprintf("decide(op=%x ticket=%q approve=%v sv=%d)", o.dec.Op, o.dec.Ticket, o.dec.Approve, o.dec.ScopeVersion)
+	case "settle":
+		return fmt.Sprintf("settle(op=%x attempts=%d state=%c sv=%d)", o.set.Op, o.set.Attempts, o.set.State, o.set.ScopeVersion)
+	}
+	return o.script
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+func resultArgs(r lifecycle.StoredResult) []string {
+	d := "0"
+	if r.Dropped {
+		d = "1"
+	}
+	out := []string{r.Status, d, r.Body, r.Size}
+	for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
+		out = append(out, k, r.Headers[k])
+	}
+	return out
+}
+
+// argv is the op's ARGV, encoded by internal/scriptargs as the Store does.
+func (o diffOp) argv() []string {
+	switch o.script {
+	case "claim":
+		q := o.claim
+		return scriptargs.ClaimSpec.Argv(&scriptargs.Claim{ScopeVersion: itoa(q.ScopeVersion), RequestHash: q.RequestHash,
+			Binding: string(q.Binding), Fingerprint: q.Fingerprint, Route: q.Route, KeySource: string(q.KeySource),
+			Approval: q.Approval, Presented: q.Presented, Fresh: q.Fresh, Op: q.Op, Lease: itoa(q.Lease),
+			Retention: itoa(q.Retention), VendorKey: q.VendorKey, URetention: itoa(q.URetention), Timeout: int(q.Timeout),
+			Refuse: q.Refuse, Member: diffMember, Window: int(q.Window), Incarnation: q.Incarnation})
+	case "reserve":
+		q := o.res
+		return scriptargs.ReserveSpec.Argv(&scriptargs.Reserve{Token: int(q.Token), Op: q.Op, Lease: itoa(q.Lease),
+			URetention: itoa(q.URetention), Timeout: int(q.Timeout), PrevNever: q.PrevNever, Member: diffMember, Incarnation: q.Incarnation})
+	case "renew":
+		q := o.renew
+		return scriptargs.RenewSpec.Argv(&scriptargs.Renew{Token: int(q.Token), Op: q.Op, Lease: itoa(q.Lease), Incarnation: q.Incarnation})
+	case "finalize":
+		q := o.fin
+		return scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: int(q.Token), State: string(q.State), Op: q.Op, TTL: itoa(q.TTL),
+			Never: q.Never, Member: diffMember, Incarnation: q.Incarnation, Result: resultArgs(q.Result)})
+	case "giveback":
+		q := o.gb
+		return scriptargs.GiveBackSpec.Argv(&scriptargs.GiveBack{Token: int(q.Token), ClaimOp: q.ClaimOp, Op: q.Op,
+			URetention: itoa(q.URetention), Member: diffMember, Incarnation: q.Incarnation})
+	case "decide":
+		q := o.dec
+		return scriptargs.DecideSpec.Argv(&scriptargs.Decide{Ticket: q.Ticket, Approve: q.Approve, Op: q.Op,
+			Retention: itoa(q.Retention), Member: diffMember, ScopeVersion: itoa(q.ScopeVersion)})
+	case "settle":
+		q := o.set
+		return scriptargs.SettleSpec.Argv(&scriptargs.Settle{Attempts: int(q.Attempts), State: string(q.State), Op: q.Op,
+			Retention: itoa(q.Retention), By: q.Who, Note: q.Note, Member: diffMember, Margin: itoa(q.Margin),
+			ScopeVersion: itoa(q.ScopeVersion), Result: resultArgs(q.Result)})
+	}
+	panic("unknown script " + o.script)
+}
+
+// step is the op through lifecycle.
+func (o diffOp) step(cur *lifecycle.Record, now int64) (lifecycle.Result, lifecycle.Write) {
+	switch o.script {
+	case "claim":
+		return lifecycle.Claim(cur, o.claim, now)
+	case "reserve":
+		return lifecycle.Reserve(cur, o.res, now)
+	case "renew":
+		return lifecycle.Renew(cur, o.renew, now)
+	case "finalize":
+		return lifecycle.Finalize(cur, o.fin, now)
+	case "giveback":
+		return lifecycle.GiveBack(cur, o.gb, now)
+	case "decide":
+		return lifecycle.Decide(cur, o.dec, now)
+	case "settle":
+		return lifecycle.Settle(cur, o.set, now)
+	}
+	panic("unknown script " + o.script)
+}
+
+const recordSlot = "<record>"
+
+// wantReply renders a lifecycle result as the script's reply, a record in
+// it as recordSlot (compared field by field).
+func wantReply(script string, r lifecycle.Result) []string {
+	out := []string{string(r.Status)}
+	applied := func() {
+		if r.Applied {
+			out = append(out, "1")
+		}
+	}
+	switch r.Status {
+	case lifecycle.Claimed:
+		a := "0"
+		if r.Applied {
+			a = "1"
+		}
+		out = append(out, itoa(r.Token), itoa(r.Lease), a, r.VendorKey, itoa(r.AttemptDeadline), r.Incarnation)
+	case lifecycle.HeldReply:
+		out = append(out, r.Ticket)
+		applied()
+	case lifecycle.Replay:
+		out = append(out, recordSlot)
+	case lifecycle.InProgress:
+		if script == "settle" {
+			out = append(out, itoa(r.SettleAt), itoa(r.Now))
+		} else {
+			out = append(out, itoa(r.AttemptDeadline))
+		}
+	case lifecycle.OutcomeUnknown, lifecycle.GivenBack, lifecycle.Approved, lifecycle.DeniedReply:
+		applied()
+	case lifecycle.Reserved:
+		out = append(out, itoa(r.Token), itoa(r.Lease), itoa(r.AttemptDeadline))
+		applied()
+	case lifecycle.Renewed:
+		out = append(out, itoa(r.Lease))
+		applied()
+	case lifecycle.Finalized, lifecycle.Settled:
+		out = append(out, recordSlot)
+		applied()
+	case lifecycle.Conflict:
+		out = append(out, string(r.Standing))
+	}
+	return out
+}
+
+// fieldsOf is a lifecycle record as the scripts decode the stored string:
+// tag to value, numbers in decimal.
+func fieldsOf(r *lifecycle.Record) map[string]string {
+	if r == nil {
+		return nil
+	}
+	f := map[string]string{"m": string([]byte{byte(r.State), r.KeySource, r.Binding}), "w": itoa(r.ScopeVersion),
+		"q": r.RequestHash, "f": r.Fingerprint, "n": itoa(r.Attempts), "C": itoa(r.Created)}
+	route, _, err := unpack("\x02" + r.Route)
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < len(route); i += 2 {
+		f[route[i]] = route[i+1]
+	}
+	opt := func(tag, v string) {
+		if v != "" {
+			f[tag] = v
+		}
+	}
+	num := func(tag string, v int64) {
+		if v != 0 {
+			f[tag] = itoa(v)
+		}
+	}
+	opt("k", r.VendorKey)
+	opt("i", r.Incarnation)
+	if r.Sent != r.Attempts {
+		f["s"] = itoa(r.Sent)
+	}
+	num("y", r.Cycle)
+	num("l", r.Lease)
+	num("e", r.AttemptDeadline)
+	opt("O", r.RenewOp)
+	opt("t", r.Ticket)
+	opt("a", r.Approval)
+	num("U", r.Updated)
+	num("W", r.FirstSent)
+	if r.Finalized {
+		f["F"] = itoa(r.FinalizedAfter)
+	}
+	if r.Result.Status != "" {
+		f["x"] = itoa(mustAtoi(r.Result.Status))
+	}
+	if r.Result.Dropped {
+		f["D"] = "1"
+	}
+	opt("B", r.Result.Body)
+	if r.Result.Body != "" && r.Result.Size != "" {
+		f["z"] = r.Result.Size
+	}
+	maps.Copy(f, r.Result.Headers)
+	opt("o", r.Op)
+	opt("K", r.ClaimField())
+	opt("R", r.Resolution)
+	return f
+}
+
+func mustAtoi(s string) int64 {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// storedFields reads a record string as the scripts store it.
+func storedFields(raw string) (map[string]string, error) {
+	flat, err := unpackRecord(raw)
+	if err != nil {
+		return nil, err
+	}
+	f := map[string]string{}
+	for i := 0; i < len(flat); i += 2 {
+		if _, dup := f[flat[i]]; dup {
+			return nil, fmt.Errorf("field %q twice", flat[i])
+		}
+		f[flat[i]] = flat[i+1]
+	}
+	return f, nil
+}
+
+func diffFields(want, got map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if g, ok := got[k]; !ok || g != want[k] {
+			fmt.Fprintf(&b, " %s: lifecycle %q, Lua %q (present %v);", k, want[k], g, ok)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			fmt.Fprintf(&b, " %s: lifecycle none, Lua %q;", k, got[k])
+		}
+	}
+	return b.String()
+}
+
+// diffRun is one sequence on one backend: the model's state and the
+// checks after every step.
+type diffRun struct {
+	b       diffBackend
+	scripts diffScripts
+	now     int64
+	cur     *lifecycle.Record
+	score   int64 // the record's index entry (its expiry), 0 none
+	last    lifecycle.Result
+	log     []string
+	seen    map[string]int // script/status[/applied]: how often each answer came
+
+}
+
+func (d *diffRun) fail(format string, args ...any) error {
+	return fmt.Errorf("%s\nsteps:\n  %s", fmt.Sprintf(format, args...), strings.Join(d.log, "\n  "))
+}
+
+// advance moves the clock by ms, expiring what it ends.
+func (d *diffRun) advance(ctx context.Context, ms int64) error {
+	d.now += ms
+	d.b.setNow(d.now, ms)
+	gone := d.cur != nil && lifecycle.Expire(d.cur, d.now) == nil
+	d.cur = lifecycle.Expire(d.cur, d.now)
+	entryGone := d.score != 0 && d.now >= d.score
+	if entryGone {
+		d.score = 0
+	}
+	d.log = append(d.log, fmt.Sprintf("advance %dms (record expired %v)", ms, gone))
+	return d.b.expire(ctx, gone, entryGone)
+}
+
+// apply runs o on both sides and compares them; last is lifecycle's
+// answer.
+func (d *diffRun) apply(ctx context.Context, o diffOp) error {
+	if rb, ok := d.b.(*realBackend); ok {
+		if err := rb.writeClock(ctx); err != nil {
+			return err
+		}
+	}
+	before := d.cur
+	res, w := o.step(d.cur, d.now)
+	d.last = res
+	if w.Record != nil {
+		d.cur = w.Record
+	}
+	switch w.Index {
+	case lifecycle.IndexAdd:
+		d.score = max(d.score, w.Score)
+	case lifecycle.IndexRemove:
+		d.score = 0
+	}
+	d.log = append(d.log, fmt.Sprintf("t+%d %v -> %s", d.now-diffStart, o, res.Status))
+	if d.seen != nil {
+		k := o.script + "/" + string(res.Status)
+		if res.Applied {
+			k += "/applied"
+		}
+		d.seen[k]++
+	}
+
+	c := d.b.client()
+	msgs, err := d.scripts[o.script].Exec(ctx, c, []string{diffKey, diffBucket}, o.argv()).ToArray()
+	if err != nil {
+		if res.Status == lifecycle.BadState && strings.Contains(err.Error(), "unknown state") {
+			return nil
+		}
+		return d.fail("%s: Lua failed: %v (lifecycle: %+v)", o.script, err, res)
+	}
+	got := make([]string, len(msgs))
+	var gotRec string
+	for i, m := range msgs {
+		if v, err := m.AsInt64(); err == nil {
+			got[i] = itoa(v)
+			continue
+		}
+		s, err := m.ToString()
+		if err != nil {
+			return d.fail("%s: reply element %d: %v", o.script, i, err)
+		}
+		got[i] = s
+	}
+	want := wantReply(o.script, res)
+	if len(got) == len(want) {
+		for i := range want {
+			if want[i] == recordSlot {
+				gotRec, got[i] = got[i], recordSlot
+			}
+		}
+	}
+	if !slices.Equal(want, got) {
+		return d.fail("%s: reply: lifecycle %q, Lua %q", o.script, want, got)
+	}
+	if res.Record != nil {
+		g, err := storedFields(gotRec)
+		if err != nil {
+			return d.fail("%s: reply record: %v", o.script, err)
+		}
+		if diff := diffFields(fieldsOf(res.Record), g); diff != "" {
+			return d.fail("%s: reply record differs:%s", o.script, diff)
+		}
+	}
+	return d.check(ctx, before, w)
+}
+
+// check compares the stored record, its TTL and its index entry.
+func (d *diffRun) check(ctx context.Context, before *lifecycle.Record, w lifecycle.Write) error {
+	c := d.b.client()
+	rs := c.DoMulti(ctx, c.B().Get().Key(diffKey).Build(), c.B().Pttl().Key(diffKey).Build(),
+		c.B().Zscore().Key(diffBucket).Member(diffMember).Build())
+	raw, err := rs[0].ToString()
+	switch {
+	case rueidis.IsRedisNil(err):
+		if d.cur != nil {
+			return d.fail("record: lifecycle has one, Redis none")
+		}
+	case err != nil:
+		return d.fail("GET: %v", err)
+	case d.cur == nil:
+		return d.fail("record: lifecycle none, Redis has one")
+	default:
+		g, err := storedFields(raw)
+		if err != nil {
+			return d.fail("stored record: %v", err)
+		}
+		if diff := diffFields(fieldsOf(d.cur), g); diff != "" {
+			return d.fail("stored record differs:%s", diff)
+		}
+		pttl, err := rs[1].AsInt64()
+		if err != nil {
+			return d.fail("PTTL: %v", err)
+		}
+		want := d.cur.Expires - d.now
+		fresh := w.Record != nil && (before == nil || before.Expires != w.Record.Expires)
+		if d.b.exactTTL() && pttl != want || !d.b.exactTTL() && fresh && (pttl > want || pttl < want-2000) {
+			return d.fail("PTTL: lifecycle %d, Redis %d", want, pttl)
+		}
+	}
+	score, err := rs[2].AsFloat64()
+	switch {
+	case rueidis.IsRedisNil(err):
+		if d.score != 0 {
+			return d.fail("index: lifecycle entry %d, Redis none", d.score)
+		}
+	case err != nil:
+		return d.fail("ZSCORE: %v", err)
+	case int64(score) != d.score:
+		return d.fail("index: lifecycle %d, Redis %d", d.score, int64(score))
+	}
+	return nil
+}
+
+// chooser is the source of a sequence's choices: a PRNG or a fuzzer's
+// bytes (which run out: then every choice is 0 and the sequence ends).
+type chooser interface {
+	intn(n int) int
+	done() bool
+}
+
+type rngChooser struct {
+	r    *rand.Rand
+	left int
+}
+
+func (c *rngChooser) intn(n int) int { return c.r.IntN(n) }
+func (c *rngChooser) done() bool {
+	c.left--
+	return c.left < 0
+}
+
+type byteChooser struct{ b []byte }
+
+func (c *byteChooser) intn(n int) int {
+	if len(c.b) == 0 || n <= 1 {
+		return 0
+	}
+	v := int(c.b[0])
+	c.b = c.b[1:]
+	if n > 256 && len(c.b) > 0 {
+		v = v<<8 | int(c.b[0])
+		c.b = c.b[1:]
+	}
+	return v % n
+}
+func (c *byteChooser) done() bool { return len(c.b) == 0 }
+
+// diffGen makes the operations of one sequence: mostly plausible ones
+// (the owner's token and incarnation, the record's ticket), some stale,
+// foreign or re-sent (a lost reply: the same op id and arguments again).
+type diffGen struct {
+	c       chooser
+	p       diffParams
+	ops     int
+	sent    []diffOp
+	lastInc string // the incarnation the last claimed answer named
+	lastCop string // the op of the last claim that answered claimed
+}
+
+func (g *diffGen) pick(n int) int { return g.c.intn(n) }
+
+func (g *diffGen) op8() string {
+	g.ops++
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(g.ops)|uint64(g.pick(1<<16))<<40)
+	return string(b[:])
+}
+
+var (
+	diffHashes  = []string{strings.Repeat("\x11", 32), strings.Repeat("\x12", 32)}
+	diffFPs     = []string{strings.Repeat("\x21", 32), strings.Repeat("\x22", 32)}
+	diffRoutes  = []string{"c\x05conn1p\x06stripeM\x04POST", "c\x05conn2H\x07api.xyzP\x03/v1"}
+	diffBinding = []byte{'h', 'p', 'u', 'k', 'x'}
+)
+
+func (g *diffGen) result() lifecycle.StoredResult {
+	var r lifecycle.StoredResult
+	if g.pick(4) > 0 {
+		r.Status = []string{"200", "201", "402", "500"}[g.pick(4)]
+	}
+	r.Dropped = g.pick(5) == 0
+	if g.pick(2) == 0 {
+		r.Body = []string{`{"id":"ch_1"}`, "x", strings.Repeat("b", 40)}[g.pick(3)]
+		if g.pick(3) == 0 {
+			r.Size = itoa(int64(len(r.Body) + g.pick(50)))
+		}
+	}
+	if g.pick(2) == 0 {
+		r.Headers = map[string]string{}
+		for range 1 + g.pick(3) {
+			k := []string{"0", "3", "J", ":X-Request-Id", ":Retry-After"}[g.pick(5)]
+			r.Headers[k] = []string{"", "v1", "abc"}[g.pick(3)]
+		}
+	}
+	return r
+}
+
+// next is the sequence's next operation at cur (the model's record).
+func (g *diffGen) next(cur *lifecycle.Record) diffOp {
+	// A lost reply: sent again as it was, mostly the last op.
+	if len(g.sent) > 0 {
+		switch g.pick(12) {
+		case 0, 1:
+			return g.sent[len(g.sent)-1]
+		case 2:
+			return g.sent[g.pick(len(g.sent))]
+		}
+	}
+	var n int64
+	var ticket string
+	var sv int64 = 1
+	if cur != nil {
+		n, ticket = cur.Attempts, cur.Ticket
+	}
+	token := func() int64 {
+		switch g.pick(8) {
+		case 0:
+			return n - 1
+		case 1:
+			return n + 1
+		}
+		return n
+	}
+	inc := func() string {
+		switch g.pick(6) {
+		case 0:
+			return ""
+		case 1:
+			return "INCother"
+		}
+		return g.lastInc
+	}
+	var o diffOp
+	k := g.pick(16)
+	if cur == nil && g.pick(4) > 0 {
+		k = 0 // mostly a claim where there is no record
+	}
+	switch {
+	case k < 5:
+		q := lifecycle.ClaimRequest{ScopeVersion: sv, RequestHash: diffHashes[0], Binding: 'h', Fingerprint: diffFPs[0],
+			Route: diffRoutes[0], KeySource: 's', Lease: g.p.lease, Retention: g.p.retention, URetention: g.p.uretention,
+			Timeout: g.p.timeout, Window: g.p.window, Op: g.op8(), Fresh: "apt_" + itoa(int64(g.ops)),
+			Incarnation: "INC" + itoa(int64(g.ops))}
+		if cur != nil {
+			q.Binding = cur.Binding
+		} else {
+			q.Binding = diffBinding[g.pick(len(diffBinding))]
+		}
+		switch g.pick(24) {
+		case 0:
+			q.RequestHash = diffHashes[1]
+		case 1:
+			q.ScopeVersion = 2
+		case 2:
+			q.Fingerprint = diffFPs[1]
+		case 3:
+			q.Binding = diffBinding[g.pick(len(diffBinding))]
+		case 4:
+			q.Route, q.KeySource = diffRoutes[1], 'm'
+		}
+		if q.Binding != 'u' {
+			q.VendorKey = strings.Repeat("\x05", 16)
+		}
+		q.Approval = g.pick(4) == 0
+		switch g.pick(3) {
+		case 0:
+			q.Presented = ticket
+		case 1:
+			q.Presented = "apt_other"
+		}
+		q.Refuse = g.pick(10) == 0
+		if g.pick(4) == 0 {
+			q.Timeout = g.p.lease / 2
+		}
+		o = diffOp{script: "claim", claim: q}
+	case k < 8:
+		o = diffOp{script: "reserve", res: lifecycle.ReserveRequest{Token: token(), Op: g.op8(), Lease: g.p.lease,
+			URetention: g.p.uretention, Timeout: g.p.timeout, PrevNever: g.pick(2) == 0, Incarnation: inc()}}
+	case k < 10:
+		o = diffOp{script: "renew", renew: lifecycle.RenewRequest{Token: token(), Op: g.op8(), Lease: g.p.lease, Incarnation: inc()}}
+	case k < 12:
+		q := lifecycle.FinalizeRequest{Token: token(), State: []lifecycle.State{lifecycle.Accepted, lifecycle.Rejected,
+			lifecycle.Unknown}[g.pick(3)], Op: g.op8(), TTL: g.p.retention, Incarnation: inc()}
+		if q.State == lifecycle.Unknown {
+			q.TTL = g.p.uretention
+			q.Never = g.pick(2) == 0
+		}
+		if !q.Never {
+			q.Result = g.result()
+		}
+		o = diffOp{script: "finalize", fin: q}
+	case k < 13:
+		cop := g.lastCop
+		if g.pick(5) == 0 {
+			cop = "COPother"
+		}
+		o = diffOp{script: "giveback", gb: lifecycle.GiveBackRequest{Token: token(), ClaimOp: cop, Op: g.op8(),
+			URetention: g.p.uretention, Incarnation: inc()}}
+	case k < 14:
+		t := ticket
+		if t == "" || g.pick(6) == 0 {
+			t = "apt_other"
+		}
+		o = diffOp{script: "decide", dec: lifecycle.DecideRequest{Ticket: t, Approve: g.pick(3) > 0, Op: g.op8(),
+			Retention: g.p.retention, ScopeVersion: sv + int64(min(1, g.pick(10)/9))}}
+	default:
+		q := lifecycle.SettleRequest{Attempts: n, State: []lifecycle.State{lifecycle.Accepted, lifecycle.Rejected}[g.pick(2)],
+			Op: g.op8(), Retention: g.p.retention, Who: "ops@x", Note: "checked", Margin: g.p.lease, ScopeVersion: sv,
+			Result: g.result()}
+		if g.pick(5) == 0 {
+			q.Attempts--
+		}
+		if g.pick(10) == 0 {
+			q.ScopeVersion = 2
+		}
+		o = diffOp{script: "settle", set: q}
+	}
+	g.sent = append(g.sent, o)
+	return o
+}
+
+// observe learns from a step what the next ops of a plausible caller
+// carry.
+func (g *diffGen) observe(o diffOp, res lifecycle.Result) {
+	if o.script == "claim" && res.Status == lifecycle.Claimed {
+		g.lastInc, g.lastCop = res.Incarnation, o.claim.Op
+	}
+}
+
+// advanceBy is how far the clock moves before a step.
+func (g *diffGen) advanceBy(cur *lifecycle.Record, now int64) int64 {
+	switch g.pick(14) {
+	case 0, 1, 2, 3, 4, 5:
+		return 0
+	case 6:
+		return 1
+	case 9:
+		return g.p.lease / 3
+	case 10:
+		return g.p.lease
+	case 11:
+		return g.p.timeout + g.p.lease
+	case 7:
+		if cur != nil && cur.Expires > now && g.pick(3) == 0 {
+			return cur.Expires - now // exactly at expiry
+		}
+		return int64(g.pick(int(g.p.lease)))
+	case 8:
+		return g.p.window / 2
+	}
+	return int64(g.pick(3 * int(g.p.lease)))
+}
+
+// runDiff runs one sequence from a fresh store: nil when Lua and lifecycle
+// agreed on every step.
+func runDiff(ctx context.Context, b diffBackend, scripts diffScripts, c chooser, p diffParams, seen map[string]int) error {
+	if err := b.reset(ctx); err != nil {
+		return err
+	}
+	d := &diffRun{b: b, scripts: scripts, now: diffStart, seen: seen}
+	b.setNow(d.now, 0)
+	g := &diffGen{c: c, p: p}
+	for !c.done() {
+		if ms := g.advanceBy(d.cur, d.now); ms > 0 {
+			if err := d.advance(ctx, ms); err != nil {
+				return err
+			}
+		}
+		o := g.next(d.cur)
+		if err := d.apply(ctx, o); err != nil {
+			return err
+		}
+		g.observe(o, d.last)
+	}
+	return nil
+}
+
+func diffParamsFor(c chooser, real bool) diffParams {
+	lease := int64(1000 * (1 + c.intn(3)))
+	p := diffParams{lease: lease, timeout: lease * int64(1+c.intn(6)), retention: 20_000, uretention: 60_000}
+	p.window = []int64{2 * lease, 5 * lease, 30 * lease, 86_400_000}[c.intn(4)]
+	if real {
+		// A real Redis counts TTLs on its own clock: long enough that none
+		// ends during the run; the test's clock expires records itself.
+		p.retention, p.uretention = 600_000, 1_800_000
+	}
+	return p
+}
+
+// diffSequences runs seqs sequences of steps operations; it returns the
+// first disagreement, and fills seen.
+func diffSequences(ctx context.Context, b diffBackend, scripts diffScripts, seqs, steps int, real bool, seen map[string]int) error {
+	for seed := range seqs {
+		c := &rngChooser{r: rand.New(rand.NewPCG(uint64(seed), 26)), left: steps}
+		if err := runDiff(ctx, b, scripts, c, diffParamsFor(c, real), seen); err != nil {
+			return fmt.Errorf("seed %d: %w", seed, err)
+		}
+	}
+	return nil
+}
+
+// diffReached are the answers a run must have reached, so that a
+// generator that drifts away from the interesting paths fails: every
+// transition's success, re-send and main refusals.
+var diffReached = []string{
+	"claim/claimed", "claim/claimed/applied", "claim/held", "claim/held/applied", "claim/replay", "claim/in_progress",
+	"claim/request_mismatch", "claim/scope_version_conflict", "claim/destination_conflict", "claim/outcome_unknown",
+	"claim/outcome_unknown/applied", "claim/denied", "claim/refused",
+	"reserve/reserved", "reserve/reserved/applied", "reserve/stale", "reserve/cycle_exhausted", "reserve/lease_expired",
+	"reserve/not_found",
+	"renew/renewed", "renew/renewed/applied", "renew/stale", "renew/lease_expired", "renew/not_found",
+	"finalize/finalized", "finalize/finalized/applied", "finalize/stale",
+	"giveback/given_back", "giveback/given_back/applied", "giveback/stale",
+	"decide/approved", "decide/denied", "decide/approved/applied", "decide/conflict", "decide/not_found",
+	"settle/settled", "settle/settled/applied", "settle/in_progress", "settle/stale", "settle/not_unknown",
+	"settle/scope_version_conflict",
+}
+
+func checkReached(t *testing.T, seen map[string]int) {
+	t.Helper()
+	for _, k := range diffReached {
+		if seen[k] == 0 {
+			t.Errorf("no step answered %s: the generator misses that path", k)
+		}
+	}
+	t.Logf("answers: %v", seen)
+}
+
+// TestLuaMatchesLifecycle runs random sequences on miniredis.
+func TestLuaMatchesLifecycle(t *testing.T) {
+	b := newMiniBackend(t)
+	seen := map[string]int{}
+	if err := diffSequences(t.Context(), b, buildDiffScripts(b, nil), 120, 50, false, seen); err != nil {
+		t.Fatal(err)
+	}
+	checkReached(t, seen)
+}
+
+// TestLuaMatchesLifecycleRealRedis runs them on a redis-server.
+func TestLuaMatchesLifecycleRealRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &realBackend{c: realClient(t, srv.Addr())}
+	seen := map[string]int{}
+	if err := diffSequences(t.Context(), b, buildDiffScripts(b, nil), 120, 50, true, seen); err != nil {
+		t.Fatal(err)
+	}
+	checkReached(t, seen)
+}
+
+// FuzzLuaMatchesLifecycle drives the sequences from the fuzzer's bytes.
+func FuzzLuaMatchesLifecycle(f *testing.F) {
+	b := newMiniBackend(f)
+	scripts := buildDiffScripts(b, nil)
+	for seed := range 8 {
+		r := rand.New(rand.NewPCG(uint64(seed), 8))
+		buf := make([]byte, 64+seed*32)
+		for i := range buf {
+			buf[i] = byte(r.UintN(256))
+		}
+		f.Add(buf)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 4096 {
+			return
+		}
+		c := &byteChooser{b: data}
+		if err := runDiff(t.Context(), b, scripts, c, diffParamsFor(c, false), nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
