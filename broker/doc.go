@@ -4,10 +4,9 @@
 // never retries on its own, and it never sees the idempotency key.
 //
 // The adapters live in broker/nango and broker/composio. The one recommended
-// path: build the adapter from configuration, [Prepare] each tool's routing
-// when the tool is loaded (one validation gives the [idempotency.Route] the
-// claim pins and the [retry.Target] that sends it), and hand the orchestrator
-// the Target:
+// path: build the adapter from configuration and [Prepare] each tool's
+// routing when the tool is loaded (one validation gives the
+// [idempotency.Route] the claim pins and the [retry.Target] that sends it):
 //
 //	nb, err := nango.New(nango.Config{
 //		BaseURL: "https://api.nango.dev",
@@ -22,7 +21,6 @@
 //	})
 //
 // The tool's EffectSpec must declare route "federated" and binding
-// "unsupported" ([ValidateSpec]). The broker's key is scrubbed from every
-// answer only because the Target reports it (see [Target]); a [Broker] of
-// its own that sends credentials must have a Secrets method.
+// "unsupported" ([ValidateSpec]). An adapter is built on [Adapter] and
+// [Problems], and passes the suite of broker/brokertest.
 package broker

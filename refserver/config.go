@@ -52,6 +52,11 @@ type fileConfig struct {
 	Brokers      []brokerConfig     `json:"brokers"`
 	Tools        []json.RawMessage  `json:"tools"`
 	Capabilities []capabilityConfig `json:"capabilities"`
+
+	// MaxResponseBytes is retry.Executor.MaxBodyBytes of every vendor call
+	// (0: retry.DefaultMaxBodyBytes, 10 MiB). A larger answer is not read:
+	// its status is kept, its body dropped.
+	MaxResponseBytes int64 `json:"max_response_bytes"`
 }
 
 type workspaceConfig struct {
@@ -238,6 +243,13 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 	}
 	c.Prefix, c.Retention, c.UnknownRetention, c.Lease, c.WaitReplicas =
 		resolved.Prefix, resolved.Retention, resolved.UnknownRetention, resolved.Lease, resolved.WaitReplicas
+	const maxResponseBytes = 1 << 30
+	switch {
+	case fc.MaxResponseBytes < 0 || fc.MaxResponseBytes > maxResponseBytes:
+		bad("max_response_bytes: must be 0 (the default, %d) to %d", retry.DefaultMaxBodyBytes, maxResponseBytes)
+	case exec != nil:
+		exec.MaxBodyBytes = fc.MaxResponseBytes
+	}
 	env, err := effectspec.ParseEnvironment(fc.Environment)
 	if err != nil {
 		bad("environment: %s", trimErr(err))

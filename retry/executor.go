@@ -112,7 +112,9 @@ const (
 // keep-alive connections between calls; it should be reused.
 type Executor struct {
 	// MaxBodyBytes limits the response body that is read. If zero or
-	// negative, DefaultMaxBodyBytes (10 MiB).
+	// negative, DefaultMaxBodyBytes (10 MiB). A body is allocated once, of
+	// its Content-Length; without one it is read in 64 KiB pieces joined at
+	// the end, so a call holds at most about twice it while reading.
 	MaxBodyBytes int64
 
 	// DialTimeout bounds each dial, including one made by DialContext. If
@@ -383,7 +385,11 @@ func (e *Executor) send(req *http.Request) Result {
 		res.Truncated = true
 		return res
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	length := resp.ContentLength
+	if resp.Body == http.NoBody { // a HEAD's Content-Length describes no body
+		length = 0
+	}
+	body, err := readBody(resp.Body, length, limit)
 	switch {
 	case err != nil:
 		return Result{Phase: PostSend, Status: resp.StatusCode, Err: newError(PostSend, "read body", err)}
@@ -393,6 +399,69 @@ func (e *Executor) send(req *http.Request) Result {
 		res.Body = body
 	}
 	return res
+}
+
+// readChunk is the piece a body of unknown length is read in.
+const readChunk = 64 << 10
+
+// readBody reads at most limit+1 bytes of r, allocating the body once: of
+// its declared length when there is one (the transport fails a body that
+// ends early or runs long), else read in pieces and joined at the end, so
+// that a call holds at most about twice the body while it is read, never
+// the up to three times of a slice grown by doubling.
+func readBody(r io.Reader, length, limit int64) ([]byte, error) {
+	if length >= 0 && length <= limit {
+		body := make([]byte, length)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return nil, err
+		}
+		// A body longer than declared is the transport's error to report.
+		if n, err := r.Read(make([]byte, 1)); n > 0 || (err != nil && err != io.EOF) {
+			if err == nil {
+				err = errors.New("body longer than its Content-Length")
+			}
+			return nil, err
+		}
+		return body, nil
+	}
+	var (
+		pieces [][]byte
+		total  int64
+	)
+	for total <= limit {
+		piece := make([]byte, min(readChunk, limit+1-total))
+		n, err := fill(r, piece)
+		pieces = append(pieces, piece[:n])
+		total += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(pieces) == 1 {
+		return pieces[0], nil
+	}
+	body := make([]byte, 0, total)
+	for _, p := range pieces {
+		body = append(body, p...)
+	}
+	return body, nil
+}
+
+// fill reads into p until it is full or r fails; io.EOF is returned as it
+// is, never turned into io.ErrUnexpectedEOF, which a cut body reports.
+func fill(r io.Reader, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := r.Read(p[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 func isInvalidHeader(err error) bool {

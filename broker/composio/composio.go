@@ -2,22 +2,18 @@ package composio
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/internal/baseurl"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -89,6 +85,7 @@ type Broker struct {
 	base   *url.URL
 	apiKey string
 	exec   *retry.Executor
+	core   broker.Adapter[route]
 }
 
 var _ broker.Broker = (*Broker)(nil)
@@ -96,39 +93,19 @@ var _ broker.Broker = (*Broker)(nil)
 // New validates cfg and returns a Broker. Every problem is reported at once
 // (errors.Join of *broker.FieldError); none names the API key.
 func New(cfg Config) (*Broker, error) {
-	var errs []error
-	bad := func(field, msg string) {
-		errs = append(errs, &broker.FieldError{Broker: Kind, Field: field, Msg: msg, Err: broker.ErrInvalidConfig})
-	}
+	p := broker.Problems{Broker: Kind}
 	raw := cfg.BaseURL
 	if raw == "" {
 		raw = DefaultBaseURL
 	}
-	base, err := baseurl.Parse(raw)
-	switch {
-	case errors.Is(err, baseurl.ErrCredentials):
-		bad("BaseURL", err.Error()+" (pass the key in APIKey)")
-	case err != nil:
-		bad("BaseURL", err.Error())
+	base := p.BaseURL(raw, "APIKey")
+	p.Secret("APIKey", cfg.APIKey)
+	if err := p.Err(); err != nil {
+		return nil, err
 	}
-	switch {
-	case cfg.APIKey == "":
-		bad("APIKey", "required (read it from the environment)")
-	case !visibleASCII(cfg.APIKey):
-		bad("APIKey", "must be printable ASCII without spaces")
-	case receipt.CheckSecret(cfg.APIKey) != nil:
-		errs = append(errs, &broker.FieldError{Broker: Kind, Field: "APIKey",
-			Msg: fmt.Sprintf("must be at least %d bytes: a shorter one cannot be scrubbed from answers", receipt.MinSecretLen),
-			Err: fmt.Errorf("%w: %w", broker.ErrInvalidConfig, receipt.ErrShortSecret)})
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	exec := cfg.Executor
-	if exec == nil {
-		exec = new(retry.Executor)
-	}
-	return &Broker{base: base, apiKey: cfg.APIKey, exec: exec}, nil
+	b := &Broker{base: base, apiKey: cfg.APIKey, exec: cmp.Or(cfg.Executor, new(retry.Executor))}
+	b.core = broker.Adapter[route]{Parse: parseRouting, Resolve: b.route, Send: b.send, Secrets: b.Secrets}
+	return b, nil
 }
 
 // Secrets returns the API key, the one credential the Broker sends, so that
@@ -143,60 +120,24 @@ type route struct {
 // connected_account_id and user_id. The slug must be 1 to 128 of A-Z a-z 0-9
 // _ -, so it is one path segment that needs no escaping.
 func parseRouting(routing map[string]string) (route, error) {
-	var errs []error
-	bad := func(field, msg string) {
-		errs = append(errs, &broker.FieldError{Broker: Kind, Field: "routing." + field, Msg: msg, Err: broker.ErrInvalidRouting})
-	}
-	for _, k := range slices.Sorted(maps.Keys(routing)) {
-		switch k {
-		case FieldToolSlug, FieldConnectedAccountID, FieldUserID:
-		default:
-			bad(quoteField(k), "unknown field")
-		}
-	}
+	p := broker.Problems{Broker: Kind}
+	p.Fields(routing, FieldToolSlug, FieldConnectedAccountID, FieldUserID)
 	r := route{slug: routing[FieldToolSlug], account: routing[FieldConnectedAccountID], user: routing[FieldUserID]}
 	if !validSlug(r.slug) {
-		bad(FieldToolSlug, "must be 1 to 128 of A-Z a-z 0-9 _ -")
+		p.Routing(FieldToolSlug, "must be 1 to 128 of A-Z a-z 0-9 _ -")
 	}
 	if r.account == "" && r.user == "" {
-		bad(FieldConnectedAccountID, "connected_account_id or user_id is required")
+		p.Routing(FieldConnectedAccountID, "connected_account_id or user_id is required")
 	}
 	for _, f := range []string{FieldConnectedAccountID, FieldUserID} {
-		if v, ok := routing[f]; ok && (v == "" || len(v) > 256 || !visibleASCII(v)) {
-			bad(f, "must be 1 to 256 printable ASCII characters without spaces")
+		if v, ok := routing[f]; ok {
+			p.ID(f, v)
 		}
 	}
-	if len(errs) > 0 {
-		return route{}, errors.Join(errs...)
+	if err := p.Err(); err != nil {
+		return route{}, err
 	}
 	return r, nil
-}
-
-// Route validates routing and returns the dispatch facts of tool: the
-// connected account (or, without one, the user) as the connection, and the
-// execute path of the tool slug.
-func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Route, error) {
-	r, err := parseRouting(routing)
-	if err != nil {
-		return idempotency.Route{}, err
-	}
-	return b.route(tool, r)
-}
-
-// Prepare validates routing once and returns both the Target that sends
-// tool with it and the Route that the claim pins (see broker.Prepare): the
-// fingerprint is always of the routing that is sent.
-func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
-	r, err := parseRouting(routing)
-	if err != nil {
-		return nil, idempotency.Route{}, err
-	}
-	rt, err := b.route(tool, r)
-	if err != nil {
-		return nil, idempotency.Route{}, err
-	}
-	send := func(ctx context.Context, arguments []byte) retry.Result { return b.send(ctx, r, arguments) }
-	return broker.PreparedTarget(send, b.Secrets), rt, nil
 }
 
 func (b *Broker) route(tool string, r route) (idempotency.Route, error) {
@@ -212,11 +153,24 @@ func (b *Broker) route(tool string, r route) (idempotency.Route, error) {
 	})
 }
 
+// Route validates routing and returns the dispatch facts of tool: the
+// connected account (or, without one, the user) as the connection, and the
+// execute path of the tool slug.
+func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Route, error) {
+	return b.core.Route(tool, routing)
+}
+
 // executePath is the execute endpoint of API v3, as the contract fixes
 // (Composio also serves v3.1 with the same body). No tool version is sent,
 // so Composio applies its default.
 func (b *Broker) executePath(slug string) string {
 	return b.base.Path + "/api/v3/tools/execute/" + slug
+}
+
+// Prepare is what [broker.Prepare] calls: it parses routing once for both
+// the Route and the Target, so the Composio request sent is the one pinned.
+func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
+	return b.core.Prepare(tool, routing)
 }
 
 // Dispatch executes call as one POST to the tool's execute endpoint and
@@ -231,11 +185,7 @@ func (b *Broker) executePath(slug string) string {
 //
 // Other statuses are Composio's own answer and pass through unchanged.
 func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
-	r, err := parseRouting(call.Routing)
-	if err != nil {
-		return broker.Refused(err)
-	}
-	return b.send(ctx, r, call.Arguments)
+	return b.core.Dispatch(ctx, call)
 }
 
 // send makes the one request of an attempt. The arguments must be a JSON
@@ -248,13 +198,11 @@ func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Resu
 		return broker.Refused(fmt.Errorf("%w: Composio arguments must be a JSON object", broker.ErrInvalidArguments))
 	}
 	body := envelope(r, args)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base.Scheme+"://"+b.base.Host+b.executePath(r.slug), bytes.NewReader(body))
+	req, err := broker.NewRequest(ctx, Kind, FieldToolSlug, http.MethodPost, b.base.Scheme+"://"+b.base.Host+b.executePath(r.slug), body)
 	if err != nil {
-		return broker.Refused(&broker.FieldError{Broker: Kind, Field: "routing." + FieldToolSlug, Msg: "does not form a valid URL", Err: broker.ErrInvalidRouting})
+		return broker.Refused(err)
 	}
-	req.GetBody = nil
 	req.Header.Set("x-api-key", b.apiKey)
-	req.Header.Set("Content-Type", "application/json")
 	return translate(b.exec.Do(ctx, req))
 }
 
@@ -375,20 +323,4 @@ func validSlug(s string) bool {
 		}
 	}
 	return true
-}
-
-func visibleASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-func quoteField(k string) string {
-	if len(k) > 64 {
-		k = k[:64] + "..."
-	}
-	return fmt.Sprintf("%q", k)
 }

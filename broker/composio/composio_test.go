@@ -7,15 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/obol-gateway/obol/broker"
+	"github.com/obol-gateway/obol/broker/brokertest"
 	"github.com/obol-gateway/obol/broker/composio"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
@@ -24,59 +22,8 @@ import (
 
 const apiKey = "ak_composio_7d1e-THE-SECRET"
 
-type seen struct {
-	Method, Path, RawQuery string
-	Header                 http.Header
-	Body                   []byte
-}
-
-// fake is a Composio that records every request before it answers.
-type fake struct {
-	*httptest.Server
-	mu    sync.Mutex
-	reqs  []seen
-	reply http.HandlerFunc
-}
-
-func newFake(t *testing.T, reply http.HandlerFunc) *fake {
-	t.Helper()
-	f := &fake{reply: reply}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.reqs = append(f.reqs, seen{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), body})
-		f.mu.Unlock()
-		f.reply(w, r)
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fake) requests() []seen {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]seen(nil), f.reqs...)
-}
-
-func answer(status int, body string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		io.WriteString(w, body)
-	}
-}
-
 const okReply = `{"data":{"id":1},"error":null,"successful":true,"log_id":"log_1"}`
 const failReply = `{"data":{},"error":"Issue creation failed: 422","successful":false,"log_id":"log_2"}`
-
-func resetAfterRead(w http.ResponseWriter, r *http.Request) {
-	c, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	c.(*net.TCPConn).SetLinger(0)
-	c.Close()
-}
 
 func newBroker(t testing.TB, base string) *composio.Broker {
 	t.Helper()
@@ -101,7 +48,7 @@ func federated(rejected ...int) effectspec.Spec {
 }
 
 func TestRequestShape(t *testing.T) {
-	f := newFake(t, answer(200, okReply))
+	f := brokertest.NewFake(t, brokertest.Answer(200, okReply))
 	b := newBroker(t, f.URL+"/")
 	key := idempotency.NewKey()
 	for _, tc := range []struct {
@@ -121,13 +68,13 @@ func TestRequestShape(t *testing.T) {
 			`{"connected_account_id":"ca_123","user_id":"user-42","arguments":{}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(f.requests())
+			before := len(f.Requests())
 			res := broker.Target(b, "github.create_issue", tc.routing).Send(context.Background(),
 				retry.Attempt{Key: key, Number: 1, Arguments: json.RawMessage(tc.args), Spec: federated()})
 			if res.Phase != retry.Responded || res.Status != 200 || string(res.Body) != okReply {
 				t.Fatalf("result = %+v", res)
 			}
-			reqs := f.requests()[before:]
+			reqs := f.Requests()[before:]
 			if len(reqs) != 1 {
 				t.Fatalf("fake saw %d requests, want 1", len(reqs))
 			}
@@ -184,13 +131,13 @@ func TestSuccessfulFalse(t *testing.T) {
 		lenient    effectspec.Outcome // spec that lists 424 as definitely_rejected
 		cautious   effectspec.Outcome // spec that does not list 424
 	}{
-		{"successful", answer(200, okReply), 200, effectspec.Accepted, effectspec.Accepted},
-		{"failed run", answer(200, failReply), composio.StatusToolFailed, effectspec.DefinitelyRejected, effectspec.Unknown},
-		{"composio refusal passes through", answer(404, `{"error":{"message":"Tool not found","status":404}}`), 404, effectspec.Unknown, effectspec.Unknown},
-		{"successful=false on 201", answer(201, failReply), composio.StatusToolFailed, effectspec.DefinitelyRejected, effectspec.Unknown},
+		{"successful", brokertest.Answer(200, okReply), 200, effectspec.Accepted, effectspec.Accepted},
+		{"failed run", brokertest.Answer(200, failReply), composio.StatusToolFailed, effectspec.DefinitelyRejected, effectspec.Unknown},
+		{"composio refusal passes through", brokertest.Answer(404, `{"error":{"message":"Tool not found","status":404}}`), 404, effectspec.Unknown, effectspec.Unknown},
+		{"successful=false on 201", brokertest.Answer(201, failReply), composio.StatusToolFailed, effectspec.DefinitelyRejected, effectspec.Unknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(t, tc.reply)
+			f := brokertest.NewFake(t, tc.reply)
 			res := newBroker(t, f.URL).Dispatch(context.Background(), broker.Call{Tool: "t", Routing: routing()})
 			if res.Phase != retry.Responded || res.Status != tc.wantStatus || res.Err != nil {
 				t.Fatalf("result = %+v, want responded %d", res, tc.wantStatus)
@@ -204,7 +151,7 @@ func TestSuccessfulFalse(t *testing.T) {
 			if got := federated().Classify(res.Status); got != tc.cautious {
 				t.Errorf("spec not listing 424: %s, want %s", got, tc.cautious)
 			}
-			if n := len(f.requests()); n != 1 {
+			if n := len(f.Requests()); n != 1 {
 				t.Errorf("fake saw %d requests, want 1", n)
 			}
 		})
@@ -213,21 +160,21 @@ func TestSuccessfulFalse(t *testing.T) {
 
 func TestUndecidableReplyIsPostSend(t *testing.T) {
 	for name, reply := range map[string]http.HandlerFunc{
-		"not JSON":          answer(200, `<html>ok</html>`),
-		"empty":             answer(200, ``),
-		"array":             answer(200, `[{"successful":true}]`),
-		"no successful":     answer(200, `{"data":{}}`),
-		"null successful":   answer(200, `{"successful":null}`),
-		"string successful": answer(200, `{"successful":"true"}`),
-		"duplicate":         answer(200, `{"successful":false,"successful":true}`),
-		"case variant":      answer(200, `{"successful":false,"Successful":true}`),
-		"trailing data":     answer(200, `{"successful":true} {}`),
+		"not JSON":          brokertest.Answer(200, `<html>ok</html>`),
+		"empty":             brokertest.Answer(200, ``),
+		"array":             brokertest.Answer(200, `[{"successful":true}]`),
+		"no successful":     brokertest.Answer(200, `{"data":{}}`),
+		"null successful":   brokertest.Answer(200, `{"successful":null}`),
+		"string successful": brokertest.Answer(200, `{"successful":"true"}`),
+		"duplicate":         brokertest.Answer(200, `{"successful":false,"successful":true}`),
+		"case variant":      brokertest.Answer(200, `{"successful":false,"Successful":true}`),
+		"trailing data":     brokertest.Answer(200, `{"successful":true} {}`),
 		"truncated": func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, `{"successful":true,"data":"`+strings.Repeat("x", 200)+`"}`)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFake(t, reply)
+			f := brokertest.NewFake(t, reply)
 			b, err := composio.New(composio.Config{BaseURL: f.URL, APIKey: apiKey, Executor: &retry.Executor{MaxBodyBytes: 100}})
 			if err != nil {
 				t.Fatal(err)
@@ -240,173 +187,11 @@ func TestUndecidableReplyIsPostSend(t *testing.T) {
 			if !errors.As(res.Err, &re) || re.Phase != retry.PostSend {
 				t.Errorf("err %v is not a post_send retry.Error", res.Err)
 			}
-			if n := len(f.requests()); n != 1 {
+			if n := len(f.Requests()); n != 1 {
 				t.Errorf("fake saw %d requests, want 1", n)
 			}
 		})
 	}
-}
-
-func TestFaultMatrix(t *testing.T) {
-	t.Run("503 is responded and not retried", func(t *testing.T) {
-		f := newFake(t, answer(503, `{"error":{"message":"busy","status":503}}`))
-		res := newBroker(t, f.URL).Dispatch(context.Background(), broker.Call{Tool: "t", Routing: routing()})
-		if res.Phase != retry.Responded || res.Status != 503 || res.Err != nil {
-			t.Errorf("result = %+v", res)
-		}
-		if n := len(f.requests()); n != 1 {
-			t.Errorf("fake saw %d requests, want 1", n)
-		}
-	})
-	t.Run("reset after the request was read is post_send", func(t *testing.T) {
-		f := newFake(t, resetAfterRead)
-		res := newBroker(t, f.URL).Dispatch(context.Background(), broker.Call{Tool: "t", Routing: routing()})
-		if res.Phase != retry.PostSend || res.Err == nil {
-			t.Errorf("result = %+v, want post_send", res)
-		}
-		if n := len(f.requests()); n != 1 {
-			t.Errorf("fake saw %d requests, want 1", n)
-		}
-	})
-	t.Run("connection refused is before_send", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		res := newBroker(t, "http://"+addr).Dispatch(context.Background(), broker.Call{Tool: "t", Routing: routing()})
-		if res.Phase != retry.BeforeSend || res.Err == nil {
-			t.Errorf("result = %+v, want before_send", res)
-		}
-	})
-}
-
-func TestConfigRefused(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		cfg   composio.Config
-		field string
-	}{
-		{"no key", composio.Config{}, "APIKey"},
-		{"key with newline", composio.Config{APIKey: apiKey + "\n"}, "APIKey"},
-		{"ftp", composio.Config{BaseURL: "ftp://h", APIKey: apiKey}, "BaseURL"},
-		{"no host", composio.Config{BaseURL: "https://", APIKey: apiKey}, "BaseURL"},
-		{"userinfo", composio.Config{BaseURL: "https://k:" + apiKey + "@h", APIKey: apiKey}, "BaseURL"},
-		{"query", composio.Config{BaseURL: "https://h?k=" + apiKey, APIKey: apiKey}, "BaseURL"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b, err := composio.New(tc.cfg)
-			if b != nil || !errors.Is(err, broker.ErrInvalidConfig) {
-				t.Fatalf("New = %v, %v", b, err)
-			}
-			var fe *broker.FieldError
-			if !errors.As(err, &fe) || fe.Field != tc.field || fe.Broker != "composio" {
-				t.Errorf("err = %v, want a FieldError for %s", err, tc.field)
-			}
-		})
-	}
-}
-
-func TestRoutingAndArgumentsRefused(t *testing.T) {
-	f := newFake(t, answer(200, okReply))
-	b := newBroker(t, f.URL)
-	for _, tc := range []struct {
-		name    string
-		routing map[string]string
-		args    string
-		want    error
-	}{
-		{"no slug", map[string]string{"user_id": "u"}, `{}`, broker.ErrInvalidRouting},
-		{"slug with slash", map[string]string{"tool_slug": "A/../B", "user_id": "u"}, `{}`, broker.ErrInvalidRouting},
-		{"slug with dot", map[string]string{"tool_slug": "..", "user_id": "u"}, `{}`, broker.ErrInvalidRouting},
-		{"no ids", map[string]string{"tool_slug": "A"}, `{}`, broker.ErrInvalidRouting},
-		{"empty id", map[string]string{"tool_slug": "A", "user_id": "u", "connected_account_id": ""}, `{}`, broker.ErrInvalidRouting},
-		{"unknown field", map[string]string{"tool_slug": "A", "user_id": "u", "entity_id": "e"}, `{}`, broker.ErrInvalidRouting},
-		{"array args", routing(), `[1]`, broker.ErrInvalidArguments},
-		{"string args", routing(), `"null"`, broker.ErrInvalidArguments},
-		{"bad JSON", routing(), `{"a":`, broker.ErrInvalidArguments},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			res := b.Dispatch(context.Background(), broker.Call{Tool: "t", Routing: tc.routing, Arguments: json.RawMessage(tc.args)})
-			if res.Phase != retry.BeforeSend || !errors.Is(res.Err, tc.want) || !errors.Is(res.Err, retry.ErrInvalidRequest) {
-				t.Errorf("result = %+v, want before_send %v", res, tc.want)
-			}
-			if tc.want == broker.ErrInvalidRouting {
-				if _, err := b.Route("t", tc.routing); !errors.Is(err, broker.ErrInvalidRouting) {
-					t.Errorf("Route err = %v", err)
-				}
-			}
-		})
-	}
-	if n := len(f.requests()); n != 0 {
-		t.Errorf("fake saw %d requests", n)
-	}
-}
-
-func TestSecretNeverInErrors(t *testing.T) {
-	var errs []error
-	for _, cfg := range []composio.Config{
-		{BaseURL: "https://u:" + apiKey + "@h", APIKey: apiKey},
-		{BaseURL: "https://h/?" + apiKey, APIKey: apiKey},
-		{BaseURL: "::" + apiKey, APIKey: apiKey},
-		{APIKey: apiKey + " "},
-	} {
-		_, err := composio.New(cfg)
-		errs = append(errs, err)
-	}
-	refused := func() string {
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		defer ln.Close()
-		return "http://" + ln.Addr().String()
-	}()
-	reset := newFake(t, resetAfterRead)
-	garbage := newFake(t, answer(200, apiKey))
-	for _, base := range []string{refused, reset.URL, garbage.URL} {
-		errs = append(errs, newBroker(t, base).Dispatch(context.Background(), broker.Call{Tool: "t", Routing: routing()}).Err)
-	}
-	b := newBroker(t, reset.URL)
-	errs = append(errs,
-		b.Dispatch(context.Background(), broker.Call{Tool: "t", Routing: map[string]string{"tool_slug": "x/y"}}).Err,
-		b.Dispatch(context.Background(), broker.Call{Tool: "t", Routing: routing(), Arguments: json.RawMessage(`1`)}).Err,
-		broker.Target(b, "t", routing()).Send(context.Background(), retry.Attempt{Spec: effectspec.Spec{Tool: "t"}}).Err,
-	)
-	_, err := composio.ParseReply([]byte(apiKey))
-	errs = append(errs, err)
-	for _, err := range errs {
-		if err == nil {
-			t.Fatal("an error path returned no error")
-		}
-		for _, msg := range chainMessages(err) {
-			if strings.Contains(msg, apiKey) {
-				t.Errorf("API key in error text: %q", msg)
-			}
-		}
-	}
-	cfg := composio.Config{APIKey: apiKey}
-	var logged bytes.Buffer
-	slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", "composio", cfg)
-	for _, s := range []string{fmt.Sprint(cfg), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%#v", cfg), logged.String()} {
-		if strings.Contains(s, apiKey) || !strings.Contains(s, "[redacted]") {
-			t.Errorf("config rendered as %q", s)
-		}
-	}
-}
-
-func chainMessages(err error) []string {
-	if err == nil {
-		return nil
-	}
-	msgs := []string{err.Error()}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		msgs = append(msgs, chainMessages(u.Unwrap())...)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			msgs = append(msgs, chainMessages(e)...)
-		}
-	}
-	return msgs
 }
 
 func TestParseReply(t *testing.T) {

@@ -1,24 +1,18 @@
 package nango
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/internal/baseurl"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -106,6 +100,7 @@ type Broker struct {
 	base   *url.URL
 	secret string
 	exec   *retry.Executor
+	core   broker.Adapter[route]
 }
 
 var _ broker.Broker = (*Broker)(nil)
@@ -113,50 +108,31 @@ var _ broker.Broker = (*Broker)(nil)
 // New validates cfg and returns a Broker. Every problem is reported at once
 // (errors.Join of *broker.FieldError); none names the secret.
 func New(cfg Config) (*Broker, error) {
-	var errs []error
-	bad := func(field, msg string, sentinel error) {
-		errs = append(errs, &broker.FieldError{Broker: Kind, Field: field, Msg: msg, Err: sentinel})
-	}
-	base, err := baseurl.Parse(cfg.BaseURL)
-	switch {
-	case errors.Is(err, baseurl.ErrCredentials):
-		bad("BaseURL", err.Error()+" (pass the secret in Secret)", broker.ErrInvalidConfig)
-	case err != nil:
-		bad("BaseURL", err.Error(), broker.ErrInvalidConfig)
-	}
-	switch {
-	case cfg.Secret == "":
-		bad("Secret", "required (read it from the environment)", broker.ErrInvalidConfig)
-	case !visibleASCII(cfg.Secret):
-		bad("Secret", "must be printable ASCII without spaces", broker.ErrInvalidConfig)
-	case receipt.CheckSecret(cfg.Secret) != nil:
-		bad("Secret", fmt.Sprintf("must be at least %d bytes: a shorter one cannot be scrubbed from answers", receipt.MinSecretLen),
-			fmt.Errorf("%w: %w", broker.ErrInvalidConfig, receipt.ErrShortSecret))
-	}
+	p := broker.Problems{Broker: Kind}
+	base := p.BaseURL(cfg.BaseURL, "Secret")
+	p.Secret("Secret", cfg.Secret)
 	if cfg.Retries != 0 {
-		bad("Retries", fmt.Sprintf("is %d, must be 0: the gateway owns every retry", cfg.Retries), broker.ErrRetriesEnabled)
+		p.Add("Retries", fmt.Sprintf("is %d, must be 0: the gateway owns every retry", cfg.Retries), broker.ErrRetriesEnabled)
 	}
 	if len(cfg.RetryOn) != 0 {
-		bad("RetryOn", "must be empty: the gateway owns every retry", broker.ErrRetriesEnabled)
+		p.Add("RetryOn", "must be empty: the gateway owns every retry", broker.ErrRetriesEnabled)
 	}
 	if cfg.Async {
 		msg := "must be false: an asynchronous trigger does not report the outcome"
 		if cfg.MaxRetries != 0 {
 			msg += ", and Nango would retry it"
 		}
-		bad("Async", msg, broker.ErrAsync)
+		p.Add("Async", msg, broker.ErrAsync)
 	}
 	if cfg.MaxRetries != 0 {
-		bad("MaxRetries", fmt.Sprintf("is %d, must be 0: the gateway owns every retry", cfg.MaxRetries), broker.ErrRetriesEnabled)
+		p.Add("MaxRetries", fmt.Sprintf("is %d, must be 0: the gateway owns every retry", cfg.MaxRetries), broker.ErrRetriesEnabled)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if err := p.Err(); err != nil {
+		return nil, err
 	}
-	exec := cfg.Executor
-	if exec == nil {
-		exec = new(retry.Executor)
-	}
-	return &Broker{base: base, secret: cfg.Secret, exec: exec}, nil
+	b := &Broker{base: base, secret: cfg.Secret, exec: cmp.Or(cfg.Executor, new(retry.Executor))}
+	b.core = broker.Adapter[route]{Parse: parseRouting, Resolve: b.route, Send: b.send, Secrets: b.Secrets}
+	return b, nil
 }
 
 // Secrets returns the Nango secret key, the one credential the Broker sends,
@@ -180,64 +156,45 @@ func (r route) isAction() bool { return r.action != "" }
 // Connection-Id and Provider-Config-Key must be printable ASCII without
 // spaces, at most 256 bytes; an action name, printable text.
 func parseRouting(routing map[string]string) (route, error) {
-	var (
-		r    route
-		errs []error
-	)
-	bad := func(field, msg string) {
-		errs = append(errs, &broker.FieldError{Broker: Kind, Field: "routing." + field, Msg: msg, Err: broker.ErrInvalidRouting})
-	}
-	for _, k := range slices.Sorted(maps.Keys(routing)) {
-		switch k {
-		case FieldConnectionID, FieldProviderConfigKey, FieldPath, FieldMethod, FieldAction:
-		default:
-			bad(quoteField(k), "unknown field")
-		}
-	}
-	r.connection = routing[FieldConnectionID]
-	r.provider = routing[FieldProviderConfigKey]
-	for _, field := range []string{FieldConnectionID, FieldProviderConfigKey} {
-		switch v := routing[field]; {
-		case v == "":
-			bad(field, "required")
-		case len(v) > 256 || !visibleASCII(v):
-			bad(field, "must be 1 to 256 printable ASCII characters without spaces")
-		}
-	}
+	p := broker.Problems{Broker: Kind}
+	p.Fields(routing, FieldConnectionID, FieldProviderConfigKey, FieldPath, FieldMethod, FieldAction)
+	r := route{connection: routing[FieldConnectionID], provider: routing[FieldProviderConfigKey]}
+	p.ID(FieldConnectionID, r.connection)
+	p.ID(FieldProviderConfigKey, r.provider)
 	path, hasPath := routing[FieldPath]
 	method, hasMethod := routing[FieldMethod]
 	action, hasAction := routing[FieldAction]
 	switch {
 	case hasPath && hasAction:
-		bad(FieldAction, "not allowed with path: a route is either the proxy (path) or an action")
+		p.Routing(FieldAction, "not allowed with path: a route is either the proxy (path) or an action")
 	case hasAction:
 		if hasMethod {
-			bad(FieldMethod, "not allowed with action: actions are triggered with POST")
+			p.Routing(FieldMethod, "not allowed with action: actions are triggered with POST")
 		}
 		if action == "" || len(action) > 256 || !printable(action) {
-			bad(FieldAction, "must be 1 to 256 printable characters")
+			p.Routing(FieldAction, "must be 1 to 256 printable characters")
 		}
 		r.action = action
 	case hasPath:
-		p, why := checkPath(path)
+		cleaned, why := checkPath(path)
 		if why != "" {
-			bad(FieldPath, why)
+			p.Routing(FieldPath, why)
 		}
-		r.path = p
+		r.path = cleaned
 		r.method = http.MethodPost
 		if hasMethod {
 			r.method = strings.ToUpper(method)
 			switch r.method {
 			case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 			default:
-				bad(FieldMethod, "must be GET, POST, PUT, PATCH or DELETE")
+				p.Routing(FieldMethod, "must be GET, POST, PUT, PATCH or DELETE")
 			}
 		}
 	default:
-		bad(FieldPath, "one of path (proxy) or action is required")
+		p.Routing(FieldPath, "one of path (proxy) or action is required")
 	}
-	if len(errs) > 0 {
-		return route{}, errors.Join(errs...)
+	if err := p.Err(); err != nil {
+		return route{}, err
 	}
 	return r, nil
 }
@@ -247,27 +204,7 @@ func parseRouting(routing map[string]string) (route, error) {
 // An action's path is "/action/trigger/" followed by the escaped action name,
 // so that another action is another destination.
 func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Route, error) {
-	r, err := parseRouting(routing)
-	if err != nil {
-		return idempotency.Route{}, err
-	}
-	return b.route(tool, r)
-}
-
-// Prepare validates routing once and returns both the Target that sends
-// tool with it and the Route that the claim pins (see broker.Prepare): the
-// fingerprint is always of the routing that is sent.
-func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
-	r, err := parseRouting(routing)
-	if err != nil {
-		return nil, idempotency.Route{}, err
-	}
-	rt, err := b.route(tool, r)
-	if err != nil {
-		return nil, idempotency.Route{}, err
-	}
-	send := func(ctx context.Context, arguments []byte) retry.Result { return b.send(ctx, r, arguments) }
-	return broker.PreparedTarget(send, b.Secrets), rt, nil
+	return b.core.Route(tool, routing)
 }
 
 func (b *Broker) route(tool string, r route) (idempotency.Route, error) {
@@ -290,11 +227,7 @@ func (b *Broker) route(tool string, r route) (idempotency.Route, error) {
 // and Nango's own refusals (unknown connection, bad secret) are statuses
 // the tool's EffectSpec classifies.
 func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
-	r, err := parseRouting(call.Routing)
-	if err != nil {
-		return broker.Refused(err)
-	}
-	return b.send(ctx, r, call.Arguments)
+	return b.core.Dispatch(ctx, call)
 }
 
 func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Result {
@@ -351,6 +284,12 @@ func (b *Broker) actionRequest(ctx context.Context, r route, args []byte) (*http
 	return req, nil
 }
 
+// Prepare is what [broker.Prepare] calls: it parses routing once for both
+// the Route and the Target, so the Nango request sent is the one pinned.
+func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
+	return b.core.Prepare(tool, routing)
+}
+
 // newRequest builds a request with the headers of every Nango call.
 // "Retries: 0" goes on actions too, not only on the proxy: Nango's default
 // is 0 today, and sending it keeps the request saying what we need whatever
@@ -358,25 +297,15 @@ func (b *Broker) actionRequest(ctx context.Context, r route, args []byte) (*http
 // header is ever sent, so none of our headers reaches the vendor: in
 // particular never an idempotency key, which a broker does not propagate.
 func (b *Broker) newRequest(ctx context.Context, method, u string, body []byte, r route) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	req, err := broker.NewRequest(ctx, Kind, FieldPath, method, u, body)
 	if err != nil {
-		// The URL was built from a validated base and path; its text is
-		// not echoed, since a base URL path may be sensitive.
-		return nil, &broker.FieldError{Broker: Kind, Field: "routing." + FieldPath, Msg: "does not form a valid URL", Err: broker.ErrInvalidRouting}
+		return nil, err
 	}
-	req.GetBody = nil // the Executor never rewinds; neither may anyone else
 	h := req.Header
 	h.Set("Authorization", "Bearer "+b.secret)
 	h.Set("Connection-Id", r.connection)
 	h.Set("Provider-Config-Key", r.provider)
 	h.Set("Retries", "0")
-	if body != nil {
-		h.Set("Content-Type", "application/json")
-	}
 	return req, nil
 }
 
@@ -423,15 +352,6 @@ func isEmptyObject(args []byte) bool {
 	return json.Unmarshal(args, &m) == nil && m != nil && len(m) == 0
 }
 
-func visibleASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
 // printable reports whether s is valid UTF-8 without control characters.
 func printable(s string) bool {
 	for _, r := range s {
@@ -440,12 +360,4 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-// quoteField quotes an unknown routing field name for an error message.
-func quoteField(k string) string {
-	if len(k) > 64 {
-		k = k[:64] + "..."
-	}
-	return fmt.Sprintf("%q", k)
 }

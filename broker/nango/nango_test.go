@@ -7,15 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/obol-gateway/obol/broker"
+	"github.com/obol-gateway/obol/broker/brokertest"
 	"github.com/obol-gateway/obol/broker/nango"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
@@ -24,54 +22,9 @@ import (
 
 const secret = "nango-sk-3f9a-THE-SECRET"
 
-// seen is one request as the fake Nango read it.
-type seen struct {
-	Method, Path, RawQuery string
-	Header                 http.Header
-	Body                   []byte
-}
-
-// fake is a Nango that records every request before it answers.
-type fake struct {
-	*httptest.Server
-	mu    sync.Mutex
-	reqs  []seen
-	reply http.HandlerFunc
-}
-
-func newFake(t *testing.T, reply http.HandlerFunc) *fake {
-	t.Helper()
-	f := &fake{reply: reply}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.reqs = append(f.reqs, seen{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), body})
-		f.mu.Unlock()
-		if f.reply != nil {
-			f.reply(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":7}`)
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fake) requests() []seen {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]seen(nil), f.reqs...)
-}
-
-// resetAfterRead reads the whole request, then resets the connection.
-func resetAfterRead(w http.ResponseWriter, r *http.Request) {
-	c, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	c.(*net.TCPConn).SetLinger(0)
-	c.Close()
+// okFake is a Nango that answers every request 200 {"id":7}.
+func okFake(t *testing.T) *brokertest.Fake {
+	return brokertest.NewFake(t, brokertest.Answer(200, `{"id":7}`))
 }
 
 func newBroker(t testing.TB, base string) *nango.Broker {
@@ -109,7 +62,7 @@ func federated() effectspec.Spec {
 }
 
 // checkCommon asserts what every Nango request carries, and what none does.
-func checkCommon(t *testing.T, s seen, conn, provider string) {
+func checkCommon(t *testing.T, s brokertest.Request, conn, provider string) {
 	t.Helper()
 	want := map[string]string{
 		"Authorization":       "Bearer " + secret,
@@ -135,7 +88,7 @@ func checkCommon(t *testing.T, s seen, conn, provider string) {
 }
 
 func TestProxyRequestShape(t *testing.T) {
-	f := newFake(t, nil)
+	f := okFake(t)
 	b := newBroker(t, f.URL+"/base/")
 	key := idempotency.NewKey()
 	tests := []struct {
@@ -160,13 +113,13 @@ func TestProxyRequestShape(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(f.requests())
+			before := len(f.Requests())
 			target := broker.Target(b, "crm.create_contact", tc.routing)
 			res := target.Send(context.Background(), retry.Attempt{Key: key, Number: 1, Arguments: json.RawMessage(tc.args), Spec: federated()})
 			if res.Phase != retry.Responded || res.Status != 200 || string(res.Body) != `{"id":7}` {
 				t.Fatalf("result = %+v", res)
 			}
-			reqs := f.requests()[before:]
+			reqs := f.Requests()[before:]
 			if len(reqs) != 1 {
 				t.Fatalf("fake saw %d requests, want 1", len(reqs))
 			}
@@ -192,7 +145,7 @@ func TestProxyRequestShape(t *testing.T) {
 }
 
 func TestActionRequestShape(t *testing.T) {
-	f := newFake(t, nil)
+	f := okFake(t)
 	b := newBroker(t, f.URL)
 	res := b.Dispatch(context.Background(), broker.Call{
 		Tool:      "github.create_issue",
@@ -203,7 +156,7 @@ func TestActionRequestShape(t *testing.T) {
 	if res.Phase != retry.Responded || res.Status != 200 {
 		t.Fatalf("result = %+v", res)
 	}
-	reqs := f.requests()
+	reqs := f.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("fake saw %d requests, want 1", len(reqs))
 	}
@@ -225,7 +178,7 @@ func TestActionRequestShape(t *testing.T) {
 }
 
 func TestRetriesZeroOnEveryCall(t *testing.T) {
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) })
+	f := brokertest.NewFake(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) })
 	b := newBroker(t, f.URL)
 	routings := []map[string]string{
 		proxyRouting("GET", "/a"), proxyRouting("POST", "/a"), proxyRouting("PUT", "/a"),
@@ -234,7 +187,7 @@ func TestRetriesZeroOnEveryCall(t *testing.T) {
 	for _, r := range routings {
 		b.Dispatch(context.Background(), broker.Call{Tool: "t", Routing: r})
 	}
-	reqs := f.requests()
+	reqs := f.Requests()
 	if len(reqs) != len(routings) {
 		t.Fatalf("fake saw %d requests, want %d", len(reqs), len(routings))
 	}
@@ -246,83 +199,6 @@ func TestRetriesZeroOnEveryCall(t *testing.T) {
 			t.Errorf("%s %s: a retry header was sent", s.Method, s.Path)
 		}
 	}
-}
-
-// TestFaultMatrix: the retry package's phases hold through the broker, and
-// the adapter never sends a second request of its own.
-func TestFaultMatrix(t *testing.T) {
-	t.Run("503 is responded and not retried", func(t *testing.T) {
-		for _, routing := range []map[string]string{proxyRouting("POST", "/a"), actionRouting("x")} {
-			f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(http.StatusServiceUnavailable)
-				io.WriteString(w, "busy")
-			})
-			res := newBroker(t, f.URL).Dispatch(context.Background(), broker.Call{Tool: "t", Routing: routing})
-			if res.Phase != retry.Responded || res.Status != 503 || string(res.Body) != "busy" || res.Err != nil {
-				t.Errorf("result = %+v", res)
-			}
-			if n := len(f.requests()); n != 1 {
-				t.Errorf("fake saw %d requests, want 1", n)
-			}
-		}
-	})
-	t.Run("reset after the request was read is post_send", func(t *testing.T) {
-		for _, routing := range []map[string]string{proxyRouting("POST", "/a"), actionRouting("x")} {
-			f := newFake(t, resetAfterRead)
-			res := newBroker(t, f.URL).Dispatch(context.Background(), broker.Call{Tool: "t", Routing: routing, Arguments: json.RawMessage(`{"a":1}`)})
-			if res.Phase != retry.PostSend || res.Err == nil {
-				t.Errorf("result = %+v, want post_send", res)
-			}
-			if n := len(f.requests()); n != 1 {
-				t.Errorf("fake saw %d requests, want 1", n)
-			}
-		}
-	})
-	t.Run("connection refused is before_send", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		res := newBroker(t, "http://"+addr).Dispatch(context.Background(), broker.Call{Tool: "t", Routing: actionRouting("x")})
-		if res.Phase != retry.BeforeSend || res.Err == nil {
-			t.Errorf("result = %+v, want before_send", res)
-		}
-		var re *retry.Error
-		if !errors.As(res.Err, &re) || re.Reason != "connection refused" {
-			t.Errorf("err = %v, want a retry.Error for connection refused", res.Err)
-		}
-	})
-	t.Run("dead keep-alive connection is not re-sent", func(t *testing.T) {
-		// The first call leaves a keep-alive connection; the fake then
-		// resets the second call's connection after reading it. Go's
-		// transport would silently re-send such a request on a new
-		// connection; the Executor must not.
-		var calls int
-		var mu sync.Mutex
-		f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			calls++
-			n := calls
-			mu.Unlock()
-			if n == 1 {
-				w.WriteHeader(200)
-				return
-			}
-			resetAfterRead(w, r)
-		})
-		b := newBroker(t, f.URL)
-		for i, want := range []retry.Phase{retry.Responded, retry.PostSend} {
-			res := b.Dispatch(context.Background(), broker.Call{Tool: "t", Routing: proxyRouting("POST", "/a"), Arguments: json.RawMessage(`{}`)})
-			if res.Phase != want {
-				t.Fatalf("call %d: phase %s, want %s (%v)", i+1, res.Phase, want, res.Err)
-			}
-		}
-		if n := len(f.requests()); n != 2 {
-			t.Errorf("fake saw %d requests, want 2 (one per Dispatch)", n)
-		}
-	})
 }
 
 func TestConfigRefused(t *testing.T) {
@@ -338,14 +214,7 @@ func TestConfigRefused(t *testing.T) {
 		{"retry on", func(c *nango.Config) { c.RetryOn = []int{429} }, broker.ErrRetriesEnabled, "RetryOn"},
 		{"async", func(c *nango.Config) { c.Async = true }, broker.ErrAsync, "Async"},
 		{"max retries", func(c *nango.Config) { c.MaxRetries = 2 }, broker.ErrRetriesEnabled, "MaxRetries"},
-		{"no secret", func(c *nango.Config) { c.Secret = "" }, broker.ErrInvalidConfig, "Secret"},
-		{"secret with newline", func(c *nango.Config) { c.Secret = secret + "\r\nX-Evil: 1" }, broker.ErrInvalidConfig, "Secret"},
 		{"no base", func(c *nango.Config) { c.BaseURL = "" }, broker.ErrInvalidConfig, "BaseURL"},
-		{"ftp base", func(c *nango.Config) { c.BaseURL = "ftp://h" }, broker.ErrInvalidConfig, "BaseURL"},
-		{"relative base", func(c *nango.Config) { c.BaseURL = "/nango" }, broker.ErrInvalidConfig, "BaseURL"},
-		{"userinfo", func(c *nango.Config) { c.BaseURL = "https://u:" + secret + "@h" }, broker.ErrInvalidConfig, "BaseURL"},
-		{"query", func(c *nango.Config) { c.BaseURL = "https://h/?k=" + secret }, broker.ErrInvalidConfig, "BaseURL"},
-		{"bad url", func(c *nango.Config) { c.BaseURL = "https://h/%zz" + secret }, broker.ErrInvalidConfig, "BaseURL"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -386,64 +255,8 @@ func TestConfigRefused(t *testing.T) {
 	})
 }
 
-func TestRoutingRefused(t *testing.T) {
-	f := newFake(t, nil)
-	b := newBroker(t, f.URL)
-	tests := []struct {
-		name    string
-		routing map[string]string
-		field   string
-	}{
-		{"nil", nil, "routing.connection_id"},
-		{"no connection", map[string]string{"provider_config_key": "p", "path": "/a"}, "routing.connection_id"},
-		{"no provider", map[string]string{"connection_id": "c", "path": "/a"}, "routing.provider_config_key"},
-		{"header injection", map[string]string{"connection_id": "c\r\nX: y", "provider_config_key": "p", "path": "/a"}, "routing.connection_id"},
-		{"neither path nor action", map[string]string{"connection_id": "c", "provider_config_key": "p"}, "routing.path"},
-		{"both", map[string]string{"connection_id": "c", "provider_config_key": "p", "path": "/a", "action": "x"}, "routing.action"},
-		{"method with action", map[string]string{"connection_id": "c", "provider_config_key": "p", "method": "GET", "action": "x"}, "routing.method"},
-		{"empty action", actionRouting(""), "routing.action"},
-		{"control char action", actionRouting("a\x00b"), "routing.action"},
-		{"unknown field", map[string]string{"connection_id": "c", "provider_config_key": "p", "path": "/a", "retries": "3"}, `routing."retries"`},
-		{"bad method", proxyRouting("TRACE", "/a"), "routing.method"},
-		{"empty path", proxyRouting("POST", "/"), "routing.path"},
-		{"query only", proxyRouting("POST", "/?a=1"), "routing.path"},
-		{"dot dot", proxyRouting("POST", "/../connection/c"), "routing.path"},
-		{"dot", proxyRouting("POST", "a/./b"), "routing.path"},
-		{"encoded dot dot", proxyRouting("POST", "a/%2e%2E/b"), "routing.path"},
-		{"encoded dot", proxyRouting("POST", "%2E/b"), "routing.path"},
-		{"bad escape", proxyRouting("POST", "a/%zz"), "routing.path"},
-		{"fragment", proxyRouting("POST", "a#b"), "routing.path"},
-		{"space", proxyRouting("POST", "a b"), "routing.path"},
-		{"backslash", proxyRouting("POST", `a\..\b`), "routing.path"},
-		{"encoded slash climbs", proxyRouting("POST", "..%2f..%2fconnection"), "routing.path"},
-		{"encoded backslash", proxyRouting("POST", "a%5c..%5cb"), "routing.path"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := b.Route("t", tc.routing); !isField(err, tc.field, broker.ErrInvalidRouting) {
-				t.Errorf("Route err = %v, want %s", err, tc.field)
-			}
-			res := b.Dispatch(context.Background(), broker.Call{Tool: "t", Routing: tc.routing})
-			if res.Phase != retry.BeforeSend || !isField(res.Err, tc.field, broker.ErrInvalidRouting) {
-				t.Errorf("Dispatch = %+v, want before_send for %s", res, tc.field)
-			}
-			if !errors.Is(res.Err, retry.ErrInvalidRequest) {
-				t.Errorf("Dispatch err %v does not say a repeat cannot help", res.Err)
-			}
-		})
-	}
-	if n := len(f.requests()); n != 0 {
-		t.Errorf("fake saw %d requests for refused routings", n)
-	}
-}
-
-func isField(err error, field string, sentinel error) bool {
-	var fe *broker.FieldError
-	return errors.Is(err, sentinel) && errors.As(err, &fe) && fe.Field == field
-}
-
 func TestArgumentsRefused(t *testing.T) {
-	f := newFake(t, nil)
+	f := okFake(t)
 	b := newBroker(t, f.URL)
 	for _, tc := range []struct {
 		routing map[string]string
@@ -459,7 +272,7 @@ func TestArgumentsRefused(t *testing.T) {
 			t.Errorf("%s: result %+v, want before_send ErrInvalidArguments", tc.args, res)
 		}
 	}
-	if n := len(f.requests()); n != 0 {
+	if n := len(f.Requests()); n != 0 {
 		t.Errorf("fake saw %d requests", n)
 	}
 }
@@ -490,89 +303,6 @@ func TestRoute(t *testing.T) {
 	if c1.Fingerprint() == c2.Fingerprint() {
 		t.Errorf("two connections share a fingerprint")
 	}
-}
-
-// TestSecretNeverInErrors forces every error path with the secret in the
-// configuration and checks every message of every error chain.
-func TestSecretNeverInErrors(t *testing.T) {
-	var errs []error
-	collect := func(err error) {
-		if err == nil {
-			t.Helper()
-			t.Fatal("expected an error")
-		}
-		errs = append(errs, err)
-	}
-	for _, cfg := range []nango.Config{
-		{BaseURL: "https://u:" + secret + "@h", Secret: secret},
-		{BaseURL: "https://h/?" + secret, Secret: secret},
-		{BaseURL: "https://h#" + secret, Secret: secret},
-		{BaseURL: "::" + secret, Secret: secret},
-		{BaseURL: "https://h", Secret: secret + "\n"},
-		{BaseURL: "https://h", Secret: secret, Retries: 1, RetryOn: []int{1}, Async: true, MaxRetries: 1},
-	} {
-		_, err := nango.New(cfg)
-		collect(err)
-	}
-	refused := func() string {
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		defer ln.Close()
-		return "http://" + ln.Addr().String()
-	}()
-	reset := newFake(t, resetAfterRead)
-	truncated := newFake(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", "100")
-		io.WriteString(w, "short")
-	})
-	for _, base := range []string{refused, reset.URL, truncated.URL} {
-		b := newBroker(t, base)
-		for _, r := range []map[string]string{proxyRouting("POST", "/a"), actionRouting("x")} {
-			collect(b.Dispatch(context.Background(), broker.Call{Tool: "t", Routing: r}).Err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	collect(newBroker(t, reset.URL).Dispatch(ctx, broker.Call{Tool: "t", Routing: actionRouting("x")}).Err)
-	b := newBroker(t, reset.URL)
-	collect(b.Dispatch(context.Background(), broker.Call{Tool: "t", Routing: proxyRouting("POST", "../a")}).Err)
-	collect(b.Dispatch(context.Background(), broker.Call{Tool: "t", Routing: proxyRouting("GET", "a"), Arguments: json.RawMessage(`{"a":1}`)}).Err)
-	collect(b.Dispatch(context.Background(), broker.Call{Tool: "t", Routing: actionRouting("x"), Arguments: json.RawMessage(`{`)}).Err)
-	_, err := b.Route("t", map[string]string{"x": "y"})
-	collect(err)
-	collect(broker.Target(b, "t", actionRouting("x")).Send(context.Background(), retry.Attempt{Spec: effectspec.Spec{Tool: "t"}}).Err)
-
-	for _, err := range errs {
-		for _, msg := range chainMessages(err) {
-			if strings.Contains(msg, secret) {
-				t.Errorf("secret in error text: %q", msg)
-			}
-		}
-	}
-	cfg := nango.Config{BaseURL: "https://h", Secret: secret}
-	var logged bytes.Buffer
-	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "nango", cfg)
-	for _, s := range []string{fmt.Sprint(cfg), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%#v", cfg), fmt.Sprintf("%v", &cfg), logged.String()} {
-		if strings.Contains(s, secret) || !strings.Contains(s, "[redacted]") {
-			t.Errorf("config rendered as %q", s)
-		}
-	}
-}
-
-// chainMessages returns the message of err and of everything it wraps.
-func chainMessages(err error) []string {
-	if err == nil {
-		return nil
-	}
-	msgs := []string{err.Error()}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		msgs = append(msgs, chainMessages(u.Unwrap())...)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			msgs = append(msgs, chainMessages(e)...)
-		}
-	}
-	return msgs
 }
 
 func BenchmarkDispatchProxy(b *testing.B) {

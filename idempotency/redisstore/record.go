@@ -439,9 +439,11 @@ func encodeResult(res *idempotency.StoredResult, max int) []string {
 		size = 0
 	}
 	dropped := res.BodyDropped
-	body := string(res.Body)
-	if size+len(body) > max {
-		body, dropped = "", true
+	body := ""
+	if size+len(res.Body) > max {
+		dropped = true
+	} else {
+		body = string(res.Body) // only a body that is kept is copied
 	}
 	flag := "0"
 	if dropped {

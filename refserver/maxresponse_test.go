@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/obol-gateway/obol/retry"
+)
+
+// TestMaxResponseBytesConfig: max_response_bytes sets the read limit of
+// every vendor call; left out it is the Executor's default; a bad value is
+// refused by name and changes nothing.
+func TestMaxResponseBytesConfig(t *testing.T) {
+	with := func(v string) []byte {
+		return []byte(strings.Replace(goodConfig, `{`, `{"max_response_bytes": `+v+`, `, 1))
+	}
+	exec := &retry.Executor{}
+	if _, err := loadConfig(with("1048576"), testEnv, exec); err != nil || exec.MaxBodyBytes != 1<<20 {
+		t.Fatalf("err %v, MaxBodyBytes %d", err, exec.MaxBodyBytes)
+	}
+	exec = &retry.Executor{}
+	if _, err := loadConfig([]byte(goodConfig), testEnv, exec); err != nil || exec.MaxBodyBytes != 0 {
+		t.Fatalf("err %v, MaxBodyBytes %d: want the default", err, exec.MaxBodyBytes)
+	}
+	for _, v := range []string{"-1", "1073741825", `"10MiB"`, "1.5"} {
+		exec := &retry.Executor{}
+		_, err := loadConfig(with(v), testEnv, exec)
+		if err == nil || !strings.Contains(err.Error(), "max_response_bytes") || exec.MaxBodyBytes != 0 {
+			t.Errorf("%s: err %v, MaxBodyBytes %d", v, err, exec.MaxBodyBytes)
+		}
+	}
+}
+
+// TestLargeAnswersMemory runs the built gateway against a vendor that
+// answers 10 MiB to four concurrent calls, and reads the gateway's peak
+// resident set (VmHWM) afterwards. The figure is logged; the test asserts
+// that every answer came back whole, and that with max_response_bytes below
+// the answer's size the body is dropped and the status kept.
+func TestLargeAnswersMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc: cannot read a process's resident set")
+	}
+	const size = 10 << 20
+	body := bytes.Repeat([]byte(`{"row":"0123456789abcdef"},`), size/27)
+	body = append([]byte(`{"rows":[`), body[:len(body)-1]...)
+	body = append(body, []byte(`]}`)...)
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusCreated)
+		w.Write(body)
+	}))
+	t.Cleanup(vendor.Close)
+	bin := buildRefserver(t)
+	for _, tc := range []struct {
+		name  string
+		limit string
+		whole bool
+	}{{"default limit", "0", true}, {"limit below the answer", "1048576", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := strings.Replace(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendor.URL), `{`, `{"max_response_bytes": `+tc.limit+`, `, 1)
+			path := filepath.Join(t.TempDir(), "config.json")
+			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := startRefserver(t, bin, "-config", path)
+			base := peakRSS(t, p.cmd.Process.Pid)
+			var wg sync.WaitGroup
+			answers := make([]answer, 4)
+			for i := range answers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					answers[i] = call(t, p.session(t, e2eKeyOne, ""), "pay.charge", map[string]any{"n": i}, "")
+				}()
+			}
+			wg.Wait()
+			for i, a := range answers {
+				a.wantOutcome(t, "accepted", false)
+				if got := len(a.text) == len(body); got != tc.whole || a.rc.Status != 201 {
+					t.Errorf("call %d: %d bytes of text, status %d; want the whole body: %v", i, len(a.text), a.rc.Status, tc.whole)
+				}
+			}
+			t.Logf("gateway peak RSS: %d MiB at start, %d MiB after 4 concurrent %d MiB answers", base>>20, peakRSS(t, p.cmd.Process.Pid)>>20, size>>20)
+		})
+	}
+}
+
+// peakRSS is the process's peak resident set in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
