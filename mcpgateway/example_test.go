@@ -1,0 +1,93 @@
+package mcpgateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/mcpgateway"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// exampleStore is a store on an in-process miniredis.
+func exampleStore() (*redisstore.Store, func()) {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	if err != nil {
+		panic(err)
+	}
+	store, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true})
+	if err != nil {
+		panic(err)
+	}
+	return store, func() { client.Close(); mr.Close() }
+}
+
+// A gateway in front of a vendor that deduplicates on the Idempotency-Key
+// header: the same call sent twice under one key reaches the vendor once,
+// and the second answer is the replay.
+func Example() {
+	store, closeStore := exampleStore()
+	defer closeStore()
+	charges := 0
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		charges++
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id": "ch_1"}`)
+	}))
+	defer vendor.Close()
+
+	spec, _ := effectspec.Parse([]byte(`{"tool": "pay.charge", "effect": "write",
+		"idempotency": {"binding": "header", "header": "Idempotency-Key"}, "status": {"accepted": [201]}}`))
+	target := &retry.HTTPTarget{URL: vendor.URL + "/v1/charges"}
+	route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{Connection: "conn_pay", Provider: "pay",
+		URL: target.URL, Credential: idempotency.NoCredential})
+	if err != nil {
+		panic(err)
+	}
+	gw, err := mcpgateway.New(mcpgateway.Config{
+		Orchestrator: &retry.Orchestrator{Store: store},
+		Authenticate: func(token string) (string, bool) { return "ws_acme", token == "ob_live_acme" },
+		Tools:        []mcpgateway.Tool{{Spec: spec, Connection: "conn_pay", Route: route, Target: target}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+
+	key := idempotency.NewKey().String()
+	for range 2 {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay.charge","arguments":{"amount":500}}}`
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer ob_live_acme")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, resp.Header.Get("Idempotency-Key") == key,
+			strings.Contains(string(answer), `"replayed":true`))
+	}
+	fmt.Println("vendor charges:", charges)
+	// Output:
+	// 200 true false
+	// 200 true true
+	// vendor charges: 1
+}
