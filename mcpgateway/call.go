@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
@@ -161,6 +162,12 @@ func result(out retry.Outcome) *mcp.CallToolResult {
 		return res
 	}
 	res.IsError = rc.Outcome != receipt.Accepted
+	if effectspec.BindingKind(rc.Binding).InProcess() && out.Result != nil && !out.Result.BodyDropped {
+		if ipr, ok := inProcessResult(out.Result.Body, res.Meta); ok {
+			ipr.IsError = res.IsError
+			return ipr
+		}
+	}
 	var text string
 	switch {
 	case out.Result != nil && out.Result.BodyDropped:

@@ -32,3 +32,10 @@ var ErrConfig = errors.New("mcpgateway: config")
 
 // ErrInputSchema is wrapped by every error of [ParseInputSchema].
 var ErrInputSchema = errors.New("mcpgateway: input schema")
+
+// ErrRejected marks a handler's definite rejection ([Reject]): the call is
+// definitely_rejected.
+var ErrRejected = errors.New("mcpgateway: rejected")
+
+// ErrNotRun marks a handler's report that it did nothing yet ([NotRun]).
+var ErrNotRun = errors.New("mcpgateway: not run")

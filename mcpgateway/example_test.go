@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/effectspec"
@@ -90,4 +91,52 @@ func Example() {
 	// 200 true false
 	// 200 true true
 	// vendor charges: 1
+}
+
+// An in-process tool of a go-sdk server: its handler runs as the call's one
+// attempt. The same key twice runs it once; the second answer is the replay.
+func ExampleInProcess() {
+	store, closeStore := exampleStore()
+	defer closeStore()
+	var notes []string
+	spec, _ := effectspec.Parse([]byte(`{"tool": "notes.create", "effect": "write", "idempotency": {"binding": "in_process"}}`))
+	tool, err := mcpgateway.InProcess(mcpgateway.InProcessTool{Spec: spec,
+		Handler: func(_ context.Context, a retry.Attempt) (*mcp.CallToolResult, error) {
+			notes = append(notes, string(a.Arguments))
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "saved"}}}, nil
+		}})
+	if err != nil {
+		panic(err)
+	}
+	// The production policy denies in_process writes (an unknown one can
+	// never be retried); a development server runs them.
+	gw, err := mcpgateway.New(mcpgateway.Config{Tools: []mcpgateway.Tool{tool},
+		Orchestrator: &retry.Orchestrator{Store: store, Policy: effectspec.Policy{Environment: effectspec.Development}}})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "example", Version: "1"}, nil)
+	session, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer session.Close()
+	key := idempotency.NewKey().String()
+	for range 2 {
+		res, err := session.CallTool(context.Background(), &mcp.CallToolParams{Name: "notes.create",
+			Arguments: map[string]any{"text": "buy milk"}, Meta: mcp.Meta{mcpgateway.MetaKey: key}})
+		if err != nil {
+			panic(err)
+		}
+		rc, _ := res.Meta[mcpgateway.MetaReceipt].(map[string]any)
+		fmt.Println(res.Content[0].(*mcp.TextContent).Text, rc["outcome"], rc["replayed"])
+	}
+	fmt.Println("notes:", len(notes))
+	// Output:
+	// saved accepted false
+	// saved accepted true
+	// notes: 1
 }

@@ -155,13 +155,6 @@ func (s *server) gatewayConfig() mcpgateway.Config {
 				Providers: c.Providers, Pin: c.Pin, InputSchema: c.Schema})
 		}
 	}
-	// Providers that are no tool of the file's order (none today) still
-	// have to be tools of the gateway.
-	for name, t := range s.cfg.Tools {
-		if !slices.Contains(s.cfg.ToolOrder, name) {
-			gc.Tools = append(gc.Tools, t.gatewayTool())
-		}
-	}
 	return gc
 }
 
