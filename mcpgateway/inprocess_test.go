@@ -257,6 +257,9 @@ func TestInProcessKeyedRunsAgain(t *testing.T) {
 	if rc.Outcome != receipt.Accepted || rc.AttemptCount != 2 || rc.Propagation != "handler" || rc.Binding != "in_process_keyed" {
 		t.Fatalf("second %+v", rc)
 	}
+	if rc.VendorKey != keys[0].String() {
+		t.Errorf("receipt vendor_key %q, want the key the handler got", rc.VendorKey)
+	}
 	if len(keys) != 2 || keys[0] != keys[1] || keys[0].String() == key {
 		t.Errorf("vendor keys %v: want one key, not the client's, on both runs", keys)
 	}

@@ -49,7 +49,8 @@ type Receipt struct {
 	Binding        string `json:"binding"`     // header, body_pointer, unsupported, in_process or in_process_keyed
 	Propagation    string `json:"propagation"` // header, body_pointer, handler or none
 	// VendorKey is the key the vendor received (docs/DESIGN.md, "The key on the
-	// vendor hop"), for header and body_pointer bindings only; never the
+	// vendor hop"), for header, body_pointer and in_process_keyed bindings
+	// only (the last: the key its handler passed downstream); never the
 	// client's key, except on a record made before vendor keys existed.
 	VendorKey string `json:"vendor_key,omitempty"`
 	// AttemptCount counts the attempts reserved under the key, each made
