@@ -16,11 +16,18 @@ import (
 //     new body is returned; h is untouched.
 //   - unsupported, and every federated route: nothing changes;
 //     PropagationNone.
+//   - in_process, in_process_keyed: an error; a handler runs such a tool,
+//     never an HTTP request.
 //
 // key must be non-empty printable ASCII (an idt_ key always is). On error
 // neither h nor body is changed, the returned body is the input, and the
 // call must not be sent.
 func (s Spec) Apply(h http.Header, body []byte, key string) ([]byte, Propagation, error) {
+	if s.Route != RouteFederated && s.Idempotency.Kind.InProcess() {
+		// A handler in the gateway runs it: an HTTP request for it would be
+		// a send the binding never declared.
+		return body, PropagationNone, &FieldError{Tool: s.Tool, Index: -1, Field: "idempotency.binding", Msg: "an in-process binding is not sent over HTTP"}
+	}
 	prop := s.Propagation()
 	if prop == PropagationNone {
 		return body, PropagationNone, nil

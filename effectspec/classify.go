@@ -14,12 +14,15 @@ func (s Spec) Propagation() Propagation {
 		return PropagationHeader
 	case BindingBodyPointer:
 		return PropagationBodyPointer
+	case BindingInProcessKeyed:
+		return PropagationHandler
 	}
 	return PropagationNone
 }
 
 // VendorDedup reports whether the vendor can deduplicate on our key: the
-// key reaches it by header or body pointer on a native route. Only then may an
+// key reaches it by header or body pointer on a native route, or through an
+// in_process_keyed handler. Only then may an
 // attempt whose outcome is unknown be followed by another one.
 func (s Spec) VendorDedup() bool { return s.Propagation() != PropagationNone }
 
@@ -27,7 +30,19 @@ func (s Spec) VendorDedup() bool { return s.Propagation() != PropagationNone }
 // DefinitelyRejected by the spec's lists, otherwise Unknown. A status in
 // InUse, and a status that an invalid spec lists as both accepted and
 // rejected, is Unknown: unknown never becomes success.
+//
+// An in-process binding lists no statuses: InProcessAccepted is Accepted,
+// InProcessRejected DefinitelyRejected, anything else Unknown.
 func (s Spec) Classify(status int) Outcome {
+	if s.Route != RouteFederated && s.Idempotency.Kind.InProcess() {
+		switch status {
+		case InProcessAccepted:
+			return Accepted
+		case InProcessRejected:
+			return DefinitelyRejected
+		}
+		return Unknown
+	}
 	if slices.Contains(s.Status.InUse, status) {
 		return Unknown
 	}

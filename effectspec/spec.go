@@ -37,6 +37,24 @@ const (
 	BindingHeader      BindingKind = "header"
 	BindingBodyPointer BindingKind = "body_pointer"
 	BindingUnsupported BindingKind = "unsupported"
+	// BindingInProcess: a handler inside the gateway runs the call and
+	// passes no key on. Like unsupported, a call whose outcome is unknown is
+	// never run again (DESIGN, section "In-process tools").
+	BindingInProcess BindingKind = "in_process"
+	// BindingInProcessKeyed: a handler inside the gateway that passes the
+	// attempt's key to an idempotent downstream, which deduplicates on it:
+	// the rules of a vendor binding (window, redispatch) hold.
+	BindingInProcessKeyed BindingKind = "in_process_keyed"
+)
+
+// InProcess reports whether b is run by a handler in the gateway's process.
+func (b BindingKind) InProcess() bool { return b == BindingInProcess || b == BindingInProcessKeyed }
+
+// The statuses an in-process attempt reports (retry.Result.Status): its
+// spec lists none, and Classify reads these.
+const (
+	InProcessAccepted = 200 // the handler returned normally
+	InProcessRejected = 422 // the handler marked a definite rejection
 )
 
 // Propagation is what the gateway actually did with the key on the wire:
@@ -47,6 +65,9 @@ const (
 	PropagationHeader      Propagation = "header"
 	PropagationBodyPointer Propagation = "body_pointer"
 	PropagationNone        Propagation = "none"
+	// PropagationHandler: the key was handed to an in-process handler
+	// (binding in_process_keyed), which passes it downstream.
+	PropagationHandler Propagation = "handler"
 )
 
 // Outcome is the final classification of a vendor response.
@@ -160,11 +181,12 @@ func (s Spec) AttemptTimeout() time.Duration {
 }
 
 // VendorWindow is how long the vendor deduplicates on the key: the binding's
-// Window, or DefaultVendorWindow if it is zero, for a header or body_pointer
-// binding; zero for an unsupported one (the vendor deduplicates nothing).
+// Window, or DefaultVendorWindow if it is zero, for a header, body_pointer or
+// in_process_keyed binding; zero for an unsupported or in_process one (the
+// vendor deduplicates nothing).
 func (s Spec) VendorWindow() time.Duration {
 	switch s.Idempotency.Kind {
-	case BindingHeader, BindingBodyPointer:
+	case BindingHeader, BindingBodyPointer, BindingInProcessKeyed:
 	default:
 		return 0
 	}

@@ -124,16 +124,29 @@ func (s Spec) validate(p *problems) {
 		if b.Pointer != "" {
 			p.add("idempotency.pointer", "not allowed with binding unsupported")
 		}
+	case BindingInProcess, BindingInProcessKeyed:
+		if b.Header != "" || b.Pointer != "" {
+			p.add("idempotency.binding", "an in-process binding has no header or pointer: the handler receives the key")
+		}
+		if s.Route == RouteFederated {
+			p.add("idempotency.binding", "a federated route propagates no key; binding must be unsupported")
+		}
+		if len(s.Status.Accepted)+len(s.Status.DefinitelyRejected)+len(s.Status.Retryable)+len(s.Status.InUse) > 0 {
+			p.add("status", "not allowed with an in-process binding (a handler returns, rejects or fails; it has no status codes)")
+		}
 	default:
-		p.add("idempotency.binding", fmt.Sprintf("%s is not %q, %q or %q",
-			quoteTrunc(string(b.Kind)), BindingHeader, BindingBodyPointer, BindingUnsupported))
+		p.add("idempotency.binding", fmt.Sprintf("%s is not %q, %q, %q, %q or %q",
+			quoteTrunc(string(b.Kind)), BindingHeader, BindingBodyPointer, BindingUnsupported, BindingInProcess, BindingInProcessKeyed))
 	}
 	switch {
 	case b.Window == 0:
-	case b.Kind != BindingHeader && b.Kind != BindingBodyPointer:
+	case b.Kind != BindingHeader && b.Kind != BindingBodyPointer && b.Kind != BindingInProcessKeyed:
 		// Checked only for a valid kind: an unknown one is reported above.
-		if b.Kind == "" || b.Kind == BindingUnsupported {
+		switch b.Kind {
+		case "", BindingUnsupported:
 			p.add("idempotency.window", "not allowed with binding unsupported (the vendor deduplicates nothing)")
+		case BindingInProcess:
+			p.add("idempotency.window", "not allowed with binding in_process (the handler passes no key on)")
 		}
 	case b.Window < MinVendorWindow:
 		p.add("idempotency.window", fmt.Sprintf("%s is less than the minimum %s", b.Window, MinVendorWindow))

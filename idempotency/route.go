@@ -113,10 +113,11 @@ type RouteTarget struct {
 //     URL scheme and credential are not facts (the broker-side connection
 //     is the account, and a broker's base URL is its configuration), which
 //     keeps the fingerprints pinned before NewRoute existed.
-//   - in-process: Connection, Provider and Server are required, Credential
-//     is the handler's declared account (NoCredential if none, the
-//     default); scheme SchemeInProcess, host Server, path the tool, no
-//     method; binding and name from spec.
+//   - in-process: Connection, Provider and Server are required, and spec's
+//     binding is in_process or in_process_keyed (and only such a route
+//     takes one); Credential is the handler's declared account
+//     (NoCredential if none, the default); scheme SchemeInProcess, host
+//     Server, path the tool, no method; the binding from spec, no name.
 //
 // The error wraps ErrWeakRoute and names the field; it holds no value of t.
 func NewRoute(spec effectspec.Spec, t RouteTarget) (Route, error) {
@@ -148,6 +149,15 @@ func NewRoute(spec effectspec.Spec, t RouteTarget) (Route, error) {
 	}
 	if kind != RouteInProcess && t.Server != "" {
 		return weak("Server is set for a %s route", kind)
+	}
+	// A handler runs exactly the in-process bindings: an HTTP route for one
+	// would send what the binding never declared, and a handler for a
+	// header binding would drop the key the vendor needs.
+	if kind == RouteNative && spec.Idempotency.Kind.InProcess() {
+		return weak("binding %s needs an in-process route (set Server)", spec.Idempotency.Kind)
+	}
+	if kind == RouteInProcess && !spec.Idempotency.Kind.InProcess() {
+		return weak("an in-process route needs binding %s or %s", effectspec.BindingInProcess, effectspec.BindingInProcessKeyed)
 	}
 	switch kind {
 	case RouteInProcess:

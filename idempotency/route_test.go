@@ -101,6 +101,10 @@ func TestNewRouteFacts(t *testing.T) {
 	unsupported := mustSpec(t, effectspec.Spec{Tool: "chat.post", Effect: effectspec.EffectWrite, Status: st})
 	federated := mustSpec(t, effectspec.Spec{Tool: "crm.create_contact", Effect: effectspec.EffectWrite,
 		Route: effectspec.RouteFederated, Status: st})
+	keyed := mustSpec(t, effectspec.Spec{Tool: "ledger.post", Effect: effectspec.EffectWrite,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingInProcessKeyed}})
+	inproc := mustSpec(t, effectspec.Spec{Tool: "notes.create", Effect: effectspec.EffectWrite,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingInProcess}})
 	for _, tc := range []struct {
 		name string
 		spec effectspec.Spec
@@ -127,14 +131,13 @@ func TestNewRouteFacts(t *testing.T) {
 			idempotency.Route{Connection: "user-42", Provider: "hubspot", Tool: "crm.create_contact", Method: "PATCH",
 				Host: "api.nango.dev", Path: "/proxy/crm/v3/objects?limit=1", Binding: "unsupported", Broker: "nango"},
 			idempotency.RouteFederated},
-		{"in-process", header, idempotency.RouteTarget{Connection: "conn_local", Provider: "ledger", Server: "gw-eu-1"},
-			idempotency.Route{Connection: "conn_local", Provider: "ledger", Tool: "stripe.create_charge", Host: "gw-eu-1",
-				Path: "stripe.create_charge", Binding: "header", Scheme: "inproc", BindingName: "idempotency-key",
-				Credential: "none"}, idempotency.RouteInProcess},
-		{"in-process account", unsupported, idempotency.RouteTarget{Connection: "conn_local", Provider: "ledger",
+		{"in-process", inproc, idempotency.RouteTarget{Connection: "inproc", Provider: "notes", Server: "gw-eu-1"},
+			idempotency.Route{Connection: "inproc", Provider: "notes", Tool: "notes.create", Host: "gw-eu-1",
+				Path: "notes.create", Binding: "in_process", Scheme: "inproc", Credential: "none"}, idempotency.RouteInProcess},
+		{"in-process keyed, account", keyed, idempotency.RouteTarget{Connection: "inproc", Provider: "ledger",
 			Server: "gw-eu-1", Credential: "LEDGER_ACCOUNT"},
-			idempotency.Route{Connection: "conn_local", Provider: "ledger", Tool: "chat.post", Host: "gw-eu-1",
-				Path: "chat.post", Binding: "unsupported", Scheme: "inproc", Credential: "LEDGER_ACCOUNT"},
+			idempotency.Route{Connection: "inproc", Provider: "ledger", Tool: "ledger.post", Host: "gw-eu-1",
+				Path: "ledger.post", Binding: "in_process_keyed", Scheme: "inproc", Credential: "LEDGER_ACCOUNT"},
 			idempotency.RouteInProcess},
 	} {
 		got, err := idempotency.NewRoute(tc.spec, tc.t)
@@ -159,6 +162,8 @@ func TestNewRouteRefuses(t *testing.T) {
 		Idempotency: effectspec.Binding{Kind: effectspec.BindingHeader, Header: "Idempotency-Key"}, Status: st})
 	federated := mustSpec(t, effectspec.Spec{Tool: "crm.create", Effect: effectspec.EffectWrite,
 		Route: effectspec.RouteFederated, Status: st})
+	inprocSpec := mustSpec(t, effectspec.Spec{Tool: "notes.create", Effect: effectspec.EffectWrite,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingInProcess}})
 	ok := idempotency.RouteTarget{Connection: "conn_pay", Provider: "pay", URL: "https://pay.example/charge", Credential: "PAY_KEY"}
 	with := func(mut func(*idempotency.RouteTarget)) idempotency.RouteTarget {
 		t := ok
@@ -185,10 +190,13 @@ func TestNewRouteRefuses(t *testing.T) {
 			URL: "https://broker.example/x", Credential: "K"}},
 		"federated server": {federated, idempotency.RouteTarget{Broker: "nango", Connection: "c",
 			URL: "https://broker.example/x", Server: "gw"}},
-		"in-process URL": {native, idempotency.RouteTarget{Connection: "c", Provider: "p", Server: "gw",
+		"in-process URL": {inprocSpec, idempotency.RouteTarget{Connection: "c", Provider: "p", Server: "gw",
 			URL: "https://pay.example/charge"}},
-		"in-process, no provider": {native, idempotency.RouteTarget{Connection: "c", Server: "gw"}},
-		"no tool":                 {effectspec.Spec{}, ok},
+		"in-process, no provider":    {inprocSpec, idempotency.RouteTarget{Connection: "c", Server: "gw"}},
+		"in-process, header binding": {native, idempotency.RouteTarget{Connection: "c", Provider: "p", Server: "gw"}},
+		"native, in-process binding": {inprocSpec, idempotency.RouteTarget{Connection: "c", Provider: "p",
+			URL: "https://pay.example/charge", Credential: "K"}},
+		"no tool": {effectspec.Spec{}, ok},
 	} {
 		_, err := idempotency.NewRoute(tc.spec, tc.t)
 		if !errors.Is(err, idempotency.ErrWeakRoute) {

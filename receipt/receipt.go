@@ -46,10 +46,11 @@ type Receipt struct {
 	Tool           string `json:"tool"`
 	Workspace      string `json:"workspace"`
 	Route          Route  `json:"route"`
-	Binding        string `json:"binding"`     // header, body_pointer or unsupported
-	Propagation    string `json:"propagation"` // header, body_pointer or none
+	Binding        string `json:"binding"`     // header, body_pointer, unsupported, in_process or in_process_keyed
+	Propagation    string `json:"propagation"` // header, body_pointer, handler or none
 	// VendorKey is the key the vendor received (docs/DESIGN.md, "The key on the
-	// vendor hop"), for header and body_pointer bindings only; never the
+	// vendor hop"), for header, body_pointer and in_process_keyed bindings
+	// only (the last: the key its handler passed downstream); never the
 	// client's key, except on a record made before vendor keys existed.
 	VendorKey string `json:"vendor_key,omitempty"`
 	// AttemptCount counts the attempts reserved under the key, each made
@@ -57,7 +58,9 @@ type Receipt struct {
 	// above it only by attempts proven never sent (before_send, a failed
 	// WAIT, a claim's attempt given back unsent after its caller left or
 	// its reply was lost) or a gateway that died between reserving and
-	// sending (docs/DESIGN.md, "Receipt (JSON)").
+	// sending (docs/DESIGN.md, "Receipt (JSON)"). For an in-process tool it
+	// counts handler runs; a handler's own retries downstream are not seen
+	// (docs/DESIGN.md, "In-process tools").
 	AttemptCount int     `json:"attempt_count"`
 	Outcome      Outcome `json:"outcome"`
 	// Status is the vendor's last HTTP status; 0 (omitted) when none arrived.

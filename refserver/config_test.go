@@ -176,11 +176,11 @@ func TestLoadConfigDemo(t *testing.T) {
 		{"sms.send", `{"to":"+15550100","text":"hi"}`, true},
 		{"sms.send", `{"to":"+15550100"}`, false},
 	} {
-		if r := c.Tools[tc.tool].Schema.check([]byte(tc.args)); (r == nil) != tc.ok {
+		if r := c.Tools[tc.tool].Schema.Check([]byte(tc.args)); (r == nil) != tc.ok {
 			t.Errorf("%s %s: refusal %+v, want ok %v", tc.tool, tc.args, r, tc.ok)
 		}
 	}
-	if r := c.Capabilities["cap.send_email"].Schema.check([]byte(`{"to":"bob@example.com","subject":"hi","simulate":"hang_up"}`)); r != nil {
+	if r := c.Capabilities["cap.send_email"].Schema.Check([]byte(`{"to":"bob@example.com","subject":"hi","simulate":"hang_up"}`)); r != nil {
 		t.Errorf("cap.send_email: %+v", r)
 	}
 	// The unsupported tool passes only because the demo is not production.
@@ -226,7 +226,7 @@ func TestLoadConfigSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(c.Tools["stripe.create_charge"].Schema.raw); got != `{"type":"object","properties":{"amount":{"type":"integer","minimum":1}},"required":["amount"]}` {
+	if got := string(c.Tools["stripe.create_charge"].Schema.Raw()); got != `{"type":"object","properties":{"amount":{"type":"integer","minimum":1}},"required":["amount"]}` {
 		t.Errorf("schema %s", got)
 	}
 	if c.Tools["gmail.send"].Schema == nil || c.Tools["gmail.send"].Description != "send mail" {
@@ -252,15 +252,15 @@ func TestLoadConfigSchemas(t *testing.T) {
 		{"stripe.create_charge", `null`, false},
 		{"open.send", ``, true},
 	} {
-		r := c.Tools[tc.tool].Schema.check([]byte(tc.args))
+		r := c.Tools[tc.tool].Schema.Check([]byte(tc.args))
 		if (r == nil) != tc.ok {
 			t.Errorf("%s %s: refusal %+v, want ok %v", tc.tool, tc.args, r, tc.ok)
 		}
-		if r != nil && (r.reason != "invalid_arguments" || r.status != http.StatusBadRequest) {
+		if r != nil && (r.Reason != "invalid_arguments" || r.Status != http.StatusBadRequest) {
 			t.Errorf("%s %s: refusal %+v", tc.tool, tc.args, r)
 		}
 	}
-	if r := c.Capabilities["cap.send"].Schema.check([]byte(`{"to": 4242}`)); r == nil || strings.Contains(r.msg, "4242") {
+	if r := c.Capabilities["cap.send"].Schema.Check([]byte(`{"to": 4242}`)); r == nil || strings.Contains(r.Message, "4242") {
 		t.Errorf("capability refusal %+v", r)
 	}
 
@@ -458,13 +458,13 @@ func TestSchemaRefusalNamesTheSchema(t *testing.T) {
 		{`{"amount": 1, "l": ["a", 4242]}`, " at /$defs/i (type) "},
 		{`{"amount": 1, "` + trap + `": 1}`, " (see"},
 	} {
-		r := s.check([]byte(tc.args))
+		r := s.Check([]byte(tc.args))
 		if r == nil {
 			t.Errorf("%s: passed", tc.args)
 			continue
 		}
-		if !strings.Contains(r.msg, tc.at) || strings.Contains(r.msg, "4242") || strings.Contains(r.msg, "tok_") {
-			t.Errorf("%s: %q, want %q and nothing of the arguments", tc.args, r.msg, tc.at)
+		if !strings.Contains(r.Message, tc.at) || strings.Contains(r.Message, "4242") || strings.Contains(r.Message, "tok_") {
+			t.Errorf("%s: %q, want %q and nothing of the arguments", tc.args, r.Message, tc.at)
 		}
 	}
 }

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
 	"os"
 
 	"github.com/go-logr/logr"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -18,7 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/obol-gateway/obol/receipt"
+	"github.com/obol-gateway/obol/mcpgateway"
 	"github.com/obol-gateway/obol/retry"
 	"github.com/obol-gateway/obol/retry/otelretry"
 )
@@ -73,52 +70,35 @@ func (s *server) trace(tp trace.TracerProvider) {
 	}
 }
 
-// traced wraps a tools/call handler in a span with the tool, workspace,
-// key source and either the refusal's reason or the receipt's outcome,
-// attempt count, status and replay flag. Never the key, an argument or a
-// credential. The span is a root (otelretry.ServerSpan): the client's
-// traceparent, if valid, is a link to it, not its parent, so the client
-// decides neither the trace the vendor sees nor whether the call is
-// sampled, and its tracestate goes nowhere.
-func (s *server) traced(h mcp.ToolHandler) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if s.tracer == nil {
-			return h(ctx, req)
-		}
-		var header http.Header
-		if req.Extra != nil {
-			header = req.Extra.Header
-		}
-		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call")}
-		if req.Params != nil {
-			attrs = append(attrs, attribute.String(retry.AttrTool, req.Params.Name))
-		}
-		if ci := callInfoOf(req); ci != nil {
-			attrs = append(attrs, attribute.String(retry.AttrWorkspace, ci.workspace), attribute.String(retry.AttrKeySource, string(ci.source)))
-		}
-		opts := append(otelretry.ServerSpan(header), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-		ctx, span := s.tracer.Start(ctx, "tools/call", opts...)
+// startSpan starts the span of a tools/call with the tool, workspace and
+// key source; the function it returns ends it with either the refusal's
+// reason or the receipt's outcome, attempt count, status and replay flag.
+// Never the key, an argument or a credential. The span is a root
+// (otelretry.ServerSpan): the client's traceparent, if valid, is a link to
+// it, not its parent, so the client decides neither the trace the vendor
+// sees nor whether the call is sampled, and its tracestate goes nowhere.
+// Without tracing it returns ctx and nil.
+func (s *server) startSpan(ctx context.Context, c mcpgateway.CallStart) (context.Context, func(mcpgateway.CallEnd)) {
+	if s.tracer == nil {
+		return ctx, nil
+	}
+	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call"), attribute.String(retry.AttrTool, c.Tool),
+		attribute.String(retry.AttrWorkspace, c.Workspace), attribute.String(retry.AttrKeySource, string(c.KeySource))}
+	opts := append(otelretry.ServerSpan(c.Header), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	ctx, span := s.tracer.Start(ctx, "tools/call", opts...)
+	return ctx, func(e mcpgateway.CallEnd) {
 		defer span.End()
-		res, err := h(ctx, req)
-		var rpc *jsonrpcError
-		if errors.As(err, &rpc) {
-			var d errorData
-			json.Unmarshal(rpc.Data, &d)
-			span.SetAttributes(attribute.String("obol.refusal", d.Reason))
-			span.SetStatus(codes.Error, d.Reason)
-		} else if err != nil {
-			span.SetStatus(codes.Error, "")
+		if e.Refusal != "" {
+			span.SetAttributes(attribute.String("obol.refusal", e.Refusal))
+			span.SetStatus(codes.Error, e.Refusal)
 		}
-		if res != nil {
-			if rc, ok := res.Meta[metaReceipt].(receipt.Receipt); ok {
-				span.SetAttributes(attribute.String(retry.AttrOutcome, string(rc.Outcome)), attribute.Int(retry.AttrAttemptCount, rc.AttemptCount),
-					attribute.Bool("obol.replayed", rc.Replayed))
-				if rc.Status != 0 {
-					span.SetAttributes(attribute.Int(retry.AttrStatus, rc.Status))
-				}
+		if rc := e.Receipt; rc != nil {
+			span.SetAttributes(attribute.String(retry.AttrOutcome, string(rc.Outcome)), attribute.Int(retry.AttrAttemptCount, rc.AttemptCount),
+				attribute.Bool("obol.replayed", rc.Replayed))
+			if rc.Status != 0 {
+				span.SetAttributes(attribute.Int(retry.AttrStatus, rc.Status))
 			}
 		}
-		return res, err
 	}
 }
 

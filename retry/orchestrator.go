@@ -703,7 +703,7 @@ func (o *Orchestrator) outcome(call *Call, hash string, rec idempotency.Record, 
 	if r.KeySource == "" {
 		r.KeySource = string(call.KeySource)
 	}
-	if rec.Binding == effectspec.BindingHeader || rec.Binding == effectspec.BindingBodyPointer {
+	if rec.Binding == effectspec.BindingHeader || rec.Binding == effectspec.BindingBodyPointer || rec.Binding == effectspec.BindingInProcessKeyed {
 		r.VendorKey = sendKey(call.Key, rec.VendorKey).String()
 	}
 	if rec.Result != nil {

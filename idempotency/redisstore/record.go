@@ -128,6 +128,10 @@ func bindingCode(b effectspec.BindingKind) (string, bool) {
 		return "p", true
 	case effectspec.BindingUnsupported, "":
 		return "u", true
+	case effectspec.BindingInProcess:
+		return "i", true
+	case effectspec.BindingInProcessKeyed:
+		return "k", true
 	}
 	return "", false
 }
@@ -140,6 +144,10 @@ func codeBinding(c string) (effectspec.BindingKind, bool) {
 		return effectspec.BindingBodyPointer, true
 	case "u":
 		return effectspec.BindingUnsupported, true
+	case "i":
+		return effectspec.BindingInProcess, true
+	case "k":
+		return effectspec.BindingInProcessKeyed, true
 	}
 	return "", false
 }

@@ -198,6 +198,9 @@ end
 -- vendor that deduplicates on our key may see another attempt, and only
 -- while it still remembers the key: the new attempt's lease must end inside
 -- the vendor's window, measured from the first attempt that may have left.
+-- The bindings that deduplicate are an allow-list (header, body_pointer,
+-- in_process_keyed): a binding letter added later is never redispatched
+-- until it is listed here.
 local first = tonumber(r.W) or tonumber(r.C) or 0
 if sent == 0 or ((b == 'h' or b == 'p' or b == 'k') and now + lease < first + window) then
   if ap == '0' then

@@ -1,8 +1,9 @@
-package main
+package mcpgateway
 
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -19,24 +20,36 @@ import (
 // arguments object.
 const objectSchema = `{"type":"object"}`
 
-// inputSchema is a tool's JSON Schema for its arguments, checked when the
-// configuration loads: tools/list shows raw, and every call's arguments are
-// validated against resolved before any claim.
-type inputSchema struct {
+func objectSchemaRaw() json.RawMessage { return json.RawMessage(objectSchema) }
+
+// InputSchema is a tool's JSON Schema for its arguments, checked once by
+// [ParseInputSchema]: tools/list shows it, and every call's arguments are
+// validated against it inside the claim.
+type InputSchema struct {
 	raw      json.RawMessage // as configured, compacted
 	root     *jsonschema.Schema
 	resolved *jsonschema.Resolved
 }
 
-// parseInputSchema checks raw as a tool's input schema (of a tool entry,
-// native or federated, or a capability entry) with the JSON Schema
+// ParseInputSchema checks raw as a tool's input schema with the JSON Schema
 // implementation the MCP SDK uses, github.com/google/jsonschema-go: type
 // object, draft 2020-12 or draft-07, $refs resolved within the schema (no
-// fetch), defaults that match, no x-mcp-header, and the shape checkShape
-// asks for. A bad schema is a configuration error naming the tool. It returns why raw cannot be one, in
-// words that quote nothing of it: a schema may hold examples or defaults
-// that are not for a log.
-func parseInputSchema(raw json.RawMessage) (*inputSchema, string) {
+// fetch), defaults that match, no x-mcp-header, and a finite shape (no
+// recursive $ref, no runaway fan-out, keywords written exactly). The error
+// wraps [ErrInputSchema] and says why in words that quote nothing of raw: a
+// schema may hold examples or defaults that are not for a log.
+func ParseInputSchema(raw json.RawMessage) (*InputSchema, error) {
+	s, why := parseInputSchema(raw)
+	if why != "" {
+		return nil, fmt.Errorf("%w %s", ErrInputSchema, why)
+	}
+	return s, nil
+}
+
+// Raw is the schema as given, compacted: what tools/list shows.
+func (s *InputSchema) Raw() json.RawMessage { return slices.Clone(s.raw) }
+
+func parseInputSchema(raw json.RawMessage) (*InputSchema, string) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, "must be a JSON Schema object"
@@ -78,7 +91,7 @@ func parseInputSchema(raw json.RawMessage) (*inputSchema, string) {
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, "is not valid JSON"
 	}
-	return &inputSchema{raw: buf.Bytes(), root: &s, resolved: resolved}, ""
+	return &InputSchema{raw: buf.Bytes(), root: &s, resolved: resolved}, ""
 }
 
 // hasMember reports whether any object in v has a member named name.
@@ -106,7 +119,7 @@ func hasMember(v any, name string) bool {
 // then the pinned provider's, whose vendor receives the arguments). The
 // validator's messages quote the instance, so a failure is one fixed
 // refusal: never a value of the arguments.
-func (s *inputSchema) check(args []byte) *refusal {
+func (s *InputSchema) check(args []byte) *refusal {
 	if s == nil {
 		return nil
 	}
@@ -134,7 +147,7 @@ func (s *inputSchema) check(args []byte) *refusal {
 // deepest location when it names a subschema of this schema, the keyword
 // when the validator knows it. So the answer holds names from the
 // configuration, never from the call.
-func (s *inputSchema) where(err error) string {
+func (s *InputSchema) where(err error) string {
 	const prefix = "validating "
 	text, loc := err.Error(), ""
 	for strings.HasPrefix(text, prefix) {
@@ -328,4 +341,15 @@ func schemaKeywords() []string {
 		}
 	}
 	return kws
+}
+
+// Check validates the arguments of a call (a JSON object, or empty for
+// none) as the gateway does inside the claim: nil, or an invalid_arguments
+// refusal whose message names the place in the schema, never a value.
+func (s *InputSchema) Check(args []byte) *Refusal {
+	r := s.check(args)
+	if r == nil {
+		return nil
+	}
+	return &Refusal{Reason: r.reason, Status: r.status, Message: r.msg}
 }

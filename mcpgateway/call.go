@@ -1,4 +1,4 @@
-package main
+package mcpgateway
 
 import (
 	"bytes"
@@ -13,13 +13,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
-// callTool is the handler of every configured tool and capability.
-func (s *server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// callTool is the handler of every tool and capability.
+func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	growStack()
 	start := time.Now()
 	ci := callInfoOf(req)
@@ -28,31 +29,40 @@ func (s *server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		return nil, rpcError(refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "unauthenticated call"}, "")
 	}
 	name := req.Params.Name
-	res, out, r := s.run(ctx, ci, req.Params)
-	elapsed := time.Since(start)
-	key := out.Key.String()
-	if key == "" {
-		key = ci.key.String()
+	cs := CallStart{Tool: name, Workspace: ci.workspace, KeySource: ci.source}
+	if req.Extra != nil {
+		cs.Header = req.Extra.Header
+	}
+	var done func(CallEnd)
+	if g.cfg.OnCall != nil {
+		ctx, done = g.cfg.OnCall(ctx, cs)
+	}
+	res, out, r := g.run(ctx, ci, req.Params)
+	end := CallEnd{CallStart: cs, Elapsed: time.Since(start), Key: out.Key.String()}
+	if end.Key == "" {
+		end.Key = ci.key.String()
 	}
 	if r != nil {
-		s.metrics.refusals.WithLabelValues(r.reason).Inc()
-		s.metrics.callSeconds.WithLabelValues(r.reason).Observe(elapsed.Seconds())
-		s.log.LogAttrs(ctx, slog.LevelInfo, "tools/call refused", slog.String("workspace", ci.workspace), slog.String("tool", name),
-			slog.String("key", key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", elapsed),
+		end.Refusal = r.reason
+		g.refused(r.reason)
+		g.log.LogAttrs(ctx, slog.LevelInfo, "tools/call refused", slog.String("workspace", ci.workspace), slog.String("tool", name),
+			slog.String("key", end.Key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", end.Elapsed),
 			slog.String("reason", r.reason), slog.String("error", r.logText()))
-		return nil, rpcError(*r, key)
+		if done != nil {
+			done(end)
+		}
+		return nil, rpcError(*r, end.Key)
 	}
 	rc := out.Receipt
-	s.metrics.outcomes.WithLabelValues(string(rc.Outcome)).Inc()
-	if rc.Replayed {
-		s.metrics.replays.Inc()
-	}
-	s.metrics.callSeconds.WithLabelValues(string(rc.Outcome)).Observe(elapsed.Seconds())
+	end.Receipt = &rc
 	// LogAttrs: the line of every call, without boxing its attributes.
-	s.log.LogAttrs(ctx, slog.LevelInfo, "tools/call", slog.String("workspace", ci.workspace), slog.String("tool", name),
-		slog.String("key", key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", elapsed),
+	g.log.LogAttrs(ctx, slog.LevelInfo, "tools/call", slog.String("workspace", ci.workspace), slog.String("tool", name),
+		slog.String("key", end.Key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", end.Elapsed),
 		slog.String("outcome", string(rc.Outcome)), slog.Int("attempts", rc.AttemptCount),
 		slog.Int("status", rc.Status), slog.Bool("replayed", rc.Replayed))
+	if done != nil {
+		done(end)
+	}
 	return res, nil
 }
 
@@ -66,10 +76,10 @@ func callInfoOf(req *mcp.CallToolRequest) *callInfo {
 }
 
 // run resolves and runs one call. It returns a result, or a refusal.
-func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, retry.Outcome, *refusal) {
+func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, retry.Outcome, *refusal) {
 	args := []byte(p.Arguments)
-	if len(args) > maxArgBytes {
-		return nil, retry.Outcome{}, &refusal{reason: "arguments_too_large", status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("arguments larger than %d bytes", maxArgBytes)}
+	if len(args) > g.cfg.MaxArgumentBytes {
+		return nil, retry.Outcome{}, &refusal{reason: "arguments_too_large", status: http.StatusRequestEntityTooLarge, msg: "arguments larger than " + sizeText(g.cfg.MaxArgumentBytes)}
 	}
 	if t := bytes.TrimSpace(idempotency.ArgumentsOrEmpty(args)); len(t) > 0 && t[0] != '{' {
 		return nil, retry.Outcome{}, &refusal{reason: "invalid_arguments", status: http.StatusBadRequest, msg: "arguments must be a JSON object"}
@@ -102,8 +112,8 @@ func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw
 	// otherwise nothing is written and nothing sent (docs/DESIGN.md, "Scope and
 	// the Redis key").
 	var schemaRefusal *refusal
-	if t := s.cfg.Tools[p.Name]; t != nil {
-		schemaRefusal = t.Schema.check(args)
+	if t := g.tools[p.Name]; t != nil {
+		schemaRefusal = t.InputSchema.check(args)
 		call.Scope.Connection = t.Connection
 		call.Spec, call.Route, call.Target = t.Spec, t.Route, t.Target
 	} else {
@@ -113,26 +123,26 @@ func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw
 		// unknown one whose pin moved is a destination_conflict, never a
 		// redispatch. The arguments must pass the capability's schema and
 		// the provider's, whose vendor receives them.
-		schemaRefusal = s.cfg.Capabilities[p.Name].Schema.check(args)
-		pin, r := s.currentPin(ctx, p.Name)
+		schemaRefusal = g.caps[p.Name].InputSchema.check(args)
+		pin, r := g.currentPin(ctx, p.Name)
 		if r != nil {
 			return nil, retry.Outcome{}, r
 		}
-		pt := s.cfg.Tools[pin]
+		pt := g.tools[pin]
 		if schemaRefusal == nil {
-			schemaRefusal = pt.Schema.check(args)
+			schemaRefusal = pt.InputSchema.check(args)
 		}
 		call.Spec, call.Route, call.Target = pt.Spec, pt.Route, pt.Target
 	}
 	if schemaRefusal != nil {
 		call.Refuse = &refusalError{*schemaRefusal}
 	}
-	out, err := s.orch.Do(ctx, call)
+	out, err := g.orch.Do(ctx, call)
 	if err != nil {
-		r := s.classify(err)
+		r := g.classify(err)
 		return nil, out, &r
 	}
-	return s.result(out), out, nil
+	return result(out), out, nil
 }
 
 // result renders an outcome as a tool result. The vendor body is the text
@@ -141,7 +151,7 @@ func (s *server) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw
 // call is a result (not an error) with _meta dev.obol/approval {"ticket",
 // "status": "pending"}; calling again before the decision answers the same
 // ticket.
-func (s *server) result(out retry.Outcome) *mcp.CallToolResult {
+func result(out retry.Outcome) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{Meta: mcp.Meta{metaKey: out.Key.String(), metaReceipt: out.Receipt}}
 	rc := out.Receipt
 	if rc.Outcome == receipt.Held {
@@ -152,6 +162,12 @@ func (s *server) result(out retry.Outcome) *mcp.CallToolResult {
 		return res
 	}
 	res.IsError = rc.Outcome != receipt.Accepted
+	if effectspec.BindingKind(rc.Binding).InProcess() && out.Result != nil && !out.Result.BodyDropped {
+		if ipr, ok := inProcessResult(out.Result.Body, res.Meta); ok {
+			ipr.IsError = res.IsError
+			return ipr
+		}
+	}
 	var text string
 	switch {
 	case out.Result != nil && out.Result.BodyDropped:
@@ -209,6 +225,6 @@ func growStack() {
 //go:noinline
 func keepFrame(b []byte) {
 	if len(b) != callStack {
-		panic("refserver: growStack frame")
+		panic("mcpgateway: growStack frame")
 	}
 }

@@ -1,11 +1,10 @@
-package main
+package mcpgateway
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/retry"
 )
 
 // fakeStore answers Ticket from a map and records every call; every other
@@ -81,15 +79,6 @@ func (f *fakeStore) Ticket(_ context.Context, id string) (idempotency.Ticket, er
 	return t, nil
 }
 
-func newTestServer(t testing.TB, st idempotency.Store) *server {
-	t.Helper()
-	cfg, err := loadConfig([]byte(goodConfig), testEnv, &retry.Executor{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newServer(cfg, st, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-}
-
 // frontResult is what passed the front, or what it refused.
 type frontResult struct {
 	code    int
@@ -99,7 +88,7 @@ type frontResult struct {
 	reached string    // the body the next handler read
 }
 
-func callFront(t *testing.T, s *server, h http.Header, body string) frontResult {
+func callFront(t *testing.T, s *Gateway, h http.Header, body string) frontResult {
 	t.Helper()
 	var res frontResult
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -121,7 +110,7 @@ func callFront(t *testing.T, s *server, h http.Header, body string) frontResult 
 }
 
 // rpcRefusal decodes a JSON-RPC error response of the front.
-func rpcRefusal(t *testing.T, body []byte) (id string, code int64, data errorData) {
+func rpcRefusal(t *testing.T, body []byte) (id string, code int64, data ErrorData) {
 	t.Helper()
 	var resp struct {
 		JSONRPC string          `json:"jsonrpc"`
@@ -129,7 +118,7 @@ func rpcRefusal(t *testing.T, body []byte) (id string, code int64, data errorDat
 		Error   *struct {
 			Code    int64     `json:"code"`
 			Message string    `json:"message"`
-			Data    errorData `json:"data"`
+			Data    ErrorData `json:"data"`
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil || resp.Error == nil || resp.JSONRPC != "2.0" {
@@ -154,7 +143,7 @@ func resumeBody(ticket string) string {
 
 func TestFrontAuth(t *testing.T) {
 	st := &fakeStore{}
-	s := newTestServer(t, st)
+	s := newTestGateway(t, st)
 	for _, tc := range []struct {
 		name string
 		auth []string
@@ -199,7 +188,7 @@ func TestFrontAuth(t *testing.T) {
 
 func TestFrontKey(t *testing.T) {
 	st := &fakeStore{}
-	s := newTestServer(t, st)
+	s := newTestGateway(t, st)
 	auth := http.Header{"Authorization": {acmeAuth}}
 	with := func(keys ...string) http.Header {
 		h := auth.Clone()
@@ -287,7 +276,7 @@ func TestFrontKey(t *testing.T) {
 	})
 	t.Run("body too large", func(t *testing.T) {
 		big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"open.send","arguments":{"x":"` +
-			strings.Repeat("a", maxBodyBytes) + `"}}}`
+			strings.Repeat("a", DefaultMaxBodyBytes) + `"}}}`
 		r := callFront(t, s, with(goodKey), big)
 		if _, _, d := rpcRefusal(t, r.body); r.code != 413 || d.Reason != "request_too_large" || r.info != nil {
 			t.Errorf("code %d data %+v", r.code, d)
@@ -309,7 +298,7 @@ func metaBody(v string) string {
 // answer; everything else is malformed_key with no key in the answer.
 func TestFrontMetaKey(t *testing.T) {
 	st := &fakeStore{}
-	s := newTestServer(t, st)
+	s := newTestGateway(t, st)
 	auth := http.Header{"Authorization": {acmeAuth}}
 	with := func(keys ...string) http.Header {
 		h := auth.Clone()
@@ -395,7 +384,7 @@ func TestFrontResume(t *testing.T) {
 	st := &fakeStore{tickets: map[string]idempotency.Ticket{
 		ticketID: {ID: ticketID, Scope: idempotency.Scope{Workspace: "ws_acme", Connection: "conn_open", Tool: "open.send"}, Key: tk},
 	}}
-	s := newTestServer(t, st)
+	s := newTestGateway(t, st)
 	acme := http.Header{"Authorization": {acmeAuth}}
 
 	// No key: the ticket's key, never a fresh one.
@@ -468,7 +457,7 @@ func TestBearerToken(t *testing.T) {
 		{nil, "", false},
 		{[]string{"Bearer abc", "Bearer abc"}, "", false},
 	} {
-		tok, ok := bearerToken(http.Header{"Authorization": tc.vals})
+		tok, ok := BearerToken(http.Header{"Authorization": tc.vals})
 		if tok != tc.tok || ok != tc.ok {
 			t.Errorf("%q: %q, %v; want %q, %v", tc.vals, tok, ok, tc.tok, tc.ok)
 		}

@@ -1,11 +1,9 @@
-package main
+package mcpgateway
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +18,7 @@ import (
 // not internal; in_progress carries retry_after_ms; a schema refusal carried
 // through the claim comes back as it was decided.
 func TestClassifyLifecycleErrors(t *testing.T) {
-	s := &server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &Gateway{cfg: Config{Redact: func(s string) string { return s }}}
 	schema := refusal{reason: "invalid_arguments", status: 400, msg: "arguments do not match the tool's input schema"}
 	for _, tc := range []struct {
 		err    error
@@ -51,7 +49,7 @@ func TestClassifyLifecycleErrors(t *testing.T) {
 // address, the dialer's words, a stored scope version, a record's decoding.
 // The error's text is the refusal's detail, for the log.
 func TestClassifyFixedText(t *testing.T) {
-	s := &server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &Gateway{cfg: Config{Redact: func(s string) string { return s }}}
 	for _, tc := range []struct {
 		err  error
 		want string

@@ -1,6 +1,7 @@
-package main
+package mcpgateway
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/obol-gateway/obol/idempotency"
@@ -25,3 +26,16 @@ var (
 	errKeyInTrailer = fmt.Errorf("%w: a trailer field is named like %s; the key is read from the header section only",
 		idempotency.ErrMalformedKey, headerKey)
 )
+
+// ErrConfig is wrapped by every error of [New]: a [Config] it cannot serve.
+var ErrConfig = errors.New("mcpgateway: config")
+
+// ErrInputSchema is wrapped by every error of [ParseInputSchema].
+var ErrInputSchema = errors.New("mcpgateway: input schema")
+
+// ErrRejected marks a handler's definite rejection ([Reject]): the call is
+// definitely_rejected.
+var ErrRejected = errors.New("mcpgateway: rejected")
+
+// ErrNotRun marks a handler's report that it did nothing yet ([NotRun]).
+var ErrNotRun = errors.New("mcpgateway: not run")

@@ -1,4 +1,4 @@
-package main
+package mcpgateway
 
 import (
 	"bytes"
@@ -50,9 +50,9 @@ const (
 	maxIDBytes     = 256
 )
 
-// bearerToken returns the token of the one Authorization header field, if it
-// is "Bearer <token>".
-func bearerToken(h http.Header) (string, bool) {
+// BearerToken returns the token of the one Authorization header field, if
+// it is "Bearer <token>": what [Config.Authenticate] is given.
+func BearerToken(h http.Header) (string, bool) {
 	vals := h.Values("Authorization")
 	if len(vals) != 1 {
 		return "", false
@@ -346,38 +346,34 @@ func validRPCMethod(m string) bool {
 // malformed_key, a message refused for repeated members or before it was
 // read as a tools/call, and a resume whose ticket could not be read
 // (store_unavailable: its key is the ticket's).
-func (s *server) mcpFront(next http.Handler) http.Handler {
+func (g *Gateway) mcpFront(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			s.frontRefuse(w, nil, refusal{reason: "method_not_allowed", status: http.StatusMethodNotAllowed, msg: "only POST is served on /mcp"}, "")
+			g.frontRefuse(w, nil, refusal{reason: "method_not_allowed", status: http.StatusMethodNotAllowed, msg: "only POST is served on /mcp"}, "")
 			return
 		}
-		tok, ok := bearerToken(r.Header)
-		ws := ""
-		if ok {
-			ws, ok = s.cfg.workspace(tok)
-		}
+		ws, ok := g.workspace(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="obol"`)
-			s.frontRefuse(w, nil, refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "missing or unknown API key (Authorization: Bearer <key>)"}, "")
+			g.frontRefuse(w, nil, refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "missing or unknown API key (Authorization: Bearer <key>)"}, "")
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(g.cfg.MaxBodyBytes)))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				s.frontRefuse(w, nil, refusal{reason: "request_too_large", status: http.StatusRequestEntityTooLarge, msg: "request body larger than 1 MiB"}, "")
+				g.frontRefuse(w, nil, refusal{reason: "request_too_large", status: http.StatusRequestEntityTooLarge, msg: "request body larger than " + sizeText(g.cfg.MaxBodyBytes)}, "")
 				return
 			}
-			s.frontRefuse(w, nil, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: "could not read the request body"}, "")
+			g.frontRefuse(w, nil, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: "could not read the request body"}, "")
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		env, ferr := parseEnvelope(body)
 		if ferr != nil && !ferr.call {
 			// Refused before it was read as a call: no key in the answer.
-			s.frontRefuseCode(w, env.id, ferr.code, refusal{reason: ferr.reason, status: http.StatusBadRequest, msg: ferr.msg}, "")
+			g.frontRefuseCode(w, env.id, ferr.code, refusal{reason: ferr.reason, status: http.StatusBadRequest, msg: ferr.msg}, "")
 			return
 		}
 		err = nearMiss(r, env)
@@ -387,21 +383,23 @@ func (s *server) mcpFront(next http.Handler) http.Handler {
 			key, src, err = effectiveKey(r.Header.Values(headerKey), env.metaKey)
 		}
 		if err != nil {
-			s.frontRefuse(w, env.id, s.classify(err), "")
+			g.frontRefuse(w, env.id, g.classify(err), "")
 			return
 		}
 		if ferr == nil && env.ticket != "" && src == idempotency.KeyMinted {
 			// A resume without a key uses the ticket's key: a freshly
 			// minted key never overrides a ticket.
-			t, err := s.store.Ticket(r.Context(), env.ticket)
+			t, err := g.orch.Store.Ticket(r.Context(), env.ticket)
 			switch {
 			case err == nil && t.Scope.Workspace == ws:
 				key = t.Key
 			case errors.Is(err, idempotency.ErrStoreUnavailable):
 				// The key of this call is the ticket's, which could not be
 				// read: no key in the answer.
-				s.metrics.storeErrors.WithLabelValues("ticket").Inc()
-				s.frontRefuse(w, env.id, s.classify(err), "")
+				if g.cfg.OnStoreError != nil {
+					g.cfg.OnStoreError("ticket")
+				}
+				g.frontRefuse(w, env.id, g.classify(err), "")
 				return
 			}
 			// Not found, or another workspace's: the handler refuses it.
@@ -412,8 +410,15 @@ func (s *server) mcpFront(next http.Handler) http.Handler {
 			w.Header().Set(headerKey, callKey)
 		}
 		if ferr != nil {
-			s.frontRefuseCode(w, env.id, ferr.code, refusal{reason: ferr.reason, status: http.StatusBadRequest, msg: ferr.msg}, callKey)
+			g.frontRefuseCode(w, env.id, ferr.code, refusal{reason: ferr.reason, status: http.StatusBadRequest, msg: ferr.msg}, callKey)
 			return
+		}
+		if g.cfg.Authenticate == nil && g.cfg.Verifier == nil {
+			// Without authentication the SDK's bearer check, which carries
+			// the front's result to the handler, still needs a token: one
+			// of ours, read by nobody.
+			r.Header = r.Header.Clone()
+			r.Header.Set("Authorization", "Bearer unauthenticated")
 		}
 		ctx := context.WithValue(r.Context(), callInfoKey{}, &callInfo{workspace: ws, key: key, source: src})
 		sw := &sanitizer{ResponseWriter: w, id: env.id}
@@ -423,12 +428,12 @@ func (s *server) mcpFront(next http.Handler) http.Handler {
 }
 
 // frontRefuse writes a JSON-RPC error response with an HTTP status.
-func (s *server) frontRefuse(w http.ResponseWriter, id json.RawMessage, r refusal, key string) {
-	s.frontRefuseCode(w, id, r.code(), r, key)
+func (g *Gateway) frontRefuse(w http.ResponseWriter, id json.RawMessage, r refusal, key string) {
+	g.frontRefuseCode(w, id, r.code(), r, key)
 }
 
-func (s *server) frontRefuseCode(w http.ResponseWriter, id json.RawMessage, code int64, r refusal, key string) {
-	s.metrics.refusals.WithLabelValues(r.reason).Inc()
+func (g *Gateway) frontRefuseCode(w http.ResponseWriter, id json.RawMessage, code int64, r refusal, key string) {
+	g.refused(r.reason)
 	e := rpcError(r, key)
 	e.Code = code
 	writeRPCError(w, r.status, id, e)
@@ -518,10 +523,10 @@ func (sw *sanitizer) finish(key string) {
 		w.WriteHeader(status)
 		w.Write(body)
 	case isJSON && resp.Error != nil:
-		var d errorData
+		var d ErrorData
 		e := &jsonrpcError{Code: resp.Error.Code, Message: resp.Error.Msg}
 		if strictjson.Decode(resp.Error.Data, &d) != nil || d.Reason == "" {
-			d = errorData{Reason: sdkReason(e.Code), Status: sdkStatus(e.Code)}
+			d = ErrorData{Reason: sdkReason(e.Code), Status: sdkStatus(e.Code)}
 			e.Message = sdkMessage(e.Code)
 		}
 		if key != "" {
@@ -539,7 +544,7 @@ func (sw *sanitizer) finish(key string) {
 		if status < 400 {
 			status = http.StatusInternalServerError
 		}
-		d := errorData{Reason: "invalid_request", Status: status, IdempotencyKey: key}
+		d := ErrorData{Reason: "invalid_request", Status: status, IdempotencyKey: key}
 		if status >= 500 {
 			d.Reason = "internal"
 		}
@@ -610,4 +615,25 @@ func sdkMessage(code int64) string {
 		return "internal error"
 	}
 	return "request failed"
+}
+
+// marshalText is json.Marshal without HTML escaping, and with the newline
+// that ends an answer: a message such as "Bearer <key>" reads as written
+// in every client, not as "Bearer \u003ckey\u003e".
+func marshalText(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// sizeText writes n bytes as a person would: "1 MiB", "300 bytes".
+func sizeText(n int) string {
+	if n%(1<<20) == 0 {
+		return strconv.Itoa(n>>20) + " MiB"
+	}
+	return strconv.Itoa(n) + " bytes"
 }

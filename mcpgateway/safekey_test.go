@@ -1,11 +1,9 @@
-package main
+package mcpgateway
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -89,7 +87,7 @@ func TestSafeNewKeyTable(t *testing.T) {
 // TestSafeNewKeyClassified: the errors the orchestrator returns carry the
 // table's answer onto the wire, denied the one read from its record.
 func TestSafeNewKeyClassified(t *testing.T) {
-	s := &server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &Gateway{cfg: Config{Redact: func(s string) string { return s }}}
 	for _, tc := range []struct {
 		err  error
 		want string
@@ -115,7 +113,7 @@ func TestSafeNewKeyClassified(t *testing.T) {
 		{idempotency.ErrDenied, "absent"},
 	} {
 		r := s.classify(tc.err)
-		var d errorData
+		var d ErrorData
 		if err := json.Unmarshal(rpcError(r, "").Data, &d); err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,142 @@
+package mcpgateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/mcpgateway"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// exampleStore is a store on an in-process miniredis.
+func exampleStore() (*redisstore.Store, func()) {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	if err != nil {
+		panic(err)
+	}
+	store, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true})
+	if err != nil {
+		panic(err)
+	}
+	return store, func() { client.Close(); mr.Close() }
+}
+
+// A gateway in front of a vendor that deduplicates on the Idempotency-Key
+// header: the same call sent twice under one key reaches the vendor once,
+// and the second answer is the replay.
+func Example() {
+	store, closeStore := exampleStore()
+	defer closeStore()
+	charges := 0
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		charges++
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id": "ch_1"}`)
+	}))
+	defer vendor.Close()
+
+	spec, _ := effectspec.Parse([]byte(`{"tool": "pay.charge", "effect": "write",
+		"idempotency": {"binding": "header", "header": "Idempotency-Key"}, "status": {"accepted": [201]}}`))
+	target := &retry.HTTPTarget{URL: vendor.URL + "/v1/charges"}
+	route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{Connection: "conn_pay", Provider: "pay",
+		URL: target.URL, Credential: idempotency.NoCredential})
+	if err != nil {
+		panic(err)
+	}
+	gw, err := mcpgateway.New(mcpgateway.Config{
+		Orchestrator: &retry.Orchestrator{Store: store},
+		Authenticate: func(token string) (string, bool) { return "ws_acme", token == "ob_live_acme" },
+		Tools:        []mcpgateway.Tool{{Spec: spec, Connection: "conn_pay", Route: route, Target: target}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+
+	key := idempotency.NewKey().String()
+	for range 2 {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay.charge","arguments":{"amount":500}}}`
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer ob_live_acme")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, resp.Header.Get("Idempotency-Key") == key,
+			strings.Contains(string(answer), `"replayed":true`))
+	}
+	fmt.Println("vendor charges:", charges)
+	// Output:
+	// 200 true false
+	// 200 true true
+	// vendor charges: 1
+}
+
+// An in-process tool of a go-sdk server: its handler runs as the call's one
+// attempt. The same key twice runs it once; the second answer is the replay.
+func ExampleInProcess() {
+	store, closeStore := exampleStore()
+	defer closeStore()
+	var notes []string
+	spec, _ := effectspec.Parse([]byte(`{"tool": "notes.create", "effect": "write", "idempotency": {"binding": "in_process"}}`))
+	tool, err := mcpgateway.InProcess(mcpgateway.InProcessTool{Spec: spec,
+		Handler: func(_ context.Context, a retry.Attempt) (*mcp.CallToolResult, error) {
+			notes = append(notes, string(a.Arguments))
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "saved"}}}, nil
+		}})
+	if err != nil {
+		panic(err)
+	}
+	// The production policy denies in_process writes (an unknown one can
+	// never be retried); a development server runs them.
+	gw, err := mcpgateway.New(mcpgateway.Config{Tools: []mcpgateway.Tool{tool},
+		Orchestrator: &retry.Orchestrator{Store: store, Policy: effectspec.Policy{Environment: effectspec.Development}}})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "example", Version: "1"}, nil)
+	session, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer session.Close()
+	key := idempotency.NewKey().String()
+	for range 2 {
+		res, err := session.CallTool(context.Background(), &mcp.CallToolParams{Name: "notes.create",
+			Arguments: map[string]any{"text": "buy milk"}, Meta: mcp.Meta{mcpgateway.MetaKey: key}})
+		if err != nil {
+			panic(err)
+		}
+		rc, _ := res.Meta[mcpgateway.MetaReceipt].(map[string]any)
+		fmt.Println(res.Content[0].(*mcp.TextContent).Text, rc["outcome"], rc["replayed"])
+	}
+	fmt.Println("notes:", len(notes))
+	// Output:
+	// saved accepted false
+	// saved accepted true
+	// notes: 1
+}

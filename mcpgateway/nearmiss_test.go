@@ -1,0 +1,258 @@
+package mcpgateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/obol-gateway/obol/idempotency"
+)
+
+// nearMissVector is one row of the test vectors docs/DESIGN.md, "refserver wire
+// contract" publishes: where the name goes, the name as a JSON string (escapes
+// as written) and its verdict.
+type nearMissVector struct {
+	where   string // "_meta", "params" or "header"
+	raw     string // the name as a JSON string literal
+	name    string // raw unescaped
+	refused bool
+}
+
+// nearMissVectors reads the published vectors, so the document and the
+// tests cannot drift apart.
+func nearMissVectors(t testing.TB) []nearMissVector {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "DESIGN.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []nearMissVector
+	count := map[string]int{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) != 5 || cells[0] != "" || cells[4] != "" {
+			continue
+		}
+		where := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		if where != "_meta" && where != "params" && where != "header" {
+			continue
+		}
+		v := nearMissVector{where: where, raw: strings.Trim(strings.TrimSpace(cells[2]), "`")}
+		if err := json.Unmarshal([]byte(v.raw), &v.name); err != nil {
+			t.Fatalf("vector %s: %v", v.raw, err)
+		}
+		switch verdict := strings.TrimSpace(cells[3]); {
+		case strings.HasPrefix(verdict, "refused"):
+			v.refused = true
+		case !strings.HasPrefix(verdict, "accepted"):
+			t.Fatalf("vector %s: verdict %q", v.raw, verdict)
+		}
+		vs = append(vs, v)
+		count[fmt.Sprintf("%s %v", where, v.refused)]++
+	}
+	// A table that no longer parses must not pass as an empty one.
+	for _, k := range []string{"_meta true", "_meta false", "params true", "header true", "header false"} {
+		if count[k] < 2 {
+			t.Fatalf("DESIGN.md has %d near-miss vectors for %q; the table did not parse", count[k], k)
+		}
+	}
+	return vs
+}
+
+// nearMissBody is a tools/call of tool (or, when tool is "", a tools/list)
+// that carries v with key (or, for the ticket's name, ticket) as its value.
+func nearMissBody(v nearMissVector, tool, key, ticket string) string {
+	params := ``
+	switch v.where {
+	case "_meta":
+		val := `"` + key + `"`
+		if v.name == metaTicket {
+			val = `"` + ticket + `"`
+		}
+		params = `"_meta":{` + v.raw + `:` + val + `}`
+	case "params":
+		params = v.raw + `:{"` + metaKey + `":"` + key + `"}`
+	}
+	if tool == "" {
+		if params == "" {
+			return `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
+		}
+		return `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + params + `}}`
+	}
+	if params != "" {
+		params = "," + params
+	}
+	return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"amount":1}` + params + `}}`
+}
+
+// TestNearMissVectors runs the published vectors through the front: each
+// refused one is malformed_key (400, no key in the answer, nothing read from
+// the store) on a tools/call and on a tools/list; each accepted one passes,
+// and a key under an accepted key name is the call's key.
+func TestNearMissVectors(t *testing.T) {
+	st := &fakeStore{}
+	s := newTestGateway(t, st)
+	for _, v := range nearMissVectors(t) {
+		for _, tool := range []string{"open.send", ""} {
+			method := "tools/call"
+			if tool == "" {
+				method = "tools/list"
+			}
+			t.Run(fmt.Sprintf("%s %s %q", v.where, method, v.name), func(t *testing.T) {
+				h := http.Header{"Authorization": {acmeAuth}}
+				if v.where == "header" {
+					h.Add(v.name, goodKey) // canonicalized, as Go's server does
+				}
+				r := callFront(t, s, h, nearMissBody(v, tool, goodKey, ticketID))
+				if !v.refused {
+					if r.code != http.StatusOK || r.info == nil {
+						t.Fatalf("refused an accepted name: %d %s", r.code, r.body)
+					}
+					readsKey := v.where == "header" && http.CanonicalHeaderKey(v.name) == headerKey || v.where == "_meta" && v.name == metaKey
+					if readsKey && (r.info.key.String() != goodKey || r.info.source != idempotency.KeySupplied) {
+						t.Errorf("key %s (%s), want the supplied %s", r.info.key, r.info.source, goodKey)
+					}
+					if !readsKey && r.info.source != idempotency.KeyMinted {
+						t.Errorf("key source %s, want minted", r.info.source)
+					}
+					return
+				}
+				if r.code != http.StatusBadRequest || r.info != nil {
+					t.Fatalf("code %d, passed %v: %s", r.code, r.info != nil, r.body)
+				}
+				_, code, d := rpcRefusal(t, r.body)
+				if d.Reason != "malformed_key" || d.Status != 400 || code != -32000 || d.IdempotencyKey != "" {
+					t.Errorf("code %d data %+v", code, d)
+				}
+				if r.header.Get(headerKey) != "" {
+					t.Error("a refusal carries an Idempotency-Key header")
+				}
+				if strings.Contains(string(r.body), goodKey) {
+					t.Errorf("the refusal quotes the key: %s", r.body)
+				}
+			})
+		}
+	}
+	// The one store call: the accepted ticket's lookup, a resume without a
+	// key.
+	if ops := st.ops(); !slices.Equal(ops, []string{"ticket"}) {
+		t.Errorf("store calls %v, want the one ticket lookup", ops)
+	}
+}
+
+// TestNearMissOrder: a message refused as a message (a repeated member) is
+// that refusal, not malformed_key; a near miss beside a good key is still
+// refused, the same with a ticket, and a near miss in the header beside a
+// good key in _meta too. The position of the _meta member is in the text,
+// never its name.
+func TestNearMissOrder(t *testing.T) {
+	st := &fakeStore{}
+	s := newTestGateway(t, st)
+	auth := http.Header{"Authorization": {acmeAuth}}
+	call := func(meta string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"open.send","arguments":{},"_meta":{` + meta + `}}}`
+	}
+	const stray = `"dev.obol/Idempotency-Key-zq9":"` + otherKey + `"`
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		body   string
+		reason string
+		msg    string
+	}{
+		{"repeated member first", auth, call(`"` + metaKey + `":"` + goodKey + `","` + metaKey + `":"` + goodKey + `",` + stray), "invalid_request", ""},
+		{"beside a good key", auth, call(`"` + metaKey + `":"` + goodKey + `",` + stray), "malformed_key", "member 2 of params._meta"},
+		{"beside a ticket", auth, call(`"` + metaTicket + `":"` + ticketID + `",` + stray), "malformed_key", "member 2 of params._meta"},
+		{"first of two", auth, call(stray + `,"DEV.OBOL/receipt":1`), "malformed_key", "member 1 of params._meta"},
+		{"header beside a good _meta key", http.Header{"Authorization": {acmeAuth}, "X-Idempotency-Key": {otherKey}}, call(`"` + metaKey + `":"` + goodKey + `"`), "malformed_key", "header field"},
+		{"header beside the same key", http.Header{"Authorization": {acmeAuth}, headerKey: {goodKey}, "Idempotency_key": {goodKey}}, callBody, "malformed_key", "header field"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := callFront(t, s, tc.header, tc.body)
+			if r.code != http.StatusBadRequest || r.info != nil {
+				t.Fatalf("code %d, passed %v: %s", r.code, r.info != nil, r.body)
+			}
+			var resp struct {
+				Error struct {
+					Message string    `json:"message"`
+					Data    ErrorData `json:"data"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(r.body, &resp); err != nil || resp.Error.Data.Reason != tc.reason {
+				t.Fatalf("reason %q, want %s: %s", resp.Error.Data.Reason, tc.reason, r.body)
+			}
+			if !strings.Contains(resp.Error.Message, tc.msg) {
+				t.Errorf("message %q, want it to say %q", resp.Error.Message, tc.msg)
+			}
+			for _, q := range []string{"zq9", "Idempotency-Key-", "Idempotency_key", "X-Idempotency", goodKey, otherKey} {
+				if strings.Contains(string(r.body), q) {
+					t.Errorf("the refusal quotes %q: %s", q, r.body)
+				}
+			}
+		})
+	}
+	if ops := st.ops(); len(ops) != 0 {
+		t.Errorf("store touched: %v", ops)
+	}
+}
+
+// TestNearMissTrailer: a key in a trailer field would be ignored, so one
+// named like it, exactly Idempotency-Key included, is malformed_key; an
+// unrelated trailer passes.
+func TestNearMissTrailer(t *testing.T) {
+	st := &fakeStore{}
+	s := newTestGateway(t, st)
+	for _, tc := range []struct {
+		field  string
+		passes bool
+	}{{headerKey, false}, {"X-Idempotency-Key", false}, {"X-Checksum", true}} {
+		t.Run(tc.field, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(callBody))
+			req.Header.Set("Authorization", acmeAuth)
+			req.Trailer = http.Header{tc.field: {goodKey}}
+			rec := httptest.NewRecorder()
+			passed := false
+			s.mcpFront(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { passed = true })).ServeHTTP(rec, req)
+			if passed != tc.passes {
+				t.Fatalf("passed %v, want %v: %d %s", passed, tc.passes, rec.Code, rec.Body)
+			}
+			if tc.passes {
+				return
+			}
+			_, _, d := rpcRefusal(t, rec.Body.Bytes())
+			if rec.Code != http.StatusBadRequest || d.Reason != "malformed_key" || d.IdempotencyKey != "" || rec.Header().Get(headerKey) != "" {
+				t.Errorf("%d %+v, header %q", rec.Code, d, rec.Header().Get(headerKey))
+			}
+		})
+	}
+	if ops := st.ops(); len(ops) != 0 {
+		t.Errorf("store touched: %v", ops)
+	}
+}
+
+// TestSkeleton pins the reduction the rule compares: letters and digits
+// only, folded; digits never vanish, so they keep names apart.
+func TestSkeleton(t *testing.T) {
+	for in, want := range map[string]string{
+		"dev.obol/Idempotency-Key":           "devobolidempotencykey",
+		"dev.obol/idempotency-\u212aey":      "devobolidempotencykey", // Kelvin sign
+		"\u017fs":                            "ss",                    // long s
+		"\u0130d\u0131":                      "idi",                   // Turkic dotted I, dotless i
+		"\uff29\uff44\uff45\uff4d":           "idem",                  // fullwidth
+		"i\u0307dem":                         "idem",                  // combining dot above
+		"a\x00b\u200bc\u202ed\ufeffe":        "abcde",                 // NUL, zero width, bidi, BOM
+		"idempotency2key":                    "idempotency2key",
+		"bad\xffutf8":                        "badutf8",
+		strings.Repeat("Ab-", 40) + "\u212a": strings.Repeat("ab", 40) + "k", // longer than the stack buffer
+	} {
+		if got := string(skeleton(nil, []byte(in))); got != want {
+			t.Errorf("skeleton(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+package main
+
+import "github.com/obol-gateway/obol/mcpgateway"
+
+// The wire names the tests of this package read, now the gateway's.
+type errorData = mcpgateway.ErrorData
+
+const (
+	metaKey     = mcpgateway.MetaKey
+	metaReceipt = mcpgateway.MetaReceipt
+	metaApprove = mcpgateway.MetaApprove
+	metaTicket  = mcpgateway.MetaTicket
+	headerKey   = mcpgateway.HeaderKey
+)
+
+const (
+	maxArgBytes          = mcpgateway.DefaultMaxArgumentBytes
+	retryNote            = mcpgateway.RetryNote
+	storeUnavailableText = mcpgateway.StoreUnavailableText
+	outOfMemoryText      = mcpgateway.OutOfMemoryText
+	codeInvalidRequest   = -32600
+	listBody             = `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
+)
