@@ -171,6 +171,7 @@ func (s *server) handler() http.Handler {
 	mux.Handle("POST /v1/capabilities/{name}/pin", s.bounded(http.HandlerFunc(s.handlePin)))
 	mux.Handle("GET /v1/unknown", s.bounded(http.HandlerFunc(s.handleListUnknown)))
 	mux.Handle("POST /v1/receipts/{key}/resolve", s.bounded(http.HandlerFunc(s.handleResolve)))
+	mux.Handle("POST /v1/store/acknowledge-data-loss", s.bounded(http.HandlerFunc(s.handleAcknowledgeDataLoss)))
 	mux.Handle("GET /healthz", s.bounded(http.HandlerFunc(s.handleHealth)))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	return mux
@@ -454,6 +455,7 @@ var safeByReason = map[string]safeness{
 	"malformed_key":          safeFalse,
 	"approval_key_mismatch":  safeFalse,
 	"store_unavailable":      safeFalse,
+	"store_data_lost":        safeFalse,
 	"scope_version_conflict": safeFalse,
 	"internal":               safeFalse,
 }
@@ -569,6 +571,8 @@ func tenantText(reason string, status int) string {
 			return "the fleet's key scope version changed: this gateway no longer claims"
 		}
 		return "the key's record was made under another key scope version"
+	case "store_data_lost":
+		return "store_data_lost: the idempotency store lost data; no call is dispatched until an operator acknowledges; retry later with the same key"
 	case "denied":
 		return "the call was denied"
 	case "lease_lost":
