@@ -56,6 +56,12 @@ import (
 // a Cluster also asks CLUSTER SLOTS (concurrently with the pipeline), and a
 // master without a sentinel gets one placed (SET NX GET) in its first slot.
 // Its data is watched from then on; a loss before that is not seen.
+//
+// Cost: one reading per lease, on one claim (concurrent claims wait for
+// it). Measured on loopback (logReadingCost, a loaded 2-core machine): 63µs
+// against 49µs for the scope version alone on one Redis; 0.3 to 0.8 ms
+// against 30µs on a 3-master Cluster (three nodes in the pipeline, and
+// CLUSTER SLOTS, about 0.25 ms of it).
 
 // markerKey is the fleet's data-lost marker.
 func markerKey(prefix string) string { return prefix + "meta:data_lost" }

@@ -324,6 +324,7 @@ func TestDataLossRestartRedis(t *testing.T) {
 	c := realClient(t, srv.Addr())
 	s := realStore(t, c, Options{Lease: 2 * time.Second})
 	mustClaim(t, s, claimReq(idempotency.NewKey()), idempotency.StatusClaimed)
+	logReadingCost(t, s)
 	srv.Restart()
 	waitLost(t, s)
 	wantDataLost(t, s, nil)
@@ -382,6 +383,7 @@ func TestDataLossOneClusterMaster(t *testing.T) {
 			t.Fatalf("a master holds %d of the sentinels %v", n, keys)
 		}
 	}
+	logReadingCost(t, s)
 	for i := 0; i < 20; i++ { // records on every master
 		mustClaim(t, s, claimReq(idempotency.NewKey()), idempotency.StatusClaimed)
 	}
@@ -471,4 +473,26 @@ func TestSentinelFollowsSlotMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLost(t, s)
+}
+
+// logReadingCost logs what a reading costs (once per lease, on one claim):
+// the scope version alone, and with the marker, the sentinels and, on a
+// Cluster, CLUSTER SLOTS.
+func logReadingCost(t *testing.T, s *Store) {
+	t.Helper()
+	const n = 200
+	start := time.Now()
+	for range n {
+		if _, err := s.scope.get(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alone := time.Since(start) / n
+	start = time.Now()
+	for range n {
+		if err := s.scope.read(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("a reading: %v with the sentinels (%d), %v for the scope version alone", time.Since(start)/n, len(s.scope.amnesia.watchedKeys()), alone)
 }
