@@ -45,6 +45,11 @@ var (
 	// gateway ran, so it stops claiming (another gateway may serve); nothing
 	// was written.
 	ErrScopeVersionChanged = errors.New("idempotency: the fleet's scope version changed")
+	// ErrStoreDataLost: the store lost data under a running gateway (a Redis
+	// restarted empty, a failover to an empty replica, a FLUSHALL), so a
+	// retry could dispatch a call that already ran; the store stops claiming
+	// until an operator acknowledges the loss. Nothing was written.
+	ErrStoreDataLost = errors.New("idempotency: the store lost data")
 	// ErrStale: the caller's fencing token is no longer current; nothing changed.
 	ErrStale = errors.New("idempotency: stale fencing token")
 	// ErrNotFound: no record (or ticket) exists.
@@ -102,6 +107,8 @@ func Reason(err error) (reason string, status int) {
 		return "scope_version_conflict", 409
 	case errors.Is(err, ErrDenied):
 		return "denied", 403
+	case errors.Is(err, ErrStoreDataLost):
+		return "store_data_lost", 503
 	case errors.Is(err, ErrStoreUnavailable):
 		return "store_unavailable", 503
 	case errors.Is(err, ErrStale):

@@ -86,6 +86,7 @@ var safeByReason = map[string]safeness{
 	"malformed_key":          safeFalse,
 	"approval_key_mismatch":  safeFalse,
 	"store_unavailable":      safeFalse,
+	"store_data_lost":        safeFalse,
 	"scope_version_conflict": safeFalse,
 	"internal":               safeFalse,
 }
@@ -208,6 +209,8 @@ func tenantText(reason string, status int) string {
 			return "the fleet's key scope version changed: this gateway no longer claims"
 		}
 		return "the key's record was made under another key scope version"
+	case "store_data_lost":
+		return "store_data_lost: the idempotency store lost data; no call is dispatched until an operator acknowledges; retry later with the same key"
 	case "denied":
 		return "the call was denied"
 	case "lease_lost":

@@ -38,7 +38,10 @@ type fileConfig struct {
 	Lease            string `json:"lease"`
 	// WaitReplicas is redisstore.Options.WaitReplicas: every reservation
 	// waits until that many replicas acknowledged it.
-	WaitReplicas int    `json:"wait_replicas"`
+	WaitReplicas int `json:"wait_replicas"`
+	// DeploymentID is redisstore.Options.DeploymentID: the fleet's id in
+	// every vendor key, kept stable when Redis is rebuilt.
+	DeploymentID string `json:"deployment_id"`
 	Environment  string `json:"environment"`
 	// AllowUnsupportedWrites is effectspec.Policy.AllowUnsupportedWrites:
 	// the explicit opt-in to writes whose vendor cannot deduplicate
@@ -124,6 +127,7 @@ type config struct {
 	UnknownRetention time.Duration
 	Lease            time.Duration
 	WaitReplicas     int
+	DeploymentID     string // empty: the store adopts or makes the fleet's
 	Environment      effectspec.Environment
 	Policy           effectspec.Policy
 	workspaces       map[[32]byte]string // sha256(api key) -> workspace id
@@ -226,7 +230,7 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 	// The store's options: what the file sets, zero (redisstore's default)
 	// for what it leaves out or gets wrong, resolved and checked by the
 	// store's own rules, the ones New applies at start.
-	opts := redisstore.Options{WaitReplicas: fc.WaitReplicas, ReadTimeout: storeReadTimeout}
+	opts := redisstore.Options{WaitReplicas: fc.WaitReplicas, ReadTimeout: storeReadTimeout, DeploymentID: fc.DeploymentID}
 	if fc.KeyPrefix != nil {
 		opts.Prefix = *fc.KeyPrefix
 	}
@@ -249,6 +253,9 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 		bad("max_response_bytes: must be 0 (the default, %d) to %d", retry.DefaultMaxBodyBytes, maxResponseBytes)
 	case exec != nil:
 		exec.MaxBodyBytes = fc.MaxResponseBytes
+	}
+	if storeOK {
+		c.DeploymentID = resolved.DeploymentID
 	}
 	env, err := effectspec.ParseEnvironment(fc.Environment)
 	if err != nil {
@@ -670,6 +677,7 @@ var optionFields = map[string]string{
 	"Lease":            "lease",
 	"WaitReplicas":     "wait_replicas",
 	"WaitTimeout":      "wait_replicas",
+	"DeploymentID":     "deployment_id",
 }
 
 // optionProblem is the store's refusal of its options (Options.Resolve) in

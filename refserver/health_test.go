@@ -51,7 +51,26 @@ func TestHealthzSaysWhetherAClaimWouldSucceed(t *testing.T) {
 	if code, m := getHealth(t, p); code != 200 {
 		t.Errorf("memory back: %d %v, want 200", code, m)
 	}
+	// The primary first copies rs (its replica, then a master), so that rs
+	// turned its replica keeps its data: a replica of an empty primary
+	// would lose it (store_data_lost).
 	primary := redistest.Start(t)
+	if _, err := primary.Do("REPLICAOF", "127.0.0.1", rs.Addr()[strings.LastIndex(rs.Addr(), ":")+1:]); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		info, err := primary.Do("INFO", "replication")
+		if s, _ := info.(string); err == nil && strings.Contains(s, "master_link_status:up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the primary did not copy rs: %v %v", info, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := primary.Do("REPLICAOF", "NO", "ONE"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := rs.Do("REPLICAOF", "127.0.0.1", primary.Addr()[strings.LastIndex(primary.Addr(), ":")+1:]); err != nil {
 		t.Fatal(err)
 	}
@@ -68,9 +87,11 @@ func TestHealthzSaysWhetherAClaimWouldSucceed(t *testing.T) {
 	if code, m := getHealth(t, p); code != 503 || m["reason"] != "unreachable" {
 		t.Errorf("Redis down: %d %v, want 503 unreachable", code, m)
 	}
+	// Back without its data (it persists nothing): the unreachable node has
+	// the sentinels read again at once.
 	rs.Restart()
-	if code, m := getHealth(t, p); code != 200 {
-		t.Errorf("Redis back: %d %v, want 200", code, m)
+	if code, m := getHealth(t, p); code != 503 || m["reason"] != "store_data_lost" {
+		t.Errorf("Redis back empty: %d %v, want 503 store_data_lost", code, m)
 	}
 }
 

@@ -111,6 +111,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer release()
 	s := newServer(cfg, store, store, log)
+	s.watchDataLoss(store, stderr)
 	// Before the store is released: stop re-sending claims.
 	defer s.orch.Close()
 	tp, err := startTracing(octx, log)

@@ -209,6 +209,7 @@ func (s *server) handler() http.Handler {
 	mux.Handle("POST /v1/capabilities/{name}/pin", s.bounded(http.HandlerFunc(s.handlePin)))
 	mux.Handle("GET /v1/unknown", s.bounded(http.HandlerFunc(s.handleListUnknown)))
 	mux.Handle("POST /v1/receipts/{key}/resolve", s.bounded(http.HandlerFunc(s.handleResolve)))
+	mux.Handle("POST /v1/store/acknowledge-data-loss", s.bounded(http.HandlerFunc(s.handleAcknowledgeDataLoss)))
 	mux.Handle("GET /healthz", s.bounded(http.HandlerFunc(s.handleHealth)))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	return mux

@@ -27,7 +27,7 @@ const notDurableBanner = `
 // durable and not shared, which the server says loudly on start. release frees everything it opened.
 func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writer) (_ *redisstore.Store, release func(), err error) {
 	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, UnknownRetention: cfg.UnknownRetention, Lease: cfg.Lease,
-		WaitReplicas: cfg.WaitReplicas, ReadTimeout: storeReadTimeout}
+		WaitReplicas: cfg.WaitReplicas, ReadTimeout: storeReadTimeout, DeploymentID: cfg.DeploymentID}
 	opts = brokenStore(opts) // the identity unless built with -tags obolmutant
 	var (
 		clientOpt rueidis.ClientOption

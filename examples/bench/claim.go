@@ -241,21 +241,24 @@ func (e *env) redisCPU(ctx context.Context) (float64, error) {
 
 // checkKeys proves that the measured claims landed: the database holds
 // between lo and hi records, besides the workspace's unknown index buckets
-// (one per slot that a record hashed to; one for redis-benchmark).
+// (one per slot that a record hashed to; one for redis-benchmark) and the
+// fleet's meta keys, which flush keeps.
 func (e *env) checkKeys(ctx context.Context, lo, hi int64) error {
 	n, err := e.dbsize(ctx)
 	if err != nil {
 		return err
 	}
-	var cursor uint64
-	for {
-		sc, err := e.client.Do(ctx, e.client.B().Scan().Cursor(cursor).Match(idempotency.DefaultPrefix+"unk:ws_bench*").Count(10000).Build()).AsScanEntry()
-		if err != nil {
-			return err
-		}
-		n -= int64(len(sc.Elements))
-		if cursor = sc.Cursor; cursor == 0 {
-			break
+	for _, pattern := range []string{idempotency.DefaultPrefix + "unk:ws_bench*", idempotency.DefaultPrefix + "meta:*"} {
+		var cursor uint64
+		for {
+			sc, err := e.client.Do(ctx, e.client.B().Scan().Cursor(cursor).Match(pattern).Count(10000).Build()).AsScanEntry()
+			if err != nil {
+				return err
+			}
+			n -= int64(len(sc.Elements))
+			if cursor = sc.Cursor; cursor == 0 {
+				break
+			}
 		}
 	}
 	if n < lo || n > hi {

@@ -217,9 +217,32 @@ func openEnv(ctx context.Context, o *options) (*env, error) {
 func (e *env) close() { e.client.Close() }
 
 // flush empties the harness's database, so that every measurement starts
-// from the same memory and key count.
+// from the same memory and key count, but for the fleet's meta keys (scope
+// version, deployment id, sentinels): a running store that finds its
+// sentinel gone stops claiming (store_data_lost), so they are never deleted,
+// not even for a moment.
 func (e *env) flush(ctx context.Context) error {
-	return e.client.Do(ctx, e.client.B().Flushdb().Sync().Build()).Error()
+	for cursor := uint64(0); ; {
+		sc, err := e.client.Do(ctx, e.client.B().Scan().Cursor(cursor).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return err
+		}
+		var del []string
+		for _, k := range sc.Elements {
+			if !strings.Contains(k, "meta:") {
+				del = append(del, k)
+			}
+		}
+		if len(del) > 0 {
+			if err := e.client.Do(ctx, e.client.B().Del().Key(del...).Build()).Error(); err != nil {
+				return err
+			}
+		}
+		if sc.Cursor == 0 {
+			return nil
+		}
+		cursor = sc.Cursor
+	}
 }
 
 func (e *env) dbsize(ctx context.Context) (int64, error) {

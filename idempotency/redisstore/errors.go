@@ -37,6 +37,16 @@ var (
 	// scope version does not, so New cannot tell which version they are of
 	// and refuses to start. Count them with CountRecords, then set the key.
 	ErrScopeVersionUnset = errors.New("redisstore: records exist but the fleet's scope version is not set")
+	// ErrDataLost: a sentinel vanished or the fleet's data-lost marker
+	// records a loss (docs/DESIGN.md, "The record and its lifecycle", Store amnesia): Redis lost data
+	// under a running gateway, so a retry could dispatch again. Claims fail
+	// with it, wrapped with idempotency.ErrStoreDataLost, until an operator
+	// calls Store.AcknowledgeDataLoss; nothing was written.
+	ErrDataLost = errors.New("redisstore: Redis lost data")
+	// ErrDeploymentMismatch: Options.DeploymentID differs from the fleet's
+	// deployment id stored in Redis. New refuses to start and never
+	// overwrites the stored one.
+	ErrDeploymentMismatch = errors.New("redisstore: the configured deployment id is not the fleet's")
 	// ErrInvalidPin: a capability or provider name that Pin, SetPin or
 	// InitPin refuses. Nothing was sent to Redis.
 	ErrInvalidPin = errors.New("redisstore: invalid pin")
@@ -48,7 +58,7 @@ var (
 // settle the state with Lookup. It matches idempotency.ErrStoreUnavailable
 // and its cause under errors.Is.
 type OpError struct {
-	Op  string // "claim", "reserve", "renew", "finalize", "lookup", "ticket", "decide", "pin", "setpin", "initpin", "new", "settle", "list", "giveback"
+	Op  string // "claim", "reserve", "renew", "finalize", "lookup", "ticket", "decide", "pin", "setpin", "initpin", "new", "settle", "list", "giveback", "acknowledge"
 	Err error
 }
 

@@ -18,11 +18,13 @@ const healthSrc = "#!lua\nreturn 1\n"
 // UnhealthyError says why a claim could not be written now.
 type UnhealthyError struct {
 	// Reason is one of "unreachable", "out_of_memory", "read_only",
-	// "loading", "failing_over", "error", or "scope_version_conflict"
-	// (the fleet's scope version is not this store's: it stops claiming).
+	// "loading", "failing_over", "error", "scope_version_conflict"
+	// (the fleet's scope version is not this store's: it stops claiming),
+	// or "store_data_lost" (Redis lost data under a running gateway; it
+	// stops claiming until an operator acknowledges: Store.DataLoss).
 	Reason string
 	// Node is the address of the node that failed; empty for
-	// scope_version_conflict.
+	// scope_version_conflict and store_data_lost.
 	Node string
 	Err  error
 }
@@ -41,12 +43,27 @@ func (e *UnhealthyError) Unwrap() error { return e.Err }
 // Redis out of memory (noeviction refuses writes), a replica that became
 // read-only, a node loading its data set, a Cluster that is down or failing
 // over. It writes nothing. Bound it with ctx (ReadTimeout does not apply).
-// It also fails while the fleet's scope version is not this store's, read
-// again at most once per lease as by a claim.
+// It also fails while the fleet's scope version is not this store's, and
+// while the store knows of a loss of data, both read again at most once per
+// lease as by a claim; a node found unreachable or loading has them read
+// again at the next check or claim (it may come back empty).
 func (s *Store) Health(ctx context.Context) error {
-	if err := s.scope.check(ctx); errors.Is(err, ErrScopeVersion) {
+	switch err := s.scope.check(ctx); {
+	case errors.Is(err, ErrDataLost):
+		return &UnhealthyError{Reason: "store_data_lost", Err: err}
+	case errors.Is(err, ErrScopeVersion):
 		return &UnhealthyError{Reason: "scope_version_conflict", Err: err}
 	}
+	err := s.health(ctx)
+	var ue *UnhealthyError
+	if errors.As(err, &ue) && (ue.Reason == "unreachable" || ue.Reason == "loading") {
+		s.scope.stale.Store(true)
+	}
+	return err
+}
+
+// health is Health's check of every master.
+func (s *Store) health(ctx context.Context) error {
 	nodes := s.client.Nodes()
 	for addr, n := range nodes {
 		if len(nodes) > 1 {

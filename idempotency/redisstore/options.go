@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
@@ -104,6 +105,7 @@ var optionWords = map[string]string{
 	"WaitReplicas":     "wait replicas",
 	"WaitTimeout":      "wait timeout",
 	"ReadTimeout":      "read timeout",
+	"DeploymentID":     "deployment id",
 }
 
 func refuse(option string, value any, relative, format string, args ...any) *OptionError {
@@ -184,5 +186,73 @@ func (o Options) Resolve() (Options, error) {
 		// A WAIT that may take the whole lease leaves no time to send.
 		return o, refuse("WaitTimeout", o.WaitTimeout, "Lease", "must be at most half the lease %v", o.Lease)
 	}
+	if o.DeploymentID != "" {
+		if err := ValidateDeploymentID(o.DeploymentID); err != nil {
+			return o, &OptionError{Option: "DeploymentID", Reason: strings.TrimPrefix(err.Error(), "redisstore: deployment id: "), value: o.DeploymentID}
+		}
+	}
 	return o, nil
+}
+
+// Deployment ids (Options.DeploymentID): 128 to 256 random bits. Two fleets
+// that share one share vendor keys, and their tenants could be served each
+// other's answers at a shared vendor account, so an id that a person typed
+// (a placeholder, a pattern) is refused: `openssl rand -hex 16` makes one.
+const (
+	minDeploymentDigits = 32
+	maxDeploymentDigits = 64
+	// minDeploymentDistinct: 32 random hex digits hold fewer than 6
+	// distinct ones with a probability below 1e-12.
+	minDeploymentDistinct = 6
+	// maxDeploymentPeriod: an id that repeats a block of at most this many
+	// digits (0000..., abab..., deadbeef x4, 0123456789abcdef x2) is a
+	// placeholder, never random.
+	maxDeploymentPeriod = 16
+)
+
+// ValidateDeploymentID reports why id cannot be a fleet's deployment id, or
+// nil: it must be 32 to 64 lowercase hex digits, random (not a repeated
+// block such as "00...0" or "deadbeef" four times, and at least 6 distinct
+// digits). The error never quotes the id.
+func ValidateDeploymentID(id string) error {
+	if n := len(id); n < minDeploymentDigits || n > maxDeploymentDigits {
+		return fmt.Errorf("redisstore: deployment id: must be %d to %d lowercase hex digits, not %d characters (make one with openssl rand -hex 16)",
+			minDeploymentDigits, maxDeploymentDigits, n)
+	}
+	var seen [16]bool
+	distinct := 0
+	for i := 0; i < len(id); i++ {
+		d := strings.IndexByte("0123456789abcdef", id[i])
+		if d < 0 {
+			return fmt.Errorf("redisstore: deployment id: character %d is not a lowercase hex digit (make one with openssl rand -hex 16)", i+1)
+		}
+		if !seen[d] {
+			seen[d] = true
+			distinct++
+		}
+	}
+	for p := 1; p <= maxDeploymentPeriod; p++ {
+		if len(id)%p == 0 && strings.Repeat(id[:p], len(id)/p) == id {
+			return fmt.Errorf("redisstore: deployment id: repeats a block of %d digits, a placeholder rather than a random id (make one with openssl rand -hex 16)", p)
+		}
+	}
+	if distinct < minDeploymentDistinct {
+		return fmt.Errorf("redisstore: deployment id: only %d distinct digits, not a random id (make one with openssl rand -hex 16)", distinct)
+	}
+	return nil
+}
+
+// validDeployment reports whether a stored deployment id is one this
+// package reads: 32 to 64 lowercase hex digits (an id a store made is 32;
+// a configured one may be longer).
+func validDeployment(id string) bool {
+	if len(id) < minDeploymentDigits || len(id) > maxDeploymentDigits {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -50,7 +50,7 @@ func realStore(t testing.TB, c rueidis.Client, opts Options) *Store {
 func TestRecordIsCompact(t *testing.T) {
 	srv := redistest.Start(t)
 	c := realClient(t, srv.Addr())
-	s := realStore(t, c, Options{})
+	s := realStore(t, c, Options{SkipDataLossCheck: true}) // it flushes Redis between kinds
 	n := 2000
 	if v, err := strconv.Atoi(os.Getenv("OBOL_RECORD_MEMORY_N")); err == nil && v > 0 {
 		n = v

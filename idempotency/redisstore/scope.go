@@ -33,9 +33,10 @@ import (
 // ErrScopeVersion and idempotency.ErrScopeVersionChanged (503
 // scope_version_conflict) and writes nothing. Reserve, Renew and Finalize
 // go on, so that calls already in flight end. A key that is gone (deleted,
-// or a flushed Redis) changes nothing: only a gateway that finds no record
-// under the prefix writes it again, and the running stores read what it
-// wrote at their next reading.
+// or a flushed Redis) changes nothing here: only a gateway that finds no
+// record under the prefix writes it again, and the running stores read what
+// it wrote at their next reading. A flushed Redis is seen by the sentinels
+// read in the same pipeline (sentinel.go).
 
 // scanCount is the COUNT hint of every SCAN: enough keys per round trip to
 // be quick, few enough to keep each call short on a busy node.
@@ -94,6 +95,12 @@ type scopeCheck struct {
 
 	readAt  atomic.Int64                 // elapsed at the start of the latest reading
 	verdict atomic.Pointer[scopeVerdict] // nil while the fleet's version is ours
+	// stale asks the next claim to read again at once (Health found a node
+	// unreachable or loading: it may come back empty).
+	stale atomic.Bool
+	// amnesia watches the sentinels in the same readings (sentinel.go); nil
+	// with Options.SkipDataLossCheck.
+	amnesia *amnesia
 
 	mu      sync.Mutex
 	reading chan struct{} // non-nil while a reading is in flight
@@ -115,11 +122,11 @@ func (c *scopeCheck) errFor(v *scopeVerdict) error {
 // (nothing was claimed); the next claim reads again.
 func (c *scopeCheck) check(ctx context.Context) error {
 	for {
-		if c.elapsed()-time.Duration(c.readAt.Load()) < c.every {
-			return c.errFor(c.verdict.Load())
+		if !c.stale.Load() && c.elapsed()-time.Duration(c.readAt.Load()) < c.every {
+			return c.verdictErr()
 		}
 		c.mu.Lock()
-		if c.elapsed()-time.Duration(c.readAt.Load()) < c.every {
+		if !c.stale.Load() && c.elapsed()-time.Duration(c.readAt.Load()) < c.every {
 			c.mu.Unlock()
 			continue // another claim's reading just landed
 		}
@@ -136,31 +143,64 @@ func (c *scopeCheck) check(ctx context.Context) error {
 		c.reading = w
 		c.mu.Unlock()
 
-		start := c.elapsed()
-		v, err := c.read(ctx)
-		if err == nil || rueidis.IsRedisNil(err) {
-			// Only a value other than ours stops claiming; see the comment
-			// at the top of this file for a key that is gone.
-			if err == nil && v != c.want {
-				c.verdict.Store(&scopeVerdict{fleet: v})
-			} else {
-				c.verdict.Store(nil)
-			}
-			c.readAt.Store(int64(start))
-			err = nil
-		}
+		err := c.read(ctx)
 		c.mu.Lock()
 		c.reading = nil
 		close(w)
 		c.mu.Unlock()
 		if err != nil {
-			return opError("claim", fmt.Errorf("scope version: %w", err))
+			return opError("claim", err)
 		}
-		return c.errFor(c.verdict.Load())
+		return c.verdictErr()
 	}
 }
 
-func (c *scopeCheck) read(ctx context.Context) (string, error) {
+// verdictErr is the latest reading's refusal of claims, a loss of data
+// first.
+func (c *scopeCheck) verdictErr() error {
+	if c.amnesia != nil {
+		if err := c.amnesia.err(); err != nil {
+			return err
+		}
+	}
+	return c.errFor(c.verdict.Load())
+}
+
+// read reads the fleet's scope version, and the sentinels in the same
+// pipeline, and records the verdicts.
+func (c *scopeCheck) read(ctx context.Context) error {
+	start := c.elapsed()
+	c.stale.Store(false)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	cmds := rueidis.Commands{c.client.B().Get().Key(c.key).Build()}
+	var r *reading
+	if c.amnesia != nil {
+		var more rueidis.Commands
+		r, more = c.amnesia.start(ctx)
+		cmds = append(cmds, more...)
+	}
+	res := c.client.DoMulti(ctx, cmds...)
+	if r != nil {
+		c.amnesia.judge(ctx, r, res[1:])
+	}
+	v, err := res[0].ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return fmt.Errorf("scope version: %w", err)
+	}
+	// Only a value other than ours stops claiming; see the comment at the
+	// top of this file for a key that is gone.
+	if err == nil && v != c.want {
+		c.verdict.Store(&scopeVerdict{fleet: v})
+	} else {
+		c.verdict.Store(nil)
+	}
+	c.readAt.Store(int64(start))
+	return nil
+}
+
+// get reads the fleet's scope version alone (New).
+func (c *scopeCheck) get(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	return c.client.Do(ctx, c.client.B().Get().Key(c.key).Build()).ToString()
@@ -180,7 +220,7 @@ func initScope(ctx context.Context, client rueidis.Client, opts Options) (*scope
 		elapsed: func() time.Duration { return time.Since(base) },
 	}
 	start := c.elapsed()
-	v, err := c.read(ctx)
+	v, err := c.get(ctx)
 	switch {
 	case rueidis.IsRedisNil(err):
 		v, err = c.create(ctx, opts.Prefix)

@@ -235,7 +235,7 @@ func TestScopeVersionReadFails(t *testing.T) {
 		t.Fatalf("claim while the reading fails: %v, want ErrStoreUnavailable", err)
 	}
 	m.mr.SetError("")
-	if n := len(m.mr.Keys()); n != 2 { // the scope version and the deployment id
+	if n := len(m.mr.Keys()); n != 3 { // the scope version, the deployment id, the sentinel
 		t.Fatalf("%d keys after a failed reading: %v", n, m.mr.Keys())
 	}
 	m.mr.Set(scopeKey, "3")

@@ -83,6 +83,17 @@ type Options struct {
 	// ctx could wait forever on a Redis that is starting. If zero,
 	// DefaultReadTimeout (5s).
 	ReadTimeout time.Duration
+	// DeploymentID, if set, is the fleet's deployment id, an input of every
+	// vendor key (docs/DESIGN.md, "The key on the vendor hop"): 32 to 64
+	// lowercase hex digits (ValidateDeploymentID). Kept stable when Redis
+	// is rebuilt, it keeps the vendor keys of retried calls the same, so
+	// vendors go on deduplicating them. New stores it when Redis holds
+	// none and refuses to start (ErrDeploymentMismatch) when Redis holds
+	// another; empty, New adopts the stored one or makes one.
+	DeploymentID string
+	// SkipDataLossCheck turns off the sentinels that see Redis lose data
+	// (sentinel.go): only for tests that flush Redis under a store.
+	SkipDataLossCheck bool
 }
 
 // Store is an idempotency.Store on Redis or Redis Cluster. It is safe for
@@ -172,11 +183,16 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 	if s.scope, err = initScope(ctx, client, opts); err != nil {
 		return nil, err
 	}
-	dep, err := initDeployment(ctx, client, s.prefix)
+	dep, err := initDeployment(ctx, client, s.prefix, opts.DeploymentID)
 	if err != nil {
 		return nil, err
 	}
 	s.deployment = dep
+	if !opts.SkipDataLossCheck {
+		if s.scope.amnesia, err = initAmnesia(ctx, client, opts); err != nil {
+			return nil, err
+		}
+	}
 	// Preload the scripts so that the first call is one round trip. Best
 	// effort: EVALSHA falls back to EVAL on NOSCRIPT (a failover, a restart).
 	for _, n := range nodes {
@@ -220,19 +236,30 @@ func checkReplicas(ctx context.Context, nodes map[string]rueidis.Client, want in
 // Lease returns the configured lease (Options.Lease).
 func (s *Store) Lease() time.Duration { return s.leaseD }
 
+// deploymentKey holds the fleet's deployment id.
+func deploymentKey(prefix string) string { return prefix + "meta:deployment" }
+
 // initDeployment reads the fleet's deployment id at {prefix}meta:deployment,
-// or makes it: the first gateway's SET NX wins and every other reads its
-// value in the same command (SET NX GET, Redis 7).
-func initDeployment(ctx context.Context, client rueidis.Client, prefix string) (string, error) {
-	fresh := idempotency.NewDeploymentID()
-	old, err := client.Do(ctx, client.B().Set().Key(prefix+"meta:deployment").Value(fresh).Nx().Get().Build()).ToString()
+// or writes it (the configured one, else a fresh one): the first gateway's
+// SET NX wins and every other reads its value in the same command (SET NX
+// GET, Redis 7). A configured id that differs from the stored one refuses
+// to start; the stored one is never overwritten.
+func initDeployment(ctx context.Context, client rueidis.Client, prefix, configured string) (string, error) {
+	fresh := configured
+	if fresh == "" {
+		fresh = idempotency.NewDeploymentID()
+	}
+	old, err := client.Do(ctx, client.B().Set().Key(deploymentKey(prefix)).Value(fresh).Nx().Get().Build()).ToString()
 	switch {
 	case rueidis.IsRedisNil(err):
 		return fresh, nil
 	case err != nil:
 		return "", fmt.Errorf("redisstore: deployment id: %w", err)
-	case !idempotency.ValidDeploymentID(old):
-		return "", fmt.Errorf("%w: %smeta:deployment is not 32 lowercase hex digits", ErrCorruptRecord, prefix)
+	case !validDeployment(old):
+		return "", fmt.Errorf("%w: %s is not 32 to 64 lowercase hex digits", ErrCorruptRecord, deploymentKey(prefix))
+	case configured != "" && old != configured:
+		return "", fmt.Errorf("%w: %s holds %s, the configured deployment id is %s: configure the stored one (it names this fleet "+
+			"in every vendor key), or use another key prefix or Redis for another fleet", ErrDeploymentMismatch, deploymentKey(prefix), old, configured)
 	}
 	return old, nil
 }

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/retry"
+)
+
+// dataLossConfig is e2eConfig with a short lease (the loss is seen within
+// one) and, if dep is not empty, a deployment_id.
+func dataLossConfig(t *testing.T, vendorURL, dep string) string {
+	t.Helper()
+	conf := strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendorURL)
+	conf = strings.Replace(conf, `"lease": "10s"`, `"lease": "2s"`, 1)
+	if dep != "" {
+		conf = strings.Replace(conf, `"environment"`, `"deployment_id": "`+dep+`", "environment"`, 1)
+	}
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func randomDeployment(t *testing.T) string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// receiptVendorKey is the vendor_key of ws_one's receipt of pay.charge
+// under key.
+func receiptVendorKey(t *testing.T, p *proc, key string) string {
+	t.Helper()
+	code, m := p.post(t, "GET", "/v1/receipts/"+key+"?tool=pay.charge", e2eKeyOne, "")
+	vk, _ := m["vendor_key"].(string)
+	if code != 200 || vk == "" {
+		t.Fatalf("receipt of %s: %d %v", key, code, m)
+	}
+	return vk
+}
+
+// waitStderr waits until p's stderr holds every want: it is copied from a
+// pipe, a moment after the line was written.
+func waitStderr(t *testing.T, p *proc, wants ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		missing := ""
+		for _, w := range wants {
+			if !strings.Contains(p.stderr.String(), w) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr lacks %q:\n%s", missing, p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitHealth polls /healthz until it answers code with reason (empty: any).
+func waitHealth(t *testing.T, p *proc, code int, reason string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got, m := getHealth(t, p)
+		if got == code && (reason == "" || m["reason"] == reason) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz %d %v, want %d %s within %v", got, m, code, reason, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestStoreDataLost: an empty Redis restarted under a running gateway. Once
+// the gateway's next reading sees its sentinel gone, /healthz is 503
+// store_data_lost, calls (a retry of a settled key, a new key) are refused
+// store_data_lost with safe_new_key false and the vendor receives nothing,
+// until an operator acknowledges; then calls go on, and the retried call
+// reaches the vendor with its vendor key unchanged. With deployment_id set,
+// a gateway started on a Redis rebuilt from nothing sends the same vendor
+// key too; without it, another one (the control). A gateway whose
+// deployment_id differs from the stored one refuses to start naming both.
+func TestStoreDataLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts Redis")
+	}
+	redis := redistest.Start(t) // persists nothing
+	vendor := newTestVendor(t)
+	dep := randomDeployment(t)
+	cfgPath := dataLossConfig(t, vendor.URL, dep)
+	bin := buildRefserver(t)
+	p := startRefserver(t, bin, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	key := idempotency.NewKey().String()
+	args := map[string]any{"amount": 100}
+	call(t, p.session(t, e2eKeyOne, key), "pay.charge", args, "").wantOutcome(t, "accepted", false)
+	vk := receiptVendorKey(t, p, key)
+	if n := vendor.count("/charge", vk); n != 1 {
+		t.Fatalf("the vendor saw %d requests, want 1", n)
+	}
+
+	redis.Restart() // empty
+	waitHealth(t, p, 503, "store_data_lost", 15*time.Second)
+	waitStderr(t, p, "STORE DATA LOST", `level=ERROR msg="store data lost`)
+	for _, k := range []string{key, idempotency.NewKey().String()} {
+		a := call(t, p.session(t, e2eKeyOne, k), "pay.charge", args, "")
+		a.wantRefusal(t, "store_data_lost", 503)
+		if a.refusal.SafeNewKey == nil || *a.refusal.SafeNewKey {
+			t.Errorf("store_data_lost: safe_new_key %v, want false", a.refusal.SafeNewKey)
+		}
+	}
+	if n := vendor.count("/charge", ""); n != 1 {
+		t.Fatalf("the vendor saw %d requests under the loss, want still 1", n)
+	}
+
+	if code, m := p.post(t, "POST", "/v1/store/acknowledge-data-loss", e2eKeyOne, ""); code != 401 {
+		t.Fatalf("acknowledge with an API key: %d %v, want 401", code, m)
+	}
+	code, m := p.post(t, "POST", "/v1/store/acknowledge-data-loss", e2eKeyAdmin, "")
+	if code != 200 || m["acknowledged"] != true || !strings.Contains(m["message"].(string), "deployment id is unchanged") {
+		t.Fatalf("acknowledge: %d %v", code, m)
+	}
+	waitStderr(t, p, `level=WARN msg="store data loss acknowledged`, "can be dispatched again", "deployment id is unchanged")
+	if code, m := p.post(t, "POST", "/v1/store/acknowledge-data-loss", e2eKeyAdmin, ""); code != 200 || m["acknowledged"] != false {
+		t.Fatalf("a second acknowledgement: %d %v, want nothing to acknowledge", code, m)
+	}
+	waitHealth(t, p, 200, "", 5*time.Second)
+	// The record was lost: the retry dispatches again, with the same vendor
+	// key, which a vendor that deduplicates answers from its first call.
+	call(t, p.session(t, e2eKeyOne, key), "pay.charge", args, "").wantOutcome(t, "accepted", false)
+	if got := receiptVendorKey(t, p, key); got != vk {
+		t.Fatalf("vendor key after the acknowledgement %s, before %s", got, vk)
+	}
+	if n := vendor.count("/charge", vk); n != 2 {
+		t.Fatalf("the vendor saw the vendor key %d times, want 2", n)
+	}
+	p.stop(t)
+
+	// Redis rebuilt with no gateway running: a gateway of the same
+	// deployment_id sends the same vendor key.
+	redis.Restart()
+	q := startRefserver(t, bin, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	call(t, q.session(t, e2eKeyOne, key), "pay.charge", args, "").wantOutcome(t, "accepted", false)
+	if got := receiptVendorKey(t, q, key); got != vk {
+		t.Fatalf("vendor key after the rebuild %s, before %s", got, vk)
+	}
+	q.stop(t)
+
+	// Another deployment_id on this Redis: refused, naming both.
+	other := randomDeployment(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-addr", "127.0.0.1:0", "-config", dataLossConfig(t, vendor.URL, other), "-redis", "redis://"+redis.Addr())
+	cmd.Env = append(os.Environ(), "E2E_VENDOR_SECRET="+e2eSecret)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), dep) || !strings.Contains(string(out), other) {
+		t.Fatalf("a gateway of another deployment_id: %v\n%s\nwant a refusal naming %s and %s", err, out, dep, other)
+	}
+
+	// The control: without deployment_id, a rebuilt Redis gets another id,
+	// and the same call another vendor key.
+	redis.Restart()
+	c := startRefserver(t, bin, "-config", dataLossConfig(t, vendor.URL, ""), "-redis", "redis://"+redis.Addr())
+	call(t, c.session(t, e2eKeyOne, key), "pay.charge", args, "").wantOutcome(t, "accepted", false)
+	if got := receiptVendorKey(t, c, key); got == vk {
+		t.Fatal("without deployment_id the rebuilt Redis kept the vendor key: the check above proves nothing")
+	}
+}
+
+// TestConfigDeploymentID: deployment_id must be 32 to 64 lowercase hex
+// digits and random; a refusal names the field and never the value.
+func TestConfigDeploymentID(t *testing.T) {
+	env := func(string) (string, bool) { return e2eSecret, true }
+	load := func(dep string) (*config, error) {
+		conf := strings.ReplaceAll(e2eConfig, "{{VENDOR}}", "http://127.0.0.1:9")
+		conf = strings.Replace(conf, `"environment"`, `"deployment_id": "`+dep+`", "environment"`, 1)
+		return loadConfig([]byte(conf), env, &retry.Executor{})
+	}
+	good := randomDeployment(t)
+	if c, err := load(good); err != nil || c.DeploymentID != good {
+		t.Fatalf("a random id: %v", err)
+	}
+	if c, err := load(good + good); err != nil || c.DeploymentID != good+good {
+		t.Fatalf("a 64-digit id: %v", err)
+	}
+	for _, bad := range []string{"abc", strings.ToUpper(good), strings.Repeat("a", 32), strings.Repeat("1234abcd", 4),
+		strings.Repeat("0123456789abcdef", 4), good + good + "0", good[:31] + "z"} {
+		_, err := load(bad)
+		if err == nil || !strings.Contains(err.Error(), "deployment_id: ") || strings.Contains(err.Error(), bad) {
+			t.Errorf("deployment_id %q: %v, want a refusal of the field that never quotes it", bad, err)
+		}
+	}
+}
