@@ -25,6 +25,8 @@ const (
 	DefaultWaitTimeout = time.Second
 	// DefaultReadTimeout is Options.ReadTimeout when zero.
 	DefaultReadTimeout = 5 * time.Second
+	// DefaultMigrationWait is Options.MigrationWait when zero.
+	DefaultMigrationWait = 5 * time.Second
 )
 
 // Bounds of Options, besides the relations below (MinRetentionLeases, and
@@ -104,6 +106,7 @@ var optionWords = map[string]string{
 	"WaitReplicas":     "wait replicas",
 	"WaitTimeout":      "wait timeout",
 	"ReadTimeout":      "read timeout",
+	"MigrationWait":    "migration wait",
 }
 
 func refuse(option string, value any, relative, format string, args ...any) *OptionError {
@@ -134,6 +137,7 @@ func (o Options) Resolve() (Options, error) {
 		{"Lease", o.Lease},
 		{"WaitTimeout", o.WaitTimeout},
 		{"ReadTimeout", o.ReadTimeout},
+		{"MigrationWait", o.MigrationWait},
 	} {
 		if d.v < 0 {
 			return o, refuse(d.name, d.v, "", "must not be negative")
@@ -162,6 +166,9 @@ func (o Options) Resolve() (Options, error) {
 	}
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.MigrationWait == 0 {
+		o.MigrationWait = DefaultMigrationWait
 	}
 	// Divisions, not products: a product of two huge durations overflows
 	// into a negative one and would pass.
