@@ -26,6 +26,8 @@ const (
 	DefaultWaitTimeout = time.Second
 	// DefaultReadTimeout is Options.ReadTimeout when zero.
 	DefaultReadTimeout = 5 * time.Second
+	// DefaultMigrationWait is Options.MigrationWait when zero.
+	DefaultMigrationWait = 5 * time.Second
 )
 
 // Bounds of Options, besides the relations below (MinRetentionLeases, and
@@ -106,6 +108,7 @@ var optionWords = map[string]string{
 	"WaitTimeout":      "wait timeout",
 	"ReadTimeout":      "read timeout",
 	"DeploymentID":     "deployment id",
+	"MigrationWait":    "migration wait",
 }
 
 func refuse(option string, value any, relative, format string, args ...any) *OptionError {
@@ -136,6 +139,7 @@ func (o Options) Resolve() (Options, error) {
 		{"Lease", o.Lease},
 		{"WaitTimeout", o.WaitTimeout},
 		{"ReadTimeout", o.ReadTimeout},
+		{"MigrationWait", o.MigrationWait},
 	} {
 		if d.v < 0 {
 			return o, refuse(d.name, d.v, "", "must not be negative")
@@ -164,6 +168,9 @@ func (o Options) Resolve() (Options, error) {
 	}
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = DefaultReadTimeout
+	}
+	if o.MigrationWait == 0 {
+		o.MigrationWait = DefaultMigrationWait
 	}
 	// Divisions, not products: a product of two huge durations overflows
 	// into a negative one and would pass.

@@ -35,6 +35,7 @@ var refusedOptions = []struct {
 	{"retention -1h0m0s: must not be negative", Options{Retention: -time.Hour}},
 	{"wait timeout -1ms: must not be negative", Options{WaitTimeout: -time.Millisecond}},
 	{"read timeout -1ns: must not be negative", Options{ReadTimeout: -1}},
+	{"migration wait -1ns: must not be negative", Options{MigrationWait: -1}},
 	{"max result bytes -1: must not be negative", Options{MaxResultBytes: -1}},
 	{"max result bytes 67108865: at most 67108864", Options{MaxResultBytes: 64<<20 + 1}},
 	{"wait replicas -1: must not be negative", Options{WaitReplicas: -1}},
@@ -179,6 +180,7 @@ func TestOptionError(t *testing.T) {
 		{Options{WaitReplicas: 1, Lease: time.Second}, "WaitTimeout", "Lease", "must be at most half the lease 1s"},
 		{Options{MaxResultBytes: -1}, "MaxResultBytes", "", "must not be negative"},
 		{Options{ReadTimeout: -1}, "ReadTimeout", "", "must not be negative"},
+		{Options{MigrationWait: -1}, "MigrationWait", "", "must not be negative"},
 	} {
 		err := c.o.Validate()
 		var oe *OptionError
@@ -212,7 +214,8 @@ func TestResolveDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Options{Prefix: idempotency.DefaultPrefix, Retention: DefaultRetention, UnknownRetention: DefaultUnknownRetention,
-		Lease: DefaultLease, MaxResultBytes: DefaultMaxResultBytes, WaitTimeout: DefaultWaitTimeout, ReadTimeout: DefaultReadTimeout}
+		Lease: DefaultLease, MaxResultBytes: DefaultMaxResultBytes, WaitTimeout: DefaultWaitTimeout, ReadTimeout: DefaultReadTimeout,
+		MigrationWait: DefaultMigrationWait}
 	if o != want {
 		t.Errorf("resolved %+v, want %+v", o, want)
 	}

@@ -23,7 +23,8 @@ var luaFS embed.FS
 // connection (see New). Mutating scripts are therefore plain
 // rueidis.NewLuaScript scripts, never a Retryable or NoSha variant: a write
 // whose reply was lost comes back as an error (an *OpError), never silently
-// a second time.
+// a second time. A TRYAGAIN (a migrating slot: Redis ran
+// nothing) is re-sent by the store itself, bounded (Store.execKeys).
 type script struct {
 	src string
 	sha string

@@ -94,6 +94,18 @@ type Options struct {
 	// SkipDataLossCheck turns off the sentinels that see Redis lose data
 	// (sentinel.go): only for tests that flush Redis under a store.
 	SkipDataLossCheck bool
+	// MigrationWait bounds how long the store re-sends a script that a
+	// Cluster node answered TRYAGAIN: its slot is migrating and its keys
+	// (the record and its unknown index bucket) are not all on one side, or
+	// one does not exist, so Redis ran nothing. A fresh claim in a migrating
+	// slot is answered so until the slot has moved. The re-sends back off
+	// from 2ms, doubling, to 100ms, and end at ctx's deadline if that is
+	// earlier; after MigrationWait the TRYAGAIN is returned as an *OpError.
+	// If zero, DefaultMigrationWait (5s): the move of a slot of some
+	// thousands of keys at the pace of redis-cli --cluster reshard (a
+	// MIGRATE of 10 keys per round trip). See docs/DESIGN.md, "Scope and
+	// the Redis key".
+	MigrationWait time.Duration
 }
 
 // Store is an idempotency.Store on Redis or Redis Cluster. It is safe for
@@ -120,6 +132,7 @@ type Store struct {
 	sc          scripts
 	noTimeInRO  atomic.Bool // the server refuses TIME in EVALSHA_RO
 	readTimeout time.Duration
+	migrateWait time.Duration
 	deployment  string // the fleet's id, an input of every vendor key
 	scope       *scopeCheck
 }
@@ -162,6 +175,7 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 		waitMS:      opts.WaitTimeout.Milliseconds(),
 		sc:          newScripts(),
 		readTimeout: opts.ReadTimeout,
+		migrateWait: opts.MigrationWait,
 	}
 	nodes := client.Nodes()
 	if !opts.SkipEvictionCheck {
@@ -268,54 +282,6 @@ func initDeployment(ctx context.Context, client rueidis.Client, prefix, configur
 // vendor hop"): made once per key prefix on a Redis deployment, by the first
 // Store, and read by every later one.
 func (s *Store) Deployment() string { return s.deployment }
-
-// exec runs one script on key. With wait set and WaitReplicas > 0 it pins a
-// connection and pipelines WAIT behind the script, since WAIT only covers
-// the writes of its own connection; a cluster redirect there is an error,
-// never a WAIT answered by another node. It returns the reply and the
-// replica acknowledgements (-1 when no WAIT ran).
-func (s *Store) exec(ctx context.Context, sc *script, key string, args []string, wait bool) ([]rueidis.RedisMessage, int64, error) {
-	return s.execKeys(ctx, sc, []string{key}, args, wait)
-}
-
-// execKeys is exec on the keys of one slot: the record and its index
-// bucket.
-func (s *Store) execKeys(ctx context.Context, sc *script, keys []string, args []string, wait bool) ([]rueidis.RedisMessage, int64, error) {
-	if sc.rw != nil {
-		if !s.noTimeInRO.Load() {
-			arr, err := sc.lua.Exec(ctx, s.client, keys, args).ToArray()
-			if err == nil || !strings.Contains(err.Error(), "not allowed in read-only scripts") {
-				return arr, -1, err
-			}
-			s.noTimeInRO.Store(true)
-		}
-		arr, err := sc.rw.Exec(ctx, s.client, keys, args).ToArray()
-		return arr, -1, err
-	}
-	if !wait || s.waitN == 0 {
-		arr, err := sc.lua.Exec(ctx, s.client, keys, args).ToArray()
-		return arr, -1, err
-	}
-	dc, release := s.client.Dedicate()
-	defer release()
-	res := dc.DoMulti(ctx,
-		dc.B().Evalsha().Sha1(sc.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
-		dc.B().Wait().Numreplicas(s.waitN).Timeout(s.waitMS).Build())
-	if re, ok := rueidis.IsRedisErr(res[0].Error()); ok && re.IsNoScript() {
-		res = dc.DoMulti(ctx,
-			dc.B().Eval().Script(sc.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
-			dc.B().Wait().Numreplicas(s.waitN).Timeout(s.waitMS).Build())
-	}
-	arr, err := res[0].ToArray()
-	if err != nil {
-		return nil, -1, err
-	}
-	acks, err := res[1].AsInt64()
-	if err != nil {
-		return nil, -1, fmt.Errorf("WAIT: %w", err)
-	}
-	return arr, acks, nil
-}
 
 func (s *Store) checkAcks(acks int64) error {
 	if acks >= 0 && acks < s.waitN {
@@ -503,7 +469,16 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	// The claim script writes the index entry of a reservation itself, in
 	// the record's slot: it is in place before the caller may send
 	// (docs/DESIGN.md, "The record and its lifecycle").
-	arr, acks, err := s.execKeys(ctx, s.sc.claim, []string{key, bucket}, args, true)
+	keys := []string{key, bucket}
+	arr, acks, err := s.execOnce(ctx, s.sc.claim, keys, args, true)
+	if notRun(err) {
+		// A migrating slot: a final record replays without its bucket
+		// (replayOf); anything else waits for the slot to settle.
+		if res, ok := s.replayOf(ctx, req, rh); ok {
+			return res, nil
+		}
+		arr, acks, err = s.resend(ctx, s.sc.claim, keys, args, true, err)
+	}
 	if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)
 	}

@@ -18,6 +18,15 @@ type Cluster struct {
 	ids      []string
 	masters  int
 	replicas int
+
+	// For AddMaster: how the nodes were made.
+	owner   owner
+	bin     string
+	args    []string
+	timeout int
+
+	mu   sync.Mutex
+	gone map[int]bool // nodes RemoveMaster took out of the cluster
 }
 
 // StartCluster starts masters*(1+replicasPerMaster) cluster-enabled nodes,
@@ -50,7 +59,8 @@ func startCluster(t owner, bin string, masters, replicasPerMaster int, args []st
 	if replicasPerMaster > 0 {
 		timeout = 1000
 	}
-	c := &Cluster{nodes: make([]*Server, n), ids: make([]string, n), masters: masters, replicas: replicasPerMaster}
+	c := &Cluster{nodes: make([]*Server, n), ids: make([]string, n), masters: masters, replicas: replicasPerMaster,
+		owner: t, bin: bin, args: append([]string(nil), args...), timeout: timeout, gone: map[int]bool{}}
 	for i := range c.nodes {
 		dir, err := t.MkDir()
 		if err != nil {
@@ -76,26 +86,36 @@ func startCluster(t owner, bin string, masters, replicasPerMaster int, args []st
 
 // Addrs returns the addresses of all nodes, masters first.
 func (c *Cluster) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for i, s := range c.nodes {
-		out[i] = s.Addr()
+	var out []string
+	for _, s := range c.Nodes() {
+		out = append(out, s.Addr())
 	}
 	return out
 }
 
 // Nodes returns all nodes: first the masters 0..m-1, then the replicas of
-// master 0, of master 1, and so on. Indexes refer to the initial roles; a
-// failover does not reorder them.
-func (c *Cluster) Nodes() []*Server { return append([]*Server(nil), c.nodes...) }
+// master 0, of master 1, and so on, then the masters AddMaster added, in
+// order. Indexes refer to the initial roles; a failover does not reorder
+// them, and a master RemoveMaster took out keeps its index (it is no
+// longer running).
+func (c *Cluster) Nodes() []*Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Server(nil), c.nodes...)
+}
 
 // Node returns node i as ordered by Nodes.
-func (c *Cluster) Node(i int) *Server { return c.nodes[i] }
+func (c *Cluster) Node(i int) *Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i]
+}
 
 // Master returns the initial master i.
-func (c *Cluster) Master(i int) *Server { return c.nodes[i] }
+func (c *Cluster) Master(i int) *Server { return c.Node(i) }
 
 // Replica returns the initial replica j of master i.
-func (c *Cluster) Replica(i, j int) *Server { return c.nodes[c.masters+i*c.replicas+j] }
+func (c *Cluster) Replica(i, j int) *Server { return c.Node(c.masters + i*c.replicas + j) }
 
 // WaitOK waits until every running node reports cluster_state:ok, knows every
 // node, sees all slots served, and every running initial replica's link to
@@ -175,7 +195,11 @@ func (c *Cluster) assemble() error {
 }
 
 func (c *Cluster) healthy() error {
-	for _, s := range c.nodes {
+	c.mu.Lock()
+	nodes := append([]*Server(nil), c.nodes...)
+	known := len(c.nodes) - len(c.gone)
+	c.mu.Unlock()
+	for _, s := range nodes {
 		if !s.Running() {
 			continue
 		}
@@ -188,7 +212,7 @@ func (c *Cluster) healthy() error {
 			"cluster_state":          "ok",
 			"cluster_slots_assigned": strconv.Itoa(clusterSlots),
 			"cluster_slots_ok":       strconv.Itoa(clusterSlots),
-			"cluster_known_nodes":    strconv.Itoa(len(c.nodes)),
+			"cluster_known_nodes":    strconv.Itoa(known),
 		} {
 			if fields[k] != want {
 				return fmt.Errorf("%s: %s is %q, want %q", s.Addr(), k, fields[k], want)

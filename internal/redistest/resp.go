@@ -18,6 +18,12 @@ func (e ErrorReply) Error() string { return "redistest: server replied: " + stri
 // do sends one command on a fresh connection and reads one reply: test set-up
 // is rare enough that a connection per command costs nothing worth saving.
 func do(addr string, timeout time.Duration, args ...string) (any, error) {
+	return doAll(addr, timeout, [][]string{args})
+}
+
+// doAll sends commands on one fresh connection and returns the last reply;
+// an error reply to an earlier one is returned as the error.
+func doAll(addr string, timeout time.Duration, cmds [][]string) (any, error) {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
@@ -27,14 +33,23 @@ func do(addr string, timeout time.Duration, args ...string) (any, error) {
 		return nil, err
 	}
 	w := bufio.NewWriter(c)
-	fmt.Fprintf(w, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(w, "$%d\r\n%s\r\n", len(a), a)
+	for _, args := range cmds {
+		fmt.Fprintf(w, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(w, "$%d\r\n%s\r\n", len(a), a)
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return nil, err
 	}
-	return readReply(bufio.NewReader(c))
+	r := bufio.NewReader(c)
+	var v any
+	for range cmds {
+		if v, err = readReply(r); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
 }
 
 // readReply reads one RESP2 reply: string for simple and bulk strings, int64,

@@ -116,6 +116,12 @@ func (s *Server) Relaunch() error {
 // (CONFIG SET, DEBUG SLEEP, CLUSTER INFO), not for the code under test.
 func (s *Server) Do(args ...string) (any, error) { return do(s.Addr(), cmdTimeout, args...) }
 
+// DoAsking is Do after ASKING on the same connection, as a client that
+// follows an ASK redirect to a node importing the slot sends it.
+func (s *Server) DoAsking(args ...string) (any, error) {
+	return doAll(s.Addr(), cmdTimeout, [][]string{{"ASKING"}, args})
+}
+
 func (s *Server) signal(sig syscall.Signal, grace time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

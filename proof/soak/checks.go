@@ -253,7 +253,7 @@ func (w *world) quiesce(ctx context.Context) {
 	}
 	if w.cluster != nil {
 		for i, n := range w.cluster.Nodes() {
-			if !n.Running() {
+			if !n.Running() && !w.cluster.Removed(i) {
 				if err := n.Relaunch(); err != nil {
 					w.fault("harness_error", "node %d did not restart: %v", i, err)
 				}

@@ -41,12 +41,13 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 			w.redisFault(rng)
 		case p < 52:
 			n := 1 + rng.IntN(3)
-			px := w.proxies[rng.IntN(len(w.proxies))]
+			proxies := w.proxyList()
+			px := proxies[rng.IntN(len(proxies))]
 			px.DropReplies(n)
 			w.fault("redis_reply_dropped", "the next %d script replies through %s are dropped and their connections cut", n, px.Addr())
 		case p < 60:
 			cut := 0
-			for _, px := range w.proxies {
+			for _, px := range w.proxyList() {
 				cut += px.CutAll()
 			}
 			w.fault("redis_conns_cut", "%d connections to Redis cut", cut)
@@ -91,6 +92,10 @@ func (w *world) redisFault(rng *rand.Rand) {
 		}
 		return
 	}
+	// One topology change at a time: a reshard never meets a failover
+	// half done (reshard.go).
+	w.topoMu.Lock()
+	defer w.topoMu.Unlock()
 	var masters []int
 	for i, n := range w.cluster.Nodes() {
 		if !n.Running() {

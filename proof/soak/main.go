@@ -2,6 +2,7 @@
 // reference-server processes on a 3-master + 3-replica Redis Cluster and on
 // one Redis with AOF, many clients calling every kind of tool, and every
 // fault at once (kill -9 of gateways, Redis master kills and failovers,
+// Cluster slots resharded between masters and a master added and removed,
 // dropped script replies, cut connections, vendors that hang up, answer 503
 // or stall, capability pin changes), with an operator settling unknown
 // calls by the vendor's truth. The invariants of the contract are checked
@@ -191,6 +192,9 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	}
 	wg.Go(func() { w.operator(storm) })
 	wg.Go(func() { w.faults(storm, &lasting) })
+	if w.cluster != nil {
+		wg.Go(func() { w.reshard(storm, d) })
+	}
 	ln, err := newLane(ctx, w)
 	if err != nil {
 		return err
@@ -245,6 +249,9 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 		w.fault("harness_error", "scan Redis: %v", err)
 	}
 	w.scanLogs()
+	if w.cluster != nil {
+		w.countMigrationErrors()
+	}
 	badAuth, brokerRetries := w.vend.counters()
 	if brokerRetries > 0 {
 		w.violation("broker_retries_enabled", "", "%d broker requests allowed the broker to retry", brokerRetries)

@@ -74,7 +74,7 @@ type world struct {
 	host     *redistest.Host
 	cluster  *redistest.Cluster
 	single   *redistest.Server
-	proxies  []*faultproxy.Proxy // one per Redis node, in the order of the nodes
+	proxies  []*faultproxy.Proxy // one per Redis node, in the order of the nodes; w.mu once the storm runs
 	redisURL string
 	start    time.Time
 
@@ -88,6 +88,11 @@ type world struct {
 	offending    []string // slots with a violation, first found first
 	laneReported int      // lane violations reported so far
 	laneReport   string   // the lane's report of its first violation
+
+	// topoMu serializes the changes of the Cluster's topology: a failover
+	// (redisFault) and a reshard or a master added or removed (reshard.go).
+	topoMu     sync.Mutex
+	migrations []window // reshards, for the figures of store errors during them; w.mu
 
 	callsN atomic.Int64
 	pin    atomic.Int32 // 0: mail.a, 1: mail.b
@@ -226,11 +231,12 @@ func (w *world) setup(ctx context.Context, bin string) error {
 // announces its own port again until this runs.
 func (w *world) announceProxies() error {
 	nodes := w.cluster.Nodes()
+	proxies := w.proxyList()
 	for i, n := range nodes {
-		if !n.Running() {
+		if !n.Running() || i >= len(proxies) {
 			continue
 		}
-		_, port, _ := strings.Cut(w.proxies[i].Addr(), ":")
+		_, port, _ := strings.Cut(proxies[i].Addr(), ":")
 		if _, err := n.Do("CONFIG", "SET", "cluster-announce-port", port); err != nil {
 			return fmt.Errorf("soak: node %s: announce the proxy port: %w", n.Addr(), err)
 		}
@@ -262,6 +268,14 @@ func (w *world) announceProxies() error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// proxyList returns the fault proxies, one per Redis node in the order of
+// the nodes; a master added during the storm appends its own.
+func (w *world) proxyList() []*faultproxy.Proxy {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]*faultproxy.Proxy(nil), w.proxies...)
 }
 
 // teardown stops everything the phase started; it is safe after a partial
@@ -375,6 +389,14 @@ func (w *world) call(rng *rand.Rand, s *slot, ticket string) reply {
 	cancel()
 	w.callsN.Add(1)
 	w.mu.Lock()
+	if w.overlapsReshard(start, time.Now()) {
+		// Any cause: a reply dropped or a connection cut meanwhile answers
+		// store_unavailable too (countMigrationErrors tells the causes).
+		w.c.notes["reshard_calls_during"]++
+		if r.refused && r.reason == "store_unavailable" {
+			w.c.notes["reshard_calls_during_store_unavailable"]++
+		}
+	}
 	w.c.calls[r.kind()]++
 	w.c.byTool[tool+" calls"]++
 	if !r.refused && r.transport == nil && r.result.Meta.Receipt.Outcome == "accepted" {
