@@ -36,6 +36,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "scope-status" {
 		return scopeStatus(ctx, args[1:], stdout, stderr)
 	}
+	if code, ok := operator(ctx, args, stdout, stderr, os.Getenv); ok {
+		return code
+	}
 	fs := flag.NewFlagSet("refserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "configuration `file` (JSON, DESIGN.md section 11); default: the demo configuration and demo vendor")
@@ -143,7 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	hs := &http.Server{
-		Handler:           s.handler(),
+		Handler:           s.withOperator(s.handler()),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// A call may take two attempts of its tool's timeout (the lease is

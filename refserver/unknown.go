@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
@@ -93,7 +96,8 @@ func (l listedReceipt) MarshalJSON() ([]byte, error) {
 	return append(append(append(b[:len(b)-1:len(b)-1], `,"settle_after":`...), at...), '}'), nil
 }
 
-// handleListUnknown lists a workspace's unknown calls, a page at a time
+// handleListUnknown lists a workspace's unknown calls, or without
+// ?workspace= every configured workspace's (listFleet), a page at a time
 // (?cursor=, ?limit= up to idempotency.MaxPageSize).
 func (s *server) handleListUnknown(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.approverOnly(w, r); !ok {
@@ -103,11 +107,13 @@ func (s *server) handleListUnknown(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ws, ok := s.workspaceParam(w, r)
-	if !ok {
-		return
-	}
 	q := r.URL.Query()
+	ws := ""
+	if q.Has("workspace") {
+		if ws, ok = s.workspaceParam(w, r); !ok {
+			return
+		}
+	}
 	limit := 0
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -118,7 +124,13 @@ func (s *server) handleListUnknown(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	page, err := st.ListUnknown(r.Context(), idempotency.ListRequest{Workspace: ws, Cursor: q.Get("cursor"), Limit: limit})
+	var page idempotency.UnknownPage
+	var err error
+	if ws == "" {
+		page, err = s.listFleet(r.Context(), st, q.Get("cursor"), limit)
+	} else {
+		page, err = st.ListUnknown(r.Context(), idempotency.ListRequest{Workspace: ws, Cursor: q.Get("cursor"), Limit: limit})
+	}
 	if err != nil {
 		rf := s.classify(err)
 		if rf.reason == "store_unavailable" {
@@ -248,4 +260,43 @@ func (s *server) resolveRefuse(w http.ResponseWriter, err error) {
 		}
 	}
 	s.restRefuse(w, rf)
+}
+
+// listFleet lists the unknown calls of every configured workspace, in
+// configuration order, from each workspace's unknown index (never a SCAN
+// of records). Its cursor is "f<workspace position>:<that workspace's
+// cursor>". A page stops at a workspace boundary once half the store bound
+// is spent, so that a fleet of many workspaces answers in time, a page at a
+// time.
+func (s *server) listFleet(ctx context.Context, st idempotency.Settler, cursor string, limit int) (idempotency.UnknownPage, error) {
+	start := time.Now()
+	if limit <= 0 || limit > idempotency.MaxPageSize {
+		limit = idempotency.MaxPageSize
+	}
+	i, inner := 0, ""
+	if cursor != "" {
+		pos, rest, ok := strings.Cut(cursor, ":")
+		n, err := strconv.Atoi(strings.TrimPrefix(pos, "f"))
+		if !ok || !strings.HasPrefix(pos, "f") || err != nil || n < 0 || n > len(s.cfg.Workspaces) || strconv.Itoa(n) != pos[1:] {
+			return idempotency.UnknownPage{}, fmt.Errorf("refserver: list: %w: malformed cursor", idempotency.ErrInvalidRequest)
+		}
+		i, inner = n, rest
+	}
+	var out idempotency.UnknownPage
+	for ; i < len(s.cfg.Workspaces); i, inner = i+1, "" {
+		page, err := st.ListUnknown(ctx, idempotency.ListRequest{Workspace: s.cfg.Workspaces[i], Cursor: inner, Limit: limit - len(out.Records)})
+		if err != nil {
+			return idempotency.UnknownPage{}, err
+		}
+		out.Records = append(out.Records, page.Records...)
+		if page.Cursor != "" {
+			out.Cursor = "f" + strconv.Itoa(i) + ":" + page.Cursor
+			return out, nil
+		}
+		if i+1 < len(s.cfg.Workspaces) && (len(out.Records) >= limit || time.Since(start) > s.storeTimeout/2) {
+			out.Cursor = "f" + strconv.Itoa(i+1) + ":"
+			return out, nil
+		}
+	}
+	return out, nil
 }
