@@ -826,7 +826,10 @@ func TestApprovalFlow(t *testing.T) {
 // incarnation: it loses the lease for good and finalizes nothing over the
 // new record, whose own outcome stands.
 func TestRecordGoneUnderAttempt(t *testing.T) {
-	const lease = 600 * time.Millisecond
+	// Long enough that the new owner's renewals (every third of it) keep
+	// its lease on a loaded machine: at 600ms one run in many saw it lapse
+	// while the test waited for the old worker, and read unknown.
+	const lease = 3 * time.Second
 	m := miniredis.RunT(t)
 	st := openStore(t, rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true}, lease, true)
 	arrived := []chan struct{}{make(chan struct{}), make(chan struct{})}
