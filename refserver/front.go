@@ -349,8 +349,7 @@ func validRPCMethod(m string) bool {
 func (s *server) mcpFront(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			s.frontRefuse(w, nil, refusal{reason: "method_not_allowed", status: http.StatusMethodNotAllowed, msg: "only POST is served on /mcp"}, "")
+			s.refuseMethod(w, r)
 			return
 		}
 		tok, ok := bearerToken(r.Header)
@@ -429,6 +428,7 @@ func (s *server) frontRefuse(w http.ResponseWriter, id json.RawMessage, r refusa
 
 func (s *server) frontRefuseCode(w http.ResponseWriter, id json.RawMessage, code int64, r refusal, key string) {
 	s.metrics.refusals.WithLabelValues(r.reason).Inc()
+	s.logFrontRefusal(r)
 	e := rpcError(r, key)
 	e.Code = code
 	writeRPCError(w, r.status, id, e)
