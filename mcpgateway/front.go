@@ -350,7 +350,19 @@ func (g *Gateway) mcpFront(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			g.frontRefuse(w, nil, refusal{reason: "method_not_allowed", status: http.StatusMethodNotAllowed, msg: "only POST is served on /mcp"}, "")
+			rf := refusal{reason: "method_not_allowed", status: http.StatusMethodNotAllowed, msg: "only POST is served on /mcp"}
+			if r.Method == http.MethodGet || r.Method == http.MethodDelete {
+				// A client's probe (for a stream, for the end of a session),
+				// not a refused call: not counted or logged as a refusal.
+				if g.cfg.OnProbe != nil {
+					g.cfg.OnProbe(r.Method)
+				}
+				e := rpcError(rf, "")
+				e.Code = rf.code()
+				writeRPCError(w, rf.status, nil, e)
+				return
+			}
+			g.frontRefuse(w, nil, rf, "")
 			return
 		}
 		ws, ok := g.workspace(r)
@@ -434,6 +446,9 @@ func (g *Gateway) frontRefuse(w http.ResponseWriter, id json.RawMessage, r refus
 
 func (g *Gateway) frontRefuseCode(w http.ResponseWriter, id json.RawMessage, code int64, r refusal, key string) {
 	g.refused(r.reason)
+	if g.cfg.OnFrontRefusal != nil {
+		g.cfg.OnFrontRefusal(r.reason, r.status)
+	}
 	e := rpcError(r, key)
 	e.Code = code
 	writeRPCError(w, r.status, id, e)

@@ -140,6 +140,15 @@ type Config struct {
 	// OnRefusal is called with the reason of every refusal, of the
 	// front's and of calls. If nil, nothing is called.
 	OnRefusal func(reason string)
+	// OnFrontRefusal is called with the reason and HTTP status of every
+	// request the front refuses before it is read as a call (transport,
+	// authentication, envelope, key), after OnRefusal: a gateway logs
+	// these, which no call log line shows. If nil, nothing is called.
+	OnFrontRefusal func(reason string, status int)
+	// OnProbe is called for a GET or DELETE on the endpoint, a client's
+	// probe for a stream or a session's end, answered 405 and counted
+	// neither as a refusal nor as a call. If nil, nothing is called.
+	OnProbe func(method string)
 	// OnStoreError is called when a store read of the front (op "ticket",
 	// "pin") fails. If nil, nothing is called.
 	OnStoreError func(op string)

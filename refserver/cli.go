@@ -404,17 +404,96 @@ func (c *cli) unknownSettle(args []string) int {
 	return 0
 }
 
-// approvals is "refserver approvals approve|deny".
+// approvals is "refserver approvals list|approve|deny".
 func (c *cli) approvals(args []string) int {
-	sub, args, ok := subcommand(c, args, "approve, deny")
+	sub, args, ok := subcommand(c, args, "list, approve, deny")
 	if !ok {
 		return 2
 	}
 	switch sub {
+	case "list":
+		return c.approvalsList(args)
 	case "approve", "deny":
 		return c.decide(sub, args)
 	}
-	return c.usage("unknown subcommand %q (approve, deny)", printable(sub, 40))
+	return c.usage("unknown subcommand %q (list, approve, deny)", printable(sub, 40))
+}
+
+// pendingCall is the part of a pending approval that the table shows.
+type pendingCall struct {
+	Ticket         string `json:"ticket"`
+	Workspace      string `json:"workspace"`
+	Tool           string `json:"tool"`
+	IdempotencyKey string `json:"idempotency_key"`
+	State          string `json:"state"`
+	HeldAt         string `json:"held_at"`
+}
+
+func (c *cli) approvalsList(args []string) int {
+	fs, u := c.flags("list")
+	ws := fs.String("workspace", "", "list one `workspace`'s pending approvals; default: every workspace")
+	most := fs.Int("max", 1000, "stop after `n` approvals and print the cursor that continues")
+	cursor := fs.String("cursor", "", "continue a listing from its `cursor`")
+	pos, ok := c.parse(fs, u, args)
+	if !ok {
+		return 2
+	}
+	if len(pos) > 0 {
+		return c.usage("unexpected argument %q", printable(pos[0], 40))
+	}
+	if *most < 1 {
+		return c.usage("-max must be at least 1")
+	}
+	var all []json.RawMessage
+	cur := *cursor
+	for {
+		q := url.Values{}
+		if *ws != "" {
+			q.Set("workspace", *ws)
+		}
+		if cur != "" {
+			q.Set("cursor", cur)
+		}
+		raw, err := c.do("GET", "/v1/approvals", q, nil)
+		if err != nil {
+			return c.fail(raw, err)
+		}
+		var page struct {
+			Pending []json.RawMessage `json:"pending"`
+			Cursor  string            `json:"cursor"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return c.fail(nil, fmt.Errorf("the gateway's answer is not a listing: %v", err))
+		}
+		all = append(all, page.Pending...)
+		cur = page.Cursor
+		if cur == "" || len(all) >= *most {
+			break
+		}
+	}
+	if c.asJSON {
+		b, _ := marshalText(struct {
+			Pending []json.RawMessage `json:"pending"`
+			Cursor  string            `json:"cursor"`
+		}{append([]json.RawMessage{}, all...), cur})
+		return c.printJSON(b)
+	}
+	tw := c.table()
+	fmt.Fprintln(tw, "TICKET\tWORKSPACE\tTOOL\tIDEMPOTENCY KEY\tSTATE\tHELD AT")
+	for _, r := range all {
+		var p pendingCall
+		if err := json.Unmarshal(r, &p); err != nil {
+			return c.fail(nil, fmt.Errorf("the gateway's answer is not a listing: %v", err))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(p.Ticket), cell(p.Workspace), cell(p.Tool), cell(p.IdempotencyKey),
+			cell(p.State), cell(p.HeldAt))
+	}
+	tw.Flush()
+	fmt.Fprintf(c.stdout, "%d pending approval(s)\n", len(all))
+	if cur != "" {
+		fmt.Fprintf(c.stdout, "more: %s -cursor %s\n", c.name, cur)
+	}
+	return 0
 }
 
 func (c *cli) decide(sub string, args []string) int {
@@ -538,15 +617,26 @@ func (c *cli) storeCmd(args []string) int {
 	if c.asJSON {
 		return c.printJSON(raw)
 	}
+	// The answer of POST /v1/store/acknowledge-data-loss (DESIGN, section
+	// "refserver wire contract").
 	var a struct {
-		Status  string `json:"status"`
-		Message string `json:"message"`
+		Acknowledged bool   `json:"acknowledged"`
+		Lost         string `json:"lost"`
+		Sentinels    int    `json:"sentinels"`
+		Message      string `json:"message"`
 	}
-	json.Unmarshal(raw, &a)
-	if a.Status == "" {
-		a.Status = "acknowledged"
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return c.fail(raw, fmt.Errorf("the gateway's answer is not the acknowledgement's JSON"))
 	}
-	fmt.Fprintf(c.stdout, "store data loss %s", cell(a.Status))
+	if !a.Acknowledged {
+		fmt.Fprint(c.stdout, "no store data loss to acknowledge")
+	} else {
+		fmt.Fprintf(c.stdout, "store data loss acknowledged (%d sentinels placed", a.Sentinels)
+		if a.Lost != "" {
+			fmt.Fprintf(c.stdout, "; lost: %s", printable(a.Lost, 200))
+		}
+		fmt.Fprint(c.stdout, ")")
+	}
 	if a.Message != "" {
 		fmt.Fprintf(c.stdout, ": %s", printable(a.Message, 1000))
 	}

@@ -53,8 +53,8 @@ func runCLI(t *testing.T, bin, key string, args ...string) (code int, stdout, st
 
 // TestOperatorCommands runs every operator subcommand against a built
 // refserver on a real Redis: unknown list (fleet-wide and per workspace) and
-// settle, approvals list, approve and deny, and the two phases of
-// scope-version advance.
+// settle, approvals list (from the pending approvals index), approve and
+// deny, and the two phases of scope-version advance.
 func TestOperatorCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts Redis")
@@ -165,7 +165,19 @@ func TestOperatorCommands(t *testing.T) {
 				denied = k
 			}
 		}
-		code, stdout, stderr := runCLI(t, bin, e2eKeyAdmin, "approvals", "approve", tickets[approved], url)
+		code, stdout, stderr := runCLI(t, bin, e2eKeyAdmin, "approvals", "list", url)
+		for k, tk := range tickets {
+			if !regexp.MustCompile(tk + ` +ws_one +pay\.refund +` + k + ` +held +20`).MatchString(stdout) {
+				t.Errorf("approvals list lacks %s", tk)
+			}
+		}
+		if code != 0 || !strings.Contains(stdout, "2 pending approval(s)") {
+			t.Fatalf("approvals list: exit %d\n%s%s", code, stdout, stderr)
+		}
+		if code, stdout, _ := runCLI(t, bin, e2eKeyAdmin, "approvals", "list", "-workspace", "ws_two", "-json", url); code != 0 || stdout != `{"pending":[],"cursor":""}`+"\n" {
+			t.Errorf("ws_two: exit %d %q", code, stdout)
+		}
+		code, stdout, stderr = runCLI(t, bin, e2eKeyAdmin, "approvals", "approve", tickets[approved], url)
 		if code != 0 || stdout != tickets[approved]+" approved (ws_one, pay.refund, key "+approved+")\n" {
 			t.Fatalf("approve: exit %d\n%s%s", code, stdout, stderr)
 		}
@@ -177,6 +189,9 @@ func TestOperatorCommands(t *testing.T) {
 		}
 		if code, _, stderr := runCLI(t, bin, e2eKeyAdmin, "approvals", "approve", tickets[denied], url); code != 1 || !strings.Contains(stderr, "denied (HTTP 403): the call was denied") {
 			t.Errorf("approve a denied ticket: exit %d, stderr %q", code, stderr)
+		}
+		if code, stdout, _ := runCLI(t, bin, e2eKeyAdmin, "approvals", "list", "-json", url); code != 0 || stdout != `{"pending":[],"cursor":""}`+"\n" {
+			t.Errorf("after the decisions: exit %d %q", code, stdout)
 		}
 		if code, _, stderr := runCLI(t, bin, e2eKeyAdmin, "approvals", "approve", "not-a-ticket", url); code != 1 || !strings.Contains(stderr, "invalid_request (HTTP 400): not an apt_ ticket id") {
 			t.Errorf("bad ticket: exit %d, stderr %q", code, stderr)
@@ -234,7 +249,8 @@ func TestOperatorCommands(t *testing.T) {
 
 // TestStoreAcknowledgeCommand runs "refserver store acknowledge-data-loss"
 // against a fake of the gateway's endpoint: the request it sends, the
-// warning, and a refusal printed as the gateway wrote it.
+// warning, and a refusal printed as the gateway wrote it. TestStoreDataLost
+// runs it against a built gateway whose Redis lost its data.
 func TestStoreAcknowledgeCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -254,7 +270,7 @@ func TestStoreAcknowledgeCommand(t *testing.T) {
 			fmt.Fprint(w, `{"reason":"not_lost","status":409,"message":"no data loss to acknowledge <none> & nothing \u001b[31mchanged"}`+"\n")
 			return
 		}
-		fmt.Fprint(w, `{"status":"acknowledged"}`+"\n")
+		fmt.Fprint(w, `{"acknowledged":true,"lost":"sentinel 0 vanished","sentinels":1,"message":"m"}`+"\n")
 	}))
 	defer fake.Close()
 	requests := func() int {
@@ -264,7 +280,7 @@ func TestStoreAcknowledgeCommand(t *testing.T) {
 	}
 	bin := buildRefserver(t)
 	code, stdout, stderr := runCLI(t, bin, e2eKeyAdmin, "store", "acknowledge-data-loss", "-url", fake.URL)
-	if code != 0 || stdout != "store data loss acknowledged\n" || !strings.Contains(stderr, "can be dispatched again") ||
+	if code != 0 || stdout != "store data loss acknowledged (1 sentinels placed; lost: sentinel 0 vanished): m\n" || !strings.Contains(stderr, "can be dispatched again") ||
 		requests() != 1 || got[0] != "POST /v1/store/acknowledge-data-loss Bearer "+e2eKeyAdmin {
 		t.Fatalf("acknowledge: exit %d %q\n%s%s", code, got, stdout, stderr)
 	}

@@ -14,6 +14,7 @@ import (
 // a loss of Redis data (docs/DESIGN.md, "The record and its lifecycle", Store amnesia).
 type dataLossStore interface {
 	NotifyDataLoss(func(error))
+	DataLoss() redisstore.DataLoss
 	AcknowledgeDataLoss(context.Context) (redisstore.Acknowledgement, error)
 }
 
@@ -29,6 +30,7 @@ const dataLostBanner = `
 // watchDataLoss says loudly, on stderr and in the log, when the store sees
 // a loss of data (or starts while the fleet's marker records one).
 func (s *server) watchDataLoss(st dataLossStore, stderr io.Writer) {
+	s.metrics.setDataLost(func() bool { return st.DataLoss().Lost })
 	st.NotifyDataLoss(func(err error) {
 		fmt.Fprint(stderr, dataLostBanner)
 		s.log.Error("store data lost: calls are refused with store_data_lost until an operator acknowledges "+

@@ -131,13 +131,19 @@ func TestStoreDataLost(t *testing.T) {
 	if code, m := p.post(t, "POST", "/v1/store/acknowledge-data-loss", e2eKeyOne, ""); code != 401 {
 		t.Fatalf("acknowledge with an API key: %d %v, want 401", code, m)
 	}
-	code, m := p.post(t, "POST", "/v1/store/acknowledge-data-loss", e2eKeyAdmin, "")
-	if code != 200 || m["acknowledged"] != true || !strings.Contains(m["message"].(string), "deployment id is unchanged") {
-		t.Fatalf("acknowledge: %d %v", code, m)
+	// The operator's command, against this gateway.
+	code, stdout, stderr := runCLI(t, bin, e2eKeyAdmin, "store", "acknowledge-data-loss", "-url", p.base)
+	if code != 0 || !strings.HasPrefix(stdout, "store data loss acknowledged (") ||
+		!strings.Contains(stdout, "deployment id is unchanged") || !strings.Contains(stderr, "can be dispatched again") {
+		t.Fatalf("refserver store acknowledge-data-loss: exit %d\n%s%s", code, stdout, stderr)
 	}
 	waitStderr(t, p, `level=WARN msg="store data loss acknowledged`, "can be dispatched again", "deployment id is unchanged")
 	if code, m := p.post(t, "POST", "/v1/store/acknowledge-data-loss", e2eKeyAdmin, ""); code != 200 || m["acknowledged"] != false {
 		t.Fatalf("a second acknowledgement: %d %v, want nothing to acknowledge", code, m)
+	}
+	if code, stdout, _ := runCLI(t, bin, e2eKeyAdmin, "store", "acknowledge-data-loss", "-url", p.base); code != 0 ||
+		!strings.HasPrefix(stdout, "no store data loss to acknowledge") {
+		t.Fatalf("a second acknowledgement by the command: exit %d, %q", code, stdout)
 	}
 	waitHealth(t, p, 200, "", 5*time.Second)
 	// The record was lost: the retry dispatches again, with the same vendor

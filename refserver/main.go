@@ -134,6 +134,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 	s.durability = checkDurability(octx, store, *redisURL == "", cfg.Environment, log, stderr)
+	s.operatorMetrics()
+	logStore(octx, log, store, *redisURL == "", cfg.Environment, len(cfg.Tools))
 	if err := s.seedPins(octx); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -22,7 +24,25 @@ type metrics struct {
 	// (retry.ClaimRecovery); claimRecovering is how many run now.
 	claimRecoveries *prometheus.CounterVec
 	claimRecovering prometheus.Gauge
+	// settlements counts unknown calls settled by an operator, by outcome.
+	settlements *prometheus.CounterVec
+	// quotaRefusals counts calls refused for a workspace's quota, by
+	// workspace; nothing refuses for quotas yet, so it stays zero.
+	quotaRefusals *prometheus.CounterVec
+	// dataLost reports whether the store lost its data (1) or not (0), as
+	// the function setDataLost gave says; 0 until one is given.
+	dataLost atomic.Pointer[func() bool]
+	// probes counts GET and DELETE requests on /mcp (an MCP client's probe
+	// for a stream or a session), which are answered 405 but are not
+	// refusals of a call.
+	probes prometheus.Counter
+	// frontLog rate-limits the log lines of front-door refusals.
+	frontLog frontLog
 }
+
+// setDataLost makes obol_store_data_lost report lost(): 1 while the store's
+// data is lost and not yet acknowledged.
+func (m *metrics) setDataLost(lost func() bool) { m.dataLost.Store(&lost) }
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -68,6 +88,24 @@ func newMetrics() *metrics {
 		Name: "obol_claim_recoveries_running", Help: "Claims being re-sent or given back in the background now.",
 	})
 	m.reg.MustRegister(m.claimRecoveries, m.claimRecovering)
+	m.settlements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "obol_settlements_total", Help: "Unknown calls settled by an operator, by outcome (accepted, definitely_rejected).",
+	}, []string{"outcome"})
+	m.quotaRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "obol_quota_refusals_total", Help: "Calls refused quota_exceeded, by workspace.",
+	}, []string{"workspace"})
+	m.probes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "obol_mcp_probes_total", Help: "GET and DELETE requests on /mcp (stream and session probes), answered 405; not refusals.",
+	})
+	lost := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "obol_store_data_lost", Help: "1 while the store has lost its data and no operator has acknowledged it, else 0.",
+	}, func() float64 {
+		if f := m.dataLost.Load(); f != nil && (*f)() {
+			return 1
+		}
+		return 0
+	})
+	m.reg.MustRegister(m.settlements, m.quotaRefusals, m.probes, lost)
 	m.reg.MustRegister(m.claims, m.attempts, m.attemptSeconds, m.outcomes, m.replays, m.refusals, m.storeErrors,
 		m.storeSeconds, m.callSeconds, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

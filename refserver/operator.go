@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
@@ -25,6 +28,7 @@ const advanceTimeout = 20 * time.Second
 // bound as the other admin endpoints are.
 func (s *server) withOperator(h http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /v1/approvals", s.bounded(http.HandlerFunc(s.handleListApprovals)))
 	mux.Handle("POST /v1/scope-version/advance", s.boundedFor(advanceTimeout, http.HandlerFunc(s.handleAdvance)))
 	mux.Handle("/", h)
 	return mux
@@ -147,4 +151,121 @@ func (s *server) handleAdvance(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("scope version advance", "phase", v.Phase, "from", a.From, "to", a.To, "live", a.Live, "by", by)
 	writeJSON(w, status, v)
+}
+
+// pendingLister is the store's pending approvals index
+// (*redisstore.Store).
+type pendingLister interface {
+	ListPending(ctx context.Context, req idempotency.ListRequest) (redisstore.PendingPage, error)
+}
+
+// pendingView is one call awaiting a decision.
+type pendingView struct {
+	Ticket         string `json:"ticket"`
+	Workspace      string `json:"workspace"`
+	Tool           string `json:"tool"`
+	IdempotencyKey string `json:"idempotency_key"`
+	// State is held, or the state of a re-held record (unknown most often).
+	State  string `json:"state"`
+	HeldAt string `json:"held_at"`
+}
+
+type pendingList struct {
+	Pending []pendingView `json:"pending"`
+	Cursor  string        `json:"cursor"`
+}
+
+// handleListApprovals lists the calls awaiting an approver's decision, of
+// one workspace (?workspace=) or of every configured one, a page at a time
+// (?cursor=, ?limit= up to idempotency.MaxPageSize), from the store's
+// pending approvals index.
+func (s *server) handleListApprovals(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.approverOnly(w, r); !ok {
+		return
+	}
+	pl, ok := s.store.(pendingLister)
+	if !ok {
+		s.restRefuse(w, refusal{reason: "not_implemented", status: http.StatusNotImplemented, msg: "the store cannot list pending approvals"})
+		return
+	}
+	q := r.URL.Query()
+	var wss []string
+	if q.Has("workspace") {
+		ws, ok := s.workspaceParam(w, r)
+		if !ok {
+			return
+		}
+		wss = []string{ws}
+	} else {
+		wss = s.cfg.Workspaces
+	}
+	limit := idempotency.MaxPageSize
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > idempotency.MaxPageSize {
+			s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest,
+				msg: "query parameter limit must be 1 to " + strconv.Itoa(idempotency.MaxPageSize)})
+			return
+		}
+		limit = n
+	}
+	out, err := s.listPending(r.Context(), pl, wss, q.Get("cursor"), limit)
+	if err != nil {
+		rf := s.classify(err)
+		if rf.reason == "store_unavailable" {
+			s.metrics.storeErrors.WithLabelValues("list").Inc()
+		}
+		if rf.reason == "invalid_request" {
+			rf.msg = "malformed cursor"
+		}
+		s.restRefuse(w, rf)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listPending lists the pending approvals of wss in order. Its cursor is
+// "f<position in wss>:<that workspace's cursor>", as the fleet-wide unknown
+// listing's (listFleet), and a page stops at a workspace boundary once half
+// the store bound is spent.
+func (s *server) listPending(ctx context.Context, pl pendingLister, wss []string, cursor string, limit int) (pendingList, error) {
+	start := time.Now()
+	i, inner, err := fleetCursor(cursor, len(wss))
+	if err != nil {
+		return pendingList{}, err
+	}
+	out := pendingList{Pending: []pendingView{}}
+	for ; i < len(wss); i, inner = i+1, "" {
+		page, err := pl.ListPending(ctx, idempotency.ListRequest{Workspace: wss[i], Cursor: inner, Limit: limit - len(out.Pending)})
+		if err != nil {
+			return pendingList{}, err
+		}
+		for _, a := range page.Approvals {
+			out.Pending = append(out.Pending, pendingView{Ticket: a.Ticket, Workspace: a.Scope.Workspace, Tool: a.Scope.Tool,
+				IdempotencyKey: a.Key.String(), State: string(a.State), HeldAt: a.HeldAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")})
+		}
+		if page.Cursor != "" {
+			out.Cursor = "f" + strconv.Itoa(i) + ":" + page.Cursor
+			return out, nil
+		}
+		if i+1 < len(wss) && (len(out.Pending) >= limit || time.Since(start) > s.storeTimeout/2) {
+			out.Cursor = "f" + strconv.Itoa(i+1) + ":"
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+// fleetCursor reads a cursor of a listing over n workspaces,
+// "f<position>:<that workspace's cursor>" ("" is the start).
+func fleetCursor(cursor string, n int) (int, string, error) {
+	if cursor == "" {
+		return 0, "", nil
+	}
+	pos, rest, ok := strings.Cut(cursor, ":")
+	i, err := strconv.Atoi(strings.TrimPrefix(pos, "f"))
+	if !ok || !strings.HasPrefix(pos, "f") || err != nil || i < 0 || i > n || strconv.Itoa(i) != pos[1:] {
+		return 0, "", fmt.Errorf("refserver: list: %w: malformed cursor", idempotency.ErrInvalidRequest)
+	}
+	return i, rest, nil
 }

@@ -142,6 +142,10 @@ func (s *server) gatewayConfig() mcpgateway.Config {
 		Redact:       s.redact.String,
 		OutOfMemory:  outOfMemory,
 		OnRefusal:    func(reason string) { s.metrics.refusals.WithLabelValues(reason).Inc() },
+		OnFrontRefusal: func(reason string, status int) {
+			s.logFrontRefusal(refusal{reason: reason, status: status})
+		},
+		OnProbe:      func(string) { s.metrics.probes.Inc() },
 		OnStoreError: func(op string) { s.metrics.storeErrors.WithLabelValues(op).Inc() },
 		OnCall:       s.onCall,
 		Pin:          s.currentPin,

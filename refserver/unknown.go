@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
@@ -222,6 +220,7 @@ func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
 		s.resolveRefuse(w, err)
 		return
 	}
+	s.metrics.settlements.WithLabelValues(string(outcome)).Inc()
 	s.log.Info("unknown call settled", "workspace", ws, "tool", name, "key", key.String(), "outcome", string(outcome), "by", by)
 	writeJSON(w, http.StatusOK, retry.Receipt(scope, s.specFor(name, rec.Fingerprint).Spec, rec))
 }
@@ -273,14 +272,9 @@ func (s *server) listFleet(ctx context.Context, st idempotency.Settler, cursor s
 	if limit <= 0 || limit > idempotency.MaxPageSize {
 		limit = idempotency.MaxPageSize
 	}
-	i, inner := 0, ""
-	if cursor != "" {
-		pos, rest, ok := strings.Cut(cursor, ":")
-		n, err := strconv.Atoi(strings.TrimPrefix(pos, "f"))
-		if !ok || !strings.HasPrefix(pos, "f") || err != nil || n < 0 || n > len(s.cfg.Workspaces) || strconv.Itoa(n) != pos[1:] {
-			return idempotency.UnknownPage{}, fmt.Errorf("refserver: list: %w: malformed cursor", idempotency.ErrInvalidRequest)
-		}
-		i, inner = n, rest
+	i, inner, err := fleetCursor(cursor, len(s.cfg.Workspaces))
+	if err != nil {
+		return idempotency.UnknownPage{}, err
 	}
 	var out idempotency.UnknownPage
 	for ; i < len(s.cfg.Workspaces); i, inner = i+1, "" {

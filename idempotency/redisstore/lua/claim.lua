@@ -34,6 +34,22 @@
 -- dispatch, whatever the tool requires now.
 local now = now_ms()
 
+-- held_add lists the record as awaiting a decision: its entry in the
+-- pending approvals bucket of its workspace and slot (pending.go), scored
+-- by the record's expiry. The bucket is named after KEYS[2]
+-- ({prefix}unk:{workspace}:{T} -> {prefix}apv:{workspace}:{T}: the same
+-- hash tag, so the same slot). It is written before the record, as the
+-- unknown index is; decide.lua removes the entry.
+local function held_add(ttl)
+  local p, ws, tag = string.match(KEYS[2], '^(.*)unk:([^:]*):(%b{})$')
+  if p == nil then
+    error('redisstore: KEYS[2] is not an unknown index bucket')
+  end
+  local held = p .. 'apv:' .. ws .. ':' .. tag
+  redis.call('ZADD', held, 'GT', string.format('%d', now + ttl), member)
+  redis.call('ZREMRANGEBYSCORE', held, '-inf', '(' .. string.format('%d', now))
+end
+
 local r, _, raw = load()
 if r == nil then
   if refuse then
@@ -49,6 +65,7 @@ if r == nil then
       r.k = vk
     end
     r.i = inc
+    held_add(retention)
     save(r, retention)
     return {'held', fresh}
   end
@@ -100,6 +117,7 @@ if rop == op then
     return {'claimed', n, l, 1, rvk, e, r.i or ''}
   elseif s == 'h' then
     redis.call('PEXPIRE', key, retention)
+    held_add(retention)
     return {'held', t, 1}
   elseif s == 'u' and not (r.F == nil and r.K == op .. int(n)) then
     -- (An unknown record still on the token this claim reserved, turned
@@ -209,6 +227,7 @@ if sent == 0 or ((b == 'h' or b == 'p' or b == 'k') and now + lease < first + wi
     if t == nil then
       t = fresh
       r.t = t
+      held_add(uretention) -- at least the record's life: a later claim may extend it
       save(r, nil)
     end
     return {'held', t}

@@ -38,9 +38,22 @@ if standing then
   end
   return {'conflict', standing}
 end
+-- The decision ends the wait: the entry in the pending approvals bucket
+-- (claim.lua, held_add) goes after the record is written. A ZREM first
+-- would be the script's first write, after which Redis lets a script write
+-- over maxmemory; and an entry left by a failed ZREM is dropped by the
+-- listing, which reads the record decided.
+local function held_rem()
+  local p, ws, tag = string.match(KEYS[2], '^(.*)unk:([^:]*):(%b{})$')
+  if p == nil then
+    error('redisstore: KEYS[2] is not an unknown index bucket')
+  end
+  redis.call('ZREM', p .. 'apv:' .. ws .. ':' .. tag, member)
+end
 if s ~= 'h' then
   r.a = approve and '1' or '0'
   save(r, nil)
+  held_rem()
   return {approve and 'approved' or 'denied'}
 end
 local now = now_ms()
@@ -54,4 +67,5 @@ if not approve then
   index_rem(member)
 end
 save(r, retention)
+held_rem()
 return {approve and 'approved' or 'denied'}

@@ -1,0 +1,184 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/scriptargs"
+)
+
+// The pending approvals index: per workspace, one sorted set per Cluster
+// slot, {prefix}apv:{workspace}:{T}, named after the unknown index bucket
+// of the slot (the same hash tag, so the slot of the records it indexes;
+// the scripts derive it from the bucket key they get). Members are the unknown index's (indexMember), scores the
+// record's expiry. The claim script adds an entry when it holds a call (a
+// held record, or a re-held one when it mints its ticket) and prunes the
+// bucket's expired entries; the decide script removes it. The listing
+// drops entries whose record is gone or no longer awaits a decision.
+
+// PendingApproval is a call awaiting an approver's decision.
+type PendingApproval struct {
+	Scope  idempotency.Scope
+	Key    idempotency.Key
+	Ticket string
+	// State is StateHeld for a held call; a re-held one (a redispatch
+	// that needs approval) keeps its own state, unknown most often.
+	State idempotency.State
+	// HeldAt is when the record was made (held) or last changed (re-held).
+	HeldAt time.Time
+}
+
+// PendingPage is one page of ListPending.
+type PendingPage struct {
+	Approvals []PendingApproval
+	// Cursor continues the listing; empty when it is complete.
+	Cursor string
+}
+
+// pendingKey is the pending approvals bucket of listing position pos (1 +
+// slot, as the unknown listing's).
+func (s *Store) pendingKey(workspace string, pos int) string {
+	return s.prefix + "apv:" + workspace + ":{" + slotTags()[pos-1] + "}"
+}
+
+// ListPending lists a workspace's calls awaiting approval, in slot order, a
+// page (req.PageLimit) at a time, from the pending approvals index: never
+// a SCAN. It reads at most 10 pages' worth of entries per call (a page may
+// come back short, with a cursor).
+func (s *Store) ListPending(ctx context.Context, req idempotency.ListRequest) (PendingPage, error) {
+	if err := (idempotency.Scope{Workspace: req.Workspace, Tool: "-", Connection: "-"}).Validate(); err != nil {
+		return PendingPage{}, fmt.Errorf("redisstore: pending: %w", err)
+	}
+	cur, err := parseCursor(req.Cursor)
+	if err != nil {
+		return PendingPage{}, err
+	}
+	if cur.pos == 0 {
+		cur = listCursor{pos: 1} // position 0 is the unknown index's old key
+	}
+	limit := req.PageLimit()
+	var page PendingPage
+	for scanned := 0; cur.pos < listPositions; {
+		if scanned >= maxScan {
+			page.Cursor = cur.String()
+			return page, nil
+		}
+		entries, next, err := s.readPending(ctx, req.Workspace, cur, limit+1-len(page.Approvals))
+		if err != nil {
+			return PendingPage{}, err
+		}
+		for len(entries) > 0 {
+			if len(page.Approvals) == limit {
+				page.Cursor = cur.String()
+				return page, nil
+			}
+			chunk := entries[:min(len(entries), limit-len(page.Approvals))]
+			entries = entries[len(chunk):]
+			listed, err := s.pending(ctx, req.Workspace, chunk)
+			if err != nil {
+				return PendingPage{}, err
+			}
+			page.Approvals = append(page.Approvals, listed...)
+			cur = chunk[len(chunk)-1]
+			scanned += len(chunk)
+		}
+		cur = next
+	}
+	return page, nil
+}
+
+// readPending is readIndex on the pending approvals buckets.
+func (s *Store) readPending(ctx context.Context, workspace string, cur listCursor, want int) ([]listCursor, listCursor, error) {
+	rctx, cancel := s.readCtx(ctx)
+	defer cancel()
+	var out []listCursor
+	if cur.mid {
+		arr, _, err := s.exec(rctx, s.sc.index, s.pendingKey(workspace, cur.pos), scriptargs.IndexSpec.Argv(&scriptargs.Index{Op: "page", Score: cur.score, Member: cur.member, Count: want}), false)
+		if err != nil {
+			return nil, cur, opError("list", err)
+		}
+		if len(arr)%2 != 0 {
+			return nil, cur, opError("list", errors.New("odd page reply"))
+		}
+		for i := 0; i < len(arr); i += 2 {
+			member, err1 := arr[i].ToString()
+			score, err2 := arr[i+1].ToString()
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, cur, opError("list", err)
+			}
+			out = append(out, listCursor{pos: cur.pos, mid: true, score: score, member: member})
+		}
+		if len(out) == want {
+			return out, out[len(out)-1], nil
+		}
+		return out, listCursor{pos: cur.pos + 1}, nil
+	}
+	end := min(cur.pos+listBatch, listPositions)
+	cmds := make(rueidis.Commands, 0, end-cur.pos)
+	for p := cur.pos; p < end; p++ {
+		cmds = append(cmds, s.client.B().Zrange().Key(s.pendingKey(workspace, p)).Min("-inf").Max("+inf").Byscore().
+			Limit(0, int64(want)).Withscores().Build())
+	}
+	for i, r := range s.client.DoMulti(rctx, cmds...) {
+		zs, err := r.AsZScores()
+		if err != nil {
+			return nil, cur, opError("list", err)
+		}
+		for _, z := range zs {
+			out = append(out, listCursor{pos: cur.pos + i, mid: true, score: strconv.FormatFloat(z.Score, 'f', -1, 64), member: z.Member})
+		}
+		if len(zs) == want {
+			return out, out[len(out)-1], nil
+		}
+	}
+	return out, listCursor{pos: end}, nil
+}
+
+// pending reads the records of pending entries and returns those awaiting
+// a decision now, in order; it drops the entries whose record can never be
+// pending again (gone, decided, final).
+func (s *Store) pending(ctx context.Context, workspace string, entries []listCursor) ([]PendingApproval, error) {
+	var out []PendingApproval
+	for _, e := range entries {
+		var m indexMember
+		k, err := idempotency.Key{}, json.Unmarshal([]byte(e.member), &m)
+		if err == nil {
+			k, err = idempotency.ParseKey(m.Key)
+		}
+		scope := idempotency.Scope{Workspace: workspace, Connection: m.Connection, Tool: m.Tool}
+		if err == nil {
+			_, err = scope.StorageKey(s.prefix, k)
+		}
+		var rec idempotency.Record
+		gone := false
+		if err == nil {
+			// One read per entry: a page is at most idempotency.MaxPageSize.
+			rec, err = s.Lookup(ctx, scope, k)
+			if errors.Is(err, idempotency.ErrNotFound) {
+				gone, err = true, nil
+			}
+		}
+		switch {
+		case errors.Is(err, idempotency.ErrStoreUnavailable):
+			return nil, err
+		case err != nil, gone, rec.Ticket == "", rec.Approved, rec.ApprovalDenied, rec.State.Final(), rec.State == idempotency.StateDenied:
+			if _, _, err := s.exec(ctx, s.sc.index, s.pendingKey(workspace, e.pos), scriptargs.IndexSpec.Argv(&scriptargs.Index{Op: "drop", Score: e.score, Member: e.member}), false); err != nil {
+				return nil, opError("list", err)
+			}
+			continue
+		}
+		at := rec.UpdatedAt
+		if rec.State == idempotency.StateHeld {
+			at = rec.CreatedAt
+		}
+		out = append(out, PendingApproval{Scope: scope, Key: k, Ticket: rec.Ticket, State: rec.State, HeldAt: at})
+	}
+	return out, nil
+}
