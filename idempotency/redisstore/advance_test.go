@@ -103,17 +103,15 @@ func TestAdvanceScope(t *testing.T) {
 		if b.cluster != nil {
 			// A slot marked migrating on its master: nothing is counted.
 			m := b.cluster.Master(0)
-			id, err := m.Do("CLUSTER", "MYID")
-			if err != nil {
-				t.Fatal(err)
-			}
 			other, _ := b.cluster.Master(1).Do("CLUSTER", "MYID")
 			slot := firstSlot(t, m)
 			if _, err := m.Do("CLUSTER", "SETSLOT", slot, "MIGRATING", other.(string)); err != nil {
 				t.Fatal(err)
 			}
 			a, err := st.AdvanceScope(ctx, req)
-			if _, err2 := m.Do("CLUSTER", "SETSLOT", slot, "NODE", id.(string)); err2 != nil {
+			// STABLE clears the mark; NODE to itself does not clear a
+			// migrating slot on Redis 7.
+			if _, err2 := m.Do("CLUSTER", "SETSLOT", slot, "STABLE"); err2 != nil {
 				t.Fatal(err2)
 			}
 			if err != nil || a.Phase != redisstore.AdvanceMigrating || get() != mark {
