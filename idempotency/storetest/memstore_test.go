@@ -49,6 +49,7 @@ type rules struct {
 // listing), each a point a mutant may replace.
 type hooks struct {
 	retention   func(m *memStore, timeout time.Duration) error
+	binding     func(b effectspec.BindingKind) (byte, bool)
 	vendorKey   func(req idempotency.ClaimRequest) idempotency.Key
 	beforeWrite func(m *memStore) // between reading a missing record and writing it, under the lock
 	replay      func(rec *idempotency.Record, req idempotency.ClaimRequest)
@@ -69,7 +70,7 @@ func newMemStore(cfg Config, mutant string) *memStore {
 	m := &memStore{cfg: cfg, now: time.Unix(1_700_000_000, 0).UTC(), recs: map[string]*memRec{}, tickets: map[string]string{},
 		rules: rules{claim: lifecycle.Claim, reserve: lifecycle.Reserve, renew: lifecycle.Renew, finalize: lifecycle.Finalize,
 			giveback: lifecycle.GiveBack, decide: lifecycle.Decide, settle: lifecycle.Settle},
-		hooks: hooks{retention: checkRetention, vendorKey: vendorKey, beforeWrite: func(*memStore) {},
+		hooks: hooks{retention: checkRetention, binding: bindingCode, vendorKey: vendorKey, beforeWrite: func(*memStore) {},
 			replay: func(*idempotency.Record, idempotency.ClaimRequest) {}, validate: idempotency.SettleRequest.Validate,
 			pageLimit: idempotency.ListRequest.PageLimit, listState: viewState, settleAfter: settleAfter}}
 	if mutant != "" {
@@ -105,10 +106,22 @@ func vendorKey(req idempotency.ClaimRequest) idempotency.Key {
 
 var hashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
+// bindingInProcess is the record code of binding in_process, as
+// redisstore writes it; lifecycle names no constant for it because no rule
+// names it (it is off the redispatch allow-list, like any unnamed code).
+const bindingInProcess byte = 'i'
+
+// bindingCodes are the bindings a record may hold. A binding not listed is
+// refused: stored under another code, it would take that code's rules.
 var bindingCodes = map[effectspec.BindingKind]byte{
-	effectspec.BindingHeader: lifecycle.BindingHeader, effectspec.BindingBodyPointer: lifecycle.BindingBodyPointer,
-	effectspec.BindingUnsupported: lifecycle.BindingUnsupported,
+	effectspec.BindingHeader:         lifecycle.BindingHeader,
+	effectspec.BindingBodyPointer:    lifecycle.BindingBodyPointer,
+	effectspec.BindingUnsupported:    lifecycle.BindingUnsupported,
+	effectspec.BindingInProcess:      bindingInProcess,
+	effectspec.BindingInProcessKeyed: lifecycle.BindingKeyed,
 }
+
+func bindingCode(b effectspec.BindingKind) (byte, bool) { c, ok := bindingCodes[b]; return c, ok }
 
 var stateCodes = map[idempotency.State]lifecycle.State{
 	idempotency.StateHeld: lifecycle.Held, idempotency.StateInFlight: lifecycle.InFlight,
@@ -257,9 +270,9 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	if !hashRE.MatchString(req.RequestHash) || !hashRE.MatchString(req.Fingerprint) {
 		return idempotency.ClaimResult{}, errors.New("memstore: malformed hash")
 	}
-	b, ok := bindingCodes[req.Binding]
+	b, ok := m.hooks.binding(req.Binding)
 	if !ok {
-		return idempotency.ClaimResult{}, errors.New("memstore: unknown binding")
+		return idempotency.ClaimResult{}, fmt.Errorf("memstore: claim: unknown binding %q", req.Binding)
 	}
 	timeout, err := idempotency.AttemptTimeout(req.Timeout)
 	if err != nil {
