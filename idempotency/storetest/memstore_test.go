@@ -608,6 +608,29 @@ func keepExpiry(cur *lifecycle.Record, w *lifecycle.Write) {
 	}
 }
 
+// claimAs runs the claim of a record with binding from as if it had
+// binding to, and keeps from on the record: it breaks the binding's rules
+// and nothing else.
+func claimAs(from, to byte) func(*memStore) {
+	return func(m *memStore) {
+		next := m.rules.claim
+		m.rules.claim = func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			if cur == nil || cur.Binding != from || q.Binding != from {
+				return next(cur, q, now)
+			}
+			c := cur.Clone()
+			c.Binding, q.Binding = to, to
+			res, w := next(c, q, now)
+			for _, r := range []*lifecycle.Record{res.Record, w.Record} {
+				if r != nil {
+					r.Binding = from
+				}
+			}
+			return res, w
+		}
+	}
+}
+
 func lapsedOrUnknown(c *lifecycle.Record, now int64) bool {
 	return c != nil && (c.State == lifecycle.Unknown || lifecycle.Lapsed(c, now))
 }
@@ -878,6 +901,34 @@ var memMutants = map[string]func(*memStore){
 		renewIn(func(_ *lifecycle.Record, q *lifecycle.RenewRequest, _ int64) { q.Incarnation = "" }),
 		finalizeIn(func(_ *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) { q.Incarnation = "" }),
 		givebackIn(func(_ *lifecycle.Record, q *lifecycle.GiveBackRequest) { q.Incarnation = "" })),
+	"redispatch-in-process":    claimAs(bindingInProcess, lifecycle.BindingKeyed),
+	"keyed-never-redispatched": claimAs(lifecycle.BindingKeyed, bindingInProcess),
+	"keyed-window-ignored": claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
+		if q.Binding == lifecycle.BindingKeyed {
+			q.Window = 1 << 50
+		}
+	}),
+	"in-process-as-unsupported": func(m *memStore) {
+		m.hooks.binding = func(b effectspec.BindingKind) (byte, bool) {
+			if b == effectspec.BindingInProcess {
+				b = effectspec.BindingUnsupported
+			}
+			return bindingCode(b)
+		}
+	},
+	"in-process-never-sent-burns": finalizeIn(func(c *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) {
+		if c != nil && c.Binding == bindingInProcess {
+			q.Never = false
+		}
+	}),
+	// A slot's in-process binding declared the other way round counts as the
+	// same destination.
+	"in-process-keyed-alike": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
+		inproc := func(b byte) bool { return b == bindingInProcess || b == lifecycle.BindingKeyed }
+		if c != nil && inproc(c.Binding) && inproc(q.Binding) && c.Binding != q.Binding {
+			q.Binding, q.Fingerprint = c.Binding, c.Fingerprint
+		}
+	}),
 	"racy-claim": func(m *memStore) {
 		m.hooks.beforeWrite = func(m *memStore) {
 			m.mu.Unlock()
