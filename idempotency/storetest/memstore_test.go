@@ -49,6 +49,7 @@ type rules struct {
 // listing), each a point a mutant may replace.
 type hooks struct {
 	retention   func(m *memStore, timeout time.Duration) error
+	binding     func(b effectspec.BindingKind) (byte, bool)
 	vendorKey   func(req idempotency.ClaimRequest) idempotency.Key
 	beforeWrite func(m *memStore) // between reading a missing record and writing it, under the lock
 	replay      func(rec *idempotency.Record, req idempotency.ClaimRequest)
@@ -69,7 +70,7 @@ func newMemStore(cfg Config, mutant string) *memStore {
 	m := &memStore{cfg: cfg, now: time.Unix(1_700_000_000, 0).UTC(), recs: map[string]*memRec{}, tickets: map[string]string{},
 		rules: rules{claim: lifecycle.Claim, reserve: lifecycle.Reserve, renew: lifecycle.Renew, finalize: lifecycle.Finalize,
 			giveback: lifecycle.GiveBack, decide: lifecycle.Decide, settle: lifecycle.Settle},
-		hooks: hooks{retention: checkRetention, vendorKey: vendorKey, beforeWrite: func(*memStore) {},
+		hooks: hooks{retention: checkRetention, binding: bindingCode, vendorKey: vendorKey, beforeWrite: func(*memStore) {},
 			replay: func(*idempotency.Record, idempotency.ClaimRequest) {}, validate: idempotency.SettleRequest.Validate,
 			pageLimit: idempotency.ListRequest.PageLimit, listState: viewState, settleAfter: settleAfter}}
 	if mutant != "" {
@@ -105,10 +106,22 @@ func vendorKey(req idempotency.ClaimRequest) idempotency.Key {
 
 var hashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
+// bindingInProcess is the record code of binding in_process, as
+// redisstore writes it; lifecycle names no constant for it because no rule
+// names it (it is off the redispatch allow-list, like any unnamed code).
+const bindingInProcess byte = 'i'
+
+// bindingCodes are the bindings a record may hold. A binding not listed is
+// refused: stored under another code, it would take that code's rules.
 var bindingCodes = map[effectspec.BindingKind]byte{
-	effectspec.BindingHeader: lifecycle.BindingHeader, effectspec.BindingBodyPointer: lifecycle.BindingBodyPointer,
-	effectspec.BindingUnsupported: lifecycle.BindingUnsupported,
+	effectspec.BindingHeader:         lifecycle.BindingHeader,
+	effectspec.BindingBodyPointer:    lifecycle.BindingBodyPointer,
+	effectspec.BindingUnsupported:    lifecycle.BindingUnsupported,
+	effectspec.BindingInProcess:      bindingInProcess,
+	effectspec.BindingInProcessKeyed: lifecycle.BindingKeyed,
 }
+
+func bindingCode(b effectspec.BindingKind) (byte, bool) { c, ok := bindingCodes[b]; return c, ok }
 
 var stateCodes = map[idempotency.State]lifecycle.State{
 	idempotency.StateHeld: lifecycle.Held, idempotency.StateInFlight: lifecycle.InFlight,
@@ -257,9 +270,9 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	if !hashRE.MatchString(req.RequestHash) || !hashRE.MatchString(req.Fingerprint) {
 		return idempotency.ClaimResult{}, errors.New("memstore: malformed hash")
 	}
-	b, ok := bindingCodes[req.Binding]
+	b, ok := m.hooks.binding(req.Binding)
 	if !ok {
-		return idempotency.ClaimResult{}, errors.New("memstore: unknown binding")
+		return idempotency.ClaimResult{}, fmt.Errorf("memstore: claim: unknown binding %q", req.Binding)
 	}
 	timeout, err := idempotency.AttemptTimeout(req.Timeout)
 	if err != nil {
@@ -595,6 +608,29 @@ func keepExpiry(cur *lifecycle.Record, w *lifecycle.Write) {
 	}
 }
 
+// claimAs runs the claim of a record with binding from as if it had
+// binding to, and keeps from on the record: it breaks the binding's rules
+// and nothing else.
+func claimAs(from, to byte) func(*memStore) {
+	return func(m *memStore) {
+		next := m.rules.claim
+		m.rules.claim = func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			if cur == nil || cur.Binding != from || q.Binding != from {
+				return next(cur, q, now)
+			}
+			c := cur.Clone()
+			c.Binding, q.Binding = to, to
+			res, w := next(c, q, now)
+			for _, r := range []*lifecycle.Record{res.Record, w.Record} {
+				if r != nil {
+					r.Binding = from
+				}
+			}
+			return res, w
+		}
+	}
+}
+
 func lapsedOrUnknown(c *lifecycle.Record, now int64) bool {
 	return c != nil && (c.State == lifecycle.Unknown || lifecycle.Lapsed(c, now))
 }
@@ -865,6 +901,34 @@ var memMutants = map[string]func(*memStore){
 		renewIn(func(_ *lifecycle.Record, q *lifecycle.RenewRequest, _ int64) { q.Incarnation = "" }),
 		finalizeIn(func(_ *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) { q.Incarnation = "" }),
 		givebackIn(func(_ *lifecycle.Record, q *lifecycle.GiveBackRequest) { q.Incarnation = "" })),
+	"redispatch-in-process":    claimAs(bindingInProcess, lifecycle.BindingKeyed),
+	"keyed-never-redispatched": claimAs(lifecycle.BindingKeyed, bindingInProcess),
+	"keyed-window-ignored": claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
+		if q.Binding == lifecycle.BindingKeyed {
+			q.Window = 1 << 50
+		}
+	}),
+	"in-process-as-unsupported": func(m *memStore) {
+		m.hooks.binding = func(b effectspec.BindingKind) (byte, bool) {
+			if b == effectspec.BindingInProcess {
+				b = effectspec.BindingUnsupported
+			}
+			return bindingCode(b)
+		}
+	},
+	"in-process-never-sent-burns": finalizeIn(func(c *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) {
+		if c != nil && c.Binding == bindingInProcess {
+			q.Never = false
+		}
+	}),
+	// A slot's in-process binding declared the other way round counts as the
+	// same destination.
+	"in-process-keyed-alike": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
+		inproc := func(b byte) bool { return b == bindingInProcess || b == lifecycle.BindingKeyed }
+		if c != nil && inproc(c.Binding) && inproc(q.Binding) && c.Binding != q.Binding {
+			q.Binding, q.Fingerprint = c.Binding, c.Fingerprint
+		}
+	}),
 	"racy-claim": func(m *memStore) {
 		m.hooks.beforeWrite = func(m *memStore) {
 			m.mu.Unlock()

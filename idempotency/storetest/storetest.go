@@ -63,6 +63,7 @@ func Run(t *testing.T, h Harness) {
 		{"Claim", claimTests},
 		{"Approval", approvalTests},
 		{"Window", windowTests},
+		{"InProcess", inProcessTests},
 		{"Attempts", attemptTests},
 		{"NeverSent", neverSentTests},
 		{"Refuse", refuseTests},

@@ -84,6 +84,13 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"no-retention-check", "Retention/TooShort"},
 		{"no-incarnation", "Incarnation/OldWorkerAfterRecreate"},
 		{"no-incarnation", "Incarnation/GiveBack"},
+		{"redispatch-in-process", "InProcess/UnkeyedUnknown"},
+		{"redispatch-in-process", "InProcess/RouteChanged"},
+		{"keyed-never-redispatched", "InProcess/KeyedRedispatch"},
+		{"keyed-window-ignored", "InProcess/KeyedWindow"},
+		{"in-process-as-unsupported", "InProcess/KeepsBinding"},
+		{"in-process-never-sent-burns", "InProcess/UnkeyedNeverSent"},
+		{"in-process-keyed-alike", "InProcess/RouteChanged"},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {
