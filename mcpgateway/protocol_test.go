@@ -28,6 +28,9 @@ import (
 // the go-sdk speaks, the stateless 2026-07-28 first.
 var testedVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
+// stateless reports whether protocol version v has no handshake.
+func stateless(v string) bool { return v >= "2026-07-28" }
+
 // bodyRecorder keeps the JSON-RPC method and params._meta of every POST a
 // client sends.
 type bodyRecorder struct {
@@ -113,15 +116,20 @@ func TestProtocolVersions(t *testing.T) {
 			if rcs[0].Replayed || rcs[0].Outcome != receipt.Accepted || !rcs[1].Replayed || rcs[1].Outcome != receipt.Accepted || runs.Load() != 1 {
 				t.Errorf("first %+v, again %+v, %d runs: want one run and its replay", rcs[0], rcs[1], runs.Load())
 			}
+			// ping: removed by 2026-07-28, where the SDK's client sends it
+			// without the reserved members (invalid_request); served before.
+			var we *jsonrpc.Error
+			if err := cs.Ping(ctx, nil); stateless(v) != (errors.As(err, &we) && gjson.GetBytes(we.Data, "reason").Str == "invalid_request") {
+				t.Errorf("ping under %s: %v", v, err)
+			}
 			ms := br.methods()
-			stateless := v >= "2026-07-28"
-			if slices.Contains(ms, "initialize") == stateless || slices.Contains(ms, "server/discover") != stateless {
+			if slices.Contains(ms, "initialize") == stateless(v) || slices.Contains(ms, "server/discover") != stateless(v) {
 				t.Errorf("%s sent %v", v, ms)
 			}
 			br.mu.Lock()
 			defer br.mu.Unlock()
 			for _, m := range br.sent {
-				if !stateless || !m.Get("id").Exists() {
+				if !stateless(v) || !m.Get("id").Exists() || m.Get("method").Str == "ping" {
 					continue
 				}
 				meta := m.Get("params._meta")
@@ -263,3 +271,58 @@ func TestReservedMetaNames(t *testing.T) {
 // metaLogLevel is the reserved name of the deprecated logging feature,
 // which clients may still send.
 const metaLogLevel = "io.modelcontextprotocol/logLevel"
+
+// TestStatelessRawCall: under 2026-07-28 a request needs no handshake
+// before it: a first-ever POST, a tools/call with the reserved _meta
+// members, the standard headers and the key in _meta, runs; the same POST
+// again is its replay. ping, which 2026-07-28 removed (as initialize), is
+// method_not_found under it and answered under 2025-11-25.
+func TestStatelessRawCall(t *testing.T) {
+	var runs atomic.Int32
+	srv := inProcessGateway(t, effectspec.BindingInProcess, "", func(context.Context, retry.Attempt) (*mcp.CallToolResult, error) {
+		runs.Add(1)
+		return &mcp.CallToolResult{}, nil
+	})
+	const triple = `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}`
+	key := idempotency.NewKey().String()
+	post := func(method, name, body string) (int, gjson.Result) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if strings.Contains(body, "2026-07-28") {
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		} else {
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		req.Header.Set("Mcp-Method", method)
+		if name != "" {
+			req.Header.Set("Mcp-Name", name)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.Header.Get("Mcp-Session-Id") != "" {
+			t.Errorf("%s: a session %q", method, resp.Header.Get("Mcp-Session-Id"))
+		}
+		return resp.StatusCode, gjson.ParseBytes(b)
+	}
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t.run","arguments":{"x":1},"_meta":{` + triple + `,"dev.obol/idempotency-key":"` + key + `"}}}`
+	st1, first := post("tools/call", "t.run", call)
+	st2, again := post("tools/call", "t.run", call)
+	rc := `result._meta.dev\.obol/receipt`
+	if st1 != 200 || st2 != 200 || first.Get(rc+".replayed").Bool() || !again.Get(rc+".replayed").Bool() ||
+		again.Get(rc+".idempotency_key").Str != key || runs.Load() != 1 {
+		t.Errorf("first %d %s\nagain %d %s\n%d runs", st1, first.Raw, st2, again.Raw, runs.Load())
+	}
+	st, ping := post("ping", "", `{"jsonrpc":"2.0","id":2,"method":"ping","params":{"_meta":{`+triple+`}}}`)
+	if st != http.StatusNotFound || ping.Get("error.data.reason").Str != "method_not_found" {
+		t.Errorf("ping under 2026-07-28: %d %s", st, ping.Raw)
+	}
+	if st, pong := post("ping", "", `{"jsonrpc":"2.0","id":3,"method":"ping"}`); st != 200 || !pong.Get("result").IsObject() {
+		t.Errorf("ping under 2025-11-25: %d %s", st, pong.Raw)
+	}
+}
