@@ -26,5 +26,6 @@
 //	tool, err := mcpgateway.InProcess(mcpgateway.InProcessTool{Spec: spec, Handler: h})
 //
 // Logging, metrics and tracing are hooks of [Config]; the package pulls in no
-// metrics or tracing SDK.
+// metrics or tracing SDK. Every protocol version the go-sdk speaks is served,
+// 2026-07-28 (server/discover, no handshake) and the older ones (initialize).
 package mcpgateway

@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/strictjson"
@@ -41,6 +44,13 @@ const (
 	codeMethodNotFound = -32601
 	codeInvalidParams  = -32602
 	codeInternal       = -32603
+)
+
+// MCP error codes of protocol 2026-07-28, which the SDK answers with.
+const (
+	codeHeaderMismatch     = -32020 // Mcp-Protocol-Version, Mcp-Method or Mcp-Name missing or not the message's
+	codeMissingClientCaps  = -32021
+	codeUnsupportedVersion = -32022
 )
 
 // Limits of the envelope: every MCP method name and every id a client
@@ -540,14 +550,23 @@ func (sw *sanitizer) finish(key string) {
 	case isJSON && resp.Error != nil:
 		var d ErrorData
 		e := &jsonrpcError{Code: resp.Error.Code, Message: resp.Error.Msg}
+		var supported []string
 		if strictjson.Decode(resp.Error.Data, &d) != nil || d.Reason == "" {
 			d = ErrorData{Reason: sdkReason(e.Code), Status: sdkStatus(e.Code)}
 			e.Message = sdkMessage(e.Code)
+			if e.Code == codeUnsupportedVersion {
+				supported = servedVersions(resp.Error.Data)
+			}
 		}
 		if key != "" {
 			d.IdempotencyKey = key
 		}
 		e.Data, _ = json.Marshal(d)
+		if supported != nil {
+			// What the client negotiates from: the SDK's list, without
+			// the requested version it quotes.
+			e.Data, _ = sjson.SetBytes(e.Data, "supported", supported)
+		}
 		id := resp.ID
 		if !validID(id) {
 			id = sw.id
@@ -582,6 +601,18 @@ func transportText(status int, body []byte) string {
 	return "request refused by the MCP transport (HTTP " + strconv.Itoa(status) + ")"
 }
 
+// servedVersions reads the supported versions of the SDK's
+// unsupported-version error data, keeping only versions the SDK speaks.
+func servedVersions(data json.RawMessage) []string {
+	vs := []string{}
+	for _, v := range gjson.GetBytes(data, "supported").Array() {
+		if slices.Contains(mcp.SupportedProtocolVersions(), v.Str) {
+			vs = append(vs, v.Str)
+		}
+	}
+	return vs
+}
+
 // hasError reports whether the JSON object body has a top-level member
 // that encoding/json would decode as a non-null "error" (its names match
 // case-insensitively there).
@@ -602,13 +633,16 @@ func sdkReason(code int64) string {
 		return "invalid_request"
 	case codeMethodNotFound:
 		return "method_not_found"
+	case codeHeaderMismatch, codeMissingClientCaps, codeUnsupportedVersion:
+		return "invalid_request"
 	}
 	return "internal"
 }
 
 func sdkStatus(code int64) int {
 	switch code {
-	case codeParseError, codeInvalidRequest, codeInvalidParams:
+	case codeParseError, codeInvalidRequest, codeInvalidParams,
+		codeHeaderMismatch, codeMissingClientCaps, codeUnsupportedVersion:
 		return http.StatusBadRequest
 	case codeMethodNotFound:
 		return http.StatusNotFound
@@ -628,6 +662,12 @@ func sdkMessage(code int64) string {
 		return "invalid params"
 	case codeInternal:
 		return "internal error"
+	case codeHeaderMismatch:
+		return "header mismatch: send Mcp-Protocol-Version, Mcp-Method (and Mcp-Name for tools/call) matching the message and its _meta " + mcp.MetaKeyProtocolVersion
+	case codeMissingClientCaps:
+		return "missing required client capabilities"
+	case codeUnsupportedVersion:
+		return "unsupported protocol version: error.data.supported lists the versions served"
 	}
 	return "request failed"
 }
