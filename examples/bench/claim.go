@@ -31,9 +31,10 @@ type workload struct {
 	args    claimArgs
 	packed  string // the route record as redisstore sends it to the claim script
 	// bucket and member are the unknown index entry the reference's claims
-	// write (KEYS[2] and the last argument; see benchArgs).
-	bucket, member string
-	nonce          atomic.Uint64 // per measurement, so keys never repeat in a run
+	// write (KEYS[2] and an argument; see benchArgs); pending is the pending
+	// approvals bucket they get as KEYS[3] (and never write: no approval).
+	bucket, pending, member string
+	nonce                   atomic.Uint64 // per measurement, so keys never repeat in a run
 }
 
 func newWorkload() (*workload, error) {
@@ -73,6 +74,7 @@ func newWorkload() (*workload, error) {
 	// redis-benchmark runs on one Redis, so one bucket (of any slot) serves
 	// every key; redisstore sends the bucket of the key's own slot.
 	w.bucket = idempotency.DefaultPrefix + "unk:" + w.scope.Workspace + ":{0}"
+	w.pending = idempotency.DefaultPrefix + "apv:" + w.scope.Workspace + ":{0}"
 	// As redisstore sends them: digests and the vendor key as their bytes.
 	vk := idempotency.VendorKey(idempotency.NewDeploymentID(), w.scope, k, w.hash)
 	w.args = claimArgs{rh: rawHex(strings.TrimPrefix(w.hash, "sha256:")), b: "h", fp: rawHex(strings.TrimPrefix(w.fp, "sha256:")),
@@ -272,7 +274,8 @@ func (e *env) checkKeys(ctx context.Context, lo, hi int64) error {
 // redisstore sends, encoded as it encodes them (internal/scriptargs: no
 // approval, no ticket, lease 10s, retention 24h, unknown retention 7 days,
 // attempt timeout 30s, no refusal, a vendor window of 24h) and its keys
-// (the record and an index bucket, w.bucket). __rand_int__ makes the keys unique: 12 digits (after 20
+// (the record, an index bucket and a pending approvals bucket: w.bucket,
+// w.pending). __rand_int__ makes the keys unique: 12 digits (after 20
 // zeros: 32 digits, like our keys) drawn from 2*10^9, the most -r takes (an
 // int), so a million requests repeat about 250 keys, which then answer
 // in_progress: 0.03% of cheaper calls, in the limit's favour.
@@ -283,7 +286,7 @@ func (e *env) benchArgs(w *workload, c, n int) []string {
 		"-h", host, "-p", port, "--dbnum", strconv.Itoa(e.o.db),
 		"-c", strconv.Itoa(c), "-P", strconv.Itoa(e.o.pipeline), "-n", strconv.Itoa(n),
 		"-r", "2000000000", "--csv",
-		"EVALSHA", e.claimSHA, "2", w.keyBase + "idt_00000000000000000000__rand_int__", w.bucket,
+		"EVALSHA", e.claimSHA, "3", w.keyBase + "idt_00000000000000000000__rand_int__", w.bucket, w.pending,
 	}, scriptargs.ClaimSpec.Argv(&scriptargs.Claim{
 		ScopeVersion: strconv.Itoa(idempotency.ScopeVersion), RequestHash: argv(a.rh), Binding: a.b, Fingerprint: argv(a.fp),
 		Route: w.packed, KeySource: a.ks, Op: a.op, Lease: "10000", Retention: strconv.FormatInt((24 * time.Hour).Milliseconds(), 10),
@@ -345,7 +348,7 @@ func claimRows(ctx context.Context, o *options, e *env, t *table) error {
 	probe := w.keyBase + idempotency.NewKey().String()
 	a := e.benchArgs(w, 1, 1)
 	i := indexOf(a, "EVALSHA")
-	reply, err := e.client.Do(ctx, e.client.B().Evalsha().Sha1(e.claimSHA).Numkeys(2).Key(probe, w.bucket).Arg(a[i+5:]...).Build()).ToArray()
+	reply, err := e.client.Do(ctx, e.client.B().Evalsha().Sha1(e.claimSHA).Numkeys(3).Key(probe, w.bucket, w.pending).Arg(a[i+6:]...).Build()).ToArray()
 	if err != nil || len(reply) == 0 {
 		return fmt.Errorf("probe EVALSHA of the claim script: %v", err)
 	}

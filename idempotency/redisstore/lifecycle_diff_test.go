@@ -23,13 +23,16 @@ import (
 // The differential test: random sequences of operations run through the
 // Lua scripts (as the Store sends them) and through package lifecycle,
 // and every reply, every field of the stored record, its TTL and its
-// unknown-index entry must agree after every step.
+// unknown-index entry must agree after every step; the record's entry in
+// the pending approvals index must be there while the record awaits a
+// decision and gone once it is decided (pendingWant).
 
 const (
-	diffKey    = "{diff}rec"
-	diffBucket = "{diff}unk"
-	diffMember = "m1"
-	diffStart  = int64(1_900_000_000_000) // ms
+	diffKey     = "{diff}rec"
+	diffBucket  = "{diff}unk"
+	diffPending = "{diff}apv"
+	diffMember  = "m1"
+	diffStart   = int64(1_900_000_000_000) // ms
 )
 
 // diffBackend is a Redis the scripts run on, with the test's clock.
@@ -192,6 +195,18 @@ func resultArgs(r lifecycle.StoredResult) []string {
 		out = append(out, k, r.Headers[k])
 	}
 	return out
+}
+
+// keys are the op's KEYS, as the Store sends them (internal/scriptargs
+// names them).
+func (o diffOp) keys() []string {
+	switch len(scriptargs.Of(o.script).Keys()) {
+	case 1:
+		return []string{diffKey}
+	case 2:
+		return []string{diffKey, diffBucket}
+	}
+	return []string{diffKey, diffBucket, diffPending}
 }
 
 // argv is the op's ARGV, encoded by internal/scriptargs as the Store does.
@@ -458,7 +473,7 @@ func (d *diffRun) apply(ctx context.Context, o diffOp) error {
 	}
 
 	c := d.b.client()
-	msgs, err := d.scripts[o.script].Exec(ctx, c, []string{diffKey, diffBucket}, o.argv()).ToArray()
+	msgs, err := d.scripts[o.script].Exec(ctx, c, o.keys(), o.argv()).ToArray()
 	if err != nil {
 		if res.Status == lifecycle.BadState && strings.Contains(err.Error(), "unknown state") {
 			return nil
@@ -505,7 +520,7 @@ func (d *diffRun) apply(ctx context.Context, o diffOp) error {
 func (d *diffRun) check(ctx context.Context, before *lifecycle.Record, w lifecycle.Write) error {
 	c := d.b.client()
 	rs := c.DoMulti(ctx, c.B().Get().Key(diffKey).Build(), c.B().Pttl().Key(diffKey).Build(),
-		c.B().Zscore().Key(diffBucket).Member(diffMember).Build())
+		c.B().Zscore().Key(diffBucket).Member(diffMember).Build(), c.B().Zscore().Key(diffPending).Member(diffMember).Build())
 	raw, err := rs[0].ToString()
 	switch {
 	case rueidis.IsRedisNil(err):
@@ -545,7 +560,31 @@ func (d *diffRun) check(ctx context.Context, before *lifecycle.Record, w lifecyc
 	case int64(score) != d.score:
 		return d.fail("index: lifecycle %d, Redis %d", d.score, int64(score))
 	}
+	_, err = rs[3].AsFloat64()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return d.fail("ZSCORE pending: %v", err)
+	}
+	if want, known := pendingWant(d.cur); known && want != (err == nil) {
+		return d.fail("pending approvals: want an entry %v, Redis has one %v", want, err == nil)
+	}
 	return nil
+}
+
+// pendingWant is whether the pending approvals index must list cur: yes
+// while it awaits a decision (a ticket, no decision, not final: what
+// ListPending lists), no once it is decided. Otherwise (no record, no
+// ticket) known is false: an entry of an expired record may stay until a
+// hold in its bucket prunes it, and the listing drops it.
+func pendingWant(cur *lifecycle.Record) (want, known bool) {
+	switch {
+	case cur == nil || cur.Ticket == "":
+		return false, false
+	case cur.Approval != "" || cur.State == lifecycle.Denied:
+		return false, true
+	case cur.State.Final():
+		return false, false
+	}
+	return true, true
 }
 
 // chooser is the source of a sequence's choices: a PRNG or a fuzzer's

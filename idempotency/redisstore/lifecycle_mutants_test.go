@@ -37,6 +37,10 @@ var diffMutants = []struct {
 	// A finalize keeps the attempt deadline.
 	{"finalize-keeps-deadline", "finalize", "r.l, r.y, r.e, r.O, r.U = nil, nil, nil, nil, nil\nr.m, r.F, r.o = with_state(m, state)",
 		"r.l, r.y, r.O, r.U = nil, nil, nil, nil\nr.m, r.F, r.o = with_state(m, state)"},
+	// A held call is not listed in the pending approvals index; a decided
+	// one stays listed.
+	{"hold-unlisted", "claim", "redis.call('ZADD', held,", "redis.call('ZADD', held .. 'x',"},
+	{"decision-stays-listed", "decide", "redis.call('ZREM', KEYS[3], member)", "redis.call('ZREM', KEYS[3] .. 'x', member)"},
 }
 
 // TestDiffCatchesBrokenScripts shows that the differential test fails on

@@ -16,9 +16,10 @@ import (
 
 // The pending approvals index: per workspace, one sorted set per Cluster
 // slot, {prefix}apv:{workspace}:{T}, named after the unknown index bucket
-// of the slot (the same hash tag, so the slot of the records it indexes;
-// the scripts derive it from the bucket key they get). Members are the unknown index's (indexMember), scores the
-// record's expiry. The claim script adds an entry when it holds a call (a
+// of the slot (the same hash tag, so the slot of the records it indexes).
+// The scripts that touch it (claim, decide) get it as their KEYS[3]
+// (pendingOf), as every key a script touches is declared. Members are the
+// unknown index's (indexMember), scores the record's expiry. The claim script adds an entry when it holds a call (a
 // held record, or a re-held one when it mints its ticket) and prunes the
 // bucket's expired entries; the decide script removes it. The listing
 // drops entries whose record is gone or no longer awaits a decision.
@@ -45,7 +46,18 @@ type PendingPage struct {
 // pendingKey is the pending approvals bucket of listing position pos (1 +
 // slot, as the unknown listing's).
 func (s *Store) pendingKey(workspace string, pos int) string {
-	return s.prefix + "apv:" + workspace + ":{" + slotTags()[pos-1] + "}"
+	return s.pendingBucket(workspace, pos-1)
+}
+
+// pendingBucket is the pending approvals bucket of the workspace in slot.
+func (s *Store) pendingBucket(workspace string, slot int) string {
+	return s.prefix + "apv:" + workspace + ":{" + slotTags()[slot] + "}"
+}
+
+// pendingOf is the pending approvals bucket of the record at record key
+// rk: the claim and decide scripts' KEYS[3].
+func (s *Store) pendingOf(workspace, rk string) string {
+	return s.pendingBucket(workspace, keySlot(rk))
 }
 
 // ListPending lists a workspace's calls awaiting approval, in slot order, a

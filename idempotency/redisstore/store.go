@@ -469,7 +469,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	// The claim script writes the index entry of a reservation itself, in
 	// the record's slot: it is in place before the caller may send
 	// (docs/DESIGN.md, "The record and its lifecycle").
-	keys := []string{key, bucket}
+	keys := []string{key, bucket, s.pendingOf(req.Scope.Workspace, key)}
 	arr, acks, err := s.execOnce(ctx, s.sc.claim, keys, args, true)
 	if notRun(err) {
 		// A migrating slot: a final record replays without its bucket
@@ -1026,7 +1026,7 @@ func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idem
 	if err != nil {
 		return idempotency.Ticket{}, err
 	}
-	arr, _, err := s.execKeys(ctx, s.sc.decide, []string{tv.Record, bucket},
+	arr, _, err := s.execKeys(ctx, s.sc.decide, []string{tv.Record, bucket, s.pendingOf(tv.scope().Workspace, tv.Record)},
 		scriptargs.DecideSpec.Argv(&scriptargs.Decide{Ticket: req.Ticket, Approve: req.Approve, Op: opTag('d', op),
 			Retention: s.retention, Member: member, ScopeVersion: scopeVersion}), false)
 	if err != nil {

@@ -6,6 +6,10 @@
 // the names only. Adding an argument is one field here, its use in the
 // script and its value in the Go caller.
 //
+// A Spec also names the script's KEYS, in order (every key the script
+// touches is declared: Redis routes a script and decides TRYAGAIN and ASK
+// from them); the prologue refuses another count.
+//
 // A field's tag `lua:"name[,num]"` is its Lua local. Its Go type is its
 // encoding and its Lua kind:
 //
@@ -53,6 +57,7 @@ type field struct {
 // Spec is the argument list of one script, from its struct T.
 type Spec[T any] struct {
 	script string
+	keys   []string
 	fields []field
 	rest   bool
 }
@@ -64,14 +69,19 @@ type Args interface {
 	Script() string
 	// Names are the Lua locals, in ARGV order.
 	Names() []string
-	// Prologue is the Lua chunk that checks the argument count and assigns
+	// Keys name the script's KEYS, in order.
+	Keys() []string
+	// Prologue is the Lua chunk that checks the key and argument counts and assigns
 	// every argument to its local.
 	Prologue() string
 }
 
-func newSpec[T any](script string) *Spec[T] {
+func newSpec[T any](script string, keys ...string) *Spec[T] {
 	t := reflect.TypeFor[T]()
-	s := &Spec[T]{script: script}
+	if len(keys) == 0 {
+		panic(fmt.Sprintf("scriptargs: %s: no keys", script))
+	}
+	s := &Spec[T]{script: script, keys: keys}
 	seen := map[string]bool{}
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -135,6 +145,9 @@ func (s *Spec[T]) Names() []string {
 	return out
 }
 
+// Keys name the script's KEYS, in order.
+func (s *Spec[T]) Keys() []string { return s.keys }
+
 // Argv encodes v as the script's ARGV. It reads the fields at the offsets
 // newSpec took from T's reflect.Type: the claim is the most frequent write,
 // and a reflect.Value walk costs it several hundred ns more.
@@ -165,12 +178,15 @@ func (s *Spec[T]) Argv(v *T) []string {
 	return append(out, rest...)
 }
 
-// Prologue is the Lua chunk that checks the argument count (a call made
-// by hand with another layout is an error, never a misread argument) and
-// assigns every argument to its local, in one statement.
+// Prologue is the Lua chunk that checks the key and argument counts (a
+// call made by hand with another layout is an error, never a misread
+// argument or an undeclared key) and assigns every argument to its local,
+// in one statement.
 func (s *Spec[T]) Prologue() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- The arguments of %s (generated from internal/scriptargs; never read ARGV by position).\n", s.script)
+	fmt.Fprintf(&b, "if #KEYS ~= %d then\n  return redis.error_reply('ERR redisstore: %s takes %d keys (%s), got ' .. #KEYS)\nend\n",
+		len(s.keys), s.script, len(s.keys), strings.Join(s.keys, ", "))
 	n := len(s.fields)
 	if s.rest {
 		fmt.Fprintf(&b, "if #ARGV < %d then\n", n-1)

@@ -22,6 +22,9 @@ func TestArgvFollowsTheStruct(t *testing.T) {
 
 func TestPrologue(t *testing.T) {
 	want := `-- The arguments of renew (generated from internal/scriptargs; never read ARGV by position).
+if #KEYS ~= 1 then
+  return redis.error_reply('ERR redisstore: renew takes 1 keys (record), got ' .. #KEYS)
+end
 if #ARGV ~= 4 then
   return redis.error_reply('ERR redisstore: renew takes 4 arguments, got ' .. #ARGV)
 end
@@ -32,7 +35,10 @@ local token, op, lease, inc =
 		t.Fatalf("Prologue:\n%s\nwant:\n%s", got, want)
 	}
 	p := FinalizeSpec.Prologue()
-	for _, s := range []string{"if #ARGV < 7 then", "ARGV[5] == '1'", "ARGV[7], 8\n"} {
+	if p := ClaimSpec.Prologue(); !strings.Contains(p, "if #KEYS ~= 3 then") || !slices.Equal(ClaimSpec.Keys(), []string{"record", "bucket", "pending"}) {
+		t.Errorf("claim declares keys %q:\n%s", ClaimSpec.Keys(), p)
+	}
+	for _, s := range []string{"if #KEYS ~= 2 then", "if #ARGV < 7 then", "ARGV[5] == '1'", "ARGV[7], 8\n"} {
 		if !strings.Contains(p, s) {
 			t.Errorf("finalize Prologue lacks %q:\n%s", s, p)
 		}
@@ -41,32 +47,33 @@ local token, op, lease, inc =
 
 func TestBadSpecsPanic(t *testing.T) {
 	for name, f := range map[string]func(){
-		"no tag": func() { newSpec[struct{ A string }]("x") },
+		"no tag":  func() { newSpec[struct{ A string }]("x", "k") },
+		"no keys": func() { newSpec[struct{}]("x") },
 		"keyword": func() {
 			newSpec[struct {
 				A string `lua:"end"`
-			}]("x")
+			}]("x", "k")
 		},
 		"duplicate": func() {
 			newSpec[struct {
 				A, B string `lua:"a"`
-			}]("x")
+			}]("x", "k")
 		},
 		"rest not last": func() {
 			newSpec[struct {
 				A []string `lua:"a"`
 				B string   `lua:"b"`
-			}]("x")
+			}]("x", "k")
 		},
 		"num bool": func() {
 			newSpec[struct {
 				A bool `lua:"a,num"`
-			}]("x")
+			}]("x", "k")
 		},
 		"type": func() {
 			newSpec[struct {
 				A int64 `lua:"a"`
-			}]("x")
+			}]("x", "k")
 		},
 	} {
 		func() {

@@ -23,7 +23,7 @@ type Claim struct {
 	URetention   string `lua:"uretention,num"`
 	Timeout      int    `lua:"timeout,num"` // the attempt timeout
 	Refuse       bool   `lua:"refuse"`
-	Member       string `lua:"member"`     // the record's member in its unknown index bucket (KEYS[2])
+	Member       string `lua:"member"`     // the record's member in its unknown index and pending approvals buckets
 	Window       int    `lua:"window,num"` // how long the vendor deduplicates on the key
 	Incarnation  string `lua:"inc"`        // 8 bytes, for a record this claim makes
 }
@@ -109,17 +109,20 @@ type Index struct {
 // Lookup is lookup.lua's ARGV: none.
 type Lookup struct{}
 
-// The Specs, one per script.
+// The Specs, one per script, with its KEYS: the record; the unknown index
+// bucket of its workspace in its slot (bucket); the pending approvals
+// bucket of its workspace in its slot (pending); the index script's one
+// key is either bucket.
 var (
-	ClaimSpec    = newSpec[Claim]("claim")
-	ReserveSpec  = newSpec[Reserve]("reserve")
-	RenewSpec    = newSpec[Renew]("renew")
-	FinalizeSpec = newSpec[Finalize]("finalize")
-	GiveBackSpec = newSpec[GiveBack]("giveback")
-	DecideSpec   = newSpec[Decide]("decide")
-	SettleSpec   = newSpec[Settle]("settle")
-	IndexSpec    = newSpec[Index]("index")
-	LookupSpec   = newSpec[Lookup]("lookup")
+	ClaimSpec    = newSpec[Claim]("claim", "record", "bucket", "pending")
+	ReserveSpec  = newSpec[Reserve]("reserve", "record", "bucket")
+	RenewSpec    = newSpec[Renew]("renew", "record")
+	FinalizeSpec = newSpec[Finalize]("finalize", "record", "bucket")
+	GiveBackSpec = newSpec[GiveBack]("giveback", "record", "bucket")
+	DecideSpec   = newSpec[Decide]("decide", "record", "bucket", "pending")
+	SettleSpec   = newSpec[Settle]("settle", "record", "bucket")
+	IndexSpec    = newSpec[Index]("index", "bucket")
+	LookupSpec   = newSpec[Lookup]("lookup", "record")
 )
 
 // Of is the Spec of a script by name, nil for a name without one.

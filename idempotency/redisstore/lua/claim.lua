@@ -6,7 +6,8 @@
 -- fresh ticket, op its op tag, lease, retention (ms), vk the vendor key (16
 -- bytes, or '' for an unsupported binding), uretention unknown retention
 -- (ms), timeout the attempt timeout (ms), refuse, member the record's
--- member in its unknown index bucket (KEYS[2]), window (ms: how long the
+-- member in its unknown index bucket (KEYS[2]) and its pending approvals
+-- bucket (KEYS[3]), window (ms: how long the
 -- vendor deduplicates on the key), inc the incarnation a record made by
 -- this claim gets (8 bytes).
 -- The index: an answer that reserves an attempt (claimed) adds the entry in
@@ -35,17 +36,11 @@
 local now = now_ms()
 
 -- held_add lists the record as awaiting a decision: its entry in the
--- pending approvals bucket of its workspace and slot (pending.go), scored
--- by the record's expiry. The bucket is named after KEYS[2]
--- ({prefix}unk:{workspace}:{T} -> {prefix}apv:{workspace}:{T}: the same
--- hash tag, so the same slot). It is written before the record, as the
+-- pending approvals bucket of its workspace and slot (KEYS[3], pending.go),
+-- scored by the record's expiry. It is written before the record, as the
 -- unknown index is; decide.lua removes the entry.
 local function held_add(ttl)
-  local p, ws, tag = string.match(KEYS[2], '^(.*)unk:([^:]*):(%b{})$')
-  if p == nil then
-    error('redisstore: KEYS[2] is not an unknown index bucket')
-  end
-  local held = p .. 'apv:' .. ws .. ':' .. tag
+  local held = KEYS[3]
   redis.call('ZADD', held, 'GT', string.format('%d', now + ttl), member)
   redis.call('ZREMRANGEBYSCORE', held, '-inf', '(' .. string.format('%d', now))
 end

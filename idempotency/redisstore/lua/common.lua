@@ -1,7 +1,10 @@
 -- Shared by every script (prepended at build time). KEYS[1] is the record;
 -- the scripts that reserve an attempt or make a record final also get
 -- KEYS[2], the bucket of the record's workspace's unknown index that lives
--- in the record's Cluster slot (settle.go), and the record's member there.
+-- in the record's Cluster slot (settle.go), and the record's member there;
+-- claim and decide also get KEYS[3], the pending approvals bucket of that
+-- workspace and slot (pending.go). Every key a script touches is declared
+-- (internal/scriptargs checks the count).
 -- Time comes from the server clock: Redis 7 replicates the effects of a
 -- script, not the script, so TIME is safe here.
 -- Arguments: each script's are one struct of internal/scriptargs; the store

@@ -1,6 +1,6 @@
 -- decide: arguments (internal/scriptargs.Decide) ticket, approve, op tag,
 -- retention (ms), member the record's member in its unknown index bucket
--- (KEYS[2]), sv the scope version (a record of another is
+-- (KEYS[2]) and its pending approvals bucket (KEYS[3]), sv the scope version (a record of another is
 -- scope_version_conflict, as for a claim): a denial makes the record
 -- final, so it removes the entry (a held record was never reserved, so it
 -- has none; the ZREM keeps "a final record has no entry" in the script).
@@ -39,16 +39,12 @@ if standing then
   return {'conflict', standing}
 end
 -- The decision ends the wait: the entry in the pending approvals bucket
--- (claim.lua, held_add) goes after the record is written. A ZREM first
+-- (KEYS[3]; claim.lua, held_add) goes after the record is written. A ZREM first
 -- would be the script's first write, after which Redis lets a script write
 -- over maxmemory; and an entry left by a failed ZREM is dropped by the
 -- listing, which reads the record decided.
 local function held_rem()
-  local p, ws, tag = string.match(KEYS[2], '^(.*)unk:([^:]*):(%b{})$')
-  if p == nil then
-    error('redisstore: KEYS[2] is not an unknown index bucket')
-  end
-  redis.call('ZREM', p .. 'apv:' .. ws .. ':' .. tag, member)
+  redis.call('ZREM', KEYS[3], member)
 end
 if s ~= 'h' then
   r.a = approve and '1' or '0'
