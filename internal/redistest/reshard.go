@@ -219,15 +219,20 @@ func (c *Cluster) RemoveMaster(i int) error {
 	} else if len(slots) > 0 {
 		return fmt.Errorf("redistest: RemoveMaster(%d): it still serves %d slots", i, len(slots))
 	}
-	view, err := c.viewOf(c.Node(i))
-	if err != nil {
-		return err
-	}
+	// Its replicas, each by its own view (a replica cannot forget its
+	// master, so a replica missed would fail the removal).
 	var out []int
-	for _, n := range view {
-		if n.masterID == c.id(i) {
-			if j := c.index(n.id); j >= 0 {
-				out = append(out, j)
+	for k, s := range c.Nodes() {
+		if k == i || !s.Running() || c.removed(k) {
+			continue
+		}
+		view, err := c.viewOf(s)
+		if err != nil {
+			return err
+		}
+		for _, n := range view {
+			if n.myself && n.masterID == c.id(i) {
+				out = append(out, k)
 			}
 		}
 	}
@@ -281,6 +286,7 @@ func (c *Cluster) index(id string) int {
 type viewNode struct {
 	id, masterID string
 	master       bool
+	myself       bool // the node whose view this is
 	ranges       [][2]int
 }
 
@@ -331,7 +337,7 @@ func (c *Cluster) viewOf(s *Server) ([]viewNode, error) {
 		if len(f) < 8 {
 			continue
 		}
-		n := viewNode{id: f[0], master: strings.Contains(f[2], "master"), masterID: f[3]}
+		n := viewNode{id: f[0], master: strings.Contains(f[2], "master"), myself: strings.Contains(f[2], "myself"), masterID: f[3]}
 		for _, r := range f[8:] {
 			if strings.HasPrefix(r, "[") {
 				continue // a slot migrating or importing: still its owner's

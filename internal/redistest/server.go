@@ -177,6 +177,11 @@ func (s *Server) conf() string {
 	if s.cport != 0 {
 		fmt.Fprintf(&b, "cluster-enabled yes\ncluster-config-file %q\ncluster-node-timeout %d\ncluster-port %d\n",
 			filepath.Join(s.dir, "nodes.conf"), s.nodeTimeout, s.cport)
+		// Redis 7 turns a master that lost its last slot into a replica of
+		// the node that took it (and its replicas follow): a master emptied
+		// to be removed, or whose slots moved in a test, would change role
+		// under it. Topology changes are the tests' own.
+		b.WriteString("cluster-allow-replica-migration no\n")
 	}
 	return b.String()
 }
