@@ -3,9 +3,9 @@ package mcpgateway
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/obol-gateway/obol/internal/nearmisstest"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,81 +14,17 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// nearMissVector is one row of the test vectors docs/DESIGN.md, "refserver wire
-// contract" publishes: where the name goes, the name as a JSON string (escapes
-// as written) and its verdict.
-type nearMissVector struct {
-	where   string // "_meta", "params" or "header"
-	raw     string // the name as a JSON string literal
-	name    string // raw unescaped
-	refused bool
-}
+// nearMissVector is one published near-miss vector (DESIGN, section
+// "refserver wire contract").
+type nearMissVector = nearmisstest.Vector
 
-// nearMissVectors reads the published vectors, so the document and the
-// tests cannot drift apart.
 func nearMissVectors(t testing.TB) []nearMissVector {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "DESIGN.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vs []nearMissVector
-	count := map[string]int{}
-	for _, line := range strings.Split(string(doc), "\n") {
-		cells := strings.Split(strings.TrimSpace(line), "|")
-		if len(cells) != 5 || cells[0] != "" || cells[4] != "" {
-			continue
-		}
-		where := strings.Trim(strings.TrimSpace(cells[1]), "`")
-		if where != "_meta" && where != "params" && where != "header" {
-			continue
-		}
-		v := nearMissVector{where: where, raw: strings.Trim(strings.TrimSpace(cells[2]), "`")}
-		if err := json.Unmarshal([]byte(v.raw), &v.name); err != nil {
-			t.Fatalf("vector %s: %v", v.raw, err)
-		}
-		switch verdict := strings.TrimSpace(cells[3]); {
-		case strings.HasPrefix(verdict, "refused"):
-			v.refused = true
-		case !strings.HasPrefix(verdict, "accepted"):
-			t.Fatalf("vector %s: verdict %q", v.raw, verdict)
-		}
-		vs = append(vs, v)
-		count[fmt.Sprintf("%s %v", where, v.refused)]++
-	}
-	// A table that no longer parses must not pass as an empty one.
-	for _, k := range []string{"_meta true", "_meta false", "params true", "header true", "header false"} {
-		if count[k] < 2 {
-			t.Fatalf("DESIGN.md has %d near-miss vectors for %q; the table did not parse", count[k], k)
-		}
-	}
-	return vs
+	return nearmisstest.Vectors(t, filepath.Join("..", "docs", "DESIGN.md"))
 }
 
-// nearMissBody is a tools/call of tool (or, when tool is "", a tools/list)
-// that carries v with key (or, for the ticket's name, ticket) as its value.
 func nearMissBody(v nearMissVector, tool, key, ticket string) string {
-	params := ``
-	switch v.where {
-	case "_meta":
-		val := `"` + key + `"`
-		if v.name == metaTicket {
-			val = `"` + ticket + `"`
-		}
-		params = `"_meta":{` + v.raw + `:` + val + `}`
-	case "params":
-		params = v.raw + `:{"` + metaKey + `":"` + key + `"}`
-	}
-	if tool == "" {
-		if params == "" {
-			return `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
-		}
-		return `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + params + `}}`
-	}
-	if params != "" {
-		params = "," + params
-	}
-	return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"amount":1}` + params + `}}`
+	return nearmisstest.Body(v, tool, key, ticket, metaKey, metaTicket)
 }
 
 // TestNearMissVectors runs the published vectors through the front: each
@@ -104,17 +40,17 @@ func TestNearMissVectors(t *testing.T) {
 			if tool == "" {
 				method = "tools/list"
 			}
-			t.Run(fmt.Sprintf("%s %s %q", v.where, method, v.name), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s %s %q", v.Where, method, v.Name), func(t *testing.T) {
 				h := http.Header{"Authorization": {acmeAuth}}
-				if v.where == "header" {
-					h.Add(v.name, goodKey) // canonicalized, as Go's server does
+				if v.Where == "header" {
+					h.Add(v.Name, goodKey) // canonicalized, as Go's server does
 				}
 				r := callFront(t, s, h, nearMissBody(v, tool, goodKey, ticketID))
-				if !v.refused {
+				if !v.Refused {
 					if r.code != http.StatusOK || r.info == nil {
 						t.Fatalf("refused an accepted name: %d %s", r.code, r.body)
 					}
-					readsKey := v.where == "header" && http.CanonicalHeaderKey(v.name) == headerKey || v.where == "_meta" && v.name == metaKey
+					readsKey := v.Where == "header" && http.CanonicalHeaderKey(v.Name) == headerKey || v.Where == "_meta" && v.Name == metaKey
 					if readsKey && (r.info.key.String() != goodKey || r.info.source != idempotency.KeySupplied) {
 						t.Errorf("key %s (%s), want the supplied %s", r.info.key, r.info.source, goodKey)
 					}
