@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
@@ -82,7 +79,7 @@ func (s *Store) ListPending(ctx context.Context, req idempotency.ListRequest) (P
 			page.Cursor = cur.String()
 			return page, nil
 		}
-		entries, next, err := s.readPending(ctx, req.Workspace, cur, limit+1-len(page.Approvals))
+		entries, next, err := s.readBuckets(ctx, s.pendingKey, req.Workspace, cur, limit+1-len(page.Approvals))
 		if err != nil {
 			return PendingPage{}, err
 		}
@@ -104,53 +101,6 @@ func (s *Store) ListPending(ctx context.Context, req idempotency.ListRequest) (P
 		cur = next
 	}
 	return page, nil
-}
-
-// readPending is readIndex on the pending approvals buckets.
-func (s *Store) readPending(ctx context.Context, workspace string, cur listCursor, want int) ([]listCursor, listCursor, error) {
-	rctx, cancel := s.readCtx(ctx)
-	defer cancel()
-	var out []listCursor
-	if cur.mid {
-		arr, _, err := s.exec(rctx, s.sc.index, s.pendingKey(workspace, cur.pos), scriptargs.IndexSpec.Argv(&scriptargs.Index{Op: "page", Score: cur.score, Member: cur.member, Count: want}), false)
-		if err != nil {
-			return nil, cur, opError("list", err)
-		}
-		if len(arr)%2 != 0 {
-			return nil, cur, opError("list", errors.New("odd page reply"))
-		}
-		for i := 0; i < len(arr); i += 2 {
-			member, err1 := arr[i].ToString()
-			score, err2 := arr[i+1].ToString()
-			if err := errors.Join(err1, err2); err != nil {
-				return nil, cur, opError("list", err)
-			}
-			out = append(out, listCursor{pos: cur.pos, mid: true, score: score, member: member})
-		}
-		if len(out) == want {
-			return out, out[len(out)-1], nil
-		}
-		return out, listCursor{pos: cur.pos + 1}, nil
-	}
-	end := min(cur.pos+listBatch, listPositions)
-	cmds := make(rueidis.Commands, 0, end-cur.pos)
-	for p := cur.pos; p < end; p++ {
-		cmds = append(cmds, s.client.B().Zrange().Key(s.pendingKey(workspace, p)).Min("-inf").Max("+inf").Byscore().
-			Limit(0, int64(want)).Withscores().Build())
-	}
-	for i, r := range s.client.DoMulti(rctx, cmds...) {
-		zs, err := r.AsZScores()
-		if err != nil {
-			return nil, cur, opError("list", err)
-		}
-		for _, z := range zs {
-			out = append(out, listCursor{pos: cur.pos + i, mid: true, score: strconv.FormatFloat(z.Score, 'f', -1, 64), member: z.Member})
-		}
-		if len(zs) == want {
-			return out, out[len(out)-1], nil
-		}
-	}
-	return out, listCursor{pos: end}, nil
 }
 
 // pending reads the records of pending entries and returns those awaiting

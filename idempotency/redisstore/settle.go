@@ -196,7 +196,7 @@ func (s *Store) ListUnknown(ctx context.Context, req idempotency.ListRequest) (i
 			return page, nil
 		}
 		// One entry more than the page needs tells whether a cursor is due.
-		entries, next, err := s.readIndex(ctx, req.Workspace, cur, limit+1-len(page.Records))
+		entries, next, err := s.readBuckets(ctx, s.listKey, req.Workspace, cur, limit+1-len(page.Records))
 		if err != nil {
 			return idempotency.UnknownPage{}, err
 		}
@@ -236,16 +236,17 @@ type listCursor struct {
 	score, member string
 }
 
-// readIndex reads, from cur on, up to want entries of each position of one
+// readBuckets reads, from cur on, in the buckets key names (the unknown
+// index or the pending approvals), up to want entries of each position of one
 // batch, in listing order, and the position that follows them. A position
 // that may hold more than it gave ends the read: the next one resumes after
 // its last entry.
-func (s *Store) readIndex(ctx context.Context, workspace string, cur listCursor, want int) ([]listCursor, listCursor, error) {
+func (s *Store) readBuckets(ctx context.Context, key func(workspace string, pos int) string, workspace string, cur listCursor, want int) ([]listCursor, listCursor, error) {
 	rctx, cancel := s.readCtx(ctx)
 	defer cancel()
 	var out []listCursor
 	if cur.mid {
-		arr, _, err := s.exec(rctx, s.sc.index, s.listKey(workspace, cur.pos), scriptargs.IndexSpec.Argv(&scriptargs.Index{Op: "page", Score: cur.score, Member: cur.member, Count: want}), false)
+		arr, _, err := s.exec(rctx, s.sc.index, key(workspace, cur.pos), scriptargs.IndexSpec.Argv(&scriptargs.Index{Op: "page", Score: cur.score, Member: cur.member, Count: want}), false)
 		if err != nil {
 			return nil, cur, opError("list", err)
 		}
@@ -268,7 +269,7 @@ func (s *Store) readIndex(ctx context.Context, workspace string, cur listCursor,
 	end := min(cur.pos+listBatch, listPositions)
 	cmds := make(rueidis.Commands, 0, end-cur.pos)
 	for p := cur.pos; p < end; p++ {
-		cmds = append(cmds, s.client.B().Zrange().Key(s.listKey(workspace, p)).Min("-inf").Max("+inf").Byscore().
+		cmds = append(cmds, s.client.B().Zrange().Key(key(workspace, p)).Min("-inf").Max("+inf").Byscore().
 			Limit(0, int64(want)).Withscores().Build())
 	}
 	for i, r := range s.client.DoMulti(rctx, cmds...) {
