@@ -57,6 +57,7 @@ import (
 	_ "github.com/obol-gateway/obol/idempotency"
 	_ "github.com/obol-gateway/obol/idempotency/redisstore"
 	_ "github.com/obol-gateway/obol/mcpgateway"
+	_ "github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
 	_ "github.com/obol-gateway/obol/receipt"
 	_ "github.com/obol-gateway/obol/retry"
 )

@@ -122,7 +122,7 @@ func gatewayAt(t *testing.T, addr, vendorURL string, bound time.Duration) *proc 
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Prefix, Lease: cfg.Lease, ReadTimeout: bound})
+	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Store.Prefix, Lease: cfg.Store.Lease, ReadTimeout: bound})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func benchServer(b *testing.B, addr string, mini bool) (base string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(client.Close)
-	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Prefix, Lease: cfg.Lease, ReadTimeout: storeReadTimeout, SkipEvictionCheck: mini})
+	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Store.Prefix, Lease: cfg.Store.Lease, ReadTimeout: storeReadTimeout, SkipEvictionCheck: mini})
 	if err != nil {
 		b.Fatal(err)
 	}

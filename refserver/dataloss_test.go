@@ -198,10 +198,10 @@ func TestConfigDeploymentID(t *testing.T) {
 		return loadConfig([]byte(conf), env, &retry.Executor{})
 	}
 	good := randomDeployment(t)
-	if c, err := load(good); err != nil || c.DeploymentID != good {
+	if c, err := load(good); err != nil || c.Store.DeploymentID != good {
 		t.Fatalf("a random id: %v", err)
 	}
-	if c, err := load(good + good); err != nil || c.DeploymentID != good+good {
+	if c, err := load(good + good); err != nil || c.Store.DeploymentID != good+good {
 		t.Fatalf("a 64-digit id: %v", err)
 	}
 	for _, bad := range []string{"abc", strings.ToUpper(good), strings.Repeat("a", 32), strings.Repeat("1234abcd", 4),

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -24,89 +25,14 @@ const (
 	demoKeyAdmin  = "ob_demo_admin_key"
 )
 
-// demoEmailSchema is the input schema of both demo email providers and of
-// the capability over them.
-const demoEmailSchema = `{"type": "object", "required": ["to"], "properties": {
-       "to": {"type": "string", "minLength": 3}, "subject": {"type": "string"}, "body": {"type": "string"},
-       "simulate": {"enum": ["hang_up"], "description": "Make the vendor read the request and hang up without answering (outcome unknown)."}}}`
-
-// demoConfigJSON is the demo configuration, in the file format of -config.
-// {{VENDOR}} is replaced by the demo vendor's base URL. The environment is
-// "development" so that the policy lets chat.post_message, a write whose
-// vendor cannot deduplicate, run; in production it is policy_denied.
-const demoConfigJSON = `{
-  "key_prefix": "obol:", "retention": "24h", "lease": "30s", "environment": "development",
-  "workspaces": [
-    {"id": "ws_acme", "api_keys": ["` + demoKeyAcme + `"]},
-    {"id": "ws_globex", "api_keys": ["` + demoKeyGlobex + `"]}
-  ],
-  "approver_keys": [{"name": "demo-approver", "key": "` + demoKeyAdmin + `"}],
-  "connections": [
-    {"id": "conn_pay", "provider": "demopay", "base_url": "{{VENDOR}}/pay", "secret_env": "DEMO_PAY_KEY"},
-    {"id": "conn_crm", "provider": "democrm", "base_url": "{{VENDOR}}/crm", "secret_env": "DEMO_CRM_KEY"},
-    {"id": "conn_chat", "provider": "demochat", "base_url": "{{VENDOR}}/chat", "secret_env": "DEMO_CHAT_KEY"},
-    {"id": "conn_mail_a", "provider": "mail_a", "base_url": "{{VENDOR}}/mail-a", "secret_env": "DEMO_MAIL_A_KEY"},
-    {"id": "conn_mail_b", "provider": "mail_b", "base_url": "{{VENDOR}}/mail-b", "secret_env": "DEMO_MAIL_B_KEY"},
-    {"id": "conn_sms", "provider": "demosms", "base_url": "{{VENDOR}}/sms", "secret_env": "DEMO_SMS_KEY"}
-  ],
-  "tools": [
-    {"connection": "conn_pay", "method": "POST", "path": "/v1/charges",
-     "description": "Charge a card: {\"amount\": 1200, \"currency\": \"usd\"}. The key travels in the Idempotency-Key header. {\"simulate\": \"503_once\"} answers 503 to the first attempt.",
-     "input_schema": {"type": "object", "required": ["amount"], "additionalProperties": false, "properties": {
-       "amount": {"type": "integer", "description": "In cents. The demo vendor declines 0 or less (402: definitely_rejected)."},
-       "currency": {"type": "string", "pattern": "^[a-z]{3}$", "description": "ISO 4217, lower case."},
-       "simulate": {"enum": ["503_once"], "description": "Make the vendor answer 503 to the first attempt."}}},
-     "spec": {"tool": "payments.create_charge", "effect": "write", "route": "native",
-              "idempotency": {"binding": "header", "header": "Idempotency-Key"},
-              "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 422], "retryable": [429, 503], "in_use": [409]},
-              "approval": "none"}},
-    {"connection": "conn_crm", "method": "POST", "path": "/v1/contacts",
-     "description": "Create a contact: {\"email\": \"ada@example.com\"}. The key travels in the body at /metadata/idempotency_key.",
-     "input_schema": {"type": "object", "required": ["email"], "properties": {
-       "email": {"type": "string", "minLength": 3}, "name": {"type": "string"}, "metadata": {"type": "object"}}},
-     "spec": {"tool": "crm.create_contact", "effect": "write", "route": "native",
-              "idempotency": {"binding": "body_pointer", "pointer": "/metadata/idempotency_key"},
-              "status": {"accepted": [200, 201], "definitely_rejected": [400, 422], "retryable": [503], "in_use": [409]}}},
-    {"connection": "conn_chat", "method": "POST", "path": "/v1/messages",
-     "description": "Post a chat message: {\"text\": \"hi\"}. The vendor cannot deduplicate (binding unsupported): allowed only outside production.",
-     "input_schema": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string", "minLength": 1}}},
-     "spec": {"tool": "chat.post_message", "effect": "write", "route": "native",
-              "idempotency": {"binding": "unsupported"},
-              "status": {"accepted": [200, 201], "definitely_rejected": [400]}}},
-    {"connection": "conn_pay", "method": "POST", "path": "/v1/refunds",
-     "description": "Refund a charge: {\"charge\": \"ch_1\", \"amount\": 500}. Held until an approver approves it.",
-     "input_schema": {"type": "object", "required": ["charge", "amount"], "additionalProperties": false, "properties": {
-       "charge": {"type": "string", "pattern": "^ch_"}, "amount": {"type": "integer", "minimum": 1}}},
-     "spec": {"tool": "payments.refund", "effect": "write", "route": "native",
-              "idempotency": {"binding": "header", "header": "Idempotency-Key"},
-              "status": {"accepted": [200, 201], "definitely_rejected": [400, 402, 404, 422], "retryable": [503]},
-              "approval": "required"}},
-    {"connection": "conn_sms", "method": "POST", "path": "/v1/send",
-     "description": "Send a text message: {\"to\": \"+15550100\", \"text\": \"hi\"}. The demo vendor reads the request and hangs up without answering, so every call's outcome is unknown: it cannot deduplicate (binding unsupported), so a retry with the same key is outcome_unknown, never a second message, until an approver settles the call (GET /v1/unknown, POST /v1/receipts/{key}/resolve).",
-     "input_schema": {"type": "object", "required": ["to", "text"], "additionalProperties": false, "properties": {
-       "to": {"type": "string", "minLength": 3}, "text": {"type": "string", "minLength": 1}}},
-     "spec": {"tool": "sms.send", "effect": "write", "route": "native",
-              "idempotency": {"binding": "unsupported"},
-              "status": {"accepted": [200, 201], "definitely_rejected": [400]}}},
-    {"connection": "conn_mail_a", "method": "POST", "path": "/send",
-     "description": "Send an email through provider A: {\"to\": \"ada@example.com\", \"subject\": \"hi\"}.",
-     "input_schema": ` + demoEmailSchema + `,
-     "spec": {"tool": "email.a", "effect": "write",
-              "idempotency": {"binding": "header", "header": "Idempotency-Key"},
-              "status": {"accepted": [200, 202], "definitely_rejected": [400, 422], "retryable": [503]}}},
-    {"connection": "conn_mail_b", "method": "POST", "path": "/send",
-     "description": "Send an email through provider B: {\"to\": \"ada@example.com\", \"subject\": \"hi\"}.",
-     "input_schema": ` + demoEmailSchema + `,
-     "spec": {"tool": "email.b", "effect": "write",
-              "idempotency": {"binding": "header", "header": "X-Request-Key"},
-              "status": {"accepted": [200, 202], "definitely_rejected": [400, 422], "retryable": [503]}}}
-  ],
-  "capabilities": [
-    {"name": "cap.send_email", "providers": ["email.a", "email.b"], "pin": "email.a",
-     "description": "Send an email through the pinned provider (email.a or email.b): {\"to\": \"ada@example.com\", \"subject\": \"hi\"}.",
-     "input_schema": ` + demoEmailSchema + `}
-  ]
-}`
+// demoConfigJSON is the demo configuration (demo.json), in the file format
+// of -config. {{VENDOR}} is replaced by the demo vendor's base URL. The
+// environment is "development" so that the policy lets chat.post_message, a
+// write whose vendor cannot deduplicate, run; in production it is
+// policy_denied. Its keys are the demoKey constants.
+//
+//go:embed demo.json
+var demoConfigJSON string
 
 // demoVendor is an in-process vendor on a loopback port that stands in for
 // every demo connection (no -config). It serves seven tools:

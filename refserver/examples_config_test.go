@@ -118,7 +118,7 @@ func TestExampleConfigShape(t *testing.T) {
 	if len(cfg.Capabilities) == 0 {
 		t.Error("no capability")
 	}
-	if len(cfg.approvers) == 0 {
+	if len(cfg.Approvers) == 0 {
 		t.Error("no approver")
 	}
 

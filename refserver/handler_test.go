@@ -31,7 +31,7 @@ func inProcess(t *testing.T, configJSON string, env func(string) (string, bool))
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Prefix, Lease: cfg.Lease, ReadTimeout: storeReadTimeout, SkipEvictionCheck: true})
+	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Store.Prefix, Lease: cfg.Store.Lease, ReadTimeout: storeReadTimeout, SkipEvictionCheck: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func TestHealthzSaysWhetherAClaimWouldSucceed(t *testing.T) {
 // loud warning at startup, and /healthz shows the persistence it found.
 func TestDurabilityWarning(t *testing.T) {
 	rs := redistest.Start(t) // save "" and appendonly no
-	c, release, err := openStore(t.Context(), &config{Prefix: "dw:", Retention: time.Hour, Lease: 10 * time.Second}, "redis://"+rs.Addr(), io.Discard)
+	c, release, err := openStore(t.Context(), redisstore.Options{Prefix: "dw:", Retention: time.Hour, Lease: 10 * time.Second}, "redis://"+rs.Addr(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestDurabilityWarning(t *testing.T) {
 	// AOF from the start: turning it on at run time forks a rewrite that
 	// may still write into the test's directory at cleanup.
 	aof := redistest.Start(t, "--appendonly", "yes")
-	c, release2, err := openStore(t.Context(), &config{Prefix: "dw:", Retention: time.Hour, Lease: 10 * time.Second}, "redis://"+aof.Addr(), io.Discard)
+	c, release2, err := openStore(t.Context(), redisstore.Options{Prefix: "dw:", Retention: time.Hour, Lease: 10 * time.Second}, "redis://"+aof.Addr(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,11 @@ import (
 	"syscall"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
+	"github.com/obol-gateway/obol/mcpgateway/otelhooks"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -83,7 +88,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		vendor *demoVendor
 	)
 	if *configPath != "" {
-		cfg, err = loadConfigFile(*configPath, exec)
+		var c *gatewayconfig.Config
+		if c, err = gatewayconfig.LoadFile(ctx, *configPath, gatewayconfig.Options{Executor: exec}); err == nil {
+			cfg = &config{Config: c, workspaces: c.Workspaces}
+		}
 	} else {
 		vendor, err = startDemoVendor()
 		if err == nil {
@@ -107,23 +115,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	store, release, err := openStore(octx, cfg, *redisURL, stderr)
+	opts := cfg.Store
+	opts.ReadTimeout = storeReadTimeout
+	store, release, err := openStore(octx, opts, *redisURL, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	defer release()
-	s := newServer(cfg, store, store, log)
-	s.watchDataLoss(store, stderr)
-	// Before the store is released: stop re-sending claims.
-	defer s.orch.Close()
-	tp, err := startTracing(octx, log)
+	tp, err := otelhooks.FromEnv(octx, "obol-refserver", log)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, "refserver:", err)
 		return 1
 	}
 	if tp != nil {
-		s.trace(tp)
 		defer func() {
 			// Flush what is buffered: the last calls' spans.
 			fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -133,6 +138,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
+	s := newTracedServer(cfg, store, store, log, traceProvider(tp))
+	s.watchDataLoss(store, stderr)
+	// Before the store is released: stop re-sending claims.
+	defer s.orch.Close()
 	s.durability = checkDurability(octx, store, *redisURL == "", cfg.Environment, log, stderr)
 	s.operatorMetrics()
 	logStore(octx, log, store, *redisURL == "", cfg.Environment, len(cfg.Tools))
@@ -153,7 +162,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ReadTimeout:       30 * time.Second,
 		// A call may take two attempts of its tool's timeout (the lease is
 		// renewed meanwhile); the answer still has to get out.
-		WriteTimeout:   2*cfg.maxAttemptTimeout() + cfg.Lease + 15*time.Second,
+		WriteTimeout:   2*cfg.maxAttemptTimeout() + cfg.Store.Lease + 15*time.Second,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -202,6 +211,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// traceProvider is tp, or nil without tracing (a nil *TracerProvider is not
+// a nil interface).
+func traceProvider(tp *sdktrace.TracerProvider) trace.TracerProvider {
+	if tp == nil {
+		return nil
+	}
+	return tp
 }
 
 // flagSet reports whether the flag name was given on the command line.

@@ -43,7 +43,7 @@ func operatorGatewayLog(t *testing.T, mr *miniredis.Miniredis, vendorURL string,
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Prefix, Lease: cfg.Lease,
+	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Store.Prefix, Lease: cfg.Store.Lease,
 		ReadTimeout: storeReadTimeout, SkipEvictionCheck: true})
 	if err != nil {
 		t.Fatal(err)

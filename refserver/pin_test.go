@@ -36,7 +36,7 @@ func gatewayWith(t *testing.T, mr *miniredis.Miniredis, config, vendorURL string
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Prefix, Lease: cfg.Lease, ReadTimeout: storeReadTimeout, SkipEvictionCheck: true})
+	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Store.Prefix, Lease: cfg.Store.Lease, ReadTimeout: storeReadTimeout, SkipEvictionCheck: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func TestVendorEchoesNoSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Prefix, Lease: cfg.Lease,
+	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Store.Prefix, Lease: cfg.Store.Lease,
 		ReadTimeout: storeReadTimeout, SkipEvictionCheck: true})
 	if err != nil {
 		t.Fatal(err)

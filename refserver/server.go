@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,12 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/mcpgateway"
+	"github.com/obol-gateway/obol/mcpgateway/otelhooks"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -48,7 +47,6 @@ type server struct {
 	// broker secrets, API keys, approver keys) from log lines, refusal
 	// messages and settlement notes.
 	redact receipt.Redactor
-	tracer trace.Tracer // nil: no tracing (tracing.go)
 
 	pinned pinStore // where pins are shared; nil keeps them in this process
 
@@ -78,13 +76,19 @@ type pinStore interface {
 // newServer serves cfg on store. Pins are read from and written to pins;
 // with nil pins (tests of other parts only) they stay in this process.
 func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Logger) *server {
+	return newTracedServer(cfg, store, pins, log, nil)
+}
+
+// newTracedServer is newServer that traces every call with tp, if not nil
+// (otelhooks).
+func newTracedServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Logger, tp trace.TracerProvider) *server {
 	s := &server{
 		cfg:     cfg,
 		store:   store,
 		pinned:  pins,
 		log:     log,
 		metrics: newMetrics(),
-		redact:  receipt.NewRedactor(slices.Concat(cfg.secrets, cfg.keys)...),
+		redact:  receipt.NewRedactor(cfg.Secrets...),
 		pins:    map[string]string{},
 
 		storeTimeout: storeReadTimeout,
@@ -96,14 +100,9 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 		s.health = h.Health
 	}
 	s.orch = &retry.Orchestrator{
-		Store:  newTimedStore(store, s.metrics.storeSeconds),
+		Store:  store,
 		Policy: cfg.Policy,
-		OnClaim: func(_ *retry.Call, st idempotency.ClaimStatus) {
-			s.metrics.claims.WithLabelValues(string(st)).Inc()
-		},
 		OnAttempt: func(c *retry.Call, n int, res retry.Result, d time.Duration) {
-			s.metrics.attempts.WithLabelValues(string(res.Phase)).Inc()
-			s.metrics.attemptSeconds.WithLabelValues(string(res.Phase)).Observe(d.Seconds())
 			attrs := [...]slog.Attr{slog.String("workspace", c.Scope.Workspace), slog.String("tool", c.Scope.Tool),
 				slog.String("key", c.Key.String()), slog.Int("attempt", n), slog.String("phase", string(res.Phase)),
 				slog.Int("status", res.Status), slog.Duration("elapsed", d), {}}
@@ -115,14 +114,20 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 			s.log.LogAttrs(context.Background(), slog.LevelInfo, "attempt", logged...)
 		},
 		OnStoreError: func(c *retry.Call, op string, err error) {
-			s.metrics.storeErrors.WithLabelValues(op).Inc()
 			s.log.Warn("store error", "op", op, "tool", c.Scope.Tool, "key", c.Key.String(), "error", s.redact.String(err.Error()))
 		},
 		ClaimWait:        storeReadTimeout,
-		ClaimRecoveryFor: cfg.UnknownRetention,
+		ClaimRecoveryFor: cfg.Store.UnknownRetention,
 		OnClaimRecovery:  s.claimRecovery,
 	}
-	gw, err := mcpgateway.New(s.gatewayConfig())
+	gc := cfg.Gateway()
+	gc.Orchestrator, gc.Name, gc.Logger, gc.Redact, gc.OutOfMemory, gc.Pin = s.orch, "obol-refserver", log, s.redact.String, outOfMemory, s.currentPin
+	gc.OnFrontRefusal = func(reason string, status int) { s.logFrontRefusal(refusal{reason: reason, status: status}) }
+	s.metrics.Instrument(&gc)
+	if tp != nil {
+		otelhooks.Instrument(&gc, tp)
+	}
+	gw, err := mcpgateway.New(gc)
 	if err != nil {
 		// loadConfig checked everything New checks.
 		panic("refserver: " + err.Error())
@@ -131,74 +136,15 @@ func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Lo
 	return s
 }
 
-// gatewayConfig is the MCP gateway of cfg, its hooks wired to the server's
-// log, metrics, pins and tracer.
-func (s *server) gatewayConfig() mcpgateway.Config {
-	gc := mcpgateway.Config{
-		Orchestrator: s.orch,
-		Authenticate: s.cfg.workspace,
-		Name:         "obol-refserver",
-		Logger:       s.log,
-		Redact:       s.redact.String,
-		OutOfMemory:  outOfMemory,
-		OnRefusal:    func(reason string) { s.metrics.refusals.WithLabelValues(reason).Inc() },
-		OnFrontRefusal: func(reason string, status int) {
-			s.logFrontRefusal(refusal{reason: reason, status: status})
-		},
-		OnProbe:      func(string) { s.metrics.probes.Inc() },
-		OnStoreError: func(op string) { s.metrics.storeErrors.WithLabelValues(op).Inc() },
-		OnCall:       s.onCall,
-		Pin:          s.currentPin,
-	}
-	for _, name := range s.cfg.ToolOrder {
-		if t := s.cfg.Tools[name]; t != nil {
-			gc.Tools = append(gc.Tools, t.gatewayTool())
-		} else {
-			c := s.cfg.Capabilities[name]
-			gc.Capabilities = append(gc.Capabilities, mcpgateway.Capability{Name: c.Name, Description: c.Description,
-				Providers: c.Providers, Pin: c.Pin, InputSchema: c.Schema})
-		}
-	}
-	return gc
-}
-
-func (t *tool) gatewayTool() mcpgateway.Tool {
-	return mcpgateway.Tool{Spec: t.Spec, Description: t.Description, InputSchema: t.Schema,
-		Connection: t.Connection, Route: t.Route, Target: t.Target}
-}
-
-// onCall counts and traces one tools/call.
-func (s *server) onCall(ctx context.Context, c mcpgateway.CallStart) (context.Context, func(mcpgateway.CallEnd)) {
-	ctx, span := s.startSpan(ctx, c)
-	return ctx, func(e mcpgateway.CallEnd) {
-		label := e.Refusal
-		if e.Receipt != nil {
-			label = string(e.Receipt.Outcome)
-			s.metrics.outcomes.WithLabelValues(label).Inc()
-			if e.Receipt.Replayed {
-				s.metrics.replays.Inc()
-			}
-		}
-		s.metrics.callSeconds.WithLabelValues(label).Observe(e.Elapsed.Seconds())
-		if span != nil {
-			span(e)
-		}
-	}
-}
-
-// claimRecovery counts and logs a claim settled in the background.
+// claimRecovery logs a claim settled in the background.
 func (s *server) claimRecovery(c *retry.Call, ev retry.ClaimRecovery) {
-	s.metrics.claimRecoveries.WithLabelValues(string(ev)).Inc()
 	switch ev {
 	case retry.RecoveryStarted:
-		s.metrics.claimRecovering.Inc()
-		return
 	case retry.RecoveryDropped:
 		s.log.Warn("claim not settled: too many in the background", "tool", c.Scope.Tool, "key", c.Key.String())
-		return
+	default:
+		s.log.Info("claim settled in the background", "tool", c.Scope.Tool, "key", c.Key.String(), "result", string(ev))
 	}
-	s.metrics.claimRecovering.Dec()
-	s.log.Info("claim settled in the background", "tool", c.Scope.Tool, "key", c.Key.String(), "result", string(ev))
 }
 
 // handler routes every endpoint.
@@ -215,7 +161,7 @@ func (s *server) handler() http.Handler {
 	mux.Handle("POST /v1/receipts/{key}/resolve", s.bounded(http.HandlerFunc(s.handleResolve)))
 	mux.Handle("POST /v1/store/acknowledge-data-loss", s.bounded(http.HandlerFunc(s.handleAcknowledgeDataLoss)))
 	mux.Handle("GET /healthz", s.bounded(http.HandlerFunc(s.handleHealth)))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", s.metrics.Handler())
 	return mux
 }
 
@@ -321,18 +267,37 @@ func outOfMemory(err error) bool {
 	return errors.As(err, &re) && strings.Contains(re.Error(), "OOM ")
 }
 
-// inputSchema is a tool's input schema (mcpgateway.ParseInputSchema).
-type inputSchema = mcpgateway.InputSchema
-
-// parseInputSchema checks raw as an input schema of the file; it returns
-// why it cannot be one, quoting nothing of it.
-func parseInputSchema(raw json.RawMessage) (*inputSchema, string) {
-	sc, err := mcpgateway.ParseInputSchema(raw)
-	if err != nil {
-		return nil, strings.TrimPrefix(err.Error(), mcpgateway.ErrInputSchema.Error()+" ")
-	}
-	return sc, ""
-}
-
 // bearerToken is the token of the one Authorization field, as /mcp reads it.
 func bearerToken(h http.Header) (string, bool) { return mcpgateway.BearerToken(h) }
+
+// frontLogEvery bounds the log lines of front-door refusals: one line per
+// reason per interval, with the count of the ones it stands for.
+const frontLogEvery = 10 * time.Second
+
+// frontLog rate-limits the log lines of front-door refusals.
+type frontLog struct {
+	mu     sync.Mutex
+	last   map[string]time.Time
+	missed map[string]int
+}
+
+// logFrontRefusal logs a refusal of the front door (a request refused
+// before it reached a tool: unauthorized, malformed_key, ...), at most one
+// line per reason every frontLogEvery. The line holds the reason and the
+// status, never the request's values.
+func (s *server) logFrontRefusal(r refusal) {
+	l := &s.metrics.frontLog
+	l.mu.Lock()
+	if l.last == nil {
+		l.last, l.missed = map[string]time.Time{}, map[string]int{}
+	}
+	if time.Since(l.last[r.reason]) < frontLogEvery {
+		l.missed[r.reason]++
+		l.mu.Unlock()
+		return
+	}
+	n := l.missed[r.reason]
+	l.last[r.reason], l.missed[r.reason] = time.Now(), 0
+	l.mu.Unlock()
+	s.log.Info("request refused at the front door", "reason", r.reason, "status", r.status, "unlogged_since_last", n)
+}

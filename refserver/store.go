@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
@@ -25,9 +26,7 @@ const notDurableBanner = `
 // openStore connects the store: Redis at redisURL, or the embedded
 // miniredis when redisURL is empty, reached over loopback; it is not
 // durable and not shared, which the server says loudly on start. release frees everything it opened.
-func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writer) (_ *redisstore.Store, release func(), err error) {
-	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, UnknownRetention: cfg.UnknownRetention, Lease: cfg.Lease,
-		WaitReplicas: cfg.WaitReplicas, ReadTimeout: storeReadTimeout, DeploymentID: cfg.DeploymentID}
+func openStore(ctx context.Context, opts redisstore.Options, redisURL string, stderr io.Writer) (_ *redisstore.Store, release func(), err error) {
 	opts = brokenStore(opts) // the identity unless built with -tags obolmutant
 	var (
 		clientOpt rueidis.ClientOption
@@ -113,4 +112,21 @@ func checkDurability(ctx context.Context, st *redisstore.Store, embedded bool, e
 		log.Warn("Redis persists nothing: a restart forgets every claim", "durability", d.String())
 	}
 	return d.String()
+}
+
+// logStore writes the startup line that names the store: its addresses
+// (never a password), Redis version, topology, prefix, the environment and
+// the number of tools.
+func logStore(ctx context.Context, log *slog.Logger, st *redisstore.Store, embedded bool, env effectspec.Environment, tools int) {
+	d, err := st.Describe(ctx)
+	addr := strings.Join(d.Addrs, ",")
+	if embedded {
+		addr = "embedded (" + addr + ")"
+	}
+	attrs := []any{"address", addr, "redis_version", d.Version, "topology", d.Topology, "prefix", d.Prefix,
+		"environment", string(env), "tools", tools}
+	if err != nil {
+		attrs = append(attrs, "error", "version and topology not read")
+	}
+	log.Info("store", attrs...)
 }

@@ -9,14 +9,15 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
 )
 
 // The embedded store ages TTLs with the wall clock, so retention is honoured
 // there as on Redis.
 func TestEmbeddedStoreHonoursRetention(t *testing.T) {
 	ctx := context.Background()
-	cfg := &config{Prefix: "obol:", Retention: 300 * time.Millisecond, UnknownRetention: 300 * time.Millisecond, Lease: 100 * time.Millisecond}
-	st, release, err := openStore(ctx, cfg, "", io.Discard)
+	opts := redisstore.Options{Prefix: "obol:", Retention: 300 * time.Millisecond, UnknownRetention: 300 * time.Millisecond, Lease: 100 * time.Millisecond}
+	st, release, err := openStore(ctx, opts, "", io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,12 @@
-package main
+package gatewayconfig
 
 import (
-	"io"
-	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/obol-gateway/obol/internal/strictjson"
+	"github.com/obol-gateway/obol/mcpgateway"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -14,7 +14,9 @@ import (
 // secret value.
 func FuzzLoadConfig(f *testing.F) {
 	f.Add([]byte(goodConfig))
-	f.Add([]byte(demoConfigJSON))
+	if demo, err := os.ReadFile("../../refserver/demo.json"); err == nil {
+		f.Add(demo) // the reference server's demo configuration
+	}
 	f.Add([]byte(`{"tools": [{"broker": "nango", "spec": {"tool": "x", "route": "federated"}}]}`))
 	f.Add([]byte(`{"workspaces": [{"id": "w", "api_keys": ["` + testSecret + `"]}], "tools": [1]}`))
 	f.Add([]byte(strings.Replace(goodConfig, `"workspaces"`, `"WORKSPACES": [], "workspaces"`, 1)))
@@ -23,7 +25,6 @@ func FuzzLoadConfig(f *testing.F) {
 	  "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"type": "integer", "default": 1}}, "properties": {"a": {"$ref": "#/$defs/a"},
 	  "s": {"type": "string", "pattern": "^x+$", "format": "email"}, "d": {"$dynamicRef": "#x"}}, "required": ["a"]},`, 1)))
 	f.Add([]byte(strings.Replace(goodConfig, `"pin": "open.send2"`, `"pin": "open.send2", "input_schema": {"type": "object", "allOf": [true, {"not": false}]}`, 1)))
-	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := loadConfig(data, testEnv, &retry.Executor{})
 		if err == nil {
@@ -46,13 +47,17 @@ func FuzzLoadConfig(f *testing.F) {
 				t.Fatalf("tool %s in the order but not configured", name)
 			}
 			if tl := c.Tools[name]; tl != nil {
-				tl.Schema.Check([]byte(`{"a": 1, "s": "x", "d": [null, {}]}`))
+				tl.InputSchema.Check([]byte(`{"a": 1, "s": "x", "d": [null, {}]}`))
 			} else {
-				c.Capabilities[name].Schema.Check([]byte(`{}`))
+				c.Capabilities[name].InputSchema.Check([]byte(`{}`))
 			}
 		}
 		// Whatever loads can be served: the SDK panics on a tool it
 		// cannot list.
-		newServer(c, nil, nil, discard)
+		gc := c.Gateway()
+		gc.Orchestrator = &retry.Orchestrator{}
+		if _, err := mcpgateway.New(gc); err != nil {
+			t.Fatalf("loaded a config the gateway refuses: %v", err)
+		}
 	})
 }

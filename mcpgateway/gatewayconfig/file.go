@@ -1,0 +1,83 @@
+package gatewayconfig
+
+import "encoding/json"
+
+// File is the configuration file as written (docs/DESIGN.md, "refserver
+// config (JSON)"): what Load decodes, strictly, before it checks anything.
+type File struct {
+	KeyPrefix *string `json:"key_prefix"`
+	Retention string  `json:"retention"`
+	// UnknownRetention keeps unknown records (and records of attempts in
+	// flight) longer: their slot must not re-open soon.
+	UnknownRetention string `json:"unknown_retention"`
+	Lease            string `json:"lease"`
+	// WaitReplicas is [redisstore.Options].WaitReplicas: every reservation
+	// waits until that many replicas acknowledged it.
+	WaitReplicas int `json:"wait_replicas"`
+	// DeploymentID is [redisstore.Options].DeploymentID: the fleet's id in
+	// every vendor key, kept stable when Redis is rebuilt.
+	DeploymentID string `json:"deployment_id"`
+	Environment  string `json:"environment"`
+	// AllowUnsupportedWrites is [effectspec.Policy].AllowUnsupportedWrites:
+	// the explicit opt-in to writes whose vendor cannot deduplicate
+	// (binding unsupported, every federated route) in production.
+	AllowUnsupportedWrites bool        `json:"allow_unsupported_writes"`
+	Workspaces             []Workspace `json:"workspaces"`
+	// ApproverKeys are {"name", "key"} objects; a bare key (the form of
+	// earlier drafts) is refused with an error that shows the object form.
+	ApproverKeys []json.RawMessage `json:"approver_keys"`
+	Connections  []Connection      `json:"connections"`
+	Brokers      []Broker          `json:"brokers"`
+	Tools        []json.RawMessage `json:"tools"`
+	Capabilities []Capability      `json:"capabilities"`
+
+	// MaxResponseBytes is [retry.Executor].MaxBodyBytes of every vendor call
+	// (0: [retry.DefaultMaxBodyBytes], 10 MiB). A larger answer is not read:
+	// its status is kept, its body dropped.
+	MaxResponseBytes int64 `json:"max_response_bytes"`
+}
+
+// Workspace is a tenant and the API keys that authenticate it.
+type Workspace struct {
+	ID      string   `json:"id"`
+	APIKeys []string `json:"api_keys"`
+}
+
+// Approver is one approver_keys entry: a name, which is what a settlement
+// records as its "by" and what the log lines of an approval or a pin name,
+// and the key the approver authenticates with. The name follows the id rule
+// of docs/DESIGN.md, "Scope and the Redis key", and is unique; the key is never recorded.
+type Approver struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// approverForm is the form an approver_keys entry must have, shown in the
+// error that refuses another.
+const approverForm = `{"name": "ops-alice", "key": "..."}`
+
+// Connection is a native connection. Without secret_env its calls
+// send no Authorization header.
+type Connection struct {
+	ID        string `json:"id"`
+	Provider  string `json:"provider"`
+	BaseURL   string `json:"base_url"`
+	SecretEnv string `json:"secret_env"`
+}
+
+// Broker is a federated broker (kind nango or composio).
+type Broker struct {
+	ID        string `json:"id"`
+	Kind      string `json:"kind"`
+	BaseURL   string `json:"base_url"`
+	SecretEnv string `json:"secret_env"`
+}
+
+// Capability is a cap.* tool over interchangeable providers.
+type Capability struct {
+	Name        string          `json:"name"`
+	Providers   []string        `json:"providers"`
+	Pin         string          `json:"pin"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
