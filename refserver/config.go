@@ -23,7 +23,10 @@ type tool = mcpgateway.Tool
 // loadConfig loads a configuration file's bytes, its secret_env names
 // resolved by getenv; exec sends every native tool's and broker's attempts.
 func loadConfig(data []byte, getenv func(string) (string, bool), exec *retry.Executor) (*config, error) {
-	c, err := gatewayconfig.Load(data, gatewayconfig.Options{Getenv: getenv, Executor: exec})
+	return wrapConfig(gatewayconfig.Load(data, gatewayconfig.Options{Getenv: getenv, Executor: exec}))
+}
+
+func wrapConfig(c *gatewayconfig.Config, err error) (*config, error) {
 	if err != nil {
 		return nil, err
 	}

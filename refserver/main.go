@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
@@ -88,10 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		vendor *demoVendor
 	)
 	if *configPath != "" {
-		var c *gatewayconfig.Config
-		if c, err = gatewayconfig.LoadFile(ctx, *configPath, gatewayconfig.Options{Executor: exec}); err == nil {
-			cfg = &config{Config: c, workspaces: c.Workspaces}
-		}
+		cfg, err = wrapConfig(gatewayconfig.LoadFile(ctx, *configPath, gatewayconfig.Options{Executor: exec}))
 	} else {
 		vendor, err = startDemoVendor()
 		if err == nil {
@@ -123,22 +119,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer release()
-	tp, err := otelhooks.FromEnv(octx, "obol-refserver", log)
+	sdk, err := otelhooks.FromEnv(octx, "obol-refserver", log)
 	if err != nil {
 		fmt.Fprintln(stderr, "refserver:", err)
 		return 1
 	}
-	if tp != nil {
+	var tp trace.TracerProvider // nil without tracing
+	if sdk != nil {
+		tp = sdk
 		defer func() {
 			// Flush what is buffered: the last calls' spans.
 			fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer fcancel()
-			if tp.Shutdown(fctx) != nil {
+			if sdk.Shutdown(fctx) != nil {
 				log.Warn("tracing: spans not flushed at shutdown")
 			}
 		}()
 	}
-	s := newTracedServer(cfg, store, store, log, traceProvider(tp))
+	s := newTracedServer(cfg, store, store, log, tp)
 	s.watchDataLoss(store, stderr)
 	// Before the store is released: stop re-sending claims.
 	defer s.orch.Close()
@@ -211,15 +209,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return 0
-}
-
-// traceProvider is tp, or nil without tracing (a nil *TracerProvider is not
-// a nil interface).
-func traceProvider(tp *sdktrace.TracerProvider) trace.TracerProvider {
-	if tp == nil {
-		return nil
-	}
-	return tp
 }
 
 // flagSet reports whether the flag name was given on the command line.
