@@ -45,9 +45,12 @@ const (
 // dispatch, with secrets resolved. Secrets live only in the targets' headers
 // and the brokers, and in Secrets for redaction; nothing here is logged.
 type Config struct {
-	// Store is the store's options as [redisstore.Options.Resolve] resolved
-	// them: the file's values, redisstore's defaults for those it leaves
-	// out. DeploymentID empty: the store adopts or makes the fleet's.
+	// Store is the store's options the file sets (Prefix, Retention,
+	// UnknownRetention, Lease, WaitReplicas, DeploymentID) as
+	// [redisstore.Options.Resolve] resolves them: the file's values,
+	// redisstore's defaults for those it leaves out. The others are zero
+	// (redisstore's defaults). DeploymentID empty: the store adopts or
+	// makes the fleet's.
 	Store       redisstore.Options
 	Environment effectspec.Environment
 	Policy      effectspec.Policy
@@ -117,8 +120,9 @@ func Load(data []byte, opt Options) (*Config, error) {
 	return fc.resolve(opt.Getenv, opt.Executor)
 }
 
-// LoadFile reads the file at path and loads it (see [Load]); ctx bounds the
-// read.
+// LoadFile reads the file at path, unless ctx is done, and loads it (see
+// [Load]). A file that cannot be read is an [*Error] that wraps the read
+// error.
 func LoadFile(ctx context.Context, path string, opt Options) (*Config, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Problems: []string{err.Error()}, err: err}

@@ -2,6 +2,7 @@ package gatewayconfig
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -358,8 +359,9 @@ func TestLoadConfigFile(t *testing.T) {
 	if _, err := LoadFile(t.Context(), p, Options{}); err == nil || !strings.Contains(err.Error(), "VENDOR_KEY is not set") {
 		t.Errorf("unset secret: %v", err)
 	}
-	if _, err := LoadFile(t.Context(), filepath.Join(dir, "missing.json"), Options{}); err == nil {
-		t.Error("missing file loaded")
+	var ce *Error
+	if _, err := LoadFile(t.Context(), filepath.Join(dir, "missing.json"), Options{}); !errors.As(err, &ce) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v, want an *Error wrapping the read error", err)
 	}
 }
 
@@ -505,5 +507,37 @@ func TestConfigStoreOptionRefused(t *testing.T) {
 	fits := 2 * redisstore.DefaultWaitTimeout
 	if _, err := loadConfig([]byte(edit(t, `"lease": "10s"`, fmt.Sprintf(`"lease": "%s", "wait_replicas": 1`, fits))), testEnv, &retry.Executor{}); err != nil {
 		t.Errorf("wait_replicas 1, lease %s: %v", fits, err)
+	}
+}
+
+// TestGateway: the gateway's part of the file is its tools and capabilities
+// in file order, authentication by API key only, and a redactor of every
+// secret and key.
+func TestGateway(t *testing.T) {
+	c, err := loadConfig([]byte(goodConfig), testEnv, &retry.Executor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc := c.Gateway()
+	var names []string
+	for _, tl := range gc.Tools {
+		names = append(names, tl.Spec.Tool)
+	}
+	for _, cp := range gc.Capabilities {
+		names = append(names, cp.Name)
+	}
+	if !slices.Equal(names, c.ToolOrder) {
+		t.Errorf("gateway tools %v, want %v", names, c.ToolOrder)
+	}
+	if ws, ok := gc.Authenticate("ob_live_globex"); !ok || ws != "ws_globex" {
+		t.Errorf("Authenticate(ob_live_globex) = %q, %v", ws, ok)
+	}
+	if _, ok := gc.Authenticate("ob_admin_key_1"); ok {
+		t.Error("an approver key authenticates a workspace")
+	}
+	for _, s := range c.Secrets {
+		if got := gc.Redact("x " + s + " y"); strings.Contains(got, s) {
+			t.Errorf("Redact leaves a secret or key: %q", got)
+		}
 	}
 }

@@ -28,6 +28,9 @@ type File struct {
 	ApproverKeys []json.RawMessage `json:"approver_keys"`
 	Connections  []Connection      `json:"connections"`
 	Brokers      []Broker          `json:"brokers"`
+	// Tools are tool entries: a native one has connection, method and
+	// path, a federated one names a broker and holds its routing fields;
+	// both have a spec, and may have a description and an input_schema.
 	Tools        []json.RawMessage `json:"tools"`
 	Capabilities []Capability      `json:"capabilities"`
 
