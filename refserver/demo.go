@@ -43,11 +43,9 @@ var demoConfigJSON string
 // vendor reads each request and hangs up without answering, so the call is
 // unknown: listed, settled and replayed), email.a and email.b ({"simulate":
 // "hang_up"} makes their vendor hang up the same way), and the capability
-// cap.send_email over the last two. The demo environment is
-// "development" so that the policy lets chat.post_message run; in
-// production it is policy_denied. The API keys are fixed (printed on
-// start) so that the documented curl commands work. Vendors with a binding deduplicate on the key as
-// real ones do; GET /stats shows how many requests each endpoint saw.
+// cap.send_email over the last two. Vendors with a binding deduplicate on
+// the key as real ones do; GET /stats shows how many requests each endpoint
+// saw.
 type demoVendor struct {
 	URL     string
 	secrets map[string]string // env name -> secret

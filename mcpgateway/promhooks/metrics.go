@@ -118,9 +118,6 @@ func New() *Metrics {
 // Handler serves the metrics in the Prometheus text format (GET /metrics).
 func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
 
-// Registry is where the metrics are registered; a gateway may add its own.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // Instrument counts what gc's gateway and orchestrator report: it chains
 // onto the hooks already set (they still run, after the count) and times
 // every store call of gc.Orchestrator on a call's path. Call it once, before
