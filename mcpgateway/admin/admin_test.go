@@ -9,13 +9,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/internal/redistest"
 	"github.com/obol-gateway/obol/mcpgateway/admin"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -26,7 +27,7 @@ const (
 	keyTwo      = "ob_live_two_0123456789"
 )
 
-// fixture is an admin handler on a miniredis store, with an orchestrator
+// fixture is an admin handler on a store on a redis-server, with an orchestrator
 // to make calls of two tools: pay.charge (its vendor answers 500, so a
 // call ends unknown) and pay.refund (held for approval).
 type fixture struct {
@@ -43,18 +44,29 @@ type fixture struct {
 	pins     map[string]string
 }
 
+// newStore is a store on the Redis at addr, and what closes its client.
+func newStore(addr string) (*redisstore.Store, func(), error) {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true, ReadTimeout: time.Minute})
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return store, client.Close, nil
+}
+
 func newFixture(t *testing.T, edit func(*admin.Config)) *fixture {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	// A real Redis: a listing reads every slot's bucket (16384, pipelined),
+	// which miniredis answers slowly under the race detector.
+	store, closeStore, err := newStore(redistest.Start(t).Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(client.Close)
-	store, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(closeStore)
 	f := &fixture{t: t, store: store, orch: &retry.Orchestrator{Store: store}, specs: map[string]effectspec.Spec{},
 		refusals: map[string]int{}, settled: map[idempotency.State]int{}, pins: map[string]string{"cap.pay": "pay.charge"}}
 	for _, raw := range []string{
@@ -68,8 +80,11 @@ func newFixture(t *testing.T, edit func(*admin.Config)) *fixture {
 		f.specs[spec.Tool] = spec
 	}
 	cfg := admin.Config{
-		Store:    store,
-		Approver: func(tok string) (string, bool) { return "ops-oncall", tok == approverKey },
+		// Generous: a listing reads every slot's bucket, slowly on a
+		// loaded machine under the race detector.
+		StoreTimeout: time.Minute,
+		Store:        store,
+		Approver:     func(tok string) (string, bool) { return "ops-oncall", tok == approverKey },
 		Workspace: func(tok string) (string, bool) {
 			ws, ok := map[string]string{keyOne: "ws_one", keyTwo: "ws_two"}[tok]
 			return ws, ok
@@ -133,6 +148,9 @@ func (f *fixture) call(ws, tool string, status int) retry.Outcome {
 		Spec: spec, Route: route, Target: target})
 	if err != nil && out.Ticket == "" {
 		f.t.Fatalf("call %s: %v", tool, err)
+	}
+	if want := map[int]string{500: "unknown", 201: "held"}[status]; string(out.Receipt.Outcome) != want {
+		f.t.Fatalf("call %s: outcome %s, want %s", tool, out.Receipt.Outcome, want)
 	}
 	return out
 }
@@ -435,7 +453,7 @@ func (b bare) Decide(ctx context.Context, req idempotency.DecideRequest) (idempo
 func TestStoreWithoutParts(t *testing.T) {
 	f := newFixture(t, func(c *admin.Config) {
 		c.Store = bare{Store: c.Store, err: context.DeadlineExceeded}
-		c.StoreTimeout = 50 * 1e6 // 50ms
+		c.StoreTimeout = 50 * time.Millisecond
 	})
 	for _, c := range []struct {
 		method, path, body, reason string
@@ -561,14 +579,14 @@ func TestListedReceiptRoundTrip(t *testing.T) {
 	var raw struct {
 		Unknown []json.RawMessage `json:"unknown"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&raw); err != nil || len(raw.Unknown) != 1 {
-		t.Fatalf("%v %d", err, len(raw.Unknown))
+	if err := json.NewDecoder(r.Body).Decode(&raw); err != nil || r.StatusCode != 200 || len(raw.Unknown) != 1 {
+		t.Fatalf("list: %d %v %d", r.StatusCode, err, len(raw.Unknown))
 	}
 	at := admin.ListedReceipt{}
 	if err := json.Unmarshal(raw.Unknown[0], &at); err != nil {
 		t.Fatal(err)
 	}
-	at.SettleAfter = at.CreatedAt.Add(1500 * 1e6)
+	at.SettleAfter = at.CreatedAt.Add(1500 * time.Millisecond)
 	for _, l := range []admin.ListedReceipt{{Receipt: at.Receipt}, at} {
 		b, _ := json.Marshal(l)
 		var back admin.ListedReceipt

@@ -14,13 +14,9 @@ import (
 // strand, conflict when the key holds something else, migrating while a
 // Cluster slot moves.
 func (h *Handler) advance(w http.ResponseWriter, r *http.Request) {
-	by, ok := h.approver(w, r, true)
+	adv, by, ok := part[ScopeAdvancer](h, w, r, true,
+		refuse("not_implemented", http.StatusNotImplemented, "the store cannot advance the scope version"))
 	if !ok {
-		return
-	}
-	adv, ok := h.cfg.Store.(ScopeAdvancer)
-	if !ok {
-		h.refuse(w, refuse("not_implemented", http.StatusNotImplemented, "the store cannot advance the scope version"))
 		return
 	}
 	var req AdvanceRequest

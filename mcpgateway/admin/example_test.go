@@ -7,29 +7,24 @@ import (
 	"net/http/httptest"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
 
-	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/mcpgateway/admin"
 )
 
 // The admin handler mounted next to a gateway's other endpoints, and its
-// Client: an approver lists the unknown calls of every workspace.
+// Client: an approver's decision on a ticket the store does not hold, and
+// a request with a key that is not an approver's.
 func Example() {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {
 		panic(err)
 	}
 	defer mr.Close()
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	store, closeStore, err := newStore(mr.Addr()) // a *redisstore.Store
 	if err != nil {
 		panic(err)
 	}
-	defer client.Close()
-	store, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true})
-	if err != nil {
-		panic(err)
-	}
+	defer closeStore()
 
 	h, err := admin.New(admin.Config{
 		Store:      store,
@@ -46,11 +41,11 @@ func Example() {
 	defer srv.Close()
 
 	api := admin.Client{BaseURL: srv.URL, Key: "ob_approver_1"}
-	page, err := api.ListUnknown(context.Background(), admin.ListRequest{})
-	fmt.Println(len(page.Unknown), "unknown calls;", err)
-	_, err = (&admin.Client{BaseURL: srv.URL, Key: "ob_guess"}).ListUnknown(context.Background(), admin.ListRequest{})
+	_, err = api.Decide(context.Background(), "apt_00000000000000000000000000000001", true)
+	fmt.Println(err)
+	_, err = (&admin.Client{BaseURL: srv.URL, Key: "ob_guess"}).Decide(context.Background(), "apt_00000000000000000000000000000001", true)
 	fmt.Println(err)
 	// Output:
-	// 0 unknown calls; <nil>
+	// not_found (HTTP 404): not found
 	// unauthorized (HTTP 401): missing or unknown approver key (Authorization: Bearer <approver key>)
 }

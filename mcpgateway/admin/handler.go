@@ -133,9 +133,6 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Redact == nil {
 		cfg.Redact = func(s string) string { return s }
 	}
-	if cfg.Classify == nil {
-		cfg.Classify = classify
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -154,6 +151,9 @@ func New(cfg Config) (*Handler, error) {
 		cfg.AdvanceTimeout = DefaultAdvanceTimeout
 	}
 	h := &Handler{cfg: cfg, mux: http.NewServeMux()}
+	if h.cfg.Classify == nil {
+		h.cfg.Classify = h.classify
+	}
 	// Every endpoint runs under the store bound: a Redis that is down
 	// answers 503 store_unavailable in time, never a request that hangs.
 	// A write that timed out may still have been applied: each is safe to
@@ -234,35 +234,32 @@ func (rf refusal) logText() string {
 	return rf.Message
 }
 
-// classify is the default Config.Classify.
-func classify(err error) mcpgateway.Refusal {
+// classify is the default Config.Classify: fixed text, the error's own
+// (redacted) for the log only.
+func (h *Handler) classify(err error) mcpgateway.Refusal {
+	detail := h.cfg.Redact(err.Error())
 	if reason, status := idempotency.Reason(err); reason != "" {
-		return mcpgateway.Refusal{Reason: reason, Status: status, Message: strings.ReplaceAll(reason, "_", " ")}
+		return mcpgateway.Refusal{Reason: reason, Status: status, Message: strings.ReplaceAll(reason, "_", " "), Detail: detail}
 	}
-	return mcpgateway.Refusal{Reason: "store_unavailable", Status: http.StatusServiceUnavailable, Message: "the store is unavailable; retry later"}
+	return mcpgateway.Refusal{Reason: "store_unavailable", Status: http.StatusServiceUnavailable,
+		Message: "the store is unavailable; retry later", Detail: detail}
 }
 
+// writeJSON writes v without HTML escaping, ending in a newline: a message
+// such as "Bearer <key>" reads as written in every client. An answer is
+// never embedded in HTML.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := marshalText(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"reason":"internal","status":500,"message":"encoding failed"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(b)
-}
-
-// marshalText is json.Marshal without HTML escaping, and with the newline
-// that ends an answer: a message such as "Bearer <key>" reads as written
-// in every client. An answer is never embedded in HTML.
-func marshalText(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
+	if enc.Encode(v) != nil {
+		buf.Reset()
+		status = http.StatusInternalServerError
+		buf.WriteString(`{"reason":"internal","status":500,"message":"encoding failed"}` + "\n")
 	}
-	return buf.Bytes(), nil
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
 }
 
 // body reads a request body into v with the strict decoder (no repeated or
@@ -302,6 +299,30 @@ func (h *Handler) approver(w http.ResponseWriter, r *http.Request, workspaceForb
 	}
 	h.refuse(w, errNotApprover)
 	return "", false
+}
+
+// part returns the request's approver and the store's part P; without
+// either it refuses the request (missing when the store lacks P).
+func part[P any](h *Handler, w http.ResponseWriter, r *http.Request, workspaceForbidden bool, missing refusal) (P, string, bool) {
+	var p P
+	by, ok := h.approver(w, r, workspaceForbidden)
+	if !ok {
+		return p, "", false
+	}
+	if p, ok = h.cfg.Store.(P); !ok {
+		h.refuse(w, missing)
+	}
+	return p, by, ok
+}
+
+// workspaces are the workspaces a listing covers: the one ?workspace=
+// names, else every configured one.
+func (h *Handler) workspaces(w http.ResponseWriter, r *http.Request) ([]string, bool) {
+	if !r.URL.Query().Has("workspace") {
+		return h.cfg.Workspaces, true
+	}
+	ws, ok := h.workspaceParam(w, r)
+	return []string{ws}, ok
 }
 
 // workspaceParam reads ?workspace=, which must name a configured workspace.
@@ -492,13 +513,9 @@ const DataLossWarning = "calls whose records were lost can be dispatched again; 
 // acknowledge is an operator's acknowledgement that Redis lost data: every
 // gateway of the fleet claims again at its next reading.
 func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request) {
-	by, ok := h.approver(w, r, false)
+	st, by, ok := part[DataLossAcknowledger](h, w, r, false,
+		refuse("invalid_request", http.StatusBadRequest, "this store does not watch for lost data"))
 	if !ok {
-		return
-	}
-	st, ok := h.cfg.Store.(DataLossAcknowledger)
-	if !ok {
-		h.refuse(w, refuse("invalid_request", http.StatusBadRequest, "this store does not watch for lost data"))
 		return
 	}
 	ack, err := st.AcknowledgeDataLoss(r.Context())

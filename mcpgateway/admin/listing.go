@@ -18,21 +18,13 @@ import (
 // ?limit= up to idempotency.MaxPageSize). An approver key only: a
 // workspace's own key may not list or settle its calls.
 func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
-	if _, ok := h.approver(w, r, true); !ok {
-		return
-	}
-	st, ok := h.cfg.Store.(idempotency.Settler)
+	st, _, ok := part[idempotency.Settler](h, w, r, true, errNoSettler)
 	if !ok {
-		h.refuse(w, refuse("not_implemented", http.StatusNotImplemented, "the store cannot settle unknown calls"))
 		return
 	}
-	wss := h.cfg.Workspaces
-	if r.URL.Query().Has("workspace") {
-		ws, ok := h.workspaceParam(w, r)
-		if !ok {
-			return
-		}
-		wss = []string{ws}
+	wss, ok := h.workspaces(w, r)
+	if !ok {
+		return
 	}
 	limit, ok := h.limitParam(w, r, 0)
 	if !ok {
@@ -70,21 +62,14 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 // workspace (?workspace=) or of every configured one, a page at a time,
 // from the store's pending approvals index.
 func (h *Handler) listApprovals(w http.ResponseWriter, r *http.Request) {
-	if _, ok := h.approver(w, r, true); !ok {
-		return
-	}
-	pl, ok := h.cfg.Store.(PendingLister)
+	pl, _, ok := part[PendingLister](h, w, r, true,
+		refuse("not_implemented", http.StatusNotImplemented, "the store cannot list pending approvals"))
 	if !ok {
-		h.refuse(w, refuse("not_implemented", http.StatusNotImplemented, "the store cannot list pending approvals"))
 		return
 	}
-	wss := h.cfg.Workspaces
-	if r.URL.Query().Has("workspace") {
-		ws, ok := h.workspaceParam(w, r)
-		if !ok {
-			return
-		}
-		wss = []string{ws}
+	wss, ok := h.workspaces(w, r)
+	if !ok {
+		return
 	}
 	limit, ok := h.limitParam(w, r, idempotency.MaxPageSize)
 	if !ok {
@@ -161,6 +146,8 @@ func fleetCursor(cursor string, n int) (int, string, error) {
 	return i, rest, nil
 }
 
+var errNoSettler = refuse("not_implemented", http.StatusNotImplemented, "the store cannot settle unknown calls")
+
 const resolveForm = `{"outcome": "accepted"|"definitely_rejected", "attempt_count": N, "note": "..."}`
 
 // resolve settles one unknown call as accepted or definitely_rejected, and
@@ -168,13 +155,8 @@ const resolveForm = `{"outcome": "accepted"|"definitely_rejected", "attempt_coun
 // configured secret (Config.Redact); the store refuses one holding a
 // Unicode format character, changing nothing.
 func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
-	by, ok := h.approver(w, r, true)
+	st, by, ok := part[idempotency.Settler](h, w, r, true, errNoSettler)
 	if !ok {
-		return
-	}
-	st, ok := h.cfg.Store.(idempotency.Settler)
-	if !ok {
-		h.refuse(w, refuse("not_implemented", http.StatusNotImplemented, "the store cannot settle unknown calls"))
 		return
 	}
 	ws, ok := h.workspaceParam(w, r)
