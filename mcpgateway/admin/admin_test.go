@@ -492,6 +492,14 @@ func (p *parts) AcknowledgeDataLoss(context.Context) (redisstore.Acknowledgement
 	return p.ack, p.err
 }
 
+func (p *parts) ListUnknown(ctx context.Context, req idempotency.ListRequest) (idempotency.UnknownPage, error) {
+	return p.Store.(idempotency.Settler).ListUnknown(ctx, req)
+}
+
+func (p *parts) Settle(context.Context, idempotency.SettleRequest) (idempotency.Record, error) {
+	return idempotency.Record{}, p.err
+}
+
 // TestAdvanceAndAcknowledge: an advance checks its body, answers each
 // phase, and a records_live refusal carries the advance to the Client;
 // an acknowledgement answers whether a loss was recorded.
@@ -535,6 +543,31 @@ func TestAdvanceAndAcknowledge(t *testing.T) {
 	st.err = redisstore.ErrInvalidOptions
 	if _, err := f.api.AcknowledgeDataLoss(ctx); reasonOf(err) != "invalid_request" {
 		t.Errorf("check off: %v", err)
+	}
+}
+
+// TestSettleInProgress: a settle of a call whose attempt may still be
+// running is 409 in_progress with retry_after_ms (at least 1), which the
+// Client reads.
+func TestSettleInProgress(t *testing.T) {
+	st := &parts{}
+	f := newFixture(t, func(c *admin.Config) { st.Store = c.Store; c.Store = st })
+	n := 1
+	for _, c := range []struct {
+		after time.Duration
+		want  int64
+	}{{1500 * time.Millisecond, 1500}, {0, 1}} {
+		st.err = &idempotency.AttemptRunningError{RetryAfter: c.after}
+		_, err := f.api.Settle(context.Background(), "ws_one", "pay.charge", idempotency.NewKey().String(), admin.Resolve{Outcome: "accepted", AttemptCount: &n})
+		var e *admin.Error
+		if !errors.As(err, &e) || e.Reason != "in_progress" || e.Status != 409 || e.RetryAfterMS != c.want ||
+			!strings.Contains(string(e.Body), `"retry_after_ms":`) {
+			t.Errorf("retry after %s: %v %+v", c.after, err, e)
+		}
+	}
+	st.err = idempotency.ErrNotUnknown
+	if _, err := f.api.Settle(context.Background(), "ws_one", "pay.charge", idempotency.NewKey().String(), admin.Resolve{Outcome: "accepted", AttemptCount: &n}); reasonOf(err) != "not_unknown" {
+		t.Errorf("not unknown: %v", err)
 	}
 }
 
