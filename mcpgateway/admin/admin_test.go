@@ -428,7 +428,7 @@ func TestHealth(t *testing.T) {
 // ticket reads and decisions fail with it, or wait for their context to
 // end when err is context.DeadlineExceeded.
 type bare struct {
-	idempotency.Store
+	admin.Store
 	err error
 }
 
@@ -476,7 +476,7 @@ func TestStoreWithoutParts(t *testing.T) {
 
 // parts is a store whose advance and acknowledgement answer as set.
 type parts struct {
-	idempotency.Store
+	admin.Store
 	adv redisstore.Advance
 	ack redisstore.Acknowledgement
 	err error

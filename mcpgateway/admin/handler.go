@@ -22,8 +22,17 @@ import (
 	"github.com/obol-gateway/obol/retry"
 )
 
+// Store is what the handler needs of every store: decisions, receipts and
+// ticket reads. An [idempotency.Store] is one.
+type Store interface {
+	Decide(ctx context.Context, req idempotency.DecideRequest) (idempotency.Ticket, error)
+	Lookup(ctx context.Context, scope idempotency.Scope, key idempotency.Key) (idempotency.Record, error)
+	Ticket(ctx context.Context, id string) (idempotency.Ticket, error)
+}
+
 // The optional parts of a [Config.Store]: an endpoint whose part the store
 // lacks refuses (501 not_implemented; 400 for the data-loss one).
+// *redisstore.Store has every part.
 type (
 	// PendingLister lists a workspace's pending approvals.
 	PendingLister interface {
@@ -49,7 +58,7 @@ type Config struct {
 	// Store decides tickets and answers receipts; an [idempotency.Settler],
 	// [PendingLister], [ScopeAdvancer], [DataLossAcknowledger] or [Healther]
 	// serves the endpoints of that part.
-	Store idempotency.Store
+	Store Store
 	// Approver names the approver whose key token is.
 	Approver func(token string) (name string, ok bool)
 	// Workspace names the workspace whose API key token is. If nil, no
