@@ -19,7 +19,7 @@ var forbiddenModules = []string{
 }
 
 // TestConsumerPullsNoSDK builds the dependency list of a fresh module that
-// imports only this package and the core (replace-d to this checkout),
+// imports only this package, its admin API and the core (replace-d to this checkout),
 // offline, and fails on any module of forbiddenModules. It uses go list -deps
 // with -mod=mod rather than go mod tidy: tidy also resolves the tests of every
 // dependency (the go-sdk's import golang.org/x/tools and a JWT module), which
@@ -57,6 +57,7 @@ import (
 	_ "github.com/obol-gateway/obol/idempotency"
 	_ "github.com/obol-gateway/obol/idempotency/redisstore"
 	_ "github.com/obol-gateway/obol/mcpgateway"
+	_ "github.com/obol-gateway/obol/mcpgateway/admin"
 	_ "github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
 	_ "github.com/obol-gateway/obol/receipt"
 	_ "github.com/obol-gateway/obol/retry"
@@ -82,7 +83,7 @@ func main() {}
 	for _, bad := range forbiddenModules {
 		for _, m := range mods {
 			if strings.HasPrefix(m, bad) {
-				t.Errorf("a consumer of the core and mcpgateway compiles %s", m)
+				t.Errorf("a consumer of the core, mcpgateway and mcpgateway/admin compiles %s", m)
 			}
 		}
 		if strings.Contains(string(gomod), bad) {

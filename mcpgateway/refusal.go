@@ -15,9 +15,9 @@ import (
 
 // refusal is a call refused before or instead of dispatch. On /mcp it is a
 // JSON-RPC error with error.data {"reason", "status", "idempotency_key"}
-// (rpcError); the /v1 endpoints answer {"reason", "status", "message"}
-// (restError) with the same reasons, plus already_decided (409) for a
-// ticket decided the other way.
+// (rpcError); the /v1 endpoints (mcpgateway/admin) answer {"reason",
+// "status", "message"} with the same reasons, plus already_decided (409)
+// for a ticket decided the other way.
 //
 // Reasons beyond docs/DESIGN.md, "refserver wire contract": unauthorized (401),
 // method_not_allowed (405), method_not_found (404: a JSON-RPC method the

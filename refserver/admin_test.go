@@ -16,6 +16,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/mcpgateway/admin"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -107,6 +108,9 @@ func TestPinBodyStrict(t *testing.T) {
 		t.Errorf("a plain pin: %d %v", code, m)
 	}
 }
+
+// ticketView is the answer of a decision, as the black-box tests read it.
+type ticketView = admin.Ticket
 
 // gatewayAt serves the e2e configuration from this process on the Redis at
 // addr with the given store timeout, seeding its pins as main does.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,20 +8,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
+
+	"github.com/obol-gateway/obol/mcpgateway/admin"
 )
 
 // The operator's subcommands talk to a running gateway's admin API
-// (docs/DESIGN.md, "refserver wire contract") rather than to Redis: every
-// decision stays with the gateway that enforces the contract, and the
-// command needs no Redis credentials. The approver key comes from
-// OBOL_APPROVER_KEY only: a flag would put it in argv, which every user of
-// the machine can read.
+// (docs/DESIGN.md, "refserver wire contract") through an admin.Client
+// rather than to Redis: every decision stays with the gateway that
+// enforces the contract, and the command needs no Redis credentials. The
+// approver key comes from OBOL_APPROVER_KEY only: a flag would put it in
+// argv, which every user of the machine can read.
 
 // envApproverKey names the environment variable that holds the approver key.
 const envApproverKey = "OBOL_APPROVER_KEY"
@@ -63,10 +62,8 @@ type cli struct {
 	getenv         func(string) string
 	name           string // "refserver unknown list", for messages
 
-	base   string // the gateway's URL, without a trailing slash
-	key    string // the approver key
+	api    admin.Client
 	asJSON bool
-	http   *http.Client
 }
 
 // usage prints a usage error and returns exit code 2.
@@ -88,8 +85,9 @@ func (c *cli) flags(sub string) (*flag.FlagSet, *string) {
 // parse parses args, flags and positional arguments in any order (so that
 // "settle KEY -tool T" reads as "settle -tool T KEY"), checks the URL and
 // reads the approver key. It returns the positional arguments, or ok false
-// after printing why (exit code 2).
-func (c *cli) parse(fs *flag.FlagSet, u *string, args []string) (pos []string, ok bool) {
+// after printing why (exit code 2). More than maxPos positional arguments
+// are refused (maxPos < 0: any number).
+func (c *cli) parse(fs *flag.FlagSet, u *string, args []string, maxPos int) (pos []string, ok bool) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, false
@@ -100,145 +98,52 @@ func (c *cli) parse(fs *flag.FlagSet, u *string, args []string) (pos []string, o
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	base, err := adminURL(*u)
+	if maxPos >= 0 && len(pos) > maxPos {
+		c.usage("unexpected argument %q", admin.Printable(pos[maxPos], 40))
+		return nil, false
+	}
+	base, err := admin.ParseBaseURL(*u)
 	if err != nil {
+		if strings.Contains(err.Error(), "user or password") {
+			err = errors.New(err.Error() + "; the approver key comes from " + envApproverKey)
+		}
 		c.usage("-url: %v", err)
 		return nil, false
 	}
-	c.base = base
-	c.key = c.getenv(envApproverKey)
-	if c.key == "" {
+	key := c.getenv(envApproverKey)
+	if key == "" {
 		c.usage("set %s to an approver key (approver_keys in the gateway's configuration); it is never taken as a flag", envApproverKey)
 		return nil, false
 	}
-	c.http = &http.Client{Timeout: cliTimeout}
+	c.api = admin.Client{BaseURL: base, Key: key, HTTP: &http.Client{Timeout: cliTimeout}}
 	return pos, true
 }
 
-// adminURL checks a -url value: http or https, a host, no user or password
-// (a secret in argv), no query or fragment.
-func adminURL(s string) (string, error) {
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return "", errors.New("not a URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "", errors.New("must start with http:// or https://")
-	case u.Host == "":
-		return "", errors.New("names no host")
-	case u.User != nil:
-		return "", errors.New("must not hold a user or password; the approver key comes from " + envApproverKey)
-	case u.RawQuery != "" || u.Fragment != "":
-		return "", errors.New("must not hold a query or fragment")
-	}
-	return strings.TrimRight(u.String(), "/"), nil
-}
-
-// apiError is a refusal from the gateway (its /v1 error body), or an answer
-// that is not one.
-type apiError struct {
-	status  int
-	reason  string
-	message string
-}
-
-func (e *apiError) Error() string {
-	if e.reason == "" {
-		return fmt.Sprintf("HTTP %d: %s", e.status, e.message)
-	}
-	return fmt.Sprintf("%s (HTTP %d): %s", e.reason, e.status, e.message)
-}
-
-// do sends one admin request and returns the answer's body when its status
-// is 2xx. A refusal is an *apiError with the gateway's reason and message.
-func (c *cli) do(method, path string, query url.Values, body any) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
+// request runs one request of the subcommand, bounded by cliTimeout.
+func request[T any](c *cli, f func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, cliTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		// The error names the URL (never the key, which is in a header).
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%s %s: %v", method, c.base+path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: reading the answer: %v", method, c.base+path, err)
-	}
-	if resp.StatusCode/100 == 2 {
-		return raw, nil
-	}
-	var re restError
-	if json.Unmarshal(raw, &re) == nil && re.Reason != "" {
-		return raw, &apiError{status: resp.StatusCode, reason: printable(re.Reason, 64), message: printable(re.Message, 1000)}
-	}
-	// Not a gateway's answer (a proxy's page, say): say so, briefly.
-	return raw, &apiError{status: resp.StatusCode, message: "not an answer of the gateway's admin API: " + printable(string(raw), 200)}
-}
-
-// printable is s without control or format characters (a terminal would
-// act on them), cut to at most n runes.
-func printable(s string, n int) string {
-	var b strings.Builder
-	for _, r := range s {
-		if n == 0 {
-			b.WriteString("...")
-			break
-		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
-			r = ' '
-		}
-		b.WriteRune(r)
-		n--
-	}
-	return b.String()
+	return f(ctx)
 }
 
 // fail prints a failed request and returns exit code 1. With -json a
 // refusal's body is printed as the gateway wrote it, on stdout.
-func (c *cli) fail(raw []byte, err error) int {
-	var ae *apiError
-	if c.asJSON && errors.As(err, &ae) && ae.reason != "" {
-		c.stdout.Write(raw)
+func (c *cli) fail(err error) int {
+	var e *admin.Error
+	if c.asJSON && errors.As(err, &e) && e.Reason != "" {
+		c.stdout.Write(e.Body)
 	}
 	fmt.Fprintf(c.stderr, "%s: %v\n", c.name, err)
 	return 1
 }
 
-// printJSON prints a gateway's JSON answer as it came (it ends in a newline).
-func (c *cli) printJSON(raw []byte) int {
-	c.stdout.Write(raw)
-	if len(raw) > 0 && raw[len(raw)-1] != '\n' {
-		fmt.Fprintln(c.stdout)
-	}
+// printJSON prints an answer as the gateway encodes it: no HTML escaping,
+// a newline at the end.
+func (c *cli) printJSON(v any) int {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
 	return 0
-}
-
-func (c *cli) table() *tabwriter.Writer {
-	return tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 }
 
 // cell is a value for a table: printable, never empty.
@@ -246,107 +151,101 @@ func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return printable(s, 200)
+	return admin.Printable(s, 200)
 }
 
-func subcommand(c *cli, args []string, subs string) (string, []string, bool) {
+// dispatch runs the subcommand of args among subs.
+func (c *cli) dispatch(args []string, subs map[string]func([]string) int, names string) int {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		c.usage("name a subcommand: %s", subs)
-		return "", nil, false
+		return c.usage("name a subcommand: %s", names)
 	}
-	return args[0], args[1:], true
-}
-
-// unknown is "refserver unknown list|settle".
-func (c *cli) unknown(args []string) int {
-	sub, args, ok := subcommand(c, args, "list, settle")
+	f, ok := subs[args[0]]
 	if !ok {
-		return 2
+		return c.usage("unknown subcommand %q (%s)", admin.Printable(args[0], 40), names)
 	}
-	switch sub {
-	case "list":
-		return c.unknownList(args)
-	case "settle":
-		return c.unknownSettle(args)
-	}
-	return c.usage("unknown subcommand %q (list, settle)", printable(sub, 40))
+	return f(args[1:])
 }
 
-// listedCall is the part of a listed receipt that the table shows.
-type listedCall struct {
-	Workspace      string `json:"workspace"`
-	Tool           string `json:"tool"`
-	IdempotencyKey string `json:"idempotency_key"`
-	AttemptCount   int    `json:"attempt_count"`
-	CreatedAt      string `json:"created_at"`
-	SettleAfter    string `json:"settle_after"`
+// listing is what one list subcommand lists.
+type listing[T any] struct {
+	noun   string // "unknown call(s)"
+	header string
+	page   func(context.Context, admin.ListRequest) ([]T, string, error)
+	json   func([]T, string) any
+	row    func(T) []string
 }
 
-func (c *cli) unknownList(args []string) int {
+// list is a list subcommand: every page from -cursor, up to -max items,
+// then the cursor that continues.
+func list[T any](c *cli, args []string, l listing[T]) int {
 	fs, u := c.flags("list")
-	ws := fs.String("workspace", "", "list one `workspace`'s unknown calls; default: every workspace")
-	most := fs.Int("max", 1000, "stop after `n` calls and print the cursor that continues")
+	ws := fs.String("workspace", "", "list one `workspace`'s "+l.noun+"; default: every workspace")
+	most := fs.Int("max", 1000, "stop after `n` items and print the cursor that continues")
 	cursor := fs.String("cursor", "", "continue a listing from its `cursor`")
-	pos, ok := c.parse(fs, u, args)
-	if !ok {
+	if _, ok := c.parse(fs, u, args, 0); !ok {
 		return 2
-	}
-	if len(pos) > 0 {
-		return c.usage("unexpected argument %q", printable(pos[0], 40))
 	}
 	if *most < 1 {
 		return c.usage("-max must be at least 1")
 	}
-	var all []json.RawMessage
+	var all []T
 	cur := *cursor
 	for {
-		q := url.Values{}
-		if *ws != "" {
-			q.Set("workspace", *ws)
-		}
-		if cur != "" {
-			q.Set("cursor", cur)
-		}
-		raw, err := c.do("GET", "/v1/unknown", q, nil)
+		ctx, cancel := context.WithTimeout(c.ctx, cliTimeout)
+		items, next, err := l.page(ctx, admin.ListRequest{Workspace: *ws, Cursor: cur})
+		cancel()
 		if err != nil {
-			return c.fail(raw, err)
+			return c.fail(err)
 		}
-		var page struct {
-			Unknown []json.RawMessage `json:"unknown"`
-			Cursor  string            `json:"cursor"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return c.fail(nil, fmt.Errorf("the gateway's answer is not a listing: %v", err))
-		}
-		all = append(all, page.Unknown...)
-		cur = page.Cursor
+		all, cur = append(all, items...), next
 		if cur == "" || len(all) >= *most {
 			break
 		}
 	}
 	if c.asJSON {
-		b, _ := marshalText(struct {
-			Unknown []json.RawMessage `json:"unknown"`
-			Cursor  string            `json:"cursor"`
-		}{append([]json.RawMessage{}, all...), cur})
-		return c.printJSON(b)
+		return c.printJSON(l.json(append([]T{}, all...), cur))
 	}
-	tw := c.table()
-	fmt.Fprintln(tw, "WORKSPACE\tTOOL\tIDEMPOTENCY KEY\tATTEMPTS\tCREATED\tSETTLE AFTER")
-	for _, r := range all {
-		var l listedCall
-		if err := json.Unmarshal(r, &l); err != nil {
-			return c.fail(nil, fmt.Errorf("the gateway's answer is not a listing: %v", err))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", cell(l.Workspace), cell(l.Tool), cell(l.IdempotencyKey),
-			l.AttemptCount, cell(l.CreatedAt), cell(l.SettleAfter))
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, l.header)
+	for _, it := range all {
+		fmt.Fprintln(tw, strings.Join(l.row(it), "\t"))
 	}
 	tw.Flush()
-	fmt.Fprintf(c.stdout, "%d unknown call(s)\n", len(all))
+	fmt.Fprintf(c.stdout, "%d %s\n", len(all), l.noun)
 	if cur != "" {
 		fmt.Fprintf(c.stdout, "more: %s -cursor %s\n", c.name, cur)
 	}
 	return 0
+}
+
+// unknown is "refserver unknown list|settle".
+func (c *cli) unknown(args []string) int {
+	return c.dispatch(args, map[string]func([]string) int{
+		"list": func(args []string) int {
+			return list(c, args, listing[admin.ListedReceipt]{
+				noun:   "unknown call(s)",
+				header: "WORKSPACE\tTOOL\tIDEMPOTENCY KEY\tATTEMPTS\tCREATED\tSETTLE AFTER",
+				page: func(ctx context.Context, req admin.ListRequest) ([]admin.ListedReceipt, string, error) {
+					p, err := c.api.ListUnknown(ctx, req)
+					return p.Unknown, p.Cursor, err
+				},
+				json: func(all []admin.ListedReceipt, cur string) any { return admin.UnknownPage{Unknown: all, Cursor: cur} },
+				row: func(r admin.ListedReceipt) []string {
+					return []string{cell(r.Workspace), cell(r.Tool), cell(r.IdempotencyKey), strconv.Itoa(r.AttemptCount),
+						cell(timeText(r.CreatedAt)), cell(timeText(r.SettleAfter))}
+				},
+			})
+		},
+		"settle": c.unknownSettle,
+	}, "list, settle")
+}
+
+// timeText is a time as the API writes it; "" for none.
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 func (c *cli) unknownSettle(args []string) int {
@@ -356,7 +255,7 @@ func (c *cli) unknownSettle(args []string) int {
 	outcome := fs.String("outcome", "", "what the vendor did: `accepted` or definitely_rejected (required)")
 	attempts := fs.Int("attempts", -1, "the call's attempt count as listed (required): the settle is refused if it changed")
 	note := fs.String("note", "", "why: what the vendor said, a ticket number (recorded on the call's receipt; `text`)")
-	pos, ok := c.parse(fs, u, args)
+	pos, ok := c.parse(fs, u, args, -1)
 	if !ok {
 		return 2
 	}
@@ -370,151 +269,65 @@ func (c *cli) unknownSettle(args []string) int {
 	case *attempts < 0:
 		return c.usage("-attempts is required: the attempt count the listing shows (refserver unknown list)")
 	}
-	q := url.Values{"tool": {*tool}, "workspace": {*ws}}
-	raw, err := c.do("POST", "/v1/receipts/"+url.PathEscape(pos[0])+"/resolve", q,
-		map[string]any{"outcome": *outcome, "attempt_count": *attempts, "note": *note})
+	rc, err := request(c, func(ctx context.Context) (admin.ListedReceipt, error) {
+		return c.api.Settle(ctx, *ws, *tool, pos[0], admin.Resolve{Outcome: *outcome, AttemptCount: attempts, Note: *note})
+	})
 	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && ae.reason == "in_progress" {
-			var busy struct {
-				RetryAfterMS int64 `json:"retry_after_ms"`
-			}
-			if json.Unmarshal(raw, &busy) == nil && busy.RetryAfterMS > 0 {
-				err = fmt.Errorf("%w (retry in %s)", err, (time.Duration(busy.RetryAfterMS) * time.Millisecond).Round(time.Millisecond))
-			}
+		var e *admin.Error
+		if errors.As(err, &e) && e.Reason == "in_progress" && e.RetryAfterMS > 0 {
+			err = fmt.Errorf("%w (retry in %s)", err, (time.Duration(e.RetryAfterMS) * time.Millisecond).Round(time.Millisecond))
 		}
-		return c.fail(raw, err)
+		return c.fail(err)
 	}
 	if c.asJSON {
-		return c.printJSON(raw)
+		return c.printJSON(rc.Receipt)
 	}
-	var rc struct {
-		listedCall
-		Outcome    string `json:"outcome"`
-		Resolution struct {
-			By string `json:"by"`
-			At string `json:"at"`
-		} `json:"resolution"`
-	}
-	if err := json.Unmarshal(raw, &rc); err != nil {
-		return c.fail(nil, fmt.Errorf("the gateway's answer is not a receipt: %v", err))
+	var by, at string
+	if r := rc.Resolution; r != nil {
+		by, at = r.By, timeText(r.At)
 	}
 	fmt.Fprintf(c.stdout, "settled %s (%s, %s): %s by %s at %s\n", cell(rc.IdempotencyKey), cell(rc.Workspace), cell(rc.Tool),
-		cell(rc.Outcome), cell(rc.Resolution.By), cell(rc.Resolution.At))
+		cell(string(rc.Outcome)), cell(by), cell(at))
 	return 0
 }
 
 // approvals is "refserver approvals list|approve|deny".
 func (c *cli) approvals(args []string) int {
-	sub, args, ok := subcommand(c, args, "list, approve, deny")
-	if !ok {
-		return 2
-	}
-	switch sub {
-	case "list":
-		return c.approvalsList(args)
-	case "approve", "deny":
-		return c.decide(sub, args)
-	}
-	return c.usage("unknown subcommand %q (list, approve, deny)", printable(sub, 40))
-}
-
-// pendingCall is the part of a pending approval that the table shows.
-type pendingCall struct {
-	Ticket         string `json:"ticket"`
-	Workspace      string `json:"workspace"`
-	Tool           string `json:"tool"`
-	IdempotencyKey string `json:"idempotency_key"`
-	State          string `json:"state"`
-	HeldAt         string `json:"held_at"`
-}
-
-func (c *cli) approvalsList(args []string) int {
-	fs, u := c.flags("list")
-	ws := fs.String("workspace", "", "list one `workspace`'s pending approvals; default: every workspace")
-	most := fs.Int("max", 1000, "stop after `n` approvals and print the cursor that continues")
-	cursor := fs.String("cursor", "", "continue a listing from its `cursor`")
-	pos, ok := c.parse(fs, u, args)
-	if !ok {
-		return 2
-	}
-	if len(pos) > 0 {
-		return c.usage("unexpected argument %q", printable(pos[0], 40))
-	}
-	if *most < 1 {
-		return c.usage("-max must be at least 1")
-	}
-	var all []json.RawMessage
-	cur := *cursor
-	for {
-		q := url.Values{}
-		if *ws != "" {
-			q.Set("workspace", *ws)
-		}
-		if cur != "" {
-			q.Set("cursor", cur)
-		}
-		raw, err := c.do("GET", "/v1/approvals", q, nil)
-		if err != nil {
-			return c.fail(raw, err)
-		}
-		var page struct {
-			Pending []json.RawMessage `json:"pending"`
-			Cursor  string            `json:"cursor"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return c.fail(nil, fmt.Errorf("the gateway's answer is not a listing: %v", err))
-		}
-		all = append(all, page.Pending...)
-		cur = page.Cursor
-		if cur == "" || len(all) >= *most {
-			break
-		}
-	}
-	if c.asJSON {
-		b, _ := marshalText(struct {
-			Pending []json.RawMessage `json:"pending"`
-			Cursor  string            `json:"cursor"`
-		}{append([]json.RawMessage{}, all...), cur})
-		return c.printJSON(b)
-	}
-	tw := c.table()
-	fmt.Fprintln(tw, "TICKET\tWORKSPACE\tTOOL\tIDEMPOTENCY KEY\tSTATE\tHELD AT")
-	for _, r := range all {
-		var p pendingCall
-		if err := json.Unmarshal(r, &p); err != nil {
-			return c.fail(nil, fmt.Errorf("the gateway's answer is not a listing: %v", err))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(p.Ticket), cell(p.Workspace), cell(p.Tool), cell(p.IdempotencyKey),
-			cell(p.State), cell(p.HeldAt))
-	}
-	tw.Flush()
-	fmt.Fprintf(c.stdout, "%d pending approval(s)\n", len(all))
-	if cur != "" {
-		fmt.Fprintf(c.stdout, "more: %s -cursor %s\n", c.name, cur)
-	}
-	return 0
+	return c.dispatch(args, map[string]func([]string) int{
+		"list": func(args []string) int {
+			return list(c, args, listing[admin.Pending]{
+				noun:   "pending approval(s)",
+				header: "TICKET\tWORKSPACE\tTOOL\tIDEMPOTENCY KEY\tSTATE\tHELD AT",
+				page: func(ctx context.Context, req admin.ListRequest) ([]admin.Pending, string, error) {
+					p, err := c.api.ListApprovals(ctx, req)
+					return p.Pending, p.Cursor, err
+				},
+				json: func(all []admin.Pending, cur string) any { return admin.PendingPage{Pending: all, Cursor: cur} },
+				row: func(p admin.Pending) []string {
+					return []string{cell(p.Ticket), cell(p.Workspace), cell(p.Tool), cell(p.IdempotencyKey), cell(p.State), cell(p.HeldAt)}
+				},
+			})
+		},
+		"approve": func(args []string) int { return c.decide("approve", args) },
+		"deny":    func(args []string) int { return c.decide("deny", args) },
+	}, "list, approve, deny")
 }
 
 func (c *cli) decide(sub string, args []string) int {
 	fs, u := c.flags(sub)
-	pos, ok := c.parse(fs, u, args)
+	pos, ok := c.parse(fs, u, args, -1)
 	if !ok {
 		return 2
 	}
 	if len(pos) != 1 {
 		return c.usage("name one ticket: %s apt_...", c.name)
 	}
-	raw, err := c.do("POST", "/v1/approvals/"+url.PathEscape(pos[0])+"/"+sub, nil, nil)
+	t, err := request(c, func(ctx context.Context) (admin.Ticket, error) { return c.api.Decide(ctx, pos[0], sub == "approve") })
 	if err != nil {
-		return c.fail(raw, err)
+		return c.fail(err)
 	}
 	if c.asJSON {
-		return c.printJSON(raw)
-	}
-	var t ticketView
-	if err := json.Unmarshal(raw, &t); err != nil {
-		return c.fail(nil, fmt.Errorf("the gateway's answer is not a ticket: %v", err))
+		return c.printJSON(t)
 	}
 	fmt.Fprintf(c.stdout, "%s %s (%s, %s, key %s)\n", cell(t.Ticket), cell(t.Status), cell(t.Workspace), cell(t.Tool), cell(t.IdempotencyKey))
 	return 0
@@ -522,56 +335,45 @@ func (c *cli) decide(sub string, args []string) int {
 
 // scopeVersion is "refserver scope-version advance".
 func (c *cli) scopeVersion(args []string) int {
-	sub, args, ok := subcommand(c, args, "advance")
-	if !ok {
-		return 2
-	}
-	if sub != "advance" {
-		return c.usage("unknown subcommand %q (advance)", printable(sub, 40))
-	}
-	fs, u := c.flags(sub)
+	return c.dispatch(args, map[string]func([]string) int{"advance": c.advance}, "advance")
+}
+
+func (c *cli) advance(args []string) int {
+	fs, u := c.flags("advance")
 	to := fs.Int("to", 0, "the new scope `version`; default: the gateway's version + 1")
 	strand := fs.Int("strand", -1, "finish although `n` live records of the old version remain: the count an earlier run printed")
-	pos, ok := c.parse(fs, u, args)
-	if !ok {
+	if _, ok := c.parse(fs, u, args, 0); !ok {
 		return 2
 	}
-	if len(pos) > 0 {
-		return c.usage("unexpected argument %q", printable(pos[0], 40))
+	var req admin.AdvanceRequest
+	if flagSet(fs, "to") {
+		if *to < 1 {
+			return c.usage("-to must be at least 1")
+		}
+		req.To = to
 	}
-	if flagSet(fs, "to") && *to < 1 {
-		return c.usage("-to must be at least 1")
+	if flagSet(fs, "strand") {
+		if *strand < 0 {
+			return c.usage("-strand must not be negative")
+		}
+		req.Strand = strand
 	}
-	if flagSet(fs, "strand") && *strand < 0 {
-		return c.usage("-strand must not be negative")
-	}
-	body := map[string]any{}
-	if *to > 0 {
-		body["to"] = *to
-	}
-	if *strand >= 0 {
-		body["strand"] = *strand
-	}
-	raw, err := c.do("POST", "/v1/scope-version/advance", nil, body)
-	var ae *apiError
-	if err != nil && !(errors.As(err, &ae) && ae.reason == "records_live") {
-		return c.fail(raw, err)
+	a, err := request(c, func(ctx context.Context) (admin.Advance, error) { return c.api.AdvanceScope(ctx, req) })
+	var e *admin.Error
+	if err != nil && !(errors.As(err, &e) && e.Reason == "records_live") {
+		return c.fail(err)
 	}
 	if c.asJSON {
-		c.printJSON(raw)
+		c.printJSON(a)
 		if err != nil {
 			fmt.Fprintf(c.stderr, "%s: %v\n", c.name, err)
 			return 1
 		}
 		return 0
 	}
-	var a advanceView
-	if jerr := json.Unmarshal(raw, &a); jerr != nil {
-		return c.fail(nil, fmt.Errorf("the gateway's answer is not an advance: %v", jerr))
-	}
 	fmt.Fprintf(c.stdout, "scope version %d -> %d: %s\n", a.From, a.To, cell(a.Phase))
 	if len(a.Counts) > 0 {
-		tw := c.table()
+		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "VERSION\tSTATE\tRECORDS")
 		for _, n := range a.Counts {
 			v := strconv.Itoa(n.Version)
@@ -593,52 +395,34 @@ func (c *cli) scopeVersion(args []string) int {
 
 // storeCmd is "refserver store acknowledge-data-loss".
 func (c *cli) storeCmd(args []string) int {
-	sub, args, ok := subcommand(c, args, "acknowledge-data-loss")
-	if !ok {
+	return c.dispatch(args, map[string]func([]string) int{"acknowledge-data-loss": c.acknowledge}, "acknowledge-data-loss")
+}
+
+func (c *cli) acknowledge(args []string) int {
+	fs, u := c.flags("acknowledge-data-loss")
+	if _, ok := c.parse(fs, u, args, 0); !ok {
 		return 2
-	}
-	if sub != "acknowledge-data-loss" {
-		return c.usage("unknown subcommand %q (acknowledge-data-loss)", printable(sub, 40))
-	}
-	fs, u := c.flags(sub)
-	pos, ok := c.parse(fs, u, args)
-	if !ok {
-		return 2
-	}
-	if len(pos) > 0 {
-		return c.usage("unexpected argument %q", printable(pos[0], 40))
 	}
 	fmt.Fprintln(c.stderr, c.name+": WARNING: calls whose records the store lost can be dispatched again; "+
 		"a vendor with an idempotency binding deduplicates them only if the deployment id is unchanged (deployment_id in the configuration)")
-	raw, err := c.do("POST", "/v1/store/acknowledge-data-loss", nil, nil)
+	a, err := request(c, c.api.AcknowledgeDataLoss)
 	if err != nil {
-		return c.fail(raw, err)
+		return c.fail(err)
 	}
 	if c.asJSON {
-		return c.printJSON(raw)
-	}
-	// The answer of POST /v1/store/acknowledge-data-loss (DESIGN, section
-	// "refserver wire contract").
-	var a struct {
-		Acknowledged bool   `json:"acknowledged"`
-		Lost         string `json:"lost"`
-		Sentinels    int    `json:"sentinels"`
-		Message      string `json:"message"`
-	}
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return c.fail(raw, fmt.Errorf("the gateway's answer is not the acknowledgement's JSON"))
+		return c.printJSON(a)
 	}
 	if !a.Acknowledged {
 		fmt.Fprint(c.stdout, "no store data loss to acknowledge")
 	} else {
 		fmt.Fprintf(c.stdout, "store data loss acknowledged (%d sentinels placed", a.Sentinels)
 		if a.Lost != "" {
-			fmt.Fprintf(c.stdout, "; lost: %s", printable(a.Lost, 200))
+			fmt.Fprintf(c.stdout, "; lost: %s", admin.Printable(a.Lost, 200))
 		}
 		fmt.Fprint(c.stdout, ")")
 	}
 	if a.Message != "" {
-		fmt.Fprintf(c.stdout, ": %s", printable(a.Message, 1000))
+		fmt.Fprintf(c.stdout, ": %s", admin.Printable(a.Message, 1000))
 	}
 	fmt.Fprintln(c.stdout)
 	return 0

@@ -128,11 +128,11 @@ func TestDemoKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]string{demoKeyAcme: "ws_acme", demoKeyGlobex: "ws_globex"} {
-		if ws, ok := c.workspace(key); !ok || ws != want {
+		if ws, ok := c.Workspace(key); !ok || ws != want {
 			t.Errorf("workspace(%s) = %q, %v; want %s", key, ws, ok, want)
 		}
 	}
-	if name, ok := c.approver(demoKeyAdmin); !ok || name != "demo-approver" {
+	if name, ok := c.Approver(demoKeyAdmin); !ok || name != "demo-approver" {
 		t.Errorf("approver(%s) = %q, %v", demoKeyAdmin, name, ok)
 	}
 }

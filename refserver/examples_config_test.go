@@ -11,6 +11,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/strictjson"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -35,7 +36,7 @@ func readExampleConfig(t *testing.T) ([]byte, fileConfig) {
 		t.Fatal(err)
 	}
 	var fc fileConfig
-	if err := decodeStrict(data, &fc); err != nil {
+	if err := strictjson.Decode(data, &fc); err != nil {
 		t.Fatalf("%s: %v", exampleConfigPath, err)
 	}
 	return data, fc

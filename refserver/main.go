@@ -155,7 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	hs := &http.Server{
-		Handler:           s.withOperator(s.handler()),
+		Handler:           s.handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// A call may take two attempts of its tool's timeout (the lease is

@@ -21,14 +21,11 @@ import (
 	"github.com/obol-gateway/obol/retry"
 )
 
-// maxAdminBytes bounds a /v1 request body.
-const maxAdminBytes = 64 << 10
-
 // storeReadTimeout bounds every read-only store call (redisstore
 // Options.ReadTimeout): the client re-sends a read-only command after network
 // errors and LOADING replies until its context ends, and a request's context
 // may outlive its client, so reads must fail closed in time. It bounds every
-// store call of an admin request too (server.bounded), and how long a
+// store call of an admin request too (admin.Config.StoreTimeout), and how long a
 // tools/call waits for its claim before store_unavailable
 // (retry.Orchestrator.ClaimWait): one figure for every answer a stalled
 // Redis delays.
@@ -50,13 +47,10 @@ type server struct {
 
 	pinned pinStore // where pins are shared; nil keeps them in this process
 
-	// storeTimeout bounds the store calls of every admin request (see
-	// bounded); the store's own ReadTimeout bounds reads everywhere.
+	// storeTimeout bounds the store calls of every admin request
+	// (admin.Config.StoreTimeout); the store's own ReadTimeout bounds reads everywhere.
 	storeTimeout time.Duration
 
-	// health proves a claim could be written now (redisstore.Store.Health);
-	// nil for stores without one, where /healthz reads a ticket instead.
-	health func(context.Context) error
 	// durability is what /healthz reports of the store's persistence
 	// (redisstore.Durability), set at startup.
 	durability string
@@ -95,9 +89,6 @@ func newTracedServer(cfg *config, store idempotency.Store, pins pinStore, log *s
 	}
 	for name, c := range cfg.Capabilities {
 		s.pins[name] = c.Pin
-	}
-	if h, ok := store.(interface{ Health(context.Context) error }); ok {
-		s.health = h.Health
 	}
 	s.orch = &retry.Orchestrator{
 		Store:  store,
@@ -151,16 +142,9 @@ func (s *server) claimRecovery(c *retry.Call, ev retry.ClaimRecovery) {
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.gw)
-	// Every admin endpoint runs under the store bound: a Redis that is down
-	// answers 503 store_unavailable in time, never a request that hangs.
-	mux.Handle("POST /v1/approvals/{ticket}/approve", s.bounded(s.handleDecide(true)))
-	mux.Handle("POST /v1/approvals/{ticket}/deny", s.bounded(s.handleDecide(false)))
-	mux.Handle("GET /v1/receipts/{key}", s.bounded(http.HandlerFunc(s.handleReceipt)))
-	mux.Handle("POST /v1/capabilities/{name}/pin", s.bounded(http.HandlerFunc(s.handlePin)))
-	mux.Handle("GET /v1/unknown", s.bounded(http.HandlerFunc(s.handleListUnknown)))
-	mux.Handle("POST /v1/receipts/{key}/resolve", s.bounded(http.HandlerFunc(s.handleResolve)))
-	mux.Handle("POST /v1/store/acknowledge-data-loss", s.bounded(http.HandlerFunc(s.handleAcknowledgeDataLoss)))
-	mux.Handle("GET /healthz", s.bounded(http.HandlerFunc(s.handleHealth)))
+	api := s.adminHandler()
+	mux.Handle("/v1/", api)
+	mux.Handle("/healthz", api)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	return mux
 }
@@ -234,30 +218,11 @@ func (s *server) seedPins(ctx context.Context) error {
 	return nil
 }
 
-// refusal is a request refused: on /v1 {"reason", "status", "message"}
-// (restError), with the reasons of the gateway's (mcpgateway.Refusal), plus
-// already_decided (409) for a ticket decided the other way.
+// refusal is a request refused at the front door, as the gateway reports
+// it (mcpgateway.Config.OnFrontRefusal); the admin API's are its own.
 type refusal struct {
 	reason string
 	status int
-	msg    string // what the caller reads
-	detail string // the error's own text, redacted: for the log only
-}
-
-// classify maps a store or orchestrator error to its refusal, as the MCP
-// endpoint does.
-func (s *server) classify(err error) refusal {
-	r := s.gw.Classify(err)
-	return refusal{reason: r.Reason, status: r.Status, msg: r.Message, detail: r.Detail}
-}
-
-// logText is what the server logs of r: the error's text if it came from
-// one, else the message.
-func (r refusal) logText() string {
-	if r.detail != "" {
-		return r.detail
-	}
-	return r.msg
 }
 
 // outOfMemory reports whether err holds Redis's OOM error reply (a write
@@ -266,9 +231,6 @@ func outOfMemory(err error) bool {
 	var re *rueidis.RedisError
 	return errors.As(err, &re) && strings.Contains(re.Error(), "OOM ")
 }
-
-// bearerToken is the token of the one Authorization field, as /mcp reads it.
-func bearerToken(h http.Header) (string, bool) { return mcpgateway.BearerToken(h) }
 
 // frontLogEvery bounds the log lines of front-door refusals: one line per
 // reason per interval, with the count of the ones it stands for.
