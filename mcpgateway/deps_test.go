@@ -58,6 +58,7 @@ import (
 	_ "github.com/obol-gateway/obol/idempotency/redisstore"
 	_ "github.com/obol-gateway/obol/mcpgateway"
 	_ "github.com/obol-gateway/obol/mcpgateway/admin"
+	_ "github.com/obol-gateway/obol/mcpgateway/admin/operator"
 	_ "github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
 	_ "github.com/obol-gateway/obol/receipt"
 	_ "github.com/obol-gateway/obol/retry"

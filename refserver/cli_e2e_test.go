@@ -18,6 +18,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/mcpgateway/admin/operator"
 )
 
 // runCLI runs the built refserver as an operator command with the approver
@@ -27,12 +28,12 @@ func runCLI(t *testing.T, bin, key string, args ...string) (code int, stdout, st
 	cmd := exec.Command(bin, args...)
 	env := []string{}
 	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, envApproverKey+"=") {
+		if !strings.HasPrefix(e, operator.EnvApproverKey+"=") {
 			env = append(env, e)
 		}
 	}
 	if key != "" {
-		env = append(env, envApproverKey+"="+key)
+		env = append(env, operator.EnvApproverKey+"="+key)
 	}
 	cmd.Env = env
 	var out, errb bytes.Buffer
@@ -292,7 +293,7 @@ func TestStoreAcknowledgeCommand(t *testing.T) {
 		t.Errorf("refused: exit %d, stderr %q", code, stderr)
 	}
 	if code, _, stderr := runCLI(t, bin, "", "store", "acknowledge-data-loss", "-url", fake.URL); code != 2 || requests() != 2 ||
-		!strings.Contains(stderr, envApproverKey) {
+		!strings.Contains(stderr, operator.EnvApproverKey) {
 		t.Errorf("no key: exit %d, %d requests, stderr %q", code, len(got), stderr)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/obol-gateway/obol/mcpgateway/admin/operator"
 	"github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
 	"github.com/obol-gateway/obol/mcpgateway/otelhooks"
 	"github.com/obol-gateway/obol/retry"
@@ -40,7 +41,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "scope-status" {
 		return scopeStatus(ctx, args[1:], stdout, stderr)
 	}
-	if code, ok := operator(ctx, args, stdout, stderr, os.Getenv); ok {
+	if code, ok := operator.Run(ctx, "refserver", args, stdout, stderr, os.Getenv); ok {
 		return code
 	}
 	fs := flag.NewFlagSet("refserver", flag.ContinueOnError)

@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"context"
@@ -16,42 +16,39 @@ import (
 	"github.com/obol-gateway/obol/mcpgateway/admin"
 )
 
-// The operator's subcommands talk to a running gateway's admin API
-// (docs/DESIGN.md, "refserver wire contract") through an admin.Client
-// rather than to Redis: every decision stays with the gateway that
-// enforces the contract, and the command needs no Redis credentials. The
-// approver key comes from OBOL_APPROVER_KEY only: a flag would put it in
-// argv, which every user of the machine can read.
+// EnvApproverKey names the environment variable that holds the approver key.
+const EnvApproverKey = "OBOL_APPROVER_KEY"
 
-// envApproverKey names the environment variable that holds the approver key.
-const envApproverKey = "OBOL_APPROVER_KEY"
-
-// defaultAdminURL is where a gateway started with no -addr listens.
-const defaultAdminURL = "http://127.0.0.1:8080"
+// DefaultURL is where a gateway started with no -addr listens: the -url
+// flag's default.
+const DefaultURL = "http://127.0.0.1:8080"
 
 // cliTimeout bounds each request of a subcommand: an admin endpoint answers
 // within its store bound (2s), so a longer wait is a gateway that is gone.
 const cliTimeout = 30 * time.Second
 
-// operatorCommands maps a first argument to its subcommands.
-var operatorCommands = map[string]func(*cli, []string) int{
+// commands maps a first argument to its subcommands.
+var commands = map[string]func(*cli, []string) int{
 	"unknown":       (*cli).unknown,
 	"approvals":     (*cli).approvals,
 	"scope-version": (*cli).scopeVersion,
 	"store":         (*cli).storeCmd,
 }
 
-// operator runs an operator subcommand when args name one (ok false
-// otherwise). getenv reads the environment (os.Getenv in main).
-func operator(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) (code int, ok bool) {
+// Run runs the operator subcommand args name, as program's (messages say
+// "program unknown list: ..."), and returns its exit code: 0, 1 when the
+// gateway refused or could not be reached, 2 for a usage error. ok is
+// false, and nothing is run, when args[0] is none of unknown, approvals,
+// scope-version and store. getenv reads the environment (os.Getenv).
+func Run(ctx context.Context, program string, args []string, stdout, stderr io.Writer, getenv func(string) string) (code int, ok bool) {
 	if len(args) == 0 {
 		return 0, false
 	}
-	f, ok := operatorCommands[args[0]]
+	f, ok := commands[args[0]]
 	if !ok {
 		return 0, false
 	}
-	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr, getenv: getenv, name: "refserver " + args[0]}
+	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr, getenv: getenv, name: program + " " + args[0], program: program}
 	return f(c, args[1:]), true
 }
 
@@ -61,6 +58,7 @@ type cli struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	name           string // "refserver unknown list", for messages
+	program        string // "refserver"
 
 	api    admin.Client
 	asJSON bool
@@ -77,7 +75,7 @@ func (c *cli) flags(sub string) (*flag.FlagSet, *string) {
 	c.name += " " + sub
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	u := fs.String("url", defaultAdminURL, "the gateway's `URL` (its -addr)")
+	u := fs.String("url", DefaultURL, "the gateway's `URL` (its -addr)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the gateway's JSON answer instead of a table")
 	return fs, u
 }
@@ -105,14 +103,14 @@ func (c *cli) parse(fs *flag.FlagSet, u *string, args []string, maxPos int) (pos
 	base, err := admin.ParseBaseURL(*u)
 	if err != nil {
 		if strings.Contains(err.Error(), "user or password") {
-			err = errors.New(err.Error() + "; the approver key comes from " + envApproverKey)
+			err = errors.New(err.Error() + "; the approver key comes from " + EnvApproverKey)
 		}
 		c.usage("-url: %v", err)
 		return nil, false
 	}
-	key := c.getenv(envApproverKey)
+	key := c.getenv(EnvApproverKey)
 	if key == "" {
-		c.usage("set %s to an approver key (approver_keys in the gateway's configuration); it is never taken as a flag", envApproverKey)
+		c.usage("set %s to an approver key (approver_keys in the gateway's configuration); it is never taken as a flag", EnvApproverKey)
 		return nil, false
 	}
 	c.api = admin.Client{BaseURL: base, Key: key, HTTP: &http.Client{Timeout: cliTimeout}}
@@ -218,7 +216,7 @@ func list[T any](c *cli, args []string, l listing[T]) int {
 	return 0
 }
 
-// unknown is "refserver unknown list|settle".
+// unknown is "unknown list|settle".
 func (c *cli) unknown(args []string) int {
 	return c.dispatch(args, map[string]func([]string) int{
 		"list": func(args []string) int {
@@ -267,7 +265,7 @@ func (c *cli) unknownSettle(args []string) int {
 	case *outcome != "accepted" && *outcome != "definitely_rejected":
 		return c.usage("-outcome must be accepted or definitely_rejected")
 	case *attempts < 0:
-		return c.usage("-attempts is required: the attempt count the listing shows (refserver unknown list)")
+		return c.usage("-attempts is required: the attempt count the listing shows (" + c.program + " unknown list)")
 	}
 	rc, err := request(c, func(ctx context.Context) (admin.ListedReceipt, error) {
 		return c.api.Settle(ctx, *ws, *tool, pos[0], admin.Resolve{Outcome: *outcome, AttemptCount: attempts, Note: *note})
@@ -291,7 +289,7 @@ func (c *cli) unknownSettle(args []string) int {
 	return 0
 }
 
-// approvals is "refserver approvals list|approve|deny".
+// approvals is "approvals list|approve|deny".
 func (c *cli) approvals(args []string) int {
 	return c.dispatch(args, map[string]func([]string) int{
 		"list": func(args []string) int {
@@ -333,7 +331,7 @@ func (c *cli) decide(sub string, args []string) int {
 	return 0
 }
 
-// scopeVersion is "refserver scope-version advance".
+// scopeVersion is "scope-version advance".
 func (c *cli) scopeVersion(args []string) int {
 	return c.dispatch(args, map[string]func([]string) int{"advance": c.advance}, "advance")
 }
@@ -393,7 +391,7 @@ func (c *cli) advance(args []string) int {
 	return 0
 }
 
-// storeCmd is "refserver store acknowledge-data-loss".
+// storeCmd is "store acknowledge-data-loss".
 func (c *cli) storeCmd(args []string) int {
 	return c.dispatch(args, map[string]func([]string) int{"acknowledge-data-loss": c.acknowledge}, "acknowledge-data-loss")
 }
@@ -426,4 +424,11 @@ func (c *cli) acknowledge(args []string) int {
 	}
 	fmt.Fprintln(c.stdout)
 	return 0
+}
+
+// flagSet reports whether the flag name was given.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
