@@ -561,6 +561,9 @@ func (sw *sanitizer) finish(key string) {
 		if key != "" {
 			d.IdempotencyKey = key
 		}
+		if d.RetryAfterMS != nil && (d.Reason == "quota_exceeded" || d.Reason == "store_full") {
+			w.Header().Set("Retry-After", retryAfterHeader(*d.RetryAfterMS))
+		}
 		e.Data, _ = json.Marshal(d)
 		if supported != nil {
 			// What the client negotiates from: the SDK's list, without
