@@ -60,11 +60,16 @@ type fileConfig struct {
 	// (0: retry.DefaultMaxBodyBytes, 10 MiB). A larger answer is not read:
 	// its status is kept, its body dropped.
 	MaxResponseBytes int64 `json:"max_response_bytes"`
+
+	// DefaultQuota, each workspace's Quota and StoreFullFraction: quotaconfig.go.
+	DefaultQuota      json.RawMessage `json:"default_quota"`
+	StoreFullFraction *float64        `json:"store_full_fraction"`
 }
 
 type workspaceConfig struct {
-	ID      string   `json:"id"`
-	APIKeys []string `json:"api_keys"`
+	ID      string          `json:"id"`
+	APIKeys []string        `json:"api_keys"`
+	Quota   json.RawMessage `json:"quota"`
 }
 
 // approverConfig is one approver: a name, which is what a settlement
@@ -136,6 +141,7 @@ type config struct {
 	Tools            map[string]*tool
 	ToolOrder        []string // tool and capability names, in file order
 	Capabilities     map[string]*capability
+	Quotas           quotaSettings
 	secrets          []string // every connection and broker secret, for redaction
 	// keys are every API key and approver key: a settlement note is
 	// scrubbed of them as of the secrets.
@@ -302,6 +308,8 @@ func (fc *fileConfig) resolve(getenv func(string) (string, bool), exec *retry.Ex
 			}
 		}
 	}
+	quotas, qp := parseQuotas(fc.DefaultQuota, fc.StoreFullFraction, c.Workspaces, workspaceQuotas(fc.Workspaces))
+	c.Quotas, problems = quotas, append(problems, qp...)
 	seenApprover := map[string]bool{}
 	for i, raw := range fc.ApproverKeys {
 		where := fmt.Sprintf("approver_keys[%d]", i)

@@ -36,6 +36,8 @@ const demoEmailSchema = `{"type": "object", "required": ["to"], "properties": {
 // vendor cannot deduplicate, run; in production it is policy_denied.
 const demoConfigJSON = `{
   "key_prefix": "obol:", "retention": "24h", "lease": "30s", "environment": "development",
+  "default_quota": {"calls_per_second": 100, "burst": 200, "stored_bytes": 268435456, "in_flight": 64},
+  "store_full_fraction": 0.9,
   "workspaces": [
     {"id": "ws_acme", "api_keys": ["` + demoKeyAcme + `"]},
     {"id": "ws_globex", "api_keys": ["` + demoKeyGlobex + `"]}

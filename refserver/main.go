@@ -117,6 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	s.watchDataLoss(store, stderr)
 	// Before the store is released: stop re-sending claims.
 	defer s.orch.Close()
+	defer s.gw.Close() // quotas' background reads, before the store is released
 	tp, err := startTracing(octx, log)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

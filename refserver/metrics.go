@@ -26,8 +26,8 @@ type metrics struct {
 	claimRecovering prometheus.Gauge
 	// settlements counts unknown calls settled by an operator, by outcome.
 	settlements *prometheus.CounterVec
-	// quotaRefusals counts calls refused for a workspace's quota, by
-	// workspace; nothing refuses for quotas yet, so it stays zero.
+	// quotaRefusals counts calls refused quota_exceeded, by workspace
+	// (store_full is in refusals only: it is no workspace's).
 	quotaRefusals *prometheus.CounterVec
 	// dataLost reports whether the store lost its data (1) or not (0), as
 	// the function setDataLost gave says; 0 until one is given.

@@ -149,6 +149,22 @@ func (s *server) gatewayConfig() mcpgateway.Config {
 		OnStoreError: func(op string) { s.metrics.storeErrors.WithLabelValues(op).Inc() },
 		OnCall:       s.onCall,
 		Pin:          s.currentPin,
+
+		DefaultQuota:      s.cfg.Quotas.Default,
+		Quotas:            s.cfg.Quotas.Workspaces,
+		StoreFullFraction: s.cfg.Quotas.StoreFullFraction,
+		OnQuotaError:      func(op string, _ error) { s.metrics.storeErrors.WithLabelValues("quota_" + op).Inc() },
+	}
+	if qs, ok := s.store.(mcpgateway.QuotaStore); ok {
+		gc.QuotaStore = qs
+	} else {
+		// A store that keeps no fleet-wide counts (tests of other parts):
+		// only the per-gateway limit holds.
+		gc.DefaultQuota = mcpgateway.Quota{InFlight: gc.DefaultQuota.InFlight}
+		gc.Quotas = map[string]mcpgateway.Quota{}
+		for ws, q := range s.cfg.Quotas.Workspaces {
+			gc.Quotas[ws] = mcpgateway.Quota{InFlight: q.InFlight}
+		}
 	}
 	for _, name := range s.cfg.ToolOrder {
 		if t := s.cfg.Tools[name]; t != nil {
@@ -172,6 +188,9 @@ func (s *server) onCall(ctx context.Context, c mcpgateway.CallStart) (context.Co
 	ctx, span := s.startSpan(ctx, c)
 	return ctx, func(e mcpgateway.CallEnd) {
 		label := e.Refusal
+		if e.Refusal == "quota_exceeded" {
+			s.metrics.quotaRefusals.WithLabelValues(e.Workspace).Inc()
+		}
 		if e.Receipt != nil {
 			label = string(e.Receipt.Outcome)
 			s.metrics.outcomes.WithLabelValues(label).Inc()
