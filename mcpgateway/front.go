@@ -29,6 +29,9 @@ type callInfo struct {
 	workspace string
 	key       idempotency.Key
 	source    idempotency.KeySource
+	// large, set by the handler, is a vendor body the answer carries by
+	// splice (largeBody): the front writes it.
+	large *largeBody
 }
 
 type callInfoKey struct{}
@@ -442,8 +445,9 @@ func (g *Gateway) mcpFront(next http.Handler) http.Handler {
 			r.Header = r.Header.Clone()
 			r.Header.Set("Authorization", "Bearer unauthenticated")
 		}
-		ctx := context.WithValue(r.Context(), callInfoKey{}, &callInfo{workspace: ws, key: key, source: src})
-		sw := &sanitizer{ResponseWriter: w, id: env.id}
+		ci := &callInfo{workspace: ws, key: key, source: src}
+		ctx := context.WithValue(r.Context(), callInfoKey{}, ci)
+		sw := &sanitizer{ResponseWriter: w, id: env.id, ci: ci}
 		next.ServeHTTP(sw, r.WithContext(ctx))
 		sw.finish(callKey)
 	})
@@ -496,6 +500,7 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jso
 type sanitizer struct {
 	http.ResponseWriter
 	id     json.RawMessage // the request's, for a refusal the SDK wrote in plain text
+	ci     *callInfo
 	status int
 	buf    bytes.Buffer
 }
@@ -524,6 +529,11 @@ func (sw *sanitizer) finish(key string) {
 		status = http.StatusOK
 	}
 	body := sw.buf.Bytes()
+	if lb := sw.large(); lb != nil && status < 400 && lb.write(w, status, body) {
+		// A tool's answer with a large vendor body, which the handler
+		// left out of what the SDK encoded (spliceMin).
+		return
+	}
 	isJSON := strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") && gjson.ValidBytes(body)
 	if status < 400 && (len(body) == 0 || isJSON && gjson.ParseBytes(body).IsObject() && !hasError(body)) {
 		// Every answer a tool gives leaves here: checked by one scan
