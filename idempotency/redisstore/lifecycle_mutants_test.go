@@ -37,6 +37,8 @@ var diffMutants = []struct {
 	// A finalize keeps the attempt deadline.
 	{"finalize-keeps-deadline", "finalize", "r.l, r.y, r.e, r.O, r.U = nil, nil, nil, nil, nil\nr.m, r.F, r.o = with_state(m, state)",
 		"r.l, r.y, r.O, r.U = nil, nil, nil, nil\nr.m, r.F, r.o = with_state(m, state)"},
+	// A claim that may not create a record creates one anyway.
+	{"nocreate-ignored", "claim", "if nocreate then\n    return {'no_record'}", "if false then\n    return {'no_record'}"},
 	// A held call is not listed in the pending approvals index; a decided
 	// one stays listed.
 	{"hold-unlisted", "claim", "redis.call('ZADD', held,", "redis.call('ZADD', held .. 'x',"},

@@ -463,7 +463,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		ScopeVersion: scopeVersion, RequestHash: rh, Binding: b, Fingerprint: fp, Route: route, KeySource: ks,
 		Approval: req.ApprovalRequired, Presented: req.Ticket, Fresh: fresh, Op: opTag('c', op),
 		Lease: s.lease, Retention: s.retention, VendorKey: vk, URetention: s.uretention,
-		Timeout: int(timeout.Milliseconds()), Refuse: req.Refuse, Member: member,
+		Timeout: int(timeout.Milliseconds()), Refuse: req.Refuse, NoCreate: req.NoCreate, Member: member,
 		Window: int(window.Milliseconds()), Incarnation: newIncarnation(),
 	})
 	// The claim script writes the index entry of a reservation itself, in
@@ -584,7 +584,8 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 		}
 		res.Record = &rec
 	case idempotency.StatusRequestMismatch, idempotency.StatusDestinationConflict,
-		idempotency.StatusDenied, idempotency.StatusScopeVersionConflict, idempotency.StatusRefused:
+		idempotency.StatusDenied, idempotency.StatusScopeVersionConflict, idempotency.StatusRefused,
+		idempotency.StatusNoRecord:
 	default:
 		return res, fmt.Errorf("unexpected claim status %q", st)
 	}

@@ -23,6 +23,7 @@ type Claim struct {
 	URetention   string `lua:"uretention,num"`
 	Timeout      int    `lua:"timeout,num"` // the attempt timeout
 	Refuse       bool   `lua:"refuse"`
+	NoCreate     bool   `lua:"nocreate"`   // answer no_record rather than create a record
 	Member       string `lua:"member"`     // the record's member in its unknown index and pending approvals buckets
 	Window       int    `lua:"window,num"` // how long the vendor deduplicates on the key
 	Incarnation  string `lua:"inc"`        // 8 bytes, for a record this claim makes

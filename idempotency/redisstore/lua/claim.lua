@@ -5,7 +5,9 @@
 -- approval (approval required), presented the presented ticket, fresh a
 -- fresh ticket, op its op tag, lease, retention (ms), vk the vendor key (16
 -- bytes, or '' for an unsupported binding), uretention unknown retention
--- (ms), timeout the attempt timeout (ms), refuse, member the record's
+-- (ms), timeout the attempt timeout (ms), refuse, nocreate (no record is
+-- created: the row "none" answers no_record and writes nothing; any
+-- existing record is claimed as without it), member the record's
 -- member in its unknown index bucket (KEYS[2]) and its pending approvals
 -- bucket (KEYS[3]), window (ms: how long the
 -- vendor deduplicates on the key), inc the incarnation a record made by
@@ -49,6 +51,9 @@ local r, _, raw = load()
 if r == nil then
   if refuse then
     return {'refused'}
+  end
+  if nocreate then
+    return {'no_record'}
   end
   if approval then
     r = decode('\2' .. route)
