@@ -137,7 +137,12 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 	if schemaRefusal != nil {
 		call.Refuse = &refusalError{*schemaRefusal}
 	}
+	// Quotas refuse only the creation of a record, decided here without a
+	// store call: over a limit, a key that holds a record still reaches it.
+	adm := g.quotas.admit(ci.workspace)
+	call.NoCreate = adm.noCreate()
 	out, err := g.orch.Do(ctx, call)
+	adm.done(out, err)
 	if err != nil {
 		r := g.classify(err)
 		return nil, out, &r

@@ -1,10 +1,13 @@
 package mcpgateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,5 +249,71 @@ func TestQuotaConfig(t *testing.T) {
 	}
 	if qs := newQuotas(&Config{}); qs != nil {
 		t.Fatal("quotas without limits or a store")
+	}
+}
+
+// TestQuotaOnTheWire: over its quota a workspace's new key is refused
+// quota_exceeded (429 in error.data, retry_after_ms, a Retry-After header,
+// safe_new_key false, the key), nothing sent; a key that holds a record
+// replays all the same; above the headroom fraction new keys are refused
+// store_full.
+func TestQuotaOnTheWire(t *testing.T) {
+	fs := &fakeQuotaStore{pool: 2}
+	var sent atomic.Int64
+	srv := httpToolGateway(t, func() []byte { sent.Add(1); return []byte(`{"ok": true}`) },
+		Config{QuotaStore: fs, DefaultQuota: Quota{CallsPerSecond: 10, Burst: 2}})
+	refusal := func(key, reason string, status int) {
+		t.Helper()
+		resp, b := rawCall(t, srv, key)
+		var msg struct {
+			Error struct {
+				Data ErrorData `json:"data"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(b, &msg); err != nil {
+			t.Fatal(err)
+		}
+		d := msg.Error.Data
+		if d.Reason != reason || d.Status != status || d.RetryAfterMS == nil || *d.RetryAfterMS <= 0 ||
+			d.SafeNewKey == nil || *d.SafeNewKey || d.IdempotencyKey != key {
+			t.Fatalf("%s: %s", key, b)
+		}
+		if ra := resp.Header.Get("Retry-After"); ra != retryAfterHeader(*d.RetryAfterMS) {
+			t.Fatalf("Retry-After %q for retry_after_ms %d", ra, *d.RetryAfterMS)
+		}
+	}
+	const k1 = "idt_00000000000000000000000000000001"
+	keys := []string{k1, "idt_00000000000000000000000000000002"}
+	eventually(t, "two calls accepted from the pool", func() bool {
+		resp, b := rawCall(t, srv, keys[0])
+		if resp.StatusCode == 200 && bytes.Contains(b, []byte(`"outcome":"accepted"`)) {
+			keys = keys[1:]
+		}
+		return len(keys) == 0
+	})
+	if sent.Load() != 2 {
+		t.Fatalf("vendor saw %d calls", sent.Load())
+	}
+	refusal("idt_00000000000000000000000000000003", "quota_exceeded", 429)
+	if _, b := rawCall(t, srv, k1); !bytes.Contains(b, []byte(`"replayed":true`)) {
+		t.Fatalf("a replay over the quota: %.300s", b)
+	}
+	// Tokens again, but the store nearly full: new keys are store_full
+	// once the background read sees it (a new key admitted before that
+	// is accepted; the loop takes a fresh key each time).
+	fs.set(func(f *fakeQuotaStore) { f.pool = 100; f.memFrac = 0.95 })
+	n := 10
+	eventually(t, "store_full", func() bool {
+		n++
+		_, b := rawCall(t, srv, fmt.Sprintf("idt_%032d", n))
+		return bytes.Contains(b, []byte(`"store_full"`))
+	})
+	accepted := sent.Load()
+	if _, b := rawCall(t, srv, k1); !bytes.Contains(b, []byte(`"replayed":true`)) {
+		t.Fatalf("a replay with the store full: %.300s", b)
+	}
+	refusal("idt_00000000000000000000000000000005", "store_full", 503)
+	if sent.Load() != accepted {
+		t.Fatalf("vendor saw %d calls, want the %d accepted", sent.Load(), accepted)
 	}
 }
