@@ -106,6 +106,13 @@ type Options struct {
 	// MIGRATE of 10 keys per round trip). See docs/DESIGN.md, "Scope and
 	// the Redis key".
 	MigrationWait time.Duration
+	// AccountBytes, if > 0, turns on the accounting of the bytes each
+	// workspace's records store (StoredBytes, docs/DESIGN.md, "Quotas and
+	// headroom"): the store counts what it writes in memory and flushes it
+	// every AccountBytes in the background, one pipeline per flush, never
+	// on a call's path. Close stops the flusher. Zero: nothing is counted
+	// (StoredBytes still reads what other stores flushed).
+	AccountBytes time.Duration
 }
 
 // Store is an idempotency.Store on Redis or Redis Cluster. It is safe for
@@ -135,6 +142,7 @@ type Store struct {
 	migrateWait time.Duration
 	deployment  string // the fleet's id, an input of every vendor key
 	scope       *scopeCheck
+	acct        *accounting // nil unless Options.AccountBytes
 }
 
 // readCtx bounds a read-only call; see Options.ReadTimeout.
@@ -214,6 +222,9 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 			n.Do(ctx, n.B().ScriptLoad().Script(sc.src).Build())
 		}
 		n.Do(ctx, n.B().ScriptLoad().Script(s.sc.giveback.src).Build())
+	}
+	if opts.AccountBytes > 0 {
+		s.acct = newAccounting(s, opts.AccountBytes, opts.Retention)
 	}
 	return s, nil
 }
@@ -501,6 +512,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			return idempotency.ClaimResult{}, opError("claim", err)
 		}
 	}
+	s.accountClaim(req, res, fresh, key, route, vk, member)
 	return res, nil
 }
 
@@ -841,8 +853,9 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		return idempotency.Record{}, err
 	}
 	// A final outcome leaves the unknown index in the finalize script.
+	result := encodeResult(req.Result, s.maxResult)
 	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: req.Token, State: stateCodes[req.Outcome], Op: opTag('f', op),
-		TTL: ttl, Never: req.NeverSent, Member: member, Incarnation: inc, Result: encodeResult(req.Result, s.maxResult)})
+		TTL: ttl, Never: req.NeverSent, Member: member, Incarnation: inc, Result: result})
 	arr, _, err := s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
 	if err != nil {
 		return idempotency.Record{}, opError("finalize", err)
@@ -867,6 +880,9 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		rec, err := decodeStored(req.Scope, req.Key, raw, 0, schemaVersion)
 		if err != nil {
 			return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
+		}
+		if !applied(arr, 2) {
+			s.accountResult(req.Scope.Workspace, ttl, result)
 		}
 		return rec, nil
 	}
