@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/obol-gateway/obol/mcpgateway"
 )
@@ -120,4 +121,23 @@ func workspaceQuotas(ws []workspaceConfig) []json.RawMessage {
 		raw[i] = ws[i].Quota
 	}
 	return raw
+}
+
+// quotaFlush is how often a store flushes the bytes it counted, when a
+// workspace has a stored_bytes quota: with the gateways' 500 ms reading, the
+// lag of that limit.
+const quotaFlush = 250 * time.Millisecond
+
+// accountBytes is redisstore.Options.AccountBytes for s: counted only when
+// some workspace limits its stored bytes.
+func (s quotaSettings) accountBytes() time.Duration {
+	for _, q := range s.Workspaces {
+		if q.StoredBytes > 0 {
+			return quotaFlush
+		}
+	}
+	if s.Default.StoredBytes > 0 {
+		return quotaFlush
+	}
+	return 0
 }

@@ -28,6 +28,7 @@ const notDurableBanner = `
 func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writer) (_ *redisstore.Store, release func(), err error) {
 	opts := redisstore.Options{Prefix: cfg.Prefix, Retention: cfg.Retention, UnknownRetention: cfg.UnknownRetention, Lease: cfg.Lease,
 		WaitReplicas: cfg.WaitReplicas, ReadTimeout: storeReadTimeout, DeploymentID: cfg.DeploymentID}
+	opts.AccountBytes = cfg.Quotas.accountBytes()
 	opts = brokenStore(opts) // the identity unless built with -tags obolmutant
 	var (
 		clientOpt rueidis.ClientOption
@@ -70,13 +71,17 @@ func openStore(ctx context.Context, cfg *config, redisURL string, stderr io.Writ
 		}
 		return nil, nil, fmt.Errorf("refserver: redis: %w", err)
 	}
+	var st *redisstore.Store
 	release = func() {
+		if st != nil {
+			st.Close() // the stored-bytes flusher
+		}
 		client.Close()
 		if mr != nil {
 			mr.Close()
 		}
 	}
-	st, err := redisstore.New(ctx, client, opts)
+	st, err = redisstore.New(ctx, client, opts)
 	if err != nil {
 		release()
 		return nil, nil, fmt.Errorf("refserver: %w", err)
