@@ -535,7 +535,7 @@ func (sw *sanitizer) finish(key string) {
 		return
 	}
 	isJSON := strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") && gjson.ValidBytes(body)
-	if status < 400 && (len(body) == 0 || isJSON && gjson.ParseBytes(body).IsObject() && !hasError(body)) {
+	if status < 400 && (len(body) == 0 || isJSON && !hasError(body)) {
 		// Every answer a tool gives leaves here: checked by one scan
 		// that decodes nothing (the result may be large). Its length is
 		// known, so it is not chunked.
@@ -626,16 +626,23 @@ func servedVersions(data json.RawMessage) []string {
 	return vs
 }
 
-// hasError reports whether the JSON object body has a top-level member
-// that encoding/json would decode as a non-null "error" (its names match
-// case-insensitively there).
+// hasError reports whether body is not one JSON object, or has a top-level
+// member that encoding/json would decode as a non-null "error" (its names
+// match case-insensitively there). It reads the members in place: an answer
+// is never copied to be checked.
 func hasError(body []byte) bool {
-	found := false
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
-		found = strings.EqualFold(k.Str, "error") && v.Type != gjson.Null
-		return !found
-	})
-	return found
+	var buf [8]strictjson.Member
+	ms, err := strictjson.Members(buf[:0], body)
+	if err != nil {
+		// Not one object, or a repeated member: the careful path.
+		return true
+	}
+	for _, m := range ms {
+		if bytes.EqualFold(m.Name, []byte("error")) && string(m.Value) != "null" {
+			return true
+		}
+	}
+	return false
 }
 
 // sdkReason, sdkStatus and sdkMessage are what an SDK error with a JSON-RPC
