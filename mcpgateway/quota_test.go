@@ -317,3 +317,19 @@ func TestQuotaOnTheWire(t *testing.T) {
 		t.Fatalf("vendor saw %d calls, want the %d accepted", sent.Load(), accepted)
 	}
 }
+
+// TestClassifyCarriesSafeNewKey: the exported refusal of an error carries
+// the table's safe_new_key and the wait, for the REST answers.
+func TestClassifyCarriesSafeNewKey(t *testing.T) {
+	gw := newTestGateway(t, miniStore(t))
+	r := gw.Classify(&refusalError{*quotaRefusal("calls_per_second", 2*time.Second)})
+	if r.Reason != "quota_exceeded" || r.Status != 429 || r.SafeNewKey == nil || *r.SafeNewKey || r.RetryAfter != 2*time.Second {
+		t.Fatalf("%+v", r)
+	}
+	if r := gw.Classify(idempotency.ErrStoreUnavailable); r.SafeNewKey == nil || *r.SafeNewKey {
+		t.Fatalf("store_unavailable: %+v", r)
+	}
+	if r := gw.Classify(idempotency.ErrInvalidRequest); r.SafeNewKey != nil {
+		t.Fatalf("invalid_request: %+v", r)
+	}
+}

@@ -253,6 +253,13 @@ type Refusal struct {
 	Status  int
 	Message string
 	Detail  string
+	// SafeNewKey is error.data.safe_new_key of the reason (DESIGN,
+	// section "refserver wire contract"): nil when absent. A REST answer
+	// of the refusal carries it too.
+	SafeNewKey *bool
+	// RetryAfter, for in_progress, quota_exceeded and store_full: how long
+	// to wait before a retry with the same key.
+	RetryAfter time.Duration
 }
 
 // Classify maps an error of the orchestrator or the store to its refusal,
@@ -260,5 +267,5 @@ type Refusal struct {
 // quote the store.
 func (g *Gateway) Classify(err error) Refusal {
 	r := g.classify(err)
-	return Refusal{Reason: r.reason, Status: r.status, Message: r.msg, Detail: r.detail}
+	return Refusal{Reason: r.reason, Status: r.status, Message: r.msg, Detail: r.detail, SafeNewKey: r.safeNewKey(), RetryAfter: r.retryAfter}
 }
