@@ -521,7 +521,8 @@ func (d *diffRun) apply(ctx context.Context, o diffOp) error {
 func (d *diffRun) check(ctx context.Context, before *lifecycle.Record, w lifecycle.Write) error {
 	c := d.b.client()
 	rs := c.DoMulti(ctx, c.B().Get().Key(diffKey).Build(), c.B().Pttl().Key(diffKey).Build(),
-		c.B().Zscore().Key(diffBucket).Member(diffMember).Build(), c.B().Zscore().Key(diffPending).Member(diffMember).Build())
+		c.B().Zscore().Key(diffBucket).Member(diffMember).Build(), c.B().Zscore().Key(diffPending).Member(diffMember).Build(),
+		c.B().Pttl().Key(diffPending).Build())
 	raw, err := rs[0].ToString()
 	switch {
 	case rueidis.IsRedisNil(err):
@@ -561,12 +562,26 @@ func (d *diffRun) check(ctx context.Context, before *lifecycle.Record, w lifecyc
 	case int64(score) != d.score:
 		return d.fail("index: lifecycle %d, Redis %d", d.score, int64(score))
 	}
-	_, err = rs[3].AsFloat64()
+	pscore, err := rs[3].AsFloat64()
 	if err != nil && !rueidis.IsRedisNil(err) {
 		return d.fail("ZSCORE pending: %v", err)
 	}
-	if want, known := pendingWant(d.cur); known && want != (err == nil) {
+	want, known := pendingWant(d.cur)
+	if known && want != (err == nil) {
 		return d.fail("pending approvals: want an entry %v, Redis has one %v", want, err == nil)
+	}
+	if known && want {
+		// The entry, and its bucket, live at least as long as the record.
+		if int64(pscore) < d.cur.Expires {
+			return d.fail("pending approvals: entry scored %d, before the record's expiry %d", int64(pscore), d.cur.Expires)
+		}
+		pttl, err := rs[4].AsInt64()
+		if err != nil {
+			return d.fail("PTTL pending: %v", err)
+		}
+		if d.b.exactTTL() && pttl < d.cur.Expires-d.now {
+			return d.fail("pending approvals: bucket PTTL %d, shorter than the record's %d", pttl, d.cur.Expires-d.now)
+		}
 	}
 	return nil
 }

@@ -286,6 +286,52 @@ func TestStoredBytesFlusher(t *testing.T) {
 	s.Close()
 }
 
+// TestStoredBytesShared: on a real Redis and a 3-master Cluster, the
+// counts two stores flush for several workspaces (spread over the masters)
+// add up at a third store that counts nothing.
+func TestStoredBytesShared(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, addrs []string) {
+		opts := Options{AccountBytes: time.Hour}
+		a, b := realStore(t, realClient(t, addrs...), opts), realStore(t, realClient(t, addrs...), opts)
+		reader := realStore(t, realClient(t, addrs...), Options{})
+		per := map[string]int64{}
+		for w := range 6 {
+			scope := testScope
+			scope.Workspace = "ws_" + strconv.Itoa(w)
+			for _, s := range []*Store{a, b} {
+				req := claimReq(idempotency.NewKey())
+				req.Scope = scope
+				mustClaim(t, s, req, idempotency.StatusClaimed)
+				n, err := s.StoredBytes(t.Context(), scope.Workspace)
+				if err != nil {
+					t.Fatal(err)
+				}
+				per[scope.Workspace] = max(per[scope.Workspace], n)
+			}
+		}
+		a.Close()
+		b.Close()
+		for ws, one := range per {
+			n, err := reader.StoredBytes(t.Context(), ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n < 2*200 || n < one {
+				t.Fatalf("%s: %d bytes after two stores flushed a claim each, want both counted", ws, n)
+			}
+		}
+	}
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		run(t, []string{redistest.Start(t).Addr()})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		run(t, redistest.StartCluster(t, 3, 0).Addrs())
+	})
+}
+
 // TestMemoryFraction: used_memory/maxmemory of the fullest master, 0 with
 // no maxmemory; on a real Redis, set by CONFIG SET.
 func TestMemoryFraction(t *testing.T) {
@@ -412,6 +458,27 @@ func BenchmarkQuota(b *testing.B) {
 			for b.Loop() {
 				s.acct.add("ws_bench", 86_400_000, 500)
 				s.acct.flush()
+			}
+		})
+	})
+	b.Run("claim-accounted", func(b *testing.B) {
+		// A fresh claim with AccountBytes: the same one script as without;
+		// the count is a map update in memory.
+		redisUsec(b, func() {
+			for b.Loop() {
+				if _, err := s.Claim(b.Context(), claimReq(idempotency.NewKey())); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("claim-plain", func(b *testing.B) {
+		plain := realStore(b, c, Options{})
+		redisUsec(b, func() {
+			for b.Loop() {
+				if _, err := plain.Claim(b.Context(), claimReq(idempotency.NewKey())); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	})
