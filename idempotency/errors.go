@@ -58,6 +58,9 @@ var (
 	// replay. The refusal's own reason (policy, arguments) is the caller's,
 	// so Reason does not name it.
 	ErrRefused = errors.New("idempotency: refused")
+	// ErrNoRecord is a claim with NoCreate that found no record to claim
+	// (StatusNoRecord): nothing was written.
+	ErrNoRecord = errors.New("idempotency: no record under the key")
 	// ErrHeld: the call awaits approval.
 	ErrHeld = errors.New("idempotency: awaiting approval")
 	// ErrInvalidRequest: a request that cannot be built or is not a valid

@@ -109,6 +109,9 @@ const (
 	// StatusRefused answers a claim with Refuse set whose record is not
 	// final: nothing was written.
 	StatusRefused ClaimStatus = "refused"
+	// StatusNoRecord answers a claim with NoCreate set when no live record
+	// is under its key: nothing was written.
+	StatusNoRecord ClaimStatus = "no_record"
 )
 
 // Attempt timeouts (ClaimRequest.Timeout, ReserveRequest.Timeout).
@@ -170,6 +173,14 @@ type ClaimRequest struct {
 	// schema). A final record still replays; otherwise the claim answers
 	// StatusRefused and writes nothing, and creates no record.
 	Refuse bool
+	// NoCreate forbids the claim to create a record: when no live record
+	// is under the key (the row "none"), it answers StatusNoRecord and
+	// writes nothing. Any existing record is claimed as without it (a
+	// replay, in_progress, a redispatch, an approved resume): a retry of a
+	// call that may have acted always reaches its record. A gateway sets it
+	// to refuse new calls only (a quota, a store near its memory limit;
+	// docs/DESIGN.md, "Quotas and headroom"). Refuse is answered first.
+	NoCreate bool
 	// Timeout is how long the attempt a claim reserves may take (the tool's
 	// timeout): the reservation stores its attempt deadline, which bounds
 	// every renewal. If zero, DefaultAttemptTimeout; over MaxAttemptTimeout
@@ -240,6 +251,8 @@ func (r ClaimResult) Err() error {
 		return ErrScopeVersionConflict
 	case StatusRefused:
 		return ErrRefused
+	case StatusNoRecord:
+		return ErrNoRecord
 	}
 	return ErrStoreUnavailable
 }

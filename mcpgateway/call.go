@@ -137,12 +137,17 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 	if schemaRefusal != nil {
 		call.Refuse = &refusalError{*schemaRefusal}
 	}
+	// Quotas refuse only the creation of a record, decided here without a
+	// store call: over a limit, a key that holds a record still reaches it.
+	adm := g.quotas.admit(ci.workspace)
+	call.NoCreate = adm.noCreate()
 	out, err := g.orch.Do(ctx, call)
+	adm.done(out, err)
 	if err != nil {
 		r := g.classify(err)
 		return nil, out, &r
 	}
-	return result(out), out, nil
+	return result(out, ci), out, nil
 }
 
 // result renders an outcome as a tool result. The vendor body is the text
@@ -150,8 +155,9 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 // definitely_rejected and unknown are results with isError true. A held
 // call is a result (not an error) with _meta dev.obol/approval {"ticket",
 // "status": "pending"}; calling again before the decision answers the same
-// ticket.
-func result(out retry.Outcome) *mcp.CallToolResult {
+// ticket. A body of spliceMin bytes or more goes to ci.large, and the
+// result holds its placeholders: the front writes it.
+func result(out retry.Outcome, ci *callInfo) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{Meta: mcp.Meta{metaKey: out.Key.String(), metaReceipt: out.Receipt}}
 	rc := out.Receipt
 	if rc.Outcome == receipt.Held {
@@ -174,8 +180,18 @@ func result(out retry.Outcome) *mcp.CallToolResult {
 		text = fmt.Sprintf("vendor status %d; the body was larger than the store keeps", out.Result.Status)
 	case out.Result != nil:
 		body := out.Result.Body
+		t := bytes.TrimSpace(body)
+		structured := len(t) > 0 && t[0] == '{' && json.Valid(t)
+		if ci != nil && len(body) >= spliceMin {
+			ci.large = spliceBody(body, structured)
+			text = ci.large.text
+			if structured {
+				res.StructuredContent = json.RawMessage(`"` + ci.large.structured + `"`)
+			}
+			break
+		}
 		text = strings.ToValidUTF8(string(body), string(utf8.RuneError))
-		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '{' && json.Valid(t) {
+		if structured {
 			res.StructuredContent = json.RawMessage(t)
 		}
 	}

@@ -29,6 +29,9 @@ type callInfo struct {
 	workspace string
 	key       idempotency.Key
 	source    idempotency.KeySource
+	// large, set by the handler, is a vendor body the answer carries by
+	// splice (largeBody): the front writes it.
+	large *largeBody
 }
 
 type callInfoKey struct{}
@@ -442,8 +445,9 @@ func (g *Gateway) mcpFront(next http.Handler) http.Handler {
 			r.Header = r.Header.Clone()
 			r.Header.Set("Authorization", "Bearer unauthenticated")
 		}
-		ctx := context.WithValue(r.Context(), callInfoKey{}, &callInfo{workspace: ws, key: key, source: src})
-		sw := &sanitizer{ResponseWriter: w, id: env.id}
+		ci := &callInfo{workspace: ws, key: key, source: src}
+		ctx := context.WithValue(r.Context(), callInfoKey{}, ci)
+		sw := &sanitizer{ResponseWriter: w, id: env.id, ci: ci}
 		next.ServeHTTP(sw, r.WithContext(ctx))
 		sw.finish(callKey)
 	})
@@ -496,6 +500,7 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jso
 type sanitizer struct {
 	http.ResponseWriter
 	id     json.RawMessage // the request's, for a refusal the SDK wrote in plain text
+	ci     *callInfo
 	status int
 	buf    bytes.Buffer
 }
@@ -524,8 +529,13 @@ func (sw *sanitizer) finish(key string) {
 		status = http.StatusOK
 	}
 	body := sw.buf.Bytes()
+	if lb := sw.large(); lb != nil && status < 400 && lb.write(w, status, body) {
+		// A tool's answer with a large vendor body, which the handler
+		// left out of what the SDK encoded (spliceMin).
+		return
+	}
 	isJSON := strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") && gjson.ValidBytes(body)
-	if status < 400 && (len(body) == 0 || isJSON && gjson.ParseBytes(body).IsObject() && !hasError(body)) {
+	if status < 400 && (len(body) == 0 || isJSON && !hasError(body)) {
 		// Every answer a tool gives leaves here: checked by one scan
 		// that decodes nothing (the result may be large). Its length is
 		// known, so it is not chunked.
@@ -560,6 +570,9 @@ func (sw *sanitizer) finish(key string) {
 		}
 		if key != "" {
 			d.IdempotencyKey = key
+		}
+		if d.RetryAfterMS != nil && (d.Reason == "quota_exceeded" || d.Reason == "store_full") {
+			w.Header().Set("Retry-After", retryAfterHeader(*d.RetryAfterMS))
 		}
 		e.Data, _ = json.Marshal(d)
 		if supported != nil {
@@ -613,16 +626,23 @@ func servedVersions(data json.RawMessage) []string {
 	return vs
 }
 
-// hasError reports whether the JSON object body has a top-level member
-// that encoding/json would decode as a non-null "error" (its names match
-// case-insensitively there).
+// hasError reports whether body is not one JSON object, or has a top-level
+// member that encoding/json would decode as a non-null "error" (its names
+// match case-insensitively there). It reads the members in place: an answer
+// is never copied to be checked.
 func hasError(body []byte) bool {
-	found := false
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
-		found = strings.EqualFold(k.Str, "error") && v.Type != gjson.Null
-		return !found
-	})
-	return found
+	var buf [8]strictjson.Member
+	ms, err := strictjson.Members(buf[:0], body)
+	if err != nil {
+		// Not one object, or a repeated member: the careful path.
+		return true
+	}
+	for _, m := range ms {
+		if bytes.EqualFold(m.Name, []byte("error")) && string(m.Value) != "null" {
+			return true
+		}
+	}
+	return false
 }
 
 // sdkReason, sdkStatus and sdkMessage are what an SDK error with a JSON-RPC

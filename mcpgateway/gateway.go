@@ -155,6 +155,24 @@ type Config struct {
 	// OnCall is called when a tools/call starts, for a span; the returned
 	// function, if not nil, when it ends. If nil, nothing is called.
 	OnCall func(ctx context.Context, c CallStart) (context.Context, func(CallEnd))
+
+	// DefaultQuota is the [Quota] of every workspace not in Quotas; zero
+	// is unlimited. Quotas are decided without a store call on a call's
+	// path (docs/DESIGN.md, "refserver wire contract").
+	DefaultQuota Quota
+	Quotas       map[string]Quota
+	// QuotaStore leases tokens and reads stored bytes and the store's
+	// memory in the background; required by CallsPerSecond and
+	// StoredBytes. With one, new records are refused store_full while the
+	// store's memory is above StoreFullFraction of its maxmemory.
+	QuotaStore QuotaStore
+	// StoreFullFraction is the headroom kept for finalizes, renewals and
+	// settles: above 0, at most 1. If zero, DefaultStoreFullFraction.
+	StoreFullFraction float64
+	// OnQuotaError is called when a background store call of quotas fails
+	// (op "take_tokens", "stored_bytes", "memory_fraction"). If nil,
+	// nothing is called.
+	OnQuotaError func(op string, err error)
 }
 
 // Gateway serves MCP (POST /mcp, Streamable HTTP, stateless, JSON answers)
@@ -170,6 +188,7 @@ type Gateway struct {
 	sdkLog  *slog.Logger
 	mcp     *mcp.Server
 	handler http.Handler
+	quotas  *quotas // nil: nothing is limited
 }
 
 // New checks cfg and builds its gateway. A tool without a Route of every
@@ -201,6 +220,9 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Redact = func(s string) string { return s }
 	}
 	g := &Gateway{cfg: cfg, orch: cfg.Orchestrator, tools: map[string]*Tool{}, caps: map[string]*Capability{}, plain: map[string]bool{}}
+	if err := checkQuotas(&cfg); err != nil {
+		return nil, err
+	}
 	g.log = cfg.Logger
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -242,7 +264,18 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.mcp = g.newMCPServer()
 	g.handler = g.mcpHandler(g.mcp)
+	// Last: it starts goroutines, which Close stops.
+	g.quotas = newQuotas(&cfg)
 	return g, nil
+}
+
+// Close stops the background work of quotas (leasing tokens, reading the
+// store's memory and stored bytes); call it at shutdown, after the last
+// call.
+func (g *Gateway) Close() {
+	if g.quotas != nil {
+		g.quotas.close()
+	}
 }
 
 // ToolNames are the names of the tools and capabilities, in Config order.

@@ -28,7 +28,8 @@ import (
 // ticket that does not exist or belongs to another workspace or tool),
 // scope_version_conflict (409 for a record of another scope version; 503
 // once the fleet's scope version changed), store_unavailable (503),
-// internal (500).
+// quota_exceeded (429) and store_full (503), both with retry_after_ms and
+// a Retry-After header, internal (500).
 type refusal struct {
 	reason string
 	status int
@@ -83,10 +84,13 @@ var safeByReason = map[string]safeness{
 	"outcome_unknown":      safeFalse,
 	"lease_lost":           safeFalse,
 	// The key (or the ticket's) may hold a record that nobody read.
-	"malformed_key":          safeFalse,
-	"approval_key_mismatch":  safeFalse,
-	"store_unavailable":      safeFalse,
-	"store_data_lost":        safeFalse,
+	"malformed_key":         safeFalse,
+	"approval_key_mismatch": safeFalse,
+	"store_unavailable":     safeFalse,
+	"store_data_lost":       safeFalse,
+	// Refused before the claim's record was read: the key may hold one.
+	"quota_exceeded":         safeFalse,
+	"store_full":             safeFalse,
 	"scope_version_conflict": safeFalse,
 	"internal":               safeFalse,
 }
@@ -117,7 +121,8 @@ type ErrorData struct {
 	Reason         string `json:"reason"`
 	Status         int    `json:"status"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// RetryAfterMS, on in_progress: until the running attempt's deadline.
+	// RetryAfterMS, on in_progress: until the running attempt's deadline;
+	// on quota_exceeded and store_full: until a new record may be taken.
 	RetryAfterMS *int64 `json:"retry_after_ms,omitempty"`
 	// SafeNewKey: whether calling again under a new key is safe; absent
 	// when not known (refusal.safeNewKey).
@@ -126,8 +131,14 @@ type ErrorData struct {
 
 func rpcError(r refusal, key string) *jsonrpcError {
 	d := ErrorData{Reason: r.reason, Status: r.status, IdempotencyKey: key, SafeNewKey: r.safeNewKey()}
-	if r.reason == "in_progress" {
+	switch r.reason {
+	case "in_progress", "quota_exceeded", "store_full":
 		ms := r.retryAfter.Milliseconds()
+		if r.reason != "in_progress" {
+			// Rounded up: a client that waits exactly this long finds
+			// the allowance refilled.
+			ms = (r.retryAfter + time.Millisecond - 1).Milliseconds()
+		}
 		d.RetryAfterMS = &ms
 	}
 	data, _ := json.Marshal(d)
@@ -242,6 +253,13 @@ type Refusal struct {
 	Status  int
 	Message string
 	Detail  string
+	// SafeNewKey is error.data.safe_new_key of the reason (DESIGN,
+	// section "refserver wire contract"): nil when absent. A REST answer
+	// of the refusal carries it too.
+	SafeNewKey *bool
+	// RetryAfter, for in_progress, quota_exceeded and store_full: how long
+	// to wait before a retry with the same key.
+	RetryAfter time.Duration
 }
 
 // Classify maps an error of the orchestrator or the store to its refusal,
@@ -249,5 +267,5 @@ type Refusal struct {
 // quote the store.
 func (g *Gateway) Classify(err error) Refusal {
 	r := g.classify(err)
-	return Refusal{Reason: r.reason, Status: r.status, Message: r.msg, Detail: r.detail}
+	return Refusal{Reason: r.reason, Status: r.status, Message: r.msg, Detail: r.detail, SafeNewKey: r.safeNewKey(), RetryAfter: r.retryAfter}
 }

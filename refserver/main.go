@@ -141,6 +141,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	s.watchDataLoss(store, stderr)
 	// Before the store is released: stop re-sending claims.
 	defer s.orch.Close()
+	defer s.gw.Close() // quotas' background reads, before the store is released
 	s.durability = checkDurability(octx, store, *redisURL == "", cfg.Environment, log, stderr)
 	s.operatorMetrics()
 	logStore(octx, log, store, *redisURL == "", cfg.Environment, len(cfg.Tools))

@@ -114,6 +114,17 @@ func newTracedServer(cfg *config, store idempotency.Store, pins pinStore, log *s
 	gc := cfg.Gateway()
 	gc.Orchestrator, gc.Name, gc.Logger, gc.Redact, gc.OutOfMemory, gc.Pin = s.orch, "obol-refserver", log, s.redact.String, outOfMemory, s.currentPin
 	gc.OnFrontRefusal = func(reason string, status int) { s.logFrontRefusal(refusal{reason: reason, status: status}) }
+	if qs, ok := store.(mcpgateway.QuotaStore); ok {
+		gc.QuotaStore = qs
+	} else {
+		// A store that keeps no fleet-wide counts (tests of other parts):
+		// only the per-gateway limit holds.
+		gc.DefaultQuota = mcpgateway.Quota{InFlight: gc.DefaultQuota.InFlight}
+		gc.Quotas = map[string]mcpgateway.Quota{}
+		for ws, q := range cfg.Quotas.Workspaces {
+			gc.Quotas[ws] = mcpgateway.Quota{InFlight: q.InFlight}
+		}
+	}
 	s.metrics.Instrument(&gc)
 	if tp != nil {
 		otelhooks.Instrument(&gc, tp)

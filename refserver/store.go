@@ -69,13 +69,17 @@ func openStore(ctx context.Context, opts redisstore.Options, redisURL string, st
 		}
 		return nil, nil, fmt.Errorf("refserver: redis: %w", err)
 	}
+	var st *redisstore.Store
 	release = func() {
+		if st != nil {
+			st.Close() // the stored-bytes flusher
+		}
 		client.Close()
 		if mr != nil {
 			mr.Close()
 		}
 	}
-	st, err := redisstore.New(ctx, client, opts)
+	st, err = redisstore.New(ctx, client, opts)
 	if err != nil {
 		release()
 		return nil, nil, fmt.Errorf("refserver: %w", err)

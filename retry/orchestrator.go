@@ -163,6 +163,12 @@ type Call struct {
 	// arguments break the tool's schema, say). A final record under the key
 	// still replays; otherwise Do returns Refuse and writes nothing.
 	Refuse error
+	// NoCreate, if non-nil, forbids the claim to create a record
+	// (idempotency.ClaimRequest.NoCreate: a quota or a store near its memory
+	// limit refuses new calls only). Any existing record under the key is
+	// claimed as without it; with none, Do returns NoCreate, having written
+	// and sent nothing.
+	NoCreate error
 }
 
 // Outcome is what a call produced.
@@ -256,6 +262,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		ApprovalRequired: call.Spec.Approval == effectspec.ApprovalRequired,
 		Ticket:           call.Ticket,
 		Refuse:           call.Refuse != nil,
+		NoCreate:         call.NoCreate != nil,
 		Timeout:          call.Spec.AttemptTimeout(),
 		VendorWindow:     call.Spec.VendorWindow(),
 		OpID:             idempotency.NewOpID(),
@@ -312,6 +319,11 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		return out, nil
 	case idempotency.StatusRefused:
 		return Outcome{}, call.Refuse
+	case idempotency.StatusNoRecord:
+		if call.NoCreate == nil {
+			return Outcome{}, claim.Err()
+		}
+		return Outcome{}, call.NoCreate
 	case idempotency.StatusInProgress:
 		e := &InProgressError{}
 		if !claim.AttemptDeadline.IsZero() {

@@ -19,6 +19,7 @@ type ClaimRequest struct {
 	URetention   int64
 	Timeout      int64 // the attempt timeout
 	Refuse       bool  // answer refused rather than write a record that is not final
+	NoCreate     bool  // answer no_record rather than create a record (the row "none")
 	Window       int64 // how long the vendor deduplicates on the key
 	Incarnation  string
 }
@@ -37,7 +38,7 @@ type ClaimRequest struct {
 // outcome_unknown. Replies: claimed {token, lease, applied, vendor key,
 // attempt deadline, incarnation}, held {ticket[, applied]}, replay
 // {record}, in_progress {attempt deadline}, outcome_unknown [applied], and
-// bare refusals.
+// bare refusals (no_record: the row "none" under NoCreate).
 func Claim(cur *Record, q ClaimRequest, now int64) (Result, Write) {
 	if cur == nil {
 		return claimFresh(q, now)
@@ -137,10 +138,14 @@ func holdsClaim(r *Record, op string) bool {
 }
 
 // claimFresh is the row "none": claimed with token 1, or held when the
-// tool requires approval; refused (nothing written) when asked to refuse.
+// tool requires approval; refused (nothing written) when asked to refuse,
+// then no_record (nothing written) when asked not to create a record.
 func claimFresh(q ClaimRequest, now int64) (Result, Write) {
 	if q.Refuse {
 		return Result{Status: Refused}, Write{}
+	}
+	if q.NoCreate {
+		return Result{Status: NoRecord}, Write{}
 	}
 	r := &Record{KeySource: q.KeySource, Binding: q.Binding, ScopeVersion: q.ScopeVersion, RequestHash: q.RequestHash,
 		Fingerprint: q.Fingerprint, Route: q.Route, VendorKey: q.VendorKey, Incarnation: q.Incarnation,

@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
@@ -139,5 +140,82 @@ func TestResentClaimAfterConflict(t *testing.T) {
 	res, _ = lifecycle.Claim(w.Record, claimReq("op1", lifecycle.BindingUnsupported), t0+lease+1)
 	if res.Status != lifecycle.Claimed || res.Token != 1 || !res.Applied {
 		t.Fatalf("re-sent claim: %+v, want claimed token 1, applied", res)
+	}
+}
+
+// TestNoCreate: a claim with NoCreate creates no record (no_record, no
+// write; refused first when both are asked), and claims every existing
+// record exactly as the same claim without it.
+func TestNoCreate(t *testing.T) {
+	for _, approval := range []bool{false, true} {
+		q := claimReq("op1", lifecycle.BindingHeader)
+		q.Approval, q.NoCreate = approval, true
+		res, w := lifecycle.Claim(nil, q, t0)
+		if res.Status != lifecycle.NoRecord || w.Record != nil || w.Index != lifecycle.IndexKeep {
+			t.Errorf("approval %v: no record: %+v, write %+v; want no_record writing nothing", approval, res, w)
+		}
+		q.Refuse = true
+		if res, w := lifecycle.Claim(nil, q, t0); res.Status != lifecycle.Refused || w.Record != nil {
+			t.Errorf("approval %v: refused and no-create: %s, want refused", approval, res.Status)
+		}
+	}
+
+	held := func(approve bool) *lifecycle.Record {
+		q := claimReq("op1", lifecycle.BindingHeader)
+		q.Approval = true
+		_, w := lifecycle.Claim(nil, q, t0)
+		if approve {
+			_, w = lifecycle.Decide(w.Record, lifecycle.DecideRequest{Ticket: q.Fresh, Approve: true, Op: "dec",
+				Retention: 86_400_000, ScopeVersion: 1}, t0+1)
+		}
+		return w.Record
+	}
+	final := func() *lifecycle.Record {
+		_, w := lifecycle.Finalize(lapsed(t, lifecycle.BindingHeader), lifecycle.FinalizeRequest{Token: 1,
+			State: lifecycle.Accepted, Op: "fin", TTL: 86_400_000, Incarnation: "inc-op1",
+			Result: lifecycle.StoredResult{Status: "200", Body: "{}"}}, t0+1)
+		return w.Record
+	}
+	records := map[string]func() (*lifecycle.Record, lifecycle.ClaimRequest, int64){
+		"in flight": func() (*lifecycle.Record, lifecycle.ClaimRequest, int64) {
+			return lapsed(t, lifecycle.BindingHeader), claimReq("op2", lifecycle.BindingHeader), t0 + 1
+		},
+		"re-sent claim": func() (*lifecycle.Record, lifecycle.ClaimRequest, int64) {
+			return lapsed(t, lifecycle.BindingHeader), claimReq("op1", lifecycle.BindingHeader), t0 + 1
+		},
+		"lease lapsed, redispatch": func() (*lifecycle.Record, lifecycle.ClaimRequest, int64) {
+			return lapsed(t, lifecycle.BindingHeader), claimReq("op2", lifecycle.BindingHeader), t0 + lease
+		},
+		"lease lapsed, unsupported": func() (*lifecycle.Record, lifecycle.ClaimRequest, int64) {
+			return lapsed(t, lifecycle.BindingUnsupported), claimReq("op2", lifecycle.BindingUnsupported), t0 + lease
+		},
+		"final": func() (*lifecycle.Record, lifecycle.ClaimRequest, int64) {
+			return final(), claimReq("op2", lifecycle.BindingHeader), t0 + 2
+		},
+		"held": func() (*lifecycle.Record, lifecycle.ClaimRequest, int64) {
+			q := claimReq("op2", lifecycle.BindingHeader)
+			q.Approval = true
+			return held(false), q, t0 + 2
+		},
+		"approved resume": func() (*lifecycle.Record, lifecycle.ClaimRequest, int64) {
+			q := claimReq("op2", lifecycle.BindingHeader)
+			q.Approval, q.Presented = true, "apt_op1"
+			return held(true), q, t0 + 2
+		},
+	}
+	for name, setup := range records {
+		cur, q, now := setup()
+		want, wantW := lifecycle.Claim(cur, q, now)
+		q.NoCreate = true
+		got, gotW := lifecycle.Claim(cur, q, now)
+		if got.Status == lifecycle.NoRecord || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: with NoCreate %+v, without %+v", name, got, want)
+		}
+		if !reflect.DeepEqual(gotW, wantW) {
+			t.Errorf("%s: with NoCreate the write differs: %+v, without %+v", name, gotW.Record, wantW.Record)
+		}
+		if name == "approved resume" && got.Status != lifecycle.Claimed {
+			t.Errorf("approved resume with NoCreate: %s, want claimed", got.Status)
+		}
 	}
 }

@@ -17,6 +17,7 @@ const (
 	Approved            Reply = "approved"
 	Conflict            Reply = "conflict"
 	Refused             Reply = "refused"
+	NoRecord            Reply = "no_record" // a claim with NoCreate found none
 	Reserved            Reply = "reserved"
 	Renewed             Reply = "renewed"
 	Finalized           Reply = "finalized"

@@ -164,8 +164,9 @@ func (o diffOp) String() string {
 	switch o.script {
 	case "claim":
 		q := o.claim
-		return fmt.Sprintf("claim(op=%x sv=%d rh=%x b=%c fp=%x approval=%v presented=%q refuse=%v lease=%d timeout=%d window=%d)",
-			q.Op, q.ScopeVersion, q.RequestHash[:2], q.Binding, q.Fingerprint[:2], q.Approval, q.Presented, q.Refuse, q.Lease, q.Timeout, q.Window)
+		return fmt.Sprintf("claim(op=%x sv=%d rh=%x b=%c fp=%x approval=%v presented=%q refuse=%v nocreate=%v lease=%d timeout=%d window=%d)",
+			q.Op, q.ScopeVersion, q.RequestHash[:2], q.Binding, q.Fingerprint[:2], q.Approval, q.Presented, q.Refuse, q.NoCreate,
+			q.Lease, q.Timeout, q.Window)
 	case "reserve":
 		return fmt.Sprintf("reserve(op=%x token=%d prevNever=%v inc=%x)", o.res.Op, o.res.Token, o.res.PrevNever, o.res.Incarnation)
 	case "renew":
@@ -218,7 +219,7 @@ func (o diffOp) argv() []string {
 			Binding: string(q.Binding), Fingerprint: q.Fingerprint, Route: q.Route, KeySource: string(q.KeySource),
 			Approval: q.Approval, Presented: q.Presented, Fresh: q.Fresh, Op: q.Op, Lease: itoa(q.Lease),
 			Retention: itoa(q.Retention), VendorKey: q.VendorKey, URetention: itoa(q.URetention), Timeout: int(q.Timeout),
-			Refuse: q.Refuse, Member: diffMember, Window: int(q.Window), Incarnation: q.Incarnation})
+			Refuse: q.Refuse, NoCreate: q.NoCreate, Member: diffMember, Window: int(q.Window), Incarnation: q.Incarnation})
 	case "reserve":
 		q := o.res
 		return scriptargs.ReserveSpec.Argv(&scriptargs.Reserve{Token: int(q.Token), Op: q.Op, Lease: itoa(q.Lease),
@@ -520,7 +521,8 @@ func (d *diffRun) apply(ctx context.Context, o diffOp) error {
 func (d *diffRun) check(ctx context.Context, before *lifecycle.Record, w lifecycle.Write) error {
 	c := d.b.client()
 	rs := c.DoMulti(ctx, c.B().Get().Key(diffKey).Build(), c.B().Pttl().Key(diffKey).Build(),
-		c.B().Zscore().Key(diffBucket).Member(diffMember).Build(), c.B().Zscore().Key(diffPending).Member(diffMember).Build())
+		c.B().Zscore().Key(diffBucket).Member(diffMember).Build(), c.B().Zscore().Key(diffPending).Member(diffMember).Build(),
+		c.B().Pttl().Key(diffPending).Build())
 	raw, err := rs[0].ToString()
 	switch {
 	case rueidis.IsRedisNil(err):
@@ -560,12 +562,26 @@ func (d *diffRun) check(ctx context.Context, before *lifecycle.Record, w lifecyc
 	case int64(score) != d.score:
 		return d.fail("index: lifecycle %d, Redis %d", d.score, int64(score))
 	}
-	_, err = rs[3].AsFloat64()
+	pscore, err := rs[3].AsFloat64()
 	if err != nil && !rueidis.IsRedisNil(err) {
 		return d.fail("ZSCORE pending: %v", err)
 	}
-	if want, known := pendingWant(d.cur); known && want != (err == nil) {
+	want, known := pendingWant(d.cur)
+	if known && want != (err == nil) {
 		return d.fail("pending approvals: want an entry %v, Redis has one %v", want, err == nil)
+	}
+	if known && want {
+		// The entry, and its bucket, live at least as long as the record.
+		if int64(pscore) < d.cur.Expires {
+			return d.fail("pending approvals: entry scored %d, before the record's expiry %d", int64(pscore), d.cur.Expires)
+		}
+		pttl, err := rs[4].AsInt64()
+		if err != nil {
+			return d.fail("PTTL pending: %v", err)
+		}
+		if d.b.exactTTL() && pttl < d.cur.Expires-d.now {
+			return d.fail("pending approvals: bucket PTTL %d, shorter than the record's %d", pttl, d.cur.Expires-d.now)
+		}
 	}
 	return nil
 }
@@ -745,6 +761,7 @@ func (g *diffGen) next(cur *lifecycle.Record) diffOp {
 			q.Presented = "apt_other"
 		}
 		q.Refuse = g.pick(10) == 0
+		q.NoCreate = g.pick(6) == 0
 		if g.pick(4) == 0 {
 			q.Timeout = g.p.lease / 2
 		}
@@ -881,7 +898,7 @@ func diffSequences(ctx context.Context, b diffBackend, scripts diffScripts, seqs
 var diffReached = []string{
 	"claim/claimed", "claim/claimed/applied", "claim/held", "claim/held/applied", "claim/replay", "claim/in_progress",
 	"claim/request_mismatch", "claim/scope_version_conflict", "claim/destination_conflict", "claim/outcome_unknown",
-	"claim/outcome_unknown/applied", "claim/denied", "claim/refused",
+	"claim/outcome_unknown/applied", "claim/denied", "claim/refused", "claim/no_record",
 	"reserve/reserved", "reserve/reserved/applied", "reserve/stale", "reserve/cycle_exhausted", "reserve/lease_expired",
 	"reserve/not_found",
 	"renew/renewed", "renew/renewed/applied", "renew/stale", "renew/lease_expired", "renew/not_found",

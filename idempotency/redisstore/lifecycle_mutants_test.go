@@ -37,9 +37,16 @@ var diffMutants = []struct {
 	// A finalize keeps the attempt deadline.
 	{"finalize-keeps-deadline", "finalize", "r.l, r.y, r.e, r.O, r.U = nil, nil, nil, nil, nil\nr.m, r.F, r.o = with_state(m, state)",
 		"r.l, r.y, r.O, r.U = nil, nil, nil, nil\nr.m, r.F, r.o = with_state(m, state)"},
+	// A claim that may not create a record creates one anyway.
+	{"nocreate-ignored", "claim", "if nocreate then\n    return {'no_record'}", "if false then\n    return {'no_record'}"},
 	// A held call is not listed in the pending approvals index; a decided
 	// one stays listed.
 	{"hold-unlisted", "claim", "redis.call('ZADD', held,", "redis.call('ZADD', held .. 'x',"},
+	// A re-held record's entry does not cover what reserve and finalize
+	// may add to its TTL: it ends before the record does.
+	{"rehold-no-margin", "claim", "life = ttl + 2 * uretention", "life = ttl"},
+	// The pending approvals bucket expires before its entries.
+	{"pending-bucket-short", "claim", "if redis.call('PEXPIRE', held, life, 'GT') == 0 then", "if redis.call('PEXPIRE', held, 1, 'GT') == 0 then"},
 	{"decision-stays-listed", "decide", "redis.call('ZREM', KEYS[3], member)", "redis.call('ZREM', KEYS[3] .. 'x', member)"},
 }
 

@@ -109,6 +109,7 @@ var optionWords = map[string]string{
 	"ReadTimeout":      "read timeout",
 	"DeploymentID":     "deployment id",
 	"MigrationWait":    "migration wait",
+	"AccountBytes":     "account bytes",
 }
 
 func refuse(option string, value any, relative, format string, args ...any) *OptionError {
@@ -140,6 +141,7 @@ func (o Options) Resolve() (Options, error) {
 		{"WaitTimeout", o.WaitTimeout},
 		{"ReadTimeout", o.ReadTimeout},
 		{"MigrationWait", o.MigrationWait},
+		{"AccountBytes", o.AccountBytes},
 	} {
 		if d.v < 0 {
 			return o, refuse(d.name, d.v, "", "must not be negative")

@@ -79,6 +79,7 @@ func loadScript(name string, readOnly, alone bool) *script {
 type scripts struct {
 	claim, reserve, renew, finalize, lookup, decide, settle, index *script
 	giveback                                                       *script
+	quota, account, storedBytes                                    *script
 }
 
 func newScripts() scripts {
@@ -92,12 +93,16 @@ func newScripts() scripts {
 		settle:   loadScript("settle", false, false),
 		index:    loadScript("index", false, true),
 		giveback: loadScript("giveback", false, false),
+		// The quota scripts (quota.go) read no record.
+		quota:       loadScript("quota", false, true),
+		account:     loadScript("account", false, true),
+		storedBytes: loadScript("storedbytes", false, true),
 	}
 }
 
 // ScriptInfo is one of the Lua scripts a Store runs, as it sends them.
 type ScriptInfo struct {
-	Name   string // "claim", "reserve", "renew", "finalize", "lookup", "decide", "settle", "index", "giveback"
+	Name   string // "claim", "reserve", "renew", "finalize", "lookup", "decide", "settle", "index", "giveback", "quota", "account", "storedbytes"
 	SHA1   string // hex, as EVALSHA sends it
 	Source string // as EVAL sends it
 }
@@ -108,12 +113,13 @@ type ScriptInfo struct {
 // arguments, whose layout is internal and changes with the SHA.
 func Scripts() []ScriptInfo {
 	sc := newScripts()
-	out := make([]ScriptInfo, 0, 9)
+	out := make([]ScriptInfo, 0, 12)
 	for _, s := range []struct {
 		name string
 		sc   *script
 	}{{"claim", sc.claim}, {"reserve", sc.reserve}, {"renew", sc.renew}, {"finalize", sc.finalize}, {"lookup", sc.lookup},
-		{"decide", sc.decide}, {"settle", sc.settle}, {"index", sc.index}, {"giveback", sc.giveback}} {
+		{"decide", sc.decide}, {"settle", sc.settle}, {"index", sc.index}, {"giveback", sc.giveback},
+		{"quota", sc.quota}, {"account", sc.account}, {"storedbytes", sc.storedBytes}} {
 		out = append(out, ScriptInfo{Name: s.name, SHA1: s.sc.sha, Source: s.sc.src})
 	}
 	return out

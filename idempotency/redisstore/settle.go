@@ -96,9 +96,10 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 	}
 	// The settle margin is one lease: an owner finalizes within it of its
 	// attempt's end (retry.Orchestrator).
+	result := encodeResult(req.Result, s.maxResult)
 	args := scriptargs.SettleSpec.Argv(&scriptargs.Settle{Attempts: req.Attempts, State: stateCodes[req.Outcome], Op: opTag('s', op),
 		Retention: s.retention, By: req.By, Note: req.Note, Member: member, Margin: s.lease, ScopeVersion: scopeVersion,
-		Result: encodeResult(req.Result, s.maxResult)})
+		Result: result})
 	arr, _, err := s.execKeys(ctx, s.sc.settle, []string{rk, bucket}, args, false)
 	if err != nil {
 		return idempotency.Record{}, opError("settle", err)
@@ -138,6 +139,11 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		rec, err := decodeStored(req.Scope, req.Key, raw, 0, schemaVersion)
 		if err != nil {
 			return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", err)
+		}
+		if !applied(arr, 2) {
+			// A settle never shortens the TTL: counted as long as the
+			// longest a record lives after a change.
+			s.accountResult(req.Scope.Workspace, s.uretention, result)
 		}
 		return rec, nil
 	}

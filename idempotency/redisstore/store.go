@@ -106,6 +106,13 @@ type Options struct {
 	// MIGRATE of 10 keys per round trip). See docs/DESIGN.md, "Scope and
 	// the Redis key".
 	MigrationWait time.Duration
+	// AccountBytes, if > 0, turns on the accounting of the bytes each
+	// workspace's records store (StoredBytes, docs/DESIGN.md, "Quotas and
+	// headroom"): the store counts what it writes in memory and flushes it
+	// every AccountBytes in the background, one pipeline per flush, never
+	// on a call's path. Close stops the flusher. Zero: nothing is counted
+	// (StoredBytes still reads what other stores flushed).
+	AccountBytes time.Duration
 }
 
 // Store is an idempotency.Store on Redis or Redis Cluster. It is safe for
@@ -135,6 +142,10 @@ type Store struct {
 	migrateWait time.Duration
 	deployment  string // the fleet's id, an input of every vendor key
 	scope       *scopeCheck
+	acct        *accounting // nil unless Options.AccountBytes
+	// noInfo: SkipEvictionCheck, where a server that refuses INFO memory
+	// (miniredis) has no memory to watch.
+	noInfo bool
 }
 
 // readCtx bounds a read-only call; see Options.ReadTimeout.
@@ -163,6 +174,7 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 	}
 	s := &Store{
 		client:      client,
+		noInfo:      opts.SkipEvictionCheck,
 		prefix:      opts.Prefix,
 		retention:   strconv.FormatInt(opts.Retention.Milliseconds(), 10),
 		uretention:  strconv.FormatInt(opts.UnknownRetention.Milliseconds(), 10),
@@ -214,6 +226,9 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 			n.Do(ctx, n.B().ScriptLoad().Script(sc.src).Build())
 		}
 		n.Do(ctx, n.B().ScriptLoad().Script(s.sc.giveback.src).Build())
+	}
+	if opts.AccountBytes > 0 {
+		s.acct = newAccounting(s, opts.AccountBytes, opts.Retention)
 	}
 	return s, nil
 }
@@ -463,7 +478,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		ScopeVersion: scopeVersion, RequestHash: rh, Binding: b, Fingerprint: fp, Route: route, KeySource: ks,
 		Approval: req.ApprovalRequired, Presented: req.Ticket, Fresh: fresh, Op: opTag('c', op),
 		Lease: s.lease, Retention: s.retention, VendorKey: vk, URetention: s.uretention,
-		Timeout: int(timeout.Milliseconds()), Refuse: req.Refuse, Member: member,
+		Timeout: int(timeout.Milliseconds()), Refuse: req.Refuse, NoCreate: req.NoCreate, Member: member,
 		Window: int(window.Milliseconds()), Incarnation: newIncarnation(),
 	})
 	// The claim script writes the index entry of a reservation itself, in
@@ -501,6 +516,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			return idempotency.ClaimResult{}, opError("claim", err)
 		}
 	}
+	s.accountClaim(req, res, fresh, key, route, vk, member)
 	return res, nil
 }
 
@@ -584,7 +600,8 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 		}
 		res.Record = &rec
 	case idempotency.StatusRequestMismatch, idempotency.StatusDestinationConflict,
-		idempotency.StatusDenied, idempotency.StatusScopeVersionConflict, idempotency.StatusRefused:
+		idempotency.StatusDenied, idempotency.StatusScopeVersionConflict, idempotency.StatusRefused,
+		idempotency.StatusNoRecord:
 	default:
 		return res, fmt.Errorf("unexpected claim status %q", st)
 	}
@@ -840,8 +857,9 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		return idempotency.Record{}, err
 	}
 	// A final outcome leaves the unknown index in the finalize script.
+	result := encodeResult(req.Result, s.maxResult)
 	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: req.Token, State: stateCodes[req.Outcome], Op: opTag('f', op),
-		TTL: ttl, Never: req.NeverSent, Member: member, Incarnation: inc, Result: encodeResult(req.Result, s.maxResult)})
+		TTL: ttl, Never: req.NeverSent, Member: member, Incarnation: inc, Result: result})
 	arr, _, err := s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
 	if err != nil {
 		return idempotency.Record{}, opError("finalize", err)
@@ -866,6 +884,9 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		rec, err := decodeStored(req.Scope, req.Key, raw, 0, schemaVersion)
 		if err != nil {
 			return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
+		}
+		if !applied(arr, 2) {
+			s.accountResult(req.Scope.Workspace, ttl, result)
 		}
 		return rec, nil
 	}

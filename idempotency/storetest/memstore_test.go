@@ -288,7 +288,7 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	q := lifecycle.ClaimRequest{ScopeVersion: idempotency.ScopeVersion, RequestHash: req.RequestHash, Binding: b,
 		Fingerprint: req.Fingerprint, KeySource: 's', Approval: req.ApprovalRequired, Presented: req.Ticket,
 		Op: opTag("c", req.OpID), Lease: m.cfg.Lease.Milliseconds(), Retention: m.cfg.Retention.Milliseconds(),
-		URetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(), Refuse: req.Refuse,
+		URetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(), Refuse: req.Refuse, NoCreate: req.NoCreate,
 		Window: window.Milliseconds(), Incarnation: idempotency.NewOpID()[:16]}
 	if req.KeySource == idempotency.KeyMinted {
 		q.KeySource = 'm'
@@ -759,6 +759,18 @@ var memMutants = map[string]func(*memStore){
 			q.Refuse = false
 		}
 	}),
+	"nocreate-ignored": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
+		q.NoCreate = false
+	}),
+	"nocreate-refuses-existing": func(m *memStore) {
+		next := m.rules.claim
+		m.rules.claim = func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64) (lifecycle.Result, lifecycle.Write) {
+			if q.NoCreate {
+				return lifecycle.Result{Status: lifecycle.NoRecord}, lifecycle.Write{}
+			}
+			return next(cur, q, now)
+		}
+	},
 	"reservation-retention": func(m *memStore) {
 		both(claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
 			q.URetention = m.cfg.Retention.Milliseconds()

@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"Attempts", attemptTests},
 		{"NeverSent", neverSentTests},
 		{"Refuse", refuseTests},
+		{"NoCreate", noCreateTests},
 		{"Renew", renewTests},
 		{"Lease", leaseTests},
 		{"Resend", resendTests},

@@ -23,6 +23,7 @@ type Claim struct {
 	URetention   string `lua:"uretention,num"`
 	Timeout      int    `lua:"timeout,num"` // the attempt timeout
 	Refuse       bool   `lua:"refuse"`
+	NoCreate     bool   `lua:"nocreate"`   // answer no_record rather than create a record
 	Member       string `lua:"member"`     // the record's member in its unknown index and pending approvals buckets
 	Window       int    `lua:"window,num"` // how long the vendor deduplicates on the key
 	Incarnation  string `lua:"inc"`        // 8 bytes, for a record this claim makes
@@ -109,6 +110,24 @@ type Index struct {
 // Lookup is lookup.lua's ARGV: none.
 type Lookup struct{}
 
+// Quota is quota.lua's ARGV: a token bucket's take.
+type Quota struct {
+	Rate  string `lua:"rate,num"`  // tokens per second (a decimal, > 0)
+	Burst int    `lua:"burst,num"` // the bucket's size
+	N     int    `lua:"n,num"`     // the tokens asked
+}
+
+// Account is account.lua's ARGV: bytes written into records that expire
+// in TTL.
+type Account struct {
+	TTL   int `lua:"ttl,num"`
+	Width int `lua:"width,num"` // the expiry buckets' width
+	Bytes int `lua:"bytes,num"`
+}
+
+// StoredBytes is storedbytes.lua's ARGV: none.
+type StoredBytes struct{}
+
 // The Specs, one per script, with its KEYS: the record; the unknown index
 // bucket of its workspace in its slot (bucket); the pending approvals
 // bucket of its workspace in its slot (pending); the index script's one
@@ -123,11 +142,17 @@ var (
 	SettleSpec   = newSpec[Settle]("settle", "record", "bucket")
 	IndexSpec    = newSpec[Index]("index", "bucket")
 	LookupSpec   = newSpec[Lookup]("lookup", "record")
+	// The quota scripts' one key is a workspace's token bucket (quota) or
+	// its stored-bytes counters (bytes).
+	QuotaSpec       = newSpec[Quota]("quota", "quota")
+	AccountSpec     = newSpec[Account]("account", "bytes")
+	StoredBytesSpec = newSpec[StoredBytes]("storedbytes", "bytes")
 )
 
 // Of is the Spec of a script by name, nil for a name without one.
 func Of(script string) Args {
-	for _, a := range []Args{ClaimSpec, ReserveSpec, RenewSpec, FinalizeSpec, GiveBackSpec, DecideSpec, SettleSpec, IndexSpec, LookupSpec} {
+	for _, a := range []Args{ClaimSpec, ReserveSpec, RenewSpec, FinalizeSpec, GiveBackSpec, DecideSpec, SettleSpec, IndexSpec, LookupSpec,
+		QuotaSpec, AccountSpec, StoredBytesSpec} {
 		if a.Script() == script {
 			return a
 		}

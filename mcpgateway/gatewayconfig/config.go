@@ -64,6 +64,11 @@ type Config struct {
 	// Secrets is every connection and broker secret, then every API key and
 	// approver key: what a [receipt.Redactor] scrubs from logs and notes.
 	Secrets []string
+	// Quotas are default_quota, every workspace's quota (its own members
+	// over default_quota's) and store_full_fraction, as [Config.Gateway]
+	// sets them on [mcpgateway.Config]. When a workspace limits its stored
+	// bytes, Store.AccountBytes is set too.
+	Quotas Quotas
 
 	workspaces map[[32]byte]string // sha256(api key) -> workspace id
 	approvers  map[[32]byte]string // sha256(approver key) -> approver name
@@ -144,7 +149,8 @@ func LoadFile(ctx context.Context, path string, opt Options) (*Config, error) {
 // of every secret and key. The caller adds the Orchestrator (on a store
 // opened with Store, under Policy) and its hooks.
 func (c *Config) Gateway() mcpgateway.Config {
-	gc := mcpgateway.Config{Authenticate: c.Workspace, Redact: receipt.NewRedactor(c.Secrets...).String}
+	gc := mcpgateway.Config{Authenticate: c.Workspace, Redact: receipt.NewRedactor(c.Secrets...).String,
+		DefaultQuota: c.Quotas.Default, Quotas: c.Quotas.Workspaces, StoreFullFraction: c.Quotas.StoreFullFraction}
 	for _, name := range c.ToolOrder {
 		if t := c.Tools[name]; t != nil {
 			gc.Tools = append(gc.Tools, *t)
@@ -253,6 +259,9 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 			}
 		}
 	}
+	quotas, qp := parseQuotas(fc.DefaultQuota, fc.StoreFullFraction, c.Workspaces, workspaceQuotas(fc.Workspaces))
+	c.Quotas, problems = quotas, append(problems, qp...)
+	c.Store.AccountBytes = quotas.accountBytes()
 	seenApprover := map[string]bool{}
 	for i, raw := range fc.ApproverKeys {
 		where := fmt.Sprintf("approver_keys[%d]", i)

@@ -38,12 +38,23 @@ type File struct {
 	// (0: [retry.DefaultMaxBodyBytes], 10 MiB). A larger answer is not read:
 	// its status is kept, its body dropped.
 	MaxResponseBytes int64 `json:"max_response_bytes"`
+
+	// DefaultQuota is every workspace's quota but for the members its own
+	// Quota sets (docs/DESIGN.md, "Fair share"): a quota object
+	// {"calls_per_second", "burst", "stored_bytes", "in_flight"}, 0 or
+	// absent unlimited.
+	DefaultQuota json.RawMessage `json:"default_quota"`
+	// StoreFullFraction is [mcpgateway.Config].StoreFullFraction: above
+	// it of Redis maxmemory, fresh claims are refused store_full.
+	StoreFullFraction *float64 `json:"store_full_fraction"`
 }
 
 // Workspace is a tenant and the API keys that authenticate it.
 type Workspace struct {
 	ID      string   `json:"id"`
 	APIKeys []string `json:"api_keys"`
+	// Quota overrides DefaultQuota member by member.
+	Quota json.RawMessage `json:"quota"`
 }
 
 // Approver is one approver_keys entry: a name, which is what a settlement

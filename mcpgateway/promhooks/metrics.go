@@ -126,6 +126,13 @@ func (m *Metrics) Instrument(gc *mcpgateway.Config) {
 	gc.OnRefusal = chain(gc.OnRefusal, m.Refusal)
 	gc.OnStoreError = chain(gc.OnStoreError, m.StoreError)
 	gc.OnProbe = chain(gc.OnProbe, func(string) { m.probes.Inc() })
+	onQuota := gc.OnQuotaError
+	gc.OnQuotaError = func(op string, err error) {
+		m.StoreError("quota_" + op)
+		if onQuota != nil {
+			onQuota(op, err)
+		}
+	}
 	prev := gc.OnCall
 	gc.OnCall = func(ctx context.Context, c mcpgateway.CallStart) (context.Context, func(mcpgateway.CallEnd)) {
 		var end func(mcpgateway.CallEnd)
@@ -188,6 +195,9 @@ func (m *Metrics) orchestrator(o *retry.Orchestrator) {
 
 func (m *Metrics) callEnd(e mcpgateway.CallEnd) {
 	label := e.Refusal
+	if e.Refusal == "quota_exceeded" {
+		m.quotaRefusals.WithLabelValues(e.Workspace).Inc()
+	}
 	if e.Receipt != nil {
 		label = string(e.Receipt.Outcome)
 		m.outcomes.WithLabelValues(label).Inc()

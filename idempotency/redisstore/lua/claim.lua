@@ -5,7 +5,9 @@
 -- approval (approval required), presented the presented ticket, fresh a
 -- fresh ticket, op its op tag, lease, retention (ms), vk the vendor key (16
 -- bytes, or '' for an unsupported binding), uretention unknown retention
--- (ms), timeout the attempt timeout (ms), refuse, member the record's
+-- (ms), timeout the attempt timeout (ms), refuse, nocreate (no record is
+-- created: the row "none" answers no_record and writes nothing; any
+-- existing record is claimed as without it), member the record's
 -- member in its unknown index bucket (KEYS[2]) and its pending approvals
 -- bucket (KEYS[3]), window (ms: how long the
 -- vendor deduplicates on the key), inc the incarnation a record made by
@@ -37,18 +39,44 @@ local now = now_ms()
 
 -- held_add lists the record as awaiting a decision: its entry in the
 -- pending approvals bucket of its workspace and slot (KEYS[3], pending.go),
--- scored by the record's expiry. It is written before the record, as the
--- unknown index is; decide.lua removes the entry.
-local function held_add(ttl)
+-- scored by the record's expiry, now + ttl, and never lowered (GT). A
+-- re-held record (not in state held: rehold) may also have its TTL moved
+-- by reserve, finalize and give-back, which do not touch this bucket: an
+-- attempt of the cycle a claim made, reserved or finalized while the
+-- record lives, moves its expiry by less than its timeout plus
+-- uretention (timeout < uretention), so its entry is scored 2 * uretention
+-- past the expiry the claim sets. It is written before the record, as the
+-- unknown index is, and prunes the bucket's expired entries; the bucket
+-- lives as long as its latest entry. decide.lua removes the entry.
+local function held_add(ttl, rehold)
   local held = KEYS[3]
-  redis.call('ZADD', held, 'GT', string.format('%d', now + ttl), member)
+  local life = ttl
+  if rehold then
+    life = ttl + 2 * uretention
+  end
+  redis.call('ZADD', held, 'GT', string.format('%d', now + life), member)
   redis.call('ZREMRANGEBYSCORE', held, '-inf', '(' .. string.format('%d', now))
+  if redis.call('PEXPIRE', held, life, 'GT') == 0 then
+    redis.call('PEXPIRE', held, life, 'NX')
+  end
+end
+
+-- pending_follow keeps the entry of a re-held record that still awaits a
+-- decision (a ticket, no decision) with the record's expiry, whenever this
+-- script sets its TTL to ttl.
+local function pending_follow(r, ttl)
+  if r.t ~= nil and r.a == nil then
+    held_add(ttl, true)
+  end
 end
 
 local r, _, raw = load()
 if r == nil then
   if refuse then
     return {'refused'}
+  end
+  if nocreate then
+    return {'no_record'}
   end
   if approval then
     r = decode('\2' .. route)
@@ -60,7 +88,7 @@ if r == nil then
       r.k = vk
     end
     r.i = inc
-    held_add(retention)
+    held_add(retention, false)
     save(r, retention)
     return {'held', fresh}
   end
@@ -108,17 +136,19 @@ local same_route = rb == b and same_digest(rfp, fp)
 if rop == op then
   if s == 'f' then
     index_add(member, now, uretention, false)
+    pending_follow(r, uretention)
     redis.call('PEXPIRE', key, uretention)
     return {'claimed', n, l, 1, rvk, e, r.i or ''}
   elseif s == 'h' then
     redis.call('PEXPIRE', key, retention)
-    held_add(retention)
+    held_add(retention, false)
     return {'held', t, 1}
   elseif s == 'u' and not (r.F == nil and r.K == op .. int(n)) then
     -- (An unknown record still on the token this claim reserved, turned
     -- unknown by another claim's lease-expiry path, which keeps o: the
     -- copy of the cycle's claim below answers its token.)
     index_add(member, now, uretention, false)
+    pending_follow(r, uretention)
     redis.call('PEXPIRE', key, uretention)
     return {'outcome_unknown', 1}
   end
@@ -146,6 +176,7 @@ if rk ~= nil and string.sub(rk, 1, 8) == op then
     return {'outcome_unknown', 1}
   elseif tonumber(kt) == n and (s == 'f' or (s == 'u' and r.F == nil)) then
     index_add(member, now, uretention, false)
+    pending_follow(r, uretention)
     redis.call('PEXPIRE', key, uretention)
     return {'claimed', n, l, 1, rvk, e, r.i or ''}
   end
@@ -165,6 +196,7 @@ local function reserve_next()
     r.W = int(now) -- the first attempt that may leave (W absent: C)
   end
   index_add(member, now, uretention, true)
+  pending_follow(r, uretention)
   save(r, uretention)
   return {'claimed', n + 1, nl, 0, rvk, ne, r.i or ''}
 end
@@ -196,6 +228,7 @@ local function lapse(set_op)
     r.o = op
   end
   index_add(member, now, uretention, false)
+  pending_follow(r, uretention)
   save(r, uretention)
 end
 
@@ -222,7 +255,7 @@ if sent == 0 or ((b == 'h' or b == 'p' or b == 'k') and now + lease < first + wi
     if t == nil then
       t = fresh
       r.t = t
-      held_add(uretention) -- at least the record's life: a later claim may extend it
+      held_add(uretention, true) -- at least the record's life (its TTL stays)
       save(r, nil)
     end
     return {'held', t}
