@@ -156,9 +156,29 @@ func (c Client) RPC(ctx context.Context, method string, params any, edit func(ht
 		return Reply{Err: fmt.Errorf("refservertest: params: %w", err)}
 	}
 	body := `{"jsonrpc":"2.0","id":1,"method":` + quote(method) + `,"params":` + string(p) + `}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+"/mcp", strings.NewReader(body))
-	if err != nil {
+	resp, raw, err := c.Post(ctx, strings.NewReader(body), func(req *http.Request) {
+		if edit != nil {
+			edit(req.Header)
+		}
+	})
+	if resp == nil {
 		return Reply{Err: err}
+	}
+	r := Reply{HTTPStatus: resp.StatusCode, Body: raw, Err: err}
+	if err == nil {
+		r.decode()
+	}
+	return r
+}
+
+// Post sends body to /mcp as it is, with the headers an MCP client sends
+// (edit, if set, changes the request last), and returns the answer with its
+// body read and closed. The answer is nil when the request failed below
+// HTTP. It is the way to put on the wire what [Client.RPC] would not write.
+func (c Client) Post(ctx context.Context, body io.Reader, edit func(*http.Request)) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+"/mcp", body)
+	if err != nil {
+		return nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -166,7 +186,7 @@ func (c Client) RPC(ctx context.Context, method string, params any, edit func(ht
 		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
 	if edit != nil {
-		edit(req.Header)
+		edit(req)
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -174,15 +194,11 @@ func (c Client) RPC(ctx context.Context, method string, params any, edit func(ht
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return Reply{Err: err}
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	r := Reply{HTTPStatus: resp.StatusCode, Body: raw, Err: err}
-	if err == nil {
-		r.decode()
-	}
-	return r
+	return resp, raw, err
 }
 
 func quote(s string) string {

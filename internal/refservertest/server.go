@@ -120,9 +120,9 @@ func Launch(ctx context.Context, o Options) (*Server, error) {
 	case s.Base = <-found:
 		return s, nil
 	case <-s.done:
-		return nil, fmt.Errorf("refservertest: %s exited before listening (%v):\n%s", bin, s.err, s.Log())
+		return nil, fmt.Errorf("refservertest: %s exited before listening (%v)%s", bin, s.err, s.logNote())
 	case <-timer.C:
-		err = fmt.Errorf("refservertest: %s did not listen within %v:\n%s", bin, ready, s.Log())
+		err = fmt.Errorf("refservertest: %s did not listen within %v%s", bin, ready, s.logNote())
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -150,6 +150,14 @@ func Start(t testing.TB, o Options) *Server {
 		}
 	})
 	return s
+}
+
+// logNote is the log for an error message, or "" when [Options.Log] took it.
+func (s *Server) logNote() string {
+	if s.Cmd.Stderr != &s.log {
+		return ""
+	}
+	return ":\n" + s.Log()
 }
 
 // Log is what the server wrote to stderr so far ("" when [Options.Log]
