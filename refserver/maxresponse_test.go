@@ -61,7 +61,6 @@ func TestLargeAnswersMemory(t *testing.T) {
 		w.Write(body)
 	}))
 	t.Cleanup(vendor.Close)
-	bin := buildRefserver(t)
 	for _, tc := range []struct {
 		name  string
 		limit string
@@ -73,8 +72,8 @@ func TestLargeAnswersMemory(t *testing.T) {
 			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			p := startRefserver(t, bin, "-config", path)
-			base := peakRSS(t, p.cmd.Process.Pid)
+			p := startRefserver(t, "-config", path)
+			base := peakRSS(t, p.Cmd.Process.Pid)
 			// Raw JSON-RPC, so that the test's own decoding of four 20 MiB
 			// answers (text and structuredContent) does not weigh on it.
 			var wg sync.WaitGroup
@@ -98,7 +97,7 @@ func TestLargeAnswersMemory(t *testing.T) {
 					t.Errorf("call %d: %d bytes, want accepted 201 with the whole body: %v: %.300s", i, len(b), tc.whole, b)
 				}
 			}
-			t.Logf("gateway peak RSS: %d MiB at start, %d MiB after 4 concurrent %d MiB answers", base>>20, peakRSS(t, p.cmd.Process.Pid)>>20, size>>20)
+			t.Logf("gateway peak RSS: %d MiB at start, %d MiB after 4 concurrent %d MiB answers", base>>20, peakRSS(t, p.Cmd.Process.Pid)>>20, size>>20)
 		})
 	}
 }
