@@ -128,18 +128,7 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		return idempotency.Record{}, fmt.Errorf("redisstore: %w", &idempotency.AttemptRunningError{
 			SettleAfter: msTime(at), RetryAfter: time.Duration(at-now) * time.Millisecond})
 	case "settled":
-		if len(arr) < 2 {
-			return idempotency.Record{}, opError("settle", errors.New("short settle reply"))
-		}
-		raw, err := arr[1].ToString()
-		if err != nil {
-			return idempotency.Record{}, opError("settle", err)
-		}
-		rec, err := decodeStored(req.Scope, req.Key, raw, 0, schemaVersion)
-		if err != nil {
-			return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", err)
-		}
-		return rec, nil
+		return storedRecord("settle", req.Scope, req.Key, arr)
 	}
 	return idempotency.Record{}, opError("settle", fmt.Errorf("unexpected reply %q", st))
 }
@@ -188,41 +177,49 @@ func (s *Store) ListUnknown(ctx context.Context, req idempotency.ListRequest) (i
 	if err != nil {
 		return idempotency.UnknownPage{}, err
 	}
-	limit := req.PageLimit()
-	var page idempotency.UnknownPage
+	records, next, err := listPage(ctx, s, s.listKey, req.Workspace, cur, req.PageLimit(), s.listed)
+	if err != nil {
+		return idempotency.UnknownPage{}, err
+	}
+	return idempotency.UnknownPage{Records: records, Cursor: next}, nil
+}
+
+// listPage reads one page of a listing from cur on: up to limit items of
+// the buckets key names, each chunk of entries read by read; next is the
+// cursor of the page that follows, "" at the end.
+func listPage[T any](ctx context.Context, s *Store, key func(workspace string, pos int) string, workspace string, cur listCursor, limit int,
+	read func(ctx context.Context, workspace string, entries []listCursor) ([]T, error)) (items []T, next string, err error) {
 	for scanned := 0; cur.pos < listPositions; {
 		if scanned >= maxScan {
-			page.Cursor = cur.String()
-			return page, nil
+			return items, cur.String(), nil
 		}
 		// One entry more than the page needs tells whether a cursor is due.
-		entries, next, err := s.readBuckets(ctx, s.listKey, req.Workspace, cur, limit+1-len(page.Records))
+		entries, after, err := s.readBuckets(ctx, key, workspace, cur, limit+1-len(items))
 		if err != nil {
-			return idempotency.UnknownPage{}, err
+			return nil, "", err
 		}
 		for len(entries) > 0 {
-			if len(page.Records) == limit {
-				page.Cursor = cur.String()
-				return page, nil
+			if len(items) == limit {
+				return items, cur.String(), nil
 			}
 			// No more entries than the page has room for: their records
 			// are read in one pipeline.
-			chunk := entries[:min(len(entries), limit-len(page.Records))]
+			chunk := entries[:min(len(entries), limit-len(items))]
 			entries = entries[len(chunk):]
-			listed, err := s.listed(ctx, req.Workspace, chunk)
+			listed, err := read(ctx, workspace, chunk)
 			if err != nil {
-				return idempotency.UnknownPage{}, err
+				return nil, "", err
 			}
-			page.Records = append(page.Records, listed...)
+			items = append(items, listed...)
 			cur = chunk[len(chunk)-1]
 			scanned += len(chunk)
 		}
-		cur = next
+		cur = after
 	}
-	return page, nil
+	return items, "", nil
 }
 
-// maxScan bounds the index entries one ListUnknown reads.
+// maxScan bounds the index entries one page of a listing reads.
 const maxScan = 10 * idempotency.MaxPageSize
 
 // listBatch is the number of buckets one pipeline of the listing reads.

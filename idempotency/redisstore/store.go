@@ -787,6 +787,23 @@ func status(arr []rueidis.RedisMessage) (string, error) {
 	return arr[0].ToString()
 }
 
+// storedRecord decodes the record a finalize or settle script answers after
+// its status: a short or unreadable reply is an [OpError] of op.
+func storedRecord(op string, scope idempotency.Scope, key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.Record, error) {
+	if len(arr) < 2 {
+		return idempotency.Record{}, opError(op, errors.New("short "+op+" reply"))
+	}
+	raw, err := arr[1].ToString()
+	if err != nil {
+		return idempotency.Record{}, opError(op, err)
+	}
+	rec, err := decodeStored(scope, key, raw, 0, schemaVersion)
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	return rec, nil
+}
+
 // Finalize records the outcome of attempt Token in one script and returns
 // the record without the body.
 //
@@ -856,18 +873,7 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	case "stale":
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
 	case "finalized":
-		if len(arr) < 2 {
-			return idempotency.Record{}, opError("finalize", errors.New("short finalize reply"))
-		}
-		raw, err := arr[1].ToString()
-		if err != nil {
-			return idempotency.Record{}, opError("finalize", err)
-		}
-		rec, err := decodeStored(req.Scope, req.Key, raw, 0, schemaVersion)
-		if err != nil {
-			return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
-		}
-		return rec, nil
+		return storedRecord("finalize", req.Scope, req.Key, arr)
 	}
 	return idempotency.Record{}, opError("finalize", fmt.Errorf("unexpected reply %q", st))
 }
