@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -205,19 +206,12 @@ func TestEndToEndStoreErrorsAreFixedText(t *testing.T) {
 	}
 	callRaw := func(t *testing.T, tool string) []byte {
 		t.Helper()
-		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"amount":7}}}`
-		req, _ := http.NewRequest("POST", p.base+"/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+e2eKeyOne)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Idempotency-Key", idempotency.NewKey().String())
-		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-		if err != nil {
-			t.Fatal(err)
+		c := refservertest.Client{Base: p.base, APIKey: e2eKeyOne, HTTP: &http.Client{Timeout: time.Minute}}
+		r := c.CallTool(context.Background(), refservertest.Request{Tool: tool, Key: idempotency.NewKey().String(), Args: map[string]int{"amount": 7}})
+		if r.HTTPStatus == 0 {
+			t.Fatal(r.Err)
 		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		return raw
+		return r.Body
 	}
 	// oom: Redis refuses the endpoint's step for lack of memory. (Redis let
 	// the settle script through over maxmemory in this setup; it is checked

@@ -356,18 +356,12 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("malformed key is HTTP 400", func(t *testing.T) {
 		before := vendor.count("/charge", "")
 		for _, hv := range [][]string{{"idt_nothex"}, {k1, k1}} {
-			req, _ := http.NewRequest(http.MethodPost, p.base+"/mcp", strings.NewReader(
-				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay.charge","arguments":{"amount":1}}}`))
-			req.Header.Set("Authorization", "Bearer "+e2eKeyOne)
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header["Idempotency-Key"] = hv
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
+			resp, body, err := (refservertest.Client{Base: p.base, APIKey: e2eKeyOne}).Post(context.Background(), strings.NewReader(
+				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay.charge","arguments":{"amount":1}}}`),
+				func(req *http.Request) { req.Header["Idempotency-Key"] = hv })
+			if resp == nil {
 				t.Fatal(err)
 			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
 			var m struct {
 				Error struct {
 					Data errorData `json:"data"`
