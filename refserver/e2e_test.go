@@ -162,21 +162,7 @@ func newSession(t *testing.T, base, apiKey, key string) *mcp.ClientSession {
 	if key != "" {
 		h.Set("Idempotency-Key", key)
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	tr := &mcp.StreamableClientTransport{
-		Endpoint:             base + "/mcp",
-		HTTPClient:           &http.Client{Transport: headerTransport{h}},
-		DisableStandaloneSSE: true,
-		MaxRetries:           -1,
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := client.Connect(ctx, tr, nil)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return sessionWith(t, base, h)
 }
 
 // wireReceipt is the receipt as the wire carries it, decoded with the
