@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -85,15 +84,7 @@ func (s *Store) ListPending(ctx context.Context, req idempotency.ListRequest) (P
 func (s *Store) pending(ctx context.Context, workspace string, entries []listCursor) ([]PendingApproval, error) {
 	var out []PendingApproval
 	for _, e := range entries {
-		var m indexMember
-		k, err := idempotency.Key{}, json.Unmarshal([]byte(e.member), &m)
-		if err == nil {
-			k, err = idempotency.ParseKey(m.Key)
-		}
-		scope := idempotency.Scope{Workspace: workspace, Connection: m.Connection, Tool: m.Tool}
-		if err == nil {
-			_, err = scope.StorageKey(s.prefix, k)
-		}
+		scope, k, _, err := s.entryRecord(workspace, e)
 		var rec idempotency.Record
 		gone := false
 		if err == nil {

@@ -99,13 +99,9 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 	args := scriptargs.SettleSpec.Argv(&scriptargs.Settle{Attempts: req.Attempts, State: stateCodes[req.Outcome], Op: opTag('s', op),
 		Retention: s.retention, By: req.By, Note: req.Note, Member: member, Margin: s.lease, ScopeVersion: scopeVersion,
 		Result: encodeResult(req.Result, s.maxResult)})
-	arr, _, err := s.execKeys(ctx, s.sc.settle, []string{rk, bucket}, args, false)
+	arr, _, st, err := s.runStatus(ctx, "settle", s.sc.settle, []string{rk, bucket}, args, false)
 	if err != nil {
-		return idempotency.Record{}, opError("settle", err)
-	}
-	st, err := status(arr)
-	if err != nil {
-		return idempotency.Record{}, opError("settle", err)
+		return idempotency.Record{}, err
 	}
 	switch st {
 	case "not_found":
@@ -284,6 +280,21 @@ func (s *Store) readBuckets(ctx context.Context, key func(workspace string, pos 
 	return out, listCursor{pos: end}, nil
 }
 
+// entryRecord is the scope, key and record key an index entry of
+// workspace names; an error when its member does not name a valid record.
+func (s *Store) entryRecord(workspace string, e listCursor) (scope idempotency.Scope, key idempotency.Key, rk string, err error) {
+	var m indexMember
+	if err := json.Unmarshal([]byte(e.member), &m); err != nil {
+		return scope, key, "", err
+	}
+	if key, err = idempotency.ParseKey(m.Key); err != nil {
+		return scope, key, "", err
+	}
+	scope = idempotency.Scope{Workspace: workspace, Connection: m.Connection, Tool: m.Tool}
+	rk, err = scope.StorageKey(s.prefix, key)
+	return scope, key, rk, err
+}
+
 // listed reads the records of index entries (in one pipeline) and returns
 // those unknown now, in order; it drops the entries whose record can never
 // be listed again.
@@ -296,16 +307,7 @@ func (s *Store) listed(ctx context.Context, workspace string, entries []listCurs
 	}
 	items := make([]item, 0, len(entries))
 	for _, e := range entries {
-		var m indexMember
-		k, err := idempotency.Key{}, json.Unmarshal([]byte(e.member), &m)
-		if err == nil {
-			k, err = idempotency.ParseKey(m.Key)
-		}
-		scope := idempotency.Scope{Workspace: workspace, Connection: m.Connection, Tool: m.Tool}
-		var rk string
-		if err == nil {
-			rk, err = scope.StorageKey(s.prefix, k)
-		}
+		scope, k, rk, err := s.entryRecord(workspace, e)
 		if err != nil {
 			if err := s.drop(ctx, workspace, e); err != nil {
 				return nil, err

@@ -695,13 +695,9 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	}
 	args := scriptargs.ReserveSpec.Argv(&scriptargs.Reserve{Token: req.Token, Op: opTag('r', op), Lease: s.lease, URetention: s.uretention,
 		Timeout: int(timeout.Milliseconds()), PrevNever: req.PreviousNeverSent, Member: member, Incarnation: inc})
-	arr, acks, err := s.execKeys(ctx, s.sc.reserve, []string{key, bucket}, args, true)
+	arr, acks, st, err := s.runStatus(ctx, "reserve", s.sc.reserve, []string{key, bucket}, args, true)
 	if err != nil {
-		return idempotency.Reservation{}, opError("reserve", err)
-	}
-	st, err := status(arr)
-	if err != nil {
-		return idempotency.Reservation{}, opError("reserve", err)
+		return idempotency.Reservation{}, err
 	}
 	switch st {
 	case "not_found":
@@ -787,6 +783,19 @@ func status(arr []rueidis.RedisMessage) (string, error) {
 	return arr[0].ToString()
 }
 
+// runStatus is execKeys followed by status: a failure of either is an
+// [OpError] of op.
+func (s *Store) runStatus(ctx context.Context, op string, sc *script, keys, args []string, wait bool) (arr []rueidis.RedisMessage, acks int64, st string, err error) {
+	arr, acks, err = s.execKeys(ctx, sc, keys, args, wait)
+	if err == nil {
+		st, err = status(arr)
+	}
+	if err != nil {
+		return nil, 0, "", opError(op, err)
+	}
+	return arr, acks, st, nil
+}
+
 // storedRecord decodes the record a finalize or settle script answers after
 // its status: a short or unreadable reply is an [OpError] of op.
 func storedRecord(op string, scope idempotency.Scope, key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.Record, error) {
@@ -859,13 +868,9 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	// A final outcome leaves the unknown index in the finalize script.
 	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: req.Token, State: stateCodes[req.Outcome], Op: opTag('f', op),
 		TTL: ttl, Never: req.NeverSent, Member: member, Incarnation: inc, Result: encodeResult(req.Result, s.maxResult)})
-	arr, _, err := s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
+	arr, _, st, err := s.runStatus(ctx, "finalize", s.sc.finalize, []string{key, bucket}, args, false)
 	if err != nil {
-		return idempotency.Record{}, opError("finalize", err)
-	}
-	st, err := status(arr)
-	if err != nil {
-		return idempotency.Record{}, opError("finalize", err)
+		return idempotency.Record{}, err
 	}
 	switch st {
 	case "not_found":
@@ -1032,15 +1037,11 @@ func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idem
 	if err != nil {
 		return idempotency.Ticket{}, err
 	}
-	arr, _, err := s.execKeys(ctx, s.sc.decide, []string{tv.Record, bucket, s.pendingOf(tv.scope().Workspace, tv.Record)},
+	arr, _, st, err := s.runStatus(ctx, "decide", s.sc.decide, []string{tv.Record, bucket, s.pendingOf(tv.scope().Workspace, tv.Record)},
 		scriptargs.DecideSpec.Argv(&scriptargs.Decide{Ticket: req.Ticket, Approve: req.Approve, Op: opTag('d', op),
 			Retention: s.retention, Member: member, ScopeVersion: scopeVersion}), false)
 	if err != nil {
-		return idempotency.Ticket{}, opError("decide", err)
-	}
-	st, err := status(arr)
-	if err != nil {
-		return idempotency.Ticket{}, opError("decide", err)
+		return idempotency.Ticket{}, err
 	}
 	var ts idempotency.TicketStatus
 	switch st {
