@@ -71,6 +71,17 @@ func (s *Store) indexEntry(scope idempotency.Scope, key idempotency.Key, rk stri
 	return s.bucketOf(scope.Workspace, rk), member, nil
 }
 
+// opEntry is the operation id opID (a new one when empty) and the index
+// entry of the record at rk, as the scripts that reserve an attempt or make
+// it final take them.
+func (s *Store) opEntry(opID string, scope idempotency.Scope, key idempotency.Key, rk string) (op, bucket, member string, err error) {
+	if op, err = validOpID(opID); err != nil {
+		return "", "", "", err
+	}
+	bucket, member, err = s.indexEntry(scope, key, rk)
+	return op, bucket, member, err
+}
+
 // Settle settles an unknown record (idempotency.Settler): one script on
 // the record and its index bucket. A record whose attempt may still be
 // running at its gateway (it still has an attempt deadline: in flight
@@ -86,11 +97,7 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 	if err := req.Validate(); err != nil {
 		return idempotency.Record{}, fmt.Errorf("redisstore: %w", err)
 	}
-	op, err := validOpID(req.OpID)
-	if err != nil {
-		return idempotency.Record{}, err
-	}
-	bucket, member, err := s.indexEntry(req.Scope, req.Key, rk)
+	op, bucket, member, err := s.opEntry(req.OpID, req.Scope, req.Key, rk)
 	if err != nil {
 		return idempotency.Record{}, err
 	}

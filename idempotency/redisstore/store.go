@@ -685,11 +685,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if err != nil {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 	}
-	op, err := validOpID(req.OpID)
-	if err != nil {
-		return idempotency.Reservation{}, err
-	}
-	bucket, member, err := s.indexEntry(req.Scope, req.Key, key)
+	op, bucket, member, err := s.opEntry(req.OpID, req.Scope, req.Key, key)
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
