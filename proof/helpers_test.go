@@ -1,8 +1,6 @@
 package proof
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +23,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/internal/refservertest"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -170,55 +169,15 @@ func (v *vendor) integrity(t testing.TB) {
 	}
 }
 
-// refserverBin builds ./refserver once per test binary.
-var refserverBin = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "proof-refserver-")
-	if err != nil {
-		return "", err
-	}
-	buildDir = dir
-	bin := filepath.Join(dir, "refserver")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/obol-gateway/obol/refserver").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build refserver: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+func TestMain(m *testing.M) { refservertest.Main(m) }
 
-var buildDir string
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// gateway is one running refserver process.
+// gateway is one running refserver process; cmd and done are its
+// Server's, under the names the tests use.
 type gateway struct {
-	cmd    *exec.Cmd
-	base   string
-	stderr *syncBuffer
-	done   chan struct{}
-	err    error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	base string
+	cmd  *exec.Cmd
+	done <-chan struct{}
+	*refservertest.Server
 }
 
 // writeConfig writes cfg into the test's temporary directory.
@@ -232,87 +191,32 @@ func writeConfig(t testing.TB, cfg string) string {
 }
 
 // startGateway starts a refserver on a free loopback port against redisURL.
+// When the test ends it stops the gateway and checks that its log holds
+// none of the test's secrets.
 func startGateway(t testing.TB, cfgPath, redisURL string) *gateway {
 	t.Helper()
-	bin, err := refserverBin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gateway{stderr: &syncBuffer{}, done: make(chan struct{})}
-	g.cmd = exec.Command(bin, "-addr", "127.0.0.1:0", "-config", cfgPath, "-redis", redisURL)
-	g.cmd.Env = append(os.Environ(), "PROOF_VENDOR_SECRET="+vendorSecret)
-	g.cmd.Stderr = g.stderr
-	out, err := g.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	go func() { g.err = g.cmd.Wait(); close(g.done) }()
-	t.Cleanup(func() {
-		g.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-g.done:
-		case <-time.After(15 * time.Second):
-			g.cmd.Process.Kill()
-			<-g.done
-		}
-		logs := g.stderr.String()
-		for _, secret := range []string{vendorSecret, apiKey, approverKey} {
-			if strings.Contains(logs, secret) {
-				t.Errorf("gateway log holds the secret %q", secret)
+	s := refservertest.Start(t, refservertest.Options{
+		Args:    []string{"-config", cfgPath, "-redis", redisURL},
+		Env:     []string{"PROOF_VENDOR_SECRET=" + vendorSecret},
+		LogTail: 30,
+		Stopped: func(logs string) {
+			for _, secret := range []string{vendorSecret, apiKey, approverKey} {
+				if strings.Contains(logs, secret) {
+					t.Errorf("gateway log holds the secret %q", secret)
+				}
 			}
-		}
-		if t.Failed() {
-			t.Logf("gateway %s stderr (tail):\n%s", g.base, tail(logs, 30))
-		}
+		},
 	})
-	timeout := time.After(60 * time.Second)
-	for g.base == "" {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				<-g.done
-				t.Fatalf("refserver exited before listening:\n%s", g.stderr.String())
-			}
-			if _, rest, found := strings.Cut(l, "listening on "); found {
-				g.base, _, _ = strings.Cut(rest, " ")
-			}
-		case <-timeout:
-			t.Fatalf("refserver did not start:\n%s", g.stderr.String())
-		}
-	}
-	go func() {
-		for range lines {
-		}
-	}()
-	return g
+	return &gateway{base: s.Base, cmd: s.Cmd, done: s.Done(), Server: s}
 }
 
 // kill9 crashes the gateway: SIGKILL, nothing is flushed or finalized.
 func (g *gateway) kill9(t testing.TB) {
 	t.Helper()
-	if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := g.Signal(syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9: %v", err)
 	}
-	<-g.done
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	<-g.Done()
 }
 
 // httpClient carries the raw JSON-RPC calls: enough idle connections for
@@ -327,25 +231,10 @@ var httpClient = &http.Client{
 type reply struct {
 	httpStatus int
 	transport  error // the request failed below HTTP (e.g. the gateway died)
-	refusal    struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Data    struct {
-			Reason string `json:"reason"`
-			Status int    `json:"status"`
-			Key    string `json:"idempotency_key"`
-		} `json:"data"`
-	}
-	refused bool
-	result  struct {
-		IsError bool `json:"isError"`
-		Content []struct{ Text string }
-		Meta    struct {
-			Key     string      `json:"dev.obol/idempotency-key"`
-			Receipt wireReceipt `json:"dev.obol/receipt"`
-		} `json:"_meta"`
-	}
-	body []byte
+	refusal    refservertest.RPCError
+	refused    bool
+	result     refservertest.Result
+	body       []byte
 }
 
 func (r reply) text() string {
@@ -373,44 +262,11 @@ type wireReceipt = receipt.Receipt
 // callTool sends one tools/call as a raw JSON-RPC POST (refserver runs the
 // SDK stateless, so no initialize is needed) with key as Idempotency-Key.
 func callTool(ctx context.Context, base, tool, key string, args any) reply {
-	params, _ := json.Marshal(map[string]any{"name": tool, "arguments": args})
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + string(params) + `}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(body))
-	if err != nil {
-		return reply{transport: err}
-	}
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return reply{transport: err}
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	r := reply{httpStatus: resp.StatusCode, body: raw}
-	if err != nil {
-		r.transport = err
-		return r
-	}
-	var env struct {
-		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &env); err != nil {
-		r.transport = fmt.Errorf("HTTP %d, undecodable body %q: %w", resp.StatusCode, raw, err)
-		return r
-	}
-	if len(env.Error) > 0 {
-		r.refused = true
-		if err := json.Unmarshal(env.Error, &r.refusal); err != nil {
-			r.transport = fmt.Errorf("error %s: %w", env.Error, err)
-		}
-		return r
-	}
-	if err := json.Unmarshal(env.Result, &r.result); err != nil {
-		r.transport = fmt.Errorf("result %s: %w", env.Result, err)
+	c := refservertest.Client{Base: base, APIKey: apiKey, HTTP: httpClient}
+	a := c.CallTool(ctx, refservertest.Request{Tool: tool, Key: key, Args: args})
+	r := reply{httpStatus: a.HTTPStatus, transport: a.Err, result: a.Result, body: a.Body}
+	if a.Error != nil {
+		r.refused, r.refusal = true, *a.Error
 	}
 	return r
 }

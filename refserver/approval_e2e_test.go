@@ -82,12 +82,11 @@ func (v *hangupVendor) sent(t *testing.T, p *proc, clientKey string) int {
 // stop ends a refserver started by startRefserver and waits for it.
 func (p *proc) stop(t *testing.T) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-p.done:
-		p.done <- err // for the cleanup
+	case <-p.Done():
 	case <-time.After(15 * time.Second):
 		t.Fatal("refserver did not exit after SIGTERM")
 	}
@@ -114,8 +113,7 @@ func TestEndToEndApprovalAfterConfigEdit(t *testing.T) {
 		}
 		return path
 	}
-	bin := buildRefserver(t)
-	p := startRefserver(t, bin, "-config", config("none"), "-redis", "redis://"+redis.Addr())
+	p := startRefserver(t, "-config", config("none"), "-redis", "redis://"+redis.Addr())
 
 	args := map[string]any{"amount": 500, "to": "acct_1"}
 	approved, denied := idempotency.NewKey().String(), idempotency.NewKey().String()
@@ -130,7 +128,7 @@ func TestEndToEndApprovalAfterConfigEdit(t *testing.T) {
 		}
 	}
 	p.stop(t)
-	p = startRefserver(t, bin, "-config", config("required"), "-redis", "redis://"+redis.Addr())
+	p = startRefserver(t, "-config", config("required"), "-redis", "redis://"+redis.Addr())
 	vendor.hangUp.Store(false)
 
 	tickets := map[string]string{}

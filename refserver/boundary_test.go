@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/refservertest"
 )
 
 // What tenants and operators must never see (docs/DESIGN.md, "refserver wire
@@ -68,7 +70,7 @@ func TestEndToEndSettlementBoundary(t *testing.T) {
 	}
 	rs := redistest.Start(t)
 	vendor := newTestVendor(t)
-	p := startRefserver(t, buildRefserver(t), "-config", boundaryConfig(t, vendor.URL), "-redis", "redis://"+rs.Addr())
+	p := startRefserver(t, "-config", boundaryConfig(t, vendor.URL), "-redis", "redis://"+rs.Addr())
 
 	args := map[string]any{"text": "hello", "answer": 500}
 	// unknownCall makes a call that ends unknown and returns its key and
@@ -148,9 +150,9 @@ func TestEndToEndSettlementBoundary(t *testing.T) {
 			t.Errorf("receipt: %d %s", code, raw)
 		}
 		noSecret("the receipt", raw)
-		noSecret("the gateway's log", []byte(p.stderr.String()))
-		if !strings.Contains(p.stderr.String(), "by=ops-e2e") {
-			t.Errorf("the settle's log line does not name the approver:\n%s", p.stderr.String())
+		noSecret("the gateway's log", []byte(p.Log()))
+		if !strings.Contains(p.Log(), "by=ops-e2e") {
+			t.Errorf("the settle's log line does not name the approver:\n%s", p.Log())
 		}
 	})
 }
@@ -180,7 +182,7 @@ func TestEndToEndStoreErrorsAreFixedText(t *testing.T) {
 	}
 	rs := redistest.Start(t)
 	vendor := newTestVendor(t)
-	p := startRefserver(t, buildRefserver(t), "-config", boundaryConfig(t, vendor.URL), "-redis", "redis://"+rs.Addr())
+	p := startRefserver(t, "-config", boundaryConfig(t, vendor.URL), "-redis", "redis://"+rs.Addr())
 	leaks := storeLeaks(rs.Addr())
 	held := call(t, p.session(t, e2eKeyOne, ""), "pay.refund", map[string]any{"amount": 1}, "")
 	if held.ticket == "" {
@@ -204,19 +206,12 @@ func TestEndToEndStoreErrorsAreFixedText(t *testing.T) {
 	}
 	callRaw := func(t *testing.T, tool string) []byte {
 		t.Helper()
-		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"amount":7}}}`
-		req, _ := http.NewRequest("POST", p.base+"/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+e2eKeyOne)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Idempotency-Key", idempotency.NewKey().String())
-		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-		if err != nil {
-			t.Fatal(err)
+		c := refservertest.Client{Base: p.base, APIKey: e2eKeyOne, HTTP: &http.Client{Timeout: time.Minute}}
+		r := c.CallTool(context.Background(), refservertest.Request{Tool: tool, Key: idempotency.NewKey().String(), Args: map[string]int{"amount": 7}})
+		if r.HTTPStatus == 0 {
+			t.Fatal(r.Err)
 		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		return raw
+		return r.Body
 	}
 	// oom: Redis refuses the endpoint's step for lack of memory. (Redis let
 	// the settle script through over maxmemory in this setup; it is checked
@@ -269,11 +264,11 @@ func TestEndToEndStoreErrorsAreFixedText(t *testing.T) {
 		admin(t, storeUnavailableText, false)
 	})
 	// The operator's log has the cause, redacted of every secret.
-	if !strings.Contains(p.stderr.String(), "OOM") {
-		t.Errorf("the gateway's log does not say why the store failed:\n%s", p.stderr.String())
+	if !strings.Contains(p.Log(), "OOM") {
+		t.Errorf("the gateway's log does not say why the store failed:\n%s", p.Log())
 	}
 	for _, s := range []string{e2eSecret, e2eKeyOne, e2eKeyAdmin} {
-		if strings.Contains(p.stderr.String(), s) {
+		if strings.Contains(p.Log(), s) {
 			t.Errorf("the gateway's log holds %q", s)
 		}
 	}
@@ -286,7 +281,7 @@ func TestEndToEndConfigRefusals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := buildRefserver(t)
+	bin := refservertest.Build(t)
 	base := strings.ReplaceAll(e2eConfig, "{{VENDOR}}", "http://127.0.0.1:9")
 	for _, tc := range []struct {
 		name, old, new, want string
@@ -339,16 +334,15 @@ func TestEndToEndTraceBoundary(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendor.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startRefserver(t, buildRefserver(t), "-config", cfg, "-redis", "redis://"+rs.Addr())
+	p := startRefserver(t, "-config", cfg, "-redis", "redis://"+rs.Addr())
 	const clientTrace, clientSpan = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
 	h := http.Header{"Authorization": {"Bearer " + e2eKeyOne}, "Idempotency-Key": {idempotency.NewKey().String()},
 		"Traceparent": {"00-" + clientTrace + "-" + clientSpan + "-00"}, "Tracestate": {"clientvendor=ct-state-9914"}}
 	call(t, sessionWith(t, p.base, h), "pay.charge", map[string]any{"amount": 1}, "").wantOutcome(t, "accepted", false)
 
-	p.cmd.Process.Signal(syscall.SIGTERM) // flushes the spans
+	p.Signal(syscall.SIGTERM) // flushes the spans
 	select {
-	case err := <-p.done:
-		p.done <- err // for the cleanup's wait
+	case <-p.Done():
 	case <-time.After(20 * time.Second):
 		t.Fatal("refserver did not stop")
 	}

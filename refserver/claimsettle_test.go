@@ -34,8 +34,7 @@ func TestClaimSettledAfterRedisStall(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildRefserver(t)
-	p := startRefserver(t, bin, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	p := startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
 	key := idempotency.NewKey().String()
 	s := p.session(t, e2eKeyOne, key)
 	args := map[string]any{"text": "hello"}

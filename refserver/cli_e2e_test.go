@@ -18,6 +18,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/refservertest"
 	"github.com/obol-gateway/obol/mcpgateway/admin/operator"
 )
 
@@ -68,8 +69,8 @@ func TestOperatorCommands(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildRefserver(t)
-	p := startRefserver(t, bin, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	bin := refservertest.Build(t)
+	p := startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
 	url := "-url=" + p.base
 
 	t.Run("approver key", func(t *testing.T) {
@@ -279,7 +280,7 @@ func TestStoreAcknowledgeCommand(t *testing.T) {
 		defer mu.Unlock()
 		return len(got)
 	}
-	bin := buildRefserver(t)
+	bin := refservertest.Build(t)
 	code, stdout, stderr := runCLI(t, bin, e2eKeyAdmin, "store", "acknowledge-data-loss", "-url", fake.URL)
 	if code != 0 || stdout != "store data loss acknowledged (1 sentinels placed; lost: sentinel 0 vanished): m\n" || !strings.Contains(stderr, "can be dispatched again") ||
 		requests() != 1 || got[0] != "POST /v1/store/acknowledge-data-loss Bearer "+e2eKeyAdmin {

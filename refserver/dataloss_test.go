@@ -13,6 +13,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/refservertest"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -57,7 +58,7 @@ func waitStderr(t *testing.T, p *proc, wants ...string) {
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		missing := ""
 		for _, w := range wants {
-			if !strings.Contains(p.stderr.String(), w) {
+			if !strings.Contains(p.Log(), w) {
 				missing = w
 			}
 		}
@@ -65,7 +66,7 @@ func waitStderr(t *testing.T, p *proc, wants ...string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("stderr lacks %q:\n%s", missing, p.stderr.String())
+			t.Fatalf("stderr lacks %q:\n%s", missing, p.Log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -104,8 +105,8 @@ func TestStoreDataLost(t *testing.T) {
 	vendor := newTestVendor(t)
 	dep := randomDeployment(t)
 	cfgPath := dataLossConfig(t, vendor.URL, dep)
-	bin := buildRefserver(t)
-	p := startRefserver(t, bin, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	bin := refservertest.Build(t)
+	p := startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
 	key := idempotency.NewKey().String()
 	args := map[string]any{"amount": 100}
 	call(t, p.session(t, e2eKeyOne, key), "pay.charge", args, "").wantOutcome(t, "accepted", false)
@@ -160,7 +161,7 @@ func TestStoreDataLost(t *testing.T) {
 	// Redis rebuilt with no gateway running: a gateway of the same
 	// deployment_id sends the same vendor key.
 	redis.Restart()
-	q := startRefserver(t, bin, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	q := startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
 	call(t, q.session(t, e2eKeyOne, key), "pay.charge", args, "").wantOutcome(t, "accepted", false)
 	if got := receiptVendorKey(t, q, key); got != vk {
 		t.Fatalf("vendor key after the rebuild %s, before %s", got, vk)
@@ -181,7 +182,7 @@ func TestStoreDataLost(t *testing.T) {
 	// The control: without deployment_id, a rebuilt Redis gets another id,
 	// and the same call another vendor key.
 	redis.Restart()
-	c := startRefserver(t, bin, "-config", dataLossConfig(t, vendor.URL, ""), "-redis", "redis://"+redis.Addr())
+	c := startRefserver(t, "-config", dataLossConfig(t, vendor.URL, ""), "-redis", "redis://"+redis.Addr())
 	call(t, c.session(t, e2eKeyOne, key), "pay.charge", args, "").wantOutcome(t, "accepted", false)
 	if got := receiptVendorKey(t, c, key); got == vk {
 		t.Fatal("without deployment_id the rebuilt Redis kept the vendor key: the check above proves nothing")

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,6 +22,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/refservertest"
 )
 
 const (
@@ -121,94 +119,23 @@ func (v *testVendor) count(path, key string) int {
 	return v.byKey[path+" "+key]
 }
 
-// buildRefserver builds this package into a temporary directory.
-func buildRefserver(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "refserver")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+func TestMain(m *testing.M) { refservertest.Main(m) }
 
-// proc is a running refserver.
+// proc is a gateway under test: a refserver process the test started
+// (Server is set), or one in this process (base only).
 type proc struct {
-	cmd    *exec.Cmd
-	base   string
-	stderr *syncBuffer
-	done   chan error
+	base string
+	*refservertest.Server
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+type syncBuffer = refservertest.Buffer
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func startRefserver(t *testing.T, bin string, args ...string) *proc {
+// startRefserver runs the built refserver with args, the test vendor's
+// secret in its environment, and stops it when the test ends.
+func startRefserver(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{stderr: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
-	p.cmd.Env = append(os.Environ(), "E2E_VENDOR_SECRET="+e2eSecret)
-	p.cmd.Stderr = p.stderr
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			p.cmd.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("refserver stderr:\n%s", p.stderr.String())
-		}
-	})
-	timeout := time.After(30 * time.Second)
-	for p.base == "" {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("refserver exited before listening:\n%s", p.stderr.String())
-			}
-			if _, rest, found := strings.Cut(l, "listening on "); found {
-				p.base, _, _ = strings.Cut(rest, " ")
-			}
-		case <-timeout:
-			t.Fatalf("refserver did not start:\n%s", p.stderr.String())
-		}
-	}
-	go func() {
-		for range lines { // keep the pipe drained
-		}
-	}()
-	return p
+	s := refservertest.Start(t, refservertest.Options{Args: args, Env: []string{"E2E_VENDOR_SECRET=" + e2eSecret}})
+	return &proc{base: s.Base, Server: s}
 }
 
 // headerTransport adds fixed headers to every request.
@@ -235,21 +162,7 @@ func newSession(t *testing.T, base, apiKey, key string) *mcp.ClientSession {
 	if key != "" {
 		h.Set("Idempotency-Key", key)
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	tr := &mcp.StreamableClientTransport{
-		Endpoint:             base + "/mcp",
-		HTTPClient:           &http.Client{Transport: headerTransport{h}},
-		DisableStandaloneSSE: true,
-		MaxRetries:           -1,
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := client.Connect(ctx, tr, nil)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return sessionWith(t, base, h)
 }
 
 // wireReceipt is the receipt as the wire carries it, decoded with the
@@ -377,8 +290,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendor.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildRefserver(t)
-	p := startRefserver(t, bin, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	p := startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
 
 	charge := map[string]any{"amount": 1200, "currency": "usd"}
 
@@ -430,18 +342,12 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("malformed key is HTTP 400", func(t *testing.T) {
 		before := vendor.count("/charge", "")
 		for _, hv := range [][]string{{"idt_nothex"}, {k1, k1}} {
-			req, _ := http.NewRequest(http.MethodPost, p.base+"/mcp", strings.NewReader(
-				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay.charge","arguments":{"amount":1}}}`))
-			req.Header.Set("Authorization", "Bearer "+e2eKeyOne)
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header["Idempotency-Key"] = hv
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
+			resp, body, err := (refservertest.Client{Base: p.base, APIKey: e2eKeyOne}).Post(context.Background(), strings.NewReader(
+				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay.charge","arguments":{"amount":1}}}`),
+				func(req *http.Request) { req.Header["Idempotency-Key"] = hv })
+			if resp == nil {
 				t.Fatal(err)
 			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
 			var m struct {
 				Error struct {
 					Data errorData `json:"data"`
@@ -715,23 +621,22 @@ func TestEndToEnd(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the call never reached the vendor")
 		}
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := p.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		a := <-got
 		a.wantOutcome(t, "accepted", false)
 		select {
-		case err := <-p.done:
-			if err != nil {
+		case <-p.Done():
+			if err := p.Err(); err != nil {
 				t.Errorf("exit: %v", err)
 			}
-			p.done <- err // for the cleanup
 		case <-time.After(15 * time.Second):
 			t.Fatal("refserver did not exit after SIGTERM")
 		}
 	})
 
-	logs := p.stderr.String()
+	logs := p.Log()
 	for _, secret := range []string{e2eSecret, e2eKeyOne, e2eKeyTwo, e2eKeyAdmin, "vendor-secret-cookie"} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the logs hold %q", secret)
@@ -756,11 +661,10 @@ func TestEndToEndClusterTwoGateways(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendor.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildRefserver(t)
 	seeds := "redis://" + strings.Join(cluster.Addrs(), ",")
 	gw := []*proc{
-		startRefserver(t, bin, "-config", cfgPath, "-redis", seeds),
-		startRefserver(t, bin, "-config", cfgPath, "-redis", seeds),
+		startRefserver(t, "-config", cfgPath, "-redis", seeds),
+		startRefserver(t, "-config", cfgPath, "-redis", seeds),
 	}
 
 	k := idempotency.NewKey().String()
@@ -829,22 +733,14 @@ func TestEndToEndClusterTwoGateways(t *testing.T) {
 	}
 
 	// A restarted gateway keeps the stored pin, not its configured one.
-	if err := gw[1].cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-gw[1].done:
-		gw[1].done <- err // for the cleanup
-	case <-time.After(15 * time.Second):
-		t.Fatal("gateway 1 did not exit after SIGTERM")
-	}
-	restarted := startRefserver(t, bin, "-config", cfgPath, "-redis", seeds)
+	gw[1].stop(t)
+	restarted := startRefserver(t, "-config", cfgPath, "-redis", seeds)
 	k5 := idempotency.NewKey().String()
 	call(t, restarted.session(t, e2eKeyOne, k5), "cap.mail", mail, "").wantOutcome(t, "accepted", false)
 	if na, nb := restarted.sent(t, vendor, "cap.mail", "/mail-a", k5), restarted.sent(t, vendor, "cap.mail", "/mail-b", k5); na != 0 || nb != 1 {
 		t.Errorf("after a restart: mail.a %d, mail.b %d requests; want 0 and 1", na, nb)
 	}
-	if !strings.Contains(restarted.stderr.String(), "capability pin kept from the store") {
-		t.Errorf("the restarted gateway did not log the kept pin:\n%s", restarted.stderr.String())
+	if !strings.Contains(restarted.Log(), "capability pin kept from the store") {
+		t.Errorf("the restarted gateway did not log the kept pin:\n%s", restarted.Log())
 	}
 }

@@ -191,8 +191,7 @@ func TestExampleConfigServes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bin := buildRefserver(t)
-	p := startRefserver(t, bin, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	p := startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
 
 	apiKey := fc.Workspaces[0].APIKeys[0]
 	key := idempotency.NewKey().String()
@@ -211,7 +210,7 @@ func TestExampleConfigServes(t *testing.T) {
 	if badAuth != 0 {
 		t.Errorf("%d vendor requests without the secret_env credential", badAuth)
 	}
-	if strings.Contains(p.stderr.String(), e2eSecret) {
+	if strings.Contains(p.Log(), e2eSecret) {
 		t.Error("the server logged the connection secret")
 	}
 }
@@ -244,8 +243,7 @@ func TestExampleRedisWithoutConfigKeepsDemo(t *testing.T) {
 		t.Skip("builds the binary and starts Redis")
 	}
 	redis := redistest.Start(t)
-	bin := buildRefserver(t)
-	p := startRefserver(t, bin, "-redis", "redis://"+redis.Addr())
+	p := startRefserver(t, "-redis", "redis://"+redis.Addr())
 
 	s := p.session(t, demoKeyAcme, idempotency.NewKey().String())
 	a := call(t, s, "payments.create_charge", map[string]any{"amount": 1200, "currency": "usd"}, "")

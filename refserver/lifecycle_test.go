@@ -4,9 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
@@ -23,14 +21,13 @@ func TestCompletedCallReplaysAfterBaseURLEdit(t *testing.T) {
 	}
 	redis := redistest.Start(t)
 	vendor := newTestVendor(t)
-	bin := buildRefserver(t)
 	dir := t.TempDir()
 	start := func(vendorURL string) *proc {
 		cfgPath := filepath.Join(dir, "config.json")
 		if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendorURL)), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return startRefserver(t, bin, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+		return startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
 	}
 	// The same vendor under another host name.
 	other := strings.Replace(vendor.URL, "127.0.0.1", "localhost", 1)
@@ -43,15 +40,7 @@ func TestCompletedCallReplaysAfterBaseURLEdit(t *testing.T) {
 	charge := map[string]any{"amount": 700, "currency": "eur"}
 	first := call(t, p.session(t, e2eKeyOne, k), "pay.charge", charge, "")
 	first.wantOutcome(t, "accepted", false)
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-p.done:
-		p.done <- err // for the cleanup
-	case <-time.After(15 * time.Second):
-		t.Fatal("the gateway did not exit after SIGTERM")
-	}
+	p.stop(t)
 
 	q := start(other)
 	again := call(t, q.session(t, e2eKeyOne, k), "pay.charge", charge, "")

@@ -62,7 +62,6 @@ func TestLargeAnswersMemory(t *testing.T) {
 		w.Write(body)
 	}))
 	t.Cleanup(vendor.Close)
-	bin := buildRefserver(t)
 	for _, tc := range []struct {
 		name  string
 		limit string
@@ -74,8 +73,8 @@ func TestLargeAnswersMemory(t *testing.T) {
 			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			p := startRefserver(t, bin, "-config", path)
-			base := peakRSS(t, p.cmd.Process.Pid)
+			p := startRefserver(t, "-config", path)
+			base := peakRSS(t, p.Cmd.Process.Pid)
 			// Raw JSON-RPC, so that the test's own decoding of four 20 MiB
 			// answers (text and structuredContent) does not weigh on it.
 			var wg sync.WaitGroup
@@ -99,7 +98,7 @@ func TestLargeAnswersMemory(t *testing.T) {
 					t.Errorf("call %d: %d bytes, want accepted 201 with the whole body: %v: %.300s", i, len(b), tc.whole, b)
 				}
 			}
-			peak := peakRSS(t, p.cmd.Process.Pid)
+			peak := peakRSS(t, p.Cmd.Process.Pid)
 			t.Logf("gateway peak RSS: %d MiB at start, %d MiB after 4 concurrent %d MiB answers", base>>20, peak>>20, size>>20)
 			// About twice a vendor body per call in flight (the body is held
 			// once, the answer written from it in pieces), plus the

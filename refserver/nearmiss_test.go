@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"github.com/obol-gateway/obol/internal/nearmisstest"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/refservertest"
 )
 
 // nearMissVector is one published near-miss vector (DESIGN, section
@@ -42,7 +44,7 @@ func TestNearMissThroughRefserver(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendor.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startRefserver(t, buildRefserver(t), "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	p := startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
 	keys := func() []string {
 		t.Helper()
 		r, err := redis.Do("KEYS", "*")
@@ -56,22 +58,15 @@ func TestNearMissThroughRefserver(t *testing.T) {
 		slices.Sort(ks)
 		return ks
 	}
+	client := refservertest.Client{Base: p.base, APIKey: e2eKeyOne}
 	post := func(v nearMissVector, key string) (*http.Response, []byte) {
 		t.Helper()
 		body := nearMissBody(v, "pay.charge", key, "apt_"+strings.TrimPrefix(idempotency.NewKey().String(), "idt_"))
-		req, _ := http.NewRequest(http.MethodPost, p.base+"/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+e2eKeyOne)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if v.Where == "header" {
-			req.Header[v.Name] = []string{key} // on the wire as written
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
+		resp, b, err := client.Post(context.Background(), strings.NewReader(body), func(req *http.Request) {
+			if v.Where == "header" {
+				req.Header[v.Name] = []string{key} // on the wire as written
+			}
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,18 +101,13 @@ func TestNearMissThroughRefserver(t *testing.T) {
 	// announces it in r.Trailer.
 	trailerKey := idempotency.NewKey().String()
 	for range 2 {
-		req, _ := http.NewRequest(http.MethodPost, p.base+"/mcp", io.MultiReader(strings.NewReader(
-			nearMissBody(nearMissVector{Where: "none"}, "pay.charge", "", ""))))
-		req.Header.Set("Authorization", "Bearer "+e2eKeyOne)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Trailer = http.Header{headerKey: {trailerKey}}
-		resp, err := http.DefaultClient.Do(req)
+		resp, b, err := client.Post(context.Background(), io.MultiReader(strings.NewReader(
+			nearMissBody(nearMissVector{Where: "none"}, "pay.charge", "", ""))), func(req *http.Request) {
+			req.Trailer = http.Header{headerKey: {trailerKey}}
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
 		if _, d := decodeWireError(t, b); resp.StatusCode != http.StatusBadRequest || d.Reason != "malformed_key" || resp.Header.Get(headerKey) != "" {
 			t.Errorf("trailer key: %d %s", resp.StatusCode, b)
 		}

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,34 +12,23 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/refservertest"
 )
 
 // rawAnswer is a POST /mcp answer as it came off the wire.
 type rawAnswer struct {
 	code int
 	raw  string
-	resp struct {
-		Result struct {
-			Meta    map[string]json.RawMessage `json:"_meta"`
-			IsError bool                       `json:"isError"`
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-		} `json:"result"`
-		Error *struct {
-			Message string          `json:"message"`
-			Data    json.RawMessage `json:"data"`
-		} `json:"error"`
-	}
+	resp refservertest.Reply
 }
 
 // safe returns safe_new_key of the answer's error.data or receipt, as
 // written on the wire ("absent" when it is not there).
 func (a rawAnswer) safe(t *testing.T) string {
 	t.Helper()
-	raw := a.resp.Result.Meta[metaReceipt]
+	raw := a.resp.Result.RawMeta[metaReceipt]
 	if a.resp.Error != nil {
-		raw = a.resp.Error.Data
+		raw = a.resp.Error.RawData
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -55,7 +44,7 @@ func (a rawAnswer) safe(t *testing.T) string {
 func (a rawAnswer) receipt(t *testing.T) wireReceipt {
 	t.Helper()
 	var rc wireReceipt
-	if a.resp.Error != nil || json.Unmarshal(a.resp.Result.Meta[metaReceipt], &rc) != nil {
+	if a.resp.Error != nil || json.Unmarshal(a.resp.Result.RawMeta[metaReceipt], &rc) != nil {
 		t.Fatalf("no receipt: %d %s", a.code, a.raw)
 	}
 	return rc
@@ -66,46 +55,24 @@ func (a rawAnswer) reason() string {
 		return ""
 	}
 	var d errorData
-	json.Unmarshal(a.resp.Error.Data, &d)
+	json.Unmarshal(a.resp.Error.RawData, &d)
 	return d.Reason
 }
 
 func (a rawAnswer) text() string {
-	if len(a.resp.Result.Content) == 0 {
-		return ""
-	}
-	return a.resp.Result.Content[0].Text
+	return a.resp.Text()
 }
 
 // mcpPost sends one tools/call to base's /mcp with the usual headers (edit
 // changes them) and the idempotency key, if any.
 func mcpPost(t *testing.T, base, apiKey, key, tool string, args any, edit func(http.Header)) rawAnswer {
 	t.Helper()
-	params := map[string]any{"name": tool, "arguments": args}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
-	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(string(body)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
+	c := refservertest.Client{Base: base, APIKey: apiKey, HTTP: &http.Client{Timeout: time.Minute}}
+	r := c.CallTool(context.Background(), refservertest.Request{Tool: tool, Args: args, Key: key, Header: edit})
+	if r.Err != nil {
+		t.Fatalf("%s: %d %v", tool, r.HTTPStatus, r.Err)
 	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	if edit != nil {
-		edit(req.Header)
-	}
-	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	a := rawAnswer{code: resp.StatusCode, raw: string(raw)}
-	if err := json.Unmarshal(raw, &a.resp); err != nil {
-		t.Fatalf("%s: %d %q", tool, resp.StatusCode, raw)
-	}
-	return a
+	return rawAnswer{code: r.HTTPStatus, raw: string(r.Body), resp: r}
 }
 
 // TestEndToEndSafeNewKey: through the built binary, every receipt and every
@@ -123,7 +90,7 @@ func TestEndToEndSafeNewKey(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startRefserver(t, buildRefserver(t), "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	p := startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
 	post := func(key, tool string, args any) rawAnswer {
 		t.Helper()
 		return mcpPost(t, p.base, e2eKeyOne, key, tool, args, nil)
@@ -173,7 +140,7 @@ func TestEndToEndSafeNewKey(t *testing.T) {
 	var approval struct {
 		Ticket string `json:"ticket"`
 	}
-	json.Unmarshal(held.resp.Result.Meta[metaApprove], &approval)
+	json.Unmarshal(held.resp.Result.RawMeta[metaApprove], &approval)
 	if code, m := p.post(t, "POST", "/v1/approvals/"+approval.Ticket+"/deny", e2eKeyAdmin, ""); code != 200 {
 		t.Fatalf("deny: %d %v", code, m)
 	}
@@ -224,7 +191,7 @@ func TestEndToEndDemoUnknown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	p := startRefserver(t, buildRefserver(t))
+	p := startRefserver(t)
 	post := func(key, tool string, args any) rawAnswer {
 		t.Helper()
 		return mcpPost(t, p.base, demoKeyAcme, key, tool, args, nil)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/internal/refservertest"
 	"github.com/obol-gateway/obol/internal/secrettest"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
@@ -101,13 +102,12 @@ func secretsEnv(name string) (string, bool) {
 // mcpCall posts one tools/call and returns the raw HTTP answer.
 func mcpCall(t *testing.T, base, tool, key string) (int, []byte) {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"note":"hi"}}}`
-	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+secretsAPIKey)
-	req.Header.Set("Idempotency-Key", key)
-	return do(t, req)
+	c := refservertest.Client{Base: base, APIKey: secretsAPIKey}
+	r := c.CallTool(context.Background(), refservertest.Request{Tool: tool, Key: key, Args: map[string]string{"note": "hi"}})
+	if r.HTTPStatus == 0 {
+		t.Fatal(r.Err)
+	}
+	return r.HTTPStatus, r.Body
 }
 
 func do(t *testing.T, req *http.Request) (int, []byte) {

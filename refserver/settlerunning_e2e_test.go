@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,10 +63,9 @@ func TestResolveWhileAttemptRuns(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(runningConfig, "{{VENDOR}}", vendor.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildRefserver(t)
 	url := "redis://" + redis.Addr()
-	owner := startRefserver(t, bin, "-config", cfgPath, "-redis", url)
-	other := startRefserver(t, bin, "-config", cfgPath, "-redis", url)
+	owner := startRefserver(t, "-config", cfgPath, "-redis", url)
+	other := startRefserver(t, "-config", cfgPath, "-redis", url)
 
 	k := idempotency.NewKey().String()
 	args := map[string]any{"amount": 7}
@@ -79,14 +77,14 @@ func TestResolveWhileAttemptRuns(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the call never reached the vendor")
 	}
-	if err := owner.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := owner.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			owner.cmd.Process.Signal(syscall.SIGCONT)
+			owner.Resume()
 		}
 	}
 	t.Cleanup(resume)

@@ -100,7 +100,7 @@ func TestTenantsNeverMeetAtTheVendor(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(tenantsConfig, "{{VENDOR}}", vendor.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startRefserver(t, buildRefserver(t), "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	p := startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
 
 	for i, tool := range []string{"payments.create_charge", "payments.create_charge_body"} {
 		key := fmt.Sprintf("idt_%032x", i+1) // a client-chosen key both tenants happen to use

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -17,10 +16,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/refservertest"
 )
 
 // Row 4's fixed names. The keys exist only in this run's processes.
@@ -78,59 +77,34 @@ func startVendor() (*vendor, error) {
 
 func (v *vendor) close() { v.srv.Close() }
 
-// child is a server process of row 4.
+// child is a server process of row 4, its stderr in a file of the run's
+// directory.
 type child struct {
-	name   string
-	base   string // http://host:port
-	cmd    *exec.Cmd
-	stderr *os.File
-	exited chan struct{}
+	name string
+	base string // http://host:port
+	srv  *refservertest.Server
+	log  *os.File
 }
 
-// startChild starts cmd and waits for its "listening on http://..." line.
-func startChild(ctx context.Context, name string, cmd *exec.Cmd, dir string) (*child, error) {
-	c := &child{name: name, cmd: cmd, exited: make(chan struct{})}
+// startChild runs o.Bin with o's arguments and environment and waits for
+// its "listening on http://..." line.
+func startChild(ctx context.Context, name string, o refservertest.Options, dir string) (*child, error) {
+	c := &child{name: name}
 	var err error
-	if c.stderr, err = os.CreateTemp(dir, name+"-*.log"); err != nil {
+	if c.log, err = os.CreateTemp(dir, strings.ReplaceAll(name, " ", "-")+"-*.log"); err != nil {
 		return nil, err
 	}
-	cmd.Stderr = c.stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
+	o.Log, o.Ready = c.log, 30*time.Second
+	if c.srv, err = refservertest.Launch(ctx, o); err != nil {
+		c.log.Close()
+		return nil, fmt.Errorf("%s: %w: %s", name, err, c.logTail())
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
-				addr, _, _ := strings.Cut(rest, " ")
-				select {
-				case found <- addr:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, out)
-	}()
-	go func() { cmd.Wait(); close(c.exited) }()
-	select {
-	case c.base = <-found:
-		return c, nil
-	case <-c.exited:
-		return nil, fmt.Errorf("%s exited on start: %s", name, c.logTail())
-	case <-time.After(30 * time.Second):
-	case <-ctx.Done():
-	}
-	c.stop()
-	return nil, fmt.Errorf("%s: no listen address within 30s: %s", name, c.logTail())
+	c.base = c.srv.Base
+	return c, nil
 }
 
 func (c *child) logTail() string {
-	b, _ := os.ReadFile(c.stderr.Name())
+	b, _ := os.ReadFile(c.log.Name())
 	b = bytes.TrimSpace(b)
 	if len(b) > 600 {
 		b = b[len(b)-600:]
@@ -138,20 +112,11 @@ func (c *child) logTail() string {
 	return string(b)
 }
 
+// stop ends the child with SIGTERM first: refserver writes its profiles as
+// it shuts down.
 func (c *child) stop() {
-	// SIGTERM first: refserver writes its profiles as it shuts down.
-	select {
-	case <-c.exited:
-	default:
-		c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.exited:
-		case <-time.After(10 * time.Second):
-			c.cmd.Process.Kill()
-			<-c.exited
-		}
-	}
-	c.stderr.Close()
+	c.srv.Stop(10 * time.Second)
+	c.log.Close()
 }
 
 // buildRefserver builds ./refserver into dir.
@@ -285,7 +250,8 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(refserverConfig, "{{VENDOR}}", v.url)), 0o600); err != nil {
 		return err
 	}
-	rc := exec.Command(bin, "-config", cfgPath, "-redis", o.redisURL, "-addr", "127.0.0.1:0")
+	rc := refservertest.Options{Bin: bin, Args: []string{"-config", cfgPath, "-redis", o.redisURL},
+		Env: []string{vendorEnv + "=" + vendorSecret}}
 	if o.serverProfile != "" {
 		if err := os.MkdirAll(o.serverProfile, 0o755); err != nil {
 			return err
@@ -293,7 +259,6 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 		rc.Args = append(rc.Args, "-cpuprofile", filepath.Join(o.serverProfile, "refserver.cpu.pprof"),
 			"-exectrace", filepath.Join(o.serverProfile, "refserver.trace"))
 	}
-	rc.Env = append(os.Environ(), vendorEnv+"="+vendorSecret)
 	ref, err := startChild(ctx, "refserver", rc, dir)
 	if err != nil {
 		return err
@@ -304,9 +269,8 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 	if err != nil {
 		return err
 	}
-	bc := exec.Command(self, "-vendor", v.url+vendorPath, "-addr", "127.0.0.1:0")
-	bc.Env = append(os.Environ(), roleEnv+"=bare", vendorEnv+"="+vendorSecret)
-	bare, err := startChild(ctx, "bare server", bc, dir)
+	bare, err := startChild(ctx, "bare server", refservertest.Options{Bin: self, Args: []string{"-vendor", v.url + vendorPath},
+		Env: []string{roleEnv + "=bare", vendorEnv + "=" + vendorSecret}}, dir)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,15 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/refservertest"
 	"github.com/obol-gateway/obol/receipt"
 )
 
@@ -135,33 +133,14 @@ func (v *vendor) count(path, key string) (requests int, answer string) {
 	return v.requests[path+" "+key], v.charged[path+" "+key]
 }
 
-// refserverBin is the reference gateway, built once for all tests.
-var refserverBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "client-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	refserverBin = filepath.Join(dir, "refserver")
-	out, err := exec.Command("go", "build", "-o", refserverBin, "github.com/obol-gateway/obol/refserver").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build refserver: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { refservertest.Main(m) }
 
 // startGateway runs the reference gateway on its embedded store, with
 // testConfig against v, or in demo mode if v is nil, and returns its base
 // URL.
 func startGateway(t *testing.T, v *vendor) string {
 	t.Helper()
-	args := []string{"-addr", "127.0.0.1:0"}
+	var args []string
 	if v != nil {
 		cfg := filepath.Join(t.TempDir(), "gateway.json")
 		if err := os.WriteFile(cfg, []byte(strings.ReplaceAll(testConfig, "{{VENDOR}}", v.URL)), 0o600); err != nil {
@@ -169,47 +148,7 @@ func startGateway(t *testing.T, v *vendor) string {
 		}
 		args = append(args, "-config", cfg)
 	}
-	cmd := exec.Command(refserverBin, args...)
-	cmd.Env = append(os.Environ(), "CLIENT_TEST_VENDOR_SECRET="+testSecret)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		<-done
-		if t.Failed() {
-			t.Logf("refserver stderr:\n%s", stderr.String())
-		}
-	})
-	base := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
-				b, _, _ := strings.Cut(rest, " ")
-				select {
-				case base <- b:
-				default:
-				}
-			}
-		}
-		cmd.Wait()
-		close(done)
-	}()
-	select {
-	case b := <-base:
-		return b
-	case <-done:
-		t.Fatalf("refserver exited before listening:\n%s", stderr.String())
-		return ""
-	}
+	return refservertest.Start(t, refservertest.Options{Args: args, Env: []string{"CLIENT_TEST_VENDOR_SECRET=" + testSecret}}).Base
 }
 
 func dial(t *testing.T, base string) *Client {

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -72,35 +71,11 @@ func (s *Store) ListPending(ctx context.Context, req idempotency.ListRequest) (P
 	if cur.pos == 0 {
 		cur = listCursor{pos: 1} // position 0 is the unknown index's old key
 	}
-	limit := req.PageLimit()
-	var page PendingPage
-	for scanned := 0; cur.pos < listPositions; {
-		if scanned >= maxScan {
-			page.Cursor = cur.String()
-			return page, nil
-		}
-		entries, next, err := s.readBuckets(ctx, s.pendingKey, req.Workspace, cur, limit+1-len(page.Approvals))
-		if err != nil {
-			return PendingPage{}, err
-		}
-		for len(entries) > 0 {
-			if len(page.Approvals) == limit {
-				page.Cursor = cur.String()
-				return page, nil
-			}
-			chunk := entries[:min(len(entries), limit-len(page.Approvals))]
-			entries = entries[len(chunk):]
-			listed, err := s.pending(ctx, req.Workspace, chunk)
-			if err != nil {
-				return PendingPage{}, err
-			}
-			page.Approvals = append(page.Approvals, listed...)
-			cur = chunk[len(chunk)-1]
-			scanned += len(chunk)
-		}
-		cur = next
+	approvals, next, err := listPage(ctx, s, s.pendingKey, req.Workspace, cur, req.PageLimit(), s.pending)
+	if err != nil {
+		return PendingPage{}, err
 	}
-	return page, nil
+	return PendingPage{Approvals: approvals, Cursor: next}, nil
 }
 
 // pending reads the records of pending entries and returns those awaiting
@@ -109,15 +84,7 @@ func (s *Store) ListPending(ctx context.Context, req idempotency.ListRequest) (P
 func (s *Store) pending(ctx context.Context, workspace string, entries []listCursor) ([]PendingApproval, error) {
 	var out []PendingApproval
 	for _, e := range entries {
-		var m indexMember
-		k, err := idempotency.Key{}, json.Unmarshal([]byte(e.member), &m)
-		if err == nil {
-			k, err = idempotency.ParseKey(m.Key)
-		}
-		scope := idempotency.Scope{Workspace: workspace, Connection: m.Connection, Tool: m.Tool}
-		if err == nil {
-			_, err = scope.StorageKey(s.prefix, k)
-		}
+		scope, k, _, err := s.entryRecord(workspace, e)
 		var rec idempotency.Record
 		gone := false
 		if err == nil {

@@ -71,6 +71,17 @@ func (s *Store) indexEntry(scope idempotency.Scope, key idempotency.Key, rk stri
 	return s.bucketOf(scope.Workspace, rk), member, nil
 }
 
+// opEntry is the operation id opID (a new one when empty) and the index
+// entry of the record at rk, as the scripts that reserve an attempt or make
+// it final take them.
+func (s *Store) opEntry(opID string, scope idempotency.Scope, key idempotency.Key, rk string) (op, bucket, member string, err error) {
+	if op, err = validOpID(opID); err != nil {
+		return "", "", "", err
+	}
+	bucket, member, err = s.indexEntry(scope, key, rk)
+	return op, bucket, member, err
+}
+
 // Settle settles an unknown record (idempotency.Settler): one script on
 // the record and its index bucket. A record whose attempt may still be
 // running at its gateway (it still has an attempt deadline: in flight
@@ -86,11 +97,7 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 	if err := req.Validate(); err != nil {
 		return idempotency.Record{}, fmt.Errorf("redisstore: %w", err)
 	}
-	op, err := validOpID(req.OpID)
-	if err != nil {
-		return idempotency.Record{}, err
-	}
-	bucket, member, err := s.indexEntry(req.Scope, req.Key, rk)
+	op, bucket, member, err := s.opEntry(req.OpID, req.Scope, req.Key, rk)
 	if err != nil {
 		return idempotency.Record{}, err
 	}
@@ -100,13 +107,9 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 	args := scriptargs.SettleSpec.Argv(&scriptargs.Settle{Attempts: req.Attempts, State: stateCodes[req.Outcome], Op: opTag('s', op),
 		Retention: s.retention, By: req.By, Note: req.Note, Member: member, Margin: s.lease, ScopeVersion: scopeVersion,
 		Result: result})
-	arr, _, err := s.execKeys(ctx, s.sc.settle, []string{rk, bucket}, args, false)
+	arr, _, st, err := s.runStatus(ctx, "settle", s.sc.settle, []string{rk, bucket}, args, false)
 	if err != nil {
-		return idempotency.Record{}, opError("settle", err)
-	}
-	st, err := status(arr)
-	if err != nil {
-		return idempotency.Record{}, opError("settle", err)
+		return idempotency.Record{}, err
 	}
 	switch st {
 	case "not_found":
@@ -129,23 +132,13 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		return idempotency.Record{}, fmt.Errorf("redisstore: %w", &idempotency.AttemptRunningError{
 			SettleAfter: msTime(at), RetryAfter: time.Duration(at-now) * time.Millisecond})
 	case "settled":
-		if len(arr) < 2 {
-			return idempotency.Record{}, opError("settle", errors.New("short settle reply"))
-		}
-		raw, err := arr[1].ToString()
-		if err != nil {
-			return idempotency.Record{}, opError("settle", err)
-		}
-		rec, err := decodeStored(req.Scope, req.Key, raw, 0, schemaVersion)
-		if err != nil {
-			return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", err)
-		}
-		if !applied(arr, 2) {
+		rec, err := storedRecord("settle", req.Scope, req.Key, arr)
+		if err == nil && !applied(arr, 2) {
 			// A settle never shortens the TTL: counted as long as the
 			// longest a record lives after a change.
 			s.accountResult(req.Scope.Workspace, s.uretention, result)
 		}
-		return rec, nil
+		return rec, err
 	}
 	return idempotency.Record{}, opError("settle", fmt.Errorf("unexpected reply %q", st))
 }
@@ -194,41 +187,49 @@ func (s *Store) ListUnknown(ctx context.Context, req idempotency.ListRequest) (i
 	if err != nil {
 		return idempotency.UnknownPage{}, err
 	}
-	limit := req.PageLimit()
-	var page idempotency.UnknownPage
+	records, next, err := listPage(ctx, s, s.listKey, req.Workspace, cur, req.PageLimit(), s.listed)
+	if err != nil {
+		return idempotency.UnknownPage{}, err
+	}
+	return idempotency.UnknownPage{Records: records, Cursor: next}, nil
+}
+
+// listPage reads one page of a listing from cur on: up to limit items of
+// the buckets key names, each chunk of entries read by read; next is the
+// cursor of the page that follows, "" at the end.
+func listPage[T any](ctx context.Context, s *Store, key func(workspace string, pos int) string, workspace string, cur listCursor, limit int,
+	read func(ctx context.Context, workspace string, entries []listCursor) ([]T, error)) (items []T, next string, err error) {
 	for scanned := 0; cur.pos < listPositions; {
 		if scanned >= maxScan {
-			page.Cursor = cur.String()
-			return page, nil
+			return items, cur.String(), nil
 		}
 		// One entry more than the page needs tells whether a cursor is due.
-		entries, next, err := s.readBuckets(ctx, s.listKey, req.Workspace, cur, limit+1-len(page.Records))
+		entries, after, err := s.readBuckets(ctx, key, workspace, cur, limit+1-len(items))
 		if err != nil {
-			return idempotency.UnknownPage{}, err
+			return nil, "", err
 		}
 		for len(entries) > 0 {
-			if len(page.Records) == limit {
-				page.Cursor = cur.String()
-				return page, nil
+			if len(items) == limit {
+				return items, cur.String(), nil
 			}
 			// No more entries than the page has room for: their records
 			// are read in one pipeline.
-			chunk := entries[:min(len(entries), limit-len(page.Records))]
+			chunk := entries[:min(len(entries), limit-len(items))]
 			entries = entries[len(chunk):]
-			listed, err := s.listed(ctx, req.Workspace, chunk)
+			listed, err := read(ctx, workspace, chunk)
 			if err != nil {
-				return idempotency.UnknownPage{}, err
+				return nil, "", err
 			}
-			page.Records = append(page.Records, listed...)
+			items = append(items, listed...)
 			cur = chunk[len(chunk)-1]
 			scanned += len(chunk)
 		}
-		cur = next
+		cur = after
 	}
-	return page, nil
+	return items, "", nil
 }
 
-// maxScan bounds the index entries one ListUnknown reads.
+// maxScan bounds the index entries one page of a listing reads.
 const maxScan = 10 * idempotency.MaxPageSize
 
 // listBatch is the number of buckets one pipeline of the listing reads.
@@ -293,6 +294,21 @@ func (s *Store) readBuckets(ctx context.Context, key func(workspace string, pos 
 	return out, listCursor{pos: end}, nil
 }
 
+// entryRecord is the scope, key and record key an index entry of
+// workspace names; an error when its member does not name a valid record.
+func (s *Store) entryRecord(workspace string, e listCursor) (scope idempotency.Scope, key idempotency.Key, rk string, err error) {
+	var m indexMember
+	if err := json.Unmarshal([]byte(e.member), &m); err != nil {
+		return scope, key, "", err
+	}
+	if key, err = idempotency.ParseKey(m.Key); err != nil {
+		return scope, key, "", err
+	}
+	scope = idempotency.Scope{Workspace: workspace, Connection: m.Connection, Tool: m.Tool}
+	rk, err = scope.StorageKey(s.prefix, key)
+	return scope, key, rk, err
+}
+
 // listed reads the records of index entries (in one pipeline) and returns
 // those unknown now, in order; it drops the entries whose record can never
 // be listed again.
@@ -305,16 +321,7 @@ func (s *Store) listed(ctx context.Context, workspace string, entries []listCurs
 	}
 	items := make([]item, 0, len(entries))
 	for _, e := range entries {
-		var m indexMember
-		k, err := idempotency.Key{}, json.Unmarshal([]byte(e.member), &m)
-		if err == nil {
-			k, err = idempotency.ParseKey(m.Key)
-		}
-		scope := idempotency.Scope{Workspace: workspace, Connection: m.Connection, Tool: m.Tool}
-		var rk string
-		if err == nil {
-			rk, err = scope.StorageKey(s.prefix, k)
-		}
+		scope, k, rk, err := s.entryRecord(workspace, e)
 		if err != nil {
 			if err := s.drop(ctx, workspace, e); err != nil {
 				return nil, err

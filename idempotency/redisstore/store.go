@@ -702,23 +702,15 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if err != nil {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 	}
-	op, err := validOpID(req.OpID)
-	if err != nil {
-		return idempotency.Reservation{}, err
-	}
-	bucket, member, err := s.indexEntry(req.Scope, req.Key, key)
+	op, bucket, member, err := s.opEntry(req.OpID, req.Scope, req.Key, key)
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
 	args := scriptargs.ReserveSpec.Argv(&scriptargs.Reserve{Token: req.Token, Op: opTag('r', op), Lease: s.lease, URetention: s.uretention,
 		Timeout: int(timeout.Milliseconds()), PrevNever: req.PreviousNeverSent, Member: member, Incarnation: inc})
-	arr, acks, err := s.execKeys(ctx, s.sc.reserve, []string{key, bucket}, args, true)
+	arr, acks, st, err := s.runStatus(ctx, "reserve", s.sc.reserve, []string{key, bucket}, args, true)
 	if err != nil {
-		return idempotency.Reservation{}, opError("reserve", err)
-	}
-	st, err := status(arr)
-	if err != nil {
-		return idempotency.Reservation{}, opError("reserve", err)
+		return idempotency.Reservation{}, err
 	}
 	switch st {
 	case "not_found":
@@ -804,6 +796,36 @@ func status(arr []rueidis.RedisMessage) (string, error) {
 	return arr[0].ToString()
 }
 
+// runStatus is execKeys followed by status: a failure of either is an
+// [OpError] of op.
+func (s *Store) runStatus(ctx context.Context, op string, sc *script, keys, args []string, wait bool) (arr []rueidis.RedisMessage, acks int64, st string, err error) {
+	arr, acks, err = s.execKeys(ctx, sc, keys, args, wait)
+	if err == nil {
+		st, err = status(arr)
+	}
+	if err != nil {
+		return nil, 0, "", opError(op, err)
+	}
+	return arr, acks, st, nil
+}
+
+// storedRecord decodes the record a finalize or settle script answers after
+// its status: a short or unreadable reply is an [OpError] of op.
+func storedRecord(op string, scope idempotency.Scope, key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.Record, error) {
+	if len(arr) < 2 {
+		return idempotency.Record{}, opError(op, errors.New("short "+op+" reply"))
+	}
+	raw, err := arr[1].ToString()
+	if err != nil {
+		return idempotency.Record{}, opError(op, err)
+	}
+	rec, err := decodeStored(scope, key, raw, 0, schemaVersion)
+	if err != nil {
+		return idempotency.Record{}, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	return rec, nil
+}
+
 // Finalize records the outcome of attempt Token in one script and returns
 // the record without the body.
 //
@@ -860,13 +882,9 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	result := encodeResult(req.Result, s.maxResult)
 	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: req.Token, State: stateCodes[req.Outcome], Op: opTag('f', op),
 		TTL: ttl, Never: req.NeverSent, Member: member, Incarnation: inc, Result: result})
-	arr, _, err := s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
+	arr, _, st, err := s.runStatus(ctx, "finalize", s.sc.finalize, []string{key, bucket}, args, false)
 	if err != nil {
-		return idempotency.Record{}, opError("finalize", err)
-	}
-	st, err := status(arr)
-	if err != nil {
-		return idempotency.Record{}, opError("finalize", err)
+		return idempotency.Record{}, err
 	}
 	switch st {
 	case "not_found":
@@ -874,21 +892,11 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	case "stale":
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
 	case "finalized":
-		if len(arr) < 2 {
-			return idempotency.Record{}, opError("finalize", errors.New("short finalize reply"))
-		}
-		raw, err := arr[1].ToString()
-		if err != nil {
-			return idempotency.Record{}, opError("finalize", err)
-		}
-		rec, err := decodeStored(req.Scope, req.Key, raw, 0, schemaVersion)
-		if err != nil {
-			return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
-		}
-		if !applied(arr, 2) {
+		rec, err := storedRecord("finalize", req.Scope, req.Key, arr)
+		if err == nil && !applied(arr, 2) {
 			s.accountResult(req.Scope.Workspace, ttl, result)
 		}
-		return rec, nil
+		return rec, err
 	}
 	return idempotency.Record{}, opError("finalize", fmt.Errorf("unexpected reply %q", st))
 }
@@ -1047,15 +1055,11 @@ func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idem
 	if err != nil {
 		return idempotency.Ticket{}, err
 	}
-	arr, _, err := s.execKeys(ctx, s.sc.decide, []string{tv.Record, bucket, s.pendingOf(tv.scope().Workspace, tv.Record)},
+	arr, _, st, err := s.runStatus(ctx, "decide", s.sc.decide, []string{tv.Record, bucket, s.pendingOf(tv.scope().Workspace, tv.Record)},
 		scriptargs.DecideSpec.Argv(&scriptargs.Decide{Ticket: req.Ticket, Approve: req.Approve, Op: opTag('d', op),
 			Retention: s.retention, Member: member, ScopeVersion: scopeVersion}), false)
 	if err != nil {
-		return idempotency.Ticket{}, opError("decide", err)
-	}
-	st, err := status(arr)
-	if err != nil {
-		return idempotency.Ticket{}, opError("decide", err)
+		return idempotency.Ticket{}, err
 	}
 	var ts idempotency.TicketStatus
 	switch st {

@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/obol-gateway/obol/receipt"
+	"github.com/obol-gateway/obol/internal/refservertest"
 )
 
 // httpClient carries every call: no retry of its own (a POST is never
@@ -26,21 +25,8 @@ type reply struct {
 	transport  error
 	refused    bool
 	reason     string
-	result     struct {
-		IsError bool `json:"isError"`
-		Content []struct {
-			Text string `json:"text"`
-		} `json:"content"`
-		Meta struct {
-			Key      string          `json:"dev.obol/idempotency-key"`
-			Receipt  receipt.Receipt `json:"dev.obol/receipt"`
-			Approval *struct {
-				Ticket string `json:"ticket"`
-				Status string `json:"status"`
-			} `json:"dev.obol/approval"`
-		} `json:"_meta"`
-	}
-	body []byte
+	result     refservertest.Result
+	body       []byte
 }
 
 // kind is the reply's class for the outcome table.
@@ -99,49 +85,11 @@ func (r reply) final() bool {
 // callTool sends one tools/call with key as Idempotency-Key, and an approval
 // ticket in _meta when one is given.
 func callTool(ctx context.Context, base, apiKey, tool, key, ticket string, args json.RawMessage) reply {
-	params := map[string]any{"name": tool, "arguments": args}
-	if ticket != "" {
-		params["_meta"] = map[string]any{"dev.obol/approval-ticket": ticket}
-	}
-	p, _ := json.Marshal(params)
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + string(p) + `}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(body))
-	if err != nil {
-		return reply{transport: err}
-	}
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return reply{transport: err}
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	r := reply{httpStatus: resp.StatusCode, body: raw}
-	if err != nil {
-		r.transport = err
-		return r
-	}
-	var env struct {
-		Result json.RawMessage `json:"result"`
-		Error  *struct {
-			Data struct {
-				Reason string `json:"reason"`
-			} `json:"data"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &env); err != nil {
-		r.transport = fmt.Errorf("HTTP %d, undecodable body: %w", resp.StatusCode, err)
-		return r
-	}
-	if env.Error != nil {
-		r.refused, r.reason = true, env.Error.Data.Reason
-		return r
-	}
-	if err := json.Unmarshal(env.Result, &r.result); err != nil {
-		r.transport = fmt.Errorf("result: %w", err)
+	c := refservertest.Client{Base: base, APIKey: apiKey, HTTP: httpClient}
+	a := c.CallTool(ctx, refservertest.Request{Tool: tool, Args: args, Key: key, Ticket: ticket})
+	r := reply{httpStatus: a.HTTPStatus, transport: a.Err, result: a.Result, body: a.Body}
+	if a.Error != nil {
+		r.refused, r.reason, r.transport = true, a.Reason(), nil
 	}
 	return r
 }
