@@ -119,7 +119,6 @@ func TestFloodFairShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := buildRefserver(t)
 	vendor := floodVendor(t)
 	for _, gateways := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d gateways", gateways), func(t *testing.T) {
@@ -132,7 +131,7 @@ func TestFloodFairShare(t *testing.T) {
 			}
 			var procs []*proc
 			for range gateways {
-				procs = append(procs, startRefserver(t, bin, "-config", path, "-redis", "redis://"+r.Addr()))
+				procs = append(procs, startRefserver(t, "-config", path, "-redis", "redis://"+r.Addr()))
 			}
 			runFlood(t, r, procs)
 		})
@@ -260,8 +259,8 @@ func runFlood(t *testing.T, r *redistest.Server, procs []*proc) {
 	}
 	var refused float64
 	for _, p := range procs {
-		if strings.Contains(p.stderr.String(), "OOM") || strings.Contains(p.stderr.String(), "out_of_memory") {
-			t.Errorf("the gateway logged an OOM:\n%.2000s", p.stderr.String())
+		if strings.Contains(p.Log(), "OOM") || strings.Contains(p.Log(), "out_of_memory") {
+			t.Errorf("the gateway logged an OOM:\n%.2000s", p.Log())
 		}
 		refused += quotaRefusalsMetric(t, p, "ws_flood")
 		if n := quotaRefusalsMetric(t, p, "ws_calm"); n != 0 {
