@@ -65,15 +65,6 @@ func (e *AttemptRunningError) Error() string {
 // Unwrap returns ErrInProgress.
 func (e *AttemptRunningError) Unwrap() error { return ErrInProgress }
 
-// Resolution says who settled an unknown record, when (the store's clock)
-// and why.
-type Resolution struct {
-	Outcome State // StateAccepted or StateDefinitelyRejected
-	By      string
-	At      time.Time
-	Note    string
-}
-
 // SettleRequest settles the record of Key in Scope.
 type SettleRequest struct {
 	Scope Scope
@@ -81,7 +72,7 @@ type SettleRequest struct {
 	// Attempts is the record's AttemptCount as the operator saw it: a
 	// reservation made since then makes the settle ErrStale.
 	Attempts int
-	Outcome  State // StateAccepted or StateDefinitelyRejected
+	Outcome  effectspec.Outcome // effectspec.Accepted or DefinitelyRejected
 	// By is who settles: 1 to MaxByBytes bytes. By and Note are UTF-8
 	// without control characters, Unicode format characters (category
 	// Cf) or U+2028/U+2029.

@@ -10,13 +10,12 @@ import (
 	"syscall"
 )
 
-var (
-	// ErrInvalidRequest: the request cannot be sent as given (nil, no URL,
-	// no host, a scheme other than http or https, CONNECT, a Content-Length
-	// without a body, or an invalid header). It is reported as before_send,
-	// but repeating the attempt cannot help.
-	ErrInvalidRequest = errors.New("retry: invalid request")
+// A request that cannot be sent as given (nil, no URL, no host, a scheme
+// other than http or https, CONNECT, a Content-Length without a body, or an
+// invalid header) wraps idempotency.ErrInvalidRequest. It is reported as
+// before_send, but repeating the attempt cannot help.
 
+var (
 	// ErrSendDeadline: the attempt had not written a byte when its send
 	// deadline (WithSendDeadline) passed, so it was stopped unsent. It is
 	// always before_send.

@@ -165,8 +165,9 @@ type Call struct {
 	Refuse error
 }
 
-// Outcome is what a call produced.
-type Outcome struct {
+// Answer is what Do answers for a call: its receipt and the vendor's
+// answer, fresh or replayed.
+type Answer struct {
 	// Receipt describes the call; Receipt.Outcome is Held for a held call.
 	Receipt receipt.Receipt
 	// Result is the vendor's answer, fresh or replayed; nil when no answer
@@ -184,7 +185,7 @@ type Outcome struct {
 // idempotency.NewRoute). A refusal (mismatch, in progress, conflict, outcome unknown,
 // denied, policy) is an error matched with errors.Is against the sentinels of
 // idempotency and effectspec; nothing was sent. A vendor's rejection or an
-// unknown outcome is not an error: it is in Outcome.Receipt.
+// unknown outcome is not an error: it is in Answer.Receipt.
 //
 // Once an attempt is reserved, sending and finalizing no longer follow ctx's
 // cancellation (only its values): a caller that goes away must not turn an
@@ -304,9 +305,9 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	case idempotency.StatusClaimed:
 	case idempotency.StatusReplay:
 		claim.Record = scrubbedRecord(&call, claim.Record) // also records stored before scrubbing existed
-		return o.outcome(&call, hash, *claim.Record, true), nil
+		return o.answer(&call, hash, *claim.Record, true), nil
 	case idempotency.StatusHeld:
-		out := o.outcome(&call, hash, idempotency.Record{State: idempotency.StateHeld, KeySource: call.KeySource,
+		out := o.answer(&call, hash, idempotency.Record{State: idempotency.StateHeld, KeySource: call.KeySource,
 			Binding: req.Binding, Route: req.Route, Fingerprint: req.Fingerprint, CreatedAt: start}, false)
 		out.Ticket = claim.Ticket
 		return out, nil
@@ -344,22 +345,6 @@ func (o *Orchestrator) denied(ctx context.Context, call *Call) error {
 		e.SafeNewKey = receipt.Safe(rec.State == idempotency.StateDenied || rec.SentAttempts == 0 && !rec.State.Final())
 	}
 	return e
-}
-
-// SafeNewKey is what a receipt of rec says of a new key (DESIGN.md section
-// 11): true for a definitely_rejected call none of whose earlier attempts
-// may have left (one reservation, or one attempt that may have left: the
-// rejected one) and for a denied call (it never dispatched); false for
-// every other state: accepted ran, unknown and in_progress may have, a held
-// call holds its slot.
-func SafeNewKey(rec idempotency.Record) bool {
-	switch rec.State {
-	case idempotency.StateDefinitelyRejected:
-		return rec.AttemptCount == 1 || rec.SentAttempts == 1
-	case idempotency.StateDenied:
-		return true
-	}
-	return false
 }
 
 // claimPrevious answers a claim refused as request_mismatch by claiming again
@@ -632,13 +617,13 @@ func (o *Orchestrator) finalizeInc(ctx context.Context, call *Call, hash string,
 		// once the lease ends. Say so rather than guess.
 		return Outcome{Key: call.Key, Result: stored}, fmt.Errorf("retry: finalize attempt %d: %w", token, err)
 	}
-	end(nil, Attr{AttrOutcome, string(OutcomeOf(rec.State))}, Attr{AttrAttemptCount, rec.AttemptCount})
+	end(nil, Attr{AttrOutcome, string(rec.State)}, Attr{AttrAttemptCount, rec.AttemptCount})
 	if neverSent && errors.Is(res.Err, ErrInvalidRequest) {
 		// It fails the same way every time: a refusal, not an outcome.
-		return Outcome{Key: call.Key}, fmt.Errorf("%w: %w", idempotency.ErrInvalidRequest, res.Err)
+		return Outcome{Key: call.Key}, res.Err
 	}
 	rec.Result = stored
-	return o.outcome(call, hash, rec, false), nil
+	return o.answer(call, hash, rec, false), nil
 }
 
 func latest(a, b time.Time) time.Time {
@@ -681,79 +666,15 @@ func (o *Orchestrator) storeOp(ctx context.Context, call *Call, name string, op 
 	}
 }
 
-// outcome builds the receipt of a call from its record.
-func (o *Orchestrator) outcome(call *Call, hash string, rec idempotency.Record, replayed bool) Outcome {
-	r := receipt.Receipt{
-		IdempotencyKey: call.Key.String(),
-		KeySource:      string(rec.KeySource),
-		RequestHash:    hash,
-		Tool:           call.Scope.Tool,
-		Workspace:      call.Scope.Workspace,
-		Route: receipt.Route{Connection: rec.Route.Connection, Provider: rec.Route.Provider, Tool: rec.Route.Tool,
-			Method: rec.Route.Method, Host: rec.Route.Host, Path: rec.Route.Path, Fingerprint: rec.Fingerprint},
-		Binding:      string(rec.Binding),
-		Propagation:  string(propagationOf(rec.Binding, call.Spec)),
-		AttemptCount: rec.AttemptCount,
-		Outcome:      OutcomeOf(rec.State),
-		Replayed:     replayed,
-		SafeNewKey:   receipt.Safe(SafeNewKey(rec)),
-		CreatedAt:    rec.CreatedAt,
-		FinalizedAt:  rec.FinalizedAt,
+// answer builds the answer of a call from its record. A record read back
+// from a store carries its key and request hash; a held call's, made here,
+// takes the call's.
+func (o *Orchestrator) answer(call *Call, hash string, rec idempotency.Record, replayed bool) Answer {
+	rec.Key, rec.RequestHash = call.Key, hash
+	if rec.KeySource == "" {
+		rec.KeySource = call.KeySource
 	}
-	if r.KeySource == "" {
-		r.KeySource = string(call.KeySource)
-	}
-	if rec.Binding == effectspec.BindingHeader || rec.Binding == effectspec.BindingBodyPointer || rec.Binding == effectspec.BindingInProcessKeyed {
-		r.VendorKey = sendKey(call.Key, rec.VendorKey).String()
-	}
-	if rec.Result != nil {
-		r.Status = rec.Result.Status
-	}
-	if res := rec.Resolution; res != nil {
-		r.Resolution = &receipt.Resolution{Outcome: OutcomeOf(res.Outcome), By: res.By, At: res.At, Note: res.Note}
-	}
-	return Outcome{Receipt: r, Result: rec.Result, Key: call.Key}
-}
-
-// propagationOf is how the key reached the vendor for a record of binding b:
-// the record's, not the current spec's (a pin may have moved since). A
-// record without a binding (a held call not yet stored) takes the spec's.
-func propagationOf(b effectspec.BindingKind, spec effectspec.Spec) effectspec.Propagation {
-	switch b {
-	case effectspec.BindingHeader:
-		return effectspec.PropagationHeader
-	case effectspec.BindingBodyPointer:
-		return effectspec.PropagationBodyPointer
-	case effectspec.BindingUnsupported:
-		return effectspec.PropagationNone
-	}
-	return spec.Propagation()
-}
-
-// OutcomeOf maps a record state to a receipt outcome. An in-flight record
-// (read by Lookup while its lease is live) is in_progress; Lookup reads one
-// whose lease lapsed as unknown, and unknown never becomes success.
-func OutcomeOf(s idempotency.State) receipt.Outcome {
-	switch s {
-	case idempotency.StateAccepted:
-		return receipt.Accepted
-	case idempotency.StateDefinitelyRejected:
-		return receipt.DefinitelyRejected
-	case idempotency.StateHeld:
-		return receipt.Held
-	case idempotency.StateDenied:
-		return receipt.Denied
-	case idempotency.StateInFlight:
-		return receipt.InProgress
-	}
-	return receipt.Unknown
-}
-
-// Receipt builds the receipt of a stored record, for a receipts endpoint.
-func Receipt(scope idempotency.Scope, spec effectspec.Spec, rec idempotency.Record) receipt.Receipt {
-	var o Orchestrator
-	c := Call{Scope: scope, Key: rec.Key, KeySource: rec.KeySource, Spec: spec}
-	return o.outcome(&c, rec.RequestHash, rec, false).Receipt
+	return Answer{Receipt: rec.Receipt(call.Scope, replayed), Result: rec.Result, Key: call.Key}
 }
 
 func safeHeaders(h http.Header) http.Header {
