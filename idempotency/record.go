@@ -17,11 +17,11 @@ type Record struct {
 	// its lifecycle"): effectspec.Held, InProgress (an attempt is reserved
 	// under a lease), Accepted, DefinitelyRejected, Unknown (an attempt may
 	// have had an effect, see SentAttempts) or Denied.
-	State         effectspec.Outcome
-	Key           Key
-	KeySource     KeySource
-	RequestHash   string // "sha256:..."
-	Binding       effectspec.BindingKind
+	State       effectspec.Outcome
+	Key         Key
+	KeySource   KeySource
+	RequestHash string // "sha256:..."
+	Binding     effectspec.BindingKind
 	// Route is the route the record was created for, its fingerprint
 	// ("sha256:...") included: every fact of the fingerprint but the
 	// binding, which the record keeps apart. A claim stores it whole when it
@@ -59,7 +59,7 @@ type Record struct {
 	// another state (it would have dispatched again) was denied: the record
 	// keeps its state (an unknown one stays unknown, its effect may have
 	// happened), and every claim that would dispatch it answers denied. A
-	// held record that is denied turns StateDenied instead.
+	// held record that is denied turns effectspec.Denied instead.
 	ApprovalDenied bool
 }
 
@@ -271,7 +271,7 @@ type FinalizeRequest struct {
 	Result  *StoredResult
 	// NeverSent reports that the attempt never left (it failed before
 	// sending, or its reservation was not to be trusted). Outcome must be
-	// StateUnknown or zero and Result nil. On an in-flight record it takes
+	// effectspec.Unknown or zero and Result nil. On an in-flight record it takes
 	// the attempt back (SentAttempts), so the next claim re-opens the slot
 	// if no other attempt may have left; the token is never reused.
 	NeverSent bool

@@ -8,6 +8,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 func TestFingerprint(t *testing.T) {
@@ -42,7 +43,7 @@ func TestFingerprint(t *testing.T) {
 func TestRouteRecord(t *testing.T) {
 	r := idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
 		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Binding: effectspec.BindingHeader, Broker: "nango"}
-	want := idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+	want := receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
 		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges"}
 	if got := r.Record(); got != want {
 		t.Fatalf("Record() = %+v, want %+v", got, want)

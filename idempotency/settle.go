@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/obol-gateway/obol/effectspec"
 )
 
 // Settler is the operator's side of a Store (docs/DESIGN.md, "The record and
@@ -15,7 +17,7 @@ import (
 // Store need not offer it.
 type Settler interface {
 	// Settle moves an unknown record (or an in-flight one whose lease has
-	// lapsed) to StateAccepted or StateDefinitelyRejected, by compare-and-set
+	// lapsed) to effectspec.Accepted or effectspec.DefinitelyRejected, by compare-and-set
 	// on that state and on SettleRequest.Attempts. From any other state it is
 	// ErrNotUnknown, and after a redispatch ErrStale; both change nothing.
 	// A record whose attempt may still be running at its gateway (in
@@ -89,7 +91,7 @@ type SettleRequest struct {
 // ErrInvalidRequest and quotes none of its input.
 func (r SettleRequest) Validate() error {
 	switch {
-	case r.Outcome != StateAccepted && r.Outcome != StateDefinitelyRejected:
+	case r.Outcome != effectspec.Accepted && r.Outcome != effectspec.DefinitelyRejected:
 		return fmt.Errorf("%w: settle: outcome must be accepted or definitely_rejected", ErrInvalidRequest)
 	case r.Attempts < 1:
 		return fmt.Errorf("%w: settle: attempts must be at least 1", ErrInvalidRequest)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
-	"github.com/obol-gateway/obol/retry"
 )
 
 // restError is the body of every refused /v1 request.
@@ -143,7 +142,7 @@ func (s *server) handleReceipt(w http.ResponseWriter, r *http.Request) {
 		s.restRefuse(w, rf)
 		return
 	}
-	writeJSON(w, http.StatusOK, retry.Receipt(scope, s.specFor(name, rec.Fingerprint).Spec, rec))
+	writeJSON(w, http.StatusOK, rec.Receipt(scope, false))
 }
 
 // specFor finds the tool a record was dispatched to: the tool itself, or for

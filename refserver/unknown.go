@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/receipt"
-	"github.com/obol-gateway/obol/retry"
 )
 
 // The operator's endpoints for unknown calls (docs/DESIGN.md, "refserver wire
@@ -142,11 +142,11 @@ func (s *server) handleListUnknown(w http.ResponseWriter, r *http.Request) {
 	}
 	out := unknownList{Unknown: make([]listedReceipt, 0, len(page.Records)), Cursor: page.Cursor}
 	for _, u := range page.Records {
-		t := s.specFor(u.Scope.Tool, u.Record.Fingerprint)
+		t := s.specFor(u.Scope.Tool, u.Record.Route.Fingerprint)
 		if t == nil {
 			continue // a tool no longer configured: its receipts endpoint cannot name it either
 		}
-		out.Unknown = append(out.Unknown, listedReceipt{retry.Receipt(u.Scope, t.Spec, u.Record), u.SettleAfter})
+		out.Unknown = append(out.Unknown, listedReceipt{u.Record.Receipt(u.Scope, false), u.SettleAfter})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -197,8 +197,8 @@ func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
 			msg: "body must be " + resolveForm + ": " + err.Error()})
 		return
 	}
-	outcome := idempotency.State(req.Outcome)
-	if outcome != idempotency.StateAccepted && outcome != idempotency.StateDefinitelyRejected {
+	outcome := effectspec.Outcome(req.Outcome)
+	if outcome != effectspec.Accepted && outcome != effectspec.DefinitelyRejected {
 		s.restRefuse(w, refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: `outcome must be "accepted" or "definitely_rejected"`})
 		return
 	}
@@ -222,7 +222,7 @@ func (s *server) handleResolve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.settlements.WithLabelValues(string(outcome)).Inc()
 	s.log.Info("unknown call settled", "workspace", ws, "tool", name, "key", key.String(), "outcome", string(outcome), "by", by)
-	writeJSON(w, http.StatusOK, retry.Receipt(scope, s.specFor(name, rec.Fingerprint).Spec, rec))
+	writeJSON(w, http.StatusOK, rec.Receipt(scope, false))
 }
 
 // resolveBusy is the refusal of a settle whose call's attempt may still be

@@ -117,7 +117,7 @@ func TestSettleUnknownCall(t *testing.T) {
 		`{"outcome":"accepted","note":"n","by":"sk_live_4242"}`,
 		`{"outcome":"accepted"} {}`,
 		`{"outcome":"unknown","note":"sk_live_4242"}`,
-		`{"outcome":"in_flight"}`,
+		`{"outcome":"in_progress"}`,
 		`{"note":"sk_live_4242"}`,
 		`{"outcome":"accepted","note":"sk_live_4242\u0000"}`,
 		`{"outcome":"accepted","note":"sk_live_4242\nforged"}`,

@@ -8,6 +8,8 @@ import (
 	"net"
 	"strings"
 	"syscall"
+
+	"github.com/obol-gateway/obol/idempotency"
 )
 
 // A request that cannot be sent as given (nil, no URL, no host, a scheme
@@ -66,7 +68,7 @@ func reason(err error) string {
 		recErr  tls.RecordHeaderError
 	)
 	switch {
-	case errors.Is(err, ErrInvalidRequest):
+	case errors.Is(err, idempotency.ErrInvalidRequest):
 		return "invalid request"
 	case errors.Is(err, errSecondConn):
 		return "transport asked for a second connection"

@@ -208,39 +208,39 @@ type Answer struct {
 // answered ErrStale is reported, never overwritten; a renewal that finds
 // no record of the claim's incarnation is fatal (ErrStale, lease lost).
 // So attempt_count on a receipt is never lower than what the vendor saw.
-func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
+func (o *Orchestrator) Do(ctx context.Context, call Call) (Answer, error) {
 	if o.Store == nil {
-		return Outcome{}, errors.New("retry: Orchestrator.Store is nil")
+		return Answer{}, errors.New("retry: Orchestrator.Store is nil")
 	}
 	if call.Target == nil {
-		return Outcome{}, errors.New("retry: Call.Target is nil")
+		return Answer{}, errors.New("retry: Call.Target is nil")
 	}
 	if !call.Spec.Validated() {
-		return Outcome{}, fmt.Errorf("retry: Call.Spec: %w", effectspec.ErrUnvalidated)
+		return Answer{}, fmt.Errorf("retry: Call.Spec: %w", effectspec.ErrUnvalidated)
 	}
 	if err := checkRoute(call.Spec, call.Route); err != nil {
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	if _, err := secrets(&call); err != nil {
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	if err := o.Policy.Check(call.Spec); err != nil && call.Refuse == nil {
 		call.Refuse = err
 	}
 	if err := call.Scope.Validate(); err != nil {
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	hash, previous, err := idempotency.RequestHashes(call.Arguments)
 	if err != nil {
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	if call.Ticket != "" {
 		if err := o.resolveTicket(ctx, &call); err != nil {
-			return Outcome{}, err
+			return Answer{}, err
 		}
 	}
 	if call.Key.IsZero() {
-		return Outcome{}, fmt.Errorf("%w: no key", idempotency.ErrMalformedKey)
+		return Answer{}, fmt.Errorf("%w: no key", idempotency.ErrMalformedKey)
 	}
 	call.Route.Binding = call.Spec.Idempotency.Kind
 	if call.Spec.Route == effectspec.RouteFederated || call.Route.Binding == "" {
@@ -253,7 +253,6 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		RequestHash:      hash,
 		Binding:          call.Route.Binding,
 		Route:            call.Route.Record(),
-		Fingerprint:      call.Route.Fingerprint(),
 		ApprovalRequired: call.Spec.Approval == effectspec.ApprovalRequired,
 		Ticket:           call.Ticket,
 		Refuse:           call.Refuse != nil,
@@ -263,7 +262,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		// Nothing sent yet: a caller that is gone claims nothing.
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	start := time.Now()
 	var claim idempotency.ClaimResult
@@ -288,7 +287,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 			// It may have been applied: settle it in the background.
 			o.settleClaim(&call, req, 0, "")
 		}
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	end(nil, Attr{AttrClaimStatus, string(claim.Status)})
 	if o.OnClaim != nil {
@@ -299,7 +298,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		// was sent, so the attempt is given back rather than sent for
 		// nobody.
 		o.settleClaim(&call, req, claim.Token, claim.Incarnation)
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	switch claim.Status {
 	case idempotency.StatusClaimed:
@@ -307,28 +306,28 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		claim.Record = scrubbedRecord(&call, claim.Record) // also records stored before scrubbing existed
 		return o.answer(&call, hash, *claim.Record, true), nil
 	case idempotency.StatusHeld:
-		out := o.answer(&call, hash, idempotency.Record{State: idempotency.StateHeld, KeySource: call.KeySource,
-			Binding: req.Binding, Route: req.Route, Fingerprint: req.Fingerprint, CreatedAt: start}, false)
+		out := o.answer(&call, hash, idempotency.Record{State: effectspec.Held, KeySource: call.KeySource,
+			Binding: req.Binding, Route: req.Route, CreatedAt: start}, false)
 		out.Ticket = claim.Ticket
 		return out, nil
 	case idempotency.StatusRefused:
-		return Outcome{}, call.Refuse
+		return Answer{}, call.Refuse
 	case idempotency.StatusInProgress:
 		e := &InProgressError{}
 		if !claim.AttemptDeadline.IsZero() {
 			e.RetryAfter = max(time.Until(claim.AttemptDeadline), 0)
 		}
-		return Outcome{}, e
+		return Answer{}, e
 	case idempotency.StatusDenied:
-		return Outcome{}, o.denied(ctx, &call)
+		return Answer{}, o.denied(ctx, &call)
 	default:
-		return Outcome{}, claim.Err()
+		return Answer{}, claim.Err()
 	}
 	if call.Refuse != nil {
 		// A store that ignored Refuse reserved an attempt: give it back
 		// unsent rather than send a refused call.
 		o.finalize(ctx, &call, hash, claim.Token, start, Result{Phase: BeforeSend, Err: call.Refuse})
-		return Outcome{}, call.Refuse
+		return Answer{}, call.Refuse
 	}
 	return o.dispatch(ctx, &call, hash, sendKey(call.Key, claim.VendorKey), claim.Token, claim.Incarnation, start)
 }
@@ -342,7 +341,7 @@ func (o *Orchestrator) denied(ctx context.Context, call *Call) error {
 	lctx, cancel := context.WithTimeout(ctx, o.claimWait())
 	defer cancel()
 	if rec, err := o.Store.Lookup(lctx, call.Scope, call.Key); err == nil {
-		e.SafeNewKey = receipt.Safe(rec.State == idempotency.StateDenied || rec.SentAttempts == 0 && !rec.State.Final())
+		e.SafeNewKey = receipt.Safe(rec.State == effectspec.Denied || rec.SentAttempts == 0 && !rec.State.Final())
 	}
 	return e
 }
@@ -420,7 +419,7 @@ func (o *Orchestrator) margin() time.Duration {
 // that finds no record of it (the record expired or was deleted under the
 // attempt, and may have been made again with its tokens restarted) loses the
 // lease for good: no second attempt, no finalize over another record.
-func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, vendorKey idempotency.Key, token int, inc string, reservedAt time.Time) (Outcome, error) {
+func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, vendorKey idempotency.Key, token int, inc string, reservedAt time.Time) (Answer, error) {
 	ctx = context.WithoutCancel(ctx)
 	first := token
 	var res Result
@@ -428,7 +427,7 @@ func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, ve
 		var gone bool
 		res, gone = o.attempt(ctx, call, vendorKey, token, inc, reservedAt)
 		if gone {
-			return Outcome{Key: call.Key}, fmt.Errorf("retry: attempt %d: its record is gone (expired or deleted under the attempt): %w", token, idempotency.ErrStale)
+			return Answer{Key: call.Key}, fmt.Errorf("retry: attempt %d: its record is gone (expired or deleted under the attempt): %w", token, idempotency.ErrStale)
 		}
 		if token != first || !o.secondAttempt(call.Spec, res) {
 			break
@@ -571,27 +570,27 @@ func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result) bool {
 		// A deadline that fired before a byte left means no time, not a
 		// fault, and an invalid request stays invalid.
 		return !errors.Is(res.Err, context.DeadlineExceeded) && !errors.Is(res.Err, context.Canceled) &&
-			!errors.Is(res.Err, ErrInvalidRequest) && !errors.Is(res.Err, ErrSendDeadline)
+			!errors.Is(res.Err, idempotency.ErrInvalidRequest) && !errors.Is(res.Err, ErrSendDeadline)
 	case Responded:
 		return !res.Truncated && spec.Retryable(res.Status)
 	}
 	return false
 }
 
-func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, token int, reservedAt time.Time, res Result) (Outcome, error) {
+func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, token int, reservedAt time.Time, res Result) (Answer, error) {
 	return o.finalizeInc(ctx, call, hash, token, "", reservedAt, res)
 }
 
 // finalizeInc is finalize of the attempt of record incarnation inc.
-func (o *Orchestrator) finalizeInc(ctx context.Context, call *Call, hash string, token int, inc string, reservedAt time.Time, res Result) (Outcome, error) {
-	state := idempotency.StateUnknown
+func (o *Orchestrator) finalizeInc(ctx context.Context, call *Call, hash string, token int, inc string, reservedAt time.Time, res Result) (Answer, error) {
+	state := effectspec.Unknown
 	var stored *idempotency.StoredResult
 	if res.Phase == Responded {
 		switch call.Spec.Classify(res.Status) {
 		case effectspec.Accepted:
-			state = idempotency.StateAccepted
+			state = effectspec.Accepted
 		case effectspec.DefinitelyRejected:
-			state = idempotency.StateDefinitelyRejected
+			state = effectspec.DefinitelyRejected
 		}
 		stored = &idempotency.StoredResult{Status: res.Status, Header: safeHeaders(res.Header), Body: res.Body, BodyDropped: res.Truncated}
 		stored = scrubbed(call, stored)
@@ -615,12 +614,12 @@ func (o *Orchestrator) finalizeInc(ctx context.Context, call *Call, hash string,
 		end(err)
 		// The vendor's answer is real but unrecorded; the record reads unknown
 		// once the lease ends. Say so rather than guess.
-		return Outcome{Key: call.Key, Result: stored}, fmt.Errorf("retry: finalize attempt %d: %w", token, err)
+		return Answer{Key: call.Key, Result: stored}, fmt.Errorf("retry: finalize attempt %d: %w", token, err)
 	}
 	end(nil, Attr{AttrOutcome, string(rec.State)}, Attr{AttrAttemptCount, rec.AttemptCount})
-	if neverSent && errors.Is(res.Err, ErrInvalidRequest) {
+	if neverSent && errors.Is(res.Err, idempotency.ErrInvalidRequest) {
 		// It fails the same way every time: a refusal, not an outcome.
-		return Outcome{Key: call.Key}, res.Err
+		return Answer{Key: call.Key}, res.Err
 	}
 	rec.Result = stored
 	return o.answer(call, hash, rec, false), nil

@@ -14,19 +14,19 @@ import (
 func TestReceiptResolution(t *testing.T) {
 	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	scope := idempotency.Scope{Workspace: "ws_acme", Connection: "conn_x", Tool: "x.send"}
-	rec := idempotency.Record{State: idempotency.StateDefinitelyRejected, Key: idempotency.NewKey(), KeySource: idempotency.KeySupplied,
+	rec := idempotency.Record{State: effectspec.DefinitelyRejected, Key: idempotency.NewKey(), KeySource: idempotency.KeySupplied,
 		Binding: effectspec.BindingUnsupported, AttemptCount: 1, FinalizedAt: at,
-		Resolution: &idempotency.Resolution{Outcome: idempotency.StateDefinitelyRejected, By: "ops", At: at, Note: "no charge"}}
-	r := Receipt(scope, effectspec.Spec{}, rec)
-	want := receipt.Resolution{Outcome: receipt.DefinitelyRejected, By: "ops", At: at, Note: "no charge"}
+		Resolution: &receipt.Resolution{Outcome: effectspec.DefinitelyRejected, By: "ops", At: at, Note: "no charge"}}
+	r := rec.Receipt(scope, false)
+	want := receipt.Resolution{Outcome: effectspec.DefinitelyRejected, By: "ops", At: at, Note: "no charge"}
 	if r.Resolution == nil || *r.Resolution != want {
 		t.Fatalf("resolution %+v, want %+v", r.Resolution, want)
 	}
-	if r.Outcome != receipt.DefinitelyRejected {
+	if r.Outcome != effectspec.DefinitelyRejected {
 		t.Fatalf("outcome %q", r.Outcome)
 	}
 	rec.Resolution = nil
-	if r := Receipt(scope, effectspec.Spec{}, rec); r.Resolution != nil {
+	if r := rec.Receipt(scope, false); r.Resolution != nil {
 		t.Fatal("an unsettled record's receipt has a resolution")
 	}
 }

@@ -18,13 +18,14 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // workload is the claim every side of rows 1 and 2 makes: a fresh key of one
 // tool on one connection, with a header binding.
 type workload struct {
 	scope   idempotency.Scope
-	route   idempotency.RouteRecord
+	route   receipt.Route
 	hash    string // sha256:...
 	fp      string // sha256:...
 	keyBase string // the storage key without the idempotency key

@@ -76,7 +76,7 @@ func claimed(ctx context.Context, e *env, w *workload) (idempotency.Key, int, er
 // does.
 func finalize(ctx context.Context, e *env, w *workload, k idempotency.Key, token int, res *idempotency.StoredResult) error {
 	_, err := e.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: w.scope, Key: k, Token: token,
-		Outcome: idempotency.StateAccepted, Result: res, OpID: idempotency.NewOpID()})
+		Outcome: effectspec.Accepted, Result: res, OpID: idempotency.NewOpID()})
 	return err
 }
 
