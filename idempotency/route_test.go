@@ -44,7 +44,7 @@ func TestRouteRecord(t *testing.T) {
 	r := idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
 		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Binding: effectspec.BindingHeader, Broker: "nango"}
 	want := receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
-		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges"}
+		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Fingerprint: r.Fingerprint()}
 	if got := r.Record(); got != want {
 		t.Fatalf("Record() = %+v, want %+v", got, want)
 	}
@@ -52,7 +52,7 @@ func TestRouteRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(b) != `{"connection":"conn_stripe","provider":"stripe","tool":"stripe.create_charge","method":"POST","host":"api.stripe.com","path":"/v1/charges"}` {
+	if string(b) != `{"connection":"conn_stripe","provider":"stripe","tool":"stripe.create_charge","method":"POST","host":"api.stripe.com","path":"/v1/charges","fingerprint":"`+r.Fingerprint()+`"}` {
 		t.Fatalf("route record JSON %s", b)
 	}
 }

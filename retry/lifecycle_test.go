@@ -42,27 +42,6 @@ func TestUnbuildableRequestIsNeverRetried(t *testing.T) {
 	})
 }
 
-// TestReceiptOfACallInFlight: a receipt read while the call runs says
-// in_progress, not unknown; a lapsed lease (read back as unknown) says
-// unknown.
-func TestReceiptOfACallInFlight(t *testing.T) {
-	sp := spec(effectspec.BindingHeader)
-	scope := idempotency.Scope{Workspace: "ws_acme", Connection: "conn_pay", Tool: sp.Tool}
-	for state, want := range map[effectspec.Outcome]effectspec.Outcome{
-		effectspec.InProgress:         effectspec.InProgress,
-		effectspec.Unknown:            effectspec.Unknown,
-		effectspec.Accepted:           effectspec.Accepted,
-		effectspec.DefinitelyRejected: effectspec.DefinitelyRejected,
-		effectspec.Held:               effectspec.Held,
-		effectspec.Denied:             effectspec.Denied,
-	} {
-		rc := (idempotency.Record{State: state, Key: idempotency.NewKey(), AttemptCount: 1}).Receipt(scope, false)
-		if rc.Outcome != want {
-			t.Errorf("receipt of a %s record: outcome %s, want %s", state, rc.Outcome, want)
-		}
-	}
-}
-
 // TestUnsentAttemptsFreeTheSlot: a vendor that cannot be reached (connection
 // refused: provably nothing sent, twice) leaves an unsupported tool's slot
 // open: the next call with the key dispatches, and the vendor sees it once.

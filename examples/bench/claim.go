@@ -199,7 +199,7 @@ func measureOurs(ctx context.Context, e *env, w *workload, c int, d time.Duratio
 		return loop(ctx, c, d, func(ctx context.Context) error {
 			res, err := e.store.Claim(ctx, idempotency.ClaimRequest{
 				Scope: w.scope, Key: k.next(), KeySource: idempotency.KeySupplied, RequestHash: w.hash,
-				Binding: effectspec.BindingHeader, Route: w.route, Fingerprint: w.fp,
+				Binding: effectspec.BindingHeader, Route: w.route,
 			})
 			if err == nil && res.Status != idempotency.StatusClaimed {
 				err = fmt.Errorf("claim of a fresh key answered %s", res.Status)

@@ -54,7 +54,7 @@ func inprocMoved(req idempotency.ClaimRequest) map[string]idempotency.ClaimReque
 		r := inprocRoute(req.Binding)
 		f(&r)
 		out := req
-		out.Binding, out.Route, out.Route.Fingerprint = r.Binding, r.Record(), r.Fingerprint()
+		out.Binding, out.Route = r.Binding, r.Record()
 		return out
 	}
 	other := effectspec.BindingInProcessKeyed

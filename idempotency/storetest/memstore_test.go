@@ -204,10 +204,11 @@ func settleAfter(m *memStore, r *lifecycle.Record) time.Time {
 // record is the Store's view of r (lr: the lifecycle record to show).
 func (m *memStore) record(r *memRec, lr *lifecycle.Record, body bool) idempotency.Record {
 	rec := idempotency.Record{SchemaVersion: 2, ScopeVersion: int(lr.ScopeVersion), State: viewState(m, lr), Key: r.key,
-		KeySource: idempotency.KeySupplied, RequestHash: lr.RequestHash, Route: r.route, Fingerprint: lr.Fingerprint,
+		KeySource: idempotency.KeySupplied, RequestHash: lr.RequestHash, Route: r.route,
 		VendorKey: parseKey(lr.VendorKey), AttemptCount: int(lr.Attempts), SentAttempts: int(lr.Sent),
 		LeaseDeadline: ms(lr.Lease), AttemptDeadline: ms(lr.AttemptDeadline), Ticket: lr.Ticket,
 		Approved: lr.Approval == "1", ApprovalDenied: lr.Approval == "0", CreatedAt: ms(lr.Created), UpdatedAt: ms(lr.Updated)}
+	rec.Route.Fingerprint = lr.Fingerprint
 	if lr.KeySource == 'm' {
 		rec.KeySource = idempotency.KeyMinted
 	}
@@ -697,7 +698,7 @@ var memMutants = map[string]func(*memStore){
 	},
 	"replay-current-route": func(m *memStore) {
 		m.hooks.replay = func(rec *idempotency.Record, req idempotency.ClaimRequest) {
-			rec.Route, rec.Route.Fingerprint, rec.Binding = req.Route, req.Route.Fingerprint, req.Binding
+			rec.Route, rec.Binding = req.Route, req.Binding
 		}
 	},
 	"redispatch-other-route": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, now int64) {

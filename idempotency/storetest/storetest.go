@@ -179,7 +179,7 @@ func elsewhere(req idempotency.ClaimRequest) idempotency.ClaimRequest {
 		Connection: req.Route.Connection, Provider: req.Route.Provider, Tool: req.Route.Tool,
 		Method: req.Route.Method, Host: "api.elsewhere.test", Path: req.Route.Path, Binding: req.Binding,
 	}
-	req.Route, req.Route.Fingerprint = r.Record(), r.Fingerprint()
+	req.Route = r.Record()
 	return req
 }
 
