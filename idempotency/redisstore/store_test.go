@@ -707,6 +707,9 @@ func TestRouteRecordRoundTrip(t *testing.T) {
 	} {
 		k := idempotency.NewKey()
 		req := claimReq(k)
+		if c.route.Fingerprint == "" {
+			c.route.Fingerprint = hashOf("route")
+		}
 		req.Scope, req.Route = c.scope, c.route
 		mustClaim(t, m.store, req, idempotency.StatusClaimed)
 		rec, err := m.store.Lookup(ctx, c.scope, k)
@@ -763,7 +766,7 @@ func TestRecordBeforeAttemptDeadlines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: testScope.Tool}
+	want := receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: testScope.Tool, Fingerprint: hashOf("route")}
 	if rec.State != effectspec.InProgress || rec.AttemptCount != 2 || rec.SentAttempts != 2 || !rec.AttemptDeadline.IsZero() || rec.Route != want {
 		t.Fatalf("legacy record %+v", rec)
 	}
