@@ -168,7 +168,8 @@ type Call struct {
 // Answer is what Do answers for a call: its receipt and the vendor's
 // answer, fresh or replayed.
 type Answer struct {
-	// Receipt describes the call; Receipt.Outcome is Held for a held call.
+	// Receipt describes the call; its Outcome is effectspec.Held for a held
+	// call.
 	Receipt receipt.Receipt
 	// Result is the vendor's answer, fresh or replayed; nil when no answer
 	// arrived (held, or an attempt that failed on the wire).
