@@ -171,7 +171,7 @@ func ValidateSpec(spec effectspec.Spec) error {
 
 // Refused is the Result of a call refused before any byte was sent: phase
 // before_send with a *retry.Error whose chain holds both err and
-// retry.ErrInvalidRequest, so the orchestrator knows that repeating the
+// idempotency.ErrInvalidRequest, so the orchestrator knows that repeating the
 // attempt cannot help, exactly as for a request the Executor itself refuses.
 // err's message must hold no secret; adapters only pass this package's
 // sentinels and *FieldError values.
@@ -180,6 +180,6 @@ func Refused(err error) retry.Result {
 		Phase:  retry.BeforeSend,
 		Op:     "request",
 		Reason: "invalid request",
-		Err:    fmt.Errorf("%w: %w", retry.ErrInvalidRequest, err),
+		Err:    fmt.Errorf("%w: %w", idempotency.ErrInvalidRequest, err),
 	}}
 }

@@ -73,7 +73,7 @@ func TestTargetRefusesBeforeSending(t *testing.T) {
 				t.Fatalf("Send = %+v after %d dispatches, want before_send and none", res, len(rec.calls))
 			}
 			var re *retry.Error
-			if !errors.As(res.Err, &re) || re.Phase != retry.BeforeSend || !errors.Is(res.Err, retry.ErrInvalidRequest) {
+			if !errors.As(res.Err, &re) || re.Phase != retry.BeforeSend || !errors.Is(res.Err, idempotency.ErrInvalidRequest) {
 				t.Errorf("err = %v, want a before_send retry.Error with ErrInvalidRequest", res.Err)
 			}
 			var se *broker.SpecError
@@ -135,7 +135,7 @@ func TestErrorMessages(t *testing.T) {
 		t.Errorf("SpecError = %q", msg)
 	}
 	res := broker.Refused(fe)
-	if res.Phase != retry.BeforeSend || !errors.Is(res.Err, broker.ErrRetriesEnabled) || !errors.Is(res.Err, retry.ErrInvalidRequest) {
+	if res.Phase != retry.BeforeSend || !errors.Is(res.Err, broker.ErrRetriesEnabled) || !errors.Is(res.Err, idempotency.ErrInvalidRequest) {
 		t.Errorf("Refused = %+v", res)
 	}
 	if res.Err.Error() != "retry: before_send: request: invalid request" {

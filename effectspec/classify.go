@@ -9,7 +9,13 @@ func (s Spec) Propagation() Propagation {
 	if s.Route == RouteFederated {
 		return PropagationNone
 	}
-	switch s.Idempotency.Kind {
+	return s.Idempotency.Kind.Propagation()
+}
+
+// Propagation is how a key reaches the vendor under binding b: in a header,
+// at a body pointer, through an in_process_keyed handler, or not at all.
+func (b BindingKind) Propagation() Propagation {
+	switch b {
 	case BindingHeader:
 		return PropagationHeader
 	case BindingBodyPointer:

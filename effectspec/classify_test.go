@@ -280,3 +280,30 @@ func TestApplyRefuses(t *testing.T) {
 		t.Error("nil header accepted")
 	}
 }
+
+// TestOutcomeFinal: only accepted and definitely_rejected replay as-is.
+func TestOutcomeFinal(t *testing.T) {
+	for o, want := range map[Outcome]bool{Accepted: true, DefinitelyRejected: true,
+		Unknown: false, InProgress: false, Held: false, Denied: false, "": false} {
+		if o.Final() != want {
+			t.Errorf("%q.Final() = %v, want %v", o, !want, want)
+		}
+	}
+}
+
+// TestBindingPropagation: a binding says how the key reaches the vendor,
+// and a spec's propagation is its binding's but on a federated route.
+func TestBindingPropagation(t *testing.T) {
+	for b, want := range map[BindingKind]Propagation{BindingHeader: PropagationHeader, BindingBodyPointer: PropagationBodyPointer,
+		BindingInProcessKeyed: PropagationHandler, BindingInProcess: PropagationNone, BindingUnsupported: PropagationNone, "": PropagationNone} {
+		if got := b.Propagation(); got != want {
+			t.Errorf("%q.Propagation() = %q, want %q", b, got, want)
+		}
+		if got := (Spec{Idempotency: Binding{Kind: b}}).Propagation(); got != want {
+			t.Errorf("spec of %q: Propagation() = %q, want %q", b, got, want)
+		}
+		if got := (Spec{Route: RouteFederated, Idempotency: Binding{Kind: b}}).Propagation(); got != PropagationNone {
+			t.Errorf("federated spec of %q: Propagation() = %q, want none", b, got)
+		}
+	}
+}

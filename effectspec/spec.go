@@ -70,14 +70,30 @@ const (
 	PropagationHandler Propagation = "handler"
 )
 
-// Outcome is the final classification of a vendor response.
+// Outcome is what became of a call: the classification of a vendor response
+// ([Spec.Classify] answers Accepted, DefinitelyRejected or Unknown), or, for
+// a call not finished or that never reached a vendor, InProgress, Held or
+// Denied. A record's state and a receipt's outcome are Outcomes
+// (docs/DESIGN.md, "The record and its lifecycle", "Receipt (JSON)").
 type Outcome string
 
 const (
 	Accepted           Outcome = "accepted"
 	DefinitelyRejected Outcome = "definitely_rejected"
-	Unknown            Outcome = "unknown"
+	// Unknown: an attempt may have had an effect. It never becomes success.
+	Unknown Outcome = "unknown"
+	// InProgress: an attempt is reserved under a live lease; its outcome is
+	// not known yet.
+	InProgress Outcome = "in_progress"
+	// Held and Denied describe calls that never reached a vendor: awaiting
+	// approval, or denied by an approver.
+	Held   Outcome = "held"
+	Denied Outcome = "denied"
 )
+
+// Final reports whether o is replayed as-is on every later call: Accepted
+// or DefinitelyRejected.
+func (o Outcome) Final() bool { return o == Accepted || o == DefinitelyRejected }
 
 // Binding is the tool's idempotency binding: how our key reaches the vendor.
 type Binding struct {

@@ -18,6 +18,7 @@
 // RequestHash and Canonicalize; the vendor's key in VendorKey; the
 // lifecycle (claim table, fencing tokens, leases, op ids) on Store and its
 // methods; approvals on ClaimRequest.Ticket and Ticket; settling unknown
-// records on Settler. The contract is docs/DESIGN.md, "The key" to "The
+// records on Settler; a stored record's receipt in Record.Receipt (its
+// state is an effectspec.Outcome). The contract is docs/DESIGN.md, "The key" to "The
 // record and its lifecycle".
 package idempotency

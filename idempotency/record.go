@@ -5,35 +5,29 @@ import (
 	"time"
 
 	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/receipt"
 )
-
-// State is the lifecycle state of a claim record.
-type State string
-
-const (
-	StateHeld               State = "held"                // awaiting approval
-	StateInFlight           State = "in_flight"           // an attempt is reserved under a lease
-	StateAccepted           State = "accepted"            // final: the vendor accepted
-	StateDefinitelyRejected State = "definitely_rejected" // final: the vendor rejected, no effect
-	StateUnknown            State = "unknown"             // an attempt may have had an effect (see Record.SentAttempts)
-	StateDenied             State = "denied"              // final: approval denied
-)
-
-// Final reports whether s is replayed as-is on every later call.
-func (s State) Final() bool { return s == StateAccepted || s == StateDefinitelyRejected }
 
 // Record is one claim as stored. Contenders never see it: a Store returns a
 // Record only to Lookup callers and, on a replay, to the caller being replayed.
 type Record struct {
 	SchemaVersion int
 	ScopeVersion  int
-	State         State
-	Key           Key
-	KeySource     KeySource
-	RequestHash   string // "sha256:..."
-	Binding       effectspec.BindingKind
-	Route         RouteRecord
-	Fingerprint   string // "sha256:..."
+	// State is the record's lifecycle state (docs/DESIGN.md, "The record and
+	// its lifecycle"): effectspec.Held, InProgress (an attempt is reserved
+	// under a lease), Accepted, DefinitelyRejected, Unknown (an attempt may
+	// have had an effect, see SentAttempts) or Denied.
+	State       effectspec.Outcome
+	Key         Key
+	KeySource   KeySource
+	RequestHash string // "sha256:..."
+	Binding     effectspec.BindingKind
+	// Route is the route the record was created for, its fingerprint
+	// ("sha256:...") included: every fact of the fingerprint but the
+	// binding, which the record keeps apart. A claim stores it whole when it
+	// creates the record; a replay shows the stored one, whatever route the
+	// replaying request resolved to.
+	Route receipt.Route
 	// VendorKey is the key sent to the vendor (docs/DESIGN.md, "The key on the
 	// vendor hop"), for header and body_pointer bindings. Zero for an
 	// unsupported binding, and for a record made before vendor keys existed,
@@ -59,27 +53,14 @@ type Record struct {
 	UpdatedAt       time.Time
 	FinalizedAt     time.Time // zero until finalized
 	// Resolution is set when an operator settled the record (Settler).
-	Resolution *Resolution
+	Resolution *receipt.Resolution
 
 	// ApprovalDenied says the approval of a record that a claim re-held in
 	// another state (it would have dispatched again) was denied: the record
 	// keeps its state (an unknown one stays unknown, its effect may have
 	// happened), and every claim that would dispatch it answers denied. A
-	// held record that is denied turns StateDenied instead.
+	// held record that is denied turns effectspec.Denied instead.
 	ApprovalDenied bool
-}
-
-// RouteRecord is the route a record was created for, as receipts show it:
-// every fact of the fingerprint but the binding, which the record keeps
-// apart. A claim stores it whole when it creates the record; a replay shows
-// the stored one, whatever route the replaying request resolved to.
-type RouteRecord struct {
-	Connection string `json:"connection"`
-	Provider   string `json:"provider"`
-	Tool       string `json:"tool"`
-	Method     string `json:"method"`
-	Host       string `json:"host"`
-	Path       string `json:"path"`
 }
 
 // StoredResult is the vendor answer kept for replay.
@@ -155,8 +136,7 @@ type ClaimRequest struct {
 	KeySource   KeySource
 	RequestHash string // RequestHash of the arguments
 	Binding     effectspec.BindingKind
-	Route       RouteRecord
-	Fingerprint string // Route.Fingerprint of the dispatch facts
+	Route       receipt.Route // Route.Record of the dispatch facts, with their fingerprint
 	// ApprovalRequired holds a new record for approval instead of reserving
 	// attempt 1. A claim that would dispatch an existing record again (a slot
 	// that never sent, an unknown record with a vendor binding) needs the
@@ -300,11 +280,11 @@ type FinalizeRequest struct {
 	Scope   Scope
 	Key     Key
 	Token   int
-	Outcome State // StateAccepted, StateDefinitelyRejected or StateUnknown
+	Outcome effectspec.Outcome // Accepted, DefinitelyRejected or Unknown
 	Result  *StoredResult
 	// NeverSent reports that the attempt never left (it failed before
 	// sending, or its reservation was not to be trusted). Outcome must be
-	// StateUnknown or zero and Result nil. On an in-flight record it takes
+	// effectspec.Unknown or zero and Result nil. On an in-flight record it takes
 	// the attempt back (SentAttempts), so the next claim re-opens the slot
 	// if no other attempt may have left; the token is never reused.
 	NeverSent bool

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // Route is the non-secret set of dispatch facts that a claim pins
@@ -309,8 +310,10 @@ func (r Route) Fingerprint() string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// Record returns the route record of r: every fact but the binding and the
-// broker kind.
-func (r Route) Record() RouteRecord {
-	return RouteRecord{Connection: r.Connection, Provider: r.Provider, Tool: r.Tool, Method: r.Method, Host: r.Host, Path: r.Path}
+// Record returns the route record of r, as a claim pins it and receipts
+// show it: every fact but the binding, the broker kind, the scheme and the
+// credential, and the fingerprint of them all.
+func (r Route) Record() receipt.Route {
+	return receipt.Route{Connection: r.Connection, Provider: r.Provider, Tool: r.Tool, Method: r.Method, Host: r.Host, Path: r.Path,
+		Fingerprint: r.Fingerprint()}
 }

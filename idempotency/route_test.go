@@ -8,6 +8,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 func TestFingerprint(t *testing.T) {
@@ -42,8 +43,8 @@ func TestFingerprint(t *testing.T) {
 func TestRouteRecord(t *testing.T) {
 	r := idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
 		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Binding: effectspec.BindingHeader, Broker: "nango"}
-	want := idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
-		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges"}
+	want := receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Fingerprint: r.Fingerprint()}
 	if got := r.Record(); got != want {
 		t.Fatalf("Record() = %+v, want %+v", got, want)
 	}
@@ -51,7 +52,7 @@ func TestRouteRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(b) != `{"connection":"conn_stripe","provider":"stripe","tool":"stripe.create_charge","method":"POST","host":"api.stripe.com","path":"/v1/charges"}` {
+	if string(b) != `{"connection":"conn_stripe","provider":"stripe","tool":"stripe.create_charge","method":"POST","host":"api.stripe.com","path":"/v1/charges","fingerprint":"`+r.Fingerprint()+`"}` {
 		t.Fatalf("route record JSON %s", b)
 	}
 }

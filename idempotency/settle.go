@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/obol-gateway/obol/effectspec"
 )
 
 // Settler is the operator's side of a Store (docs/DESIGN.md, "The record and
@@ -15,7 +17,7 @@ import (
 // Store need not offer it.
 type Settler interface {
 	// Settle moves an unknown record (or an in-flight one whose lease has
-	// lapsed) to StateAccepted or StateDefinitelyRejected, by compare-and-set
+	// lapsed) to effectspec.Accepted or effectspec.DefinitelyRejected, by compare-and-set
 	// on that state and on SettleRequest.Attempts. From any other state it is
 	// ErrNotUnknown, and after a redispatch ErrStale; both change nothing.
 	// A record whose attempt may still be running at its gateway (in
@@ -65,15 +67,6 @@ func (e *AttemptRunningError) Error() string {
 // Unwrap returns ErrInProgress.
 func (e *AttemptRunningError) Unwrap() error { return ErrInProgress }
 
-// Resolution says who settled an unknown record, when (the store's clock)
-// and why.
-type Resolution struct {
-	Outcome State // StateAccepted or StateDefinitelyRejected
-	By      string
-	At      time.Time
-	Note    string
-}
-
 // SettleRequest settles the record of Key in Scope.
 type SettleRequest struct {
 	Scope Scope
@@ -81,7 +74,7 @@ type SettleRequest struct {
 	// Attempts is the record's AttemptCount as the operator saw it: a
 	// reservation made since then makes the settle ErrStale.
 	Attempts int
-	Outcome  State // StateAccepted or StateDefinitelyRejected
+	Outcome  effectspec.Outcome // effectspec.Accepted or DefinitelyRejected
 	// By is who settles: 1 to MaxByBytes bytes. By and Note are UTF-8
 	// without control characters, Unicode format characters (category
 	// Cf) or U+2028/U+2029.
@@ -98,7 +91,7 @@ type SettleRequest struct {
 // ErrInvalidRequest and quotes none of its input.
 func (r SettleRequest) Validate() error {
 	switch {
-	case r.Outcome != StateAccepted && r.Outcome != StateDefinitelyRejected:
+	case r.Outcome != effectspec.Accepted && r.Outcome != effectspec.DefinitelyRejected:
 		return fmt.Errorf("%w: settle: outcome must be accepted or definitely_rejected", ErrInvalidRequest)
 	case r.Attempts < 1:
 		return fmt.Errorf("%w: settle: attempts must be at least 1", ErrInvalidRequest)

@@ -44,7 +44,7 @@ type Store interface {
 	// the record moved on, ErrNotFound without a record.
 	GiveBack(ctx context.Context, req GiveBackRequest) error
 	// Lookup reads a record without changing it (ErrNotFound if none). An
-	// in-flight record whose lease has expired reads as StateUnknown.
+	// in-flight record whose lease has expired reads as effectspec.Unknown.
 	Lookup(ctx context.Context, scope Scope, key Key) (Record, error)
 	// Ticket resolves an approval ticket (ErrNotFound if none).
 	Ticket(ctx context.Context, id string) (Ticket, error)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -76,19 +75,19 @@ func callInfoOf(req *mcp.CallToolRequest) *callInfo {
 }
 
 // run resolves and runs one call. It returns a result, or a refusal.
-func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, retry.Outcome, *refusal) {
+func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, retry.Answer, *refusal) {
 	args := []byte(p.Arguments)
 	if len(args) > g.cfg.MaxArgumentBytes {
-		return nil, retry.Outcome{}, &refusal{reason: "arguments_too_large", status: http.StatusRequestEntityTooLarge, msg: "arguments larger than " + sizeText(g.cfg.MaxArgumentBytes)}
+		return nil, retry.Answer{}, &refusal{reason: "arguments_too_large", status: http.StatusRequestEntityTooLarge, msg: "arguments larger than " + sizeText(g.cfg.MaxArgumentBytes)}
 	}
 	if t := bytes.TrimSpace(idempotency.ArgumentsOrEmpty(args)); len(t) > 0 && t[0] != '{' {
-		return nil, retry.Outcome{}, &refusal{reason: "invalid_arguments", status: http.StatusBadRequest, msg: "arguments must be a JSON object"}
+		return nil, retry.Answer{}, &refusal{reason: "invalid_arguments", status: http.StatusBadRequest, msg: "arguments must be a JSON object"}
 	}
 	var ticket string
 	if v, ok := p.Meta[metaTicket]; ok {
 		t, isStr := v.(string)
 		if !isStr || !idempotency.ValidTicketID(t) {
-			return nil, retry.Outcome{}, &refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: "_meta " + metaTicket + " must be an apt_ ticket id"}
+			return nil, retry.Answer{}, &refusal{reason: "invalid_request", status: http.StatusBadRequest, msg: "_meta " + metaTicket + " must be an apt_ ticket id"}
 		}
 		ticket = t
 	}
@@ -97,7 +96,7 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 	if v, ok := p.Meta[metaKey]; ok {
 		ks, isStr := v.(string)
 		if k, err := idempotency.ParseKey(ks); !isStr || err != nil || k != ci.key {
-			return nil, retry.Outcome{}, &refusal{reason: "malformed_key", status: http.StatusBadRequest, msg: "_meta " + metaKey + " is not the effective key"}
+			return nil, retry.Answer{}, &refusal{reason: "malformed_key", status: http.StatusBadRequest, msg: "_meta " + metaKey + " is not the effective key"}
 		}
 	}
 	call := retry.Call{
@@ -126,7 +125,7 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 		schemaRefusal = g.caps[p.Name].InputSchema.check(args)
 		pin, r := g.currentPin(ctx, p.Name)
 		if r != nil {
-			return nil, retry.Outcome{}, r
+			return nil, retry.Answer{}, r
 		}
 		pt := g.tools[pin]
 		if schemaRefusal == nil {
@@ -157,17 +156,17 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 // "status": "pending"}; calling again before the decision answers the same
 // ticket. A body of spliceMin bytes or more goes to ci.large, and the
 // result holds its placeholders: the front writes it.
-func result(out retry.Outcome, ci *callInfo) *mcp.CallToolResult {
+func result(out retry.Answer, ci *callInfo) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{Meta: mcp.Meta{metaKey: out.Key.String(), metaReceipt: out.Receipt}}
 	rc := out.Receipt
-	if rc.Outcome == receipt.Held {
+	if rc.Outcome == effectspec.Held {
 		res.Meta[metaApprove] = map[string]string{"ticket": out.Ticket, "status": string(idempotency.TicketPending)}
 		res.Content = []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
 			"held for approval: ticket %s. After POST /v1/approvals/%s/approve, call again with _meta %q = %q.",
 			out.Ticket, out.Ticket, metaTicket, out.Ticket)}}
 		return res
 	}
-	res.IsError = rc.Outcome != receipt.Accepted
+	res.IsError = rc.Outcome != effectspec.Accepted
 	if effectspec.BindingKind(rc.Binding).InProcess() && out.Result != nil && !out.Result.BodyDropped {
 		if ipr, ok := inProcessResult(out.Result.Body, res.Meta); ok {
 			ipr.IsError = res.IsError
@@ -196,7 +195,7 @@ func result(out retry.Outcome, ci *callInfo) *mcp.CallToolResult {
 		}
 	}
 	switch rc.Outcome {
-	case receipt.Accepted:
+	case effectspec.Accepted:
 		if out.Result == nil {
 			// Settled accepted by an operator without the vendor's answer:
 			// say so rather than answer an empty text.
@@ -206,11 +205,11 @@ func result(out retry.Outcome, ci *callInfo) *mcp.CallToolResult {
 			}
 			text = "accepted: settled by " + by + " after checking with the vendor; the vendor's answer was not recorded, see the receipt"
 		}
-	case receipt.Unknown:
+	case effectspec.Unknown:
 		if text == "" {
 			text = "outcome unknown: the vendor may or may not have acted on this call; see the receipt"
 		}
-	case receipt.DefinitelyRejected:
+	case effectspec.DefinitelyRejected:
 		if text == "" {
 			text = fmt.Sprintf("rejected by the vendor (status %d)", rc.Status)
 		}

@@ -154,11 +154,11 @@ func TestInProcessAcceptedReplays(t *testing.T) {
 	key := idempotency.NewKey().String()
 	first := postCall(t, srv, key, `{"x": 1}`)
 	rc := first.outcome(t)
-	if rc.Outcome != receipt.Accepted || rc.Replayed || rc.AttemptCount != 1 || rc.Binding != "in_process" || first.result.IsError {
+	if rc.Outcome != effectspec.Accepted || rc.Replayed || rc.AttemptCount != 1 || rc.Binding != "in_process" || first.result.IsError {
 		t.Fatalf("first: %+v", rc)
 	}
 	again := postCall(t, srv, key, `{"x": 1}`)
-	if rc := again.outcome(t); !rc.Replayed || rc.Outcome != receipt.Accepted || string(again.result.StructuredContent) != `{"run":1}` {
+	if rc := again.outcome(t); !rc.Replayed || rc.Outcome != effectspec.Accepted || string(again.result.StructuredContent) != `{"run":1}` {
 		t.Errorf("replay: %+v %s", rc, again.result.StructuredContent)
 	}
 	if r := postCall(t, srv, key, `{"x": 2}`); r.reason(t) != "request_mismatch" || r.refusal.IdempotencyKey != key {
@@ -178,24 +178,24 @@ func TestInProcessOutcomes(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		h       Handler
-		outcome receipt.Outcome
+		outcome effectspec.Outcome
 	}{
 		{"reject", func(context.Context, retry.Attempt) (*mcp.CallToolResult, error) {
 			return nil, Reject(errors.New("no such list"))
-		}, receipt.DefinitelyRejected},
+		}, effectspec.DefinitelyRejected},
 		{"error", func(context.Context, retry.Attempt) (*mcp.CallToolResult, error) {
 			return nil, errors.New("disk full")
-		}, receipt.Unknown},
+		}, effectspec.Unknown},
 		{"is error", func(context.Context, retry.Attempt) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "half written"}}}, nil
-		}, receipt.Unknown},
+		}, effectspec.Unknown},
 		{"panic", func(context.Context, retry.Attempt) (*mcp.CallToolResult, error) {
 			panic("boom")
-		}, receipt.Unknown},
+		}, effectspec.Unknown},
 		{"timeout", func(context.Context, retry.Attempt) (*mcp.CallToolResult, error) {
 			time.Sleep(1500 * time.Millisecond) // ignores ctx
 			return &mcp.CallToolResult{}, nil
-		}, receipt.Unknown},
+		}, effectspec.Unknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var runs atomic.Int32
@@ -209,7 +209,7 @@ func TestInProcessOutcomes(t *testing.T) {
 			if rc.Outcome != tc.outcome || !a.result.IsError || rc.AttemptCount != 1 {
 				t.Fatalf("receipt %+v isError %v, want %s", rc, a.result.IsError, tc.outcome)
 			}
-			wantSafe := tc.outcome == receipt.DefinitelyRejected
+			wantSafe := tc.outcome == effectspec.DefinitelyRejected
 			if rc.SafeNewKey == nil || *rc.SafeNewKey != wantSafe {
 				t.Errorf("safe_new_key %v, want %v", rc.SafeNewKey, wantSafe)
 			}
@@ -218,7 +218,7 @@ func TestInProcessOutcomes(t *testing.T) {
 			}
 			again := postCall(t, srv, key, `{}`)
 			switch tc.outcome {
-			case receipt.Unknown:
+			case effectspec.Unknown:
 				if r := again.reason(t); r != "outcome_unknown" || again.refusal.SafeNewKey == nil || *again.refusal.SafeNewKey {
 					t.Errorf("same key after unknown: %+v", again.refusal)
 				}
@@ -250,11 +250,11 @@ func TestInProcessKeyedRunsAgain(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "posted"}}}, nil
 	})
 	key := idempotency.NewKey().String()
-	if rc := postCall(t, srv, key, `{}`).outcome(t); rc.Outcome != receipt.Unknown {
+	if rc := postCall(t, srv, key, `{}`).outcome(t); rc.Outcome != effectspec.Unknown {
 		t.Fatalf("first %+v", rc)
 	}
 	rc := postCall(t, srv, key, `{}`).outcome(t)
-	if rc.Outcome != receipt.Accepted || rc.AttemptCount != 2 || rc.Propagation != "handler" || rc.Binding != "in_process_keyed" {
+	if rc.Outcome != effectspec.Accepted || rc.AttemptCount != 2 || rc.Propagation != "handler" || rc.Binding != "in_process_keyed" {
 		t.Fatalf("second %+v", rc)
 	}
 	if rc.VendorKey != keys[0].String() {
@@ -276,7 +276,7 @@ func TestInProcessNotRun(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 	})
 	rc := postCall(t, srv, idempotency.NewKey().String(), `{}`).outcome(t)
-	if rc.Outcome != receipt.Accepted || rc.AttemptCount != 2 || runs.Load() != 2 {
+	if rc.Outcome != effectspec.Accepted || rc.AttemptCount != 2 || runs.Load() != 2 {
 		t.Fatalf("receipt %+v after %d runs", rc, runs.Load())
 	}
 }
@@ -301,7 +301,7 @@ func TestInProcessInProgress(t *testing.T) {
 		t.Errorf("concurrent call: %+v", a.refusal)
 	}
 	close(release)
-	if rc := (<-done).outcome(t); rc.Outcome != receipt.Accepted || runs.Load() != 1 {
+	if rc := (<-done).outcome(t); rc.Outcome != effectspec.Accepted || runs.Load() != 1 {
 		t.Errorf("first %+v, %d runs", rc, runs.Load())
 	}
 }

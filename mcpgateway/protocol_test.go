@@ -113,7 +113,7 @@ func TestProtocolVersions(t *testing.T) {
 				}
 				rcs = append(rcs, rc)
 			}
-			if rcs[0].Replayed || rcs[0].Outcome != receipt.Accepted || !rcs[1].Replayed || rcs[1].Outcome != receipt.Accepted || runs.Load() != 1 {
+			if rcs[0].Replayed || rcs[0].Outcome != effectspec.Accepted || !rcs[1].Replayed || rcs[1].Outcome != effectspec.Accepted || runs.Load() != 1 {
 				t.Errorf("first %+v, again %+v, %d runs: want one run and its replay", rcs[0], rcs[1], runs.Load())
 			}
 			// ping: removed by 2026-07-28, where the SDK's client sends it

@@ -64,7 +64,7 @@ const (
 	// leaseSpan is how many seconds of a workspace's rate one lease of
 	// tokens holds: the most a gateway holds unused.
 	leaseSpan = 0.1
-	// inFlightRetry and storedRetry are the retry_after of an in_flight
+	// inFlightRetry and storedRetry are the retry_after of an in_progress
 	// and a stored_bytes refusal (records drain as they expire), and of
 	// store_full.
 	inFlightRetry  = 100 * time.Millisecond
@@ -347,7 +347,7 @@ func (qs *quotas) admit(ws string) *admission {
 	defer w.mu.Unlock()
 	switch {
 	case w.q.InFlight > 0 && w.running >= w.q.InFlight:
-		a.over = quotaRefusal("in_flight", inFlightRetry)
+		a.over = quotaRefusal("in_progress", inFlightRetry)
 		return a
 	case w.q.StoredBytes > 0 && w.stored.Load() >= w.q.StoredBytes:
 		a.over = quotaRefusal("stored_bytes", storedRetry)
@@ -394,7 +394,7 @@ func (a *admission) noCreate() error {
 // took goes back to the allowance when the call created no record (a
 // replay, a refusal of a key that holds one, or one decided before the
 // claim).
-func (a *admission) done(out retry.Outcome, err error) {
+func (a *admission) done(out retry.Answer, err error) {
 	if a == nil || a.w == nil || !a.token && !a.slot {
 		return
 	}
@@ -411,7 +411,7 @@ func (a *admission) done(out retry.Outcome, err error) {
 
 // createdNothing reports whether a call that ended with out and err wrote
 // no record: a replay, or a refusal that answers without one.
-func createdNothing(out retry.Outcome, err error) bool {
+func createdNothing(out retry.Answer, err error) bool {
 	if err == nil {
 		return out.Receipt.Replayed
 	}

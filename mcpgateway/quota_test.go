@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
@@ -95,7 +96,7 @@ func TestQuotaRateFromFleetBucket(t *testing.T) {
 		a := qs.admit("ws_a")
 		if a.over == nil {
 			admitted++
-			a.done(retry.Outcome{}, nil)
+			a.done(retry.Answer{}, nil)
 			return false
 		}
 		fs.mu.Lock()
@@ -143,16 +144,16 @@ func TestQuotaTokenBackOnReplay(t *testing.T) {
 	})
 	tokens := func() int { w.mu.Lock(); defer w.mu.Unlock(); return w.tokens }
 	a := qs.admit("ws_a")
-	a.done(retry.Outcome{Receipt: receipt.Receipt{Replayed: true}}, nil)
+	a.done(retry.Answer{Receipt: receipt.Receipt{Replayed: true}}, nil)
 	b := qs.admit("ws_a")
-	b.done(retry.Outcome{}, idempotency.ErrInProgress)
+	b.done(retry.Answer{}, idempotency.ErrInProgress)
 	if n := tokens(); n != 3 {
 		t.Fatalf("after a replay and an in_progress: %d tokens, want 3", n)
 	}
 	c := qs.admit("ws_a")
-	c.done(retry.Outcome{Receipt: receipt.Receipt{Outcome: receipt.Unknown}}, nil)
+	c.done(retry.Answer{Receipt: receipt.Receipt{Outcome: effectspec.Unknown}}, nil)
 	d := qs.admit("ws_a")
-	d.done(retry.Outcome{}, idempotency.ErrStoreUnavailable) // the claim may have been applied
+	d.done(retry.Answer{}, idempotency.ErrStoreUnavailable) // the claim may have been applied
 	if n := tokens(); n != 1 {
 		t.Fatalf("after a new record and a store failure: %d tokens, want 1", n)
 	}
@@ -167,11 +168,11 @@ func TestQuotaInFlight(t *testing.T) {
 	if a.over != nil || b.over != nil || c.over == nil || c.over.reason != "quota_exceeded" {
 		t.Fatalf("a %+v b %+v c %+v", a.over, b.over, c.over)
 	}
-	c.done(retry.Outcome{}, nil) // holds nothing: frees nothing
+	c.done(retry.Answer{}, nil) // holds nothing: frees nothing
 	if d := qs.admit("ws_a"); d.over == nil {
 		t.Fatal("a refused call freed a slot")
 	}
-	a.done(retry.Outcome{}, nil)
+	a.done(retry.Answer{}, nil)
 	if d := qs.admit("ws_a"); d.over != nil {
 		t.Fatalf("after one ended: %+v", d.over)
 	}
@@ -218,7 +219,7 @@ func TestQuotaRefusalData(t *testing.T) {
 			t.Fatalf("%s: %s", r.reason, e.Data)
 		}
 	}
-	if d := quotaRefusal("in_flight", inFlightRetry); d.status != 429 {
+	if d := quotaRefusal("in_progress", inFlightRetry); d.status != 429 {
 		t.Fatalf("status %d", d.status)
 	}
 	for ms, want := range map[int64]string{1: "1", 1000: "1", 1001: "2", 0: "1"} {
@@ -232,13 +233,13 @@ func TestQuotaRefusalData(t *testing.T) {
 func TestQuotaConfig(t *testing.T) {
 	fs := &fakeQuotaStore{}
 	for name, cfg := range map[string]Config{
-		"negative rate":      {QuotaStore: fs, DefaultQuota: Quota{CallsPerSecond: -1}},
-		"burst alone":        {QuotaStore: fs, Quotas: map[string]Quota{"a": {Burst: 3}}},
-		"negative in_flight": {Quotas: map[string]Quota{"a": {InFlight: -1}}},
-		"rate, no store":     {DefaultQuota: Quota{CallsPerSecond: 1}},
-		"stored, no store":   {Quotas: map[string]Quota{"a": {StoredBytes: 1}}},
-		"fraction above 1":   {QuotaStore: fs, StoreFullFraction: 1.5},
-		"negative fraction":  {QuotaStore: fs, StoreFullFraction: -0.1},
+		"negative rate":        {QuotaStore: fs, DefaultQuota: Quota{CallsPerSecond: -1}},
+		"burst alone":          {QuotaStore: fs, Quotas: map[string]Quota{"a": {Burst: 3}}},
+		"negative in_progress": {Quotas: map[string]Quota{"a": {InFlight: -1}}},
+		"rate, no store":       {DefaultQuota: Quota{CallsPerSecond: 1}},
+		"stored, no store":     {Quotas: map[string]Quota{"a": {StoredBytes: 1}}},
+		"fraction above 1":     {QuotaStore: fs, StoreFullFraction: 1.5},
+		"negative fraction":    {QuotaStore: fs, StoreFullFraction: -0.1},
 	} {
 		if err := checkQuotas(&cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v", name, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/obol-gateway/obol/receipt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/obol-gateway/obol/receipt"
 
 	"github.com/redis/rueidis"
 
@@ -403,12 +404,12 @@ func (c *countingStore) acked() []idempotency.Key {
 
 // libCall runs one call of the header-binding tool through o, with the key
 // as the vendor-visible ref.
-func libCall(ctx context.Context, o *retry.Orchestrator, target retry.Target, spec effectspec.Spec, key idempotency.Key) (retry.Outcome, error) {
+func libCall(ctx context.Context, o *retry.Orchestrator, target retry.Target, spec effectspec.Spec, key idempotency.Key) (retry.Answer, error) {
 	args, _ := json.Marshal(map[string]any{"ref": key.String(), "amount": 100})
 	route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{Connection: "conn_v", Provider: "proofvendor",
 		URL: "http://vendor/charge", Credential: "PROOF_VENDOR_SECRET"})
 	if err != nil {
-		return retry.Outcome{}, err
+		return retry.Answer{}, err
 	}
 	return o.Do(ctx, retry.Call{
 		Scope: libScope, Key: key, KeySource: idempotency.KeySupplied, Arguments: args, Spec: spec,

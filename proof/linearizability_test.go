@@ -17,6 +17,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // The linearizability check records concurrent histories of claim, reserve,
@@ -89,26 +90,26 @@ type linInput struct {
 	Unsupported bool // the key's binding
 	Op          string
 	Token       int
-	Outcome     idempotency.State
+	Outcome     effectspec.Outcome
 }
 
 type linOutput struct {
 	Status   string // claim status, "reserved", "finalized", "found", "stale", "not_found", "expired", "noop"
 	Token    int
 	Applied  bool
-	State    idempotency.State
+	State    effectspec.Outcome
 	Attempts int
 }
 
 // linState is one record as the contract sees it.
 type linState struct {
 	Exists bool
-	S      idempotency.State // in_flight, accepted, definitely_rejected, unknown
-	N      int               // attempt count = fencing token
-	Cycle  int               // attempts in the current cycle
-	Live   bool              // the lease of the in-flight attempt has not expired
-	LastOp string            // operation id of the last change
-	Open   bool              // unknown by the lease-expiry path: the owner's finalize still applies
+	S      effectspec.Outcome // in_progress, accepted, definitely_rejected, unknown
+	N      int                // attempt count = fencing token
+	Cycle  int                // attempts in the current cycle
+	Live   bool               // the lease of the in-flight attempt has not expired
+	LastOp string             // operation id of the last change
+	Open   bool               // unknown by the lease-expiry path: the owner's finalize still applies
 	// ClaimOp and ClaimTok name the claim that made the current cycle and
 	// its token (the record's field K): a copy of it learns the token while
 	// it is open.
@@ -118,7 +119,7 @@ type linState struct {
 
 // linStep is the sequential specification.
 func linStep(st linState, in linInput, out linOutput) (bool, linState) {
-	inFlight := idempotency.StateInFlight
+	inFlight := effectspec.InProgress
 	switch in.Kind {
 	case linClaim:
 		switch {
@@ -127,7 +128,7 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 		case st.LastOp == in.Op && st.S == inFlight:
 			// A re-sent claim whose first send was applied answers it again.
 			return out == linOutput{Status: "claimed", Token: st.N, Applied: true}, st
-		case st.LastOp == in.Op && st.S == idempotency.StateUnknown:
+		case st.LastOp == in.Op && st.S == effectspec.Unknown:
 			return out == linOutput{Status: "outcome_unknown", Applied: true}, st
 		case st.S.Final():
 			return out == linOutput{Status: "replay", State: st.S, Attempts: st.N}, st
@@ -141,7 +142,7 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 		default:
 			next := st
 			if st.S == inFlight { // the expired attempt becomes unknown
-				next.S, next.Cycle, next.Live, next.LastOp, next.Open = idempotency.StateUnknown, 0, false, in.Op, true
+				next.S, next.Cycle, next.Live, next.LastOp, next.Open = effectspec.Unknown, 0, false, in.Op, true
 			}
 			return out == linOutput{Status: "outcome_unknown"}, next
 		}
@@ -180,7 +181,7 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 		}
 		s := st.S
 		if s == inFlight && !st.Live {
-			s = idempotency.StateUnknown // an expired lease reads as unknown
+			s = effectspec.Unknown // an expired lease reads as unknown
 		}
 		return out == linOutput{Status: "found", State: s, Attempts: st.N}, st
 	}
@@ -232,8 +233,8 @@ func (w *linWorld) claim(ctx context.Context, in linInput) (linOutput, error) {
 	res, err := w.store.Claim(ctx, idempotency.ClaimRequest{
 		Scope: libScope, Key: w.keys[in.Key], KeySource: idempotency.KeySupplied,
 		RequestHash: "sha256:" + fmt.Sprintf("%064x", in.Key), Binding: b,
-		Route:       idempotency.RouteRecord{Connection: "conn_v", Provider: "proofvendor"},
-		Fingerprint: "sha256:" + fmt.Sprintf("%064x", 1000+in.Key), OpID: in.Op,
+		Route: receipt.Route{Connection: "conn_v", Provider: "proofvendor", Fingerprint: "sha256:" + fmt.Sprintf("%064x", 1000+in.Key)},
+		OpID:  in.Op,
 	})
 	if err != nil {
 		return linOutput{}, err
@@ -346,8 +347,8 @@ func TestLinearizability(t *testing.T) {
 					case p < 70:
 						in.Kind, in.Token = linFinalize, token[k]
 						// Mostly unknown, which keeps header keys cycling.
-						in.Outcome = []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected,
-							idempotency.StateUnknown, idempotency.StateUnknown, idempotency.StateUnknown}[rng.IntN(5)]
+						in.Outcome = []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected,
+							effectspec.Unknown, effectspec.Unknown, effectspec.Unknown}[rng.IntN(5)]
 					case p < 82:
 						in.Kind = linExpire
 					default:
@@ -442,8 +443,8 @@ func TestLinearizabilityModelRejects(t *testing.T) {
 			op(0, claim("a"), linOutput{Status: "claimed", Token: 1}, 0, 1),
 			op(0, linInput{Kind: linExpire}, linOutput{Status: "expired"}, 2, 3),
 			op(1, claim("b"), linOutput{Status: "claimed", Token: 2}, 4, 5),
-			op(0, linInput{Kind: linFinalize, Token: 1, Outcome: idempotency.StateAccepted, Op: "f"},
-				linOutput{Status: "finalized", State: idempotency.StateAccepted, Attempts: 2}, 6, 7),
+			op(0, linInput{Kind: linFinalize, Token: 1, Outcome: effectspec.Accepted, Op: "f"},
+				linOutput{Status: "finalized", State: effectspec.Accepted, Attempts: 2}, 6, 7),
 		}},
 		{"unsupported binding gets a second attempt", false, []porcupine.Operation{
 			op(0, linInput{Kind: linClaim, Unsupported: true, Op: "a"}, linOutput{Status: "claimed", Token: 1}, 0, 1),

@@ -41,7 +41,7 @@ type libHarness struct {
 }
 
 type callResult struct {
-	out retry.Outcome
+	out retry.Answer
 	err error
 }
 
@@ -149,11 +149,11 @@ func (h *libHarness) audit(t testing.TB, f *figures) (failed []idempotency.Key) 
 			continue
 		}
 		rc := r.out.Receipt
-		if err == nil && h.finalizeMayRollBack && rec.State == idempotency.StateUnknown && rc.AttemptCount == rec.AttemptCount && rc.AttemptCount == n {
+		if err == nil && h.finalizeMayRollBack && rec.State == effectspec.Unknown && rc.AttemptCount == rec.AttemptCount && rc.AttemptCount == n {
 			rolledBack++
 			continue
 		}
-		if err == nil && rc.Outcome == "unknown" && n < rc.AttemptCount && rc.AttemptCount == rec.AttemptCount && rec.State == idempotency.StateUnknown {
+		if err == nil && rc.Outcome == "unknown" && n < rc.AttemptCount && rc.AttemptCount == rec.AttemptCount && rec.State == effectspec.Unknown {
 			// A reserved attempt that never left (e.g. a proven before_send
 			// when a slow store ate the dispatch deadline) is still counted:
 			// the outcome is unknown and the key is completed later.

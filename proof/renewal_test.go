@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/redistest"
@@ -82,7 +83,7 @@ func retryAfterMS(r reply) int64 {
 }
 
 // recordReader reads records straight from Redis through the store's own
-// Lookup (a lapsed in_flight lease reads unknown).
+// Lookup (a lapsed in_progress lease reads unknown).
 func recordReader(t testing.TB, addr string) func(tool, key string) idempotency.Record {
 	store := newStore(t, newClient(t, addr), redisstore.Options{Prefix: "proof:", Lease: renewalLease})
 	return func(tool, key string) idempotency.Record {
@@ -105,7 +106,7 @@ func recordReader(t testing.TB, addr string) func(tool, key string) idempotency.
 // ten store leases (2s lease, 30s tool timeout) through a refserver on
 // real Redis. While the vendor holds it, the same key through another
 // gateway is in_progress with a retry_after_ms every time, and the record
-// stays in_flight with a lease deadline that only moves forward; the call
+// stays in_progress with a lease deadline that only moves forward; the call
 // then completes accepted with one attempt and one vendor request.
 func TestLongCallRenewsLease(t *testing.T) {
 	start := time.Now()
@@ -147,12 +148,12 @@ func TestLongCallRenewsLease(t *testing.T) {
 		if ms := retryAfterMS(r); ms <= 0 || ms > 30_000 {
 			t.Errorf("poll %d: in_progress retry_after_ms %d, want in (0, 30000]", polls, ms)
 		}
-		// Lookup reads a lapsed lease as unknown: in_flight here means the
+		// Lookup reads a lapsed lease as unknown: in_progress here means the
 		// lease was live at Redis's own time of the read.
 		lastRead = time.Now()
 		rec := lookup(tool, key)
-		if rec.State != idempotency.StateInFlight {
-			t.Fatalf("poll %d (%v into the hold): record %s, want in_flight (the lease lapsed while the vendor held the call)", polls, time.Since(heldSince).Round(time.Millisecond), rec.State)
+		if rec.State != effectspec.InProgress {
+			t.Fatalf("poll %d (%v into the hold): record %s, want in_progress (the lease lapsed while the vendor held the call)", polls, time.Since(heldSince).Round(time.Millisecond), rec.State)
 		}
 		if rec.AttemptCount != 1 {
 			t.Errorf("poll %d: attempt_count %d while in flight, want 1", polls, rec.AttemptCount)
@@ -250,8 +251,8 @@ func TestKill9Takeover(t *testing.T) {
 			initial := lookup(b.tool, key).LeaseDeadline
 			for {
 				rec := lookup(b.tool, key)
-				if rec.State != idempotency.StateInFlight {
-					t.Fatalf("record %s before the kill, want in_flight", rec.State)
+				if rec.State != effectspec.InProgress {
+					t.Fatalf("record %s before the kill, want in_progress", rec.State)
 				}
 				if rec.LeaseDeadline.After(initial) {
 					break
@@ -267,14 +268,14 @@ func TestKill9Takeover(t *testing.T) {
 			seenAtKill := v.count(key)
 
 			// Nobody renews the lease now. An answer that arrived before a
-			// lease deadline read in_flight was decided while that lease was
+			// lease deadline read in_progress was decided while that lease was
 			// live, so it must be in_progress; the takeover comes after.
 			var r reply
 			var lastLive, at time.Time
 			inProgress, whileLive := 0, 0
 			for {
 				rec := lookup(b.tool, key)
-				if rec.State == idempotency.StateInFlight && rec.LeaseDeadline.After(lastLive) {
+				if rec.State == effectspec.InProgress && rec.LeaseDeadline.After(lastLive) {
 					lastLive = rec.LeaseDeadline
 				}
 				r = callTool(context.Background(), other.base, b.tool, key, args)
@@ -404,7 +405,7 @@ func TestGracefulStopLongCall(t *testing.T) {
 		t.Fatal("the gateway did not exit after its call finished")
 	}
 	rec := lookup(tool, key)
-	if rec.State != idempotency.StateAccepted || rec.AttemptCount != 1 {
+	if rec.State != effectspec.Accepted || rec.AttemptCount != 1 {
 		t.Errorf("record %s attempt_count %d, want accepted 1", rec.State, rec.AttemptCount)
 	}
 	seen := v.count(key)

@@ -3,23 +3,8 @@ package receipt
 import (
 	"encoding/json"
 	"time"
-)
 
-// Outcome is the final classification of a call.
-type Outcome string
-
-const (
-	Accepted           Outcome = "accepted"
-	DefinitelyRejected Outcome = "definitely_rejected"
-	// Unknown: an attempt may have had an effect. It never becomes success.
-	Unknown Outcome = "unknown"
-	// InProgress: an attempt is in flight under a live lease (a receipt read
-	// while the call runs); its outcome is not known yet.
-	InProgress Outcome = "in_progress"
-	// Held and Denied describe calls that never reached a vendor: awaiting
-	// approval, or denied by an approver.
-	Held   Outcome = "held"
-	Denied Outcome = "denied"
+	"github.com/obol-gateway/obol/effectspec"
 )
 
 // Route is the non-secret route record of a call: the facts its fingerprint
@@ -61,8 +46,8 @@ type Receipt struct {
 	// sending (docs/DESIGN.md, "Receipt (JSON)"). For an in-process tool it
 	// counts handler runs; a handler's own retries downstream are not seen
 	// (docs/DESIGN.md, "In-process tools").
-	AttemptCount int     `json:"attempt_count"`
-	Outcome      Outcome `json:"outcome"`
+	AttemptCount int                `json:"attempt_count"`
+	Outcome      effectspec.Outcome `json:"outcome"`
 	// Status is the vendor's last HTTP status; 0 (omitted) when none arrived.
 	Status   int  `json:"status,omitempty"`
 	Replayed bool `json:"replayed"`
@@ -86,20 +71,20 @@ func Safe(b bool) *bool { return &b }
 // Resolution says who settled an unknown call, when and why. Note is the
 // operator's text, checked by the store (bounded, no control characters).
 type Resolution struct {
-	Outcome Outcome   `json:"outcome"`
-	By      string    `json:"by"`
-	At      time.Time `json:"at"`
-	Note    string    `json:"note"`
+	Outcome effectspec.Outcome `json:"outcome"`
+	By      string             `json:"by"`
+	At      time.Time          `json:"at"`
+	Note    string             `json:"note"`
 }
 
 // MarshalJSON encodes At as Receipt does its times, in the field order of
 // the wire contract.
 func (r Resolution) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		Outcome Outcome `json:"outcome"`
-		By      string  `json:"by"`
-		At      string  `json:"at"`
-		Note    string  `json:"note"`
+		Outcome effectspec.Outcome `json:"outcome"`
+		By      string             `json:"by"`
+		At      string             `json:"at"`
+		Note    string             `json:"note"`
 	}{r.Outcome, r.By, formatTime(r.At), r.Note})
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/receipt"
 )
 
@@ -28,7 +29,7 @@ func sample() receipt.Receipt {
 		Propagation:  "header",
 		VendorKey:    "idt_9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d",
 		AttemptCount: 1,
-		Outcome:      receipt.Accepted,
+		Outcome:      effectspec.Accepted,
 		Status:       201,
 		CreatedAt:    created,
 		FinalizedAt:  created.Add(250 * time.Millisecond),
@@ -38,12 +39,12 @@ func sample() receipt.Receipt {
 
 func TestGolden(t *testing.T) {
 	held := sample()
-	held.Outcome, held.Status, held.AttemptCount, held.FinalizedAt = receipt.Held, 0, 0, time.Time{}
+	held.Outcome, held.Status, held.AttemptCount, held.FinalizedAt = effectspec.Held, 0, 0, time.Time{}
 	settled := sample()
 	settled.Binding, settled.Propagation, settled.VendorKey, settled.Status = "unsupported", "none", "", 0
-	settled.Resolution = &receipt.Resolution{Outcome: receipt.Accepted, By: "ops@acme", At: settled.FinalizedAt, Note: "checked: ch_1 exists"}
+	settled.Resolution = &receipt.Resolution{Outcome: effectspec.Accepted, By: "ops@acme", At: settled.FinalizedAt, Note: "checked: ch_1 exists"}
 	rejected := sample()
-	rejected.Outcome, rejected.Status, rejected.SafeNewKey = receipt.DefinitelyRejected, 402, receipt.Safe(true)
+	rejected.Outcome, rejected.Status, rejected.SafeNewKey = effectspec.DefinitelyRejected, 402, receipt.Safe(true)
 	unset := sample()
 	unset.SafeNewKey = nil
 	for name, r := range map[string]receipt.Receipt{"accepted": sample(), "held": held, "settled": settled,

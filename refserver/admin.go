@@ -31,7 +31,7 @@ func (s *server) adminHandler() http.Handler {
 		Logger:       s.log,
 		OnRefusal:    s.metrics.Refusal,
 		OnStoreError: s.metrics.StoreError,
-		OnSettle:     func(o idempotency.State) { s.metrics.Settlement(string(o)) },
+		OnSettle:     func(o effectspec.Outcome) { s.metrics.Settlement(string(o)) },
 		StoreTimeout: s.storeTimeout,
 		Durability:   s.durability,
 	})

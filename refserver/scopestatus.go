@@ -102,6 +102,6 @@ func scopeStatus(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	fmt.Fprintf(tw, "total\t\t%d\n", total)
 	tw.Flush()
-	fmt.Fprintln(stdout, "(in_flight counts live leases only; a lapsed one is unknown)")
+	fmt.Fprintln(stdout, "(in_progress counts live leases only; a lapsed one is unknown)")
 	return 0
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/redistest"
 	"github.com/obol-gateway/obol/internal/secrettest"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // statusRecords writes, through the store, records of known states under
@@ -46,13 +47,13 @@ func statusRecords(t *testing.T, mr *miniredis.Miniredis, prefix string) map[str
 	claim := func(approval bool) (idempotency.Key, int) {
 		k := idempotency.NewKey()
 		res, err := st.Claim(ctx, idempotency.ClaimRequest{Scope: scope, Key: k, KeySource: idempotency.KeySupplied,
-			RequestHash: digest, Fingerprint: digest, Binding: effectspec.BindingHeader, ApprovalRequired: approval})
+			RequestHash: digest, Route: receipt.Route{Fingerprint: digest}, Binding: effectspec.BindingHeader, ApprovalRequired: approval})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return k, res.Token
 	}
-	finalize := func(k idempotency.Key, token int, outcome idempotency.State) {
+	finalize := func(k idempotency.Key, token int, outcome effectspec.Outcome) {
 		if _, err := st.Finalize(ctx, idempotency.FinalizeRequest{Scope: scope, Key: k, Token: token, Outcome: outcome,
 			Result: &idempotency.StoredResult{Status: 200}}); err != nil {
 			t.Fatal(err)
@@ -63,16 +64,16 @@ func statusRecords(t *testing.T, mr *miniredis.Miniredis, prefix string) map[str
 	claim(false) // in flight
 	for range 3 {
 		k, n := claim(false)
-		finalize(k, n, idempotency.StateAccepted)
+		finalize(k, n, effectspec.Accepted)
 	}
 	k, n := claim(false)
-	finalize(k, n, idempotency.StateDefinitelyRejected)
+	finalize(k, n, effectspec.DefinitelyRejected)
 	claim(true) // held
 	return map[string]string{
 		"1 accepted":            "3",
 		"1 definitely_rejected": "1",
 		"1 held":                "1",
-		"1 in_flight":           "1",
+		"1 in_progress":         "1",
 		"1 unknown":             "1",
 		"total":                 "7",
 	}

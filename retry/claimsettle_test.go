@@ -11,7 +11,6 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -61,7 +60,7 @@ func (w *wireStore) Claim(ctx context.Context, r idempotency.ClaimRequest) (idem
 
 // retryUntilSettled calls Do with c until the answer is not in_progress
 // (the first claim's lease may still run), for at most lease + 2s.
-func retryUntilSettled(t *testing.T, o *retry.Orchestrator, c retry.Call, lease time.Duration) (retry.Outcome, error) {
+func retryUntilSettled(t *testing.T, o *retry.Orchestrator, c retry.Call, lease time.Duration) (retry.Answer, error) {
 	t.Helper()
 	deadline := time.Now().Add(lease + 2*time.Second)
 	for {
@@ -109,7 +108,7 @@ func TestClaimSettledAfterCallerCancels(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the retry with the same key: %v (want it dispatched)", err)
 		}
-		if out.Receipt.Outcome != receipt.Accepted || out.Receipt.AttemptCount != 2 || out.Receipt.Replayed {
+		if out.Receipt.Outcome != effectspec.Accepted || out.Receipt.AttemptCount != 2 || out.Receipt.Replayed {
 			t.Fatalf("the retry: outcome %s, attempt_count %d, replayed %v; want accepted, 2 (one given back), fresh",
 				out.Receipt.Outcome, out.Receipt.AttemptCount, out.Receipt.Replayed)
 		}
@@ -138,7 +137,7 @@ func TestClaimSettledAfterLostReply(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the retry with the same key: %v (want it dispatched)", err)
 		}
-		if out.Receipt.Outcome != receipt.Accepted || out.Receipt.AttemptCount != 2 {
+		if out.Receipt.Outcome != effectspec.Accepted || out.Receipt.AttemptCount != 2 {
 			t.Fatalf("the retry: outcome %s, attempt_count %d; want accepted, 2 (one given back)", out.Receipt.Outcome, out.Receipt.AttemptCount)
 		}
 		if v.seen.Load() != 1 {
@@ -202,11 +201,11 @@ func TestClaimRecoveryLifecycle(t *testing.T) {
 	st.down.Store(false)
 	next(retry.RecoveryGivenBack)
 	rec, err := st.Lookup(context.Background(), a.Scope, a.Key)
-	if err != nil || rec.State != idempotency.StateUnknown || rec.AttemptCount != 1 || rec.SentAttempts != 0 {
+	if err != nil || rec.State != effectspec.Unknown || rec.AttemptCount != 1 || rec.SentAttempts != 0 {
 		t.Fatalf("after the give-back: %+v %v; want unknown, 1 attempt, none sent", rec, err)
 	}
 	out, err := o.Do(context.Background(), a)
-	expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
+	expect(t, out, err, effectspec.Accepted, 2, v.seen.Load())
 
 	st.down.Store(true)
 	if _, err := o.Do(context.Background(), call(v.URL, sp, idempotency.NewKey(), &retry.Executor{})); !errors.Is(err, idempotency.ErrStoreUnavailable) {

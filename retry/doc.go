@@ -17,9 +17,9 @@
 //
 // An error is a refusal (errors.Is against [idempotency.ErrRequestMismatch],
 // [idempotency.ErrInProgress], [idempotency.ErrOutcomeUnknown],
-// [effectspec.ErrPolicyDenied], ...) and nothing was sent; otherwise
-// out.Receipt says what happened and out.Result holds the vendor's answer
-// (fresh or replayed). The [idempotency.Route] must hold every fact the
+// [effectspec.ErrPolicyDenied], ...) and nothing was sent; otherwise the
+// [Answer]'s Receipt says what happened and its Result holds the vendor's
+// answer (fresh or replayed). The [idempotency.Route] must hold every fact the
 // claim's fingerprint covers (see [Call]).
 //
 // What must not leak: every credential a [Target] sends is reported as a

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/obol-gateway/obol/idempotency"
 )
 
 // Phase says how far an attempt got on the wire.
@@ -231,13 +233,13 @@ func (e *Executor) Do(ctx context.Context, req *http.Request) Result {
 // nothing-written retry needs a zero outgoing length or a GetBody.
 func outgoing(ctx context.Context, req *http.Request) (*http.Request, error) {
 	if req == nil {
-		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
+		return nil, fmt.Errorf("%w: nil request", idempotency.ErrInvalidRequest)
 	}
 	bad := func(what string) (*http.Request, error) {
 		if req.Body != nil {
 			req.Body.Close()
 		}
-		return nil, fmt.Errorf("%w: %s", ErrInvalidRequest, what)
+		return nil, fmt.Errorf("%w: %s", idempotency.ErrInvalidRequest, what)
 	}
 	switch {
 	case req.URL == nil:
@@ -370,7 +372,7 @@ func (e *Executor) send(req *http.Request) Result {
 			err = cause
 		}
 		if isInvalidHeader(err) {
-			err = fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+			err = fmt.Errorf("%w: %w", idempotency.ErrInvalidRequest, err)
 		}
 		return Result{Phase: phase, Err: newError(phase, "round trip", err)}
 	}

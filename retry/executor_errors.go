@@ -8,15 +8,16 @@ import (
 	"net"
 	"strings"
 	"syscall"
+
+	"github.com/obol-gateway/obol/idempotency"
 )
 
-var (
-	// ErrInvalidRequest: the request cannot be sent as given (nil, no URL,
-	// no host, a scheme other than http or https, CONNECT, a Content-Length
-	// without a body, or an invalid header). It is reported as before_send,
-	// but repeating the attempt cannot help.
-	ErrInvalidRequest = errors.New("retry: invalid request")
+// A request that cannot be sent as given (nil, no URL, no host, a scheme
+// other than http or https, CONNECT, a Content-Length without a body, or an
+// invalid header) wraps idempotency.ErrInvalidRequest. It is reported as
+// before_send, but repeating the attempt cannot help.
 
+var (
 	// ErrSendDeadline: the attempt had not written a byte when its send
 	// deadline (WithSendDeadline) passed, so it was stopped unsent. It is
 	// always before_send.
@@ -67,7 +68,7 @@ func reason(err error) string {
 		recErr  tls.RecordHeaderError
 	)
 	switch {
-	case errors.Is(err, ErrInvalidRequest):
+	case errors.Is(err, idempotency.ErrInvalidRequest):
 		return "invalid request"
 	case errors.Is(err, errSecondConn):
 		return "transport asked for a second connection"

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/obol-gateway/obol/idempotency"
 )
 
 // vendor is a raw HTTP/1.1 server that counts the requests it read in full.
@@ -720,8 +722,8 @@ func TestDoInvalidRequest(t *testing.T) {
 	} {
 		res := e.Do(context.Background(), req)
 		phaseErr(t, res, BeforeSend)
-		if !errors.Is(res.Err, ErrInvalidRequest) {
-			t.Errorf("%s: err %v does not wrap ErrInvalidRequest", name, res.Err)
+		if !errors.Is(res.Err, idempotency.ErrInvalidRequest) {
+			t.Errorf("%s: err %v does not wrap idempotency.ErrInvalidRequest", name, res.Err)
 		}
 		if strings.Contains(res.Err.Error(), "secret") {
 			t.Errorf("%s: err %q leaks a header value", name, res.Err)

@@ -36,7 +36,7 @@ var sharedExecutor Executor
 
 // Send propagates the key and makes exactly one attempt. A request that
 // cannot be built (the key cannot be written at the pointer, a URL that does
-// not parse) is BeforeSend with ErrInvalidRequest: it fails the same way
+// not parse) is BeforeSend with idempotency.ErrInvalidRequest: it fails the same way
 // every time, so it is never retried, and nothing was written.
 func (t *HTTPTarget) Send(ctx context.Context, a Attempt) Result {
 	body := idempotency.ArgumentsOrEmpty(a.Arguments)
@@ -50,7 +50,7 @@ func (t *HTTPTarget) Send(ctx context.Context, a Attempt) Result {
 	h.Set("Content-Type", "application/json")
 	body, _, err := a.Spec.Apply(h, body, a.Key.String())
 	if err != nil {
-		return Result{Phase: BeforeSend, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
+		return Result{Phase: BeforeSend, Err: fmt.Errorf("%w: %w", idempotency.ErrInvalidRequest, err)}
 	}
 	method := t.Method
 	if method == "" {
@@ -58,7 +58,7 @@ func (t *HTTPTarget) Send(ctx context.Context, a Attempt) Result {
 	}
 	req, err := http.NewRequestWithContext(ctx, method, t.URL, bytes.NewReader(body))
 	if err != nil {
-		return Result{Phase: BeforeSend, Err: newError(BeforeSend, "request", fmt.Errorf("%w: %w", ErrInvalidRequest, err))}
+		return Result{Phase: BeforeSend, Err: newError(BeforeSend, "request", fmt.Errorf("%w: %w", idempotency.ErrInvalidRequest, err))}
 	}
 	req.Header = h
 	ex := t.Executor

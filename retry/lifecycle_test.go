@@ -10,7 +10,6 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -31,37 +30,16 @@ func TestUnbuildableRequestIsNeverRetried(t *testing.T) {
 			return res
 		})
 		out, err := o.Do(context.Background(), c)
-		if len(results) != 1 || results[0].Phase != retry.BeforeSend || !errors.Is(results[0].Err, retry.ErrInvalidRequest) {
-			t.Fatalf("attempts %+v: want one before_send attempt with ErrInvalidRequest", results)
+		if len(results) != 1 || results[0].Phase != retry.BeforeSend || !errors.Is(results[0].Err, idempotency.ErrInvalidRequest) {
+			t.Fatalf("attempts %+v: want one before_send attempt with idempotency.ErrInvalidRequest", results)
 		}
 		if v.seen.Load() != 0 {
 			t.Fatalf("vendor saw %d requests", v.seen.Load())
 		}
-		if !errors.Is(err, idempotency.ErrInvalidRequest) || out.Receipt.Outcome == receipt.Accepted {
-			t.Fatalf("Do: %v (receipt %+v), want ErrInvalidRequest", err, out.Receipt)
+		if !errors.Is(err, idempotency.ErrInvalidRequest) || out.Receipt.Outcome == effectspec.Accepted {
+			t.Fatalf("Do: %v (receipt %+v), want idempotency.ErrInvalidRequest", err, out.Receipt)
 		}
 	})
-}
-
-// TestReceiptOfACallInFlight: a receipt read while the call runs says
-// in_progress, not unknown; a lapsed lease (read back as unknown) says
-// unknown.
-func TestReceiptOfACallInFlight(t *testing.T) {
-	sp := spec(effectspec.BindingHeader)
-	scope := idempotency.Scope{Workspace: "ws_acme", Connection: "conn_pay", Tool: sp.Tool}
-	for state, want := range map[idempotency.State]receipt.Outcome{
-		idempotency.StateInFlight:           receipt.InProgress,
-		idempotency.StateUnknown:            receipt.Unknown,
-		idempotency.StateAccepted:           receipt.Accepted,
-		idempotency.StateDefinitelyRejected: receipt.DefinitelyRejected,
-		idempotency.StateHeld:               receipt.Held,
-		idempotency.StateDenied:             receipt.Denied,
-	} {
-		rc := retry.Receipt(scope, sp, idempotency.Record{State: state, Key: idempotency.NewKey(), AttemptCount: 1})
-		if rc.Outcome != want {
-			t.Errorf("receipt of a %s record: outcome %s, want %s", state, rc.Outcome, want)
-		}
-	}
 }
 
 // TestUnsentAttemptsFreeTheSlot: a vendor that cannot be reached (connection
@@ -77,7 +55,7 @@ func TestUnsentAttemptsFreeTheSlot(t *testing.T) {
 		o := orch(st, 5*time.Second)
 		c := call(downURL, spec(effectspec.BindingUnsupported), idempotency.NewKey(), &retry.Executor{})
 		out, err := o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Unknown, 2, 0)
+		expect(t, out, err, effectspec.Unknown, 2, 0)
 		rec, err := st.Lookup(context.Background(), c.Scope, c.Key)
 		if err != nil || rec.SentAttempts != 0 {
 			t.Fatalf("record %+v (%v): want no attempt that may have left", rec, err)
@@ -85,7 +63,7 @@ func TestUnsentAttemptsFreeTheSlot(t *testing.T) {
 		v := newVendor(t, status(201))
 		c.Target = &retry.HTTPTarget{Executor: &retry.Executor{}, URL: v.URL + "/charge", Header: http.Header{"Authorization": {"Bearer sk_test_secret"}}}
 		out, err = o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Accepted, 3, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 3, v.seen.Load())
 		if v.seen.Load() != 1 {
 			t.Fatalf("vendor saw %d requests, want 1", v.seen.Load())
 		}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -61,7 +60,7 @@ func TestCallMemoryBound(t *testing.T) {
 					Key:   idempotency.NewKey(), KeySource: idempotency.KeyMinted, Arguments: []byte(`{}`),
 					Spec: spec, Route: route, Target: target,
 				})
-				if err != nil || out.Receipt.Outcome != receipt.Accepted || len(out.Result.Body) != size {
+				if err != nil || out.Receipt.Outcome != effectspec.Accepted || len(out.Result.Body) != size {
 					t.Fatalf("err %v receipt %+v", err, out.Receipt)
 				}
 			}

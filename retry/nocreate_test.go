@@ -8,7 +8,6 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -34,10 +33,10 @@ func TestNoCreate(t *testing.T) {
 		}
 		c.NoCreate = nil
 		out, err := o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Accepted, 1, 1)
+		expect(t, out, err, effectspec.Accepted, 1, 1)
 		c.NoCreate = full
 		out, err = o.Do(context.Background(), c)
-		if err != nil || out.Receipt.Outcome != receipt.Accepted || v.seen.Load() != 1 {
+		if err != nil || out.Receipt.Outcome != effectspec.Accepted || v.seen.Load() != 1 {
 			t.Fatalf("Do with NoCreate on an existing record: %v, outcome %s, vendor saw %d; want the replay",
 				err, out.Receipt.Outcome, v.seen.Load())
 		}

@@ -171,9 +171,11 @@ type Call struct {
 	NoCreate error
 }
 
-// Outcome is what a call produced.
-type Outcome struct {
-	// Receipt describes the call; Receipt.Outcome is Held for a held call.
+// Answer is what Do answers for a call: its receipt and the vendor's
+// answer, fresh or replayed.
+type Answer struct {
+	// Receipt describes the call; its Outcome is effectspec.Held for a held
+	// call.
 	Receipt receipt.Receipt
 	// Result is the vendor's answer, fresh or replayed; nil when no answer
 	// arrived (held, or an attempt that failed on the wire).
@@ -190,7 +192,7 @@ type Outcome struct {
 // idempotency.NewRoute). A refusal (mismatch, in progress, conflict, outcome unknown,
 // denied, policy) is an error matched with errors.Is against the sentinels of
 // idempotency and effectspec; nothing was sent. A vendor's rejection or an
-// unknown outcome is not an error: it is in Outcome.Receipt.
+// unknown outcome is not an error: it is in Answer.Receipt.
 //
 // Once an attempt is reserved, sending and finalizing no longer follow ctx's
 // cancellation (only its values): a caller that goes away must not turn an
@@ -213,39 +215,39 @@ type Outcome struct {
 // answered ErrStale is reported, never overwritten; a renewal that finds
 // no record of the claim's incarnation is fatal (ErrStale, lease lost).
 // So attempt_count on a receipt is never lower than what the vendor saw.
-func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
+func (o *Orchestrator) Do(ctx context.Context, call Call) (Answer, error) {
 	if o.Store == nil {
-		return Outcome{}, errors.New("retry: Orchestrator.Store is nil")
+		return Answer{}, errors.New("retry: Orchestrator.Store is nil")
 	}
 	if call.Target == nil {
-		return Outcome{}, errors.New("retry: Call.Target is nil")
+		return Answer{}, errors.New("retry: Call.Target is nil")
 	}
 	if !call.Spec.Validated() {
-		return Outcome{}, fmt.Errorf("retry: Call.Spec: %w", effectspec.ErrUnvalidated)
+		return Answer{}, fmt.Errorf("retry: Call.Spec: %w", effectspec.ErrUnvalidated)
 	}
 	if err := checkRoute(call.Spec, call.Route); err != nil {
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	if _, err := secrets(&call); err != nil {
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	if err := o.Policy.Check(call.Spec); err != nil && call.Refuse == nil {
 		call.Refuse = err
 	}
 	if err := call.Scope.Validate(); err != nil {
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	hash, previous, err := idempotency.RequestHashes(call.Arguments)
 	if err != nil {
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	if call.Ticket != "" {
 		if err := o.resolveTicket(ctx, &call); err != nil {
-			return Outcome{}, err
+			return Answer{}, err
 		}
 	}
 	if call.Key.IsZero() {
-		return Outcome{}, fmt.Errorf("%w: no key", idempotency.ErrMalformedKey)
+		return Answer{}, fmt.Errorf("%w: no key", idempotency.ErrMalformedKey)
 	}
 	call.Route.Binding = call.Spec.Idempotency.Kind
 	if call.Spec.Route == effectspec.RouteFederated || call.Route.Binding == "" {
@@ -258,7 +260,6 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		RequestHash:      hash,
 		Binding:          call.Route.Binding,
 		Route:            call.Route.Record(),
-		Fingerprint:      call.Route.Fingerprint(),
 		ApprovalRequired: call.Spec.Approval == effectspec.ApprovalRequired,
 		Ticket:           call.Ticket,
 		Refuse:           call.Refuse != nil,
@@ -269,7 +270,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		// Nothing sent yet: a caller that is gone claims nothing.
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	start := time.Now()
 	var claim idempotency.ClaimResult
@@ -294,7 +295,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 			// It may have been applied: settle it in the background.
 			o.settleClaim(&call, req, 0, "")
 		}
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	end(nil, Attr{AttrClaimStatus, string(claim.Status)})
 	if o.OnClaim != nil {
@@ -305,41 +306,41 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Outcome, error) {
 		// was sent, so the attempt is given back rather than sent for
 		// nobody.
 		o.settleClaim(&call, req, claim.Token, claim.Incarnation)
-		return Outcome{}, err
+		return Answer{}, err
 	}
 	switch claim.Status {
 	case idempotency.StatusClaimed:
 	case idempotency.StatusReplay:
 		claim.Record = scrubbedRecord(&call, claim.Record) // also records stored before scrubbing existed
-		return o.outcome(&call, hash, *claim.Record, true), nil
+		return o.answer(&call, hash, *claim.Record, true), nil
 	case idempotency.StatusHeld:
-		out := o.outcome(&call, hash, idempotency.Record{State: idempotency.StateHeld, KeySource: call.KeySource,
-			Binding: req.Binding, Route: req.Route, Fingerprint: req.Fingerprint, CreatedAt: start}, false)
+		out := o.answer(&call, hash, idempotency.Record{State: effectspec.Held, KeySource: call.KeySource,
+			Binding: req.Binding, Route: req.Route, CreatedAt: start}, false)
 		out.Ticket = claim.Ticket
 		return out, nil
 	case idempotency.StatusRefused:
-		return Outcome{}, call.Refuse
+		return Answer{}, call.Refuse
 	case idempotency.StatusNoRecord:
 		if call.NoCreate == nil {
-			return Outcome{}, claim.Err()
+			return Answer{}, claim.Err()
 		}
-		return Outcome{}, call.NoCreate
+		return Answer{}, call.NoCreate
 	case idempotency.StatusInProgress:
 		e := &InProgressError{}
 		if !claim.AttemptDeadline.IsZero() {
 			e.RetryAfter = max(time.Until(claim.AttemptDeadline), 0)
 		}
-		return Outcome{}, e
+		return Answer{}, e
 	case idempotency.StatusDenied:
-		return Outcome{}, o.denied(ctx, &call)
+		return Answer{}, o.denied(ctx, &call)
 	default:
-		return Outcome{}, claim.Err()
+		return Answer{}, claim.Err()
 	}
 	if call.Refuse != nil {
 		// A store that ignored Refuse reserved an attempt: give it back
 		// unsent rather than send a refused call.
 		o.finalize(ctx, &call, hash, claim.Token, start, Result{Phase: BeforeSend, Err: call.Refuse})
-		return Outcome{}, call.Refuse
+		return Answer{}, call.Refuse
 	}
 	return o.dispatch(ctx, &call, hash, sendKey(call.Key, claim.VendorKey), claim.Token, claim.Incarnation, start)
 }
@@ -353,25 +354,9 @@ func (o *Orchestrator) denied(ctx context.Context, call *Call) error {
 	lctx, cancel := context.WithTimeout(ctx, o.claimWait())
 	defer cancel()
 	if rec, err := o.Store.Lookup(lctx, call.Scope, call.Key); err == nil {
-		e.SafeNewKey = receipt.Safe(rec.State == idempotency.StateDenied || rec.SentAttempts == 0 && !rec.State.Final())
+		e.SafeNewKey = receipt.Safe(rec.State == effectspec.Denied || rec.SentAttempts == 0 && !rec.State.Final())
 	}
 	return e
-}
-
-// SafeNewKey is what a receipt of rec says of a new key (DESIGN.md section
-// 11): true for a definitely_rejected call none of whose earlier attempts
-// may have left (one reservation, or one attempt that may have left: the
-// rejected one) and for a denied call (it never dispatched); false for
-// every other state: accepted ran, unknown and in_progress may have, a held
-// call holds its slot.
-func SafeNewKey(rec idempotency.Record) bool {
-	switch rec.State {
-	case idempotency.StateDefinitelyRejected:
-		return rec.AttemptCount == 1 || rec.SentAttempts == 1
-	case idempotency.StateDenied:
-		return true
-	}
-	return false
 }
 
 // claimPrevious answers a claim refused as request_mismatch by claiming again
@@ -447,7 +432,7 @@ func (o *Orchestrator) margin() time.Duration {
 // that finds no record of it (the record expired or was deleted under the
 // attempt, and may have been made again with its tokens restarted) loses the
 // lease for good: no second attempt, no finalize over another record.
-func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, vendorKey idempotency.Key, token int, inc string, reservedAt time.Time) (Outcome, error) {
+func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, vendorKey idempotency.Key, token int, inc string, reservedAt time.Time) (Answer, error) {
 	ctx = context.WithoutCancel(ctx)
 	first := token
 	var res Result
@@ -455,7 +440,7 @@ func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, ve
 		var gone bool
 		res, gone = o.attempt(ctx, call, vendorKey, token, inc, reservedAt)
 		if gone {
-			return Outcome{Key: call.Key}, fmt.Errorf("retry: attempt %d: its record is gone (expired or deleted under the attempt): %w", token, idempotency.ErrStale)
+			return Answer{Key: call.Key}, fmt.Errorf("retry: attempt %d: its record is gone (expired or deleted under the attempt): %w", token, idempotency.ErrStale)
 		}
 		if token != first || !o.secondAttempt(call.Spec, res) {
 			break
@@ -598,27 +583,27 @@ func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result) bool {
 		// A deadline that fired before a byte left means no time, not a
 		// fault, and an invalid request stays invalid.
 		return !errors.Is(res.Err, context.DeadlineExceeded) && !errors.Is(res.Err, context.Canceled) &&
-			!errors.Is(res.Err, ErrInvalidRequest) && !errors.Is(res.Err, ErrSendDeadline)
+			!errors.Is(res.Err, idempotency.ErrInvalidRequest) && !errors.Is(res.Err, ErrSendDeadline)
 	case Responded:
 		return !res.Truncated && spec.Retryable(res.Status)
 	}
 	return false
 }
 
-func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, token int, reservedAt time.Time, res Result) (Outcome, error) {
+func (o *Orchestrator) finalize(ctx context.Context, call *Call, hash string, token int, reservedAt time.Time, res Result) (Answer, error) {
 	return o.finalizeInc(ctx, call, hash, token, "", reservedAt, res)
 }
 
 // finalizeInc is finalize of the attempt of record incarnation inc.
-func (o *Orchestrator) finalizeInc(ctx context.Context, call *Call, hash string, token int, inc string, reservedAt time.Time, res Result) (Outcome, error) {
-	state := idempotency.StateUnknown
+func (o *Orchestrator) finalizeInc(ctx context.Context, call *Call, hash string, token int, inc string, reservedAt time.Time, res Result) (Answer, error) {
+	state := effectspec.Unknown
 	var stored *idempotency.StoredResult
 	if res.Phase == Responded {
 		switch call.Spec.Classify(res.Status) {
 		case effectspec.Accepted:
-			state = idempotency.StateAccepted
+			state = effectspec.Accepted
 		case effectspec.DefinitelyRejected:
-			state = idempotency.StateDefinitelyRejected
+			state = effectspec.DefinitelyRejected
 		}
 		stored = &idempotency.StoredResult{Status: res.Status, Header: safeHeaders(res.Header), Body: res.Body, BodyDropped: res.Truncated}
 		stored = scrubbed(call, stored)
@@ -642,15 +627,15 @@ func (o *Orchestrator) finalizeInc(ctx context.Context, call *Call, hash string,
 		end(err)
 		// The vendor's answer is real but unrecorded; the record reads unknown
 		// once the lease ends. Say so rather than guess.
-		return Outcome{Key: call.Key, Result: stored}, fmt.Errorf("retry: finalize attempt %d: %w", token, err)
+		return Answer{Key: call.Key, Result: stored}, fmt.Errorf("retry: finalize attempt %d: %w", token, err)
 	}
-	end(nil, Attr{AttrOutcome, string(OutcomeOf(rec.State))}, Attr{AttrAttemptCount, rec.AttemptCount})
-	if neverSent && errors.Is(res.Err, ErrInvalidRequest) {
+	end(nil, Attr{AttrOutcome, string(rec.State)}, Attr{AttrAttemptCount, rec.AttemptCount})
+	if neverSent && errors.Is(res.Err, idempotency.ErrInvalidRequest) {
 		// It fails the same way every time: a refusal, not an outcome.
-		return Outcome{Key: call.Key}, fmt.Errorf("%w: %w", idempotency.ErrInvalidRequest, res.Err)
+		return Answer{Key: call.Key}, res.Err
 	}
 	rec.Result = stored
-	return o.outcome(call, hash, rec, false), nil
+	return o.answer(call, hash, rec, false), nil
 }
 
 func latest(a, b time.Time) time.Time {
@@ -693,79 +678,15 @@ func (o *Orchestrator) storeOp(ctx context.Context, call *Call, name string, op 
 	}
 }
 
-// outcome builds the receipt of a call from its record.
-func (o *Orchestrator) outcome(call *Call, hash string, rec idempotency.Record, replayed bool) Outcome {
-	r := receipt.Receipt{
-		IdempotencyKey: call.Key.String(),
-		KeySource:      string(rec.KeySource),
-		RequestHash:    hash,
-		Tool:           call.Scope.Tool,
-		Workspace:      call.Scope.Workspace,
-		Route: receipt.Route{Connection: rec.Route.Connection, Provider: rec.Route.Provider, Tool: rec.Route.Tool,
-			Method: rec.Route.Method, Host: rec.Route.Host, Path: rec.Route.Path, Fingerprint: rec.Fingerprint},
-		Binding:      string(rec.Binding),
-		Propagation:  string(propagationOf(rec.Binding, call.Spec)),
-		AttemptCount: rec.AttemptCount,
-		Outcome:      OutcomeOf(rec.State),
-		Replayed:     replayed,
-		SafeNewKey:   receipt.Safe(SafeNewKey(rec)),
-		CreatedAt:    rec.CreatedAt,
-		FinalizedAt:  rec.FinalizedAt,
+// answer builds the answer of a call from its record. A record read back
+// from a store carries its key and request hash; a held call's, made here,
+// takes the call's.
+func (o *Orchestrator) answer(call *Call, hash string, rec idempotency.Record, replayed bool) Answer {
+	rec.Key, rec.RequestHash = call.Key, hash
+	if rec.KeySource == "" {
+		rec.KeySource = call.KeySource
 	}
-	if r.KeySource == "" {
-		r.KeySource = string(call.KeySource)
-	}
-	if rec.Binding == effectspec.BindingHeader || rec.Binding == effectspec.BindingBodyPointer || rec.Binding == effectspec.BindingInProcessKeyed {
-		r.VendorKey = sendKey(call.Key, rec.VendorKey).String()
-	}
-	if rec.Result != nil {
-		r.Status = rec.Result.Status
-	}
-	if res := rec.Resolution; res != nil {
-		r.Resolution = &receipt.Resolution{Outcome: OutcomeOf(res.Outcome), By: res.By, At: res.At, Note: res.Note}
-	}
-	return Outcome{Receipt: r, Result: rec.Result, Key: call.Key}
-}
-
-// propagationOf is how the key reached the vendor for a record of binding b:
-// the record's, not the current spec's (a pin may have moved since). A
-// record without a binding (a held call not yet stored) takes the spec's.
-func propagationOf(b effectspec.BindingKind, spec effectspec.Spec) effectspec.Propagation {
-	switch b {
-	case effectspec.BindingHeader:
-		return effectspec.PropagationHeader
-	case effectspec.BindingBodyPointer:
-		return effectspec.PropagationBodyPointer
-	case effectspec.BindingUnsupported:
-		return effectspec.PropagationNone
-	}
-	return spec.Propagation()
-}
-
-// OutcomeOf maps a record state to a receipt outcome. An in-flight record
-// (read by Lookup while its lease is live) is in_progress; Lookup reads one
-// whose lease lapsed as unknown, and unknown never becomes success.
-func OutcomeOf(s idempotency.State) receipt.Outcome {
-	switch s {
-	case idempotency.StateAccepted:
-		return receipt.Accepted
-	case idempotency.StateDefinitelyRejected:
-		return receipt.DefinitelyRejected
-	case idempotency.StateHeld:
-		return receipt.Held
-	case idempotency.StateDenied:
-		return receipt.Denied
-	case idempotency.StateInFlight:
-		return receipt.InProgress
-	}
-	return receipt.Unknown
-}
-
-// Receipt builds the receipt of a stored record, for a receipts endpoint.
-func Receipt(scope idempotency.Scope, spec effectspec.Spec, rec idempotency.Record) receipt.Receipt {
-	var o Orchestrator
-	c := Call{Scope: scope, Key: rec.Key, KeySource: rec.KeySource, Spec: spec}
-	return o.outcome(&c, rec.RequestHash, rec, false).Receipt
+	return Answer{Receipt: rec.Receipt(call.Scope, replayed), Result: rec.Result, Key: call.Key}
 }
 
 func safeHeaders(h http.Header) http.Header {

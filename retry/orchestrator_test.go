@@ -23,7 +23,6 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/redistest"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -142,7 +141,7 @@ func orch(st idempotency.Store, lease time.Duration) *retry.Orchestrator {
 	return &retry.Orchestrator{Store: st, Policy: effectspec.Policy{Environment: effectspec.Development}}
 }
 
-func expect(t *testing.T, out retry.Outcome, err error, outcome receipt.Outcome, attempts int, seen int64) {
+func expect(t *testing.T, out retry.Answer, err error, outcome effectspec.Outcome, attempts int, seen int64) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("Do: %v", err)
@@ -167,7 +166,7 @@ func TestConnectionRefusedThenSuccess(t *testing.T) {
 		}}
 		o := orch(b.open(t, 5*time.Second), 5*time.Second)
 		out, err := o.Do(context.Background(), call(v.URL, spec(effectspec.BindingUnsupported), idempotency.NewKey(), ex))
-		expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 2, v.seen.Load())
 		if v.seen.Load() != 1 {
 			t.Fatalf("vendor saw %d, want 1", v.seen.Load())
 		}
@@ -209,7 +208,7 @@ func TestVendorClosesAfterReading(t *testing.T) {
 		o := orch(b.open(t, 5*time.Second), 5*time.Second)
 		for _, bind := range []effectspec.BindingKind{effectspec.BindingHeader, effectspec.BindingUnsupported} {
 			out, err := o.Do(context.Background(), call(url, spec(bind), idempotency.NewKey(), &retry.Executor{}))
-			expect(t, out, err, receipt.Unknown, 1, 0)
+			expect(t, out, err, effectspec.Unknown, 1, 0)
 		}
 		if seen.Load() != 2 {
 			t.Fatalf("vendor saw %d requests for 2 calls of 1 attempt each", seen.Load())
@@ -256,9 +255,9 @@ func TestKeepAliveClosedByVendorNoHiddenResend(t *testing.T) {
 			}
 			total += out.Receipt.AttemptCount
 			switch out.Receipt.Outcome {
-			case receipt.Accepted:
+			case effectspec.Accepted:
 				accepted++
-			case receipt.Unknown:
+			case effectspec.Unknown:
 				// The request went into a connection the vendor had closed:
 				// bytes left, nobody read them, and nobody may re-send them.
 			default:
@@ -286,7 +285,7 @@ func TestRetryable503(t *testing.T) {
 		})
 		key := idempotency.NewKey()
 		out, err := o.Do(context.Background(), call(v.URL, spec(effectspec.BindingHeader), key, &retry.Executor{}))
-		expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 2, v.seen.Load())
 		vk := out.Receipt.VendorKey
 		if v.seen.Load() != 2 || v.keys[0] != vk || v.keys[1] != vk || vk == key.String() {
 			t.Fatalf("vendor saw %d requests with keys %v; want the receipt's vendor key %s twice, never the client's %s",
@@ -295,14 +294,14 @@ func TestRetryable503(t *testing.T) {
 		// unsupported: no second attempt.
 		u := newVendor(t, status(503))
 		out, err = o.Do(context.Background(), call(u.URL, spec(effectspec.BindingUnsupported), idempotency.NewKey(), &retry.Executor{}))
-		expect(t, out, err, receipt.Unknown, 1, u.seen.Load())
+		expect(t, out, err, effectspec.Unknown, 1, u.seen.Load())
 		if u.seen.Load() != 1 {
 			t.Fatalf("vendor saw %d, want 1", u.seen.Load())
 		}
 		// 503 twice: unknown with two attempts, never a third.
 		w := newVendor(t, status(503))
 		out, err = o.Do(context.Background(), call(w.URL, spec(effectspec.BindingBodyPointer), idempotency.NewKey(), &retry.Executor{}))
-		expect(t, out, err, receipt.Unknown, 2, w.seen.Load())
+		expect(t, out, err, effectspec.Unknown, 2, w.seen.Load())
 		if w.seen.Load() != 2 || out.Receipt.Status != 503 {
 			t.Fatalf("vendor saw %d, status %d", w.seen.Load(), out.Receipt.Status)
 		}
@@ -315,9 +314,9 @@ func TestRejectedIsReplayed(t *testing.T) {
 		v := newVendor(t, status(422))
 		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
 		out, err := o.Do(context.Background(), c)
-		expect(t, out, err, receipt.DefinitelyRejected, 1, v.seen.Load())
+		expect(t, out, err, effectspec.DefinitelyRejected, 1, v.seen.Load())
 		again, err := o.Do(context.Background(), c)
-		expect(t, again, err, receipt.DefinitelyRejected, 1, v.seen.Load())
+		expect(t, again, err, effectspec.DefinitelyRejected, 1, v.seen.Load())
 		if !again.Receipt.Replayed || v.seen.Load() != 1 || string(again.Result.Body) != `{"status":422}` {
 			t.Fatalf("replayed=%v seen=%d body=%q", again.Receipt.Replayed, v.seen.Load(), again.Result.Body)
 		}
@@ -387,7 +386,7 @@ func TestSlowVendorEndsAtItsTimeout(t *testing.T) {
 		out, err := o.Do(context.Background(), c)
 		close(release)
 		v.Close() // waits for the handler: seen is final
-		expect(t, out, err, receipt.Unknown, 1, v.seen.Load())
+		expect(t, out, err, effectspec.Unknown, 1, v.seen.Load())
 		if v.seen.Load() != 1 || len(deadlines) != 1 || len(spy.granted) != 1 {
 			t.Fatalf("vendor saw %d, %d attempts sent, %d claims granted; want 1 of each", v.seen.Load(), len(deadlines), len(spy.granted))
 		}
@@ -432,7 +431,7 @@ func TestLateWorkerFinalizeIsStale(t *testing.T) {
 		// lease lapses while its attempt is at the vendor.
 		late := orch(noRenew{st}, lease)
 		type res struct {
-			out retry.Outcome
+			out retry.Answer
 			err error
 		}
 		done := make(chan res, 1)
@@ -447,14 +446,14 @@ func TestLateWorkerFinalizeIsStale(t *testing.T) {
 		}
 		waitLeaseLapsed(t, st, c, lease)
 		out, err := orch(st, lease).Do(context.Background(), c)
-		expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 2, v.seen.Load())
 		close(release)
 		r := <-done
 		if !errors.Is(r.err, idempotency.ErrStale) {
 			t.Fatalf("late finalize: %v, want ErrStale", r.err)
 		}
 		rec, err := st.Lookup(context.Background(), c.Scope, c.Key)
-		if err != nil || rec.State != idempotency.StateAccepted || rec.AttemptCount != 2 || v.seen.Load() != 2 {
+		if err != nil || rec.State != effectspec.Accepted || rec.AttemptCount != 2 || v.seen.Load() != 2 {
 			t.Fatalf("record %+v err %v, vendor saw %d", rec, err, v.seen.Load())
 		}
 	})
@@ -477,8 +476,8 @@ func waitLeaseLapsed(t *testing.T, st idempotency.Store, c retry.Call, lease tim
 		if err != nil {
 			t.Fatalf("lookup: %v", err)
 		}
-		if rec.State != idempotency.StateInFlight {
-			if rec.State != idempotency.StateUnknown {
+		if rec.State != effectspec.InProgress {
+			if rec.State != effectspec.Unknown {
 				t.Fatalf("record %s, want unknown once its lease lapsed", rec.State)
 			}
 			return
@@ -498,7 +497,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		})
 		out, err := orch(b.open(t, 5*time.Second), 5*time.Second).Do(context.Background(),
 			call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{}))
-		expect(t, out, err, receipt.Unknown, 1, v.seen.Load())
+		expect(t, out, err, effectspec.Unknown, 1, v.seen.Load())
 		if target.seen.Load() != 0 || out.Receipt.Status != 307 {
 			t.Fatalf("redirect followed: target saw %d, status %d", target.seen.Load(), out.Receipt.Status)
 		}
@@ -513,17 +512,17 @@ func TestLaterCallOnUnknownSlot(t *testing.T) {
 		// Vendor binding: the next call makes one new attempt.
 		c := call(url, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
 		out, err := o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Unknown, 1, seen.Load())
+		expect(t, out, err, effectspec.Unknown, 1, seen.Load())
 		c.Target = &retry.HTTPTarget{URL: good.URL + "/charge"}
 		out, err = o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Accepted, 2, seen.Load()+good.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 2, seen.Load()+good.seen.Load())
 		if good.seen.Load() != 1 {
 			t.Fatalf("second call sent %d requests", good.seen.Load())
 		}
 		// Without a vendor binding: refused, nothing sent.
 		u := call(url, spec(effectspec.BindingUnsupported), idempotency.NewKey(), &retry.Executor{})
 		out, err = o.Do(context.Background(), u)
-		expect(t, out, err, receipt.Unknown, 1, 1)
+		expect(t, out, err, effectspec.Unknown, 1, 1)
 		before := seen.Load()
 		u.Target = &retry.HTTPTarget{URL: good.URL + "/charge"}
 		if _, err = o.Do(context.Background(), u); !errors.Is(err, idempotency.ErrOutcomeUnknown) {
@@ -546,9 +545,9 @@ func TestCallerCancelsMidCall(t *testing.T) {
 		})
 		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
 		out, err := o.Do(ctx, c)
-		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 1, v.seen.Load())
 		again, err := o.Do(context.Background(), c)
-		expect(t, again, err, receipt.Accepted, 1, v.seen.Load())
+		expect(t, again, err, effectspec.Accepted, 1, v.seen.Load())
 		if !again.Receipt.Replayed || v.seen.Load() != 1 {
 			t.Fatalf("replayed=%v, vendor saw %d", again.Receipt.Replayed, v.seen.Load())
 		}
@@ -592,7 +591,7 @@ func TestStoreErrorsMeanNoSend(t *testing.T) {
 		fs.failClaim.Store(false)
 		fs.failReserve.Store(true)
 		out, err := o.Do(context.Background(), call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{}))
-		expect(t, out, err, receipt.Unknown, 1, v.seen.Load())
+		expect(t, out, err, effectspec.Unknown, 1, v.seen.Load())
 		if v.seen.Load() != 1 {
 			t.Fatalf("sent %d requests with one reservation", v.seen.Load())
 		}
@@ -618,7 +617,7 @@ func TestSecretsStayOut(t *testing.T) {
 		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
 		c.Target.(*retry.HTTPTarget).Header.Set("Authorization", "Bearer "+secret)
 		out, err := o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 1, v.seen.Load())
 		again, _ := o.Do(context.Background(), c)
 		for _, h := range []http.Header{out.Result.Header, again.Result.Header} {
 			if fmt.Sprint(h) != "map[Content-Type:[application/json]]" {
@@ -650,7 +649,7 @@ func TestInvalidRequestIsNotRetried(t *testing.T) {
 		st := b.open(t, 5*time.Second)
 		_, err := orch(st, 5*time.Second).Do(context.Background(), c)
 		if !errors.Is(err, idempotency.ErrInvalidRequest) {
-			t.Fatalf("Do: %v, want ErrInvalidRequest", err)
+			t.Fatalf("Do: %v, want idempotency.ErrInvalidRequest", err)
 		}
 		if sends.Load() != 1 {
 			t.Fatalf("an invalid request was tried %d times", sends.Load())
@@ -767,7 +766,7 @@ func TestUnvalidatedSpecRefused(t *testing.T) {
 		}
 		// The validated spec goes through, and the spy does count it.
 		out, err := o.Do(context.Background(), call(v.URL, valid, idempotency.NewKey(), nil))
-		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 1, v.seen.Load())
 		if spy.calls.Load() == 0 {
 			t.Fatal("the spy saw no call: the check above proves nothing")
 		}
@@ -784,7 +783,7 @@ func TestApprovalFlow(t *testing.T) {
 		sp = effectspec.MustNew(sp)
 		c := call(v.URL, sp, idempotency.NewKey(), nil)
 		held, err := o.Do(context.Background(), c)
-		if err != nil || held.Receipt.Outcome != receipt.Held || !idempotency.ValidTicketID(held.Ticket) {
+		if err != nil || held.Receipt.Outcome != effectspec.Held || !idempotency.ValidTicketID(held.Ticket) {
 			t.Fatalf("held: %+v %v", held, err)
 		}
 		// A plain repeat stays held with the same ticket.
@@ -808,7 +807,7 @@ func TestApprovalFlow(t *testing.T) {
 		resume := c
 		resume.Ticket, resume.Key, resume.KeySource = held.Ticket, idempotency.NewKey(), idempotency.KeyMinted
 		out, err := o.Do(context.Background(), resume)
-		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 1, v.seen.Load())
 		if out.Receipt.KeySource != string(idempotency.KeySupplied) {
 			t.Fatalf("resume receipt key_source %q, want the held call's %q", out.Receipt.KeySource, idempotency.KeySupplied)
 		}
@@ -860,7 +859,7 @@ func TestRecordGoneUnderAttempt(t *testing.T) {
 		}
 	}
 	type res struct {
-		out retry.Outcome
+		out retry.Answer
 		err error
 	}
 	oldDone, newDone := make(chan res, 1), make(chan res, 1)
@@ -883,14 +882,14 @@ func TestRecordGoneUnderAttempt(t *testing.T) {
 	if !errors.Is(r.err, idempotency.ErrStale) {
 		t.Fatalf("old worker: %v (receipt %+v), want ErrStale (lease lost)", r.err, r.out.Receipt)
 	}
-	if rec, err := st.Lookup(context.Background(), c.Scope, c.Key); err != nil || rec.State != idempotency.StateInFlight || rec.AttemptCount != 1 {
+	if rec, err := st.Lookup(context.Background(), c.Scope, c.Key); err != nil || rec.State != effectspec.InProgress || rec.AttemptCount != 1 {
 		t.Fatalf("after the old worker: record %s, %d attempts, %v; want the new owner's in flight", rec.State, rec.AttemptCount, err)
 	}
 	close(release[1])
 	r = <-newDone
-	expect(t, r.out, r.err, receipt.Accepted, 1, 1)
+	expect(t, r.out, r.err, effectspec.Accepted, 1, 1)
 	rec, err := st.Lookup(context.Background(), c.Scope, c.Key)
-	if err != nil || rec.State != idempotency.StateAccepted || rec.Result == nil || string(rec.Result.Body) != `{"request":2}` {
+	if err != nil || rec.State != effectspec.Accepted || rec.Result == nil || string(rec.Result.Body) != `{"request":2}` {
 		t.Fatalf("record %+v, %v; want the new owner's accepted answer", rec, err)
 	}
 }

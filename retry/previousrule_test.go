@@ -10,7 +10,6 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -18,12 +17,12 @@ import (
 // (docs/DESIGN.md, "Request hash and dispatch fingerprint") made for c: claimed
 // under hash and, unless outcome is zero, finalized with it. It returns the
 // record's vendor key.
-func pinUnderPreviousRule(t *testing.T, st idempotency.Store, c retry.Call, hash string, outcome idempotency.State, result *idempotency.StoredResult) idempotency.Key {
+func pinUnderPreviousRule(t *testing.T, st idempotency.Store, c retry.Call, hash string, outcome effectspec.Outcome, result *idempotency.StoredResult) idempotency.Key {
 	t.Helper()
 	ctx := context.Background()
 	c.Route.Binding = c.Spec.Idempotency.Kind
 	claim, err := st.Claim(ctx, idempotency.ClaimRequest{Scope: c.Scope, Key: c.Key, KeySource: c.KeySource, RequestHash: hash,
-		Binding: c.Route.Binding, Route: c.Route.Record(), Fingerprint: c.Route.Fingerprint(), Timeout: c.Spec.AttemptTimeout(),
+		Binding: c.Route.Binding, Route: c.Route.Record(), Timeout: c.Spec.AttemptTimeout(),
 		OpID: idempotency.NewOpID()})
 	if err != nil || claim.Status != idempotency.StatusClaimed {
 		t.Fatalf("claim: %v, %v", claim.Status, err)
@@ -58,11 +57,11 @@ func TestRecordPinnedUnderPreviousNumberRuleReplays(t *testing.T) {
 		if now, _ := idempotency.RequestHash(c.Arguments); now == pinned {
 			t.Fatalf("the arguments hash as under the previous rule: %s", now)
 		}
-		pinUnderPreviousRule(t, st, c, pinned, idempotency.StateAccepted,
+		pinUnderPreviousRule(t, st, c, pinned, effectspec.Accepted,
 			&idempotency.StoredResult{Status: 201, Body: []byte(`{"charge":"ch_1"}`)})
 
 		out, err := o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 1, v.seen.Load())
 		if !out.Receipt.Replayed || v.seen.Load() != 0 || out.Result == nil || string(out.Result.Body) != `{"charge":"ch_1"}` {
 			t.Fatalf("replayed=%v seen=%d result=%+v", out.Receipt.Replayed, v.seen.Load(), out.Result)
 		}
@@ -100,10 +99,10 @@ func TestUnknownRecordPinnedUnderPreviousNumberRuleRedispatches(t *testing.T) {
 		c := call(v.URL, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
 		c.Arguments = []byte(`{"currency": "eur", "rate": [47839.395003393292]}`)
 		pinned := previousHash(`{"currency":"eur","rate":[4.7839395003393292e+4]}`)
-		vendorKey := pinUnderPreviousRule(t, st, c, pinned, idempotency.StateUnknown, nil)
+		vendorKey := pinUnderPreviousRule(t, st, c, pinned, effectspec.Unknown, nil)
 
 		out, err := o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 2, v.seen.Load())
 		if out.Receipt.Replayed || v.seen.Load() != 1 || out.Receipt.RequestHash != pinned {
 			t.Fatalf("replayed=%v seen=%d request_hash=%s, want %s", out.Receipt.Replayed, v.seen.Load(), out.Receipt.RequestHash, pinned)
 		}
@@ -114,7 +113,7 @@ func TestUnknownRecordPinnedUnderPreviousNumberRuleRedispatches(t *testing.T) {
 			t.Fatalf("vendor key %s on the receipt, %s sent; the record's is %s", out.Receipt.VendorKey, sent, vendorKey)
 		}
 		again, err := o.Do(context.Background(), c)
-		expect(t, again, err, receipt.Accepted, 2, v.seen.Load())
+		expect(t, again, err, effectspec.Accepted, 2, v.seen.Load())
 		if !again.Receipt.Replayed || v.seen.Load() != 1 || again.Receipt.RequestHash != pinned {
 			t.Fatalf("replayed=%v seen=%d request_hash=%s", again.Receipt.Replayed, v.seen.Load(), again.Receipt.RequestHash)
 		}
@@ -136,11 +135,11 @@ func TestRecordPinnedWithIntegerIDInExponentNotationReplays(t *testing.T) {
 		if now, _ := idempotency.RequestHash(c.Arguments); now == pinned || now != previousHash(`{"order":72057594037927936}`) {
 			t.Fatalf("the arguments hash %s; the previous rule's is %s", now, pinned)
 		}
-		pinUnderPreviousRule(t, st, c, pinned, idempotency.StateAccepted,
+		pinUnderPreviousRule(t, st, c, pinned, effectspec.Accepted,
 			&idempotency.StoredResult{Status: 201, Body: []byte(`{"charge":"ch_2"}`)})
 
 		out, err := o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Accepted, 1, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 1, v.seen.Load())
 		if !out.Receipt.Replayed || v.seen.Load() != 0 || out.Receipt.RequestHash != pinned {
 			t.Fatalf("replayed=%v seen=%d request_hash=%s, want %s", out.Receipt.Replayed, v.seen.Load(), out.Receipt.RequestHash, pinned)
 		}

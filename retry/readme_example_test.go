@@ -26,7 +26,7 @@ import (
 // handler: r is the client's request, args its arguments, auth the
 // vendor's Authorization header.
 func charge(ctx context.Context, store idempotency.Store, r *http.Request, args []byte, spec effectspec.Spec,
-	auth http.Header, stripeURL string) (retry.Outcome, error) {
+	auth http.Header, stripeURL string) (retry.Answer, error) {
 	// README begin
 	// Once per gateway, and per tool at configuration:
 	o := &retry.Orchestrator{Store: store} // store: redisstore.New(ctx, client, redisstore.Options{})
@@ -36,13 +36,13 @@ func charge(ctx context.Context, store idempotency.Store, r *http.Request, args 
 		Credential: "STRIPE_SECRET_KEY", // names the vendor account, never holds its key
 	})
 	if err != nil {
-		return retry.Outcome{}, err
+		return retry.Answer{}, err
 	}
 
 	// Per call:
 	key, source, err := idempotency.FromHeader(r.Header.Values("Idempotency-Key"))
 	if err != nil {
-		return retry.Outcome{}, err // malformed_key: never replaced by a minted key
+		return retry.Answer{}, err // malformed_key: never replaced by a minted key
 	}
 	out, err := o.Do(ctx, retry.Call{
 		Scope: idempotency.Scope{Workspace: "ws_acme", Connection: "conn_stripe", Tool: spec.Tool},

@@ -10,7 +10,6 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -149,7 +148,7 @@ func TestRouteChangeOfUnknownIsDestinationConflict(t *testing.T) {
 		c := call(v.URL, sp, idempotency.NewKey(), &retry.Executor{})
 		c.Route = routeOf("https", "PAY_ACCOUNT_A")
 		out, err := o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Unknown, 1, v.seen.Load())
+		expect(t, out, err, effectspec.Unknown, 1, v.seen.Load())
 		for name, rt := range map[string]idempotency.Route{
 			"vendor account": routeOf("https", "PAY_ACCOUNT_B"),
 			"scheme":         routeOf("http", "PAY_ACCOUNT_A"),
@@ -169,6 +168,6 @@ func TestRouteChangeOfUnknownIsDestinationConflict(t *testing.T) {
 			t.Fatalf("vendor saw %d requests after the conflicts, want 1", n)
 		}
 		out, err = o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Accepted, 2, v.seen.Load())
+		expect(t, out, err, effectspec.Accepted, 2, v.seen.Load())
 	})
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -30,7 +29,7 @@ func TestSafeNewKeyOnReceipts(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		st := b.open(t, 5*time.Second)
 		o := orch(st, 5*time.Second)
-		check := func(name string, out retry.Outcome, err error, want string) {
+		check := func(name string, out retry.Answer, err error, want string) {
 			t.Helper()
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
@@ -114,7 +113,7 @@ func TestSafeNewKeyOnDenied(t *testing.T) {
 		url, seen := closeAfterRead(t)
 		c = call(url, spec(effectspec.BindingHeader), idempotency.NewKey(), &retry.Executor{})
 		out, err := o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Unknown, 1, seen.Load())
+		expect(t, out, err, effectspec.Unknown, 1, seen.Load())
 		c.Spec = sp
 		reheld, err := o.Do(context.Background(), c)
 		if err != nil || reheld.Ticket == "" {

@@ -89,7 +89,7 @@ func TestEchoedCredentialsAreScrubbed(t *testing.T) {
 			c.Target.(*retry.HTTPTarget).Header.Set("Authorization", tc.auth)
 
 			out, err := o.Do(context.Background(), c)
-			if err != nil || out.Receipt.Outcome != receipt.Accepted || seen.Load() != 1 {
+			if err != nil || out.Receipt.Outcome != effectspec.Accepted || seen.Load() != 1 {
 				t.Fatalf("err %v outcome %s seen %d", err, out.Receipt.Outcome, seen.Load())
 			}
 			if !bytes.Contains(out.Result.Body, []byte(receipt.Redacted)) || !json.Valid(out.Result.Body) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -30,7 +29,7 @@ func TestRetryAfterVendorWindow(t *testing.T) {
 		sp.Idempotency.Window = window
 		c := call(v.URL, effectspec.MustNew(sp), idempotency.NewKey(), &retry.Executor{})
 		out, err := o.Do(context.Background(), c)
-		expect(t, out, err, receipt.Unknown, 1, v.seen.Load())
+		expect(t, out, err, effectspec.Unknown, 1, v.seen.Load())
 		// From here a new attempt's lease would end outside the window.
 		time.Sleep(window - lease + 100*time.Millisecond)
 		if _, err := o.Do(context.Background(), c); !errors.Is(err, idempotency.ErrOutcomeUnknown) {

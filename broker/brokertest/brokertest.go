@@ -209,7 +209,7 @@ func (s suite[C]) routingRefused(t *testing.T) {
 				t.Errorf("Prepare = %v, %+v, %v; want no target and %s", target, rt, err, r.Field)
 			}
 			res := b.Dispatch(context.Background(), broker.Call{Tool: tool, Routing: r.Fields})
-			if res.Phase != retry.BeforeSend || !isField(res.Err, r.Field, broker.ErrInvalidRouting) || !errors.Is(res.Err, retry.ErrInvalidRequest) {
+			if res.Phase != retry.BeforeSend || !isField(res.Err, r.Field, broker.ErrInvalidRouting) || !errors.Is(res.Err, idempotency.ErrInvalidRequest) {
 				t.Errorf("Dispatch = %+v, want before_send for %s, a refusal a repeat cannot help", res, r.Field)
 			}
 		})
@@ -226,7 +226,7 @@ func (s suite[C]) argumentsRefused(t *testing.T) {
 	b := s.broker(t, f.URL)
 	for _, args := range append([]string{`{"a":`, `{"a":1} {}`}, s.h.BadArguments...) {
 		res := b.Dispatch(context.Background(), broker.Call{Tool: tool, Routing: s.h.Routings[0].Fields, Arguments: json.RawMessage(args)})
-		if res.Phase != retry.BeforeSend || !errors.Is(res.Err, broker.ErrInvalidArguments) || !errors.Is(res.Err, retry.ErrInvalidRequest) {
+		if res.Phase != retry.BeforeSend || !errors.Is(res.Err, broker.ErrInvalidArguments) || !errors.Is(res.Err, idempotency.ErrInvalidRequest) {
 			t.Errorf("%s: result %+v, want before_send ErrInvalidArguments", args, res)
 		}
 	}
@@ -394,7 +394,7 @@ func (s suite[C]) echoScrubbed(t *testing.T) {
 			c := s.call(route, target)
 			o := orchestrator(st)
 			out, err := o.Do(context.Background(), c)
-			if err != nil || out.Receipt.Outcome != receipt.Accepted || got.Load() != 1 {
+			if err != nil || out.Receipt.Outcome != effectspec.Accepted || got.Load() != 1 {
 				t.Fatalf("err %v receipt %+v; the broker got the credential %d times", err, out.Receipt, got.Load())
 			}
 			again, err := o.Do(context.Background(), c)
@@ -455,14 +455,14 @@ func (s suite[C]) orchestrated(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		reply   http.HandlerFunc
-		outcome receipt.Outcome
+		outcome effectspec.Outcome
 		again   error // what a second Do of the same key returns
 	}{
 		// The broker may have acted: unknown, and never sent again.
-		{"reset after read is unknown", ResetAfterRead, receipt.Unknown, idempotency.ErrOutcomeUnknown},
+		{"reset after read is unknown", ResetAfterRead, effectspec.Unknown, idempotency.ErrOutcomeUnknown},
 		// 503 is listed retryable, but a broker has no vendor binding.
-		{"503 is not retried", Answer(503, `{}`), receipt.Unknown, idempotency.ErrOutcomeUnknown},
-		{"accepted is replayed", s.ok(), receipt.Accepted, nil},
+		{"503 is not retried", Answer(503, `{}`), effectspec.Unknown, idempotency.ErrOutcomeUnknown},
+		{"accepted is replayed", s.ok(), effectspec.Accepted, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := NewFake(t, tc.reply)

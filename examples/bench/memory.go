@@ -62,7 +62,7 @@ func (k recordKind) result(seed uint64) *idempotency.StoredResult {
 func claimed(ctx context.Context, e *env, w *workload) (idempotency.Key, int, error) {
 	k := idempotency.NewKey()
 	c, err := e.store.Claim(ctx, idempotency.ClaimRequest{Scope: w.scope, Key: k, KeySource: idempotency.KeySupplied,
-		RequestHash: w.hash, Binding: effectspec.BindingHeader, Route: w.route, Fingerprint: w.fp, OpID: idempotency.NewOpID()})
+		RequestHash: w.hash, Binding: effectspec.BindingHeader, Route: w.route, OpID: idempotency.NewOpID()})
 	if err != nil {
 		return k, 0, err
 	}
@@ -76,7 +76,7 @@ func claimed(ctx context.Context, e *env, w *workload) (idempotency.Key, int, er
 // does.
 func finalize(ctx context.Context, e *env, w *workload, k idempotency.Key, token int, res *idempotency.StoredResult) error {
 	_, err := e.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: w.scope, Key: k, Token: token,
-		Outcome: idempotency.StateAccepted, Result: res, OpID: idempotency.NewOpID()})
+		Outcome: effectspec.Accepted, Result: res, OpID: idempotency.NewOpID()})
 	return err
 }
 

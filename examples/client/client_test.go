@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/refservertest"
 	"github.com/obol-gateway/obol/receipt"
@@ -172,7 +173,7 @@ func TestOwnKeyRetryIsReplayed(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	rc := a.Receipt
-	if !rc.Replayed || rc.Outcome != receipt.Accepted || rc.AttemptCount != 1 || rc.KeySource != "supplied" || a.IsError {
+	if !rc.Replayed || rc.Outcome != effectspec.Accepted || rc.AttemptCount != 1 || rc.KeySource != "supplied" || a.IsError {
 		t.Errorf("retry receipt %+v", rc)
 	}
 	if k, err := a.Key(); err != nil || k != rc.IdempotencyKey {
@@ -229,7 +230,7 @@ func TestMintedKeySettlesUnknown(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	frc := first.Receipt
-	if frc.Outcome != receipt.Unknown || !first.IsError || frc.KeySource != "minted" || frc.AttemptCount != 1 || frc.Replayed {
+	if frc.Outcome != effectspec.Unknown || !first.IsError || frc.KeySource != "minted" || frc.AttemptCount != 1 || frc.Replayed {
 		t.Errorf("first receipt %+v isError %t", frc, first.IsError)
 	}
 	if first.HeaderKey == "" || first.HeaderKey != first.MetaKey || first.MetaKey != frc.IdempotencyKey {
@@ -239,7 +240,7 @@ func TestMintedKeySettlesUnknown(t *testing.T) {
 		t.Errorf("minted key does not parse: %v", err)
 	}
 	rrc := retry.Receipt
-	if rrc.Outcome != receipt.Accepted || retry.IsError || rrc.AttemptCount != 2 || rrc.Replayed ||
+	if rrc.Outcome != effectspec.Accepted || retry.IsError || rrc.AttemptCount != 2 || rrc.Replayed ||
 		rrc.IdempotencyKey != frc.IdempotencyKey || rrc.VendorKey == "" || rrc.VendorKey != frc.VendorKey {
 		t.Errorf("retry receipt %+v, first %+v", rrc, frc)
 	}
@@ -275,7 +276,7 @@ func TestUnknownRetriedWithoutKeyChargesTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Receipt.Outcome != receipt.Unknown {
+	if first.Receipt.Outcome != effectspec.Unknown {
 		t.Fatalf("first outcome %s, want unknown", first.Receipt.Outcome)
 	}
 	second, err := c.Call(ctx, Call{Tool: "pay.flaky", Arguments: charge})
@@ -340,7 +341,7 @@ func TestInProgressRefusal(t *testing.T) {
 	}
 	v.unblock()
 	first := <-firstDone
-	if first.err != nil || first.a.Receipt.Outcome != receipt.Accepted || first.a.Receipt.Replayed {
+	if first.err != nil || first.a.Receipt.Outcome != effectspec.Accepted || first.a.Receipt.Replayed {
 		t.Fatalf("first call: %v %+v", first.err, first.a)
 	}
 	again, err := c2.Call(ctx, Call{Tool: "pay.slow", Arguments: charge, Key: key})

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/receipt"
 )
 
 // RetryOwnKey is pattern 1: it calls tool with a key of its own, loses the
@@ -53,7 +53,7 @@ func RetryMintedKey(ctx context.Context, c *Client, w io.Writer, tool string, ar
 		return first, nil, err
 	}
 	fmt.Fprintf(w, "   the gateway minted %s (response header and _meta): %s\n", key, summary(first))
-	if first.Receipt.Outcome == receipt.Unknown {
+	if first.Receipt.Outcome == effectspec.Unknown {
 		fmt.Fprintln(w, "   outcome unknown: the vendor may or may not have acted. Retrying with the same key is safe.")
 	} else {
 		fmt.Fprintln(w, "   settled; a retry with the same key replays it.")

@@ -68,7 +68,7 @@ type RenewRequest struct {
 // Renew extends the lease of the attempt with token q.Token at now.
 //
 // DESIGN, section "The record and its lifecycle", "Leases": a
-// compare-and-set on state in_flight, the token, the incarnation (another
+// compare-and-set on state in_progress, the token, the incarnation (another
 // record's is not_found: the owner's is gone) and a lease that has not
 // lapsed (lease_expired: never revived); the lease becomes min(now +
 // lease, attempt deadline) and never shrinks; the TTL is kept. A re-sent
@@ -112,7 +112,7 @@ type FinalizeRequest struct {
 // the token and incarnation (stale otherwise), which "also applies when
 // the lease-expiry path turned the record unknown without a new token
 // (never over a settled or final record)"; the attempt's fields are
-// dropped; "never sent" takes the attempt back only from an in_flight
+// dropped; "never sent" takes the attempt back only from an in_progress
 // record ("Tokens never restart"); "Listing": a final outcome leaves the
 // unknown index, unknown keeps its entry; "TTLs". Reply: finalized
 // {record without body[, applied]}.
@@ -157,7 +157,7 @@ type GiveBackRequest struct {
 //
 // DESIGN, section "The record and its lifecycle", "Settling a claim": a
 // finalize-never-sent of the claim's own token, guarded by the claim op
-// (K): it applies when the record is in_flight on that token or unknown on
+// (K): it applies when the record is in_progress on that token or unknown on
 // it without a finalize or settle, K is that claim with that token and the
 // incarnation matches; the record becomes unknown (finalized), the attempt
 // taken back, K marked given back, the index entry kept. Anything else is

@@ -30,7 +30,7 @@ type ClaimRequest struct {
 // top to bottom after the scope version, the request hash and a re-sent
 // claim (the same op id as the record's last operation: its answer
 // again); then the copy of the cycle's claim (field K); then "none",
-// "accepted / definitely_rejected" (replay), "in_flight, lease live",
+// "accepted / definitely_rejected" (replay), "in_progress, lease live",
 // "held", "denied", "route or binding now differs" (destination_conflict,
 // an expired lease first becoming unknown), "no attempt may have left"
 // and "unknown ... binding header/body_pointer" inside the vendor's window

@@ -18,7 +18,7 @@ type SettleRequest struct {
 // Settle resolves the record cur at now.
 //
 // DESIGN, section "The record and its lifecycle", "Resolving unknown": a
-// compare-and-set on the state (unknown, or in_flight under a lapsed
+// compare-and-set on the state (unknown, or in_progress under a lapsed
 // lease; not_unknown otherwise), the scope version
 // (scope_version_conflict) and the attempt count (stale); a record that
 // still has its attempt deadline is not settled until that deadline plus

@@ -14,6 +14,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // backend is a store on one kind of Redis, the client under it and what
@@ -173,8 +174,7 @@ func opClaim(k idempotency.Key) idempotency.ClaimRequest {
 	return idempotency.ClaimRequest{
 		Scope: idempotency.Scope{Workspace: "ws_acme", Connection: "conn_stripe", Tool: "stripe.create_charge"}, Key: k,
 		KeySource: idempotency.KeySupplied, RequestHash: h, Binding: effectspec.BindingHeader,
-		Route: idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
-			Method: "POST", Host: "api.stripe.com", Path: "/v1/charges"},
-		Fingerprint: h,
+		Route: receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+			Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Fingerprint: h},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
 )
@@ -25,7 +26,7 @@ func BenchmarkClaimFinalize(b *testing.B) {
 				if err != nil || res.Status != idempotency.StatusClaimed {
 					b.Fatal(res, err)
 				}
-				if _, err := s.Finalize(b.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: idempotency.StateAccepted, Result: result}); err != nil {
+				if _, err := s.Finalize(b.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: effectspec.Accepted, Result: result}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -37,7 +38,7 @@ func BenchmarkClaimFinalize(b *testing.B) {
 		b.Run("replay", func(b *testing.B) {
 			k := idempotency.NewKey()
 			res, _ := s.Claim(b.Context(), claimReq(k))
-			if _, err := s.Finalize(b.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: idempotency.StateAccepted, Result: result}); err != nil {
+			if _, err := s.Finalize(b.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: effectspec.Accepted, Result: result}); err != nil {
 				b.Fatal(err)
 			}
 			before := count()
@@ -105,7 +106,7 @@ func BenchmarkListUnknown(b *testing.B) {
 				k := idempotency.NewKey()
 				res, err := s.Claim(b.Context(), claimReq(k))
 				if err == nil {
-					_, err = s.Finalize(b.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: idempotency.StateUnknown})
+					_, err = s.Finalize(b.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: effectspec.Unknown})
 				}
 				if err != nil {
 					failed.Store(true)

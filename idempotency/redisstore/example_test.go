@@ -11,6 +11,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // A store on miniredis: the first claim of a key reserves attempt 1, a second
@@ -43,8 +44,7 @@ func ExampleNew() {
 		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Binding: effectspec.BindingHeader}
 	claim := idempotency.ClaimRequest{
 		Scope: scope, Key: key, KeySource: idempotency.KeySupplied, RequestHash: hash,
-		Binding: effectspec.BindingHeader, Route: idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe"},
-		Fingerprint: route.Fingerprint(),
+		Binding: effectspec.BindingHeader, Route: receipt.Route{Connection: "conn_stripe", Provider: "stripe", Fingerprint: route.Fingerprint()},
 	}
 
 	first, err := store.Claim(ctx, claim)
@@ -60,7 +60,7 @@ func ExampleNew() {
 	fmt.Println("while in flight:", again.Status, errors.Is(again.Err(), idempotency.ErrInProgress))
 
 	rec, err := store.Finalize(ctx, idempotency.FinalizeRequest{Scope: scope, Key: key, Token: first.Token,
-		Outcome: idempotency.StateAccepted, Result: &idempotency.StoredResult{Status: 201, Body: []byte(`{"id":"ch_1"}`)}})
+		Outcome: effectspec.Accepted, Result: &idempotency.StoredResult{Status: 201, Body: []byte(`{"id":"ch_1"}`)}})
 	if err != nil {
 		panic(err)
 	}

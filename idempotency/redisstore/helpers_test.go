@@ -15,6 +15,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -91,9 +92,8 @@ func claimReq(k idempotency.Key) idempotency.ClaimRequest {
 		KeySource:   idempotency.KeySupplied,
 		RequestHash: hashOf("args"),
 		Binding:     effectspec.BindingHeader,
-		Route: idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
-			Method: "POST", Host: "api.stripe.com", Path: "/v1/charges"},
-		Fingerprint: hashOf("route"),
+		Route: receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+			Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Fingerprint: hashOf("route")},
 	}
 }
 
@@ -118,7 +118,7 @@ func mustClaim(t testing.TB, s idempotency.Store, req idempotency.ClaimRequest, 
 	return res
 }
 
-func mustFinalize(t testing.TB, s idempotency.Store, k idempotency.Key, token int, outcome idempotency.State, res *idempotency.StoredResult) idempotency.Record {
+func mustFinalize(t testing.TB, s idempotency.Store, k idempotency.Key, token int, outcome effectspec.Outcome, res *idempotency.StoredResult) idempotency.Record {
 	t.Helper()
 	rec, err := s.Finalize(context.Background(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: token, Outcome: outcome, Result: res})
 	if err != nil {

@@ -25,7 +25,7 @@ func TestSettleDecideScopeVersion(t *testing.T) {
 	rk := m.recordKey(t, k)
 	m.mr.HSet(rk, "m", "ush", "w", other, "q", hashOf("args")[7:], "f", hashOf("route")[7:], "n", "1")
 	before := m.snapshot(t)
-	_, err := m.store.Settle(ctx, idempotency.SettleRequest{Scope: testScope, Key: k, Attempts: 1, Outcome: idempotency.StateAccepted, By: "ops"})
+	_, err := m.store.Settle(ctx, idempotency.SettleRequest{Scope: testScope, Key: k, Attempts: 1, Outcome: effectspec.Accepted, By: "ops"})
 	if !errors.Is(err, idempotency.ErrScopeVersionConflict) {
 		t.Fatalf("Settle of a record of scope version %s: %v, want ErrScopeVersionConflict", other, err)
 	}
@@ -71,14 +71,14 @@ func TestIncarnationAfterDelete(t *testing.T) {
 	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: old.Token, Incarnation: old.Incarnation}); !errors.Is(err, idempotency.ErrStale) {
 		t.Fatalf("old worker's Reserve: %v, want ErrStale", err)
 	}
-	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: old.Token, Outcome: idempotency.StateAccepted,
+	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: old.Token, Outcome: effectspec.Accepted,
 		Incarnation: old.Incarnation}); !errors.Is(err, idempotency.ErrStale) {
 		t.Fatalf("old worker's Finalize: %v, want ErrStale", err)
 	}
 	if after := m.snapshot(t); after != before {
 		t.Fatal("the old worker changed the new record")
 	}
-	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: fresh.Token, Outcome: idempotency.StateAccepted,
+	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: fresh.Token, Outcome: effectspec.Accepted,
 		Incarnation: fresh.Incarnation}); err != nil {
 		t.Fatalf("new owner's Finalize: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestConflictAfterLapseRefreshesEntry(t *testing.T) {
 	m.mr.SetTime(t0.Add(2 * time.Second))
 	m.mr.FastForward(2 * time.Second)
 	other := req
-	other.Fingerprint = hashOf("another route")
+	other.Route.Fingerprint = hashOf("another route")
 	other.OpID = "op-conflict"
 	mustClaim(t, m.store, other, idempotency.StatusDestinationConflict)
 	if got, want := m.indexScores(t)[member(req.Key)], float64(t0.Add(2*time.Second+DefaultUnknownRetention).UnixMilli()); got != want {
@@ -109,11 +109,11 @@ func TestConflictAfterLapseRefreshesEntry(t *testing.T) {
 		t.Fatalf("record TTL %v after the conflict, want %v", ttl, DefaultUnknownRetention)
 	}
 	rec, err := m.store.Lookup(context.Background(), testScope, req.Key)
-	if err != nil || rec.State != idempotency.StateUnknown || !rec.AttemptDeadline.Equal(c.AttemptDeadline) {
+	if err != nil || rec.State != effectspec.Unknown || !rec.AttemptDeadline.Equal(c.AttemptDeadline) {
 		t.Fatalf("after the conflict: %s, attempt deadline %v, %v; want unknown keeping %v", rec.State, rec.AttemptDeadline, err, c.AttemptDeadline)
 	}
 	mustClaim(t, m.store, other, idempotency.StatusDestinationConflict)
-	mustFinalize(t, m.store, req.Key, c.Token, idempotency.StateAccepted, nil)
+	mustFinalize(t, m.store, req.Key, c.Token, effectspec.Accepted, nil)
 }
 
 // TestIncarnationAbsentOnRecord: a record without an incarnation (made
@@ -131,7 +131,7 @@ func TestIncarnationAbsentOnRecord(t *testing.T) {
 	if _, err := m.store.Renew(ctx, idempotency.RenewRequest{Scope: testScope, Key: k, Token: 1, Incarnation: inc}); err != nil {
 		t.Fatalf("Renew of a record without an incarnation: %v", err)
 	}
-	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateAccepted, Incarnation: inc}); err != nil {
+	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: effectspec.Accepted, Incarnation: inc}); err != nil {
 		t.Fatalf("Finalize of a record without an incarnation: %v", err)
 	}
 }

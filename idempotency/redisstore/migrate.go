@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -194,7 +195,7 @@ func (s *Store) evalWait(ctx context.Context, node rueidis.Client, sc *script, k
 // script: ok is false.
 func (s *Store) replayOf(ctx context.Context, req idempotency.ClaimRequest, rh string) (res idempotency.ClaimResult, ok bool) {
 	rec, err := s.Lookup(ctx, req.Scope, req.Key)
-	if err != nil || rec.State != idempotency.StateAccepted && rec.State != idempotency.StateDefinitelyRejected ||
+	if err != nil || rec.State != effectspec.Accepted && rec.State != effectspec.DefinitelyRejected ||
 		rec.ScopeVersion != idempotency.ScopeVersion {
 		return res, false
 	}

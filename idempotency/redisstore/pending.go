@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
 )
@@ -25,9 +26,9 @@ type PendingApproval struct {
 	Scope  idempotency.Scope
 	Key    idempotency.Key
 	Ticket string
-	// State is StateHeld for a held call; a re-held one (a redispatch
+	// State is effectspec.Held for a held call; a re-held one (a redispatch
 	// that needs approval) keeps its own state, unknown most often.
-	State idempotency.State
+	State effectspec.Outcome
 	// HeldAt is when the record was made (held) or last changed (re-held).
 	HeldAt time.Time
 }
@@ -97,14 +98,14 @@ func (s *Store) pending(ctx context.Context, workspace string, entries []listCur
 		switch {
 		case errors.Is(err, idempotency.ErrStoreUnavailable):
 			return nil, err
-		case err != nil, gone, rec.Ticket == "", rec.Approved, rec.ApprovalDenied, rec.State.Final(), rec.State == idempotency.StateDenied:
+		case err != nil, gone, rec.Ticket == "", rec.Approved, rec.ApprovalDenied, rec.State.Final(), rec.State == effectspec.Denied:
 			if _, _, err := s.exec(ctx, s.sc.index, s.pendingKey(workspace, e.pos), scriptargs.IndexSpec.Argv(&scriptargs.Index{Op: "drop", Score: e.score, Member: e.member}), false); err != nil {
 				return nil, opError("list", err)
 			}
 			continue
 		}
 		at := rec.UpdatedAt
-		if rec.State == idempotency.StateHeld {
+		if rec.State == effectspec.Held {
 			at = rec.CreatedAt
 		}
 		out = append(out, PendingApproval{Scope: scope, Key: k, Ticket: rec.Ticket, State: rec.State, HeldAt: at})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 )
@@ -93,7 +94,7 @@ func TestPendingApprovals(t *testing.T) {
 			t.Fatalf("claim: %+v %v", res, err)
 		}
 		if _, err := st.Finalize(ctx, idempotency.FinalizeRequest{Scope: opClaim(k).Scope, Key: k, Token: res.Token,
-			Outcome: idempotency.StateUnknown, Incarnation: res.Incarnation}); err != nil {
+			Outcome: effectspec.Unknown, Incarnation: res.Incarnation}); err != nil {
 			t.Fatalf("finalize unknown: %v", err)
 		}
 		rehold := hold(k)

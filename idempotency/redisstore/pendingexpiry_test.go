@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -82,7 +83,7 @@ func TestPendingFollowsExpiry(t *testing.T) {
 	base := 2 * time.Second
 	at(base)
 	mustClaim(t, m.store, req(k), idempotency.StatusClaimed)
-	mustFinalize(t, m.store, k, 1, idempotency.StateUnknown, nil)
+	mustFinalize(t, m.store, k, 1, effectspec.Unknown, nil)
 	at(base + 100*time.Millisecond)
 	rt := mustClaim(t, m.store, held(k), idempotency.StatusHeld).Ticket
 	for i, d := range []time.Duration{1500, 3400, 5300, 7200} {
@@ -91,7 +92,7 @@ func TestPendingFollowsExpiry(t *testing.T) {
 		if res.Token != i+2 {
 			t.Fatalf("redispatch %d: token %d", i, res.Token)
 		}
-		mustFinalize(t, m.store, k, res.Token, idempotency.StateUnknown, nil)
+		mustFinalize(t, m.store, k, res.Token, effectspec.Unknown, nil)
 	}
 	at(base + 8*time.Second) // the record lives until about base + 9.2s
 	mustClaim(t, m.store, held(sameSlot(k)), idempotency.StatusHeld)

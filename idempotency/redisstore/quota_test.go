@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
 )
@@ -204,7 +205,7 @@ func TestStoredBytes(t *testing.T) {
 
 	body := make([]byte, 1000) // incompressible: stored as sent
 	rand.Read(body)
-	mustFinalize(t, m.store, k, 1, idempotency.StateAccepted, &idempotency.StoredResult{Status: 201, Body: body})
+	mustFinalize(t, m.store, k, 1, effectspec.Accepted, &idempotency.StoredResult{Status: 201, Body: body})
 	finalized := m.stored(t, m.store)
 	if finalized < claimed+1000 {
 		t.Fatalf("after a finalize with a 1000-byte body: %d bytes, want at least %d", finalized, claimed+1000)

@@ -99,7 +99,7 @@ func TestRecordIsCompact(t *testing.T) {
 		for range n {
 			k := idempotency.NewKey()
 			res, err := s.Claim(t.Context(), idempotency.ClaimRequest{Scope: scope, Key: k, KeySource: idempotency.KeySupplied,
-				RequestHash: hashOf("args"), Binding: effectspec.BindingHeader, Route: route.Record(), Fingerprint: route.Fingerprint()})
+				RequestHash: hashOf("args"), Binding: effectspec.BindingHeader, Route: route.Record()})
 			if err != nil || res.Status != idempotency.StatusClaimed {
 				t.Fatalf("claim: %+v, %v", res, err)
 			}
@@ -110,7 +110,7 @@ func TestRecordIsCompact(t *testing.T) {
 				stored = &idempotency.StoredResult{Status: 204}
 			}
 			if _, err := s.Finalize(t.Context(), idempotency.FinalizeRequest{Scope: scope, Key: k, Token: res.Token,
-				Outcome: idempotency.StateAccepted, Result: stored}); err != nil {
+				Outcome: effectspec.Accepted, Result: stored}); err != nil {
 				t.Fatal(err)
 			}
 			rk, _ = scope.StorageKey(s.prefix, k)
@@ -145,7 +145,7 @@ func TestReadOnlyLookupOnRedis(t *testing.T) {
 	s := realStore(t, realClient(t, srv.Addr()), Options{})
 	k := idempotency.NewKey()
 	mustClaim(t, s, claimReq(k), idempotency.StatusClaimed)
-	if rec, err := s.Lookup(t.Context(), testScope, k); err != nil || rec.State != idempotency.StateInFlight {
+	if rec, err := s.Lookup(t.Context(), testScope, k); err != nil || rec.State != effectspec.InProgress {
 		t.Fatalf("lookup = %+v, %v", rec, err)
 	}
 	if s.noTimeInRO.Load() {
@@ -238,7 +238,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 	if trips, scripts := count(func() {
 		res := mustClaim(t, s, claimReq(k), idempotency.StatusClaimed)
-		mustFinalize(t, s, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200})
+		mustFinalize(t, s, k, res.Token, effectspec.Accepted, &idempotency.StoredResult{Status: 200})
 	}); trips != 2 || scripts != 2 {
 		t.Fatalf("first call: %d round trips, %d scripts; want 2 and 2 (claim, finalize)", trips, scripts)
 	}
@@ -296,7 +296,7 @@ func TestWaitReplicas(t *testing.T) {
 	if !errors.Is(err, ErrReplicas) || !errors.Is(err, idempotency.ErrStoreUnavailable) {
 		t.Fatalf("claim without its replica: %v", err)
 	}
-	if rec, err := short.Lookup(t.Context(), testScope, k); err != nil || rec.State != idempotency.StateUnknown || rec.SentAttempts != 0 {
+	if rec, err := short.Lookup(t.Context(), testScope, k); err != nil || rec.State != effectspec.Unknown || rec.SentAttempts != 0 {
 		t.Fatalf("after a refused reservation: %+v, %v; want unknown with nothing sent", rec, err)
 	}
 	if _, err := New(t.Context(), c, Options{WaitReplicas: 1}); !errors.Is(err, ErrReplicaCount) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // schemaVersion is the layout of the record (lua/common.lua: one string of
@@ -103,17 +104,17 @@ func decodeStored(scope idempotency.Scope, key idempotency.Key, raw string, nowM
 	return decodeRecord(scope, key, flat, nowMS, version)
 }
 
-var stateCodes = map[idempotency.State]string{
-	idempotency.StateHeld:               "h",
-	idempotency.StateInFlight:           "f",
-	idempotency.StateAccepted:           "a",
-	idempotency.StateDefinitelyRejected: "r",
-	idempotency.StateUnknown:            "u",
-	idempotency.StateDenied:             "d",
+var stateCodes = map[effectspec.Outcome]string{
+	effectspec.Held:               "h",
+	effectspec.InProgress:         "f",
+	effectspec.Accepted:           "a",
+	effectspec.DefinitelyRejected: "r",
+	effectspec.Unknown:            "u",
+	effectspec.Denied:             "d",
 }
 
-var codeStates = func() map[string]idempotency.State {
-	m := make(map[string]idempotency.State, len(stateCodes))
+var codeStates = func() map[string]effectspec.Outcome {
+	m := make(map[string]effectspec.Outcome, len(stateCodes))
 	for s, c := range stateCodes {
 		m[c] = s
 	}
@@ -261,7 +262,7 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 		case "q":
 			r.RequestHash, err = digestText(v)
 		case "f":
-			r.Fingerprint, err = digestText(v)
+			r.Route.Fingerprint, err = digestText(v)
 		case "c":
 			hasConn, r.Route.Connection = true, v
 		case "p":
@@ -371,8 +372,8 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 	if r.Resolution != nil {
 		r.Resolution.Outcome = r.State
 	}
-	if r.State == idempotency.StateInFlight && nowMS > 0 && leaseMS <= nowMS {
-		r.State = idempotency.StateUnknown
+	if r.State == effectspec.InProgress && nowMS > 0 && leaseMS <= nowMS {
+		r.State = effectspec.Unknown
 	}
 	return r, nil
 }
@@ -465,7 +466,7 @@ func encodeResult(res *idempotency.StoredResult, max int) []string {
 }
 
 // decodeResolution reads field R: who, time (ms), note, joined by 0x1f.
-func decodeResolution(v string) (*idempotency.Resolution, error) {
+func decodeResolution(v string) (*receipt.Resolution, error) {
 	parts := strings.SplitN(v, "\x1f", 3)
 	if len(parts) != 3 {
 		return nil, errors.New("resolution: want 3 parts")
@@ -474,7 +475,7 @@ func decodeResolution(v string) (*idempotency.Resolution, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &idempotency.Resolution{By: parts[0], At: msTime(at), Note: parts[2]}, nil
+	return &receipt.Resolution{By: parts[0], At: msTime(at), Note: parts[2]}, nil
 }
 
 // RecordFields renders a stored record value (what GET returns for a

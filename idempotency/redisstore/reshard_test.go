@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
 )
@@ -106,14 +107,14 @@ func TestReshardFinalizeDuringMigration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	rec, err := e.s.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: e.key, Token: claim.Token,
-		Incarnation: claim.Incarnation, Outcome: idempotency.StateAccepted, Result: &idempotency.StoredResult{Status: 200, Body: []byte(`{"ok":1}`)}})
+		Incarnation: claim.Incarnation, Outcome: effectspec.Accepted, Result: &idempotency.StoredResult{Status: 200, Body: []byte(`{"ok":1}`)}})
 	if err != nil {
 		t.Fatalf("finalize during the migration: %v", err)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != idempotency.StateAccepted {
+	if rec.State != effectspec.Accepted {
 		t.Fatalf("finalized %s, want accepted", rec.State)
 	}
 	if owner, err := cl.SlotOwner(e.slot); err != nil || owner != e.to {
@@ -137,7 +138,7 @@ func TestReshardReplayDuringMigration(t *testing.T) {
 	cl := redistest.StartCluster(t, 3, 0)
 	e := newReshardEnv(t, cl, Options{MigrationWait: time.Minute})
 	claim := mustClaim(t, e.s, claimReq(e.key), idempotency.StatusClaimed)
-	mustFinalize(t, e.s, e.key, claim.Token, idempotency.StateDefinitelyRejected, &idempotency.StoredResult{Status: 400, Body: []byte(`{"no":1}`)})
+	mustFinalize(t, e.s, e.key, claim.Token, effectspec.DefinitelyRejected, &idempotency.StoredResult{Status: 400, Body: []byte(`{"no":1}`)})
 	if err := cl.BeginMigration(e.slot, e.from, e.to); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestReshardUnknownListing(t *testing.T) {
 	for i := range 6 {
 		k := idempotency.NewKey()
 		c := mustClaim(t, e.s, claimReq(k), idempotency.StatusClaimed)
-		if _, err := e.s.Finalize(t.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: c.Token, Incarnation: c.Incarnation, Outcome: idempotency.StateUnknown}); err != nil {
+		if _, err := e.s.Finalize(t.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: c.Token, Incarnation: c.Incarnation, Outcome: effectspec.Unknown}); err != nil {
 			t.Fatal(err)
 		}
 		want[k.String()] = true

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
 )
@@ -62,15 +63,15 @@ func TestSchemaOneRecords(t *testing.T) {
 	ttl := 2 * DefaultRetention // longer than a settle sets: kept
 	m.mr.SetTTL(rk, ttl)
 	rec, err := m.store.Settle(ctx, idempotency.SettleRequest{Scope: testScope, Key: unknown, Attempts: 1,
-		Outcome: idempotency.StateAccepted, By: "ops", Note: "checked"})
-	if err != nil || rec.State != idempotency.StateAccepted || rec.Resolution == nil {
+		Outcome: effectspec.Accepted, By: "ops", Note: "checked"})
+	if err != nil || rec.State != effectspec.Accepted || rec.Resolution == nil {
 		t.Fatalf("settle: %+v, %v", rec, err)
 	}
 	if m.mr.Type(rk) != "string" || m.mr.TTL(rk) != ttl {
 		t.Fatalf("settled record: type %s TTL %v, want string and %v kept", m.mr.Type(rk), m.mr.TTL(rk), ttl)
 	}
 	if rec, err := m.store.Lookup(ctx, testScope, unknown); err != nil || rec.SchemaVersion != schemaVersion ||
-		rec.Route.Provider != "stripe" || rec.Fingerprint != hashOf("route") {
+		rec.Route.Provider != "stripe" || rec.Route.Fingerprint != hashOf("route") {
 		t.Fatalf("lookup after settle: %+v, %v", rec, err)
 	}
 }
@@ -84,7 +85,7 @@ func TestBodyRoundTrip(t *testing.T) {
 	for _, body := range [][]byte{[]byte("x"), bytes.Repeat([]byte("a"), 129), []byte(strings.Repeat(`{"k":1}`, 40)), big} {
 		k := idempotency.NewKey()
 		res := mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
-		mustFinalize(t, m.store, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200, Body: body})
+		mustFinalize(t, m.store, k, res.Token, effectspec.Accepted, &idempotency.StoredResult{Status: 200, Body: body})
 		rep := mustClaim(t, m.store, claimReq(k), idempotency.StatusReplay)
 		if !bytes.Equal(rep.Record.Result.Body, body) {
 			t.Fatalf("body of %d bytes replays as %d bytes", len(body), len(rep.Record.Result.Body))
@@ -92,7 +93,7 @@ func TestBodyRoundTrip(t *testing.T) {
 	}
 	k := idempotency.NewKey()
 	res := mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
-	mustFinalize(t, m.store, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200,
+	mustFinalize(t, m.store, k, res.Token, effectspec.Accepted, &idempotency.StoredResult{Status: 200,
 		Body: []byte(strings.Repeat(`{"amount":1200}`, 20))})
 	rk := m.recordKey(t, k)
 	if recordFields(t, m.mr, rk)["z"] != "300" {
@@ -132,7 +133,7 @@ func TestFinalizeAnswersSmall(t *testing.T) {
 		t.Fatalf("finalize answered %d bytes", len(raw))
 	}
 	rec, err := decodeStored(testScope, k, raw, 0, schemaVersion)
-	if err != nil || rec.State != idempotency.StateAccepted || rec.Result == nil || rec.Result.Body != nil || rec.Result.Status != 200 {
+	if err != nil || rec.State != effectspec.Accepted || rec.Result == nil || rec.Result.Body != nil || rec.Result.Status != 200 {
 		t.Fatalf("finalize reply: %+v, %v", rec, err)
 	}
 }
@@ -148,14 +149,14 @@ func TestStaleFinalizeKeepsIndex(t *testing.T) {
 	if res := mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed); res.Token != 2 {
 		t.Fatalf("takeover token %d, want 2", res.Token)
 	}
-	_, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateAccepted})
+	_, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: effectspec.Accepted})
 	if !errors.Is(err, idempotency.ErrStale) {
 		t.Fatalf("old owner's finalize: %v, want ErrStale", err)
 	}
 	if _, ok := m.indexScores(t)[member(k)]; !ok {
 		t.Fatal("the in-flight attempt lost its index entry to a stale finalize")
 	}
-	mustFinalize(t, m.store, k, 2, idempotency.StateAccepted, nil)
+	mustFinalize(t, m.store, k, 2, effectspec.Accepted, nil)
 	if _, ok := m.indexScores(t)[member(k)]; ok {
 		t.Fatal("a final record keeps its index entry")
 	}
@@ -168,7 +169,7 @@ func TestRecordFields(t *testing.T) {
 	k := idempotency.NewKey()
 	res := mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
 	body := strings.Repeat(`{"token":"sk_live_leaked_0123"},`, 10)
-	mustFinalize(t, m.store, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200, Body: []byte(body)})
+	mustFinalize(t, m.store, k, res.Token, effectspec.Accepted, &idempotency.StoredResult{Status: 200, Body: []byte(body)})
 	raw, err := m.mr.Get(m.recordKey(t, k))
 	if err != nil {
 		t.Fatal(err)

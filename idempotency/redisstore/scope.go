@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -329,7 +330,7 @@ type RecordCount struct {
 	// State is the record's state; an in-flight record whose lease has
 	// lapsed counts as unknown. Empty for keys under the prefix that are not
 	// readable records.
-	State   idempotency.State
+	State   effectspec.Outcome
 	Records int
 }
 
@@ -439,7 +440,7 @@ func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions)
 // versionState is one line of CountRecords' table.
 type versionState struct {
 	v int
-	s idempotency.State
+	s effectspec.Outcome
 }
 
 // headBytes is what CountRecords reads of a record string: its schema byte
@@ -481,9 +482,9 @@ func classifyHead(head string, now int64) (b versionState, live bool) {
 			return b, true
 		}
 	}
-	if st == idempotency.StateInFlight {
+	if st == effectspec.InProgress {
 		if lease, err := strconv.ParseInt(l, 10, 64); err != nil || lease <= now {
-			st = idempotency.StateUnknown
+			st = effectspec.Unknown
 		}
 	}
 	b.v, b.s = v, st
@@ -522,10 +523,10 @@ func classify(r rueidis.RedisResult, now int64) (b versionState, live bool, err 
 			return b, true, nil
 		}
 	}
-	if st == idempotency.StateInFlight {
+	if st == effectspec.InProgress {
 		lease, err := strconv.ParseInt(l, 10, 64)
 		if lerr != nil || err != nil || lease <= now {
-			st = idempotency.StateUnknown
+			st = effectspec.Unknown
 		}
 	}
 	b.v, b.s = v, st

@@ -12,6 +12,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
 )
@@ -186,7 +187,7 @@ func TestScopeVersionChangeStopsClaims(t *testing.T) {
 		t.Errorf("claim of the in-flight key: %v", err)
 	}
 	// The call in flight ends.
-	mustFinalize(t, m.store, inFlight, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200})
+	mustFinalize(t, m.store, inFlight, res.Token, effectspec.Accepted, &idempotency.StoredResult{Status: 200})
 
 	// Concurrent claims all see the change.
 	var wg sync.WaitGroup
@@ -368,12 +369,12 @@ func knownRecords(t *testing.T, s *Store, mr *miniredis.Miniredis) []RecordCount
 	claim(nil) // in flight, live
 	for range 2 {
 		k, res := claim(nil)
-		mustFinalize(t, s, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200})
+		mustFinalize(t, s, k, res.Token, effectspec.Accepted, &idempotency.StoredResult{Status: 200})
 	}
 	k, res := claim(nil)
-	mustFinalize(t, s, k, res.Token, idempotency.StateDefinitelyRejected, &idempotency.StoredResult{Status: 400})
+	mustFinalize(t, s, k, res.Token, effectspec.DefinitelyRejected, &idempotency.StoredResult{Status: 400})
 	k, res = claim(nil)
-	mustFinalize(t, s, k, res.Token, idempotency.StateUnknown, nil)
+	mustFinalize(t, s, k, res.Token, effectspec.Unknown, nil)
 	claim(func(r *idempotency.ClaimRequest) { r.ApprovalRequired = true }) // held
 	_, held := claim(func(r *idempotency.ClaimRequest) { r.ApprovalRequired = true })
 	if _, err := s.Decide(ctx, idempotency.DecideRequest{Ticket: held.Ticket, Approve: false}); err != nil {
@@ -381,7 +382,7 @@ func knownRecords(t *testing.T, s *Store, mr *miniredis.Miniredis) []RecordCount
 	}
 	// Of another version, and of the layout before versions.
 	k, res = claim(nil)
-	mustFinalize(t, s, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200})
+	mustFinalize(t, s, k, res.Token, effectspec.Accepted, &idempotency.StoredResult{Status: 200})
 	editRecord(t, mr, rk(k), func(f map[string]string) { f["w"] = "2" })
 	k, _ = claim(nil)
 	editRecord(t, mr, rk(k), func(f map[string]string) { delete(f, "w") })
@@ -394,14 +395,14 @@ func knownRecords(t *testing.T, s *Store, mr *miniredis.Miniredis) []RecordCount
 	mr.HSet("other:idem:x", "m", "ash", "w", "1")
 	return []RecordCount{
 		{0, "", 3},
-		{0, idempotency.StateInFlight, 1},
-		{1, idempotency.StateAccepted, 2},
-		{1, idempotency.StateDefinitelyRejected, 1},
-		{1, idempotency.StateDenied, 1},
-		{1, idempotency.StateHeld, 1},
-		{1, idempotency.StateInFlight, 1},
-		{1, idempotency.StateUnknown, 2},
-		{2, idempotency.StateAccepted, 1},
+		{0, effectspec.InProgress, 1},
+		{1, effectspec.Accepted, 2},
+		{1, effectspec.DefinitelyRejected, 1},
+		{1, effectspec.Denied, 1},
+		{1, effectspec.Held, 1},
+		{1, effectspec.InProgress, 1},
+		{1, effectspec.Unknown, 2},
+		{2, effectspec.Accepted, 1},
 	}
 }
 
@@ -450,14 +451,14 @@ func TestCountRecordsCluster(t *testing.T) {
 		k := idempotency.NewKey()
 		res := mustClaim(t, s, claimReq(k), idempotency.StatusClaimed)
 		if i%4 != 0 {
-			mustFinalize(t, s, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200})
+			mustFinalize(t, s, k, res.Token, effectspec.Accepted, &idempotency.StoredResult{Status: 200})
 		}
 	}
 	got, err := CountRecords(t.Context(), c, CountOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "[{1 accepted 30} {1 in_flight 10}]"; fmt.Sprint(got) != want {
+	if want := "[{1 accepted 30} {1 in_progress 10}]"; fmt.Sprint(got) != want {
 		t.Fatalf("counts %v, want %s", got, want)
 	}
 }

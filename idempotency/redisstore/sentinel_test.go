@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
 )
@@ -133,8 +134,8 @@ func TestFinalizeGoesOnAfterLoss(t *testing.T) {
 	if _, err := m.store.Renew(ctx, idempotency.RenewRequest{Scope: testScope, Key: k, Token: res.Token, Incarnation: res.Incarnation}); err != nil {
 		t.Fatalf("renew under the loss: %v", err)
 	}
-	rec := mustFinalize(t, m.store, k, res.Token, idempotency.StateAccepted, &idempotency.StoredResult{Status: 201})
-	if rec.State != idempotency.StateAccepted {
+	rec := mustFinalize(t, m.store, k, res.Token, effectspec.Accepted, &idempotency.StoredResult{Status: 201})
+	if rec.State != effectspec.Accepted {
 		t.Fatalf("finalized %s", rec.State)
 	}
 	// The fleet's keys, gone with the data, are restored by the

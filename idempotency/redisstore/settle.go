@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
 )
@@ -376,14 +377,14 @@ func (s *Store) listed(ctx context.Context, workspace string, entries []listCurs
 			rec, nowMS, err = s.lookupAt(ctx, it.scope, it.key)
 		}
 		switch {
-		case errors.Is(err, idempotency.ErrNotFound), err == nil && (rec.State.Final() || rec.State == idempotency.StateDenied):
+		case errors.Is(err, idempotency.ErrNotFound), err == nil && (rec.State.Final() || rec.State == effectspec.Denied):
 			if err := s.drop(ctx, workspace, it.e); err != nil {
 				return nil, err
 			}
 			continue
 		case err != nil:
 			return nil, err
-		case rec.State != idempotency.StateUnknown:
+		case rec.State != effectspec.Unknown:
 			continue
 		}
 		if rec.Result != nil {

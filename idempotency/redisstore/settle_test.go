@@ -71,7 +71,7 @@ func TestIndexOnReservation(t *testing.T) {
 	if ttl := m.mr.TTL(m.store.bucketOf(testScope.Workspace, m.recordKey(t, k))); ttl < DefaultUnknownRetention {
 		t.Fatalf("bucket TTL %v, want at least its newest entry's %v", ttl, DefaultUnknownRetention)
 	}
-	mustFinalize(t, m.store, k, 2, idempotency.StateAccepted, nil)
+	mustFinalize(t, m.store, k, 2, effectspec.Accepted, nil)
 	if _, ok := m.indexScores(t)[member(k)]; ok {
 		t.Fatal("a final record keeps its index entry")
 	}
@@ -101,7 +101,7 @@ func TestIndexWritesOnlyWhereDue(t *testing.T) {
 	m.mr.SetTime(t0.Add(2 * time.Second))
 	mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed) // takeover, token 2
 	snap = m.snapshot(t)
-	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateAccepted}); !errors.Is(err, idempotency.ErrStale) {
+	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: effectspec.Accepted}); !errors.Is(err, idempotency.ErrStale) {
 		t.Fatalf("stale finalize: %v", err)
 	}
 	if m.snapshot(t) != snap {
@@ -148,7 +148,7 @@ func TestIndexWritesOnlyWhereDue(t *testing.T) {
 func TestFinalRemovesEntry(t *testing.T) {
 	m := newMini(t, Options{})
 	ctx := context.Background()
-	for _, outcome := range []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected} {
+	for _, outcome := range []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected} {
 		k := idempotency.NewKey()
 		mustFinalize(t, m.store, k, mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed).Token, outcome, nil)
 		if _, ok := m.indexScores(t)[member(k)]; ok {
@@ -156,11 +156,11 @@ func TestFinalRemovesEntry(t *testing.T) {
 		}
 	}
 	k := idempotency.NewKey()
-	mustFinalize(t, m.store, k, mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed).Token, idempotency.StateUnknown, nil)
+	mustFinalize(t, m.store, k, mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed).Token, effectspec.Unknown, nil)
 	if _, ok := m.indexScores(t)[member(k)]; !ok {
 		t.Fatal("an unknown finalize dropped the entry")
 	}
-	if _, err := m.store.Settle(ctx, idempotency.SettleRequest{Scope: testScope, Key: k, Attempts: 1, Outcome: idempotency.StateAccepted, By: "ops"}); err != nil {
+	if _, err := m.store.Settle(ctx, idempotency.SettleRequest{Scope: testScope, Key: k, Attempts: 1, Outcome: effectspec.Accepted, By: "ops"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := m.indexScores(t)[member(k)]; ok {
@@ -222,7 +222,7 @@ func TestLeaseExpiryKeepsEntry(t *testing.T) {
 		t.Fatalf("entry after the lease-expiry path: score %v, want %v", got, want)
 	}
 	m.mr.SetTime(t0.Add(3 * time.Second))
-	mustFinalize(t, m.store, req.Key, 1, idempotency.StateAccepted, nil)
+	mustFinalize(t, m.store, req.Key, 1, effectspec.Accepted, nil)
 	if _, ok := m.indexScores(t)[member(req.Key)]; ok {
 		t.Fatal("the owner's final finalize left the entry")
 	}
@@ -234,8 +234,8 @@ func TestListRepairsIndex(t *testing.T) {
 	m := newMini(t, Options{})
 	ctx := context.Background()
 	unknown, final, gone, live := idempotency.NewKey(), idempotency.NewKey(), idempotency.NewKey(), idempotency.NewKey()
-	mustFinalize(t, m.store, unknown, mustClaim(t, m.store, claimReq(unknown), idempotency.StatusClaimed).Token, idempotency.StateUnknown, nil)
-	mustFinalize(t, m.store, final, mustClaim(t, m.store, claimReq(final), idempotency.StatusClaimed).Token, idempotency.StateAccepted, nil)
+	mustFinalize(t, m.store, unknown, mustClaim(t, m.store, claimReq(unknown), idempotency.StatusClaimed).Token, effectspec.Unknown, nil)
+	mustFinalize(t, m.store, final, mustClaim(t, m.store, claimReq(final), idempotency.StatusClaimed).Token, effectspec.Accepted, nil)
 	mustClaim(t, m.store, claimReq(gone), idempotency.StatusClaimed)
 	m.mr.Del(m.recordKey(t, gone))
 	mustClaim(t, m.store, claimReq(live), idempotency.StatusClaimed)
@@ -295,7 +295,7 @@ func keyInSlot(t *testing.T, m *mini, slot int) idempotency.Key {
 // unknownRecord makes an unknown record of k.
 func unknownRecord(t *testing.T, m *mini, k idempotency.Key) {
 	t.Helper()
-	mustFinalize(t, m.store, k, mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed).Token, idempotency.StateUnknown, nil)
+	mustFinalize(t, m.store, k, mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed).Token, effectspec.Unknown, nil)
 }
 
 // listAll pages through the workspace's unknown records, limit at a time.
@@ -337,7 +337,7 @@ func TestListManyBuckets(t *testing.T) {
 			want[k] = true
 		}
 		k := keyInSlot(t, m, slot)
-		mustFinalize(t, m.store, k, mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed).Token, idempotency.StateAccepted, nil)
+		mustFinalize(t, m.store, k, mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed).Token, effectspec.Accepted, nil)
 	}
 	for range 40 {
 		k := idempotency.NewKey()
@@ -420,7 +420,7 @@ func TestListPreviousIndex(t *testing.T) {
 		t.Fatalf("after an old cursor: %d records, want the 2 in buckets", len(p.Records))
 	}
 	// Once the old record is final, its entry goes and the key with it.
-	if _, err := m.store.Settle(ctx, idempotency.SettleRequest{Scope: testScope, Key: old, Attempts: 1, Outcome: idempotency.StateAccepted, By: "ops"}); err != nil {
+	if _, err := m.store.Settle(ctx, idempotency.SettleRequest{Scope: testScope, Key: old, Attempts: 1, Outcome: effectspec.Accepted, By: "ops"}); err != nil {
 		t.Fatal(err)
 	}
 	listAll(t, m.store, 10)
@@ -434,13 +434,13 @@ func TestListPreviousIndex(t *testing.T) {
 func TestSettleCorruptResolution(t *testing.T) {
 	m := newMini(t, Options{})
 	k := idempotency.NewKey()
-	mustFinalize(t, m.store, k, mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed).Token, idempotency.StateUnknown, nil)
+	mustFinalize(t, m.store, k, mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed).Token, effectspec.Unknown, nil)
 	rec, err := m.store.Settle(context.Background(), idempotency.SettleRequest{Scope: testScope, Key: k, Attempts: 1,
-		Outcome: idempotency.StateAccepted, By: "ops", Note: "a note"})
+		Outcome: effectspec.Accepted, By: "ops", Note: "a note"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := rec.Resolution; r == nil || r.At != t0 || r.By != "ops" || r.Note != "a note" || r.Outcome != idempotency.StateAccepted {
+	if r := rec.Resolution; r == nil || r.At != t0 || r.By != "ops" || r.Note != "a note" || r.Outcome != effectspec.Accepted {
 		t.Fatalf("resolution %+v, want by ops at the Redis time", r)
 	}
 	m.mr.HSet(m.recordKey(t, k), "R", "ops")

@@ -15,8 +15,10 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // Options configure a Store. The zero value is ready to use: a zero field
@@ -333,7 +335,7 @@ func validOpID(id string) (string, error) {
 // encoding them there. The connection and tool are usually the scope's
 // own: they are left out when equal to the scope's, and stored as
 // emptyFact when empty where the scope's are not.
-func packRoute(scope idempotency.Scope, r idempotency.RouteRecord) (string, error) {
+func packRoute(scope idempotency.Scope, r receipt.Route) (string, error) {
 	facts := [...]struct {
 		tag     byte
 		name, v string
@@ -420,7 +422,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	fp, err := digestOf("fingerprint", req.Fingerprint)
+	fp, err := digestOf("fingerprint", req.Route.Fingerprint)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
@@ -657,7 +659,7 @@ func deadline(m rueidis.RedisMessage) (time.Time, error) {
 func (s *Store) neverSent(ctx context.Context, key, bucket, member string, token int, inc string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.readTimeout)
 	defer cancel()
-	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: token, State: stateCodes[idempotency.StateUnknown],
+	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: token, State: stateCodes[effectspec.Unknown],
 		Op: opTag('f', idempotency.NewOpID()), TTL: s.uretention, Never: true, Member: member, Incarnation: inc,
 		Result: encodeResult(nil, s.maxResult)})
 	s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
@@ -837,7 +839,7 @@ func storedRecord(op string, scope idempotency.Scope, key idempotency.Key, arr [
 //
 // With NeverSent the Outcome must be unknown or empty, with no Result: the
 // record is stored as unknown with a field s (the attempts that may have
-// left) below n, and Lookup reports StateUnknown with SentAttempts. On a
+// left) below n, and Lookup reports effectspec.Unknown with SentAttempts. On a
 // record the expiry path already marked unknown it records unknown without
 // taking the attempt back.
 func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (idempotency.Record, error) {
@@ -849,13 +851,13 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: token %d: must be at least 1", req.Token)
 	}
 	if req.NeverSent {
-		if req.Outcome != "" && req.Outcome != idempotency.StateUnknown || req.Result != nil {
+		if req.Outcome != "" && req.Outcome != effectspec.Unknown || req.Result != nil {
 			return idempotency.Record{}, errors.New("redisstore: finalize: an attempt never sent has outcome unknown and no result")
 		}
-		req.Outcome = idempotency.StateUnknown
+		req.Outcome = effectspec.Unknown
 	}
 	switch req.Outcome {
-	case idempotency.StateAccepted, idempotency.StateDefinitelyRejected, idempotency.StateUnknown:
+	case effectspec.Accepted, effectspec.DefinitelyRejected, effectspec.Unknown:
 	default:
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: outcome %q: want accepted, definitely_rejected or unknown", req.Outcome)
 	}
@@ -871,7 +873,7 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
 	}
 	ttl := s.retention
-	if req.Outcome == idempotency.StateUnknown {
+	if req.Outcome == effectspec.Unknown {
 		ttl = s.uretention
 	}
 	bucket, member, err := s.indexEntry(req.Scope, req.Key, key)
@@ -1027,7 +1029,7 @@ func (s *Store) Ticket(ctx context.Context, id string) (idempotency.Ticket, erro
 		return idempotency.Ticket{}, opError("ticket", err)
 	}
 	switch {
-	case rec.State == idempotency.StateDenied || rec.ApprovalDenied:
+	case rec.State == effectspec.Denied || rec.ApprovalDenied:
 		return tv.ticket(id, k, idempotency.TicketDenied), nil
 	case rec.Approved:
 		return tv.ticket(id, k, idempotency.TicketApproved), nil

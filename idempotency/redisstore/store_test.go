@@ -13,6 +13,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 var ctx = context.Background()
@@ -40,8 +41,8 @@ func TestClaimNewReservesAttemptOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != idempotency.StateInFlight || rec.AttemptCount != 1 || rec.RequestHash != hashOf("args") ||
-		rec.Fingerprint != hashOf("route") || rec.Binding != effectspec.BindingHeader || rec.KeySource != idempotency.KeySupplied ||
+	if rec.State != effectspec.InProgress || rec.AttemptCount != 1 || rec.RequestHash != hashOf("args") ||
+		rec.Route.Fingerprint != hashOf("route") || rec.Binding != effectspec.BindingHeader || rec.KeySource != idempotency.KeySupplied ||
 		rec.Route.Provider != "stripe" || rec.ScopeVersion != idempotency.ScopeVersion || rec.SchemaVersion != schemaVersion ||
 		!rec.CreatedAt.Equal(t0) || rec.Key != k || rec.VendorKey != wantVK {
 		t.Fatalf("lookup = %+v", rec)
@@ -56,13 +57,13 @@ func TestContendersGetBareAnswers(t *testing.T) {
 	// An unknown record of another key: another route there is a conflict.
 	u := idempotency.NewKey()
 	mustClaim(t, m.store, claimReq(u), idempotency.StatusClaimed)
-	mustFinalize(t, m.store, u, 1, idempotency.StateUnknown, nil)
+	mustFinalize(t, m.store, u, 1, effectspec.Unknown, nil)
 	before := m.snapshot(t)
 
 	mismatch := claimReq(k)
 	mismatch.RequestHash = hashOf("other args")
 	route := claimReq(u)
-	route.Fingerprint = hashOf("other route")
+	route.Route.Fingerprint = hashOf("other route")
 	binding := claimReq(u)
 	binding.Binding = effectspec.BindingBodyPointer
 	refused := claimReq(k)
@@ -90,7 +91,7 @@ func TestContendersGetBareAnswers(t *testing.T) {
 			rk := m.recordKey(t, c.req.Key)
 			arr, err := m.store.sc.claim.lua.Exec(ctx, m.client, []string{rk, m.store.bucketOf(testScope.Workspace, rk), m.store.pendingOf(testScope.Workspace, rk)}, scriptargs.ClaimSpec.Argv(&scriptargs.Claim{
 				ScopeVersion: scopeVersion, RequestHash: mustDigest(t, c.req.RequestHash), Binding: mustBinding(t, c.req.Binding),
-				Fingerprint: mustDigest(t, c.req.Fingerprint), Route: "\x1fstripe\x1fstripe.create_charge\x1fPOST\x1fapi.stripe.com\x1f/v1/charges", KeySource: "s",
+				Fingerprint: mustDigest(t, c.req.Route.Fingerprint), Route: "\x1fstripe\x1fstripe.create_charge\x1fPOST\x1fapi.stripe.com\x1f/v1/charges", KeySource: "s",
 				Op: opTag('c', idempotency.NewOpID()), Lease: "30000", Retention: "86400000", URetention: "604800000", Timeout: 30000,
 				Refuse: c.req.Refuse, Member: member(c.req.Key), Window: 86400000, Incarnation: "incarnat",
 			})).ToArray()
@@ -138,7 +139,7 @@ func TestScopeVersionConflictNeverRewrites(t *testing.T) {
 }
 
 func TestReplayCarriesStoredResult(t *testing.T) {
-	for _, outcome := range []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected} {
+	for _, outcome := range []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected} {
 		t.Run(string(outcome), func(t *testing.T) {
 			m := newMini(t, Options{})
 			k := idempotency.NewKey()
@@ -175,7 +176,7 @@ func TestBodyOverLimitDropped(t *testing.T) {
 	k := idempotency.NewKey()
 	c := mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
 	body := make([]byte, 41)
-	mustFinalize(t, m.store, k, c.Token, idempotency.StateAccepted, &idempotency.StoredResult{
+	mustFinalize(t, m.store, k, c.Token, effectspec.Accepted, &idempotency.StoredResult{
 		Status: 200, Header: http.Header{"Content-Type": {"text/plain"}}, Body: body,
 	})
 	r := mustClaim(t, m.store, claimReq(k), idempotency.StatusReplay).Record
@@ -238,7 +239,7 @@ func TestHeldApprovalResume(t *testing.T) {
 		t.Fatalf("approve again: %+v, %v", tk, err)
 	}
 	rec, _ := m.store.Lookup(ctx, testScope, k)
-	if !rec.Approved || rec.Ticket != h.Ticket || rec.State != idempotency.StateInFlight {
+	if !rec.Approved || rec.Ticket != h.Ticket || rec.State != effectspec.InProgress {
 		t.Fatalf("record %+v", rec)
 	}
 }
@@ -283,7 +284,7 @@ func TestUnknownRow(t *testing.T) {
 			req := claimReq(k)
 			req.Binding = c.binding
 			first := mustClaim(t, m.store, req, idempotency.StatusClaimed)
-			mustFinalize(t, m.store, k, first.Token, idempotency.StateUnknown, &idempotency.StoredResult{Status: 504})
+			mustFinalize(t, m.store, k, first.Token, effectspec.Unknown, &idempotency.StoredResult{Status: 504})
 			before := m.snapshot(t)
 			res := mustClaim(t, m.store, req, c.want)
 			if c.want == idempotency.StatusClaimed {
@@ -291,7 +292,7 @@ func TestUnknownRow(t *testing.T) {
 					t.Fatalf("token %d, want 2", res.Token)
 				}
 				rec, _ := m.store.Lookup(ctx, testScope, k)
-				if rec.State != idempotency.StateInFlight || rec.Result != nil || rec.AttemptCount != 2 {
+				if rec.State != effectspec.InProgress || rec.Result != nil || rec.AttemptCount != 2 {
 					t.Fatalf("record %+v", rec)
 				}
 				// A new cycle: one immediate second attempt is allowed again.
@@ -323,11 +324,11 @@ func TestExpiredLease(t *testing.T) {
 			mustClaim(t, m.store, req, idempotency.StatusClaimed)
 			m.mr.SetTime(t0.Add(999 * time.Millisecond))
 			mustClaim(t, m.store, req, idempotency.StatusInProgress)
-			if rec, _ := m.store.Lookup(ctx, testScope, k); rec.State != idempotency.StateInFlight {
+			if rec, _ := m.store.Lookup(ctx, testScope, k); rec.State != effectspec.InProgress {
 				t.Fatalf("live lease reads %s", rec.State)
 			}
 			m.mr.SetTime(t0.Add(time.Second))
-			if rec, _ := m.store.Lookup(ctx, testScope, k); rec.State != idempotency.StateUnknown {
+			if rec, _ := m.store.Lookup(ctx, testScope, k); rec.State != effectspec.Unknown {
 				t.Fatalf("expired lease reads %s, want unknown", rec.State)
 			}
 			if s := recordFields(t, m.mr, m.recordKey(t, k))["m"]; s != "fsu" && s != "fsh" {
@@ -341,7 +342,7 @@ func TestExpiredLease(t *testing.T) {
 					t.Fatalf("takeover = %+v", res)
 				}
 				// The old worker is fenced off.
-				if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateAccepted}); !errors.Is(err, idempotency.ErrStale) {
+				if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: effectspec.Accepted}); !errors.Is(err, idempotency.ErrStale) {
 					t.Fatalf("old token finalize: %v", err)
 				}
 			default:
@@ -349,11 +350,11 @@ func TestExpiredLease(t *testing.T) {
 					t.Fatalf("meta %q, want usu", s)
 				}
 				// The expiry path took no new token: the owner's answer applies.
-				rec, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateAccepted})
-				if err != nil || rec.State != idempotency.StateAccepted {
+				rec, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: effectspec.Accepted})
+				if err != nil || rec.State != effectspec.Accepted {
 					t.Fatalf("owner's finalize after the expiry path: %+v, %v", rec, err)
 				}
-				if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateUnknown}); !errors.Is(err, idempotency.ErrStale) {
+				if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 1, Outcome: effectspec.Unknown}); !errors.Is(err, idempotency.ErrStale) {
 					t.Fatalf("a second finalize over the final record: %v", err)
 				}
 			}
@@ -366,8 +367,8 @@ func TestFinalizeAfterLeaseWithoutTakeover(t *testing.T) {
 	k := idempotency.NewKey()
 	mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
 	m.mr.SetTime(t0.Add(time.Minute))
-	rec := mustFinalize(t, m.store, k, 1, idempotency.StateAccepted, &idempotency.StoredResult{Status: 200})
-	if rec.State != idempotency.StateAccepted || !rec.LeaseDeadline.IsZero() {
+	rec := mustFinalize(t, m.store, k, 1, effectspec.Accepted, &idempotency.StoredResult{Status: 200})
+	if rec.State != effectspec.Accepted || !rec.LeaseDeadline.IsZero() {
 		t.Fatalf("record %+v", rec)
 	}
 }
@@ -396,11 +397,11 @@ func TestReserve(t *testing.T) {
 	if m.snapshot(t) != before {
 		t.Fatal("stale reserve changed the record")
 	}
-	mustFinalize(t, m.store, k, 2, idempotency.StateAccepted, nil)
+	mustFinalize(t, m.store, k, 2, effectspec.Accepted, nil)
 	if _, err := rr(2); !errors.Is(err, idempotency.ErrStale) {
 		t.Fatalf("after finalize: %v", err)
 	}
-	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 2, Outcome: idempotency.StateAccepted}); !errors.Is(err, idempotency.ErrStale) {
+	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 2, Outcome: effectspec.Accepted}); !errors.Is(err, idempotency.ErrStale) {
 		t.Fatalf("second finalize: %v", err)
 	}
 	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: idempotency.NewKey(), Token: 1}); !errors.Is(err, idempotency.ErrNotFound) {
@@ -453,7 +454,7 @@ func TestOpIDResend(t *testing.T) {
 		t.Fatal("re-sent reserve changed the record")
 	}
 
-	fq := idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 2, Outcome: idempotency.StateAccepted, Result: &idempotency.StoredResult{Status: 200}, OpID: "op-fin"}
+	fq := idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 2, Outcome: effectspec.Accepted, Result: &idempotency.StoredResult{Status: 200}, OpID: "op-fin"}
 	f1, err := m.store.Finalize(ctx, fq)
 	if err != nil {
 		t.Fatal(err)
@@ -527,8 +528,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		func(r *idempotency.ClaimRequest) { r.RequestHash = strings.ToUpper(r.RequestHash[7:]) },
 		func(r *idempotency.ClaimRequest) { r.RequestHash = "sha256:" + strings.ToUpper(r.RequestHash[7:]) },
 		func(r *idempotency.ClaimRequest) { r.RequestHash += "0" },
-		func(r *idempotency.ClaimRequest) { r.Fingerprint = "" },
-		func(r *idempotency.ClaimRequest) { r.Fingerprint = "sha256:ABCDEF" },
+		func(r *idempotency.ClaimRequest) { r.Route.Fingerprint = "" },
+		func(r *idempotency.ClaimRequest) { r.Route.Fingerprint = "sha256:ABCDEF" },
 		func(r *idempotency.ClaimRequest) { r.Binding = "smoke_signal" },
 		func(r *idempotency.ClaimRequest) { r.KeySource = "" },
 		func(r *idempotency.ClaimRequest) { r.Ticket = "apt_nope" },
@@ -557,12 +558,12 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}
 	}
 	for i, f := range []idempotency.FinalizeRequest{
-		{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateInFlight},
-		{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateDenied},
+		{Scope: testScope, Key: k, Token: 1, Outcome: effectspec.InProgress},
+		{Scope: testScope, Key: k, Token: 1, Outcome: effectspec.Denied},
 		{Scope: testScope, Key: k, Token: 1},
-		{Scope: testScope, Key: k, Token: -1, Outcome: idempotency.StateAccepted},
-		{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateAccepted, Result: &idempotency.StoredResult{Status: -1}},
-		{Scope: testScope, Key: k, Token: 1, Outcome: idempotency.StateAccepted, OpID: "ü"},
+		{Scope: testScope, Key: k, Token: -1, Outcome: effectspec.Accepted},
+		{Scope: testScope, Key: k, Token: 1, Outcome: effectspec.Accepted, Result: &idempotency.StoredResult{Status: -1}},
+		{Scope: testScope, Key: k, Token: 1, Outcome: effectspec.Accepted, OpID: "ü"},
 	} {
 		if _, err := m.store.Finalize(ctx, f); err == nil {
 			t.Fatalf("bad finalize %d accepted", i)
@@ -619,7 +620,7 @@ func TestWaitReplicasShortfallIsNotTrusted(t *testing.T) {
 		t.Fatalf("claim without replicas: %v", err)
 	}
 	rec, err := m.store.Lookup(ctx, testScope, k)
-	if err != nil || rec.State != idempotency.StateUnknown || rec.AttemptCount != 1 || rec.SentAttempts != 0 {
+	if err != nil || rec.State != effectspec.Unknown || rec.AttemptCount != 1 || rec.SentAttempts != 0 {
 		t.Fatalf("after a refused reservation: %+v, %v; want unknown, 1 attempt, none sent", rec, err)
 	}
 	unsupported := claimReq(idempotency.NewKey())
@@ -638,7 +639,7 @@ func TestWaitReplicasShortfallIsNotTrusted(t *testing.T) {
 	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: 2}); !errors.Is(err, ErrReplicas) {
 		t.Fatalf("reserve without replicas: %v", err)
 	}
-	if rec, err := m.store.Lookup(ctx, testScope, k); err != nil || rec.State != idempotency.StateUnknown || rec.AttemptCount != 3 || rec.SentAttempts != 1 {
+	if rec, err := m.store.Lookup(ctx, testScope, k); err != nil || rec.State != effectspec.Unknown || rec.AttemptCount != 3 || rec.SentAttempts != 1 {
 		t.Fatalf("after a refused reserve: %+v, %v; want unknown, 3 attempts, 1 sent", rec, err)
 	}
 	// Held answers are not reservations: no WAIT verdict.
@@ -695,24 +696,27 @@ func TestRouteRecordRoundTrip(t *testing.T) {
 	long := strings.Repeat("p", 128)
 	for i, c := range []struct {
 		scope idempotency.Scope
-		route idempotency.RouteRecord
+		route receipt.Route
 	}{
 		{testScope, claimReq(idempotency.Key{}).Route},
-		{testScope, idempotency.RouteRecord{}},
-		{testScope, idempotency.RouteRecord{Connection: "conn_other", Tool: "stripe.refund", Provider: "stripe"}},
-		{capScope, idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge", Method: "POST", Host: "h:8443", Path: long}},
-		{capScope, idempotency.RouteRecord{Tool: "cap.charge"}},
-		{capScope, idempotency.RouteRecord{Provider: "x y", Path: "/v1/{id}/é"}},
+		{testScope, receipt.Route{}},
+		{testScope, receipt.Route{Connection: "conn_other", Tool: "stripe.refund", Provider: "stripe"}},
+		{capScope, receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge", Method: "POST", Host: "h:8443", Path: long}},
+		{capScope, receipt.Route{Tool: "cap.charge"}},
+		{capScope, receipt.Route{Provider: "x y", Path: "/v1/{id}/é"}},
 	} {
 		k := idempotency.NewKey()
 		req := claimReq(k)
+		if c.route.Fingerprint == "" {
+			c.route.Fingerprint = hashOf("route")
+		}
 		req.Scope, req.Route = c.scope, c.route
 		mustClaim(t, m.store, req, idempotency.StatusClaimed)
 		rec, err := m.store.Lookup(ctx, c.scope, k)
 		if err != nil || rec.Route != c.route {
 			t.Fatalf("case %d: Lookup route %+v, %v; want %+v", i, rec.Route, err, c.route)
 		}
-		fin, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: c.scope, Key: k, Token: 1, Outcome: idempotency.StateAccepted})
+		fin, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: c.scope, Key: k, Token: 1, Outcome: effectspec.Accepted})
 		if err != nil || fin.Route != c.route {
 			t.Fatalf("case %d: Finalize route %+v, %v; want %+v", i, fin.Route, err, c.route)
 		}
@@ -727,12 +731,12 @@ func TestRouteRecordRoundTrip(t *testing.T) {
 func TestRouteRecordRefused(t *testing.T) {
 	m := newMini(t, Options{})
 	before := m.snapshot(t)
-	for _, mut := range []func(r *idempotency.RouteRecord){
-		func(r *idempotency.RouteRecord) { r.Tool = strings.Repeat("t", 129) },
-		func(r *idempotency.RouteRecord) { r.Host = "api.stripe.com\nsecret" },
-		func(r *idempotency.RouteRecord) { r.Path = "/v1/\x00secret" },
-		func(r *idempotency.RouteRecord) { r.Method = "PO\x7fST" },
-		func(r *idempotency.RouteRecord) { r.Connection = "secret\r" },
+	for _, mut := range []func(r *receipt.Route){
+		func(r *receipt.Route) { r.Tool = strings.Repeat("t", 129) },
+		func(r *receipt.Route) { r.Host = "api.stripe.com\nsecret" },
+		func(r *receipt.Route) { r.Path = "/v1/\x00secret" },
+		func(r *receipt.Route) { r.Method = "PO\x7fST" },
+		func(r *receipt.Route) { r.Connection = "secret\r" },
 	} {
 		req := claimReq(idempotency.NewKey())
 		mut(&req.Route)
@@ -762,8 +766,8 @@ func TestRecordBeforeAttemptDeadlines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := idempotency.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: testScope.Tool}
-	if rec.State != idempotency.StateInFlight || rec.AttemptCount != 2 || rec.SentAttempts != 2 || !rec.AttemptDeadline.IsZero() || rec.Route != want {
+	want := receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: testScope.Tool, Fingerprint: hashOf("route")}
+	if rec.State != effectspec.InProgress || rec.AttemptCount != 2 || rec.SentAttempts != 2 || !rec.AttemptDeadline.IsZero() || rec.Route != want {
 		t.Fatalf("legacy record %+v", rec)
 	}
 	req := claimReq(k)
@@ -779,7 +783,7 @@ func TestRecordBeforeAttemptDeadlines(t *testing.T) {
 	if _, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: 2, NeverSent: true}); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _ := m.store.Lookup(ctx, testScope, k); rec.State != idempotency.StateUnknown || rec.SentAttempts != 1 || rec.AttemptCount != 2 {
+	if rec, _ := m.store.Lookup(ctx, testScope, k); rec.State != effectspec.Unknown || rec.SentAttempts != 1 || rec.AttemptCount != 2 {
 		t.Fatalf("legacy record after never sent: %+v", rec)
 	}
 	// Attempt 1 may have left: an unsupported binding stays unknown.
@@ -805,10 +809,10 @@ func TestTTLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ttl(k, 3*time.Hour, "reserve")
-	mustFinalize(t, m.store, k, 2, idempotency.StateUnknown, nil)
+	mustFinalize(t, m.store, k, 2, effectspec.Unknown, nil)
 	ttl(k, 3*time.Hour, "unknown outcome")
 	mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
-	mustFinalize(t, m.store, k, 3, idempotency.StateAccepted, nil)
+	mustFinalize(t, m.store, k, 3, effectspec.Accepted, nil)
 	ttl(k, time.Hour, "accepted outcome")
 
 	h := idempotency.NewKey()

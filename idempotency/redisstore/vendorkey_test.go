@@ -62,7 +62,7 @@ func TestVendorKeyIsTheSlots(t *testing.T) {
 	if first.VendorKey != want || resent.VendorKey != want || !resent.AlreadyApplied {
 		t.Fatalf("vendor keys %v, %v (applied %v), want %v", first.VendorKey, resent.VendorKey, resent.AlreadyApplied, want)
 	}
-	mustFinalize(t, m.store, k, 1, idempotency.StateUnknown, nil)
+	mustFinalize(t, m.store, k, 1, effectspec.Unknown, nil)
 	again := mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
 	if again.Token != 2 || again.VendorKey != want {
 		t.Fatalf("redispatch: token %d vendor key %v, want 2 and %v", again.Token, again.VendorKey, want)
@@ -117,7 +117,7 @@ func TestRecordBeforeVendorKeys(t *testing.T) {
 	mismatch.RequestHash = hashOf("other args")
 	mustClaim(t, m.store, mismatch, idempotency.StatusRequestMismatch)
 	conflict := claimReq(unknown)
-	conflict.Fingerprint = hashOf("other route")
+	conflict.Route.Fingerprint = hashOf("other route")
 	mustClaim(t, m.store, conflict, idempotency.StatusDestinationConflict)
 	res := mustClaim(t, m.store, claimReq(unknown), idempotency.StatusClaimed)
 	if res.Token != 2 || !res.VendorKey.IsZero() {
@@ -128,7 +128,7 @@ func TestRecordBeforeVendorKeys(t *testing.T) {
 	rk := legacy(final, "a")
 	m.mr.HSet(rk, "x", "201")
 	rep := mustClaim(t, m.store, claimReq(final), idempotency.StatusReplay)
-	if rep.Record.RequestHash != hashOf("args") || rep.Record.Fingerprint != hashOf("route") || !rep.Record.VendorKey.IsZero() {
+	if rep.Record.RequestHash != hashOf("args") || rep.Record.Route.Fingerprint != hashOf("route") || !rep.Record.VendorKey.IsZero() {
 		t.Fatalf("legacy replay record %+v", rep.Record)
 	}
 }

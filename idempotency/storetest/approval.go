@@ -51,7 +51,7 @@ func testApproveThenResume(t *testing.T, h Harness) {
 		t.Fatalf("Ticket: %v", err)
 	}
 	checkTicket(t, tk, ticket, req, idempotency.TicketApproved)
-	if rec := e.lookup(req); rec.State != idempotency.StateHeld || !rec.Approved || rec.AttemptCount != 0 {
+	if rec := e.lookup(req); rec.State != effectspec.Held || !rec.Approved || rec.AttemptCount != 0 {
 		t.Fatalf("approved record before resume: state %q, approved %v, attempts %d; want held, true, 0", rec.State, rec.Approved, rec.AttemptCount)
 	}
 
@@ -77,8 +77,8 @@ func testApproveThenResume(t *testing.T, h Harness) {
 	if r.LeaseDeadline.IsZero() || r.Ticket != "" && r.Ticket != ticket {
 		t.Fatalf("resumed claim: lease %v, ticket %q", r.LeaseDeadline, r.Ticket)
 	}
-	if rec := e.lookup(req); rec.State != idempotency.StateInFlight || rec.AttemptCount != 1 || !rec.Approved || rec.Ticket != ticket {
-		t.Fatalf("after resume: state %q, attempts %d, approved %v, ticket %q; want in_flight, 1, true, %q",
+	if rec := e.lookup(req); rec.State != effectspec.InProgress || rec.AttemptCount != 1 || !rec.Approved || rec.Ticket != ticket {
+		t.Fatalf("after resume: state %q, attempts %d, approved %v, ticket %q; want in_progress, 1, true, %q",
 			rec.State, rec.AttemptCount, rec.Approved, rec.Ticket, ticket)
 	}
 	// The ticket opens one slot, once.
@@ -87,7 +87,7 @@ func testApproveThenResume(t *testing.T, h Harness) {
 		contender(t, e.claimWant(req, idempotency.StatusInProgress))
 	})
 	res := result(201, `{"id":"ch_1"}`)
-	e.finalize(req, 1, idempotency.StateAccepted, res)
+	e.finalize(req, 1, effectspec.Accepted, res)
 	if r := e.claimWant(resume, idempotency.StatusReplay); r.Record == nil {
 		t.Fatal("replay without record")
 	} else {
@@ -118,7 +118,7 @@ func testDeny(t *testing.T, h Harness) {
 		t.Fatalf("Decide deny: %v", err)
 	}
 	checkTicket(t, tk, ticket, req, idempotency.TicketDenied)
-	if rec := e.lookup(req); rec.State != idempotency.StateDenied || rec.Approved || rec.AttemptCount != 0 {
+	if rec := e.lookup(req); rec.State != effectspec.Denied || rec.Approved || rec.AttemptCount != 0 {
 		t.Fatalf("denied record: state %q, approved %v, attempts %d", rec.State, rec.Approved, rec.AttemptCount)
 	}
 	resume := req
@@ -197,7 +197,7 @@ func testTicketOfAnotherKey(t *testing.T, h Harness) {
 			t.Fatalf("new key with A's ticket: status %q, token %d; an approval of another key must not reserve an attempt", r.Status, r.Token)
 		}
 	})
-	if rec, err := e.s.Lookup(e.ctx, b.Scope, b.Key); err == nil && (rec.State != idempotency.StateHeld || rec.AttemptCount != 0 || rec.Approved) {
+	if rec, err := e.s.Lookup(e.ctx, b.Scope, b.Key); err == nil && (rec.State != effectspec.Held || rec.AttemptCount != 0 || rec.Approved) {
 		t.Fatalf("new key with A's ticket left a record in state %q, attempts %d, approved %v", rec.State, rec.AttemptCount, rec.Approved)
 	}
 }
@@ -247,7 +247,7 @@ var redispatchable = []struct {
 	{"unknown", func(e *env) (idempotency.ClaimRequest, int) {
 		req := call(effectspec.BindingHeader)
 		e.claimed(req)
-		e.finalize(req, 1, idempotency.StateUnknown, nil)
+		e.finalize(req, 1, effectspec.Unknown, nil)
 		return req, 1
 	}},
 	{"lease lapsed", func(e *env) (idempotency.ClaimRequest, int) {
@@ -307,7 +307,7 @@ func testRedispatchHeld(t *testing.T, h Harness) {
 			e := short(t, h)
 			req, token := c.make(e)
 			ticket := e.rehold(req)
-			if rec := e.lookup(req); rec.State != idempotency.StateUnknown {
+			if rec := e.lookup(req); rec.State != effectspec.Unknown {
 				t.Fatalf("re-held record: state %q, want unknown", rec.State)
 			}
 			if c.name == "unknown" && !slices.Contains(e.listAll(req.Scope.Workspace, 100), req.Key.String()) {
@@ -319,7 +319,7 @@ func testRedispatchHeld(t *testing.T, h Harness) {
 			}
 			checkTicket(t, tk, ticket, req, idempotency.TicketApproved)
 			rec := e.lookup(req)
-			if rec.State != idempotency.StateUnknown || !rec.Approved || rec.AttemptCount != token {
+			if rec.State != effectspec.Unknown || !rec.Approved || rec.AttemptCount != token {
 				t.Fatalf("approved re-held record: state %q, approved %v, attempts %d; want unknown, true, %d", rec.State, rec.Approved, rec.AttemptCount, token)
 			}
 			// The approval is the slot's: the claim dispatches with or
@@ -353,7 +353,7 @@ func testRedispatchDenied(t *testing.T, h Harness) {
 			}
 			checkTicket(t, tk, ticket, req, idempotency.TicketDenied)
 			rec := e.lookup(req)
-			if rec.State != idempotency.StateUnknown || !rec.ApprovalDenied || rec.Approved || rec.AttemptCount != token {
+			if rec.State != effectspec.Unknown || !rec.ApprovalDenied || rec.Approved || rec.AttemptCount != token {
 				t.Fatalf("denied re-held record: state %q, denied %v, approved %v, attempts %d; want unknown, true, false, %d",
 					rec.State, rec.ApprovalDenied, rec.Approved, rec.AttemptCount, token)
 			}
@@ -386,13 +386,13 @@ func testRedispatchRows(t *testing.T, h Harness) {
 	e.unchanged(req, "an approval-required claim of a running call", func() {
 		contender(t, e.claimWant(held(req), idempotency.StatusInProgress))
 	})
-	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	e.finalize(req, 1, effectspec.Unknown, nil)
 	e.unchanged(req, "an approval-required claim of an unknown unsupported call", func() {
 		contender(t, e.claimWant(held(req), idempotency.StatusOutcomeUnknown))
 	})
 	vb := call(effectspec.BindingHeader)
 	e.claimed(vb)
-	e.finalize(vb, 1, idempotency.StateUnknown, nil)
+	e.finalize(vb, 1, effectspec.Unknown, nil)
 	e.unchanged(vb, "an approval-required claim resolved elsewhere", func() {
 		for what, other := range moved(vb) {
 			if r := e.claim(held(other)); r.Status != idempotency.StatusDestinationConflict {
@@ -411,7 +411,7 @@ func testRedispatchRows(t *testing.T, h Harness) {
 		t.Fatalf("Decide: %v", err)
 	}
 	r := e.claimWant(held(ns), idempotency.StatusClaimed)
-	e.finalize(ns, r.Token, idempotency.StateUnknown, nil)
+	e.finalize(ns, r.Token, effectspec.Unknown, nil)
 	e.unchanged(ns, "a claim of an approved unsupported call that may have left", func() {
 		contender(t, e.claimWant(held(ns), idempotency.StatusOutcomeUnknown))
 	})
@@ -425,13 +425,13 @@ func testRedispatchHoldKeepsTTL(t *testing.T, h Harness) {
 		req := call(effectspec.BindingHeader)
 		req.Timeout = shortLease // within the unknown retention
 		e.claimed(req)
-		e.finalize(req, 1, idempotency.StateUnknown, nil)
+		e.finalize(req, 1, effectspec.Unknown, nil)
 		ticket := e.rehold(req)
 		if _, err := e.decide(ticket, approve); err != nil {
 			t.Fatalf("Decide(%v): %v", approve, err)
 		}
 		e.wait(shortRetention + margin)
-		if rec := e.lookup(req); rec.State != idempotency.StateUnknown {
+		if rec := e.lookup(req); rec.State != effectspec.Unknown {
 			t.Fatalf("re-held record (approved %v) after the retention of a held one: state %q, want unknown", approve, rec.State)
 		}
 	}
@@ -444,12 +444,12 @@ func testRedispatchApprovalDropped(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := call(effectspec.BindingHeader)
 	e.claimed(req)
-	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	e.finalize(req, 1, effectspec.Unknown, nil)
 	ticket := e.rehold(req)
 	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 {
 		t.Fatalf("claim without approval required: token %d, want 2", r.Token)
 	}
-	e.finalize(req, 2, idempotency.StateUnknown, nil)
+	e.finalize(req, 2, effectspec.Unknown, nil)
 	if _, err := e.decide(ticket, false); err != nil {
 		t.Fatalf("Decide deny: %v", err)
 	}

@@ -32,7 +32,7 @@ func (e *env) stale(req idempotency.ClaimRequest, what string, f func() error) {
 	})
 }
 
-func (e *env) finalizeErr(req idempotency.ClaimRequest, token int, outcome idempotency.State) error {
+func (e *env) finalizeErr(req idempotency.ClaimRequest, token int, outcome effectspec.Outcome) error {
 	_, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: token, Outcome: outcome, Result: result(200, `{"late":true}`)})
 	return err
 }
@@ -54,14 +54,14 @@ func testReserveSecond(t *testing.T, h Harness) {
 		t.Fatalf("Reserve(1) = %+v; want token 2 with a lease", res)
 	}
 	rec := e.lookup(req)
-	if rec.State != idempotency.StateInFlight || rec.AttemptCount != 2 || !rec.LeaseDeadline.Equal(res.LeaseDeadline) {
-		t.Fatalf("after Reserve: state %q, attempts %d, lease %v; want in_flight, 2, %v", rec.State, rec.AttemptCount, rec.LeaseDeadline, res.LeaseDeadline)
+	if rec.State != effectspec.InProgress || rec.AttemptCount != 2 || !rec.LeaseDeadline.Equal(res.LeaseDeadline) {
+		t.Fatalf("after Reserve: state %q, attempts %d, lease %v; want in_progress, 2, %v", rec.State, rec.AttemptCount, rec.LeaseDeadline, res.LeaseDeadline)
 	}
 	e.stale(req, "a third attempt in one cycle (Reserve(2))", func() error { return e.reserveErr(req, 2) })
 	e.stale(req, "Reserve with the superseded token 1", func() error { return e.reserveErr(req, 1) })
-	e.stale(req, "Finalize with the superseded token 1", func() error { return e.finalizeErr(req, 1, idempotency.StateAccepted) })
+	e.stale(req, "Finalize with the superseded token 1", func() error { return e.finalizeErr(req, 1, effectspec.Accepted) })
 	want := result(201, `{"id":"ch_2"}`)
-	e.finalize(req, 2, idempotency.StateAccepted, want)
+	e.finalize(req, 2, effectspec.Accepted, want)
 	r := e.claimWant(req, idempotency.StatusReplay)
 	if r.Record == nil || r.Record.AttemptCount != 2 {
 		t.Fatal("replay does not count the two attempts")
@@ -91,7 +91,7 @@ func testReserveNewCycle(t *testing.T, h Harness) {
 	if _, err := e.reserve(req, 1); err != nil {
 		t.Fatalf("Reserve(1): %v", err)
 	}
-	e.finalize(req, 2, idempotency.StateUnknown, nil)
+	e.finalize(req, 2, effectspec.Unknown, nil)
 	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 3 {
 		t.Fatalf("re-claim of an unknown record after two attempts: token %d, want 3", r.Token)
 	}
@@ -105,7 +105,7 @@ func testReserveNewCycle(t *testing.T, h Harness) {
 
 func testReserveNotInFlight(t *testing.T, h Harness) {
 	e := std(t, h)
-	for _, outcome := range []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected, idempotency.StateUnknown} {
+	for _, outcome := range []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected, effectspec.Unknown} {
 		req := call(effectspec.BindingHeader)
 		e.claimed(req)
 		e.finalize(req, 1, outcome, result(503, `{}`))
@@ -133,14 +133,14 @@ func testFinalizeStaleToken(t *testing.T, h Harness) {
 	req := call(effectspec.BindingHeader)
 	e.claimed(req)
 	for _, tok := range []int{2, 7} {
-		e.stale(req, "Finalize with a token never issued", func() error { return e.finalizeErr(req, tok, idempotency.StateAccepted) })
+		e.stale(req, "Finalize with a token never issued", func() error { return e.finalizeErr(req, tok, effectspec.Accepted) })
 	}
 	e.unchanged(req, "Finalize(0)", func() {
-		if err := e.finalizeErr(req, 0, idempotency.StateAccepted); err == nil {
+		if err := e.finalizeErr(req, 0, effectspec.Accepted); err == nil {
 			t.Fatal("Finalize(0) succeeded")
 		}
 	})
-	e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`))
+	e.finalize(req, 1, effectspec.Accepted, result(201, `{}`))
 }
 
 func testFinalizeTwice(t *testing.T, h Harness) {
@@ -148,12 +148,12 @@ func testFinalizeTwice(t *testing.T, h Harness) {
 	req := call(effectspec.BindingHeader)
 	e.claimed(req)
 	want := result(201, `{"id":"ch_1"}`)
-	e.finalize(req, 1, idempotency.StateAccepted, want)
+	e.finalize(req, 1, effectspec.Accepted, want)
 	// A second, different finalize (another op id) is not a re-send: the
 	// first outcome stands.
-	e.stale(req, "a second Finalize", func() error { return e.finalizeErr(req, 1, idempotency.StateDefinitelyRejected) })
+	e.stale(req, "a second Finalize", func() error { return e.finalizeErr(req, 1, effectspec.DefinitelyRejected) })
 	r := e.claimWant(req, idempotency.StatusReplay)
-	if r.Record == nil || r.Record.State != idempotency.StateAccepted {
+	if r.Record == nil || r.Record.State != effectspec.Accepted {
 		t.Fatal("the first outcome did not stand")
 	}
 	sameResult(t, r.Record.Result, want)
@@ -162,7 +162,7 @@ func testFinalizeTwice(t *testing.T, h Harness) {
 func testFinalizeMissing(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := call(effectspec.BindingHeader)
-	if err := e.finalizeErr(req, 1, idempotency.StateAccepted); err == nil {
+	if err := e.finalizeErr(req, 1, effectspec.Accepted); err == nil {
 		t.Fatal("Finalize of a missing record succeeded")
 	}
 	e.absent(req)

@@ -22,8 +22,8 @@ var claimTests = []test{
 	{"ReplayAfterRouteChange", testReplayAfterRouteChange},
 	{"InProgress", testInProgress},
 	{"InProgressDeadline", testInProgressDeadline},
-	{"ReplayAccepted", func(t *testing.T, h Harness) { testReplay(t, h, idempotency.StateAccepted, 201) }},
-	{"ReplayDefinitelyRejected", func(t *testing.T, h Harness) { testReplay(t, h, idempotency.StateDefinitelyRejected, 422) }},
+	{"ReplayAccepted", func(t *testing.T, h Harness) { testReplay(t, h, effectspec.Accepted, 201) }},
+	{"ReplayDefinitelyRejected", func(t *testing.T, h Harness) { testReplay(t, h, effectspec.DefinitelyRejected, 422) }},
 	{"ReplayKeepsOnlySafeHeaders", testReplaySafeHeaders},
 	{"ReplayBodyDropped", testReplayBodyDropped},
 	{"Held", testHeld},
@@ -45,15 +45,15 @@ func testClaimNew(t *testing.T, h Harness) {
 	}
 	rec := e.lookup(req)
 	switch {
-	case rec.State != idempotency.StateInFlight:
-		t.Fatalf("record state %q, want in_flight", rec.State)
+	case rec.State != effectspec.InProgress:
+		t.Fatalf("record state %q, want in_progress", rec.State)
 	case rec.AttemptCount != 1 || rec.SentAttempts != 1:
 		t.Fatalf("record attempt count %d, sent %d, want 1, 1", rec.AttemptCount, rec.SentAttempts)
 	case rec.Key != req.Key || rec.KeySource != req.KeySource:
 		t.Fatalf("record key %q (%s), want %q (%s)", rec.Key, rec.KeySource, req.Key, req.KeySource)
-	case rec.RequestHash != req.RequestHash || rec.Binding != req.Binding || rec.Fingerprint != req.Fingerprint || rec.Route != req.Route:
+	case rec.RequestHash != req.RequestHash || rec.Binding != req.Binding || rec.Route.Fingerprint != req.Route.Fingerprint || rec.Route != req.Route:
 		t.Fatalf("record pins hash %q binding %q fingerprint %q route %+v; want %q %q %q %+v",
-			rec.RequestHash, rec.Binding, rec.Fingerprint, rec.Route, req.RequestHash, req.Binding, req.Fingerprint, req.Route)
+			rec.RequestHash, rec.Binding, rec.Route.Fingerprint, rec.Route, req.RequestHash, req.Binding, req.Route.Fingerprint, req.Route)
 	case rec.ScopeVersion != idempotency.ScopeVersion:
 		t.Fatalf("record scope version %d, want %d", rec.ScopeVersion, idempotency.ScopeVersion)
 	case rec.SchemaVersion < 1:
@@ -102,7 +102,7 @@ func testClaimNewHeld(t *testing.T, h Harness) {
 		t.Fatalf("held: token %d, lease %v, record %v; a held call reserves nothing", r.Token, r.LeaseDeadline, r.Record != nil)
 	}
 	rec := e.lookup(req)
-	if rec.State != idempotency.StateHeld || rec.AttemptCount != 0 || rec.Ticket != r.Ticket || rec.Approved {
+	if rec.State != effectspec.Held || rec.AttemptCount != 0 || rec.Ticket != r.Ticket || rec.Approved {
 		t.Fatalf("held record: state %q, attempts %d, ticket %q, approved %v; want held, 0, %q, false",
 			rec.State, rec.AttemptCount, rec.Ticket, rec.Approved, r.Ticket)
 	}
@@ -135,14 +135,14 @@ func testRouteKeptWhole(t *testing.T, h Harness) {
 			route := idempotency.Route{Connection: base.Scope.Connection, Provider: "stripe", Tool: base.Scope.Tool,
 				Method: "POST", Host: "api.stripe.test", Path: "/v1/charges", Binding: req.Binding}
 			mut(&route)
-			req.Route, req.Fingerprint = route.Record(), route.Fingerprint()
+			req.Route = route.Record()
 			want := idempotency.StatusClaimed
 			if approval {
 				req, want = held(req), idempotency.StatusHeld
 			}
 			e.claimWant(req, want)
-			if rec := e.lookup(req); rec.Route != req.Route || rec.Fingerprint != req.Fingerprint {
-				t.Errorf("route %s, approval %v: record pins %+v (%s); want %+v (%s)", name, approval, rec.Route, rec.Fingerprint, req.Route, req.Fingerprint)
+			if rec := e.lookup(req); rec.Route != req.Route || rec.Route.Fingerprint != req.Route.Fingerprint {
+				t.Errorf("route %s, approval %v: record pins %+v (%s); want %+v (%s)", name, approval, rec.Route, rec.Route.Fingerprint, req.Route, req.Route.Fingerprint)
 			}
 		}
 	}
@@ -152,15 +152,15 @@ func testRouteKeptWhole(t *testing.T, h Harness) {
 // every state, before any other rule.
 func testRequestMismatch(t *testing.T, h Harness) {
 	e := std(t, h)
-	for _, st := range []string{"in_flight", "accepted", "unknown", "held"} {
+	for _, st := range []string{"in_progress", "accepted", "unknown", "held"} {
 		req := call(effectspec.BindingHeader)
 		switch st {
 		case "held":
 			e.claimWant(held(req), idempotency.StatusHeld)
 		default:
 			e.claimed(req)
-			if st != "in_flight" {
-				e.finalize(req, 1, idempotency.State(st), result(201, `{"id":"ch_1"}`))
+			if st != "in_progress" {
+				e.finalize(req, 1, effectspec.Outcome(st), result(201, `{"id":"ch_1"}`))
 			}
 		}
 		other := req
@@ -169,7 +169,7 @@ func testRequestMismatch(t *testing.T, h Harness) {
 			contender(t, e.claimWant(other, idempotency.StatusRequestMismatch))
 			// A different request that also goes elsewhere is still a
 			// request mismatch: the request hash is checked first.
-			other.Fingerprint = otherFingerprint(req)
+			other.Route.Fingerprint = otherFingerprint(req)
 			contender(t, e.claimWant(other, idempotency.StatusRequestMismatch))
 		})
 	}
@@ -182,7 +182,7 @@ func testDestinationConflict(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := call(effectspec.BindingHeader)
 	e.claimed(req)
-	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	e.finalize(req, 1, effectspec.Unknown, nil)
 	e.unchanged(req, "a conflicting claim", func() {
 		for what, other := range moved(req) {
 			if r := e.claim(other); r.Status != idempotency.StatusDestinationConflict {
@@ -192,7 +192,7 @@ func testDestinationConflict(t *testing.T, h Harness) {
 			}
 		}
 		other := req
-		other.Fingerprint = otherFingerprint(req)
+		other.Route.Fingerprint = otherFingerprint(req)
 		contender(t, e.claimWant(other, idempotency.StatusDestinationConflict))
 	})
 	// The original route still redispatches.
@@ -213,7 +213,7 @@ func testUnknownRouteChanged(t *testing.T, h Harness) {
 			if lapsed {
 				e.expireLease()
 			} else {
-				e.finalize(req, 1, idempotency.StateUnknown, nil)
+				e.finalize(req, 1, effectspec.Unknown, nil)
 			}
 			conflicts := func() {
 				for what, other := range moved(req) {
@@ -275,7 +275,7 @@ func testRouteIgnoredWithoutDispatch(t *testing.T, h Harness) {
 // record, binding and fingerprint.
 func testReplayAfterRouteChange(t *testing.T, h Harness) {
 	e := std(t, h)
-	for _, outcome := range []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected} {
+	for _, outcome := range []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected} {
 		req := call(effectspec.BindingHeader)
 		e.claimed(req)
 		want := result(201, `{"id":"ch_1"}`)
@@ -288,9 +288,9 @@ func testReplayAfterRouteChange(t *testing.T, h Harness) {
 					t.Fatalf("%s record, %s: %q, want replay", outcome, what, r.Status)
 				}
 				rec := r.Record
-				if rec.Route != req.Route || rec.Binding != req.Binding || rec.Fingerprint != req.Fingerprint || rec.State != outcome {
+				if rec.Route != req.Route || rec.Binding != req.Binding || rec.Route.Fingerprint != req.Route.Fingerprint || rec.State != outcome {
 					t.Fatalf("%s: replayed route %+v binding %q fingerprint %q; want the original %+v %q %q",
-						what, rec.Route, rec.Binding, rec.Fingerprint, req.Route, req.Binding, req.Fingerprint)
+						what, rec.Route, rec.Binding, rec.Route.Fingerprint, req.Route, req.Binding, req.Route.Fingerprint)
 				}
 				sameResult(t, rec.Result, want)
 			}
@@ -326,7 +326,7 @@ func testInProgress(t *testing.T, h Harness) {
 	}
 }
 
-func testReplay(t *testing.T, h Harness, outcome idempotency.State, status int) {
+func testReplay(t *testing.T, h Harness, outcome effectspec.Outcome, status int) {
 	e := std(t, h)
 	req := call(effectspec.BindingHeader)
 	e.claimed(req)
@@ -367,7 +367,7 @@ func testReplaySafeHeaders(t *testing.T, h Harness) {
 	res.Header.Set("Set-Cookie", "session=secret")
 	res.Header.Set("Authorization", "Bearer sk_live_secret")
 	res.Header.Set("Location", "https://files.example/x?signature=secret")
-	e.finalize(req, 1, idempotency.StateAccepted, res)
+	e.finalize(req, 1, effectspec.Accepted, res)
 	r := e.claimWant(req, idempotency.StatusReplay)
 	if r.Record == nil || r.Record.Result == nil {
 		t.Fatal("replay carries no result")
@@ -389,7 +389,7 @@ func testReplayBodyDropped(t *testing.T, h Harness) {
 		req := call(effectspec.BindingHeader)
 		e.claimed(req)
 		res := result(201, strings.Repeat("x", n))
-		e.finalize(req, 1, idempotency.StateAccepted, res)
+		e.finalize(req, 1, effectspec.Accepted, res)
 		r := e.claimWant(req, idempotency.StatusReplay)
 		if r.Record == nil || r.Record.Result == nil {
 			t.Fatal("replay carries no result")
@@ -427,8 +427,8 @@ func testUnknownRedispatch(t *testing.T, h Harness, binding effectspec.BindingKi
 	e := std(t, h)
 	req := call(binding)
 	e.claimed(req)
-	e.finalize(req, 1, idempotency.StateUnknown, nil)
-	if rec := e.lookup(req); rec.State != idempotency.StateUnknown {
+	e.finalize(req, 1, effectspec.Unknown, nil)
+	if rec := e.lookup(req); rec.State != effectspec.Unknown {
 		t.Fatalf("after finalize unknown: state %q", rec.State)
 	}
 	r := e.claimWant(req, idempotency.StatusClaimed)
@@ -437,12 +437,12 @@ func testUnknownRedispatch(t *testing.T, h Harness, binding effectspec.BindingKi
 			binding, r.Token, r.LeaseDeadline, r.Record != nil)
 	}
 	rec := e.lookup(req)
-	if rec.State != idempotency.StateInFlight || rec.AttemptCount != 2 || !rec.LeaseDeadline.Equal(r.LeaseDeadline) {
-		t.Fatalf("after re-claim: state %q, attempts %d, lease %v; want in_flight, 2, %v",
+	if rec.State != effectspec.InProgress || rec.AttemptCount != 2 || !rec.LeaseDeadline.Equal(r.LeaseDeadline) {
+		t.Fatalf("after re-claim: state %q, attempts %d, lease %v; want in_progress, 2, %v",
 			rec.State, rec.AttemptCount, rec.LeaseDeadline, r.LeaseDeadline)
 	}
 	contender(t, e.claimWant(req, idempotency.StatusInProgress))
-	e.finalize(req, 2, idempotency.StateAccepted, result(200, `{"ok":true}`))
+	e.finalize(req, 2, effectspec.Accepted, result(200, `{"ok":true}`))
 	if r := e.claimWant(req, idempotency.StatusReplay); r.Record == nil || r.Record.AttemptCount != 2 {
 		t.Fatal("replay after the second attempt does not count two attempts")
 	}
@@ -452,7 +452,7 @@ func testUnknownUnsupported(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := call(effectspec.BindingUnsupported)
 	e.claimed(req)
-	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	e.finalize(req, 1, effectspec.Unknown, nil)
 	e.unchanged(req, "a claim of an unknown unsupported record", func() {
 		for range 2 {
 			contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
@@ -486,7 +486,7 @@ func testScopeIsolation(t *testing.T, h Harness) {
 			t.Fatalf("variant %d (%+v): status %q token %d; the same key in another scope is a new record", i, req.Scope, r.Status, r.Token)
 		}
 	}
-	if rec := e.lookup(base); rec.AttemptCount != 1 || rec.State != idempotency.StateInFlight {
+	if rec := e.lookup(base); rec.AttemptCount != 1 || rec.State != effectspec.InProgress {
 		t.Fatalf("original record changed: state %q, attempts %d", rec.State, rec.AttemptCount)
 	}
 	// A capability record is found by its scope.
@@ -520,11 +520,11 @@ func testVendorKey(t *testing.T, h Harness) {
 		if ovk := e.claimed(other).VendorKey; ovk == vk || ovk == req.Key {
 			t.Fatalf("%s: another workspace with the same client key got vendor key %q (first %q)", b, ovk, vk)
 		}
-		e.finalize(req, 1, idempotency.StateUnknown, nil)
+		e.finalize(req, 1, effectspec.Unknown, nil)
 		if r := e.claimWant(req, idempotency.StatusClaimed); r.VendorKey != vk {
 			t.Fatalf("%s: redispatch sends vendor key %q, the slot's is %q", b, r.VendorKey, vk)
 		}
-		e.finalize(req, 2, idempotency.StateAccepted, result(201, `{}`))
+		e.finalize(req, 2, effectspec.Accepted, result(201, `{}`))
 		if r := e.claimWant(req, idempotency.StatusReplay); r.Record == nil || r.Record.VendorKey != vk {
 			t.Fatalf("%s: replayed record lacks the vendor key %q", b, vk)
 		}

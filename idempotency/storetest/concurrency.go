@@ -47,7 +47,7 @@ func testConcurrentOneKey(t *testing.T, h Harness) {
 		r, err := e.s.Claim(e.ctx, req)
 		results[i], errs[i] = r, err
 		if err == nil && r.Status == idempotency.StatusClaimed {
-			_, errs[i] = e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: r.Token, Outcome: idempotency.StateAccepted, Result: want})
+			_, errs[i] = e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: r.Token, Outcome: effectspec.Accepted, Result: want})
 		}
 	})
 	count := map[idempotency.ClaimStatus]int{}
@@ -72,7 +72,7 @@ func testConcurrentOneKey(t *testing.T, h Harness) {
 	if count[idempotency.StatusClaimed] != 1 {
 		t.Fatalf("%d of %d callers claimed the key, want exactly 1 (answers: %v)", count[idempotency.StatusClaimed], contenders, count)
 	}
-	if rec := e.lookup(req); rec.AttemptCount != 1 || rec.State != idempotency.StateAccepted {
+	if rec := e.lookup(req); rec.AttemptCount != 1 || rec.State != effectspec.Accepted {
 		t.Fatalf("record: state %q, attempts %d; want accepted, 1", rec.State, rec.AttemptCount)
 	}
 }
@@ -83,7 +83,7 @@ func testConcurrentRedispatch(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := call(effectspec.BindingHeader)
 	e.claimed(req)
-	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	e.finalize(req, 1, effectspec.Unknown, nil)
 	results := make([]idempotency.ClaimResult, contenders)
 	errs := make([]error, contenders)
 	parallel(contenders, func(i int) { results[i], errs[i] = e.s.Claim(e.ctx, req) })
@@ -130,7 +130,7 @@ func testConcurrentDistinctKeys(t *testing.T, h Harness) {
 		}
 		if err == nil {
 			_, err = e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: 1,
-				Outcome: idempotency.StateAccepted, Result: result(201, fmt.Sprintf(`{"n":%d}`, i))})
+				Outcome: effectspec.Accepted, Result: result(201, fmt.Sprintf(`{"n":%d}`, i))})
 		}
 		errs[i] = err
 	})
@@ -177,7 +177,7 @@ func testConcurrentFinalize(t *testing.T, h Harness) {
 	errs := make([]error, n)
 	parallel(n, func(i int) {
 		_, errs[i] = e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: 1,
-			Outcome: idempotency.StateAccepted, Result: result(201, fmt.Sprintf(`{"writer":%d}`, i))})
+			Outcome: effectspec.Accepted, Result: result(201, fmt.Sprintf(`{"writer":%d}`, i))})
 	})
 	winner := -1
 	for i, err := range errs {
@@ -224,9 +224,9 @@ func testConcurrentDecide(t *testing.T, h Harness) {
 			t.Fatalf("decision %d contradicts the outcome %q: %v, want ErrDenied or ErrStale", i, final.Status, err)
 		}
 	}
-	want := idempotency.StateHeld
+	want := effectspec.Held
 	if final.Status == idempotency.TicketDenied {
-		want = idempotency.StateDenied
+		want = effectspec.Denied
 	}
 	if rec := e.lookup(req); rec.State != want || rec.Approved != (final.Status == idempotency.TicketApproved) {
 		t.Fatalf("record state %q approved %v, ticket %q", rec.State, rec.Approved, final.Status)

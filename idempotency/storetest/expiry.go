@@ -35,7 +35,7 @@ func (e *env) expireLease() { e.wait(e.cfg.Lease + margin) }
 
 func (e *env) wantUnknown(req idempotency.ClaimRequest, attempts int) {
 	e.t.Helper()
-	if rec := e.lookup(req); rec.State != idempotency.StateUnknown || rec.AttemptCount != attempts {
+	if rec := e.lookup(req); rec.State != effectspec.Unknown || rec.AttemptCount != attempts {
 		e.t.Fatalf("Lookup after the lease: state %q, attempts %d; want unknown, %d", rec.State, rec.AttemptCount, attempts)
 	}
 }
@@ -50,8 +50,8 @@ func testLeaseExpiredVendorBinding(t *testing.T, h Harness) {
 	if r.Token != 2 || !r.LeaseDeadline.After(first.LeaseDeadline) {
 		t.Fatalf("claim after the lease: token %d, lease %v (first lease %v); want token 2 with a new lease", r.Token, r.LeaseDeadline, first.LeaseDeadline)
 	}
-	if rec := e.lookup(req); rec.State != idempotency.StateInFlight || rec.AttemptCount != 2 {
-		t.Fatalf("after re-claim: state %q, attempts %d; want in_flight, 2", rec.State, rec.AttemptCount)
+	if rec := e.lookup(req); rec.State != effectspec.InProgress || rec.AttemptCount != 2 {
+		t.Fatalf("after re-claim: state %q, attempts %d; want in_progress, 2", rec.State, rec.AttemptCount)
 	}
 }
 
@@ -88,10 +88,10 @@ func testSlowWorkerTakenOver(t *testing.T, h Harness) {
 	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 {
 		t.Fatalf("takeover: token %d, want 2", r.Token)
 	}
-	e.stale(req, "the slow worker's Finalize", func() error { return e.finalizeErr(req, 1, idempotency.StateAccepted) })
+	e.stale(req, "the slow worker's Finalize", func() error { return e.finalizeErr(req, 1, effectspec.Accepted) })
 	e.stale(req, "the slow worker's Reserve", func() error { return e.reserveErr(req, 1) })
 	want := result(201, `{"id":"ch_new_owner"}`)
-	e.finalize(req, 2, idempotency.StateAccepted, want)
+	e.finalize(req, 2, effectspec.Accepted, want)
 	r := e.claimWant(req, idempotency.StatusReplay)
 	if r.Record == nil {
 		t.Fatal("replay without record")
@@ -104,7 +104,7 @@ func testRetentionFinalized(t *testing.T, h Harness) {
 	req := call(effectspec.BindingHeader)
 	req.Timeout = time.Second // within the short retention
 	e.claimed(req)
-	e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`))
+	e.finalize(req, 1, effectspec.Accepted, result(201, `{}`))
 	e.wait(e.cfg.Retention + margin)
 	e.absent(req)
 	// The key is free again: a new cycle from attempt 1.
@@ -126,7 +126,7 @@ func testRetentionFromLastChange(t *testing.T, h Harness) {
 		t.Fatalf("Decide: %v", err)
 	}
 	e.wait(step) // past Retention since creation, within it since the approval
-	if rec := e.lookup(req); rec.State != idempotency.StateHeld || !rec.Approved {
+	if rec := e.lookup(req); rec.State != effectspec.Held || !rec.Approved {
 		t.Fatalf("after approval: state %q, approved %v", rec.State, rec.Approved)
 	}
 	if _, err := e.s.Ticket(e.ctx, ticket); err != nil {
@@ -151,12 +151,12 @@ func testFinalizeAfterExpiryPath(t *testing.T, h Harness) {
 	contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
 	e.wantUnknown(req, 1)
 	want := result(201, `{"id":"ch_late"}`)
-	if fin := e.finalize(req, 1, idempotency.StateAccepted, want); fin.State != idempotency.StateAccepted {
+	if fin := e.finalize(req, 1, effectspec.Accepted, want); fin.State != effectspec.Accepted {
 		t.Fatalf("owner's finalize after the expiry path: state %q, want accepted", fin.State)
 	}
 	r := e.claimWant(req, idempotency.StatusReplay)
 	sameResult(t, r.Record.Result, want)
-	e.stale(req, "a second finalize over the final record", func() error { return e.finalizeErr(req, 1, idempotency.StateUnknown) })
+	e.stale(req, "a second finalize over the final record", func() error { return e.finalizeErr(req, 1, effectspec.Unknown) })
 }
 
 // testRetentionReservation: a reservation keeps its record for
@@ -182,8 +182,8 @@ func testRetentionUnknown(t *testing.T, h Harness) {
 	final := call(effectspec.BindingUnsupported)
 	final.Timeout = time.Second
 	e.claimed(final)
-	e.finalize(unknown, 1, idempotency.StateUnknown, nil)
-	e.finalize(final, 1, idempotency.StateAccepted, result(201, `{}`))
+	e.finalize(unknown, 1, effectspec.Unknown, nil)
+	e.finalize(final, 1, effectspec.Accepted, result(201, `{}`))
 	e.wait(e.cfg.Retention + margin)
 	e.absent(final)
 	e.wantUnknown(unknown, 1)

@@ -166,11 +166,11 @@ func testGiveBackAfterFinalize(t *testing.T, h Harness) {
 		name string
 		f    func(req idempotency.ClaimRequest)
 	}{
-		{"accepted", func(req idempotency.ClaimRequest) { e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`)) }},
+		{"accepted", func(req idempotency.ClaimRequest) { e.finalize(req, 1, effectspec.Accepted, result(201, `{}`)) }},
 		{"rejected", func(req idempotency.ClaimRequest) {
-			e.finalize(req, 1, idempotency.StateDefinitelyRejected, result(400, `{}`))
+			e.finalize(req, 1, effectspec.DefinitelyRejected, result(400, `{}`))
 		}},
-		{"unknown", func(req idempotency.ClaimRequest) { e.finalize(req, 1, idempotency.StateUnknown, nil) }},
+		{"unknown", func(req idempotency.ClaimRequest) { e.finalize(req, 1, effectspec.Unknown, nil) }},
 		{"never sent", func(req idempotency.ClaimRequest) { e.neverSent(req, 1) }},
 	} {
 		req := opCall(effectspec.BindingUnsupported)
@@ -189,7 +189,7 @@ func testGiveBackAfterSettle(t *testing.T, h Harness) {
 	e.claimed(req)
 	e.expireLease()
 	e.wait(e.cfg.Lease + margin) // past the attempt deadline plus a lease: settleable
-	e.settle(settleReq(req, 1, idempotency.StateAccepted))
+	e.settle(settleReq(req, 1, effectspec.Accepted))
 	e.stale(req, "a give-back after a settle", func() error { return e.giveBackErr(req, 1, req.OpID) })
 	if r := e.claim(req); r.Status != idempotency.StatusReplay {
 		t.Fatalf("a copy of the claim after the settle: %q, want the settled replay", r.Status)

@@ -37,7 +37,6 @@ func inproc(b effectspec.BindingKind) idempotency.ClaimRequest {
 		RequestHash: requestHash(`{"account":"acc_1","amount":100}`),
 		Binding:     b,
 		Route:       route.Record(),
-		Fingerprint: route.Fingerprint(),
 	}
 }
 
@@ -55,7 +54,7 @@ func inprocMoved(req idempotency.ClaimRequest) map[string]idempotency.ClaimReque
 		r := inprocRoute(req.Binding)
 		f(&r)
 		out := req
-		out.Binding, out.Route, out.Fingerprint = r.Binding, r.Record(), r.Fingerprint()
+		out.Binding, out.Route = r.Binding, r.Record()
 		return out
 	}
 	other := effectspec.BindingInProcessKeyed
@@ -74,9 +73,9 @@ func inprocMoved(req idempotency.ClaimRequest) map[string]idempotency.ClaimReque
 func (e *env) wantBinding(req idempotency.ClaimRequest, when string) {
 	e.t.Helper()
 	rec := e.lookup(req)
-	if rec.Binding != req.Binding || rec.Route != req.Route || rec.Fingerprint != req.Fingerprint {
+	if rec.Binding != req.Binding || rec.Route != req.Route || rec.Route.Fingerprint != req.Route.Fingerprint {
 		e.t.Fatalf("%s: record binding %q, route %+v, fingerprint %q; want %q, %+v, %q",
-			when, rec.Binding, rec.Route, rec.Fingerprint, req.Binding, req.Route, req.Fingerprint)
+			when, rec.Binding, rec.Route, rec.Route.Fingerprint, req.Binding, req.Route, req.Route.Fingerprint)
 	}
 }
 
@@ -94,15 +93,15 @@ func testInProcessKeyedRedispatch(t *testing.T, h Harness) {
 		if lapsed {
 			e.expireLease()
 		} else {
-			e.finalize(req, 1, idempotency.StateUnknown, nil)
+			e.finalize(req, 1, effectspec.Unknown, nil)
 		}
 		r := e.claimWant(req, idempotency.StatusClaimed)
 		if r.Token != 2 || r.LeaseDeadline.IsZero() || r.VendorKey != vk {
 			t.Fatalf("lease lapsed %v: redispatch of an unknown keyed call: token %d, lease %v, vendor key %q; want 2, a lease, the slot's key %q",
 				lapsed, r.Token, r.LeaseDeadline, r.VendorKey, vk)
 		}
-		if rec := e.lookup(req); rec.State != idempotency.StateInFlight || rec.AttemptCount != 2 || rec.SentAttempts != 2 || rec.VendorKey != vk {
-			t.Fatalf("lease lapsed %v: after the redispatch: state %q, attempts %d, sent %d, vendor key %q; want in_flight, 2, 2, %q",
+		if rec := e.lookup(req); rec.State != effectspec.InProgress || rec.AttemptCount != 2 || rec.SentAttempts != 2 || rec.VendorKey != vk {
+			t.Fatalf("lease lapsed %v: after the redispatch: state %q, attempts %d, sent %d, vendor key %q; want in_progress, 2, 2, %q",
 				lapsed, rec.State, rec.AttemptCount, rec.SentAttempts, rec.VendorKey, vk)
 		}
 		e.wantBinding(req, "after the redispatch")
@@ -117,18 +116,18 @@ func testInProcessKeyedWindow(t *testing.T, h Harness) {
 	req := inproc(effectspec.BindingInProcessKeyed)
 	req.VendorWindow = testWindow
 	vk := e.claimed(req).VendorKey
-	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	e.finalize(req, 1, effectspec.Unknown, nil)
 	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 || r.VendorKey != vk {
 		t.Fatalf("redispatch inside the window: token %d, vendor key %q; want 2, %q", r.Token, r.VendorKey, vk)
 	}
-	e.finalize(req, 2, idempotency.StateUnknown, nil)
+	e.finalize(req, 2, effectspec.Unknown, nil)
 	// The new attempt's lease would end after the window.
 	e.wait(testWindow - e.cfg.Lease/2)
 	e.unchanged(req, "claims of a keyed call after the window", func() {
 		contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
 		contender(t, e.claimWant(held(req), idempotency.StatusOutcomeUnknown))
 	})
-	if rec := e.lookup(req); rec.State != idempotency.StateUnknown || rec.AttemptCount != 2 {
+	if rec := e.lookup(req); rec.State != effectspec.Unknown || rec.AttemptCount != 2 {
 		t.Fatalf("after the window: state %q, attempts %d; want unknown, 2", rec.State, rec.AttemptCount)
 	}
 	// A lease that lapsed after the window: unknown, not run again.
@@ -151,7 +150,7 @@ func testInProcessUnkeyedUnknown(t *testing.T, h Harness) {
 			req.VendorWindow = testWindow // a window licenses nothing here
 		}
 		e.claimed(req)
-		e.finalize(req, 1, idempotency.StateUnknown, nil)
+		e.finalize(req, 1, effectspec.Unknown, nil)
 		e.unchanged(req, "claims of an unknown in_process call", func() {
 			for range 2 {
 				contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
@@ -185,10 +184,10 @@ func testInProcessUnkeyedNeverSent(t *testing.T, h Harness) {
 	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 || r.LeaseDeadline.IsZero() {
 		t.Fatalf("claim after a never-run in_process attempt: token %d, lease %v; want 2 with a lease", r.Token, r.LeaseDeadline)
 	}
-	if rec := e.lookup(req); rec.State != idempotency.StateInFlight || rec.AttemptCount != 2 || rec.SentAttempts != 1 {
-		t.Fatalf("after the re-open: state %q, attempts %d, sent %d; want in_flight, 2, 1", rec.State, rec.AttemptCount, rec.SentAttempts)
+	if rec := e.lookup(req); rec.State != effectspec.InProgress || rec.AttemptCount != 2 || rec.SentAttempts != 1 {
+		t.Fatalf("after the re-open: state %q, attempts %d, sent %d; want in_progress, 2, 1", rec.State, rec.AttemptCount, rec.SentAttempts)
 	}
-	e.finalize(req, 2, idempotency.StateUnknown, nil)
+	e.finalize(req, 2, effectspec.Unknown, nil)
 	e.unchanged(req, "a claim after an in_process attempt that may have run", func() {
 		contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
 	})
@@ -233,7 +232,7 @@ func testInProcessRouteChanged(t *testing.T, h Harness) {
 			if never {
 				e.neverSent(req, 1)
 			} else {
-				e.finalize(req, 1, idempotency.StateUnknown, nil)
+				e.finalize(req, 1, effectspec.Unknown, nil)
 			}
 			e.unchanged(req, "claims resolved elsewhere", func() {
 				for what, other := range inprocMoved(req) {
@@ -266,13 +265,13 @@ func testInProcessKeepsBinding(t *testing.T, h Harness) {
 		e.neverSent(req, 1)
 		e.wantBinding(req, string(b)+", never sent")
 		e.claimWant(req, idempotency.StatusClaimed)
-		e.finalize(req, 2, idempotency.StateUnknown, nil)
+		e.finalize(req, 2, effectspec.Unknown, nil)
 		e.wantBinding(req, string(b)+", unknown")
 		if b == effectspec.BindingInProcessKeyed {
 			e.claimWant(req, idempotency.StatusClaimed)
 			e.wantBinding(req, string(b)+", redispatched")
 		}
-		for _, outcome := range []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected} {
+		for _, outcome := range []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected} {
 			req := inproc(b)
 			e.claimed(req)
 			want := result(200, `{"content":[{"type":"text","text":"posted"}]}`)

@@ -47,7 +47,7 @@ func testBadScope(t *testing.T, h Harness) {
 		if _, err := e.s.Reserve(e.ctx, idempotency.ReserveRequest{Scope: sc, Key: req.Key, Token: 1}); !errors.Is(err, idempotency.ErrInvalidScope) {
 			t.Fatalf("Reserve in scope %+v: %v, want ErrInvalidScope", sc, err)
 		}
-		if _, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: sc, Key: req.Key, Token: 1, Outcome: idempotency.StateAccepted}); !errors.Is(err, idempotency.ErrInvalidScope) {
+		if _, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: sc, Key: req.Key, Token: 1, Outcome: effectspec.Accepted}); !errors.Is(err, idempotency.ErrInvalidScope) {
 			t.Fatalf("Finalize in scope %+v: %v, want ErrInvalidScope", sc, err)
 		}
 	}
@@ -66,7 +66,7 @@ func testZeroKey(t *testing.T, h Harness) {
 	if _, err := e.s.Reserve(e.ctx, idempotency.ReserveRequest{Scope: req.Scope, Token: 1}); !errors.Is(err, idempotency.ErrMalformedKey) {
 		t.Fatalf("Reserve with the zero key: %v, want ErrMalformedKey", err)
 	}
-	if _, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Token: 1, Outcome: idempotency.StateAccepted}); !errors.Is(err, idempotency.ErrMalformedKey) {
+	if _, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Token: 1, Outcome: effectspec.Accepted}); !errors.Is(err, idempotency.ErrMalformedKey) {
 		t.Fatalf("Finalize with the zero key: %v, want ErrMalformedKey", err)
 	}
 }
@@ -90,7 +90,7 @@ func testBadHashes(t *testing.T, h Harness) {
 			if field == "request hash" {
 				req.RequestHash = bad
 			} else {
-				req.Fingerprint = bad
+				req.Route.Fingerprint = bad
 			}
 			if r, err := e.s.Claim(e.ctx, req); err == nil {
 				t.Fatalf("Claim with %s %q: status %q, want an error", field, bad, r.Status)
@@ -113,14 +113,14 @@ func testBadOutcome(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := call(effectspec.BindingHeader)
 	e.claimed(req)
-	for _, outcome := range []idempotency.State{"", idempotency.StateInFlight, idempotency.StateHeld, idempotency.StateDenied, "done"} {
+	for _, outcome := range []effectspec.Outcome{"", effectspec.InProgress, effectspec.Held, effectspec.Denied, "done"} {
 		e.unchanged(req, "Finalize with outcome "+string(outcome), func() {
 			if err := e.finalizeErr(req, 1, outcome); err == nil {
 				t.Fatalf("Finalize with outcome %q succeeded", outcome)
 			}
 		})
 	}
-	e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`))
+	e.finalize(req, 1, effectspec.Accepted, result(201, `{}`))
 }
 
 func testBadTicketID(t *testing.T, h Harness) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
 )
@@ -65,7 +66,7 @@ func (m *memStore) ListUnknown(ctx context.Context, req idempotency.ListRequest)
 	var page idempotency.UnknownPage
 	for _, k := range keys {
 		r := m.get(k)
-		if r == nil || m.hooks.listState(m, r.rec) != idempotency.StateUnknown {
+		if r == nil || m.hooks.listState(m, r.rec) != effectspec.Unknown {
 			continue
 		}
 		if len(page.Records) == limit {

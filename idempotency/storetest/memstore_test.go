@@ -14,6 +14,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // memStore is a minimal in-memory Store on a fake clock, built on package
@@ -55,7 +56,7 @@ type hooks struct {
 	replay      func(rec *idempotency.Record, req idempotency.ClaimRequest)
 	validate    func(req idempotency.SettleRequest) error
 	pageLimit   func(req idempotency.ListRequest) int
-	listState   func(m *memStore, r *lifecycle.Record) idempotency.State
+	listState   func(m *memStore, r *lifecycle.Record) effectspec.Outcome
 	settleAfter func(m *memStore, r *lifecycle.Record) time.Time
 }
 
@@ -63,7 +64,7 @@ type memRec struct {
 	rec   *lifecycle.Record
 	scope idempotency.Scope
 	key   idempotency.Key
-	route idempotency.RouteRecord
+	route receipt.Route
 }
 
 func newMemStore(cfg Config, mutant string) *memStore {
@@ -123,10 +124,10 @@ var bindingCodes = map[effectspec.BindingKind]byte{
 
 func bindingCode(b effectspec.BindingKind) (byte, bool) { c, ok := bindingCodes[b]; return c, ok }
 
-var stateCodes = map[idempotency.State]lifecycle.State{
-	idempotency.StateHeld: lifecycle.Held, idempotency.StateInFlight: lifecycle.InFlight,
-	idempotency.StateAccepted: lifecycle.Accepted, idempotency.StateDefinitelyRejected: lifecycle.Rejected,
-	idempotency.StateUnknown: lifecycle.Unknown, idempotency.StateDenied: lifecycle.Denied,
+var stateCodes = map[effectspec.Outcome]lifecycle.State{
+	effectspec.Held: lifecycle.Held, effectspec.InProgress: lifecycle.InFlight,
+	effectspec.Accepted: lifecycle.Accepted, effectspec.DefinitelyRejected: lifecycle.Rejected,
+	effectspec.Unknown: lifecycle.Unknown, effectspec.Denied: lifecycle.Denied,
 }
 
 func ms(v int64) time.Time {
@@ -179,16 +180,16 @@ func (m *memStore) put(k string, r *memRec, w lifecycle.Write) {
 
 // viewState is a record's state as readers see it: a lapsed lease reads
 // unknown.
-func viewState(m *memStore, r *lifecycle.Record) idempotency.State {
+func viewState(m *memStore, r *lifecycle.Record) effectspec.Outcome {
 	if lifecycle.Lapsed(r, m.ms()) {
-		return idempotency.StateUnknown
+		return effectspec.Unknown
 	}
 	for s, c := range stateCodes {
 		if c == r.State {
 			return s
 		}
 	}
-	return idempotency.State("?" + string(r.State))
+	return effectspec.Outcome("?" + string(r.State))
 }
 
 // settleAfter is when a record whose attempt may still run at its gateway
@@ -203,10 +204,11 @@ func settleAfter(m *memStore, r *lifecycle.Record) time.Time {
 // record is the Store's view of r (lr: the lifecycle record to show).
 func (m *memStore) record(r *memRec, lr *lifecycle.Record, body bool) idempotency.Record {
 	rec := idempotency.Record{SchemaVersion: 2, ScopeVersion: int(lr.ScopeVersion), State: viewState(m, lr), Key: r.key,
-		KeySource: idempotency.KeySupplied, RequestHash: lr.RequestHash, Route: r.route, Fingerprint: lr.Fingerprint,
+		KeySource: idempotency.KeySupplied, RequestHash: lr.RequestHash, Route: r.route,
 		VendorKey: parseKey(lr.VendorKey), AttemptCount: int(lr.Attempts), SentAttempts: int(lr.Sent),
 		LeaseDeadline: ms(lr.Lease), AttemptDeadline: ms(lr.AttemptDeadline), Ticket: lr.Ticket,
 		Approved: lr.Approval == "1", ApprovalDenied: lr.Approval == "0", CreatedAt: ms(lr.Created), UpdatedAt: ms(lr.Updated)}
+	rec.Route.Fingerprint = lr.Fingerprint
 	if lr.KeySource == 'm' {
 		rec.KeySource = idempotency.KeyMinted
 	}
@@ -233,7 +235,7 @@ func (m *memStore) record(r *memRec, lr *lifecycle.Record, body bool) idempotenc
 	if lr.Resolution != "" {
 		parts := strings.SplitN(lr.Resolution, "\x1f", 3)
 		at, _ := strconv.ParseInt(parts[1], 10, 64)
-		rec.Resolution = &idempotency.Resolution{Outcome: rec.State, By: parts[0], At: ms(at), Note: parts[2]}
+		rec.Resolution = &receipt.Resolution{Outcome: rec.State, By: parts[0], At: ms(at), Note: parts[2]}
 	}
 	return rec
 }
@@ -267,7 +269,7 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	if !hashRE.MatchString(req.RequestHash) || !hashRE.MatchString(req.Fingerprint) {
+	if !hashRE.MatchString(req.RequestHash) || !hashRE.MatchString(req.Route.Fingerprint) {
 		return idempotency.ClaimResult{}, errors.New("memstore: malformed hash")
 	}
 	b, ok := m.hooks.binding(req.Binding)
@@ -286,7 +288,7 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 		return idempotency.ClaimResult{}, err
 	}
 	q := lifecycle.ClaimRequest{ScopeVersion: idempotency.ScopeVersion, RequestHash: req.RequestHash, Binding: b,
-		Fingerprint: req.Fingerprint, KeySource: 's', Approval: req.ApprovalRequired, Presented: req.Ticket,
+		Fingerprint: req.Route.Fingerprint, KeySource: 's', Approval: req.ApprovalRequired, Presented: req.Ticket,
 		Op: opTag("c", req.OpID), Lease: m.cfg.Lease.Milliseconds(), Retention: m.cfg.Retention.Milliseconds(),
 		URetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(), Refuse: req.Refuse, NoCreate: req.NoCreate,
 		Window: window.Milliseconds(), Incarnation: idempotency.NewOpID()[:16]}
@@ -388,15 +390,15 @@ func (m *memStore) Finalize(ctx context.Context, req idempotency.FinalizeRequest
 		return idempotency.Record{}, err
 	}
 	if req.NeverSent {
-		if req.Outcome != "" && req.Outcome != idempotency.StateUnknown || req.Result != nil {
+		if req.Outcome != "" && req.Outcome != effectspec.Unknown || req.Result != nil {
 			return idempotency.Record{}, errors.New("memstore: never sent with an outcome or result")
 		}
-		req.Outcome = idempotency.StateUnknown
+		req.Outcome = effectspec.Unknown
 	}
 	ttl := m.cfg.Retention
 	switch req.Outcome {
-	case idempotency.StateAccepted, idempotency.StateDefinitelyRejected:
-	case idempotency.StateUnknown:
+	case effectspec.Accepted, effectspec.DefinitelyRejected:
+	case effectspec.Unknown:
 		ttl = m.cfg.UnknownRetention
 	default:
 		return idempotency.Record{}, fmt.Errorf("memstore: outcome %q", req.Outcome)
@@ -696,7 +698,7 @@ var memMutants = map[string]func(*memStore){
 	},
 	"replay-current-route": func(m *memStore) {
 		m.hooks.replay = func(rec *idempotency.Record, req idempotency.ClaimRequest) {
-			rec.Route, rec.Fingerprint, rec.Binding = req.Route, req.Fingerprint, req.Binding
+			rec.Route, rec.Binding = req.Route, req.Binding
 		}
 	},
 	"redispatch-other-route": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, now int64) {
@@ -813,7 +815,7 @@ var memMutants = map[string]func(*memStore){
 		}
 	},
 	"list-shows-all": func(m *memStore) {
-		m.hooks.listState = func(*memStore, *lifecycle.Record) idempotency.State { return idempotency.StateUnknown }
+		m.hooks.listState = func(*memStore, *lifecycle.Record) effectspec.Outcome { return effectspec.Unknown }
 	},
 	"list-unbounded": func(m *memStore) { m.hooks.pageLimit = func(idempotency.ListRequest) int { return 1 << 30 } },
 	"settle-ignores-lapsed": settleIn(func(c *lifecycle.Record, _ *lifecycle.SettleRequest, now int64) {
@@ -822,9 +824,9 @@ var memMutants = map[string]func(*memStore){
 		}
 	}),
 	"list-ignores-lapsed": func(m *memStore) {
-		m.hooks.listState = func(m *memStore, r *lifecycle.Record) idempotency.State {
+		m.hooks.listState = func(m *memStore, r *lifecycle.Record) effectspec.Outcome {
 			if r.State == lifecycle.InFlight {
-				return idempotency.StateInFlight
+				return effectspec.InProgress
 			}
 			return viewState(m, r)
 		}

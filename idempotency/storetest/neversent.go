@@ -64,7 +64,7 @@ func (e *env) neverSent(req idempotency.ClaimRequest, token int) idempotency.Rec
 }
 
 func (e *env) neverSentErr(req idempotency.ClaimRequest, token int) error {
-	_, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: token, Outcome: idempotency.StateUnknown, NeverSent: true})
+	_, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: token, Outcome: effectspec.Unknown, NeverSent: true})
 	return err
 }
 
@@ -73,7 +73,7 @@ func (e *env) neverSentErr(req idempotency.ClaimRequest, token int) error {
 func (e *env) wantNothingSent(req idempotency.ClaimRequest, attempts int) {
 	e.t.Helper()
 	rec := e.lookup(req)
-	if rec.State != idempotency.StateUnknown || rec.AttemptCount != attempts || rec.SentAttempts != 0 || rec.Result != nil {
+	if rec.State != effectspec.Unknown || rec.AttemptCount != attempts || rec.SentAttempts != 0 || rec.Result != nil {
 		e.t.Fatalf("after never sent: state %q, attempts %d, sent %d, result %v; want unknown, %d, 0, none",
 			rec.State, rec.AttemptCount, rec.SentAttempts, rec.Result != nil, attempts)
 	}
@@ -87,7 +87,7 @@ func testNeverSentReopens(t *testing.T, h Harness) {
 		req := call(b)
 		first := e.claimed(req)
 		fin := e.neverSent(req, 1)
-		if fin.State != idempotency.StateUnknown || fin.SentAttempts != 0 || fin.AttemptCount != 1 {
+		if fin.State != effectspec.Unknown || fin.SentAttempts != 0 || fin.AttemptCount != 1 {
 			t.Fatalf("%s: Finalize never sent returned state %q, sent %d, attempts %d; want unknown, 0, 1", b, fin.State, fin.SentAttempts, fin.AttemptCount)
 		}
 		e.wantNothingSent(req, 1)
@@ -97,11 +97,11 @@ func testNeverSentReopens(t *testing.T, h Harness) {
 				b, r.Token, r.LeaseDeadline, r.VendorKey, first.VendorKey)
 		}
 		rec := e.lookup(req)
-		if rec.State != idempotency.StateInFlight || rec.AttemptCount != 2 || rec.SentAttempts != 1 {
-			t.Fatalf("%s: after re-open: state %q, attempts %d, sent %d; want in_flight, 2, 1", b, rec.State, rec.AttemptCount, rec.SentAttempts)
+		if rec.State != effectspec.InProgress || rec.AttemptCount != 2 || rec.SentAttempts != 1 {
+			t.Fatalf("%s: after re-open: state %q, attempts %d, sent %d; want in_progress, 2, 1", b, rec.State, rec.AttemptCount, rec.SentAttempts)
 		}
 		want := result(201, `{"id":"ch_2"}`)
-		e.finalize(req, 2, idempotency.StateAccepted, want)
+		e.finalize(req, 2, effectspec.Accepted, want)
 		rp := e.claimWant(req, idempotency.StatusReplay)
 		if rp.Record.AttemptCount != 2 || rp.Record.SentAttempts != 1 {
 			t.Fatalf("%s: replay counts %d attempts, %d sent; want 2, 1", b, rp.Record.AttemptCount, rp.Record.SentAttempts)
@@ -134,11 +134,11 @@ func testNeverSentLateStale(t *testing.T, h Harness) {
 	e.neverSent(req, 1)
 	e.claimWant(req, idempotency.StatusClaimed) // token 2
 	e.stale(req, "a late never-sent finalize of token 1", func() error { return e.neverSentErr(req, 1) })
-	e.stale(req, "a late finalize of token 1", func() error { return e.finalizeErr(req, 1, idempotency.StateAccepted) })
+	e.stale(req, "a late finalize of token 1", func() error { return e.finalizeErr(req, 1, effectspec.Accepted) })
 	if rec := e.lookup(req); rec.SentAttempts != 1 || rec.AttemptCount != 2 {
 		t.Fatalf("after late finalizes: attempts %d, sent %d; want 2, 1", rec.AttemptCount, rec.SentAttempts)
 	}
-	e.finalize(req, 2, idempotency.StateUnknown, nil)
+	e.finalize(req, 2, effectspec.Unknown, nil)
 	// Attempt 2 may have left: an unsupported binding cannot be retried.
 	e.unchanged(req, "a claim after an attempt that may have left", func() {
 		contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
@@ -161,7 +161,7 @@ func testNeverSentCountsOnlyItsAttempt(t *testing.T, h Harness) {
 			t.Fatalf("%s: after two reservations: sent %d, want 2", b, rec.SentAttempts)
 		}
 		fin := e.neverSent(req, 2)
-		if fin.State != idempotency.StateUnknown || fin.SentAttempts != 1 || fin.AttemptCount != 2 {
+		if fin.State != effectspec.Unknown || fin.SentAttempts != 1 || fin.AttemptCount != 2 {
 			t.Fatalf("%s: never sent of attempt 2: state %q, sent %d, attempts %d; want unknown, 1, 2", b, fin.State, fin.SentAttempts, fin.AttemptCount)
 		}
 		if b == effectspec.BindingUnsupported {
@@ -205,7 +205,7 @@ func testNeverSentRouteChanged(t *testing.T, h Harness) {
 // error; none changes anything.
 func testNeverSentNotInFlight(t *testing.T, h Harness) {
 	e := std(t, h)
-	for _, outcome := range []idempotency.State{idempotency.StateAccepted, idempotency.StateUnknown} {
+	for _, outcome := range []effectspec.Outcome{effectspec.Accepted, effectspec.Unknown} {
 		req := call(effectspec.BindingUnsupported)
 		e.claimed(req)
 		e.finalize(req, 1, outcome, result(200, `{}`))
@@ -215,7 +215,7 @@ func testNeverSentNotInFlight(t *testing.T, h Harness) {
 	e.claimed(req)
 	e.unchanged(req, "a never-sent finalize with an outcome or result", func() {
 		for _, fr := range []idempotency.FinalizeRequest{
-			{Scope: req.Scope, Key: req.Key, Token: 1, NeverSent: true, Outcome: idempotency.StateAccepted},
+			{Scope: req.Scope, Key: req.Key, Token: 1, NeverSent: true, Outcome: effectspec.Accepted},
 			{Scope: req.Scope, Key: req.Key, Token: 1, NeverSent: true, Result: result(201, `{}`)},
 		} {
 			if _, err := e.s.Finalize(e.ctx, fr); err == nil {

@@ -57,7 +57,7 @@ func testNoCreateExpired(t *testing.T, h Harness) {
 	req := call(effectspec.BindingHeader)
 	req.Timeout = time.Second // within the short retention
 	e.claimed(req)
-	e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`))
+	e.finalize(req, 1, effectspec.Accepted, result(201, `{}`))
 	e.wait(e.cfg.Retention + margin)
 	contender(t, e.claimWant(noCreate(req), idempotency.StatusNoRecord))
 	e.absent(req)
@@ -93,7 +93,7 @@ func testNoCreateExisting(t *testing.T, h Harness) {
 		}, same(idempotency.StatusClaimed)},
 		"final": {func(req idempotency.ClaimRequest) idempotency.ClaimRequest {
 			e.claimed(req)
-			e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`))
+			e.finalize(req, 1, effectspec.Accepted, result(201, `{}`))
 			return req
 		}, same(idempotency.StatusReplay)},
 		"held": {func(req idempotency.ClaimRequest) idempotency.ClaimRequest { e.hold(req); return held(req) },

@@ -40,7 +40,7 @@ func testRefuseMissing(t *testing.T, h Harness) {
 
 func testRefuseFinal(t *testing.T, h Harness) {
 	e := std(t, h)
-	for _, outcome := range []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected} {
+	for _, outcome := range []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected} {
 		req := call(effectspec.BindingHeader)
 		e.claimed(req)
 		want := result(201, `{"id":"ch_1"}`)
@@ -62,7 +62,7 @@ func testRefuseNotFinal(t *testing.T, h Harness) {
 	setups := map[string]func(req idempotency.ClaimRequest){
 		"in flight":     func(req idempotency.ClaimRequest) { e.claimed(req) },
 		"lease lapsed":  func(req idempotency.ClaimRequest) { e.claimed(req); e.expireLease() },
-		"unknown":       func(req idempotency.ClaimRequest) { e.claimed(req); e.finalize(req, 1, idempotency.StateUnknown, nil) },
+		"unknown":       func(req idempotency.ClaimRequest) { e.claimed(req); e.finalize(req, 1, effectspec.Unknown, nil) },
 		"never sent":    func(req idempotency.ClaimRequest) { e.claimed(req); e.neverSent(req, 1) },
 		"held":          func(req idempotency.ClaimRequest) { e.hold(req) },
 		"held approved": func(req idempotency.ClaimRequest) { tk := e.hold(req); e.decide(tk, true) },
@@ -94,7 +94,7 @@ func testRefuseRequestMismatch(t *testing.T, h Harness) {
 		req := call(effectspec.BindingHeader)
 		e.claimed(req)
 		if final {
-			e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`))
+			e.finalize(req, 1, effectspec.Accepted, result(201, `{}`))
 		}
 		other := refused(req)
 		other.RequestHash = requestHash(`{"amount":999,"currency":"eur"}`)

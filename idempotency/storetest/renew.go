@@ -8,7 +8,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// renewTests: Renew is a compare-and-set on state in_flight, the current
+// renewTests: Renew is a compare-and-set on state in_progress, the current
 // token and a live lease; it extends the lease up to the attempt deadline.
 var renewTests = []test{
 	{"Extends", testRenewExtends},
@@ -44,15 +44,15 @@ func testRenewExtends(t *testing.T, h Harness) {
 		t.Fatalf("renewed lease %v; want after the first lease %v and not after the attempt deadline %v", l, c.LeaseDeadline, c.AttemptDeadline)
 	}
 	rec := e.lookup(req)
-	if rec.State != idempotency.StateInFlight || !rec.LeaseDeadline.Equal(l) || rec.AttemptCount != 1 || !rec.AttemptDeadline.Equal(c.AttemptDeadline) {
-		t.Fatalf("after Renew: state %q, lease %v, attempts %d, attempt deadline %v; want in_flight, %v, 1, %v",
+	if rec.State != effectspec.InProgress || !rec.LeaseDeadline.Equal(l) || rec.AttemptCount != 1 || !rec.AttemptDeadline.Equal(c.AttemptDeadline) {
+		t.Fatalf("after Renew: state %q, lease %v, attempts %d, attempt deadline %v; want in_progress, %v, 1, %v",
 			rec.State, rec.LeaseDeadline, rec.AttemptCount, rec.AttemptDeadline, l, c.AttemptDeadline)
 	}
 	// A renewed lease keeps the slot: past the first lease, it is still in
 	// progress, and the owner's finalize applies.
 	e.wait(renewLease * 11 / 20)
 	contender(t, e.claimWant(req, idempotency.StatusInProgress))
-	e.finalize(req, 1, idempotency.StateAccepted, result(201, `{}`))
+	e.finalize(req, 1, effectspec.Accepted, result(201, `{}`))
 }
 
 // testRenewAttemptDeadline: a renewal never moves the lease past the attempt
@@ -113,7 +113,7 @@ func testRenewStaleToken(t *testing.T, h Harness) {
 		t.Fatalf("Reserve(1): %v", err)
 	}
 	e.stale(req, "Renew with the superseded token 1", func() error { _, err := e.renew(req, 1); return err })
-	e.finalize(req, 2, idempotency.StateAccepted, result(201, `{}`))
+	e.finalize(req, 2, effectspec.Accepted, result(201, `{}`))
 	e.stale(req, "Renew of a final record", func() error { _, err := e.renew(req, 2); return err })
 	held := held(call(effectspec.BindingHeader))
 	e.hold(held)

@@ -58,7 +58,7 @@ func testResendClaimRedispatch(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := call(effectspec.BindingHeader)
 	e.claimed(req)
-	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	e.finalize(req, 1, effectspec.Unknown, nil)
 	req.OpID = idempotency.NewOpID()
 	first := e.claimWant(req, idempotency.StatusClaimed)
 	if first.Token != 2 {
@@ -94,7 +94,7 @@ func testResendFinalize(t *testing.T, h Harness) {
 	req := call(effectspec.BindingHeader)
 	e.claimed(req)
 	want := result(201, `{"id":"ch_1"}`)
-	fr := idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: 1, Outcome: idempotency.StateAccepted, Result: want, OpID: idempotency.NewOpID()}
+	fr := idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: 1, Outcome: effectspec.Accepted, Result: want, OpID: idempotency.NewOpID()}
 	first, err := e.s.Finalize(e.ctx, fr)
 	if err != nil {
 		t.Fatalf("Finalize: %v", err)

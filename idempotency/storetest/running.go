@@ -33,7 +33,7 @@ const (
 func (e *env) wantRunning(req idempotency.ClaimRequest, what string, attempts int, deadline time.Time) {
 	e.t.Helper()
 	e.unchanged(req, what, func() {
-		_, err := e.settleErr(settleReq(req, attempts, idempotency.StateDefinitelyRejected))
+		_, err := e.settleErr(settleReq(req, attempts, effectspec.DefinitelyRejected))
 		var ar *idempotency.AttemptRunningError
 		if !errors.Is(err, idempotency.ErrInProgress) || !errors.As(err, &ar) {
 			e.t.Fatalf("%s: %v, want an *AttemptRunningError matching ErrInProgress", what, err)
@@ -83,7 +83,7 @@ func testSettleAttemptRunning(t *testing.T, h Harness) {
 	}
 	// The vendor answers; the owner's finalize lands.
 	want := result(201, `{"id":"ch_real"}`)
-	if fin := e.finalize(req, c.Token, idempotency.StateAccepted, want); fin.State != idempotency.StateAccepted {
+	if fin := e.finalize(req, c.Token, effectspec.Accepted, want); fin.State != effectspec.Accepted {
 		t.Fatalf("the owner's finalize: state %q, want accepted", fin.State)
 	}
 	sameResult(t, e.claimWant(req, idempotency.StatusReplay).Record.Result, want)
@@ -105,15 +105,15 @@ func testSettleAfterDeadline(t *testing.T, h Harness) {
 			t.Fatalf("listed past the attempt deadline with settle after %v, want none", u.SettleAfter)
 		}
 	}
-	s := settleReq(req, 1, idempotency.StateDefinitelyRejected)
+	s := settleReq(req, 1, effectspec.DefinitelyRejected)
 	wantResolution(t, "Settle past the attempt deadline", e.settle(s), s)
 	// An owner's own unknown finalize ends its attempt: settleable at once.
 	own := call(effectspec.BindingUnsupported)
-	e.finalize(own, e.claimed(own).Token, idempotency.StateUnknown, nil)
+	e.finalize(own, e.claimed(own).Token, effectspec.Unknown, nil)
 	if rec := e.lookup(own); !rec.AttemptDeadline.IsZero() {
 		t.Fatalf("an unknown finalize keeps the attempt deadline %v", rec.AttemptDeadline)
 	}
-	s = settleReq(own, 1, idempotency.StateAccepted)
+	s = settleReq(own, 1, effectspec.Accepted)
 	wantResolution(t, "Settle of an owner's unknown", e.settle(s), s)
 }
 
@@ -197,7 +197,7 @@ func testIncarnationOldWorker(t *testing.T, h Harness) {
 		return err
 	})
 	e.stale(req, "the old worker's Finalize", func() error {
-		_, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: old.Token, Outcome: idempotency.StateAccepted,
+		_, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: old.Token, Outcome: effectspec.Accepted,
 			Result: result(201, `{"old":true}`), Incarnation: old.Incarnation})
 		return err
 	})
@@ -205,7 +205,7 @@ func testIncarnationOldWorker(t *testing.T, h Harness) {
 		t.Fatalf("the new owner's Renew: %v", err)
 	}
 	want := result(201, `{"new":true}`)
-	if _, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: fresh.Token, Outcome: idempotency.StateAccepted,
+	if _, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: fresh.Token, Outcome: effectspec.Accepted,
 		Result: want, Incarnation: fresh.Incarnation}); err != nil {
 		t.Fatalf("the new owner's Finalize: %v", err)
 	}
@@ -228,7 +228,7 @@ func testIncarnationGiveBack(t *testing.T, h Harness) {
 	if err := e.s.GiveBack(e.ctx, gb); err != nil {
 		t.Fatalf("the give-back of the claim's own incarnation: %v", err)
 	}
-	if rec := e.lookup(req); rec.State != idempotency.StateUnknown || rec.SentAttempts != 0 {
+	if rec := e.lookup(req); rec.State != effectspec.Unknown || rec.SentAttempts != 0 {
 		t.Fatalf("after the give-back: state %q, sent %d; want unknown, 0", rec.State, rec.SentAttempts)
 	}
 }

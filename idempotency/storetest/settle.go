@@ -52,7 +52,7 @@ func (e *env) settler() idempotency.Settler {
 
 const operator = "ops@example.test"
 
-func settleReq(req idempotency.ClaimRequest, attempts int, outcome idempotency.State) idempotency.SettleRequest {
+func settleReq(req idempotency.ClaimRequest, attempts int, outcome effectspec.Outcome) idempotency.SettleRequest {
 	return idempotency.SettleRequest{Scope: req.Scope, Key: req.Key, Attempts: attempts, Outcome: outcome,
 		By: operator, Note: "checked with the vendor: charge ch_1 exists"}
 }
@@ -77,7 +77,7 @@ func (e *env) unknownCall() idempotency.ClaimRequest {
 	req := call(effectspec.BindingUnsupported)
 	req.Timeout = time.Second // within the shortest retention of the suite
 	r := e.claimed(req)
-	e.finalize(req, r.Token, idempotency.StateUnknown, result(500, `{"error":"upstream"}`))
+	e.finalize(req, r.Token, effectspec.Unknown, result(500, `{"error":"upstream"}`))
 	return req
 }
 
@@ -99,7 +99,7 @@ func wantResolution(t *testing.T, what string, rec idempotency.Record, s idempot
 }
 
 func testSettleFromUnknown(t *testing.T, h Harness) {
-	for _, outcome := range []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected} {
+	for _, outcome := range []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected} {
 		t.Run(string(outcome), func(t *testing.T) {
 			e := std(t, h)
 			req := e.unknownCall()
@@ -122,11 +122,11 @@ func testSettleFromUnknown(t *testing.T, h Harness) {
 			}
 			// The settled outcome is final: no second settle, no finalize.
 			e.unchanged(req, "a second Settle", func() {
-				if _, err := e.settleErr(settleReq(req, 1, idempotency.StateDefinitelyRejected)); !errors.Is(err, idempotency.ErrNotUnknown) {
+				if _, err := e.settleErr(settleReq(req, 1, effectspec.DefinitelyRejected)); !errors.Is(err, idempotency.ErrNotUnknown) {
 					t.Fatalf("second Settle: %v, want ErrNotUnknown", err)
 				}
 			})
-			e.stale(req, "Finalize after settle", func() error { return e.finalizeErr(req, 1, idempotency.StateUnknown) })
+			e.stale(req, "Finalize after settle", func() error { return e.finalizeErr(req, 1, effectspec.Unknown) })
 		})
 	}
 }
@@ -134,7 +134,7 @@ func testSettleFromUnknown(t *testing.T, h Harness) {
 func testSettleWithResult(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := e.unknownCall()
-	s := settleReq(req, 1, idempotency.StateDefinitelyRejected)
+	s := settleReq(req, 1, effectspec.DefinitelyRejected)
 	s.Result = result(402, `{"error":"card_declined"}`)
 	e.settle(s)
 	r := e.claimWant(req, idempotency.StatusReplay)
@@ -150,9 +150,9 @@ func testSettleLapsedLease(t *testing.T, h Harness) {
 	req.Timeout = shortLease
 	r := e.claimed(req)
 	e.wait(2*e.cfg.Lease + margin) // past the lease, the attempt deadline and the settle margin
-	s := settleReq(req, 1, idempotency.StateAccepted)
+	s := settleReq(req, 1, effectspec.Accepted)
 	e.settle(s)
-	e.stale(req, "the owner's late Finalize", func() error { return e.finalizeErr(req, r.Token, idempotency.StateDefinitelyRejected) })
+	e.stale(req, "the owner's late Finalize", func() error { return e.finalizeErr(req, r.Token, effectspec.DefinitelyRejected) })
 	wantResolution(t, "replay", *e.claimWant(req, idempotency.StatusReplay).Record, s)
 }
 
@@ -161,9 +161,9 @@ func testSettleRefusedStates(t *testing.T, h Harness) {
 	live := call(effectspec.BindingHeader)
 	e.claimed(live)
 	accepted := call(effectspec.BindingHeader)
-	e.finalize(accepted, e.claimed(accepted).Token, idempotency.StateAccepted, result(201, `{}`))
+	e.finalize(accepted, e.claimed(accepted).Token, effectspec.Accepted, result(201, `{}`))
 	rejected := call(effectspec.BindingHeader)
-	e.finalize(rejected, e.claimed(rejected).Token, idempotency.StateDefinitelyRejected, result(400, `{}`))
+	e.finalize(rejected, e.claimed(rejected).Token, effectspec.DefinitelyRejected, result(400, `{}`))
 	heldReq := held(call(effectspec.BindingHeader))
 	e.claimWant(heldReq, idempotency.StatusHeld)
 	denied := held(call(effectspec.BindingHeader))
@@ -172,9 +172,9 @@ func testSettleRefusedStates(t *testing.T, h Harness) {
 		t.Fatalf("Decide(deny): %v", err)
 	}
 	for name, req := range map[string]idempotency.ClaimRequest{
-		"live in_flight": live, "accepted": accepted, "definitely_rejected": rejected, "held": heldReq, "denied": denied,
+		"live in_progress": live, "accepted": accepted, "definitely_rejected": rejected, "held": heldReq, "denied": denied,
 	} {
-		for _, outcome := range []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected} {
+		for _, outcome := range []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected} {
 			e.unchanged(req, "Settle of a "+name+" record", func() {
 				if _, err := e.settleErr(settleReq(req, 1, outcome)); !errors.Is(err, idempotency.ErrNotUnknown) {
 					t.Fatalf("Settle(%s) of a %s record: %v, want ErrNotUnknown", outcome, name, err)
@@ -187,7 +187,7 @@ func testSettleRefusedStates(t *testing.T, h Harness) {
 func testSettleMissing(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := call(effectspec.BindingUnsupported)
-	if _, err := e.settleErr(settleReq(req, 1, idempotency.StateAccepted)); !isNotFound(err) {
+	if _, err := e.settleErr(settleReq(req, 1, effectspec.Accepted)); !isNotFound(err) {
 		t.Fatalf("Settle of no record: %v, want ErrNotFound", err)
 	}
 	e.absent(req)
@@ -198,17 +198,17 @@ func testSettleMissing(t *testing.T, h Harness) {
 func testSettleAttemptCount(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := call(effectspec.BindingHeader)
-	e.finalize(req, e.claimed(req).Token, idempotency.StateUnknown, nil)
+	e.finalize(req, e.claimed(req).Token, effectspec.Unknown, nil)
 	seen := e.lookup(req).AttemptCount
 	r := e.claimWant(req, idempotency.StatusClaimed) // the vendor deduplicates: redispatched
-	e.finalize(req, r.Token, idempotency.StateUnknown, nil)
+	e.finalize(req, r.Token, effectspec.Unknown, nil)
 	for _, n := range []int{seen, r.Token + 1} {
 		e.stale(req, fmt.Sprintf("Settle with %d attempts seen", n), func() error {
-			_, err := e.settleErr(settleReq(req, n, idempotency.StateAccepted))
+			_, err := e.settleErr(settleReq(req, n, effectspec.Accepted))
 			return err
 		})
 	}
-	s := settleReq(req, r.Token, idempotency.StateAccepted)
+	s := settleReq(req, r.Token, effectspec.Accepted)
 	wantResolution(t, "Settle with the current count", e.settle(s), s)
 }
 
@@ -217,33 +217,33 @@ func testSettleBadInput(t *testing.T, h Harness) {
 	req := e.unknownCall()
 	const secret = "sk_live_0123456789"
 	bad := map[string]func(*idempotency.SettleRequest){
-		"outcome unknown":   func(s *idempotency.SettleRequest) { s.Outcome = idempotency.StateUnknown },
-		"outcome in_flight": func(s *idempotency.SettleRequest) { s.Outcome = idempotency.StateInFlight },
-		"outcome denied":    func(s *idempotency.SettleRequest) { s.Outcome = idempotency.StateDenied },
-		"outcome empty":     func(s *idempotency.SettleRequest) { s.Outcome = "" },
-		"attempts 0":        func(s *idempotency.SettleRequest) { s.Attempts = 0 },
-		"attempts negative": func(s *idempotency.SettleRequest) { s.Attempts = -1 },
-		"by empty":          func(s *idempotency.SettleRequest) { s.By = "" },
-		"by too long":       func(s *idempotency.SettleRequest) { s.By = strings.Repeat("b", idempotency.MaxByBytes+1) },
-		"by newline":        func(s *idempotency.SettleRequest) { s.By = secret + "\n" },
-		"note newline":      func(s *idempotency.SettleRequest) { s.Note = secret + "\nforged: line" },
-		"note NUL":          func(s *idempotency.SettleRequest) { s.Note = secret + "\x00" },
-		"note unit sep":     func(s *idempotency.SettleRequest) { s.Note = secret + "\x1f1\x1fx" },
-		"note DEL":          func(s *idempotency.SettleRequest) { s.Note = secret + "\x7f" },
-		"note C1":           func(s *idempotency.SettleRequest) { s.Note = secret + "\u0085" },
-		"note not UTF-8":    func(s *idempotency.SettleRequest) { s.Note = secret + "\xff" },
-		"note bidi":         func(s *idempotency.SettleRequest) { s.Note = "paid \u202e" + secret },
-		"note zero width":   func(s *idempotency.SettleRequest) { s.Note = secret + "\u200b" },
-		"note BOM":          func(s *idempotency.SettleRequest) { s.Note = secret + "\ufeff" },
-		"note line sep":     func(s *idempotency.SettleRequest) { s.Note = secret + "\u2028forged" },
-		"note para sep":     func(s *idempotency.SettleRequest) { s.Note = secret + "\u2029forged" },
-		"by bidi isolate":   func(s *idempotency.SettleRequest) { s.By = "ops\u2066" },
-		"note too long":     func(s *idempotency.SettleRequest) { s.Note = secret + strings.Repeat("n", idempotency.MaxNoteBytes) },
-		"status 0":          func(s *idempotency.SettleRequest) { s.Result = result(0, `{}`) },
-		"status 1000":       func(s *idempotency.SettleRequest) { s.Result = result(1000, `{}`) },
+		"outcome unknown":     func(s *idempotency.SettleRequest) { s.Outcome = effectspec.Unknown },
+		"outcome in_progress": func(s *idempotency.SettleRequest) { s.Outcome = effectspec.InProgress },
+		"outcome denied":      func(s *idempotency.SettleRequest) { s.Outcome = effectspec.Denied },
+		"outcome empty":       func(s *idempotency.SettleRequest) { s.Outcome = "" },
+		"attempts 0":          func(s *idempotency.SettleRequest) { s.Attempts = 0 },
+		"attempts negative":   func(s *idempotency.SettleRequest) { s.Attempts = -1 },
+		"by empty":            func(s *idempotency.SettleRequest) { s.By = "" },
+		"by too long":         func(s *idempotency.SettleRequest) { s.By = strings.Repeat("b", idempotency.MaxByBytes+1) },
+		"by newline":          func(s *idempotency.SettleRequest) { s.By = secret + "\n" },
+		"note newline":        func(s *idempotency.SettleRequest) { s.Note = secret + "\nforged: line" },
+		"note NUL":            func(s *idempotency.SettleRequest) { s.Note = secret + "\x00" },
+		"note unit sep":       func(s *idempotency.SettleRequest) { s.Note = secret + "\x1f1\x1fx" },
+		"note DEL":            func(s *idempotency.SettleRequest) { s.Note = secret + "\x7f" },
+		"note C1":             func(s *idempotency.SettleRequest) { s.Note = secret + "\u0085" },
+		"note not UTF-8":      func(s *idempotency.SettleRequest) { s.Note = secret + "\xff" },
+		"note bidi":           func(s *idempotency.SettleRequest) { s.Note = "paid \u202e" + secret },
+		"note zero width":     func(s *idempotency.SettleRequest) { s.Note = secret + "\u200b" },
+		"note BOM":            func(s *idempotency.SettleRequest) { s.Note = secret + "\ufeff" },
+		"note line sep":       func(s *idempotency.SettleRequest) { s.Note = secret + "\u2028forged" },
+		"note para sep":       func(s *idempotency.SettleRequest) { s.Note = secret + "\u2029forged" },
+		"by bidi isolate":     func(s *idempotency.SettleRequest) { s.By = "ops\u2066" },
+		"note too long":       func(s *idempotency.SettleRequest) { s.Note = secret + strings.Repeat("n", idempotency.MaxNoteBytes) },
+		"status 0":            func(s *idempotency.SettleRequest) { s.Result = result(0, `{}`) },
+		"status 1000":         func(s *idempotency.SettleRequest) { s.Result = result(1000, `{}`) },
 	}
 	for name, mut := range bad {
-		s := settleReq(req, 1, idempotency.StateAccepted)
+		s := settleReq(req, 1, effectspec.Accepted)
 		mut(&s)
 		e.unchanged(req, "Settle with "+name, func() {
 			_, err := e.settleErr(s)
@@ -256,7 +256,7 @@ func testSettleBadInput(t *testing.T, h Harness) {
 		})
 	}
 	// The longest valid note and a non-ASCII one are accepted.
-	s := settleReq(req, 1, idempotency.StateAccepted)
+	s := settleReq(req, 1, effectspec.Accepted)
 	s.Note = "vérifié " + strings.Repeat("n", idempotency.MaxNoteBytes-len("vérifié "))
 	wantResolution(t, "Settle with the longest note", e.settle(s), s)
 }
@@ -266,7 +266,7 @@ func testSettleBadInput(t *testing.T, h Harness) {
 func testSettleKeepsTTL(t *testing.T, h Harness) {
 	e := newEnvUnknown(t, h, shortLease, shortRetention, longRetention)
 	req := e.unknownCall()
-	s := settleReq(req, 1, idempotency.StateAccepted)
+	s := settleReq(req, 1, effectspec.Accepted)
 	e.settle(s)
 	e.wait(shortRetention + margin)
 	wantResolution(t, "Lookup after Retention", e.lookup(req), s)
@@ -277,7 +277,7 @@ func testSettleKeepsTTL(t *testing.T, h Harness) {
 func testSettleResend(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := e.unknownCall()
-	s := settleReq(req, 1, idempotency.StateAccepted)
+	s := settleReq(req, 1, effectspec.Accepted)
 	s.OpID = idempotency.NewOpID()
 	e.settle(s)
 	wantResolution(t, "re-sent Settle", e.settle(s), s)
@@ -303,7 +303,7 @@ func (e *env) listAll(workspace string, limit int) []string {
 			e.t.Fatalf("ListUnknown: page of %d records, limit %d", len(p.Records), limit)
 		}
 		for _, u := range p.Records {
-			if u.Record.State != idempotency.StateUnknown {
+			if u.Record.State != effectspec.Unknown {
 				e.t.Fatalf("ListUnknown: a record in state %q", u.Record.State)
 			}
 			if u.Scope.Workspace != workspace {
@@ -337,15 +337,15 @@ func testListOnlyUnknown(t *testing.T, h Harness) {
 	e := std(t, h)
 	unknown := e.unknownCall()
 	vendor := call(effectspec.BindingHeader)
-	e.finalize(vendor, e.claimed(vendor).Token, idempotency.StateUnknown, nil)
+	e.finalize(vendor, e.claimed(vendor).Token, effectspec.Unknown, nil)
 	live := call(effectspec.BindingHeader)
 	e.claimed(live)
 	accepted := call(effectspec.BindingHeader)
-	e.finalize(accepted, e.claimed(accepted).Token, idempotency.StateAccepted, result(201, `{}`))
+	e.finalize(accepted, e.claimed(accepted).Token, effectspec.Accepted, result(201, `{}`))
 	e.claimWant(held(call(effectspec.BindingHeader)), idempotency.StatusHeld)
 	other := call(effectspec.BindingUnsupported)
 	other.Scope.Workspace = "ws_other"
-	e.finalize(other, e.claimed(other).Token, idempotency.StateUnknown, nil)
+	e.finalize(other, e.claimed(other).Token, effectspec.Unknown, nil)
 
 	p := e.list("ws_test", "", 0)
 	for _, u := range p.Records {
@@ -361,7 +361,7 @@ func testListOnlyUnknown(t *testing.T, h Harness) {
 	wantKeys(t, e.listAll("ws_test", 10), unknown, vendor)
 	wantKeys(t, e.listAll("ws_other", 10), other)
 	// Settled, a record leaves the listing.
-	e.settle(settleReq(unknown, 1, idempotency.StateAccepted))
+	e.settle(settleReq(unknown, 1, effectspec.Accepted))
 	wantKeys(t, e.listAll("ws_test", 10), vendor)
 	// Redispatched (the vendor deduplicates), it leaves it too while in flight.
 	e.claimWant(vendor, idempotency.StatusClaimed)
@@ -463,7 +463,7 @@ func testSettleConcurrent(t *testing.T, h Harness) {
 	reqs := make([]idempotency.SettleRequest, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		reqs[i] = settleReq(req, 1, []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected}[i%2])
+		reqs[i] = settleReq(req, 1, []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected}[i%2])
 		reqs[i].By = fmt.Sprintf("ops%d", i)
 		wg.Add(1)
 		go func() {
@@ -495,7 +495,7 @@ func testSettleRacesRedispatch(t *testing.T, h Harness) {
 	e := std(t, h)
 	for range 5 {
 		req := call(effectspec.BindingHeader)
-		e.finalize(req, e.claimed(req).Token, idempotency.StateUnknown, nil)
+		e.finalize(req, e.claimed(req).Token, effectspec.Unknown, nil)
 		var claim idempotency.ClaimResult
 		var claimErr, settleErr error
 		var wg sync.WaitGroup
@@ -503,7 +503,7 @@ func testSettleRacesRedispatch(t *testing.T, h Harness) {
 		go func() { defer wg.Done(); claim, claimErr = e.s.Claim(e.ctx, req) }()
 		go func() {
 			defer wg.Done()
-			_, settleErr = e.settler().Settle(e.ctx, settleReq(req, 1, idempotency.StateAccepted))
+			_, settleErr = e.settler().Settle(e.ctx, settleReq(req, 1, effectspec.Accepted))
 		}()
 		wg.Wait()
 		if claimErr != nil {
@@ -511,9 +511,9 @@ func testSettleRacesRedispatch(t *testing.T, h Harness) {
 		}
 		rec := e.lookup(req)
 		switch {
-		case settleErr == nil && claim.Status == idempotency.StatusReplay && rec.State == idempotency.StateAccepted:
+		case settleErr == nil && claim.Status == idempotency.StatusReplay && rec.State == effectspec.Accepted:
 		// Redispatched first, the record is in flight under a live lease.
-		case errors.Is(settleErr, idempotency.ErrNotUnknown) && claim.Status == idempotency.StatusClaimed && rec.State == idempotency.StateInFlight:
+		case errors.Is(settleErr, idempotency.ErrNotUnknown) && claim.Status == idempotency.StatusClaimed && rec.State == effectspec.InProgress:
 		default:
 			t.Fatalf("settle %v and claim %q both ended; record %q", settleErr, claim.Status, rec.State)
 		}

@@ -157,7 +157,6 @@ func call(binding effectspec.BindingKind) idempotency.ClaimRequest {
 		RequestHash: requestHash(`{"amount":100,"currency":"eur"}`),
 		Binding:     binding,
 		Route:       route.Record(),
-		Fingerprint: route.Fingerprint(),
 	}
 }
 
@@ -171,7 +170,7 @@ func requestHash(args string) string {
 
 // otherFingerprint is the fingerprint of the same route on another host.
 func otherFingerprint(req idempotency.ClaimRequest) string {
-	return elsewhere(req).Fingerprint
+	return elsewhere(req).Route.Fingerprint
 }
 
 // elsewhere is req resolved to the same route on another host, with that
@@ -181,7 +180,7 @@ func elsewhere(req idempotency.ClaimRequest) idempotency.ClaimRequest {
 		Connection: req.Route.Connection, Provider: req.Route.Provider, Tool: req.Route.Tool,
 		Method: req.Route.Method, Host: "api.elsewhere.test", Path: req.Route.Path, Binding: req.Binding,
 	}
-	req.Route, req.Fingerprint = r.Record(), r.Fingerprint()
+	req.Route = r.Record()
 	return req
 }
 
@@ -196,7 +195,7 @@ func otherBinding(req idempotency.ClaimRequest) idempotency.ClaimRequest {
 		Connection: req.Route.Connection, Provider: req.Route.Provider, Tool: req.Route.Tool,
 		Method: req.Route.Method, Host: req.Route.Host, Path: req.Route.Path, Binding: b,
 	}
-	req.Binding, req.Fingerprint = b, r.Fingerprint()
+	req.Binding, req.Route.Fingerprint = b, r.Fingerprint()
 	return req
 }
 
@@ -256,7 +255,7 @@ func (e *env) absent(req idempotency.ClaimRequest) {
 	}
 }
 
-func (e *env) finalize(req idempotency.ClaimRequest, token int, outcome idempotency.State, res *idempotency.StoredResult) idempotency.Record {
+func (e *env) finalize(req idempotency.ClaimRequest, token int, outcome effectspec.Outcome, res *idempotency.StoredResult) idempotency.Record {
 	e.t.Helper()
 	rec, err := e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: token, Outcome: outcome, Result: res})
 	if err != nil {

@@ -39,11 +39,11 @@ func testWindowExpired(t *testing.T, h Harness) {
 			e := short(t, h)
 			req := windowed(b)
 			e.claimed(req)
-			e.finalize(req, 1, idempotency.StateUnknown, nil)
+			e.finalize(req, 1, effectspec.Unknown, nil)
 			if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 {
 				t.Fatalf("redispatch inside the window: token %d, want 2", r.Token)
 			}
-			e.finalize(req, 2, idempotency.StateUnknown, nil)
+			e.finalize(req, 2, effectspec.Unknown, nil)
 			// The window is measured from the first attempt, and the new
 			// attempt's lease would end after it.
 			e.wait(testWindow - e.cfg.Lease/2)
@@ -51,7 +51,7 @@ func testWindowExpired(t *testing.T, h Harness) {
 				contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
 				contender(t, e.claimWant(held(req), idempotency.StatusOutcomeUnknown))
 			})
-			if rec := e.lookup(req); rec.State != idempotency.StateUnknown || rec.AttemptCount != 2 {
+			if rec := e.lookup(req); rec.State != effectspec.Unknown || rec.AttemptCount != 2 {
 				t.Fatalf("after the window: state %q, attempts %d; want unknown, 2", rec.State, rec.AttemptCount)
 			}
 		})
@@ -63,7 +63,7 @@ func testWindowExpired(t *testing.T, h Harness) {
 	e.claimed(req)
 	e.wait(testWindow)
 	contender(t, e.claimWant(req, idempotency.StatusOutcomeUnknown))
-	if rec := e.lookup(req); rec.State != idempotency.StateUnknown || rec.AttemptCount != 1 {
+	if rec := e.lookup(req); rec.State != effectspec.Unknown || rec.AttemptCount != 1 {
 		t.Fatalf("lapsed lease after the window: state %q, attempts %d; want unknown, 1", rec.State, rec.AttemptCount)
 	}
 }
@@ -80,7 +80,7 @@ func testWindowFromResume(t *testing.T, h Harness) {
 	}
 	req.Ticket = ticket
 	e.claimed(req)
-	e.finalize(req, 1, idempotency.StateUnknown, nil)
+	e.finalize(req, 1, effectspec.Unknown, nil)
 	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 {
 		t.Fatalf("redispatch inside the window from the resume: token %d, want 2", r.Token)
 	}
@@ -98,7 +98,7 @@ func testWindowNeverSent(t *testing.T, h Harness) {
 	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 2 {
 		t.Fatalf("claim of a slot that sent nothing, after the window: token %d, want 2", r.Token)
 	}
-	e.finalize(req, 2, idempotency.StateUnknown, nil)
+	e.finalize(req, 2, effectspec.Unknown, nil)
 	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 3 {
 		t.Fatalf("redispatch inside the window of the first attempt that may have left: token %d, want 3", r.Token)
 	}

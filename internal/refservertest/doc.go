@@ -11,7 +11,7 @@
 //		s := refservertest.Start(t, refservertest.Options{Args: []string{"-config", path}})
 //		c := refservertest.Client{Base: s.Base, APIKey: "ob_test_key"}
 //		r := c.CallTool(context.Background(), refservertest.Request{Tool: "pay.charge", Key: key, Args: args})
-//		if r.Err != nil || r.Error != nil || r.Result.Meta.Receipt.Outcome != receipt.Accepted {
+//		if r.Err != nil || r.Error != nil || r.Result.Meta.Receipt.Outcome != effectspec.Accepted {
 //			t.Fatalf("charge: %s", r)
 //		}
 //	}

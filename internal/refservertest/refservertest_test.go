@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/mcpgateway"
-	"github.com/obol-gateway/obol/receipt"
 )
 
 func TestMain(m *testing.M) { Main(m) }
@@ -22,7 +22,7 @@ func TestMetaNames(t *testing.T) {
 		mcpgateway.MetaApprove + `":{"ticket":"apt_1","status":"pending"}}}}`
 	r := Reply{HTTPStatus: 200, Body: []byte(body)}
 	r.decode()
-	if r.Err != nil || r.Error != nil || r.Result.Meta.Key != "idt_k" || r.Result.Meta.Receipt.Outcome != receipt.Accepted ||
+	if r.Err != nil || r.Error != nil || r.Result.Meta.Key != "idt_k" || r.Result.Meta.Receipt.Outcome != effectspec.Accepted ||
 		r.Result.Meta.Receipt.AttemptCount != 1 || r.Result.Meta.Approval == nil || r.Result.Meta.Approval.Ticket != "apt_1" ||
 		r.Text() != "ok" || len(r.Result.RawMeta) != 3 {
 		t.Fatalf("decoded %+v from %s", r, body)
@@ -85,7 +85,7 @@ func TestStartCallStop(t *testing.T) {
 	c := Client{Base: s.Base, APIKey: "ob_demo_acme_key"}
 	key := "idt_0000111122223333444455556666cccc"
 	r := c.CallTool(context.Background(), Request{Tool: "cap.send_email", Key: key, Args: map[string]any{"to": "ada@example.com", "subject": "hi"}})
-	if r.Err != nil || r.Error != nil || r.HTTPStatus != 200 || r.Result.Meta.Receipt.Outcome != receipt.Accepted ||
+	if r.Err != nil || r.Error != nil || r.HTTPStatus != 200 || r.Result.Meta.Receipt.Outcome != effectspec.Accepted ||
 		r.Result.Meta.Receipt.IdempotencyKey != key || r.Result.Meta.Key != key {
 		t.Fatalf("call: %s", r)
 	}

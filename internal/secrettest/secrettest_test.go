@@ -13,6 +13,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/secrettest"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 func TestLeak(t *testing.T) {
@@ -60,12 +61,12 @@ func TestDumpRedisSeesIntoCompressedBodies(t *testing.T) {
 	}
 	c, err := store.Claim(ctx, idempotency.ClaimRequest{Scope: scope, Key: key, KeySource: idempotency.KeySupplied,
 		RequestHash: hash, Binding: effectspec.BindingHeader,
-		Fingerprint: idempotency.Route{Connection: "conn_stripe", Binding: effectspec.BindingHeader}.Fingerprint(), OpID: idempotency.NewOpID()})
+		Route: receipt.Route{Fingerprint: idempotency.Route{Connection: "conn_stripe", Binding: effectspec.BindingHeader}.Fingerprint()}, OpID: idempotency.NewOpID()})
 	if err != nil || c.Status != idempotency.StatusClaimed {
 		t.Fatalf("claim: %v %v", c.Status, err)
 	}
 	if _, err := store.Finalize(ctx, idempotency.FinalizeRequest{Scope: scope, Key: key, Token: c.Token,
-		Outcome: idempotency.StateAccepted, Result: &idempotency.StoredResult{Status: 200, Body: body}, OpID: idempotency.NewOpID()}); err != nil {
+		Outcome: effectspec.Accepted, Result: &idempotency.StoredResult{Status: 200, Body: body}, OpID: idempotency.NewOpID()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range mr.Keys() {

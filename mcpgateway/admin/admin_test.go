@@ -40,7 +40,7 @@ type fixture struct {
 
 	mu       sync.Mutex
 	refusals map[string]int
-	settled  map[idempotency.State]int
+	settled  map[effectspec.Outcome]int
 	pins     map[string]string
 }
 
@@ -68,7 +68,7 @@ func newFixture(t *testing.T, edit func(*admin.Config)) *fixture {
 	}
 	t.Cleanup(closeStore)
 	f := &fixture{t: t, store: store, orch: &retry.Orchestrator{Store: store}, specs: map[string]effectspec.Spec{},
-		refusals: map[string]int{}, settled: map[idempotency.State]int{}, pins: map[string]string{"cap.pay": "pay.charge"}}
+		refusals: map[string]int{}, settled: map[effectspec.Outcome]int{}, pins: map[string]string{"cap.pay": "pay.charge"}}
 	for _, raw := range []string{
 		`{"tool": "pay.charge", "effect": "write", "idempotency": {"binding": "header", "header": "Idempotency-Key"}, "status": {"accepted": [201]}}`,
 		`{"tool": "pay.refund", "effect": "write", "idempotency": {"binding": "header", "header": "Idempotency-Key"}, "status": {"accepted": [201]}, "approval": "required"}`,
@@ -111,7 +111,7 @@ func newFixture(t *testing.T, edit func(*admin.Config)) *fixture {
 			f.refusals[r]++
 			f.mu.Unlock()
 		},
-		OnSettle: func(o idempotency.State) {
+		OnSettle: func(o effectspec.Outcome) {
 			f.mu.Lock()
 			f.settled[o]++
 			f.mu.Unlock()
@@ -132,7 +132,7 @@ func newFixture(t *testing.T, edit func(*admin.Config)) *fixture {
 }
 
 // call makes one call of tool in ws; its vendor answers status.
-func (f *fixture) call(ws, tool string, status int) retry.Outcome {
+func (f *fixture) call(ws, tool string, status int) retry.Answer {
 	f.t.Helper()
 	spec := f.specs[tool]
 	target := retry.TargetFunc(func(context.Context, retry.Attempt) retry.Result {
@@ -219,7 +219,7 @@ func TestSettleUnknownCall(t *testing.T) {
 		`{"outcome":"accepted","attempt_count":1,"by":"sk_live_4242"}`,
 		`{"outcome":"accepted","attempt_count":1} {}`,
 		`{"outcome":"unknown","attempt_count":1,"note":"sk_live_4242"}`,
-		`{"outcome":"in_flight","attempt_count":1}`,
+		`{"outcome":"in_progress","attempt_count":1}`,
 		`{"note":"sk_live_4242","attempt_count":1}`,
 		`{"outcome":"accepted","attempt_count":1,"note":"sk_live_4242\u0000"}`,
 		`{"outcome":"accepted","attempt_count":1,"note":"sk_live_4242\nforged"}`,
@@ -525,7 +525,7 @@ func TestAdvanceAndAcknowledge(t *testing.T) {
 		t.Errorf("closing: %v %+v", err, a)
 	}
 	st.adv = redisstore.Advance{Phase: redisstore.AdvanceRecordsLive, Live: 3,
-		Counts: []redisstore.RecordCount{{Version: idempotency.ScopeVersion, State: idempotency.StateUnknown, Records: 3}}}
+		Counts: []redisstore.RecordCount{{Version: idempotency.ScopeVersion, State: effectspec.Unknown, Records: 3}}}
 	a, err := f.api.AdvanceScope(ctx, admin.AdvanceRequest{})
 	if reasonOf(err) != "records_live" || a.Live != 3 || len(a.Counts) != 1 || a.Counts[0].State != "unknown" || a.Status != 409 {
 		t.Errorf("records_live: %v %+v", err, a)

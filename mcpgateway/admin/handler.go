@@ -19,7 +19,6 @@ import (
 	"github.com/obol-gateway/obol/internal/ident"
 	"github.com/obol-gateway/obol/internal/strictjson"
 	"github.com/obol-gateway/obol/mcpgateway"
-	"github.com/obol-gateway/obol/retry"
 )
 
 // Store is what the handler needs of every store: decisions, receipts and
@@ -95,7 +94,7 @@ type Config struct {
 	// store errors by operation and settles by outcome. If nil, nothing.
 	OnRefusal    func(reason string)
 	OnStoreError func(op string)
-	OnSettle     func(outcome idempotency.State)
+	OnSettle     func(outcome effectspec.Outcome)
 	// StoreTimeout bounds the store calls of each request but an advance.
 	// If 0, 2s.
 	StoreTimeout time.Duration
@@ -151,7 +150,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 	}
 	if cfg.OnSettle == nil {
-		cfg.OnSettle = func(idempotency.State) {}
+		cfg.OnSettle = func(effectspec.Outcome) {}
 	}
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = DefaultStoreTimeout
@@ -432,8 +431,7 @@ func (h *Handler) receipt(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, rf)
 		return
 	}
-	spec, _ := h.cfg.Spec(scope.Tool, rec.Fingerprint)
-	writeJSON(w, http.StatusOK, retry.Receipt(scope, spec, rec))
+	writeJSON(w, http.StatusOK, rec.Receipt(scope, false))
 }
 
 // pin moves a capability to another provider, in the store, so every

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/retry"
 )
 
 // listUnknown lists a workspace's unknown calls, or without ?workspace=
@@ -49,11 +49,10 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 	}
 	out := UnknownPage{Unknown: make([]ListedReceipt, 0, len(recs)), Cursor: cursor}
 	for _, u := range recs {
-		spec, ok := h.cfg.Spec(u.Scope.Tool, u.Record.Fingerprint)
-		if !ok {
+		if _, ok := h.cfg.Spec(u.Scope.Tool, u.Record.Route.Fingerprint); !ok {
 			continue // a tool no longer configured: its receipts endpoint cannot name it either
 		}
-		out.Unknown = append(out.Unknown, ListedReceipt{retry.Receipt(u.Scope, spec, u.Record), u.SettleAfter})
+		out.Unknown = append(out.Unknown, ListedReceipt{u.Record.Receipt(u.Scope, false), u.SettleAfter})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -171,8 +170,8 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	if !h.body(w, r, &req, resolveForm, false) {
 		return
 	}
-	outcome := idempotency.State(req.Outcome)
-	if outcome != idempotency.StateAccepted && outcome != idempotency.StateDefinitelyRejected {
+	outcome := effectspec.Outcome(req.Outcome)
+	if outcome != effectspec.Accepted && outcome != effectspec.DefinitelyRejected {
 		h.refuse(w, refuse("invalid_request", http.StatusBadRequest, `outcome must be "accepted" or "definitely_rejected"`))
 		return
 	}
@@ -189,8 +188,7 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	h.cfg.OnSettle(outcome)
 	h.cfg.Logger.Info("unknown call settled", "workspace", ws, "tool", scope.Tool, "key", key.String(), "outcome", string(outcome), "by", by)
-	spec, _ := h.cfg.Spec(scope.Tool, rec.Fingerprint)
-	writeJSON(w, http.StatusOK, retry.Receipt(scope, spec, rec))
+	writeJSON(w, http.StatusOK, rec.Receipt(scope, false))
 }
 
 func (h *Handler) resolveRefusal(err error) refusal {

@@ -24,7 +24,6 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/secrettest"
-	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 	"github.com/obol-gateway/obol/retry/otelretry"
 )
@@ -140,7 +139,7 @@ func TestSpansOfACall(t *testing.T) {
 	ctx, parent := tr.Start(context.Background(), "tools/call")
 	out, err := o.Do(ctx, c)
 	parent.End()
-	if err != nil || out.Receipt.Outcome != receipt.Accepted || out.Receipt.AttemptCount != 2 {
+	if err != nil || out.Receipt.Outcome != effectspec.Accepted || out.Receipt.AttemptCount != 2 {
 		t.Fatalf("outcome %+v, %v", out.Receipt, err)
 	}
 	spans := exp.GetSpans()

@@ -15,6 +15,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/receipt"
@@ -140,7 +141,7 @@ func storedReceipt(t *testing.T, store idempotency.Store, key string) receipt.Re
 	if err != nil {
 		t.Fatalf("lookup: %v", err)
 	}
-	return retry.Receipt(scope, spec, rec)
+	return rec.Receipt(scope, false)
 }
 
 func TestSpecIsValid(t *testing.T) {
@@ -156,7 +157,7 @@ func TestReplay(t *testing.T) {
 	key := idempotency.NewKey().String()
 
 	first := post(t, h, key, `{"charge":"ch_1","amount":500}`)
-	if first.code != 201 || first.receipt.Outcome != receipt.Accepted || first.receipt.AttemptCount != 1 || first.receipt.Replayed {
+	if first.code != 201 || first.receipt.Outcome != effectspec.Accepted || first.receipt.AttemptCount != 1 || first.receipt.Replayed {
 		t.Fatalf("first call: %d %+v", first.code, first.receipt)
 	}
 	// The vendor gets the slot's vendor key (the receipt shows it), never the
@@ -191,15 +192,15 @@ func TestReceipts(t *testing.T) {
 		name     string
 		statuses []int
 		code     int
-		outcome  receipt.Outcome
+		outcome  effectspec.Outcome
 		attempts int
 	}{
-		{"accepted", []int{201}, 201, receipt.Accepted, 1},
-		{"rejected", []int{402}, 402, receipt.DefinitelyRejected, 1},
-		{"retryable then accepted", []int{503, 200}, 200, receipt.Accepted, 2},
-		{"retryable twice", []int{503, 503}, 503, receipt.Unknown, 2},
-		{"unlisted status", []int{500}, 500, receipt.Unknown, 1},
-		{"no answer", []int{0}, 502, receipt.Unknown, 1},
+		{"accepted", []int{201}, 201, effectspec.Accepted, 1},
+		{"rejected", []int{402}, 402, effectspec.DefinitelyRejected, 1},
+		{"retryable then accepted", []int{503, 200}, 200, effectspec.Accepted, 2},
+		{"retryable twice", []int{503, 503}, 503, effectspec.Unknown, 2},
+		{"unlisted status", []int{500}, 500, effectspec.Unknown, 1},
+		{"no answer", []int{0}, 502, effectspec.Unknown, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store, _ := newStore(t)
@@ -260,16 +261,16 @@ func TestLeaseExpiry(t *testing.T) {
 	if got := post(t, h, key, body); got.code != 409 || got.reason != "in_progress" {
 		t.Fatalf("during the lease: %d %q, want 409 in_progress", got.code, got.reason)
 	}
-	if rec, err := store.Lookup(context.Background(), scope, k); err != nil || rec.State != idempotency.StateInFlight {
-		t.Fatalf("during the lease: %v %v, want in_flight", rec.State, err)
+	if rec, err := store.Lookup(context.Background(), scope, k); err != nil || rec.State != effectspec.InProgress {
+		t.Fatalf("during the lease: %v %v, want in_progress", rec.State, err)
 	}
 
 	mr.SetTime(t0.Add(lease)) // the lease ends
-	if rec, err := store.Lookup(context.Background(), scope, k); err != nil || rec.State != idempotency.StateUnknown {
+	if rec, err := store.Lookup(context.Background(), scope, k); err != nil || rec.State != effectspec.Unknown {
 		t.Fatalf("after the lease: %v %v, want unknown", rec.State, err)
 	}
 	got := post(t, h, key, body)
-	if got.code != 201 || got.receipt.AttemptCount != 2 || got.receipt.Outcome != receipt.Accepted {
+	if got.code != 201 || got.receipt.AttemptCount != 2 || got.receipt.Outcome != effectspec.Accepted {
 		t.Fatalf("after the lease: %d %+v", got.code, got.receipt)
 	}
 	if v.attempts() != 2 || v.bodies[0] != v.bodies[1] || v.numbers[1] != 2 {

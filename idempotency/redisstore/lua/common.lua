@@ -21,7 +21,7 @@
 -- last, so that a reply without them is the record cut short (records
 -- written before hold z ahead of the headers: fields are read by tag). The scripts read a record into a
 -- table of its fields (numbers as decimal text) and write it back whole.
---   m  state, key source, binding: 3 bytes. State h held, f in_flight,
+--   m  state, key source, binding: 3 bytes. State h held, f in_progress,
 --      a accepted, r definitely_rejected, u unknown, d denied; key source
 --      s supplied, m minted; binding h header, p body_pointer, u unsupported
 --   w  scope version           q  request hash (32 bytes)

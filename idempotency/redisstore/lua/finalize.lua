@@ -6,10 +6,10 @@
 -- A final outcome removes the index entry in this script; an unknown one
 -- keeps it (its score follows the record's new expiry); a stale or re-sent
 -- finalize writes nothing there.
--- The token is the fence: an in_flight record whose lease expired, but that
+-- The token is the fence: an in_progress record whose lease expired, but that
 -- no claim took over, still accepts its own attempt's outcome, and so does
 -- one that the lease-expiry path turned unknown (no F) without a new token.
--- Never sent takes the attempt back only from an in_flight record.
+-- Never sent takes the attempt back only from an in_progress record.
 -- Replies {finalized, the record without its body[, 1 if applied before]}:
 -- the caller has the body it just sent.
 local r = load()

@@ -2,7 +2,7 @@
 -- inc the caller's incarnation (another
 -- record's answers not_found: the worker's record is gone, and this one is
 -- not its to renew; '' and a record without one are not compared). A compare-and-set on state
--- in_flight, the token and a live lease: it never revives a lapsed lease.
+-- in_progress, the token and a live lease: it never revives a lapsed lease.
 -- The lease becomes min(now + lease, attempt deadline), and never shrinks.
 -- Its op tag has a field of its own (O), so that renewals never hide a
 -- re-sent claim or reserve. Not WAITed: a lost renewal only shortens a lease.

@@ -3,7 +3,7 @@
 -- member in its unknown index bucket (KEYS[2]), which a settle removes,
 -- smargin the settle margin (ms: the store's lease), sv the scope version,
 -- then the result (see set_result).
--- Only an unknown record, or an in_flight one whose lease lapsed, is
+-- Only an unknown record, or an in_progress one whose lease lapsed, is
 -- settled, only while its attempt count is the one the operator saw, and
 -- only of the gateway's scope version. A record that still has an attempt
 -- deadline (in flight, or turned unknown by the lease-expiry path) may have

@@ -16,6 +16,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // TestScriptKindNamesTheStoresCommands runs every script of a real Store
@@ -60,8 +61,7 @@ func TestScriptKindNamesTheStoresCommands(t *testing.T) {
 	scope := idempotency.Scope{Workspace: "ws_kind", Connection: "conn_kind", Tool: "kind.create"}
 	req := func(k idempotency.Key) idempotency.ClaimRequest {
 		return idempotency.ClaimRequest{Scope: scope, Key: k, KeySource: idempotency.KeySupplied, RequestHash: digest("args"),
-			Binding: effectspec.BindingHeader, Fingerprint: digest("route"),
-			Route: idempotency.RouteRecord{Connection: "conn_kind", Provider: "vendor", Tool: "kind.create", Method: "POST", Host: "vendor.test", Path: "/v1"}}
+			Binding: effectspec.BindingHeader, Route: receipt.Route{Connection: "conn_kind", Provider: "vendor", Tool: "kind.create", Method: "POST", Host: "vendor.test", Path: "/v1", Fingerprint: digest("route")}}
 	}
 	must := func(step string, err error) {
 		t.Helper()
@@ -91,13 +91,13 @@ func TestScriptKindNamesTheStoresCommands(t *testing.T) {
 	must("renew", err)
 	rv, err := s.Reserve(ctx, idempotency.ReserveRequest{Scope: scope, Key: k, Token: res.Token, Incarnation: res.Incarnation})
 	must("reserve", err)
-	_, err = s.Finalize(ctx, idempotency.FinalizeRequest{Scope: scope, Key: k, Token: rv.Token, Outcome: idempotency.StateUnknown, Incarnation: res.Incarnation})
+	_, err = s.Finalize(ctx, idempotency.FinalizeRequest{Scope: scope, Key: k, Token: rv.Token, Outcome: effectspec.Unknown, Incarnation: res.Incarnation})
 	must("finalize", err)
 	_, err = s.ListUnknown(ctx, idempotency.ListRequest{Workspace: scope.Workspace})
 	must("list unknown", err)
 	rec, err := s.Lookup(ctx, scope, k)
 	must("lookup", err)
-	_, err = s.Settle(ctx, idempotency.SettleRequest{Scope: scope, Key: k, Attempts: rec.AttemptCount, Outcome: idempotency.StateAccepted, By: "op", Note: "checked"})
+	_, err = s.Settle(ctx, idempotency.SettleRequest{Scope: scope, Key: k, Attempts: rec.AttemptCount, Outcome: effectspec.Accepted, By: "op", Note: "checked"})
 	must("settle", err)
 
 	// A give-back of a claim nobody sent.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // Defaults of a Config's zero fields.
@@ -273,8 +274,7 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 			Scope: l.scope, Key: k.key, KeySource: idempotency.KeySupplied,
 			RequestHash: fmt.Sprintf("sha256:%064x", 2*k.slot+in.Req),
 			Binding:     b,
-			Route:       idempotency.RouteRecord{Connection: l.scope.Connection, Provider: "lin", Tool: l.scope.Tool, Method: "POST", Host: "lin.invalid", Path: fmt.Sprintf("/r%d", in.Route)},
-			Fingerprint: fmt.Sprintf("sha256:%064x", 1<<20+2*k.slot+in.Route),
+			Route:       receipt.Route{Connection: l.scope.Connection, Provider: "lin", Tool: l.scope.Tool, Method: "POST", Host: "lin.invalid", Path: fmt.Sprintf("/r%d", in.Route), Fingerprint: fmt.Sprintf("sha256:%064x", 1<<20+2*k.slot+in.Route)},
 			Timeout:     time.Duration(in.Timeout),
 			OpID:        in.Op,
 		})
@@ -349,7 +349,7 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 // fill copies what the model checks of a returned record.
 func fill(out *Output, rec idempotency.Record) {
 	out.State, out.Attempts, out.Sent, out.Settled = rec.State, rec.AttemptCount, rec.SentAttempts, rec.Resolution != nil
-	if rec.State == idempotency.StateInFlight {
+	if rec.State == effectspec.InProgress {
 		out.Lease = unixNano(rec.LeaseDeadline)
 	}
 	if rec.Result != nil {
@@ -357,11 +357,11 @@ func fill(out *Output, rec idempotency.Record) {
 	}
 }
 
-func statusCode(s idempotency.State) int {
+func statusCode(s effectspec.Outcome) int {
 	switch s {
-	case idempotency.StateAccepted:
+	case effectspec.Accepted:
 		return 201
-	case idempotency.StateDefinitelyRejected:
+	case effectspec.DefinitelyRejected:
 		return 400
 	}
 	return 502

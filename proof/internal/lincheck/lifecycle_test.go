@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
 )
 
@@ -21,15 +21,15 @@ const (
 	agreeRetain = int64(3_600_000)
 )
 
-var lcStates = map[lifecycle.State]idempotency.State{
-	lifecycle.Held: idempotency.StateHeld, lifecycle.InFlight: idempotency.StateInFlight,
-	lifecycle.Accepted: idempotency.StateAccepted, lifecycle.Rejected: idempotency.StateDefinitelyRejected,
-	lifecycle.Unknown: idempotency.StateUnknown, lifecycle.Denied: idempotency.StateDenied,
+var lcStates = map[lifecycle.State]effectspec.Outcome{
+	lifecycle.Held: effectspec.Held, lifecycle.InFlight: effectspec.InProgress,
+	lifecycle.Accepted: effectspec.Accepted, lifecycle.Rejected: effectspec.DefinitelyRejected,
+	lifecycle.Unknown: effectspec.Unknown, lifecycle.Denied: effectspec.Denied,
 }
 
-var lcCodes = map[idempotency.State]lifecycle.State{
-	idempotency.StateAccepted: lifecycle.Accepted, idempotency.StateDefinitelyRejected: lifecycle.Rejected,
-	idempotency.StateUnknown: lifecycle.Unknown,
+var lcCodes = map[effectspec.Outcome]lifecycle.State{
+	effectspec.Accepted: lifecycle.Accepted, effectspec.DefinitelyRejected: lifecycle.Rejected,
+	effectspec.Unknown: lifecycle.Unknown,
 }
 
 // agreeRun is one sequence: lifecycle's record and the model's states.
@@ -71,7 +71,7 @@ func (a *agreeRun) outputOf(in Input, res lifecycle.Result) Output {
 		}
 		record(a.cur, statusFound)
 		if lifecycle.Lapsed(a.cur, a.now) {
-			out.State = idempotency.StateUnknown
+			out.State = effectspec.Unknown
 		} else if a.cur.State == lifecycle.InFlight {
 			out.Lease = ns(a.cur.Lease)
 		}
@@ -150,14 +150,14 @@ func genInput(r *rand.Rand, unsupported bool, n int, sent []Input) Input {
 		in.Kind, in.Token = Renew, token
 	case k < 9:
 		in.Kind, in.Token = Finalize, token
-		in.Outcome = []idempotency.State{idempotency.StateAccepted, idempotency.StateDefinitelyRejected, idempotency.StateUnknown}[r.IntN(3)]
-		if in.Outcome == idempotency.StateUnknown && r.IntN(2) == 0 {
+		in.Outcome = []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected, effectspec.Unknown}[r.IntN(3)]
+		if in.Outcome == effectspec.Unknown && r.IntN(2) == 0 {
 			in.NeverSent = true
 		} else {
 			in.Body = fmt.Sprint("b", len(sent))
 		}
 	case k < 11:
-		in.Kind, in.Attempts, in.Outcome, in.Body = Settle, token, idempotency.StateAccepted, "settled"
+		in.Kind, in.Attempts, in.Outcome, in.Body = Settle, token, effectspec.Accepted, "settled"
 	default:
 		in.Kind = Lookup
 	}

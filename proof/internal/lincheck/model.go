@@ -8,6 +8,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -60,7 +61,7 @@ type Input struct {
 	Unsupported bool   // the key's binding: unsupported, else header
 	Op          string // operation id; a re-sent operation repeats it
 	Token       int    // reserve, renew, finalize
-	Outcome     idempotency.State
+	Outcome     effectspec.Outcome
 	// NeverSent is FinalizeRequest.NeverSent, or for a reserve
 	// ReserveRequest.PreviousNeverSent.
 	NeverSent bool
@@ -78,7 +79,7 @@ type Output struct {
 	Status    string // a claim status, or one of the statuses above
 	Token     int    // claimed, reserved
 	Applied   bool   // claimed, reserved: AlreadyApplied
-	State     idempotency.State
+	State     effectspec.Outcome
 	Attempts  int    // replay, finalized, settled, found: AttemptCount
 	Sent      int    // the same: SentAttempts
 	Lease     int64  // claimed, reserved, renewed, found in flight: the lease deadline
@@ -95,11 +96,11 @@ type Output struct {
 // equality.
 type state struct {
 	Exists     bool
-	S          idempotency.State // in_flight, accepted, definitely_rejected, unknown
-	N          int               // attempt count = the current fencing token
-	Sent       int               // attempts that may have left
-	Cycle      int               // attempts of the current cycle (in flight)
-	Req, Route int               // the request hash and route the record was made for
+	S          effectspec.Outcome // in_progress, accepted, definitely_rejected, unknown
+	N          int                // attempt count = the current fencing token
+	Sent       int                // attempts that may have left
+	Cycle      int                // attempts of the current cycle (in flight)
+	Req, Route int                // the request hash and route the record was made for
 	// LMin and LMax bound the lease deadline (in flight): equal once an
 	// answer named it, apart while only an ambiguous op set it (LMax is
 	// never until a later op bounds it).
@@ -159,7 +160,7 @@ func (m model) porcupine() porcupine.Model {
 // none if it cannot have.
 func (m model) step(st state, in Input, out Output) []state {
 	st.Floor = max(st.Floor, in.Call)
-	if st.S == idempotency.StateInFlight && st.LMax == never && out.Return != never {
+	if st.S == effectspec.InProgress && st.LMax == never && out.Return != never {
 		// The lease was set by an ambiguous op linearized before this one,
 		// so at or before this op's point, which is before its return.
 		st.LMax = out.Return + m.lease + m.eps
@@ -172,7 +173,7 @@ func (m model) step(st state, in Input, out Output) []state {
 	if amb {
 		next = append(next, st) // it never happened
 	}
-	inFlight := st.Exists && st.S == idempotency.StateInFlight
+	inFlight := st.Exists && st.S == effectspec.InProgress
 	if !inFlight || !dependsOnLease(in.Kind) {
 		return append(next, m.apply(st, in, out, false)...)
 	}
@@ -269,7 +270,7 @@ func endLease(st *state) {
 func newAttempt(st *state, op string) {
 	st.N++
 	st.Sent++
-	st.S, st.Lapsed, st.LastRenew, st.LastOp = idempotency.StateInFlight, false, "", op
+	st.S, st.Lapsed, st.LastRenew, st.LastOp = effectspec.InProgress, false, "", op
 }
 
 // withHidden adds, after an ambiguous reservation (or the ambiguous re-send
@@ -281,7 +282,7 @@ func withHidden(amb bool, st state) []state {
 		return []state{st}
 	}
 	h := st
-	h.S, h.Open, h.Body, h.LastOp = idempotency.StateUnknown, false, "", hiddenOp
+	h.S, h.Open, h.Body, h.LastOp = effectspec.Unknown, false, "", hiddenOp
 	if h.Sent > 0 {
 		h.Sent--
 	}
@@ -304,7 +305,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 	if !st.Exists && in.Kind != Claim {
 		return one(is(statusNotFound), st)
 	}
-	inFlight := st.S == idempotency.StateInFlight
+	inFlight := st.S == effectspec.InProgress
 	if inFlight && dependsOnLease(in.Kind) {
 		if lapsed {
 			m.sawLapsed(&st, out)
@@ -372,7 +373,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		switch {
 		case st.LastOp == "f:"+in.Op:
 			return one(amb || m.record(st, out, statusFinalized), st)
-		case st.N != in.Token || !(inFlight || st.S == idempotency.StateUnknown && st.Open):
+		case st.N != in.Token || !(inFlight || st.S == effectspec.Unknown && st.Open):
 			// The token is the fence: a lapsed lease nobody took over still
 			// takes its owner's outcome, also once the expiry path turned
 			// the record unknown; nothing else does.
@@ -381,7 +382,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		next := st
 		next.S, next.Open, next.Body, next.LastOp = in.Outcome, false, in.Body, "f:"+in.Op
 		if in.NeverSent {
-			next.S = idempotency.StateUnknown
+			next.S = effectspec.Unknown
 			if inFlight && next.Sent > 0 {
 				next.Sent--
 			}
@@ -392,7 +393,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		switch {
 		case st.LastOp == "s:"+in.Op:
 			return one(amb || m.record(st, out, statusSettled), st)
-		case !(st.S == idempotency.StateUnknown || inFlight && lapsed):
+		case !(st.S == effectspec.Unknown || inFlight && lapsed):
 			return one(is(statusNotUnk), st)
 		case st.N != in.Attempts:
 			return one(is(statusStale), st)
@@ -427,12 +428,12 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		}
 		shown := st
 		if inFlight && lapsed {
-			shown.S = idempotency.StateUnknown // a lapsed lease reads unknown
+			shown.S = effectspec.Unknown // a lapsed lease reads unknown
 		}
 		if !m.record(shown, out, statusFound) || out.Body != st.Body || out.Settled != st.Settled {
 			return nil
 		}
-		if shown.S == idempotency.StateInFlight && !sameLease(&st, out.Lease) {
+		if shown.S == effectspec.InProgress && !sameLease(&st, out.Lease) {
 			return nil
 		}
 		return []state{st}
@@ -472,7 +473,7 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		}
 		return withHidden(amb, next)
 	}
-	inFlight := st.S == idempotency.StateInFlight
+	inFlight := st.S == effectspec.InProgress
 	switch {
 	case in.Req != st.Req:
 		return keep(is(string(idempotency.StatusRequestMismatch)))
@@ -485,7 +486,7 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 			return nil
 		}
 		return withHidden(amb, st)
-	case st.LastOp == op && st.S == idempotency.StateUnknown && !(st.ClaimOp == op && st.ClaimTok == st.N && st.Open):
+	case st.LastOp == op && st.S == effectspec.Unknown && !(st.ClaimOp == op && st.ClaimTok == st.N && st.Open):
 		// (Unknown on the token this claim reserved, by another claim's
 		// lease-expiry path: the copy of the cycle's claim, below.)
 		return keep(amb || out.Status == string(idempotency.StatusOutcomeUnknown) && out.Applied)
@@ -502,7 +503,7 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 			return nil
 		}
 		return withHidden(amb, st)
-	case st.ClaimOp == op && st.ClaimTok == st.N && st.S == idempotency.StateUnknown && st.Open:
+	case st.ClaimOp == op && st.ClaimTok == st.N && st.S == effectspec.Unknown && st.Open:
 		// The same over the lease-expiry path, which keeps no lease. A WAIT
 		// that fell short finalizes it never sent, which takes nothing back
 		// from an unknown record.
@@ -530,7 +531,7 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 			return []state{st}
 		}
 		next := st
-		next.S, next.Open = idempotency.StateUnknown, true
+		next.S, next.Open = effectspec.Unknown, true
 		lapseKeep(&next)
 		return []state{next}
 	case st.Sent == 0 || !in.Unsupported:
@@ -552,7 +553,7 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 	}
 	next := st
 	if inFlight { // the lapsed attempt becomes unknown; its owner's finalize still applies
-		next.S, next.Open, next.LastOp = idempotency.StateUnknown, true, op
+		next.S, next.Open, next.LastOp = effectspec.Unknown, true, op
 		lapseKeep(&next)
 	}
 	return []state{next}

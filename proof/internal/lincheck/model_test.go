@@ -7,6 +7,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -50,7 +51,7 @@ func claimedU(tok int, lease float64) Output {
 
 func status(s idempotency.ClaimStatus) Output { return Output{Status: string(s)} }
 
-func rec(status string, s idempotency.State, n, sent int) Output {
+func rec(status string, s effectspec.Outcome, n, sent int) Output {
 	return Output{Status: status, State: s, Attempts: n, Sent: sent}
 }
 
@@ -58,12 +59,12 @@ var (
 	inProgress = status(idempotency.StatusInProgress)
 	outUnknown = status(idempotency.StatusOutcomeUnknown)
 	stale      = Output{Status: statusStale}
-	accepted   = idempotency.StateAccepted
-	unknown    = idempotency.StateUnknown
-	inFlight   = idempotency.StateInFlight
+	accepted   = effectspec.Accepted
+	unknown    = effectspec.Unknown
+	inFlight   = effectspec.InProgress
 )
 
-func fin(tok int, outcome idempotency.State) Input {
+func fin(tok int, outcome effectspec.Outcome) Input {
 	return Input{Kind: Finalize, Token: tok, Outcome: outcome}
 }
 
@@ -221,7 +222,7 @@ func TestModel(t *testing.T) {
 		{"settle of a lapsed lease, then the owner's finalize is stale", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 150, 151).
-			add(0, fin(1, idempotency.StateDefinitelyRejected), stale, 160, 161)},
+			add(0, fin(1, effectspec.DefinitelyRejected), stale, 160, 161)},
 		{"a lapsed lease before the attempt deadline: settle waits, the owner's finalize lands", true, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, settle(1), running, 150, 151).
@@ -258,7 +259,7 @@ func TestModel(t *testing.T) {
 		{"a finalize over a settled record", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 150, 151).
-			add(0, fin(1, idempotency.StateDefinitelyRejected), rec(statusFinalized, idempotency.StateDefinitelyRejected, 1, 1), 160, 161)},
+			add(0, fin(1, effectspec.DefinitelyRejected), rec(statusFinalized, effectspec.DefinitelyRejected, 1, 1), 160, 161)},
 		{"a lookup sees a lapsed lease live", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(1, lookup(), Output{Status: statusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 150, 151)},

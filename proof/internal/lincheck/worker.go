@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -137,13 +138,13 @@ func (w *worker) finalize(ctx context.Context, k keyRef, token int) {
 	in := Input{Kind: Finalize, Token: token}
 	switch p := w.rng.IntN(100); {
 	case p < 25:
-		in.Outcome = idempotency.StateAccepted
+		in.Outcome = effectspec.Accepted
 	case p < 40:
-		in.Outcome = idempotency.StateDefinitelyRejected
+		in.Outcome = effectspec.DefinitelyRejected
 	case p < 75:
-		in.Outcome = idempotency.StateUnknown // keeps slots cycling
+		in.Outcome = effectspec.Unknown // keeps slots cycling
 	default:
-		in.Outcome, in.NeverSent = idempotency.StateUnknown, true
+		in.Outcome, in.NeverSent = effectspec.Unknown, true
 	}
 	w.do(ctx, k, in)
 }
@@ -189,9 +190,9 @@ func (w *worker) background(ctx context.Context) {
 			w.seen[k.name], w.lastSeen = out.Attempts, k
 		}
 	case p < 77 && w.l.cfg.Settler != nil:
-		in := Input{Kind: Settle, Outcome: idempotency.StateAccepted}
+		in := Input{Kind: Settle, Outcome: effectspec.Accepted}
 		if w.rng.IntN(2) == 0 {
-			in.Outcome = idempotency.StateDefinitelyRejected
+			in.Outcome = effectspec.DefinitelyRejected
 		}
 		if w.lastSeen.name != "" && w.rng.IntN(4) != 0 {
 			k = w.lastSeen // settle what a lookup showed, as an operator does
