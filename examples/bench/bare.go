@@ -46,7 +46,7 @@ func serveBare(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "bench (bare server): %v\n", err)
 		return 1
 	}
-	hs := &http.Server{Handler: bareHandler(*vendorURL, secret), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: forwardHandler(*vendorURL, secret, nil), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "bare server listening on http://%s\n", ln.Addr())
 	go func() {
 		<-ctx.Done()
@@ -59,7 +59,10 @@ func serveBare(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return 0
 }
 
-func bareHandler(vendorURL, secret string) http.Handler {
+// forwardHandler is the bare server's handler. If around is non-nil (the
+// limit server), the tool's vendor call runs inside it, and its error fails
+// the call.
+func forwardHandler(vendorURL, secret string, around func(ctx context.Context, send func() error) error) http.Handler {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	exec := &retry.Executor{}
 	auth := "Bearer " + secret
@@ -76,7 +79,12 @@ func bareHandler(vendorURL, secret string) http.Handler {
 			}
 			hr.Header.Set("Content-Type", "application/json")
 			hr.Header.Set("Authorization", auth)
-			res := exec.Do(ctx, hr)
+			var res retry.Result
+			if around == nil {
+				res = exec.Do(ctx, hr)
+			} else if err := around(ctx, func() error { res = exec.Do(ctx, hr); return nil }); err != nil {
+				return nil, err
+			}
 			out := &mcp.CallToolResult{IsError: res.Phase != retry.Responded || res.Status < 200 || res.Status > 299}
 			text := string(res.Body)
 			if res.Err != nil {

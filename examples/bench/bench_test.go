@@ -16,13 +16,13 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// TestMain serves the bare server when the harness under test starts this
-// binary in that role, as main does.
+// TestMain serves the bare or the limit server when the harness under test
+// starts this binary in that role, as main does.
 func TestMain(m *testing.M) {
-	if os.Getenv(roleEnv) == "bare" {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		code := serveBare(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		stop()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code, ok := serveRole(ctx)
+	stop()
+	if ok {
 		os.Exit(code)
 	}
 	os.Exit(m.Run())
@@ -107,9 +107,10 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 		}
 	}
 	// 1 and 2: concurrency 1, 50, 200; 3: 1 KiB and 64 KiB; 4: 1 and 32
-	// clients, each with its breakdown; 5: three kinds (no body, 1 KiB, 64 KiB), each MEMORY USAGE,
+	// clients, each against the limit and the bare server and with its
+	// breakdown; 5: three kinds (no body, 1 KiB, 64 KiB), each MEMORY USAGE,
 	// used_memory with the projection, and the script time per operation.
-	want := map[string]int{"1": 3, "2": 3, "3": 2, "4": 4, "5": 9}
+	want := map[string]int{"1": 3, "2": 3, "3": 2, "4": 6, "5": 9}
 	for id, n := range want {
 		if count[id] != n {
 			t.Errorf("table has %d rows numbered %s, want %d", count[id], id, n)
@@ -122,8 +123,9 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 		if r[0] == "5" && strings.Contains(r[1], "no body: MEMORY USAGE") && r[5] != "<= 400 B" {
 			t.Errorf("row 5 without a body has target %q", r[5])
 		}
-		for name, tgt := range map[string]string{"no body: used_memory": "<= 300 B", "1 KiB body: used_memory": "<= 1,100 B",
-			"64 KiB body: used_memory": "-", "1 client:": ">= 0.80", "32 clients:": ">= 1.00"} {
+		for name, tgt := range map[string]string{"no body: used_memory": "-", "1 KiB body: used_memory": "<= 1,000 B",
+			"64 KiB body: used_memory": "-", "1 client: refserver vs the limit": ">= 0.95", "32 clients: refserver vs the limit": ">= 0.95",
+			"1 client: refserver vs same SDK": "-", "32 clients: refserver vs same SDK": "-"} {
 			if strings.Contains(r[1], name) && r[5] != tgt {
 				t.Errorf("row %s %q has target %q, want %q", r[0], r[1], r[5], tgt)
 			}
@@ -132,8 +134,8 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 			t.Errorf("row 5 %q: %q is not two durations", r[1], r[2])
 		}
 	}
-	if !regexp.MustCompile(`\d+ of 11 targets met`).MatchString(out.String()) {
-		t.Errorf("no summary line with 11 targets in:\n%s", out.String())
+	if !regexp.MustCompile(`\d+ of 10 targets met`).MatchString(out.String()) {
+		t.Errorf("no summary line with 10 targets in:\n%s", out.String())
 	}
 }
 

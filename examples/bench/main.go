@@ -17,17 +17,29 @@ import (
 	"time"
 )
 
-// roleEnv makes the process serve the bare comparison server of row 4
-// instead of running the harness (the harness starts itself that way).
+// roleEnv makes the process serve row 4's bare server ("bare") or its
+// limit server ("limit") instead of running the harness (the harness
+// starts itself that way).
 const roleEnv = "OBOL_BENCH_ROLE"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if os.Getenv(roleEnv) == "bare" {
-		os.Exit(serveBare(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	if code, ok := serveRole(ctx); ok {
+		os.Exit(code)
 	}
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// serveRole serves the server of roleEnv's role, if it names one.
+func serveRole(ctx context.Context) (code int, ok bool) {
+	switch os.Getenv(roleEnv) {
+	case "bare":
+		return serveBare(ctx, os.Args[1:], os.Stdout, os.Stderr), true
+	case "limit":
+		return serveLimit(ctx, os.Args[1:], os.Stdout, os.Stderr), true
+	}
+	return 0, false
 }
 
 // options are the harness flags, resolved.
