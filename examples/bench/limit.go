@@ -180,7 +180,7 @@ func (l *limit) record(ctx context.Context, vendorURL string) error {
 	l.oldKey = key.String()
 	rec.last() // the store's own start-up scripts
 	res, err := st.Claim(ctx, idempotency.ClaimRequest{Scope: scope, Key: key, KeySource: idempotency.KeySupplied,
-		RequestHash: hash, Binding: route.Binding, Route: route.Record(), Fingerprint: route.Fingerprint(),
+		RequestHash: hash, Binding: route.Binding, Route: route.Record(),
 		Timeout: spec.AttemptTimeout(), VendorWindow: spec.VendorWindow(), OpID: idempotency.NewOpID()})
 	if err != nil {
 		return err
@@ -193,7 +193,7 @@ func (l *limit) record(ctx context.Context, vendorURL string) error {
 		return err
 	}
 	_, err = st.Finalize(ctx, idempotency.FinalizeRequest{Scope: scope, Key: key, Token: res.Token,
-		Outcome: idempotency.StateAccepted, Incarnation: res.Incarnation, OpID: idempotency.NewOpID(),
+		Outcome: effectspec.Accepted, Incarnation: res.Incarnation, OpID: idempotency.NewOpID(),
 		Result: &idempotency.StoredResult{Status: http.StatusCreated,
 			Header: http.Header{"Content-Type": {"application/json"}, "Request-Id": {"req_1000"}},
 			Body:   []byte(`{"id":"ch_1000","object":"charge","amount":1200,"currency":"usd","status":"succeeded"}`)}})

@@ -275,9 +275,8 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 		return err
 	}
 	defer bare.stop()
-	lc := exec.Command(self, "-vendor", v.url+vendorPath, "-redis", o.redisURL, "-addr", "127.0.0.1:0")
-	lc.Env = append(os.Environ(), roleEnv+"=limit", vendorEnv+"="+vendorSecret)
-	lim, err := startChild(ctx, "limit server", lc, dir)
+	lim, err := startChild(ctx, "limit server", refservertest.Options{Bin: self, Args: []string{"-vendor", v.url + vendorPath, "-redis", o.redisURL},
+		Env: []string{roleEnv + "=limit", vendorEnv + "=" + vendorSecret}}, dir)
 	if err != nil {
 		return err
 	}
