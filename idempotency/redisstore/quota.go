@@ -54,7 +54,7 @@ func (s *Store) TakeTokens(ctx context.Context, workspace string, rate float64, 
 	if burst < 1 || n < 1 {
 		return 0, 0, fmt.Errorf("redisstore: take tokens: burst %d, n %d: both must be at least 1", burst, n)
 	}
-	args := scriptargs.QuotaSpec.Argv(&scriptargs.Quota{Rate: strconv.FormatFloat(rate, 'g', -1, 64), Burst: burst, N: n})
+	args := scriptargs.QuotaSpec.Argv(&scriptargs.Quota{Rate: strconv.FormatFloat(rate, 'f', -1, 64), Burst: burst, N: n})
 	arr, _, err := s.execKeys(ctx, s.sc.quota, []string{s.quotaKey(workspace)}, args, false)
 	if err != nil {
 		return 0, 0, opError("take tokens", err)

@@ -74,6 +74,14 @@ func TestTakeTokens(t *testing.T) {
 		t.Fatalf("the bucket's key outlived its refill")
 	}
 
+	// A very slow bucket: its key lives a year at most (then reads full).
+	if g, _ := mustTake(t, m.store, "ws_slow", 1e-9, 5, 1); g != 1 {
+		t.Fatalf("slow bucket: granted %d, want 1", g)
+	}
+	if ttl := m.mr.TTL(m.store.quotaKey("ws_slow")); ttl <= 0 || ttl > 366*24*time.Hour {
+		t.Fatalf("slow bucket's key TTL %v, want at most a year", ttl)
+	}
+
 	before := m.snapshot(t)
 	for _, c := range []struct {
 		ws          string

@@ -503,6 +503,9 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)
 	}
+	// Counted as soon as written, whatever follows (a WAIT that fell
+	// short, a ticket not written).
+	s.accountClaim(req, res, fresh, key, route, vk, member)
 	switch res.Status {
 	case idempotency.StatusClaimed:
 		if err := s.checkAcks(acks); err != nil {
@@ -518,7 +521,6 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			return idempotency.ClaimResult{}, opError("claim", err)
 		}
 	}
-	s.accountClaim(req, res, fresh, key, route, vk, member)
 	return res, nil
 }
 

@@ -6,7 +6,7 @@
 -- added (up to burst), then min(n, whole tokens) are taken. Reply:
 -- {granted, retry_ms}: retry_ms is 0 when all n were granted, else the
 -- time until the next whole token. The key lives until the bucket would
--- be full again (its absence means full), at least 1s.
+-- be full again (its absence means full), at least 1s, at most a year.
 -- It runs alone (without common.lua).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -31,6 +31,7 @@ if granted < n then
   retry = math.max(1, math.ceil((1 - (tok - math.floor(tok))) * 1000 / rate))
 end
 redis.call('HSET', KEYS[1], 'tok', string.format('%.17g', tok), 'ts', string.format('%d', now))
-local full = math.ceil((burst - tok) * 1000 / rate)
-redis.call('PEXPIRE', KEYS[1], math.max(1000, full))
+-- (At most a year: a slower bucket that expires reads full early.)
+local full = math.min(math.ceil((burst - tok) * 1000 / rate), 31536000000)
+redis.call('PEXPIRE', KEYS[1], string.format('%d', math.max(1000, full)))
 return {granted, retry}
