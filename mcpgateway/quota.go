@@ -64,7 +64,7 @@ const (
 	// leaseSpan is how many seconds of a workspace's rate one lease of
 	// tokens holds: the most a gateway holds unused.
 	leaseSpan = 0.1
-	// inFlightRetry and storedRetry are the retry_after of an in_progress
+	// inFlightRetry and storedRetry are the retry_after of an in_flight
 	// and a stored_bytes refusal (records drain as they expire), and of
 	// store_full.
 	inFlightRetry  = 100 * time.Millisecond
@@ -347,7 +347,7 @@ func (qs *quotas) admit(ws string) *admission {
 	defer w.mu.Unlock()
 	switch {
 	case w.q.InFlight > 0 && w.running >= w.q.InFlight:
-		a.over = quotaRefusal("in_progress", inFlightRetry)
+		a.over = quotaRefusal("in_flight", inFlightRetry)
 		return a
 	case w.q.StoredBytes > 0 && w.stored.Load() >= w.q.StoredBytes:
 		a.over = quotaRefusal("stored_bytes", storedRetry)

@@ -219,7 +219,7 @@ func TestQuotaRefusalData(t *testing.T) {
 			t.Fatalf("%s: %s", r.reason, e.Data)
 		}
 	}
-	if d := quotaRefusal("in_progress", inFlightRetry); d.status != 429 {
+	if d := quotaRefusal("in_flight", inFlightRetry); d.status != 429 {
 		t.Fatalf("status %d", d.status)
 	}
 	for ms, want := range map[int64]string{1: "1", 1000: "1", 1001: "2", 0: "1"} {
@@ -235,7 +235,7 @@ func TestQuotaConfig(t *testing.T) {
 	for name, cfg := range map[string]Config{
 		"negative rate":        {QuotaStore: fs, DefaultQuota: Quota{CallsPerSecond: -1}},
 		"burst alone":          {QuotaStore: fs, Quotas: map[string]Quota{"a": {Burst: 3}}},
-		"negative in_progress": {Quotas: map[string]Quota{"a": {InFlight: -1}}},
+		"negative in_flight": {Quotas: map[string]Quota{"a": {InFlight: -1}}},
 		"rate, no store":       {DefaultQuota: Quota{CallsPerSecond: 1}},
 		"stored, no store":     {Quotas: map[string]Quota{"a": {StoredBytes: 1}}},
 		"fraction above 1":     {QuotaStore: fs, StoreFullFraction: 1.5},

@@ -72,6 +72,10 @@ func TestAdminEndpointsBoundedWhenRedisIsDown(t *testing.T) {
 			if ep.path != "/healthz" && m["reason"] != "store_unavailable" {
 				t.Errorf("reason %v", m["reason"])
 			}
+			// The key's record may exist unread: never safe to use a new one.
+			if ep.path != "/healthz" && m["safe_new_key"] != false {
+				t.Errorf("safe_new_key %v, want false", m["safe_new_key"])
+			}
 		})
 	}
 }

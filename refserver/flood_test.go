@@ -40,10 +40,10 @@ const (
 // floodConfig: ws_flood limited, ws_calm with room for its steady calls.
 const floodConfig = `{
   "key_prefix": "flood:", "lease": "5s", "environment": "development",
-  "default_quota": {"calls_per_second": 200, "burst": 200, "in_progress": 32},
+  "default_quota": {"calls_per_second": 200, "burst": 200, "in_flight": 32},
   "workspaces": [
     {"id": "ws_flood", "api_keys": ["` + floodKeyFlood + `"],
-     "quota": {"calls_per_second": {{RATE}}, "burst": {{BURST}}, "stored_bytes": {{STORED}}, "in_progress": 8}},
+     "quota": {"calls_per_second": {{RATE}}, "burst": {{BURST}}, "stored_bytes": {{STORED}}, "in_flight": 8}},
     {"id": "ws_calm", "api_keys": ["` + floodKeyCalm + `"]}
   ],
   "approver_keys": [{"name": "ops-flood", "key": "ob_flood_approver"}],

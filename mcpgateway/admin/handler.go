@@ -19,6 +19,7 @@ import (
 	"github.com/obol-gateway/obol/internal/ident"
 	"github.com/obol-gateway/obol/internal/strictjson"
 	"github.com/obol-gateway/obol/mcpgateway"
+	"github.com/obol-gateway/obol/receipt"
 )
 
 // Store is what the handler needs of every store: decisions, receipts and
@@ -228,7 +229,8 @@ func (h *Handler) refuse(w http.ResponseWriter, r refusal) {
 // error when the store was unavailable.
 func (h *Handler) storeRefusal(op string, err error) refusal {
 	c := h.cfg.Classify(err)
-	rf := refusal{Error: Error{Reason: c.Reason, Status: c.Status, Message: c.Message}, detail: c.Detail}
+	rf := refusal{Error: Error{Reason: c.Reason, Status: c.Status, Message: c.Message, SafeNewKey: c.SafeNewKey,
+		RetryAfterMS: c.RetryAfter.Milliseconds()}, detail: c.Detail}
 	if rf.Reason == "store_unavailable" {
 		h.cfg.OnStoreError(op)
 	}
@@ -250,7 +252,7 @@ func (h *Handler) classify(err error) mcpgateway.Refusal {
 		return mcpgateway.Refusal{Reason: reason, Status: status, Message: strings.ReplaceAll(reason, "_", " "), Detail: detail}
 	}
 	return mcpgateway.Refusal{Reason: "store_unavailable", Status: http.StatusServiceUnavailable,
-		Message: "the store is unavailable; retry later", Detail: detail}
+		Message: "the store is unavailable; retry later", Detail: detail, SafeNewKey: receipt.Safe(false)}
 }
 
 // writeJSON writes v without HTML escaping, ending in a newline: a message

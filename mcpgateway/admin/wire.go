@@ -22,6 +22,10 @@ type Error struct {
 	Status       int    `json:"status"`
 	Message      string `json:"message"`
 	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	// SafeNewKey is the reason's safe_new_key (docs/DESIGN.md, "refserver
+	// wire contract"), for a refusal that came from the store: nil
+	// (absent) for the admin API's own reasons, which read no record.
+	SafeNewKey *bool `json:"safe_new_key,omitempty"`
 	// Body is the answer as the gateway wrote it (client side only).
 	Body []byte `json:"-"`
 }

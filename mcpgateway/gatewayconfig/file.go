@@ -41,7 +41,7 @@ type File struct {
 
 	// DefaultQuota is every workspace's quota but for the members its own
 	// Quota sets (docs/DESIGN.md, "Fair share"): a quota object
-	// {"calls_per_second", "burst", "stored_bytes", "in_progress"}, 0 or
+	// {"calls_per_second", "burst", "stored_bytes", "in_flight"}, 0 or
 	// absent unlimited.
 	DefaultQuota json.RawMessage `json:"default_quota"`
 	// StoreFullFraction is [mcpgateway.Config].StoreFullFraction: above

@@ -17,7 +17,7 @@ type quotaConfig struct {
 	CallsPerSecond *float64 `json:"calls_per_second"`
 	Burst          *int     `json:"burst"`
 	StoredBytes    *int64   `json:"stored_bytes"`
-	InFlight       *int     `json:"in_progress"`
+	InFlight       *int     `json:"in_flight"`
 }
 
 // Quotas are the quotas of a configuration, as [mcpgateway.Config] takes
@@ -68,7 +68,7 @@ func parseQuota(where string, raw json.RawMessage, base mcpgateway.Quota, proble
 	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
 		return base
 	} else if t[0] != '{' {
-		bad(`: must be an object {"calls_per_second": N, "burst": N, "stored_bytes": N, "in_progress": N}`)
+		bad(`: must be an object {"calls_per_second": N, "burst": N, "stored_bytes": N, "in_flight": N}`)
 		return base
 	}
 	var qc quotaConfig
@@ -103,7 +103,7 @@ func parseQuota(where string, raw json.RawMessage, base mcpgateway.Quota, proble
 	}
 	if v := qc.InFlight; v != nil {
 		if *v < 0 || *v > maxQuotaCount {
-			bad(".in_progress: must be 0 (unlimited) to %d", maxQuotaCount)
+			bad(".in_flight: must be 0 (unlimited) to %d", maxQuotaCount)
 		} else {
 			q.InFlight = *v
 		}

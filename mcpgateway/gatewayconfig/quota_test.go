@@ -35,8 +35,8 @@ func TestQuotaConfig(t *testing.T) {
 	if c.Quotas.Default != (mcpgateway.Quota{}) || c.Quotas.Workspaces["ws_acme"] != (mcpgateway.Quota{}) || c.Quotas.StoreFullFraction != 0 {
 		t.Fatalf("quotas of a config without any: %+v", c.Quotas)
 	}
-	c, err = loadConfig(withQuotas(`{"calls_per_second": 20, "burst": 40, "stored_bytes": 1000000, "in_progress": 8}`,
-		`{"calls_per_second": 2.5, "in_progress": 0}`, `"store_full_fraction": 0.8`), testEnv, &retry.Executor{})
+	c, err = loadConfig(withQuotas(`{"calls_per_second": 20, "burst": 40, "stored_bytes": 1000000, "in_flight": 8}`,
+		`{"calls_per_second": 2.5, "in_flight": 0}`, `"store_full_fraction": 0.8`), testEnv, &retry.Executor{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestQuotaConfig(t *testing.T) {
 		t.Fatalf("default: %+v", c.Quotas)
 	}
 	// A rate of its own takes its own burst (its rate rounded up), not the
-	// default's; stored_bytes is the default's; in_progress 0 is unlimited.
+	// default's; stored_bytes is the default's; in_flight 0 is unlimited.
 	if g := c.Quotas.Workspaces["ws_globex"]; g != (mcpgateway.Quota{CallsPerSecond: 2.5, StoredBytes: 1000000}) {
 		t.Fatalf("ws_globex: %+v", g)
 	}
@@ -70,9 +70,9 @@ func TestQuotaConfigRefused(t *testing.T) {
 		{def: `{"calls_per_second": -1}`, want: "default_quota.calls_per_second"},
 		{def: `{"calls_per_second": 1e9}`, want: "default_quota.calls_per_second"},
 		{def: `{"burst": 5}`, want: "default_quota.burst: needs calls_per_second"},
-		{ws: `{"in_progress": -3}`, want: "workspaces[1].quota.in_progress"},
+		{ws: `{"in_flight": -3}`, want: "workspaces[1].quota.in_flight"},
 		{ws: `{"stored_bytes": -1}`, want: "workspaces[1].quota.stored_bytes"},
-		{ws: `{"in_progress": 1.5}`, want: "workspaces[1].quota"},
+		{ws: `{"in_flight": 1.5}`, want: "workspaces[1].quota"},
 		{ws: `{"calls_per_secnd": 5}`, want: "workspaces[1].quota"},
 		{ws: `[5]`, want: "workspaces[1].quota: must be an object"},
 		{def: `"fast"`, want: "default_quota: must be an object"},
