@@ -233,13 +233,13 @@ func TestQuotaRefusalData(t *testing.T) {
 func TestQuotaConfig(t *testing.T) {
 	fs := &fakeQuotaStore{}
 	for name, cfg := range map[string]Config{
-		"negative rate":        {QuotaStore: fs, DefaultQuota: Quota{CallsPerSecond: -1}},
-		"burst alone":          {QuotaStore: fs, Quotas: map[string]Quota{"a": {Burst: 3}}},
+		"negative rate":      {QuotaStore: fs, DefaultQuota: Quota{CallsPerSecond: -1}},
+		"burst alone":        {QuotaStore: fs, Quotas: map[string]Quota{"a": {Burst: 3}}},
 		"negative in_flight": {Quotas: map[string]Quota{"a": {InFlight: -1}}},
-		"rate, no store":       {DefaultQuota: Quota{CallsPerSecond: 1}},
-		"stored, no store":     {Quotas: map[string]Quota{"a": {StoredBytes: 1}}},
-		"fraction above 1":     {QuotaStore: fs, StoreFullFraction: 1.5},
-		"negative fraction":    {QuotaStore: fs, StoreFullFraction: -0.1},
+		"rate, no store":     {DefaultQuota: Quota{CallsPerSecond: 1}},
+		"stored, no store":   {Quotas: map[string]Quota{"a": {StoredBytes: 1}}},
+		"fraction above 1":   {QuotaStore: fs, StoreFullFraction: 1.5},
+		"negative fraction":  {QuotaStore: fs, StoreFullFraction: -0.1},
 	} {
 		if err := checkQuotas(&cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v", name, err)
