@@ -81,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	conc := fs.String("concurrency", "1,50,200", "client concurrencies of rows 1 and 2, comma-separated")
 	mcpClients := fs.String("mcp-clients", "1,32", "concurrent MCP clients of row 4, comma-separated: one line each")
 	fs.IntVar(&o.memRecords, "mem-records", 20000, "records written per kind to measure used_memory per record (row 5)")
-	only := fs.String("rows", "1,2,3,4,5", "rows to run, comma-separated")
+	only := fs.String("rows", "1,2,3,4,5,6", "rows to run, comma-separated")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness process (the client side of rows 1-3) to `file`")
 	fs.StringVar(&o.serverProfile, "refserver-profile", "", "write refserver's CPU profile and execution trace of row 4 into `dir` (refserver.cpu.pprof, refserver.trace); tracing slows it, so such a run diagnoses and does not measure")
 	fs.IntVar(&o.pipeline, "P", 16, "redis-benchmark pipeline depth (-P) of the Redis-side limit")
@@ -135,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.mcpClients, err = intList("mcp-clients", *mcpClients, 1, 10000); err != nil {
 		return nil, err
 	}
-	rows, err := intList("rows", *only, 1, 5)
+	rows, err := intList("rows", *only, 1, 6)
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +231,11 @@ func runHarness(ctx context.Context, o *options, stdout io.Writer) error {
 	if o.rows[5] {
 		if err := memoryRows(ctx, o, env, t); err != nil {
 			return fmt.Errorf("row 5: %w", err)
+		}
+	}
+	if o.rows[6] {
+		if err := quotaRows(ctx, o, env, t); err != nil {
+			return fmt.Errorf("row 6: %w", err)
 		}
 	}
 	fmt.Fprintf(stdout, "obol benchmark: %s, GOMAXPROCS %d, %d CPUs, Redis %s, %d round(s) of %v per side, medians\n\n",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
 )
 
 // Row 5's targets: MEMORY USAGE of a record without a body, and the growth
@@ -62,8 +63,13 @@ func (k recordKind) result(seed uint64) *idempotency.StoredResult {
 // claimed claims a fresh key as the orchestrator does and returns it with
 // its attempt token.
 func claimed(ctx context.Context, e *env, w *workload) (idempotency.Key, int, error) {
+	return claimedOn(ctx, e.store, w)
+}
+
+// claimedOn is claimed through st.
+func claimedOn(ctx context.Context, st *redisstore.Store, w *workload) (idempotency.Key, int, error) {
 	k := idempotency.NewKey()
-	c, err := e.store.Claim(ctx, idempotency.ClaimRequest{Scope: w.scope, Key: k, KeySource: idempotency.KeySupplied,
+	c, err := st.Claim(ctx, idempotency.ClaimRequest{Scope: w.scope, Key: k, KeySource: idempotency.KeySupplied,
 		RequestHash: w.hash, Binding: effectspec.BindingHeader, Route: w.route, OpID: idempotency.NewOpID()})
 	if err != nil {
 		return k, 0, err
@@ -77,7 +83,12 @@ func claimed(ctx context.Context, e *env, w *workload) (idempotency.Key, int, er
 // finalize finalizes the claim of k accepted with res, as the orchestrator
 // does.
 func finalize(ctx context.Context, e *env, w *workload, k idempotency.Key, token int, res *idempotency.StoredResult) error {
-	_, err := e.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: w.scope, Key: k, Token: token,
+	return finalizeOn(ctx, e.store, w, k, token, res)
+}
+
+// finalizeOn is finalize through st.
+func finalizeOn(ctx context.Context, st *redisstore.Store, w *workload, k idempotency.Key, token int, res *idempotency.StoredResult) error {
+	_, err := st.Finalize(ctx, idempotency.FinalizeRequest{Scope: w.scope, Key: k, Token: token,
 		Outcome: effectspec.Accepted, Result: res, OpID: idempotency.NewOpID()})
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/obol-gateway/obol/effectspec"
@@ -944,9 +945,16 @@ var memMutants = map[string]func(*memStore){
 		}
 	}),
 	"racy-claim": func(m *memStore) {
+		// The lost update made certain, whatever the scheduler: a claim
+		// that read its key missing waits, unlocked, until another claim
+		// read it missing too (or 2s), then both write.
+		var missing atomic.Int32
 		m.hooks.beforeWrite = func(m *memStore) {
+			missing.Add(1)
 			m.mu.Unlock()
-			time.Sleep(time.Millisecond)
+			for end := time.Now().Add(2 * time.Second); missing.Load() < 2 && time.Now().Before(end); {
+				time.Sleep(100 * time.Microsecond)
+			}
 			m.mu.Lock()
 		}
 	},
