@@ -21,7 +21,7 @@ var storeScripts = func() map[string]string {
 
 // ScriptKind names the redisstore script a command runs ("claim",
 // "reserve", "renew", "finalize", "lookup", "decide", "settle", "index",
-// "giveback"), so that a rule can aim at one step of a call without knowing
+// "giveback", "quota", "account", "storedbytes"), so that a rule can aim at one step of a call without knowing
 // script hashes. It recognizes the script by its SHA1 (EVALSHA's, or that
 // of EVAL's source) among those of redisstore.Scripts, never by its
 // arguments. key is KEYS[1] (the record key; the index bucket for index).

@@ -50,7 +50,7 @@ func TestScriptKindNamesTheStoresCommands(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := redisstore.New(ctx, c, redisstore.Options{})
+	s, err := redisstore.New(ctx, c, redisstore.Options{AccountBytes: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +114,14 @@ func TestScriptKindNamesTheStoresCommands(t *testing.T) {
 	must("DEL", err)
 	_, err = s.ListUnknown(ctx, idempotency.ListRequest{Workspace: scope.Workspace})
 	must("list unknown", err)
+
+	// The quota scripts: a take of tokens, a read of the stored bytes,
+	// and the flush of the counts (at Close).
+	_, _, err = s.TakeTokens(ctx, scope.Workspace, 10, 10, 1)
+	must("take tokens", err)
+	_, err = s.StoredBytes(ctx, scope.Workspace)
+	must("stored bytes", err)
+	s.Close()
 
 	mu.Lock()
 	defer mu.Unlock()
