@@ -219,7 +219,7 @@ func TestFlags(t *testing.T) {
 		{"-redis-server", "-redis", "h:1"},     // both
 		{"-redis-server", "-concurrency", "0"}, // out of range
 		{"-redis-server", "-concurrency", "1,x"},
-		{"-redis-server", "-rows", "6"},
+		{"-redis-server", "-rows", "7"},
 		{"-redis-server", "-mcp-clients", "0"},
 		{"-redis-server", "-duration", "1ms"},
 		{"-redis-server", "-rounds", "0"},

@@ -93,6 +93,6 @@ func quotaRows(ctx context.Context, o *options, e *env, t *table) error {
 	acct.Close()
 	mw, mo := median(with), median(without)
 	t.add(row{"6", "quota accounting: Redis time per call (claim + finalize, 1 KiB), with a rate and stored_bytes quota vs none",
-		fmt.Sprintf("%.1fµs", mw), fmt.Sprintf("%.1fµs", mo), fmt.Sprintf("%+.1fµs", mw-mo), "-", info})
+		fmt.Sprintf("%.1fµs (%+.1fµs)", mw, mw-mo), fmt.Sprintf("%.1fµs", mo), fmt.Sprintf("%.2f", mw/mo), "-", info})
 	return e.flush(ctx)
 }
