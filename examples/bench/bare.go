@@ -29,32 +29,50 @@ import (
 // resolution, no request hash, no claim, no finalize, no receipt, no log
 // line per call.
 func serveBare(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench (bare server)", flag.ContinueOnError)
+	return serveForward(ctx, "bare server", false, args, stdout, stderr)
+}
+
+// serveForward runs row 4's bare server, or with limit its limit server
+// (serveLimit): flags, the vendor's secret from the environment, listen,
+// serve until ctx ends.
+func serveForward(ctx context.Context, name string, limit bool, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench ("+name+")", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	vendorURL := fs.String("vendor", "", "vendor endpoint `URL`")
 	addr := fs.String("addr", "127.0.0.1:0", "listen `address`")
+	redisURL := fs.String("redis", "", "Redis `URL`, as refserver's -redis (limit server only)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "bench (%s): %s\n", name, fmt.Sprintf(format, a...))
+		return code
+	}
 	secret := os.Getenv(vendorEnv)
-	if *vendorURL == "" || secret == "" {
-		fmt.Fprintf(stderr, "bench (bare server): -vendor and $%s are required\n", vendorEnv)
-		return 2
+	if *vendorURL == "" || secret == "" || limit && *redisURL == "" {
+		return fail(2, "-vendor, $%s and, for the limit server, -redis are required", vendorEnv)
+	}
+	var around func(ctx context.Context, send func() error) error
+	if limit {
+		lim, err := newLimit(ctx, *redisURL, *vendorURL)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		defer lim.client.Close()
+		around = lim.around
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		fmt.Fprintf(stderr, "bench (bare server): %v\n", err)
-		return 1
+		return fail(1, "%v", err)
 	}
-	hs := &http.Server{Handler: forwardHandler(*vendorURL, secret, nil), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "bare server listening on http://%s\n", ln.Addr())
+	hs := &http.Server{Handler: forwardHandler(*vendorURL, secret, around), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "%s listening on http://%s\n", name, ln.Addr())
 	go func() {
 		<-ctx.Done()
 		hs.Close()
 	}()
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintf(stderr, "bench (bare server): %v\n", err)
-		return 1
+		return fail(1, "%v", err)
 	}
 	return 0
 }

@@ -4,12 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,41 +37,7 @@ import (
 // vendor key, incarnation and index member, all of the same lengths, so its
 // record is the size of refserver's.
 func serveLimit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench (limit server)", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	vendorURL := fs.String("vendor", "", "vendor endpoint `URL`")
-	addr := fs.String("addr", "127.0.0.1:0", "listen `address`")
-	redisURL := fs.String("redis", "", "Redis `URL`, as refserver's -redis")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	secret := os.Getenv(vendorEnv)
-	if *vendorURL == "" || *redisURL == "" || secret == "" {
-		fmt.Fprintf(stderr, "bench (limit server): -vendor, -redis and $%s are required\n", vendorEnv)
-		return 2
-	}
-	lim, err := newLimit(ctx, *redisURL, *vendorURL)
-	if err != nil {
-		fmt.Fprintf(stderr, "bench (limit server): %v\n", err)
-		return 1
-	}
-	defer lim.client.Close()
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		fmt.Fprintf(stderr, "bench (limit server): %v\n", err)
-		return 1
-	}
-	hs := &http.Server{Handler: forwardHandler(*vendorURL, secret, lim.around), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "limit server listening on http://%s\n", ln.Addr())
-	go func() {
-		<-ctx.Done()
-		hs.Close()
-	}()
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintf(stderr, "bench (limit server): %v\n", err)
-		return 1
-	}
-	return 0
+	return serveForward(ctx, "limit server", true, args, stdout, stderr)
 }
 
 // limit holds the client and the two command templates.
