@@ -18,7 +18,6 @@ func (s *server) adminHandler() http.Handler {
 		Workspace:  s.cfg.Workspace,
 		Workspaces: s.cfg.Workspaces,
 		Scope:      s.scope,
-		Spec:       s.spec,
 		Providers: func(name string) ([]string, bool) {
 			if c := s.cfg.Capabilities[name]; c != nil {
 				return c.Providers, true
@@ -48,26 +47,6 @@ func (s *server) scope(workspace, name string) (idempotency.Scope, bool) {
 		sc.Connection = t.Connection
 	}
 	return sc, s.known(name)
-}
-
-// spec finds the tool a record was dispatched to: the tool itself, or for
-// a capability the provider whose route has the record's fingerprint (the
-// pinned one when none matches, e.g. a held call).
-func (s *server) spec(name, fingerprint string) (effectspec.Spec, bool) {
-	if t := s.cfg.Tools[name]; t != nil {
-		return t.Spec, true
-	}
-	if c := s.cfg.Capabilities[name]; c != nil {
-		for _, p := range c.Providers {
-			if t := s.cfg.Tools[p]; t.Route.Fingerprint() == fingerprint {
-				return t.Spec, true
-			}
-		}
-	}
-	if t := s.cfg.Tools[s.pin(name)]; t != nil {
-		return t.Spec, true
-	}
-	return effectspec.Spec{}, false
 }
 
 // setPin moves a capability to provider, in the store first: a pin that

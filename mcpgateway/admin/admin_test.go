@@ -94,7 +94,6 @@ func newFixture(t *testing.T, edit func(*admin.Config)) *fixture {
 			_, ok := f.specs[name]
 			return idempotency.Scope{Workspace: ws, Connection: "conn_pay", Tool: name}, ok
 		},
-		Spec: func(name, _ string) (effectspec.Spec, bool) { s, ok := f.specs[name]; return s, ok },
 		Providers: func(c string) ([]string, bool) {
 			return []string{"pay.charge", "pay.refund"}, c == "cap.pay"
 		},
@@ -199,6 +198,14 @@ func TestSettleUnknownCall(t *testing.T) {
 	if page, err := f.api.ListUnknown(ctx, admin.ListRequest{Workspace: "ws_two"}); err != nil || len(page.Unknown) != 0 {
 		t.Fatalf("ws_two lists %+v (%v)", page, err)
 	}
+	// A tool no longer configured is left out: its receipts endpoint could
+	// not name it either. Configured again, the record is listed again.
+	spec := f.specs["pay.charge"]
+	delete(f.specs, "pay.charge")
+	if page, err := f.api.ListUnknown(ctx, admin.ListRequest{Workspace: "ws_one"}); err != nil || len(page.Unknown) != 0 {
+		t.Fatalf("unconfigured tool: list %v %+v, want it left out", err, page)
+	}
+	f.specs["pay.charge"] = spec
 	for _, c := range []struct {
 		bearer string
 		code   int

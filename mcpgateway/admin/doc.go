@@ -13,7 +13,6 @@
 //		Workspace:  apiKeys.Workspace,    // workspace key -> workspace id
 //		Workspaces: []string{"ws_acme"},
 //		Scope:      tools.Scope,          // the scope of a call to a tool
-//		Spec:       tools.Spec,           // the EffectSpec a record went to
 //		Classify:   gw.Classify,          // refusals as the MCP endpoint's
 //	})
 //	mux.Handle("/mcp", gw)

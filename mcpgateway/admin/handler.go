@@ -71,10 +71,6 @@ type Config struct {
 	// workspace; ok false when no such name is configured. If nil, no name
 	// is (receipt and settle answer 404 unknown_tool).
 	Scope func(workspace, name string) (scope idempotency.Scope, ok bool)
-	// Spec is the EffectSpec of the tool that a record of name with this
-	// dispatch fingerprint went to; ok false when it is no longer
-	// configured (a listing leaves the record out). If nil, none is.
-	Spec func(name, fingerprint string) (spec effectspec.Spec, ok bool)
 	// Providers are a capability's providers; ok false when no capability
 	// has the name (404 unknown_tool). If nil, none has.
 	Providers func(capability string) (providers []string, ok bool)
@@ -132,9 +128,6 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.Scope == nil {
 		cfg.Scope = func(string, string) (idempotency.Scope, bool) { return idempotency.Scope{}, false }
-	}
-	if cfg.Spec == nil {
-		cfg.Spec = func(string, string) (effectspec.Spec, bool) { return effectspec.Spec{}, false }
 	}
 	if cfg.Providers == nil {
 		cfg.Providers = func(string) ([]string, bool) { return nil, false }

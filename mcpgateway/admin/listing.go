@@ -49,7 +49,7 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 	}
 	out := UnknownPage{Unknown: make([]ListedReceipt, 0, len(recs)), Cursor: cursor}
 	for _, u := range recs {
-		if _, ok := h.cfg.Spec(u.Scope.Tool, u.Record.Route.Fingerprint); !ok {
+		if _, ok := h.cfg.Scope(u.Scope.Workspace, u.Scope.Tool); !ok {
 			continue // a tool no longer configured: its receipts endpoint cannot name it either
 		}
 		out.Unknown = append(out.Unknown, ListedReceipt{u.Record.Receipt(u.Scope, false), u.SettleAfter})
