@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,6 +42,7 @@ func serveForward(ctx context.Context, name string, limit bool, args []string, s
 	vendorURL := fs.String("vendor", "", "vendor endpoint `URL`")
 	addr := fs.String("addr", "127.0.0.1:0", "listen `address`")
 	redisURL := fs.String("redis", "", "Redis `URL`, as refserver's -redis (limit server only)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to `file` until the server stops")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -64,6 +66,17 @@ func serveForward(ctx context.Context, name string, limit bool, args []string, s
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fail(1, "%v", err)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail(1, "%v", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	hs := &http.Server{Handler: forwardHandler(*vendorURL, secret, around), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "%s listening on http://%s\n", name, ln.Addr())

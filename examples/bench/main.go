@@ -50,6 +50,7 @@ type options struct {
 	db            int
 	benchBin      string // redis-benchmark binary
 	refserverBin  string
+	serverTrace   bool
 	serverProfile string // directory of refserver's CPU profile and execution trace
 	duration      time.Duration
 	rounds        int
@@ -83,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.memRecords, "mem-records", 20000, "records written per kind to measure used_memory per record (row 5)")
 	only := fs.String("rows", "1,2,3,4,5,6", "rows to run, comma-separated")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness process (the client side of rows 1-3) to `file`")
+	fs.BoolVar(&o.serverTrace, "refserver-trace", true, "with -refserver-profile, also write the execution trace; false for a CPU profile undistorted by tracing")
 	fs.StringVar(&o.serverProfile, "refserver-profile", "", "write refserver's CPU profile and execution trace of row 4 into `dir` (refserver.cpu.pprof, refserver.trace); tracing slows it, so such a run diagnoses and does not measure")
 	fs.IntVar(&o.pipeline, "P", 16, "redis-benchmark pipeline depth (-P) of the Redis-side limit")
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: 300ms measurements, one round, 2000 memory records")

@@ -134,6 +134,10 @@ func buildRefserver(ctx context.Context, root, dir string) (string, error) {
 type callResult struct {
 	perSec   float64
 	p50, p99 time.Duration
+	calls    int
+	// cpu and redis are the CPU time per call of the server process and of
+	// Redis (user plus system); zero when unknown.
+	cpu, redis time.Duration
 }
 
 func (r callResult) String() string {
@@ -191,6 +195,7 @@ func loadCalls(ctx context.Context, base string, v *vendor, c int, d time.Durati
 	}
 	slices.Sort(lat)
 	return callResult{
+		calls:  len(lat),
 		perSec: float64(len(lat)) / elapsed.Seconds(),
 		p50:    lat[len(lat)*50/100],
 		p99:    lat[min(len(lat)-1, len(lat)*99/100)],
@@ -256,8 +261,10 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 		if err := os.MkdirAll(o.serverProfile, 0o755); err != nil {
 			return err
 		}
-		rc.Args = append(rc.Args, "-cpuprofile", filepath.Join(o.serverProfile, "refserver.cpu.pprof"),
-			"-exectrace", filepath.Join(o.serverProfile, "refserver.trace"))
+		rc.Args = append(rc.Args, "-cpuprofile", filepath.Join(o.serverProfile, "refserver.cpu.pprof"))
+		if o.serverTrace {
+			rc.Args = append(rc.Args, "-exectrace", filepath.Join(o.serverProfile, "refserver.trace"))
+		}
 	}
 	ref, err := startChild(ctx, "refserver", rc, dir)
 	if err != nil {
@@ -269,13 +276,21 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 	if err != nil {
 		return err
 	}
-	bare, err := startChild(ctx, "bare server", refservertest.Options{Bin: self, Args: []string{"-vendor", v.url + vendorPath},
+	// With -refserver-profile, the bare and limit servers profile too, so
+	// that the profiles can be compared call for call.
+	profile := func(name string) []string {
+		if o.serverProfile == "" {
+			return nil
+		}
+		return []string{"-cpuprofile", filepath.Join(o.serverProfile, name+".cpu.pprof")}
+	}
+	bare, err := startChild(ctx, "bare server", refservertest.Options{Bin: self, Args: append([]string{"-vendor", v.url + vendorPath}, profile("bare")...),
 		Env: []string{roleEnv + "=bare", vendorEnv + "=" + vendorSecret}}, dir)
 	if err != nil {
 		return err
 	}
 	defer bare.stop()
-	lim, err := startChild(ctx, "limit server", refservertest.Options{Bin: self, Args: []string{"-vendor", v.url + vendorPath, "-redis", o.redisURL},
+	lim, err := startChild(ctx, "limit server", refservertest.Options{Bin: self, Args: append([]string{"-vendor", v.url + vendorPath, "-redis", o.redisURL}, profile("limit")...),
 		Env: []string{roleEnv + "=limit", vendorEnv + "=" + vendorSecret}}, dir)
 	if err != nil {
 		return err
@@ -329,7 +344,7 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 			if err != nil {
 				return fmt.Errorf("refserver: %w", err)
 			}
-			r, err := loadCalls(ctx, ref.base, v, clients, o.duration)
+			r, err := measureCalls(ctx, e, ref, v, clients, o.duration)
 			if err != nil {
 				return fmt.Errorf("refserver: %w", err)
 			}
@@ -345,7 +360,7 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 			return nil
 		},
 		func() error {
-			r, err := loadCalls(ctx, bare.base, v, clients, o.duration)
+			r, err := measureCalls(ctx, e, bare, v, clients, o.duration)
 			if err != nil {
 				return fmt.Errorf("bare server: %w", err)
 			}
@@ -356,7 +371,7 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 			if err := e.flush(ctx); err != nil {
 				return err
 			}
-			r, err := loadCalls(ctx, lim.base, v, clients, o.duration)
+			r, err := measureCalls(ctx, e, lim, v, clients, o.duration)
 			if err != nil {
 				return fmt.Errorf("limit server: %w", err)
 			}
@@ -370,8 +385,9 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 				return err
 			}
 		}
-		fmt.Fprintf(o.progress, "tools/call, %s, round %d: refserver %v, limit %v, bare %v\n", who, round+1,
-			ours[len(ours)-1], limits[len(limits)-1], ref0[len(ref0)-1])
+		lo, ll, lb := ours[len(ours)-1], limits[len(limits)-1], ref0[len(ref0)-1]
+		fmt.Fprintf(o.progress, "tools/call, %s, round %d: refserver %v (CPU %s, Redis %s), limit %v (CPU %s, Redis %s), bare %v (CPU %s)\n", who, round+1,
+			lo, dur(lo.cpu), dur(lo.redis), ll, dur(ll.cpu), dur(ll.redis), lb, dur(lb.cpu))
 	}
 	mo, ml, mb := medianCalls(ours), medianCalls(limits), medianCalls(ref0)
 	r := mo.perSec / ml.perSec
@@ -379,6 +395,8 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 		mo.String() + spread(ours), ml.String() + spread(limits), fmt.Sprintf("%.2f", r), fmt.Sprintf(">= %.2f", limitTarget), verdict(r >= limitTarget)})
 	t.add(row{"4", fmt.Sprintf("tools/call, %s: refserver vs same SDK server without idempotency", who),
 		mo.String(), mb.String() + spread(ref0), fmt.Sprintf("%.2f", mo.perSec/mb.perSec), "-", info})
+	t.add(row{"4", fmt.Sprintf("tools/call, %s: CPU time per call, the server's process and Redis (medians)", who),
+		cpuText(ours), cpuText(limits), "-", "-", info})
 	parts := make([]string, 0, len(insideSeries))
 	for _, s := range insideSeries {
 		var ds []float64
@@ -407,6 +425,67 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 	return nil
 }
 
+// measureCalls is loadCalls against c, with the CPU time c's process and
+// Redis spent per call. At 32 clients every process shares the two cores,
+// so the rate follows total CPU per call; these say whose it is.
+func measureCalls(ctx context.Context, e *env, c *child, v *vendor, clients int, d time.Duration) (callResult, error) {
+	pid := c.srv.Cmd.Process.Pid
+	cpu0, cerr := procCPU(pid)
+	red0, rerr := e.redisCPU(ctx)
+	r, err := loadCalls(ctx, c.base, v, clients, d)
+	if err != nil {
+		return r, err
+	}
+	cpu1, cerr1 := procCPU(pid)
+	red1, rerr1 := e.redisCPU(ctx)
+	if cerr == nil && cerr1 == nil {
+		r.cpu = (cpu1 - cpu0) / time.Duration(r.calls)
+	}
+	if rerr == nil && rerr1 == nil {
+		r.redis = time.Duration((red1 - red0) * 1e3 / float64(r.calls))
+	}
+	return r, nil
+}
+
+// procCPU is the CPU time (user plus system) process pid has used, from
+// /proc/PID/stat, at the kernel's tick resolution (10 ms: a measurement's
+// thousands of calls make it fine enough).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("bench: /proc stat: no command name")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("bench: /proc stat: too few fields")
+	}
+	// Fields 14 and 15 (utime, stime); f[0] is field 3.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	const tick = 10 * time.Millisecond // USER_HZ, 100 on Linux
+	return time.Duration(ut+st) * tick, nil
+}
+
+// cpuText shows the CPU per call of measurements rs (medians).
+func cpuText(rs []callResult) string {
+	var c, r []float64
+	for _, x := range rs {
+		c, r = append(c, float64(x.cpu)), append(r, float64(x.redis))
+	}
+	if median(c) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("process %s, Redis %s", dur(time.Duration(median(c))), dur(time.Duration(median(r))))
+}
+
 // spread is the range of the rates of rs, to show next to their median.
 func spread(rs []callResult) string {
 	lo, hi := rs[0].perSec, rs[0].perSec
@@ -421,5 +500,5 @@ func medianCalls(rs []callResult) callResult {
 	for _, r := range rs {
 		ps, p50, p99 = append(ps, r.perSec), append(p50, float64(r.p50)), append(p99, float64(r.p99))
 	}
-	return callResult{median(ps), time.Duration(median(p50)), time.Duration(median(p99))}
+	return callResult{perSec: median(ps), p50: time.Duration(median(p50)), p99: time.Duration(median(p99))}
 }
