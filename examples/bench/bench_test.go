@@ -99,6 +99,14 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 			}
 			continue
 		}
+		if id == "4" && strings.Contains(name, "CPU time per call") {
+			// Process and Redis CPU of both sides, their ratio.
+			for _, side := range []string{ours, ref} {
+				if !strings.Contains(side, "process ") || !strings.Contains(side, ", Redis ") {
+					t.Errorf("row 4 %q: %q lacks the process or Redis CPU", name, side)
+				}
+			}
+		}
 		if !digit.MatchString(ref) {
 			t.Errorf("row %s %q: reference %q has no number", id, name, ref)
 		}
@@ -107,11 +115,11 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 		}
 	}
 	// 1 and 2: concurrency 1, 50, 200; 3: 1 KiB and 64 KiB; 4: 1 and 32
-	// clients, each against the limit and the bare server and with its
-	// breakdown; 5: three kinds (no body, 1 KiB, 64 KiB), each MEMORY USAGE,
+	// clients, each against the limit and the bare server, with the CPU
+	// per call and the breakdown; 5: three kinds (no body, 1 KiB, 64 KiB), each MEMORY USAGE,
 	// used_memory with the projection, and the script time per operation;
 	// 6: the Redis time of quotas.
-	want := map[string]int{"1": 3, "2": 3, "3": 2, "4": 6, "5": 9, "6": 1}
+	want := map[string]int{"1": 3, "2": 3, "3": 2, "4": 8, "5": 9, "6": 1}
 	for id, n := range want {
 		if count[id] != n {
 			t.Errorf("table has %d rows numbered %s, want %d", count[id], id, n)

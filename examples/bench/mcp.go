@@ -395,8 +395,12 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 		mo.String() + spread(ours), ml.String() + spread(limits), fmt.Sprintf("%.2f", r), fmt.Sprintf(">= %.2f", limitTarget), verdict(r >= limitTarget)})
 	t.add(row{"4", fmt.Sprintf("tools/call, %s: refserver vs same SDK server without idempotency", who),
 		mo.String(), mb.String() + spread(ref0), fmt.Sprintf("%.2f", mo.perSec/mb.perSec), "-", info})
-	t.add(row{"4", fmt.Sprintf("tools/call, %s: CPU time per call, the server's process and Redis (medians)", who),
-		cpuText(ours), cpuText(limits), "-", "-", info})
+	cpuRatio := "-"
+	if c, l := medianCPU(ours), medianCPU(limits); c > 0 && l > 0 {
+		cpuRatio = fmt.Sprintf("%.2f", float64(c)/float64(l))
+	}
+	t.add(row{"4", fmt.Sprintf("tools/call, %s: CPU time per call, the server's process and Redis (ratio: refserver's process over the limit's)", who),
+		cpuText(ours), cpuText(limits), cpuRatio, "-", info})
 	parts := make([]string, 0, len(insideSeries))
 	for _, s := range insideSeries {
 		var ds []float64
@@ -472,6 +476,15 @@ func procCPU(pid int) (time.Duration, error) {
 	}
 	const tick = 10 * time.Millisecond // USER_HZ, 100 on Linux
 	return time.Duration(ut+st) * tick, nil
+}
+
+// medianCPU is the median process CPU per call of rs.
+func medianCPU(rs []callResult) time.Duration {
+	var c []float64
+	for _, x := range rs {
+		c = append(c, float64(x.cpu))
+	}
+	return time.Duration(median(c))
 }
 
 // cpuText shows the CPU per call of measurements rs (medians).
