@@ -114,7 +114,7 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 	if t := g.tools[p.Name]; t != nil {
 		schemaRefusal = t.InputSchema.check(args)
 		call.Scope.Connection = t.Connection
-		call.Spec, call.Route, call.Target = t.Spec, t.Route, t.Target
+		call.Dispatch = g.dispatch[p.Name]
 	} else {
 		// A capability: scoped as unresolved, dispatched to the provider
 		// pinned in the store now, whose route the claim stores with a new
@@ -131,7 +131,7 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 		if schemaRefusal == nil {
 			schemaRefusal = pt.InputSchema.check(args)
 		}
-		call.Spec, call.Route, call.Target = pt.Spec, pt.Route, pt.Target
+		call.Dispatch = g.dispatch[pin]
 	}
 	if schemaRefusal != nil {
 		call.Refuse = &refusalError{*schemaRefusal}

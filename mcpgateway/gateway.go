@@ -178,22 +178,26 @@ type Config struct {
 // Gateway serves MCP (POST /mcp, Streamable HTTP, stateless, JSON answers)
 // with every tools/call claimed, replayed and receipted by the core.
 type Gateway struct {
-	cfg     Config
-	orch    *retry.Orchestrator
-	tools   map[string]*Tool
-	caps    map[string]*Capability
-	order   []string
-	plain   map[string]bool // tools added with AddTool: outside the contract
-	log     *slog.Logger
-	sdkLog  *slog.Logger
-	mcp     *mcp.Server
-	handler http.Handler
-	quotas  *quotas // nil: nothing is limited
+	cfg   Config
+	orch  *retry.Orchestrator
+	tools map[string]*Tool
+	// dispatch holds each tool's Spec, Route and Target as checked once
+	// at New; a call names it (retry.Call.Dispatch) instead of re-checking.
+	dispatch map[string]*retry.Dispatch
+	caps     map[string]*Capability
+	order    []string
+	plain    map[string]bool // tools added with AddTool: outside the contract
+	log      *slog.Logger
+	sdkLog   *slog.Logger
+	mcp      *mcp.Server
+	handler  http.Handler
+	quotas   *quotas // nil: nothing is limited
 }
 
 // New checks cfg and builds its gateway. A tool without a Route of every
-// fact ([idempotency.Route.Check]) or Target, a capability whose provider
-// is not a tool, or a repeated name is an error.
+// fact ([idempotency.Route.Check]) or Target, or whose Spec, Route and
+// Target [retry.NewDispatch] refuses, a capability whose provider is not a
+// tool, or a repeated name is an error.
 func New(cfg Config) (*Gateway, error) {
 	if cfg.Orchestrator == nil {
 		return nil, fmt.Errorf("%w: Orchestrator is required", ErrConfig)
@@ -219,7 +223,7 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Redact == nil {
 		cfg.Redact = func(s string) string { return s }
 	}
-	g := &Gateway{cfg: cfg, orch: cfg.Orchestrator, tools: map[string]*Tool{}, caps: map[string]*Capability{}, plain: map[string]bool{}}
+	g := &Gateway{cfg: cfg, orch: cfg.Orchestrator, tools: map[string]*Tool{}, dispatch: map[string]*retry.Dispatch{}, caps: map[string]*Capability{}, plain: map[string]bool{}}
 	if err := checkQuotas(&cfg); err != nil {
 		return nil, err
 	}
@@ -243,7 +247,11 @@ func New(cfg Config) (*Gateway, error) {
 		if err := t.Route.Check(); err != nil {
 			return nil, fmt.Errorf("%w: tool %s: %w", ErrConfig, name, err)
 		}
-		g.tools[name] = t
+		d, err := retry.NewDispatch(t.Spec, t.Route, t.Target)
+		if err != nil {
+			return nil, fmt.Errorf("%w: tool %s: %w", ErrConfig, name, err)
+		}
+		g.tools[name], g.dispatch[name] = t, d
 		g.order = append(g.order, name)
 	}
 	for i := range cfg.Capabilities {

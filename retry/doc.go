@@ -10,9 +10,9 @@
 //		Connection: "conn_stripe", Provider: "stripe", URL: target.URL,
 //		Credential: "STRIPE_SECRET_KEY", // names the vendor account, never holds its key
 //	})
+//	tool, err := retry.NewDispatch(spec, route, target) // once per tool: checked here
 //	out, err := o.Do(ctx, retry.Call{
-//		Scope: scope, Key: key, KeySource: source, Arguments: args, Spec: spec,
-//		Route: route, Target: target,
+//		Scope: scope, Key: key, KeySource: source, Arguments: args, Dispatch: tool,
 //	})
 //
 // An error is a refusal (errors.Is against [idempotency.ErrRequestMismatch],

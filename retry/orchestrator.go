@@ -136,6 +136,11 @@ type Call struct {
 	KeySource idempotency.KeySource
 	// Arguments are the call's JSON arguments; nil or empty means {}.
 	Arguments json.RawMessage
+	// Dispatch, if non-nil, is the tool's Spec, Route, Target and Secrets,
+	// checked once by NewDispatch: leave those four unset (Do refuses a
+	// Call with both), and Do fills Spec, Route and Target from it before
+	// any hook sees the call. If nil, Do checks the four on every call.
+	Dispatch *Dispatch
 	// Spec is the tool's EffectSpec, from effectspec.Parse, ParseList or New:
 	// Do refuses any other with effectspec.ErrUnvalidated.
 	Spec effectspec.Spec
@@ -219,16 +224,8 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Answer, error) {
 	if o.Store == nil {
 		return Answer{}, errors.New("retry: Orchestrator.Store is nil")
 	}
-	if call.Target == nil {
-		return Answer{}, errors.New("retry: Call.Target is nil")
-	}
-	if !call.Spec.Validated() {
-		return Answer{}, fmt.Errorf("retry: Call.Spec: %w", effectspec.ErrUnvalidated)
-	}
-	if err := checkRoute(call.Spec, call.Route); err != nil {
-		return Answer{}, err
-	}
-	if _, err := secrets(&call); err != nil {
+	route, err := prepare(&call)
+	if err != nil {
 		return Answer{}, err
 	}
 	if err := o.Policy.Check(call.Spec); err != nil && call.Refuse == nil {
@@ -249,17 +246,13 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Answer, error) {
 	if call.Key.IsZero() {
 		return Answer{}, fmt.Errorf("%w: no key", idempotency.ErrMalformedKey)
 	}
-	call.Route.Binding = call.Spec.Idempotency.Kind
-	if call.Spec.Route == effectspec.RouteFederated || call.Route.Binding == "" {
-		call.Route.Binding = effectspec.BindingUnsupported
-	}
 	req := idempotency.ClaimRequest{
 		Scope:            call.Scope,
 		Key:              call.Key,
 		KeySource:        call.KeySource,
 		RequestHash:      hash,
 		Binding:          call.Route.Binding,
-		Route:            call.Route.Record(),
+		Route:            route,
 		ApprovalRequired: call.Spec.Approval == effectspec.ApprovalRequired,
 		Ticket:           call.Ticket,
 		Refuse:           call.Refuse != nil,

@@ -80,7 +80,9 @@ func (t *HTTPTarget) Secrets() []string {
 // secrets returns the secrets of call: Call.Secrets and those its Target
 // reports, without empty strings. A secret shorter than
 // receipt.MinSecretLen is an error naming where it came from, not its value.
-func secrets(call *Call) ([]string, error) {
+// callSecrets returns the secrets to scrub from call's answers: its own
+// and its Target's, each checked.
+func callSecrets(call *Call) ([]string, error) {
 	var out []string
 	for i, s := range call.Secrets {
 		if s == "" {
@@ -114,14 +116,22 @@ func scrubbed(call *Call, res *idempotency.StoredResult) *idempotency.StoredResu
 	if res == nil {
 		return nil
 	}
-	s, err := secrets(call)
-	if err != nil {
-		return &idempotency.StoredResult{Status: res.Status, BodyDropped: true}
+	var red receipt.Redactor
+	if d := call.Dispatch; d != nil {
+		if len(d.secrets) == 0 {
+			return res
+		}
+		red = d.red
+	} else {
+		s, err := callSecrets(call)
+		if err != nil {
+			return &idempotency.StoredResult{Status: res.Status, BodyDropped: true}
+		}
+		if len(s) == 0 {
+			return res
+		}
+		red = redactorFor(s)
 	}
-	if len(s) == 0 {
-		return res
-	}
-	red := redactorFor(s)
 	var hdr http.Header // a clone, made at the first change
 	for k, vs := range res.Header {
 		for i, v := range vs {

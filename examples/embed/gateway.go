@@ -63,7 +63,12 @@ func newGateway(store idempotency.Store, vendorURL, vendorKey string) (http.Hand
 	if err != nil {
 		return nil, err
 	}
-	c := &charges{orch: &retry.Orchestrator{Store: store}, spec: spec, target: target, route: route}
+	// Checked once here rather than on every call.
+	tool, err := retry.NewDispatch(spec, route, target)
+	if err != nil {
+		return nil, err
+	}
+	c := &charges{orch: &retry.Orchestrator{Store: store}, tool: tool}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("POST "+vendorPath, withIdempotencyKey(c))
@@ -92,10 +97,8 @@ func withIdempotencyKey(next http.Handler) http.Handler {
 }
 
 type charges struct {
-	orch   *retry.Orchestrator
-	spec   effectspec.Spec
-	target retry.Target
-	route  idempotency.Route
+	orch *retry.Orchestrator
+	tool *retry.Dispatch
 }
 
 func (c *charges) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -108,9 +111,8 @@ func (c *charges) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the client went away: nothing was claimed
 	}
 	out, err := c.orch.Do(r.Context(), retry.Call{
-		Scope: idempotency.Scope{Workspace: workspace, Connection: connection, Tool: c.spec.Tool},
-		Key:   ek.key, KeySource: ek.source, Arguments: args,
-		Spec: c.spec, Route: c.route, Target: c.target,
+		Scope: idempotency.Scope{Workspace: workspace, Connection: connection, Tool: c.tool.Spec().Tool},
+		Key:   ek.key, KeySource: ek.source, Arguments: args, Dispatch: c.tool,
 	})
 	if err != nil {
 		refuse(w, err)
