@@ -94,6 +94,16 @@ func newTracedServer(cfg *config, store idempotency.Store, pins pinStore, log *s
 		Store:  store,
 		Policy: cfg.Policy,
 		OnAttempt: func(c *retry.Call, n int, res retry.Result, d time.Duration) {
+			// A first attempt answered 2xx is the call's tools/call line
+			// (its status and attempt count): its own line is Debug. Any
+			// other attempt, which a second may follow, is Info.
+			level := slog.LevelInfo
+			if n == 1 && res.Phase == retry.Responded && res.Err == nil && res.Status >= 200 && res.Status <= 299 {
+				level = slog.LevelDebug
+			}
+			if !s.log.Enabled(context.Background(), level) {
+				return
+			}
 			attrs := [...]slog.Attr{slog.String("workspace", c.Scope.Workspace), slog.String("tool", c.Scope.Tool),
 				slog.String("key", c.Key.String()), slog.Int("attempt", n), slog.String("phase", string(res.Phase)),
 				slog.Int("status", res.Status), slog.Duration("elapsed", d), {}}
@@ -102,7 +112,7 @@ func newTracedServer(cfg *config, store idempotency.Store, pins pinStore, log *s
 				attrs[len(attrs)-1] = slog.String("error", s.redact.String(res.Err.Error()))
 				logged = attrs[:]
 			}
-			s.log.LogAttrs(context.Background(), slog.LevelInfo, "attempt", logged...)
+			s.log.LogAttrs(context.Background(), level, "attempt", logged...)
 		},
 		OnStoreError: func(c *retry.Call, op string, err error) {
 			s.log.Warn("store error", "op", op, "tool", c.Scope.Tool, "key", c.Key.String(), "error", s.redact.String(err.Error()))
