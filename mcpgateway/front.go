@@ -90,6 +90,9 @@ type envelope struct {
 	// metaKey is params._meta["dev.obol/idempotency-key"] as sent, nil
 	// when absent: effectiveKey reads it.
 	metaKey json.RawMessage
+	// meta and args are params._meta and params.arguments of a tools/call
+	// as sent, nil when absent: the direct path (serveDirect) reads them.
+	meta, args json.RawMessage
 	// nearMiss is the refusal of the first member of params or
 	// params._meta whose name is a near miss of _meta or of a name the
 	// gateway reads (nearMissName), nil when there is none. The front
@@ -221,6 +224,7 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 	}
 	var meta []strictjson.Member
 	if rawMeta, ok := member(params, "_meta"); ok {
+		env.meta = rawMeta
 		meta, err = strictjson.Members(metaBuf[:0], rawMeta)
 		if errors.Is(err, strictjson.ErrRepeated) {
 			return env, repeated()
@@ -242,8 +246,11 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 	if env.name, ok = jsonString(n); !ok || env.name == "" {
 		return bad("invalid_request", "invalid params: name must be a tool name")
 	}
-	if a, ok := member(params, "arguments"); ok && a[0] != '{' && string(a) != "null" {
-		return bad("invalid_arguments", "invalid arguments: arguments must be a JSON object")
+	if a, ok := member(params, "arguments"); ok {
+		if a[0] != '{' && string(a) != "null" {
+			return bad("invalid_arguments", "invalid arguments: arguments must be a JSON object")
+		}
+		env.args = a
 	}
 	if t, ok := member(meta, metaTicket); ok {
 		if env.ticket, ok = jsonString(t); !ok || !idempotency.ValidTicketID(env.ticket) {
@@ -360,6 +367,12 @@ func validRPCMethod(m string) bool {
 // read as a tools/call, and a resume whose ticket could not be read
 // (store_unavailable: its key is the ticket's).
 func (g *Gateway) mcpFront(next http.Handler) http.Handler {
+	return g.front(next, false)
+}
+
+// front is mcpFront; with direct, a tools/call of a gateway tool is
+// answered by serveDirect rather than next.
+func (g *Gateway) front(next http.Handler, direct bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
@@ -448,7 +461,9 @@ func (g *Gateway) mcpFront(next http.Handler) http.Handler {
 		ci := &callInfo{workspace: ws, key: key, source: src}
 		ctx := context.WithValue(r.Context(), callInfoKey{}, ci)
 		sw := &sanitizer{ResponseWriter: w, id: env.id, ci: ci}
-		next.ServeHTTP(sw, r.WithContext(ctx))
+		if !direct || !g.serveDirect(sw, r.WithContext(ctx), &env, ci) {
+			next.ServeHTTP(sw, r.WithContext(ctx))
+		}
 		sw.finish(callKey)
 	})
 }

@@ -325,7 +325,7 @@ func (g *Gateway) mcpHandler(m *mcp.Server) http.Handler {
 		}
 		return &auth.TokenInfo{UserID: ci.workspace, Extra: map[string]any{tokenExtraCall: ci}}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	return g.mcpFront(bearer(sdk))
+	return g.front(bearer(sdk), m == g.mcp)
 }
 
 // workspace authenticates r: its workspace, or false for a 401.
