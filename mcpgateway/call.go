@@ -154,10 +154,17 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 // definitely_rejected and unknown are results with isError true. A held
 // call is a result (not an error) with _meta dev.obol/approval {"ticket",
 // "status": "pending"}; calling again before the decision answers the same
-// ticket. A body of spliceMin bytes or more goes to ci.large, and the
-// result holds its placeholders: the front writes it.
+// ticket. With ci, the receipt and the body go to ci.splice, and the
+// result holds their placeholders: the front writes them (splice).
 func result(out retry.Answer, ci *callInfo) *mcp.CallToolResult {
-	res := &mcp.CallToolResult{Meta: mcp.Meta{metaKey: out.Key.String(), metaReceipt: out.Receipt}}
+	var sp *splice
+	var rcMeta any = out.Receipt
+	if ci != nil {
+		sp = newSplice()
+		ci.splice = sp
+		rcMeta = sp.setReceipt(out.Receipt)
+	}
+	res := &mcp.CallToolResult{Meta: mcp.Meta{metaKey: out.Key.String(), metaReceipt: rcMeta}}
 	rc := out.Receipt
 	if rc.Outcome == effectspec.Held {
 		res.Meta[metaApprove] = map[string]string{"ticket": out.Ticket, "status": string(idempotency.TicketPending)}
@@ -177,20 +184,31 @@ func result(out retry.Answer, ci *callInfo) *mcp.CallToolResult {
 	switch {
 	case out.Result != nil && out.Result.BodyDropped:
 		text = fmt.Sprintf("vendor status %d; the body was larger than the store keeps", out.Result.Status)
-	case out.Result != nil:
+	case out.Result != nil && sp != nil && len(out.Result.Body) > 0:
+		// Encoded once, by the front: a non-empty body has a non-empty
+		// text, so the defaults below never replace it.
 		body := out.Result.Body
 		t := bytes.TrimSpace(body)
-		structured := len(t) > 0 && t[0] == '{' && json.Valid(t)
-		if ci != nil && len(body) >= spliceMin {
-			ci.large = spliceBody(body, structured)
-			text = ci.large.text
-			if structured {
-				res.StructuredContent = json.RawMessage(`"` + ci.large.structured + `"`)
+		sp.body, sp.large = body, len(body) >= spliceMin
+		text = sp.phText
+		if len(t) > 0 && t[0] == '{' {
+			if sp.large {
+				if json.Valid(t) {
+					sp.structured = t
+				}
+			} else if b, err := json.Marshal(json.RawMessage(t)); err == nil {
+				// What the SDK makes of json.RawMessage(t), and an error
+				// exactly when t is not valid JSON.
+				sp.structured = b
 			}
-			break
 		}
+		if sp.structured != nil {
+			res.StructuredContent = json.RawMessage(sp.phStructured)
+		}
+	case out.Result != nil:
+		body := out.Result.Body
 		text = strings.ToValidUTF8(string(body), string(utf8.RuneError))
-		if structured {
+		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '{' && json.Valid(t) {
 			res.StructuredContent = json.RawMessage(t)
 		}
 	}

@@ -29,9 +29,9 @@ type callInfo struct {
 	workspace string
 	key       idempotency.Key
 	source    idempotency.KeySource
-	// large, set by the handler, is a vendor body the answer carries by
-	// splice (largeBody): the front writes it.
-	large *largeBody
+	// splice, set by the handler, holds the parts of its result that the
+	// front writes in place of their placeholders (splice).
+	splice *splice
 }
 
 type callInfoKey struct{}
@@ -544,12 +544,25 @@ func (sw *sanitizer) finish(key string) {
 		status = http.StatusOK
 	}
 	body := sw.buf.Bytes()
-	if lb := sw.large(); lb != nil && status < 400 && lb.write(w, status, body) {
-		// A tool's answer with a large vendor body, which the handler
-		// left out of what the SDK encoded (spliceMin).
-		return
-	}
 	isJSON := strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") && gjson.ValidBytes(body)
+	if sp := sw.splice(); sp != nil {
+		// The tool's result, whose receipt and body the SDK never saw:
+		// the checks below read only the rest, and the parts written in
+		// are valid JSON values in place of JSON strings, which changes
+		// neither the answer's validity nor its top-level members.
+		ps, found := sp.locate(body)
+		switch {
+		case found == spliceFound && status < 400 && isJSON && !hasError(body):
+			sp.write(w, status, body, ps)
+			return
+		case found != spliceAbsent:
+			// A placeholder where it does not belong, or in an error: the
+			// answer is never sent with one in it.
+			sw.internalError(key)
+			return
+		}
+		// No token: an answer the SDK made without the result.
+	}
 	if status < 400 && (len(body) == 0 || isJSON && !hasError(body)) {
 		// Every answer a tool gives leaves here: checked by one scan
 		// that decodes nothing (the result may be large). Its length is
@@ -613,6 +626,13 @@ func (sw *sanitizer) finish(key string) {
 		data, _ := json.Marshal(d)
 		writeRPCError(w, status, sw.id, &jsonrpcError{Code: codeInvalidRequest, Message: transportText(status, body), Data: data})
 	}
+}
+
+// internalError answers HTTP 500, reason internal, with the request's id
+// and key: what an answer that cannot be written whole becomes.
+func (sw *sanitizer) internalError(key string) {
+	data, _ := json.Marshal(ErrorData{Reason: "internal", Status: http.StatusInternalServerError, IdempotencyKey: key})
+	writeRPCError(sw.ResponseWriter, http.StatusInternalServerError, sw.id, &jsonrpcError{Code: codeInternal, Message: sdkMessage(codeInternal), Data: data})
 }
 
 // transportText is the message of a refusal the MCP transport wrote in

@@ -24,7 +24,7 @@ import (
 )
 
 // miniStore is a redisstore on a fresh miniredis.
-func miniStore(t *testing.T) *redisstore.Store {
+func miniStore(t testing.TB) *redisstore.Store {
 	t.Helper()
 	mr := miniredis.RunT(t)
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})

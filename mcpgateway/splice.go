@@ -2,81 +2,201 @@ package mcpgateway
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/hex"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
+
+	"github.com/obol-gateway/obol/receipt"
 )
 
-// spliceMin is the size from which a vendor body bypasses the SDK's
-// encoder. Encoding a result holds it several times over (the text, a
+// spliceMin is the size from which a vendor body's text is written in
+// pieces, as the vendor sent it rather than as the SDK's encoder would:
+// encoding a result holds a body several times over (the text, a
 // JSON-escaped copy, structuredContent again, the encoder's growing
-// buffers, the handler's copy of the answer); a spliced body is held once,
-// as the vendor sent it, and written to the connection in pieces.
+// buffers, the handler's copy of the answer); a large body is held once
+// and written to the connection in pieces.
 const spliceMin = 64 << 10
 
-// largeBody is a vendor body that the answer carries by splice: the result
-// the SDK encodes holds placeholders (JSON strings of a random token) where
-// finish writes the body, escaped as the text and as is as
-// structuredContent.
-type largeBody struct {
-	body       []byte
-	text       string // the placeholder of the text content
-	structured string // the placeholder of structuredContent; "" when none
+// splice is the part of a tool's answer that bypasses the SDK's encoder:
+// the receipt and the vendor body. The SDK encodes every Marshaler's
+// output again at every level it is nested in (the receipt in _meta, the
+// result, the JSON-RPC response: each compacts and re-escapes all below
+// it), so the result it encodes holds placeholders, JSON strings of
+// "<tok>-receipt", "<tok>-text" and "<tok>-structured", and finish writes
+// each part once in the place of its placeholder.
+//
+// Below spliceMin, each part is written as the SDK would have written it,
+// byte for byte: the receipt's MarshalJSON is json.Marshal output, compact
+// and HTML-escaped, which every further compaction leaves as it is; the
+// text is appendSDKText, encoding/json's encoding of the text; the
+// structured content is json.Marshal of the body as a json.RawMessage, the
+// very call the SDK makes. A large body's text is escapeJSONString and its
+// structured content the body as sent (trimmed).
+type splice struct {
+	tok     string // "dev.obol/splice-" and 32 hex digits from crypto/rand
+	receipt []byte // the receipt's JSON; nil when not spliced
+	// body is the vendor body whose text is the text content; nil when
+	// the text is not spliced.
+	body []byte
+	// structured is structuredContent's JSON; nil when not spliced.
+	structured []byte
+	large      bool // body is spliceMin bytes or more
+	// The placeholders, cut from one string: the receipt's and the
+	// text's, and the structured content's as a JSON string.
+	phReceipt, phText, phStructured string
 }
 
-// spliceBody makes the placeholders of body: the text, and with
-// structured the structuredContent (body is then one JSON object).
-func spliceBody(body []byte, structured bool) *largeBody {
-	var tok [12]byte
-	for i := range tok {
-		tok[i] = byte(rand.Uint32())
-	}
-	t := "dev.obol/splice-" + hex.EncodeToString(tok[:])
-	lb := &largeBody{body: body, text: t + "-text"}
-	if structured {
-		lb.structured = t + "-structured"
-	}
-	return lb
+// newSplice makes a splice with a fresh token. The token is unguessable
+// (128 bits from crypto/rand), so no vendor body or handler result can
+// hold a placeholder.
+func newSplice() *splice {
+	const prefix = "dev.obol/splice-"
+	var b [16]byte
+	rand.Read(b[:])
+	var h [32]byte
+	hex.Encode(h[:], b[:])
+	tok := prefix + string(h[:])
+	all := tok + partReceipt + tok + partText + `"` + tok + partStructured + `"`
+	n := len(tok)
+	sp := &splice{tok: all[:n], phReceipt: all[:n+len(partReceipt)]}
+	all = all[n+len(partReceipt):]
+	sp.phText, all = all[:n+len(partText)], all[n+len(partText):]
+	sp.phStructured = all
+	return sp
 }
 
-// write writes the SDK's answer small with the placeholders of lb
-// replaced, and reports whether it could: false (nothing written) when a
-// placeholder is not in small exactly once.
-func (lb *largeBody) write(w http.ResponseWriter, status int, small []byte) bool {
-	type piece struct {
-		at, n int
-		raw   bool // the body as is, else escaped as a JSON string
+// The parts of a splice, by the suffix of their placeholder.
+const (
+	partReceipt    = "-receipt"
+	partText       = "-text"
+	partStructured = "-structured"
+)
+
+// setReceipt puts rc's JSON in the splice and returns the placeholder for
+// _meta; rc itself when it does not encode (then the SDK reports it).
+func (sp *splice) setReceipt(rc receipt.Receipt) any {
+	b, err := rc.MarshalJSON()
+	if err != nil {
+		return rc
 	}
-	var ps []piece
-	for _, p := range []struct {
-		tok string
-		raw bool
-	}{{lb.text, false}, {lb.structured, true}} {
-		if p.tok == "" {
-			continue
+	sp.receipt = b
+	return sp.phReceipt
+}
+
+// A piece is where a part's placeholder is in the SDK's answer.
+type piece struct {
+	at, n int
+	part  string
+}
+
+// Results of locate.
+const (
+	spliceAbsent = iota // no token in the answer: not the tool's result
+	spliceFound         // each part's placeholder exactly once, no other token
+	spliceBroken        // anything else: the answer must not leave
+)
+
+// locate finds the placeholders in small, the SDK's answer, in order.
+func (sp *splice) locate(small []byte) (ps []piece, found int) {
+	seen := 0
+	for at := 0; ; {
+		i := bytes.Index(small[at:], unsafeBytes(sp.tok))
+		if i < 0 {
+			break
 		}
-		q := `"` + p.tok + `"`
-		i := bytes.Index(small, []byte(q))
-		if i < 0 || bytes.Contains(small[i+len(q):], []byte(q)) {
-			return false
+		i += at
+		if i == 0 || small[i-1] != '"' {
+			return nil, spliceBroken
 		}
-		ps = append(ps, piece{at: i, n: len(q), raw: p.raw})
+		rest := small[i+len(sp.tok):]
+		var part string
+		var bit int
+		switch {
+		case hasPart(rest, partReceipt) && sp.receipt != nil:
+			part, bit = partReceipt, 1
+		case hasPart(rest, partText) && sp.body != nil:
+			part, bit = partText, 2
+		case hasPart(rest, partStructured) && sp.structured != nil:
+			part, bit = partStructured, 4
+		default:
+			return nil, spliceBroken
+		}
+		if seen&bit != 0 {
+			return nil, spliceBroken
+		}
+		seen |= bit
+		n := 1 + len(sp.tok) + len(part) + 1
+		if ps == nil {
+			ps = make([]piece, 0, 3)
+		}
+		ps = append(ps, piece{at: i - 1, n: n, part: part})
+		at = i - 1 + n
 	}
-	if len(ps) == 2 && ps[1].at < ps[0].at {
-		ps[0], ps[1] = ps[1], ps[0]
+	if seen == 0 {
+		return nil, spliceAbsent
 	}
-	raw := bytes.TrimSpace(lb.body)
+	want := 0
+	if sp.receipt != nil {
+		want |= 1
+	}
+	if sp.body != nil {
+		want |= 2
+	}
+	if sp.structured != nil {
+		want |= 4
+	}
+	if seen != want {
+		return nil, spliceBroken
+	}
+	return ps, spliceFound
+}
+
+// hasPart reports whether rest starts with part and the closing quote.
+func hasPart(rest []byte, part string) bool {
+	return len(rest) > len(part) && string(rest[:len(part)]) == part && rest[len(part)] == '"'
+}
+
+// unsafeBytes is s as bytes, not copied: only read.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// write writes small, the SDK's answer, with the pieces ps (from locate)
+// replaced by their parts, under an exact Content-Length.
+func (sp *splice) write(w http.ResponseWriter, status int, small []byte, ps []piece) {
+	if !sp.large {
+		// One buffer, one write: the answer is small.
+		out := make([]byte, 0, len(small)+len(sp.receipt)+len(sp.structured)+len(sp.body)+len(sp.body)/8+8)
+		at := 0
+		for _, p := range ps {
+			out = append(out, small[at:p.at]...)
+			switch p.part {
+			case partReceipt:
+				out = append(out, sp.receipt...)
+			case partStructured:
+				out = append(out, sp.structured...)
+			default:
+				out = appendSDKText(out, sp.body)
+			}
+			at = p.at + p.n
+		}
+		out = append(out, small[at:]...)
+		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+		w.WriteHeader(status)
+		w.Write(out)
+		return
+	}
 	total := len(small)
-	textLen := 0
 	for _, p := range ps {
 		total -= p.n
-		if p.raw {
-			total += len(raw)
-		} else {
-			escapeJSONString(lb.body, func(b []byte) { textLen += len(b) })
-			total += textLen
+		switch p.part {
+		case partReceipt:
+			total += len(sp.receipt)
+		case partStructured:
+			total += len(sp.structured)
+		default:
+			escapeJSONString(sp.body, func(b []byte) { total += len(b) })
 		}
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(total))
@@ -84,15 +204,81 @@ func (lb *largeBody) write(w http.ResponseWriter, status int, small []byte) bool
 	at := 0
 	for _, p := range ps {
 		w.Write(small[at:p.at])
-		if p.raw {
-			w.Write(raw)
-		} else {
-			escapeJSONString(lb.body, func(b []byte) { w.Write(b) })
+		switch p.part {
+		case partReceipt:
+			w.Write(sp.receipt)
+		case partStructured:
+			w.Write(sp.structured)
+		default:
+			escapeJSONString(sp.body, func(b []byte) { w.Write(b) })
 		}
 		at = p.at + p.n
 	}
 	w.Write(small[at:])
-	return true
+}
+
+// appendSDKText appends body as a JSON string of its text, exactly as
+// json.Marshal writes strings.ToValidUTF8(string(body), "\uFFFD"), which is
+// what the SDK's encoder wrote for a result whose text that is: each run
+// of bytes that is not UTF-8 is one U+FFFD; ", \\, control characters, <,
+// >, &, U+2028 and U+2029 are escaped as encoding/json escapes them.
+func appendSDKText(dst, body []byte) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	invalid := false
+	for i := 0; i < len(body); {
+		c := body[i]
+		if c < utf8.RuneSelf {
+			invalid = false
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, body[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, n := utf8.DecodeRune(body[i:])
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, body[start:i]...)
+			if !invalid {
+				dst = append(dst, "\ufffd"...)
+			}
+			invalid = true
+			i++
+			start = i
+			continue
+		}
+		invalid = false
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, body[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += n
+			start = i
+			continue
+		}
+		i += n
+	}
+	dst = append(dst, body[start:]...)
+	return append(dst, '"')
 }
 
 // escapeJSONString hands out, in pieces of at most 32 KiB, body as a
@@ -153,10 +339,10 @@ func escapeJSONString(body []byte, out func([]byte)) {
 	flush()
 }
 
-// large is the spliced body of the answer, nil when none.
-func (sw *sanitizer) large() *largeBody {
+// splice is the splice of the answer, nil when none.
+func (sw *sanitizer) splice() *splice {
 	if sw.ci == nil {
 		return nil
 	}
-	return sw.ci.large
+	return sw.ci.splice
 }

@@ -2,6 +2,7 @@ package mcpgateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,10 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -130,4 +135,182 @@ func TestLargeBodySpliced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sdkAnswer serves res, the result of t.run, through the SDK's stateless
+// JSON handler behind a sanitizer holding ci, as the gateway does, and
+// returns what a client reads.
+func sdkAnswer(t *testing.T, res *mcp.CallToolResult, ci *callInfo) []byte {
+	t.Helper()
+	m := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "0"}, nil)
+	m.AddTool(&mcp.Tool{Name: "t.run", InputSchema: objectSchemaRaw()}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return res, nil
+	})
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t.run","arguments":{}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	w := httptest.NewRecorder()
+	sw := &sanitizer{ResponseWriter: w, id: json.RawMessage("7"), ci: ci}
+	sdk.ServeHTTP(sw, req)
+	sw.finish("idt_00000000000000000000000000000007")
+	// A result has a Content-Length; an error may go chunked.
+	if cl := w.Header().Get("Content-Length"); (cl != "" || w.Code == http.StatusOK) && cl != strconv.Itoa(w.Body.Len()) {
+		t.Fatalf("Content-Length %s, body %d bytes", cl, w.Body.Len())
+	}
+	return w.Body.Bytes()
+}
+
+// spliceAnswers are answers of every kind, whose receipts and bodies hold
+// what an encoder escapes.
+func spliceAnswers(t *testing.T) map[string]retry.Answer {
+	key, _ := idempotency.ParseKey("idt_00000000000000000000000000000007")
+	at := time.Date(2026, 12, 1, 18, 0, 0, 123e6, time.UTC)
+	rc := func(outcome effectspec.Outcome, status int, binding string) receipt.Receipt {
+		return receipt.Receipt{IdempotencyKey: key.String(), KeySource: "supplied", RequestHash: "sha256:ab", Tool: "t.run", Workspace: "ws_<&>",
+			Route:   receipt.Route{Connection: "conn_t", Provider: "t", Host: "t.example", Path: "/run?a=1&b=<2>", Fingerprint: "sha256:cd"},
+			Binding: binding, Propagation: "header", VendorKey: "idt_00000000000000000000000000000008", AttemptCount: 1, Outcome: outcome,
+			Status: status, SafeNewKey: receipt.Safe(false), CreatedAt: at, FinalizedAt: at.Add(time.Second)}
+	}
+	answer := func(outcome effectspec.Outcome, status int, body string) retry.Answer {
+		a := retry.Answer{Key: key, Receipt: rc(outcome, status, "header")}
+		if status != 0 {
+			a.Result = &idempotency.StoredResult{Status: status, Body: []byte(body)}
+		}
+		return a
+	}
+	as := map[string]retry.Answer{
+		"accepted":          answer(effectspec.Accepted, 201, `{"id":"ch_1","object":"charge","amount":1200}`),
+		"accepted spaced":   answer(effectspec.Accepted, 200, " {\"a\" : [1, 2.50, true, null], \"html\": \"<b>&amp;</b>\", \"sep\": \"\u2028\u2029\", \"esc\": \"\\u003c\\n\\\"\" }\n"),
+		"accepted empty":    answer(effectspec.Accepted, 204, ``),
+		"accepted space":    answer(effectspec.Accepted, 200, " \n"),
+		"accepted array":    answer(effectspec.Accepted, 200, `[{"a":1}]`),
+		"accepted number":   answer(effectspec.Accepted, 200, `12`),
+		"accepted bad json": answer(effectspec.Accepted, 200, `{"a": 1,}`),
+		"accepted text":     answer(effectspec.Accepted, 200, "\"quoted\" \\ back\nline\ttab\x01\x08\x0c\x1f\x7f ctl \u2028sep\u2029 <&> é \xe2\x82 broken \xff\xfe \xef\xbf\xbd end"),
+		"rejected":          answer(effectspec.DefinitelyRejected, 402, `{"error":{"message":"card <declined> & \"done\""}}`),
+		"rejected empty":    answer(effectspec.DefinitelyRejected, 400, ``),
+		"unknown":           answer(effectspec.Unknown, 0, ``),
+		"unknown body":      answer(effectspec.Unknown, 500, "upstream <error>\n"),
+		"settled":           answer(effectspec.Accepted, 0, ``),
+	}
+	a := answer(effectspec.Accepted, 201, `{"id":"ch_2"}`)
+	a.Receipt.Replayed = true
+	a.Receipt.Resolution = &receipt.Resolution{Outcome: effectspec.Accepted, By: "ops <a&b>", At: at, Note: "checked \u2028 with \"vendor\" <x>"}
+	as["replayed settled"] = a
+	a = answer(effectspec.Held, 0, ``)
+	a.Ticket = "apt_00000000000000000000000000000001"
+	as["held"] = a
+	a = answer(effectspec.Accepted, 200, ``)
+	a.Result.BodyDropped = true
+	as["dropped"] = a
+	ipr, err := json.Marshal(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done <&> \u2028"}}, StructuredContent: map[string]any{"n": 1, "s": "<x>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = answer(effectspec.Accepted, 200, string(ipr))
+	a.Receipt.Binding = "in_process_keyed"
+	as["in-process"] = a
+	return as
+}
+
+// TestSpliceWire: an answer whose receipt and body the front splices in is,
+// byte for byte, the answer the SDK writes when it encodes them itself.
+func TestSpliceWire(t *testing.T) {
+	for name, a := range spliceAnswers(t) {
+		t.Run(name, func(t *testing.T) {
+			want := sdkAnswer(t, result(a, nil), nil)
+			ci := &callInfo{}
+			got := sdkAnswer(t, result(a, ci), ci)
+			if ci.splice == nil || ci.splice.receipt == nil {
+				t.Fatal("receipt not spliced")
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("spliced answer differs:\n got %s\nwant %s", got, want)
+			}
+			if !bytes.Contains(want, []byte(`"result":`)) || bytes.Contains(got, []byte("dev.obol/splice-")) {
+				t.Fatalf("not a result, or a placeholder left: %s", got)
+			}
+		})
+	}
+}
+
+// TestSpliceLarge: a large body's answer reads as the SDK's encoding of it
+// does, with the body as the vendor sent it as structuredContent.
+func TestSpliceLarge(t *testing.T) {
+	var obj, text bytes.Buffer
+	obj.WriteString(`{"rows": [`)
+	for obj.Len() < spliceMin {
+		obj.WriteString(`{"s": "\"q\" <&> \u2028 é"}, `)
+	}
+	obj.WriteString(`{}]}`)
+	for text.Len() < spliceMin {
+		text.WriteString("x <&> \"q\" \b\f\n\xff\xfe é \u2028 ")
+	}
+	key, _ := idempotency.ParseKey("idt_00000000000000000000000000000007")
+	for name, body := range map[string][]byte{"object": obj.Bytes(), "text": text.Bytes()} {
+		t.Run(name, func(t *testing.T) {
+			a := retry.Answer{Key: key, Receipt: receipt.Receipt{IdempotencyKey: key.String(), Outcome: effectspec.Accepted, Status: 200},
+				Result: &idempotency.StoredResult{Status: 200, Body: body}}
+			want := sdkAnswer(t, result(a, nil), nil)
+			ci := &callInfo{}
+			got := sdkAnswer(t, result(a, ci), ci)
+			var g, w any
+			if json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil {
+				t.Fatalf("not JSON: %.300s", got)
+			}
+			gb, _ := json.Marshal(g)
+			wb, _ := json.Marshal(w)
+			if !bytes.Equal(gb, wb) {
+				t.Fatal("the spliced answer reads differently")
+			}
+			if spliced := bytes.Contains(got, []byte(`"structuredContent":{"rows": [`)); spliced != (name == "object") {
+				t.Fatalf("structuredContent as sent: %v", spliced)
+			}
+		})
+	}
+}
+
+// TestSpliceBroken: an answer in which a placeholder is missing, doubled
+// or foreign is never sent with it: it becomes an internal error.
+func TestSpliceBroken(t *testing.T) {
+	a := spliceAnswers(t)["accepted"]
+	for name, edit := range map[string]func(res *mcp.CallToolResult, sp *splice){
+		"receipt missing": func(res *mcp.CallToolResult, sp *splice) { res.Meta[metaReceipt] = "x" },
+		"text doubled": func(res *mcp.CallToolResult, sp *splice) {
+			res.Content = append(res.Content, &mcp.TextContent{Text: sp.phText})
+		},
+		"unknown part": func(res *mcp.CallToolResult, sp *splice) {
+			res.Content = append(res.Content, &mcp.TextContent{Text: sp.tok + "-other"})
+		},
+		"inside a string": func(res *mcp.CallToolResult, sp *splice) {
+			res.Content = append(res.Content, &mcp.TextContent{Text: "see " + sp.phText})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ci := &callInfo{}
+			res := result(a, ci)
+			edit(res, ci.splice)
+			got := sdkAnswer(t, res, ci)
+			if bytes.Contains(got, []byte("dev.obol/splice-")) || !bytes.Contains(got, []byte(`"reason":"internal"`)) {
+				t.Fatalf("%s", got)
+			}
+		})
+	}
+}
+
+// FuzzSDKText: appendSDKText writes what json.Marshal writes of the text.
+func FuzzSDKText(f *testing.F) {
+	for _, s := range []string{"", "plain", "\"\\\b\f\n\r\t\x00\x1f\x7f", "<&>", "\u2028\u2029", "\xff\xfe", "a\xe2\x82b", "\xef\xbf\xbd\xff", "é\xc3"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		want, err := json.Marshal(strings.ToValidUTF8(string(body), string(utf8.RuneError)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendSDKText(nil, body); !bytes.Equal(got, want) {
+			t.Fatalf("%q: got %s, want %s", body, got, want)
+		}
+	})
 }
