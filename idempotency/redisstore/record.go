@@ -189,10 +189,9 @@ func fieldHeader(f string) (string, bool) {
 // remembers only its last operation: a re-send after a later change is
 // judged afresh.
 func opTag(kind byte, id string) string {
-	h := sha256.New()
-	h.Write([]byte{kind})
-	h.Write([]byte(id))
-	return string(h.Sum(nil)[:8])
+	var buf [64]byte // an op id is at most 63 bytes (validOpID)
+	sum := sha256.Sum256(append(append(buf[:0], kind), id...))
+	return string(sum[:8])
 }
 
 // digestOf strips "sha256:", checks 64 lowercase hex digits and returns the
@@ -207,8 +206,9 @@ func digestOf(field, v string) (string, error) {
 			return "", fmt.Errorf("redisstore: %s: want sha256: followed by 64 lowercase hex digits", field)
 		}
 	}
-	b, _ := hex.DecodeString(h)
-	return string(b), nil
+	var b [32]byte
+	hex.Decode(b[:], []byte(h))
+	return string(b[:]), nil
 }
 
 // digestText is the "sha256:..." text of a stored digest: 32 bytes, or the
@@ -216,7 +216,7 @@ func digestOf(field, v string) (string, error) {
 func digestText(v string) (string, error) {
 	switch len(v) {
 	case 32:
-		return "sha256:" + hex.EncodeToString([]byte(v)), nil
+		return hexText("sha256:", v), nil
 	case 64:
 		return "sha256:" + v, nil
 	}
@@ -226,15 +226,30 @@ func digestText(v string) (string, error) {
 // packKey stores a key as its 16 bytes: the vendor key is on every record of
 // a vendor binding.
 func packKey(k idempotency.Key) string {
-	b, _ := hex.DecodeString(k.String()[len("idt_"):])
-	return string(b)
+	var b [16]byte
+	hex.Decode(b[:], []byte(k.String()[len("idt_"):]))
+	return string(b[:])
 }
 
 func unpackKey(v string) (idempotency.Key, error) {
 	if len(v) != 16 {
 		return idempotency.Key{}, fmt.Errorf("%w: vendor key of %d bytes, want 16", ErrCorruptRecord, len(v))
 	}
-	return idempotency.ParseKey("idt_" + hex.EncodeToString([]byte(v)))
+	return idempotency.ParseKey(hexText("idt_", v))
+}
+
+// hexText is prefix followed by the lowercase hex digits of v, in one
+// allocation: a decoded record renders two digests and a key so.
+func hexText(prefix, v string) string {
+	const digits = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(len(prefix) + 2*len(v))
+	b.WriteString(prefix)
+	for i := 0; i < len(v); i++ {
+		b.WriteByte(digits[v[i]>>4])
+		b.WriteByte(digits[v[i]&15])
+	}
+	return b.String()
 }
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

@@ -144,6 +144,7 @@ type Store struct {
 	migrateWait time.Duration
 	deployment  string // the fleet's id, an input of every vendor key
 	scope       *scopeCheck
+	scopes      *scopeCache // the strings of recent scopes (claim, finalize)
 	acct        *accounting // nil unless Options.AccountBytes
 	// noInfo: SkipEvictionCheck, where a server that refuses INFO memory
 	// (miniredis) has no memory to watch.
@@ -176,6 +177,7 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 	}
 	s := &Store{
 		client:      client,
+		scopes:      newScopeCache(),
 		noInfo:      opts.SkipEvictionCheck,
 		prefix:      opts.Prefix,
 		retention:   strconv.FormatInt(opts.Retention.Milliseconds(), 10),
@@ -414,79 +416,18 @@ func validRouteField(field, v string) error {
 // of the ticket when it answers held. req.KeySource must be KeySupplied or
 // KeyMinted.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
-	key, err := req.Scope.StorageKey(s.prefix, req.Key)
-	if err != nil {
-		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: %w", err)
-	}
-	rh, err := digestOf("request hash", req.RequestHash)
+	c, args, err := s.claimPrep(req)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
-	}
-	fp, err := digestOf("fingerprint", req.Route.Fingerprint)
-	if err != nil {
-		return idempotency.ClaimResult{}, err
-	}
-	b, ok := bindingCode(req.Binding)
-	if !ok {
-		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: unknown binding %q", req.Binding)
-	}
-	var ks string
-	switch req.KeySource {
-	case idempotency.KeySupplied:
-		ks = "s"
-	case idempotency.KeyMinted:
-		ks = "m"
-	default:
-		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: key source %q: want %q or %q", req.KeySource, idempotency.KeySupplied, idempotency.KeyMinted)
-	}
-	route, err := packRoute(req.Scope, req.Route)
-	if err != nil {
-		return idempotency.ClaimResult{}, err
-	}
-	timeout, err := idempotency.AttemptTimeout(req.Timeout)
-	if err != nil {
-		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: %w", err)
-	}
-	window, err := idempotency.VendorWindow(req.VendorWindow)
-	if err != nil {
-		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: vendor window: %w", err)
-	}
-	if err := s.checkRetention(timeout); err != nil {
-		return idempotency.ClaimResult{}, fmt.Errorf("redisstore: claim: %w", err)
-	}
-	if req.Ticket != "" && !idempotency.ValidTicketID(req.Ticket) {
-		return idempotency.ClaimResult{}, errors.New("redisstore: claim: malformed approval ticket")
-	}
-	op, err := validOpID(req.OpID)
-	if err != nil {
-		return idempotency.ClaimResult{}, err
-	}
-	vk := ""
-	if b != "u" {
-		vk = packKey(idempotency.VendorKey(s.deployment, req.Scope, req.Key, req.RequestHash))
-	}
-	fresh := ""
-	if req.ApprovalRequired {
-		fresh = idempotency.NewTicketID()
 	}
 	if err := s.scope.check(ctx); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	bucket, member, err := s.indexEntry(req.Scope, req.Key, key)
-	if err != nil {
-		return idempotency.ClaimResult{}, err
-	}
-	args := scriptargs.ClaimSpec.Argv(&scriptargs.Claim{
-		ScopeVersion: scopeVersion, RequestHash: rh, Binding: b, Fingerprint: fp, Route: route, KeySource: ks,
-		Approval: req.ApprovalRequired, Presented: req.Ticket, Fresh: fresh, Op: opTag('c', op),
-		Lease: s.lease, Retention: s.retention, VendorKey: vk, URetention: s.uretention,
-		Timeout: int(timeout.Milliseconds()), Refuse: req.Refuse, NoCreate: req.NoCreate, Member: member,
-		Window: int(window.Milliseconds()), Incarnation: newIncarnation(),
-	})
+	key, bucket, member, route, vk, fresh, rh := c.key, c.bucket, c.member, c.route, c.vk, c.fresh, c.rh
 	// The claim script writes the index entry of a reservation itself, in
 	// the record's slot: it is in place before the caller may send
 	// (docs/DESIGN.md, "The record and its lifecycle").
-	keys := []string{key, bucket, s.pendingOf(req.Scope.Workspace, key)}
+	keys := []string{key, bucket, c.pending}
 	arr, acks, err := s.execOnce(ctx, s.sc.claim, keys, args, true)
 	if notRun(err) {
 		// A migrating slot: a final record replays without its bucket
@@ -522,6 +463,83 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		}
 	}
 	return res, nil
+}
+
+// claimCall is what a claim computes before its script: the keys and the
+// facts that Claim counts and reports with the reply.
+type claimCall struct {
+	key, bucket, pending, member, route, vk, fresh, rh string
+}
+
+// claimPrep checks a claim and builds its script's arguments: all the
+// work of Claim that needs no round trip.
+func (s *Store) claimPrep(req idempotency.ClaimRequest) (claimCall, []string, error) {
+	key, ss, err := s.storageKey(req.Scope, req.Key)
+	if err != nil {
+		return claimCall{}, nil, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	rh, err := digestOf("request hash", req.RequestHash)
+	if err != nil {
+		return claimCall{}, nil, err
+	}
+	fp, err := digestOf("fingerprint", req.Route.Fingerprint)
+	if err != nil {
+		return claimCall{}, nil, err
+	}
+	b, ok := bindingCode(req.Binding)
+	if !ok {
+		return claimCall{}, nil, fmt.Errorf("redisstore: claim: unknown binding %q", req.Binding)
+	}
+	var ks string
+	switch req.KeySource {
+	case idempotency.KeySupplied:
+		ks = "s"
+	case idempotency.KeyMinted:
+		ks = "m"
+	default:
+		return claimCall{}, nil, fmt.Errorf("redisstore: claim: key source %q: want %q or %q", req.KeySource, idempotency.KeySupplied, idempotency.KeyMinted)
+	}
+	route, err := packRoute(req.Scope, req.Route)
+	if err != nil {
+		return claimCall{}, nil, err
+	}
+	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	if err != nil {
+		return claimCall{}, nil, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	window, err := idempotency.VendorWindow(req.VendorWindow)
+	if err != nil {
+		return claimCall{}, nil, fmt.Errorf("redisstore: claim: vendor window: %w", err)
+	}
+	if err := s.checkRetention(timeout); err != nil {
+		return claimCall{}, nil, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	if req.Ticket != "" && !idempotency.ValidTicketID(req.Ticket) {
+		return claimCall{}, nil, errors.New("redisstore: claim: malformed approval ticket")
+	}
+	op, err := validOpID(req.OpID)
+	if err != nil {
+		return claimCall{}, nil, err
+	}
+	vk := ""
+	if b != "u" {
+		vk = ss.vendorKey(req.Key, req.RequestHash)
+	}
+	fresh := ""
+	if req.ApprovalRequired {
+		fresh = idempotency.NewTicketID()
+	}
+	slot := keySlot(key)
+	bucket, member := ss.bucket(slot), ss.member(req.Key)
+	args := scriptargs.ClaimSpec.Argv(&scriptargs.Claim{
+		ScopeVersion: scopeVersion, RequestHash: rh, Binding: b, Fingerprint: fp, Route: route, KeySource: ks,
+		Approval: req.ApprovalRequired, Presented: req.Ticket, Fresh: fresh, Op: opTag('c', op),
+		Lease: s.lease, Retention: s.retention, VendorKey: vk, URetention: s.uretention,
+		Timeout: int(timeout.Milliseconds()), Refuse: req.Refuse, NoCreate: req.NoCreate, Member: member,
+		Window: int(window.Milliseconds()), Incarnation: newIncarnation(),
+	})
+	return claimCall{key: key, bucket: bucket, pending: ss.pending(slot), member: member,
+		route: route, vk: vk, fresh: fresh, rh: rh}, args, nil
 }
 
 func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.ClaimResult, error) {
@@ -845,47 +863,11 @@ func storedRecord(op string, scope idempotency.Scope, key idempotency.Key, arr [
 // record the expiry path already marked unknown it records unknown without
 // taking the attempt back.
 func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (idempotency.Record, error) {
-	key, err := req.Scope.StorageKey(s.prefix, req.Key)
-	if err != nil {
-		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
-	}
-	if req.Token < 1 {
-		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: token %d: must be at least 1", req.Token)
-	}
-	if req.NeverSent {
-		if req.Outcome != "" && req.Outcome != effectspec.Unknown || req.Result != nil {
-			return idempotency.Record{}, errors.New("redisstore: finalize: an attempt never sent has outcome unknown and no result")
-		}
-		req.Outcome = effectspec.Unknown
-	}
-	switch req.Outcome {
-	case effectspec.Accepted, effectspec.DefinitelyRejected, effectspec.Unknown:
-	default:
-		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: outcome %q: want accepted, definitely_rejected or unknown", req.Outcome)
-	}
-	if req.Result != nil && (req.Result.Status < 0 || req.Result.Status > 999) {
-		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: status %d out of range", req.Result.Status)
-	}
-	op, err := validOpID(req.OpID)
+	c, args, err := s.finalizePrep(req)
 	if err != nil {
 		return idempotency.Record{}, err
 	}
-	inc, err := incarnationArg(req.Incarnation)
-	if err != nil {
-		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", err)
-	}
-	ttl := s.retention
-	if req.Outcome == effectspec.Unknown {
-		ttl = s.uretention
-	}
-	bucket, member, err := s.indexEntry(req.Scope, req.Key, key)
-	if err != nil {
-		return idempotency.Record{}, err
-	}
-	// A final outcome leaves the unknown index in the finalize script.
-	result := encodeResult(req.Result, s.maxResult)
-	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: req.Token, State: stateCodes[req.Outcome], Op: opTag('f', op),
-		TTL: ttl, Never: req.NeverSent, Member: member, Incarnation: inc, Result: result})
+	key, bucket, ttl, result := c.key, c.bucket, c.ttl, c.result
 	arr, _, st, err := s.runStatus(ctx, "finalize", s.sc.finalize, []string{key, bucket}, args, false)
 	if err != nil {
 		return idempotency.Record{}, err
@@ -903,6 +885,57 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		return rec, err
 	}
 	return idempotency.Record{}, opError("finalize", fmt.Errorf("unexpected reply %q", st))
+}
+
+// finalizeCall is what a finalize computes before its script.
+type finalizeCall struct {
+	key, bucket string
+	ttl         string
+	result      []string
+}
+
+// finalizePrep checks a finalize and builds its script's arguments.
+func (s *Store) finalizePrep(req idempotency.FinalizeRequest) (finalizeCall, []string, error) {
+	key, ss, err := s.storageKey(req.Scope, req.Key)
+	if err != nil {
+		return finalizeCall{}, nil, fmt.Errorf("redisstore: finalize: %w", err)
+	}
+	if req.Token < 1 {
+		return finalizeCall{}, nil, fmt.Errorf("redisstore: finalize: token %d: must be at least 1", req.Token)
+	}
+	if req.NeverSent {
+		if req.Outcome != "" && req.Outcome != effectspec.Unknown || req.Result != nil {
+			return finalizeCall{}, nil, errors.New("redisstore: finalize: an attempt never sent has outcome unknown and no result")
+		}
+		req.Outcome = effectspec.Unknown
+	}
+	switch req.Outcome {
+	case effectspec.Accepted, effectspec.DefinitelyRejected, effectspec.Unknown:
+	default:
+		return finalizeCall{}, nil, fmt.Errorf("redisstore: finalize: outcome %q: want accepted, definitely_rejected or unknown", req.Outcome)
+	}
+	if req.Result != nil && (req.Result.Status < 0 || req.Result.Status > 999) {
+		return finalizeCall{}, nil, fmt.Errorf("redisstore: finalize: status %d out of range", req.Result.Status)
+	}
+	op, err := validOpID(req.OpID)
+	if err != nil {
+		return finalizeCall{}, nil, err
+	}
+	inc, err := incarnationArg(req.Incarnation)
+	if err != nil {
+		return finalizeCall{}, nil, fmt.Errorf("redisstore: finalize: %w", err)
+	}
+	ttl := s.retention
+	if req.Outcome == effectspec.Unknown {
+		ttl = s.uretention
+	}
+	slot := keySlot(key)
+	bucket, member := ss.bucket(slot), ss.member(req.Key)
+	// A final outcome leaves the unknown index in the finalize script.
+	result := encodeResult(req.Result, s.maxResult)
+	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: req.Token, State: stateCodes[req.Outcome], Op: opTag('f', op),
+		TTL: ttl, Never: req.NeverSent, Member: member, Incarnation: inc, Result: result})
+	return finalizeCall{key: key, bucket: bucket, ttl: ttl, result: result}, args, nil
 }
 
 // Lookup reads a record with a read-only script, judging its lease by the
