@@ -28,9 +28,6 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, env *envel
 	if json.Unmarshal(env.id, &id) != nil {
 		return false
 	}
-	if f, ok := id.(float64); ok {
-		id = int64(f)
-	}
 	rid, err := jsonrpc.MakeID(id)
 	if err != nil {
 		return false
