@@ -192,6 +192,12 @@ type Gateway struct {
 	mcp      *mcp.Server
 	handler  http.Handler
 	quotas   *quotas // nil: nothing is limited
+
+	// directVersions and noDirect decide which tools/call the front
+	// answers itself (serveDirect).
+	directVersions []string
+	noDirect       bool
+	onDirect       func() // tests: called for each call the front answers
 }
 
 // New checks cfg and builds its gateway. A tool without a Route of every
@@ -270,6 +276,7 @@ func New(cfg Config) (*Gateway, error) {
 		g.caps[c.Name] = c
 		g.order = append(g.order, c.Name)
 	}
+	g.directVersions, g.noDirect = directVersions(), legacySessions()
 	g.mcp = g.newMCPServer()
 	g.handler = g.mcpHandler(g.mcp)
 	// Last: it starts goroutines, which Close stops.
@@ -306,6 +313,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.
 // the store. Answers are application/json rather than an SSE stream. A
 // client may call tools/call without initialize.
 func (g *Gateway) mcpHandler(m *mcp.Server) http.Handler {
+	return g.mcpHandlerDirect(m, m == g.mcp)
+}
+
+// mcpHandlerDirect is mcpHandler; with direct, the front answers a
+// tools/call of the gateway's own tools itself (serveDirect).
+func (g *Gateway) mcpHandlerDirect(m *mcp.Server, direct bool) http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,
@@ -325,7 +338,7 @@ func (g *Gateway) mcpHandler(m *mcp.Server) http.Handler {
 		}
 		return &auth.TokenInfo{UserID: ci.workspace, Extra: map[string]any{tokenExtraCall: ci}}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	return g.front(bearer(sdk), m == g.mcp)
+	return g.front(bearer(sdk), direct)
 }
 
 // workspace authenticates r: its workspace, or false for a 401.
