@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,6 +44,7 @@ func serveForward(ctx context.Context, name string, limit bool, args []string, s
 	addr := fs.String("addr", "127.0.0.1:0", "listen `address`")
 	redisURL := fs.String("redis", "", "Redis `URL`, as refserver's -redis (limit server only)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to `file` until the server stops")
+	execTrace := fs.String("exectrace", "", "write a runtime execution trace to `file` until the server stops")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -77,6 +79,17 @@ func serveForward(ctx context.Context, name string, limit bool, args []string, s
 			return fail(1, "%v", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *execTrace != "" {
+		f, err := os.Create(*execTrace)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return fail(1, "%v", err)
+		}
+		defer trace.Stop()
 	}
 	hs := &http.Server{Handler: forwardHandler(*vendorURL, secret, around), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "%s listening on http://%s\n", name, ln.Addr())

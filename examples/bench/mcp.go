@@ -282,7 +282,11 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 		if o.serverProfile == "" {
 			return nil
 		}
-		return []string{"-cpuprofile", filepath.Join(o.serverProfile, name+".cpu.pprof")}
+		args := []string{"-cpuprofile", filepath.Join(o.serverProfile, name+".cpu.pprof")}
+		if o.serverTrace {
+			args = append(args, "-exectrace", filepath.Join(o.serverProfile, name+".trace"))
+		}
+		return args
 	}
 	bare, err := startChild(ctx, "bare server", refservertest.Options{Bin: self, Args: append([]string{"-vendor", v.url + vendorPath}, profile("bare")...),
 		Env: []string{roleEnv + "=bare", vendorEnv + "=" + vendorSecret}}, dir)
