@@ -131,6 +131,7 @@ func Finalize(cur *Record, q FinalizeRequest, now int64) (Result, Write) {
 	r.clearResult()
 	r.endAttempt()
 	r.State, r.Finalized, r.FinalizedAfter, r.Op = q.State, true, now-r.Created, q.Op
+	r.dropCycle()
 	r.setResult(q.Result)
 	if q.Never && was == InFlight && r.Sent > 0 {
 		r.Sent--

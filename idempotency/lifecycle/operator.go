@@ -44,6 +44,7 @@ func Settle(cur *Record, q SettleRequest, now int64) (Result, Write) {
 	r.clearResult()
 	r.endAttempt()
 	r.State, r.Finalized, r.FinalizedAfter, r.Op = q.State, true, now-r.Created, q.Op
+	r.dropCycle()
 	r.Resolution = q.Who + "\x1f" + strconv.FormatInt(now, 10) + "\x1f" + q.Note
 	r.setResult(q.Result)
 	if r.Expires != 0 && r.Expires-now < q.Retention {

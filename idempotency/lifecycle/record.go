@@ -50,7 +50,7 @@ type Record struct {
 	Fingerprint  string // f (32 bytes)
 	Route        string // c p T M H P, as stored: tag, length, value
 	VendorKey    string // k
-	Incarnation  string // i ('' for a record made before incarnations)
+	Incarnation  string // i ('' for a record made before incarnations, or final)
 
 	Attempts        int64  // n: the attempts reserved, the fencing token
 	Sent            int64  // s: the attempts that may have left (stored only when not Attempts)
@@ -142,6 +142,17 @@ func (r *Record) open() bool {
 // a caller's ” and a record without one are not compared.
 func (r *Record) fenced(inc string) bool {
 	return inc != "" && r.Incarnation != "" && r.Incarnation != inc
+}
+
+// dropCycle drops what a final record no longer keeps (encode in
+// lua/common.lua): its incarnation and its cycle's claim. A caller's
+// incarnation is then not compared (fenced), as for a record made before
+// incarnations: an old worker's renewal of it is stale, not not_found.
+func (r *Record) dropCycle() {
+	if r.State.Final() {
+		r.Incarnation = ""
+		r.ClaimOp, r.ClaimToken, r.GivenBack = "", 0, false
+	}
 }
 
 // clearResult drops a stored result and the finalize time (clear_result).

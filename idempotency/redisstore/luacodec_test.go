@@ -79,3 +79,59 @@ return {s, back.n, #back.q}
 		})
 	}
 }
+
+// TestLuaFinalFormNumbers: the final form's numbers (LEB128) written by
+// the scripts read back through Lua and Go as written, at every 7-bit
+// boundary up to 2^53, on miniredis and a real Redis.
+func TestLuaFinalFormNumbers(t *testing.T) {
+	common, err := luaFS.ReadFile("lua/common.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(common) + `
+local v = ARGV[1]
+local r = {m = 'amk', w = v, q = string.rep('q', 32), f = string.rep('f', 32), o = 'oooooooo', n = v, C = v, F = v,
+  x = '201', z = v, B = '\254body', H = 'h', P = '/p', M = 'POST'}
+local s = encode(r, true)
+local back = decode(s)
+return {s, back.w, back.n, back.C, back.F, back.z, back.B, back.M}
+`
+	var values []uint64
+	for b := 0; b <= 53; b += 7 {
+		v := uint64(1) << b
+		values = append(values, v-1, v, v+1)
+	}
+	values = append(values, 1<<53-1, 1796065957914)
+	mr := miniredis.RunT(t)
+	srv := redistest.Start(t)
+	for name, addr := range map[string]string{"miniredis": mr.Addr(), "redis": srv.Addr()} {
+		t.Run(name, func(t *testing.T) {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			script := rueidis.NewLuaScript(src)
+			for _, v := range values {
+				arr, err := script.Exec(t.Context(), c, []string{"k"}, []string{strconv.FormatUint(v, 10)}).AsStrSlice()
+				if err != nil {
+					t.Fatalf("%d: %v", v, err)
+				}
+				want := strconv.FormatUint(v, 10)
+				for i, got := range arr[1:6] {
+					if got != want {
+						t.Fatalf("%d: Lua reads back number %d as %q", v, i, got)
+					}
+				}
+				if arr[6] != "\xfebody" || arr[7] != "POST" || arr[0][0] != finalForm {
+					t.Fatalf("%d: Lua reads back body %q, method %q from %q", v, arr[6], arr[7], arr[0])
+				}
+				f, err := storedFields(arr[0])
+				if err != nil || f["w"] != want || f["n"] != want || f["C"] != want || f["F"] != want || f["z"] != want ||
+					f["B"] != "\xfebody" || f["x"] != "201" || f["M"] != "POST" || f["m"] != "amk" || f["H"] != "h" || f["P"] != "/p" {
+					t.Fatalf("%d: Go reads %q, %v", v, f, err)
+				}
+			}
+		})
+	}
+}

@@ -27,17 +27,23 @@ import (
 // writes it back as schema 2, with its TTL. So a gateway of this version
 // can join a schema 1 fleet, but not the other way round (README.md,
 // "Upgrading the record layout").
+//
+// A final record (accepted, definitely_rejected) is written in the final
+// form of schema 2 when it can be (compact in lua/common.lua): byte 0 is
+// finalForm, then its fields at fixed places, without tags or lengths.
 const (
 	schemaVersion = 2
 	legacySchema  = 1
+	finalForm     = 3
 )
 
 // numericTags are the fields a record stores as unsigned big-endian bytes.
 const numericTags = "wnsyleCUFxzW"
 
-// unpackRecord reads a record string (schema 2) into the flat field/value
-// list that decodeRecord reads: numbers as decimal text, a header that has
-// no code as ":"+name. It never trusts a length.
+// unpackRecord reads a record string (schema 2, tagged or in the final
+// form) into the flat field/value list that decodeRecord reads: numbers as
+// decimal text, a header that has no code as ":"+name. It never trusts a
+// length.
 func unpackRecord(raw string) ([]string, error) {
 	flat, cut, err := unpack(raw)
 	if err == nil && cut {
@@ -55,18 +61,33 @@ func unpackHead(head string) ([]string, bool) {
 
 // unpack reads the fields of raw up to the first one cut short (cut).
 func unpack(raw string) (flat []string, cut bool, err error) {
+	if raw != "" && raw[0] == finalForm {
+		return unpackFinal(raw)
+	}
 	if raw == "" || raw[0] != schemaVersion {
 		return nil, false, fmt.Errorf("%w: not a record of schema %d", ErrCorruptRecord, schemaVersion)
 	}
 	flat = make([]string, 0, 40)
-	for i := 1; i < len(raw); {
+	if _, cut, err = unpackFields(raw, 1, false, &flat); err != nil {
+		return nil, false, err
+	}
+	return flat, cut, nil
+}
+
+// unpackFields reads the fields of raw from i, to its end or (stop) to a 0
+// byte, into flat; next is the index after them (after the 0 byte).
+func unpackFields(raw string, i int, stop bool, flat *[]string) (next int, cut bool, err error) {
+	for i < len(raw) {
 		tag := raw[i]
+		if stop && tag == 0 {
+			return i + 1, false, nil
+		}
 		n, w := binary.Uvarint([]byte(raw[i+1 : min(len(raw), i+1+binary.MaxVarintLen64)]))
 		if w < 0 {
-			return nil, false, fmt.Errorf("%w: field %q: length overflows", ErrCorruptRecord, tag)
+			return i, false, fmt.Errorf("%w: field %q: length overflows", ErrCorruptRecord, tag)
 		}
 		if w == 0 || n > uint64(len(raw)-i-1-w) {
-			return flat, true, nil
+			return i, true, nil
 		}
 		i += 1 + w
 		v := raw[i : i+int(n)]
@@ -74,7 +95,7 @@ func unpack(raw string) (flat []string, cut bool, err error) {
 		switch {
 		case strings.IndexByte(numericTags, tag) >= 0:
 			if len(v) > 7 { // beyond 2^53, more than the scripts' numbers hold
-				return nil, false, fmt.Errorf("%w: field %q: number of %d bytes", ErrCorruptRecord, tag, len(v))
+				return i, false, fmt.Errorf("%w: field %q: number of %d bytes", ErrCorruptRecord, tag, len(v))
 			}
 			var x uint64
 			for j := 0; j < len(v); j++ {
@@ -84,12 +105,127 @@ func unpack(raw string) (flat []string, cut bool, err error) {
 		case tag == ':':
 			name, hv, ok := strings.Cut(v, ":")
 			if !ok || name == "" {
-				return nil, false, fmt.Errorf("%w: header field without a name", ErrCorruptRecord)
+				return i, false, fmt.Errorf("%w: header field without a name", ErrCorruptRecord)
 			}
-			flat = append(flat, ":"+name, hv)
+			*flat = append(*flat, ":"+name, hv)
 			continue
 		}
-		flat = append(flat, string([]byte{tag}), v)
+		*flat = append(*flat, string([]byte{tag}), v)
+	}
+	return i, stop, nil
+}
+
+// Flags of the final form's byte 2.
+const (
+	finalVendorKey = 1 << iota // k follows the fingerprint
+	finalJSON                  // J
+	finalDropped               // D
+	_                          // unused
+	finalSize                  // the body's size precedes the body
+	finalMethod    = 32        // times the method's code (methodCodes)
+)
+
+// methodCodes are the final form's method codes, from 1 (0: none, or a
+// field M of the tail). Append only: the codes are part of the layout
+// (code_method in lua/common.lua).
+var methodCodes = [...]string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
+
+// finalBindings are the binding codes of field m by their index in the
+// final form's byte 1 (meta_byte in lua/common.lua).
+const finalBindings = "hpuik"
+
+// unpackFinal reads a record in the final form (finalForm) as unpack does:
+// the fixed fields, their flags, then the fields of the tail as schema 2
+// up to a 0 byte, then the body's size and the body, the rest.
+func unpackFinal(raw string) (flat []string, cut bool, err error) {
+	flat = make([]string, 0, 40)
+	if len(raw) < 3 {
+		return flat, true, nil
+	}
+	// Byte 1 is field m: bit 0 the state (a, r), bit 1 the key source (s,
+	// m), bits 2-4 the binding (finalBindings).
+	mb, flags := raw[1], raw[2]
+	if int(mb>>2) >= len(finalBindings) {
+		return nil, false, fmt.Errorf("%w: final form: meta byte 0x%02x", ErrCorruptRecord, mb)
+	}
+	flat = append(flat, "m", string([]byte{"ar"[mb&1], "sm"[mb>>1&1], finalBindings[mb>>2]}))
+	i := 3
+	num := func(tag string) bool {
+		x, w := binary.Uvarint([]byte(raw[i:min(len(raw), i+binary.MaxVarintLen64)]))
+		if w <= 0 {
+			return false
+		}
+		i += w
+		if x >= 1<<53 {
+			err = fmt.Errorf("%w: field %s: %d beyond 2^53", ErrCorruptRecord, tag, x)
+			return false
+		}
+		flat = append(flat, tag, strconv.FormatUint(x, 10))
+		return true
+	}
+	bytesOf := func(tag string, n int) bool {
+		if len(raw)-i < n {
+			return false
+		}
+		flat = append(flat, tag, raw[i:i+n])
+		i += n
+		return true
+	}
+	str := func(tag string) bool {
+		n, w := binary.Uvarint([]byte(raw[i:min(len(raw), i+binary.MaxVarintLen64)]))
+		if w <= 0 || n > uint64(len(raw)-i-w) {
+			return false
+		}
+		i += w
+		if n > 0 {
+			flat = append(flat, tag, raw[i:i+int(n)])
+		}
+		i += int(n)
+		return true
+	}
+	ok := num("w") && bytesOf("q", 32) && bytesOf("f", 32) &&
+		(flags&finalVendorKey == 0 || bytesOf("k", 16)) && bytesOf("o", 8) &&
+		num("n") && num("C") && num("F")
+	if err != nil {
+		return nil, false, err
+	}
+	if ok && i < len(raw) {
+		// The status, 101-355, as one byte: 0 for none (or a field x of
+		// the tail).
+		if sc := int(raw[i]); sc > 0 {
+			flat = append(flat, "x", strconv.Itoa(sc+100))
+		}
+		if mc := int(flags / finalMethod); mc > 0 {
+			if mc > len(methodCodes) {
+				return nil, false, fmt.Errorf("%w: method code %d", ErrCorruptRecord, mc)
+			}
+			flat = append(flat, "M", methodCodes[mc-1])
+		}
+		i++
+		ok = str("H") && str("P")
+	} else {
+		ok = false
+	}
+	if !ok {
+		return flat, true, nil
+	}
+	if i, cut, err = unpackFields(raw, i, true, &flat); err != nil || cut {
+		return flat, cut, err
+	}
+	if flags&finalJSON != 0 {
+		flat = append(flat, "J", "")
+	}
+	if flags&finalDropped != 0 {
+		flat = append(flat, "D", "1")
+	}
+	if i < len(raw) {
+		if flags&finalSize != 0 && !num("z") {
+			if err != nil {
+				return nil, false, err
+			}
+			return flat, true, nil
+		}
+		flat = append(flat, "B", raw[i:])
 	}
 	return flat, false, nil
 }
@@ -494,7 +630,8 @@ func decodeResolution(v string) (*receipt.Resolution, error) {
 }
 
 // RecordFields renders a stored record value (what GET returns for a
-// record key, schema 2) as field/value pairs in the order stored, numbers
+// record key, schema 2, tagged or in the final form) as field/value pairs
+// in the order stored (the final form's: that of unpackFinal), numbers
 // as decimal text and the body decompressed, as HGETALL showed a schema 1
 // record: for audits that read Redis directly, such as scans for secrets,
 // which would not see into a compressed body. The field names are those of

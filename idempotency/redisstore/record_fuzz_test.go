@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -25,6 +26,23 @@ func FuzzDecodeRecord(f *testing.F) {
 			delete(fields, "z")
 		}
 		f.Add(packRecord(fields))
+	}
+	// Records of the previous release's scripts, and final records in the
+	// final form as this release's write them.
+	for _, r := range taggedRecords(f) {
+		f.Add(r.raw(f))
+	}
+	m := newMini(f, Options{})
+	for _, res := range []*idempotency.StoredResult{nil, {Status: 201, Body: chargeJSON(rng), Header: http.Header{
+		"Content-Type": {"application/json"}, "Request-Id": {"req_1"}}}, {Status: 599, BodyDropped: true}} {
+		k := idempotency.NewKey()
+		c := mustClaim(f, m.store, claimReq(k), idempotency.StatusClaimed)
+		mustFinalize(f, m.store, k, c.Token, effectspec.Accepted, res)
+		raw, err := m.mr.Get(m.recordKey(f, k))
+		if err != nil || raw[0] != finalForm {
+			f.Fatalf("no final form: %q, %v", raw, err)
+		}
+		f.Add(raw)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		rec, err := decodeStored(testScope, idempotency.Key{}, raw, 0, schemaVersion)

@@ -62,6 +62,21 @@
 --   B  body (last)
 --   An unknown record without F was turned unknown by the lease-expiry
 --   path; its owner's finalize still applies.
+-- The final form: a final record (a, r) whose digests are packed and that
+-- has o, C and F is written as byte 3 then its fields at fixed places,
+-- without tags (encode_final; decode_final reads it as the same table):
+--   byte 1: m (bit 0 state a/r, bit 1 key source s/m, bits 2-4 binding
+--   h p u i k); byte 2: flags (1 k present, 2 J, 4 D, 8 unused, 16 the
+--   body's size precedes it; bits 5-7 the method: 1-7 GET POST PUT
+--   PATCH DELETE HEAD OPTIONS, 0 none or a field M of the tail); then w
+--   (LEB128), q (32
+--   bytes), f (32), k (16, if flagged), o (8), n, C, F (LEB128), the
+--   status as one byte (1-255: 101-355; 0 none or a field x of the tail),
+--   H and P (LEB128 length, value; empty: absent); then the tail: any
+--   other field as above (tag, length, value), then a 0 byte; then, with
+--   the body, its size (LEB128, if flagged) and the body, the rest of the
+--   string. So the record without its body is again a prefix. A final
+--   record keeps neither i nor K, in either form.
 -- A record of schema 1 is a hash of the same fields (numbers as decimal
 -- text, ':Name' header fields): it is read as it is, and the first write
 -- stores it as schema 2.
@@ -170,18 +185,77 @@ local function uint_bytes(v)
   return string.char(x, b6, b5, b4, b3, b2, b1)
 end
 
--- encode writes a record table as a schema 2 string, with or without its
--- body. The string without the body is the one with it cut short.
-local function encode(r, with_body)
-  local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'i', 'c', 'p', 'T', 'M', 'H', 'P', 't', 'a',
-    'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'J',
-    'W', 'K'}
+-- nat is v as a whole number >= 0, or nil.
+local function nat(v)
+  local x = tonumber(v)
+  if x ~= nil and x >= 0 and x == math.floor(x) then
+    return x
+  end
+  return nil
+end
+
+-- meta_byte is field m of a final record as the final form's byte 1: bit
+-- 0 the state (a 0, r 1), bit 1 the key source (s 0, m 1), bits 2-4 the
+-- binding (h p u i k: 0-4); nil for another.
+local function meta_byte(m)
+  local s, ks = string.byte(m, 1, 2)
+  local bs = #m == 3 and string.find('hpuik', string.sub(m, 3), 1, true)
+  if not bs or (s ~= 97 and s ~= 114) or (ks ~= 115 and ks ~= 109) then
+    return nil
+  end
+  return (s == 114 and 1 or 0) + (ks == 109 and 2 or 0) + (bs - 1) * 4
+end
+
+-- byte_meta reverses meta_byte.
+local function byte_meta(v)
+  local bs = math.floor(v / 4) + 1
+  if bs > 5 then
+    return nil
+  end
+  return (v % 2 == 1 and 'r' or 'a') .. (math.floor(v / 2) % 2 == 1 and 'm' or 's') .. string.sub('hpuik', bs, bs)
+end
+
+-- compact is r's byte 1 in the final form (byte 0 is 3, below), or nil
+-- when r is not written so: a final record (a, r) with packed digests,
+-- its op tag and the numbers every final record has.
+local function compact(r)
+  local mb = meta_byte(r.m or '')
+  return mb ~= nil and r.q ~= nil and #r.q == 32 and r.f ~= nil and #r.f == 32
+    and r.o ~= nil and #r.o == 8 and (r.k == nil or #r.k == 16) and nat(r.w) ~= nil and nat(r.n) ~= nil
+    and nat(r.C) ~= nil and nat(r.F) ~= nil and (r.J == nil or r.J == '')
+    and (r.D == nil or r.D == '1') and r.H ~= '' and r.P ~= '' and (r.z == nil or nat(r.z) ~= nil) and mb or nil
+end
+
+-- method_code is the code of the final form for a method (0: none, the
+-- method is a field of the tail); code_method the reverse. The codes are
+-- part of the layout: append only.
+local function code_method(c)
+  return ({'GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'})[c]
+end
+
+local function method_code(v)
+  return ({GET = 1, POST = 2, PUT = 3, PATCH = 4, DELETE = 5, HEAD = 6, OPTIONS = 7})[v] or 0
+end
+
+-- status_code is the final form's byte for a status: 1-255 for 101-355,
+-- 0 for none or another (then a field x of the tail).
+local function status_code(v)
+  local x = nat(v)
+  if x ~= nil and x > 100 and x <= 355 then
+    return x - 100
+  end
+  return 0
+end
+
+-- tail writes the fields of r that the final form has no place for, as
+-- schema 2 fields (tag, length, value), then a 0 byte.
+local function tail(out, r, mc, sc)
+  local order = {'l', 's', 'y', 'e', 'c', 'p', 'T', 'M', 't', 'a', 'U', 'O', 'x', 'R', 'W'}
   local num = numeric_set()
-  local out = {'\2'}
   for i = 1, #order do
     local f = order[i]
     local v = r[f]
-    if v ~= nil then
+    if v ~= nil and not (f == 'M' and mc > 0 or f == 'x' and sc > 0) then
       if num[f] then
         v = uint_bytes(v)
       end
@@ -196,24 +270,123 @@ local function encode(r, with_body)
       out[#out + 1] = f .. len_bytes(#v) .. v
     end
   end
-  if with_body and r.B ~= nil then
-    if r.z ~= nil then
-      put(out, 'z', uint_bytes(r.z))
+  out[#out + 1] = '\0'
+end
+
+-- encode_final writes r in the final form (mb: compact(r)), without its
+-- body: the string with the body is this one followed by the body's size
+-- (when flag 16) and the body.
+local function encode_final(r, mb)
+  local mc, sc = method_code(r.M), status_code(r.x)
+  local flags = mc * 32
+  if r.k ~= nil then flags = flags + 1 end
+  if r.J ~= nil then flags = flags + 2 end
+  if r.D ~= nil then flags = flags + 4 end
+  if r.z ~= nil and r.B ~= nil then
+    flags = flags + 16
+  end
+  local h, p = r.H or '', r.P or ''
+  local out = {'\3', string.char(mb, flags), len_bytes(nat(r.w)), r.q, r.f, r.k or '', r.o, len_bytes(nat(r.n)),
+    len_bytes(nat(r.C)), len_bytes(nat(r.F)), string.char(sc), len_bytes(#h), h, len_bytes(#p), p}
+  tail(out, r, mc, sc)
+  return table.concat(out)
+end
+
+-- body_part is what follows a record's string without its body: the size
+-- and the body.
+local function body_part(r, final)
+  if r.B == nil then
+    return ''
+  end
+  if final then
+    if r.z == nil then
+      return r.B
     end
-    put(out, 'B', r.B)
+    return len_bytes(nat(r.z)) .. r.B
+  end
+  return (r.z ~= nil and field('z', uint_bytes(r.z)) or '') .. 'B' .. len_bytes(#r.B) .. r.B
+end
+
+-- encode writes a record table as a schema 2 string, with or without its
+-- body; a final record in the final form when it can (compact). The
+-- string without the body is the one with it cut short. A final record
+-- keeps neither incarnation (i) nor its cycle's claim (K): no script reads
+-- them once the record is final.
+local function encode(r, with_body)
+  local mb = compact(r)
+  if mb ~= nil then
+    local head = encode_final(r, mb)
+    if with_body then
+      return head .. body_part(r, true)
+    end
+    return head
+  end
+  local s = string.sub(r.m or '', 1, 1)
+  local final = s == 'a' or s == 'r'
+  local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'i', 'c', 'p', 'T', 'M', 'H', 'P', 't', 'a',
+    'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'J',
+    'W', 'K'}
+  local num = numeric_set()
+  local out = {'\2'}
+  for i = 1, #order do
+    local f = order[i]
+    local v = r[f]
+    if v ~= nil and not (final and (f == 'i' or f == 'K')) then
+      if num[f] then
+        v = uint_bytes(v)
+      end
+      out[#out + 1] = f .. len_bytes(#v) .. v
+    end
+  end
+  for f, v in pairs(r) do
+    local c = string.byte(f, 1)
+    if c == 58 then -- ':'
+      put(out, ':', string.sub(f, 2) .. ':' .. v)
+    elseif c >= 48 and c <= 57 and #f == 1 then -- '0'..'9'
+      out[#out + 1] = f .. len_bytes(#v) .. v
+    end
+  end
+  if with_body then
+    out[#out + 1] = body_part(r, false)
   end
   return table.concat(out)
 end
 
-local function decode(raw)
-  local byte = string.byte
-  if byte(raw, 1) ~= 2 then
+-- uvar reads the LEB128 number at i of raw: the number and the index after
+-- it, or nil when raw ends first.
+local function uvar(raw, i)
+  local b = string.byte(raw, i)
+  if b == nil then
     return nil
   end
+  if b < 128 then
+    return b, i + 1
+  end
+  local n, mul = b - 128, 128
+  repeat
+    i = i + 1
+    b = string.byte(raw, i)
+    if b == nil then
+      return nil
+    end
+    n = n + (b % 128) * mul
+    mul = mul * 128
+  until b < 128
+  return n, i + 1
+end
+
+-- fields reads schema 2 fields from i of raw into r, up to the end of raw
+-- or (stop) to a 0 byte. It returns the index after them (after the 0
+-- byte), or nil for fields cut short.
+local function fields(raw, i, r, stop)
+  local byte = string.byte
   local num = numeric_set()
-  local r, i, last = {}, 2, #raw
+  local last = #raw
   while i <= last do
     local tag, n = byte(raw, i, i + 1)
+    if stop and tag == 0 then
+      return i + 1
+    end
     if n == nil then
       return nil
     end
@@ -230,6 +403,9 @@ local function decode(raw)
         n = n + (b % 128) * mul
         mul = mul * 128
       until b < 128
+    end
+    if i + n > last then
+      return nil
     end
     tag = string.char(tag)
     if num[tag] then
@@ -259,6 +435,113 @@ local function decode(raw)
       r[tag] = string.sub(raw, i + 1, i + n)
     end
     i = i + n + 1
+  end
+  if stop then
+    return nil
+  end
+  return i
+end
+
+-- decode_final reads a record in the final form.
+local function decode_final(raw)
+  local byte, sub = string.byte, string.sub
+  local mb, flags = byte(raw, 2, 3)
+  if flags == nil then
+    return nil
+  end
+  local r = {m = byte_meta(mb)}
+  if r.m == nil then
+    return nil
+  end
+  local v, i = uvar(raw, 4)
+  if v == nil then
+    return nil
+  end
+  r.w = int(v)
+  r.q, r.f = sub(raw, i, i + 31), sub(raw, i + 32, i + 63)
+  i = i + 64
+  if flags % 2 == 1 then
+    r.k = sub(raw, i, i + 15)
+    i = i + 16
+  end
+  r.o = sub(raw, i, i + 7)
+  v, i = uvar(raw, i + 8)
+  if v == nil then
+    return nil
+  end
+  r.n = int(v)
+  v, i = uvar(raw, i)
+  if v == nil then
+    return nil
+  end
+  r.C = int(v)
+  v, i = uvar(raw, i)
+  if v == nil then
+    return nil
+  end
+  r.F = int(v)
+  local sc = byte(raw, i)
+  if sc == nil then
+    return nil
+  end
+  if sc > 0 then
+    r.x = int(sc + 100)
+  end
+  local mc = math.floor(flags / 32)
+  if mc > 0 then
+    r.M = code_method(mc)
+    if r.M == nil then
+      return nil
+    end
+  end
+  v, i = uvar(raw, i + 1)
+  if v == nil then
+    return nil
+  end
+  if v > 0 then
+    r.H = sub(raw, i, i + v - 1)
+  end
+  v, i = uvar(raw, i + v)
+  if v == nil then
+    return nil
+  end
+  if v > 0 then
+    r.P = sub(raw, i, i + v - 1)
+  end
+  i = fields(raw, i + v, r, true)
+  if i == nil then
+    return nil
+  end
+  if math.floor(flags / 2) % 2 == 1 then
+    r.J = ''
+  end
+  if math.floor(flags / 4) % 2 == 1 then
+    r.D = '1'
+  end
+  if i <= #raw then
+    if math.floor(flags / 16) % 2 == 1 then
+      v, i = uvar(raw, i)
+      if v == nil then
+        return nil
+      end
+      r.z = int(v)
+    end
+    r.B = sub(raw, i)
+  end
+  return r
+end
+
+local function decode(raw)
+  local b = string.byte(raw, 1)
+  if b == 3 then
+    return decode_final(raw)
+  end
+  if b ~= 2 then
+    return nil
+  end
+  local r = {}
+  if fields(raw, 2, r, false) == nil then
+    return nil
   end
   return r
 end
@@ -294,9 +577,11 @@ end
 -- never carries the body the caller just sent).
 local function save(r, ttl)
   local head = encode(r, false)
+  -- One concatenation: a large body costs Lua a copy per string made.
   local full, body = head, r.B
-  if body ~= nil then
-    -- One concatenation: a large body costs Lua a copy per string made.
+  if body ~= nil and string.byte(head, 1) == 3 then
+    full = head .. (r.z ~= nil and len_bytes(nat(r.z)) or '') .. body
+  elseif body ~= nil then
     full = head .. (r.z ~= nil and field('z', uint_bytes(r.z)) or '') .. 'B' .. len_bytes(#body) .. body
   end
   if ttl == nil then
