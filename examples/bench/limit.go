@@ -200,17 +200,46 @@ func newTemplate(cmd []string, spec scriptargs.Args) (template, error) {
 
 // build returns t's command for another record: key, member and
 // incarnation as given, fresh random bytes of the same lengths for op ids
-// and the vendor key.
+// and the vendor key, and the record's own index buckets (slotBucket).
 func (t template) build(c rueidis.Client, recordKey, oldKey, newKey, inc string) rueidis.Completed {
+	cmd := t.args(recordKey, oldKey, newKey, inc)
+	return c.B().Arbitrary(cmd[0]).Args(cmd[1:]...).Build()
+}
+
+// args is build's command as strings.
+func (t template) args(recordKey, oldKey, newKey, inc string) []string {
 	cmd := slices.Clone(t.cmd)
 	cmd[3] = recordKey
+	nk, _ := strconv.Atoi(cmd[2])
+	for i := 4; i < 3+nk && i < len(cmd); i++ {
+		cmd[i] = slotBucket(cmd[i], newKey)
+	}
 	cmd[t.op] = random(len(cmd[t.op]))
 	if t.vk >= 0 && cmd[t.vk] != "" {
 		cmd[t.vk] = random(len(cmd[t.vk]))
 	}
 	cmd[t.inc] = inc
 	cmd[t.memb] = strings.Replace(cmd[t.memb], oldKey, newKey, 1)
-	return c.B().Arbitrary(cmd[0]).Args(cmd[1:]...).Build()
+	return cmd
+}
+
+// slotBucket is bucket (an index bucket, "...:{tag}") for the record of
+// key: the store keeps one bucket per cluster slot of the record key, so
+// refserver's calls, whose keys are random, each make and empty a bucket
+// of their own (ZADD in the claim, ZREM in the finalize). One bucket for
+// every call, as the template has, would spare the limit server that
+// work. The tag is 14 bits of the key, as many buckets as there are
+// slots; on one Redis which slot a key falls in costs nothing.
+func slotBucket(bucket, key string) string {
+	i := strings.LastIndexByte(bucket, '{')
+	if i < 0 || !strings.HasSuffix(bucket, "}") || len(key) < 8 {
+		return bucket
+	}
+	n, err := strconv.ParseUint(key[len(key)-4:], 16, 16)
+	if err != nil {
+		return bucket
+	}
+	return bucket[:i+1] + strconv.FormatUint(n&0x3fff, 10) + "}"
 }
 
 func random(n int) string {

@@ -348,6 +348,9 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 			if err != nil {
 				return fmt.Errorf("refserver: %w", err)
 			}
+			if err := e.quiesce(ctx); err != nil {
+				return err
+			}
 			r, err := measureCalls(ctx, e, ref, v, clients, o.duration)
 			if err != nil {
 				return fmt.Errorf("refserver: %w", err)
@@ -355,6 +358,11 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 			after, err := scrapeHistograms(ctx, ref.base)
 			if err != nil {
 				return fmt.Errorf("refserver: %w", err)
+			}
+			// A reading this scrape started must not fall on the next
+			// server's measurement either.
+			if err := e.quiesce(ctx); err != nil {
+				return err
 			}
 			m, err := insideMeans(before, after)
 			if err != nil {

@@ -249,6 +249,39 @@ func (e *env) dbsize(ctx context.Context) (int64, error) {
 	return e.client.Do(ctx, e.client.B().Dbsize().Build()).AsInt64()
 }
 
+// quiesce waits until no ZCOUNT has reached Redis for 50ms (at most 3s):
+// the end of the obol_unknown_calls reading that a scrape of refserver's
+// /metrics starts in the background at most every 30s (promhooks). One
+// reads every bucket of the workspace's unknown index, 16,385 ZCOUNTs; a
+// gateway amortizes it over 30s of calls, while a 3s measurement that
+// began with it would carry ten times its share.
+func (e *env) quiesce(ctx context.Context) error {
+	calls := func() (string, error) {
+		info, err := e.client.Do(ctx, e.client.B().Info().Section("commandstats").Build()).ToString()
+		if err != nil {
+			return "", err
+		}
+		v, _, _ := strings.Cut(infoField(info, "cmdstat_zcount"), ",")
+		return v, nil
+	}
+	last, err := calls()
+	if err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		now, err := calls()
+		if err != nil {
+			return err
+		}
+		if now == last {
+			return nil
+		}
+		last = now
+	}
+	return nil
+}
+
 // infoField returns one field of an INFO reply.
 func infoField(info, name string) string {
 	for _, line := range strings.Split(info, "\n") {
