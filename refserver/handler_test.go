@@ -21,6 +21,12 @@ import (
 // inProcess serves configJSON from this process on miniredis.
 func inProcess(t *testing.T, configJSON string, env func(string) (string, bool)) string {
 	t.Helper()
+	return inProcessLog(t, configJSON, env, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// inProcessLog is inProcess writing its log to log.
+func inProcessLog(t *testing.T, configJSON string, env func(string) (string, bool), log *slog.Logger) string {
+	t.Helper()
 	cfg, err := loadConfig([]byte(configJSON), env, &retry.Executor{})
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +41,7 @@ func inProcess(t *testing.T, configJSON string, env func(string) (string, bool))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(newServer(cfg, st, st, slog.New(slog.NewTextHandler(io.Discard, nil))).handler())
+	srv := httptest.NewServer(newServer(cfg, st, st, log).handler())
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -247,15 +247,14 @@ local function status_code(v)
   return 0
 end
 
--- tail writes the fields of r that the final form has no place for, as
--- schema 2 fields (tag, length, value), then a 0 byte.
-local function tail(out, r, mc, sc)
-  local order = {'l', 's', 'y', 'e', 'c', 'p', 'T', 'M', 't', 'a', 'U', 'O', 'x', 'R', 'W'}
+-- tagged appends r's fields of order that skip(f) does not leave out,
+-- then its ':' and digit fields, as schema 2 fields (tag, length, value).
+local function tagged(out, r, order, skip)
   local num = numeric_set()
   for i = 1, #order do
     local f = order[i]
     local v = r[f]
-    if v ~= nil and not (f == 'M' and mc > 0 or f == 'x' and sc > 0) then
+    if v ~= nil and not skip(f) then
       if num[f] then
         v = uint_bytes(v)
       end
@@ -270,6 +269,13 @@ local function tail(out, r, mc, sc)
       out[#out + 1] = f .. len_bytes(#v) .. v
     end
   end
+end
+
+-- tail writes the fields of r that the final form has no place for, as
+-- schema 2 fields (tag, length, value), then a 0 byte.
+local function tail(out, r, mc, sc)
+  local order = {'l', 's', 'y', 'e', 'c', 'p', 'T', 'M', 't', 'a', 'U', 'O', 'x', 'R', 'W'}
+  tagged(out, r, order, function(f) return f == 'M' and mc > 0 or f == 'x' and sc > 0 end)
   out[#out + 1] = '\0'
 end
 
@@ -326,26 +332,8 @@ local function encode(r, with_body)
   local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'i', 'c', 'p', 'T', 'M', 'H', 'P', 't', 'a',
     'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'J',
     'W', 'K'}
-  local num = numeric_set()
   local out = {'\2'}
-  for i = 1, #order do
-    local f = order[i]
-    local v = r[f]
-    if v ~= nil and not (final and (f == 'i' or f == 'K')) then
-      if num[f] then
-        v = uint_bytes(v)
-      end
-      out[#out + 1] = f .. len_bytes(#v) .. v
-    end
-  end
-  for f, v in pairs(r) do
-    local c = string.byte(f, 1)
-    if c == 58 then -- ':'
-      put(out, ':', string.sub(f, 2) .. ':' .. v)
-    elseif c >= 48 and c <= 57 and #f == 1 then -- '0'..'9'
-      out[#out + 1] = f .. len_bytes(#v) .. v
-    end
-  end
+  tagged(out, r, order, function(f) return final and (f == 'i' or f == 'K') end)
   if with_body then
     out[#out + 1] = body_part(r, false)
   end
