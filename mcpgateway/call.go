@@ -20,12 +20,21 @@ import (
 
 // callTool is the handler of every tool and capability.
 func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	res, observe, err := g.callObserved(ctx, req)
+	observe()
+	return res, err
+}
+
+// callObserved is callTool but for the call's log line and the end of
+// OnCall, which it leaves to observe: the direct path runs observe once the
+// answer has left, so the caller does not wait for them.
+func (g *Gateway) callObserved(ctx context.Context, req *mcp.CallToolRequest) (_ *mcp.CallToolResult, observe func(), _ error) {
 	growStack()
 	start := time.Now()
 	ci := callInfoOf(req)
 	if ci == nil {
 		// Unreachable: the front authenticates every request.
-		return nil, rpcError(refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "unauthenticated call"}, "")
+		return nil, func() {}, rpcError(refusal{reason: "unauthorized", status: http.StatusUnauthorized, msg: "unauthenticated call"}, "")
 	}
 	name := req.Params.Name
 	cs := CallStart{Tool: name, Workspace: ci.workspace, KeySource: ci.source}
@@ -44,25 +53,27 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if r != nil {
 		end.Refusal = r.reason
 		g.refused(r.reason)
-		g.log.LogAttrs(ctx, slog.LevelInfo, "tools/call refused", slog.String("workspace", ci.workspace), slog.String("tool", name),
-			slog.String("key", end.Key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", end.Elapsed),
-			slog.String("reason", r.reason), slog.String("error", r.logText()))
-		if done != nil {
-			done(end)
-		}
-		return nil, rpcError(*r, end.Key)
+		return nil, func() {
+			g.log.LogAttrs(ctx, slog.LevelInfo, "tools/call refused", slog.String("workspace", ci.workspace), slog.String("tool", name),
+				slog.String("key", end.Key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", end.Elapsed),
+				slog.String("reason", r.reason), slog.String("error", r.logText()))
+			if done != nil {
+				done(end)
+			}
+		}, rpcError(*r, end.Key)
 	}
 	rc := out.Receipt
 	end.Receipt = &rc
-	// LogAttrs: the line of every call, without boxing its attributes.
-	g.log.LogAttrs(ctx, slog.LevelInfo, "tools/call", slog.String("workspace", ci.workspace), slog.String("tool", name),
-		slog.String("key", end.Key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", end.Elapsed),
-		slog.String("outcome", string(rc.Outcome)), slog.Int("attempts", rc.AttemptCount),
-		slog.Int("status", rc.Status), slog.Bool("replayed", rc.Replayed))
-	if done != nil {
-		done(end)
-	}
-	return res, nil
+	return res, func() {
+		// LogAttrs: the line of every call, without boxing its attributes.
+		g.log.LogAttrs(ctx, slog.LevelInfo, "tools/call", slog.String("workspace", ci.workspace), slog.String("tool", name),
+			slog.String("key", end.Key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", end.Elapsed),
+			slog.String("outcome", string(rc.Outcome)), slog.Int("attempts", rc.AttemptCount),
+			slog.Int("status", rc.Status), slog.Bool("replayed", rc.Replayed))
+		if done != nil {
+			done(end)
+		}
+	}, nil
 }
 
 // callInfoOf returns what the front resolved for req, or nil.

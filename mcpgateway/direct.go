@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -50,24 +51,20 @@ func legacySessions() bool {
 
 // serveDirect answers a tools/call of one of the gateway's tools or
 // capabilities as the SDK's handler would, and reports whether it did;
-// false means nothing was written and the request goes to the SDK.
-func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, env *envelope, ci *callInfo) bool {
+// false means nothing was written and the request goes to the SDK. When it
+// did, observe writes the call's log line and ends OnCall: the caller runs
+// it after the answer has left.
+func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, env *envelope, ci *callInfo) (served bool, observe func()) {
 	if !env.call || env.id == nil || !g.known(env.name) || !g.directRequest(r) {
-		return false
+		return false, nil
 	}
 	var meta mcp.Meta
 	if len(env.meta) > 0 && json.Unmarshal(env.meta, &meta) != nil {
-		return false
+		return false, nil
 	}
-	// As the SDK decodes an id: a number becomes a float64, which MakeID
-	// turns into an integer id (the front admits only integers).
-	var id any
-	if json.Unmarshal(env.id, &id) != nil {
-		return false
-	}
-	rid, err := jsonrpc.MakeID(id)
-	if err != nil {
-		return false
+	rid, intID, ok := directID(env.id)
+	if !ok {
+		return false, nil
 	}
 	req := &mcp.CallToolRequest{
 		Params: &mcp.CallToolParamsRaw{Meta: meta, Name: env.name, Arguments: env.args},
@@ -79,29 +76,59 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, env *envel
 	if g.onDirect != nil {
 		g.onDirect()
 	}
-	res, cerr := g.callTool(r.Context(), req)
-	resp := &jsonrpc.Response{ID: rid, Error: cerr}
+	res, observe, cerr := g.callObserved(r.Context(), req)
+	var data []byte
+	var err error
 	if cerr == nil {
 		if res.Content == nil {
 			// As the SDK's Server.callTool: never "content": null.
 			res.Content = []mcp.Content{}
 		}
-		if resp.Result, err = encodeResult(res); err != nil {
-			resp.Error = err
+		var result json.RawMessage
+		if result, err = encodeResult(res); err != nil {
+			cerr = err
+		} else if intID != nil {
+			// The SDK's envelope of a result (jsonrpc2.EncodeMessage), whose
+			// re-encoding of the compact result changes nothing.
+			data = make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(intID)+len(result))
+			data = append(append(append(append(append(data, `{"jsonrpc":"2.0","id":`...), intID...), `,"result":`...), result...), '}')
+		} else {
+			data, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Result: result})
 		}
 	}
-	data, err := jsonrpc.EncodeMessage(resp)
+	if cerr != nil {
+		data, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: cerr})
+	}
 	if err != nil {
 		// Unreachable for what callTool returns; the SDK answers an
 		// encoding failure as a transport error, which finish rewrites.
 		http.Error(w, "internal error", http.StatusInternalServerError)
-		return true
+		return true, observe
 	}
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(data)
-	return true
+	return true, observe
+}
+
+// directID is the id the SDK answers a request's id with: a number becomes
+// a float64, which jsonrpc.MakeID turns into an integer id (the front admits
+// only integers below 2^53 and strings). For an integer, intID is how the
+// SDK writes it back: the integer in decimal ("-0" is 0).
+func directID(raw json.RawMessage) (rid jsonrpc.ID, intID []byte, ok bool) {
+	if len(raw) > 0 && raw[0] != '"' {
+		if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil && n > -(1<<53) && n < 1<<53 {
+			rid, err := jsonrpc.MakeID(float64(n))
+			return rid, strconv.AppendInt(nil, n, 10), err == nil
+		}
+	}
+	var id any
+	if json.Unmarshal(raw, &id) != nil {
+		return jsonrpc.ID{}, nil, false
+	}
+	rid, err := jsonrpc.MakeID(id)
+	return rid, nil, err == nil
 }
 
 // encodeResult encodes res as the SDK's JSON-RPC layer does: encoding/json

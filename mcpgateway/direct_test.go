@@ -2,9 +2,11 @@ package mcpgateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -12,6 +14,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
@@ -181,6 +186,9 @@ func TestDirectMatchesSDK(t *testing.T) {
 		{"key in _meta", directReq{body: directBody("3", `"pay.ok"`, `{"amount":5}`, `{"dev.obol/idempotency-key":"`+key()+`"}`)}, true},
 		{"string id", directReq{body: directBody(`"req-7"`, `"pay.ok"`, `{}`, ""), header: withKey(key())}, true},
 		{"id zero", directReq{body: directBody("0", `"pay.ok"`, ``, ""), header: withKey(key())}, true},
+		{"id minus zero", directReq{body: directBody("-0", `"pay.ok"`, `{}`, ""), header: withKey(key())}, true},
+		{"id 2^53-1", directReq{body: directBody("9007199254740991", `"pay.ok"`, `{}`, ""), header: withKey(key())}, true},
+		{"string id with HTML", directReq{body: directBody(`"<a&b>\u00e9"`, `"pay.ok"`, `{}`, ""), header: withKey(key())}, true},
 		{"negative id", directReq{body: directBody("-12", `"pay.ok"`, `null`, ""), header: withKey(key())}, true},
 		{"text body, invalid UTF-8", directReq{body: directBody("4", `"pay.text"`, `{}`, ""), header: withKey(key())}, true},
 		{"rejected", directReq{body: directBody("5", `"pay.rej"`, `{}`, ""), header: withKey(key())}, true},
@@ -256,4 +264,113 @@ func FuzzDirect(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		p.compare(t, directReq{body: body})
 	})
+}
+
+// gateHandler is a slog handler whose every record waits for release.
+type gateHandler struct {
+	slog.Handler
+	release chan struct{}
+	lines   chan string
+}
+
+func (gateHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h gateHandler) Handle(_ context.Context, r slog.Record) error {
+	<-h.release
+	h.lines <- r.Message
+	return nil
+}
+
+// A call the front answers leaves whole (its length set, not chunked)
+// before its log line is written and OnCall's end runs: the client has the
+// answer while both are still held back.
+func TestDirectAnswersBeforeLog(t *testing.T) {
+	spec := effectspec.MustNew(effectspec.Spec{Tool: "t.run", Effect: effectspec.EffectWrite,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingInProcess}})
+	tool, err := InProcess(InProcessTool{Spec: spec, Handler: func(context.Context, retry.Attempt) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := gateHandler{Handler: slog.DiscardHandler, release: make(chan struct{}), lines: make(chan string, 4)}
+	ends := make(chan CallEnd, 4)
+	gw, err := New(Config{Orchestrator: &retry.Orchestrator{Store: miniStore(t), Policy: effectspec.Policy{Environment: effectspec.Development}},
+		Tools: []Tool{tool}, Logger: slog.New(gate),
+		OnCall: func(ctx context.Context, c CallStart) (context.Context, func(CallEnd)) {
+			return ctx, func(e CallEnd) {
+				<-gate.release
+				ends <- e
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	defer gw.Close()
+	var direct atomic.Int64
+	gw.onDirect = func() { direct.Add(1) }
+
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t.run","arguments":{}}}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(HeaderKey, "idt_00000000000000000000000000000042")
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			answered <- err
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		switch {
+		case err != nil:
+			answered <- err
+		case resp.ContentLength != int64(len(b)) || len(resp.TransferEncoding) != 0:
+			answered <- fmt.Errorf("Content-Length %d for %d bytes, Transfer-Encoding %v", resp.ContentLength, len(b), resp.TransferEncoding)
+		case !bytes.Contains(b, []byte(`"outcome":"accepted"`)):
+			answered <- fmt.Errorf("answer %s", b)
+		default:
+			answered <- nil
+		}
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(gate.release)
+		t.Fatal("the answer waited for the log line or OnCall's end")
+	}
+	if direct.Load() != 1 {
+		t.Fatalf("the front answered %d calls itself, want 1", direct.Load())
+	}
+	select {
+	case m := <-gate.lines:
+		t.Fatalf("logged %q while held back", m)
+	default:
+	}
+	close(gate.release)
+	for _, want := range []string{"tools/call"} {
+		select {
+		case m := <-gate.lines:
+			if m != want {
+				t.Errorf("log line %q, want %q", m, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call's line was never written")
+		}
+	}
+	select {
+	case e := <-ends:
+		if e.Receipt == nil || e.Receipt.Outcome != effectspec.Accepted {
+			t.Errorf("end %+v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnCall's end never ran")
+	}
 }

@@ -461,10 +461,21 @@ func (g *Gateway) front(next http.Handler, direct bool) http.Handler {
 		ci := &callInfo{workspace: ws, key: key, source: src}
 		ctx := context.WithValue(r.Context(), callInfoKey{}, ci)
 		sw := &sanitizer{ResponseWriter: w, id: env.id, ci: ci}
-		if !direct || !g.serveDirect(sw, r.WithContext(ctx), &env, ci) {
-			next.ServeHTTP(sw, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		served, observe := false, func() {}
+		if direct {
+			served, observe = g.serveDirect(sw, r, &env, ci)
+		}
+		if !served {
+			next.ServeHTTP(sw, r)
 		}
 		sw.finish(callKey)
+		if served {
+			// The call's log line and OnCall's end wait for no caller: the
+			// answer (its length set) leaves first.
+			http.NewResponseController(w).Flush()
+			observe()
+		}
 	})
 }
 
@@ -498,7 +509,9 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jso
 		b, _ = marshalText(resp)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Del("Content-Length")
+	// Its own length, not one the SDK set for what it wrote; known, so
+	// the answer is never chunked, not even when flushed at once.
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	w.Write(b)
 }

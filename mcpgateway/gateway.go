@@ -153,7 +153,11 @@ type Config struct {
 	// "pin") fails. If nil, nothing is called.
 	OnStoreError func(op string)
 	// OnCall is called when a tools/call starts, for a span; the returned
-	// function, if not nil, when it ends. If nil, nothing is called.
+	// function, if not nil, when it ends: for a call the front answers
+	// itself (docs/DESIGN.md, "refserver wire contract"), once the answer
+	// has been flushed to the client, so a client may see the answer
+	// before the end runs. The call's log line is written then too. If
+	// nil, nothing is called.
 	OnCall func(ctx context.Context, c CallStart) (context.Context, func(CallEnd))
 
 	// DefaultQuota is the [Quota] of every workspace not in Quotas; zero

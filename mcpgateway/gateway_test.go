@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -83,7 +84,7 @@ func TestVerifierAndNoAuth(t *testing.T) {
 // call with its end: here a policy refusal decided inside the claim.
 func TestHooks(t *testing.T) {
 	var refusals []string
-	var ends []CallEnd
+	ends := make(chan CallEnd, 2)
 	spec := effectspec.MustNew(effectspec.Spec{Tool: "t.run", Effect: effectspec.EffectWrite,
 		Idempotency: effectspec.Binding{Kind: effectspec.BindingInProcess}})
 	tool, err := InProcess(InProcessTool{Spec: spec, Handler: func(context.Context, retry.Attempt) (*mcp.CallToolResult, error) { return nil, nil }})
@@ -93,7 +94,7 @@ func TestHooks(t *testing.T) {
 	gw, err := New(Config{Orchestrator: &retry.Orchestrator{Store: miniStore(t)}, Tools: []Tool{tool},
 		OnRefusal: func(r string) { refusals = append(refusals, r) },
 		OnCall: func(ctx context.Context, c CallStart) (context.Context, func(CallEnd)) {
-			return ctx, func(e CallEnd) { ends = append(ends, e) }
+			return ctx, func(e CallEnd) { ends <- e }
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +106,21 @@ func TestHooks(t *testing.T) {
 	srv := httptest.NewServer(gw)
 	defer srv.Close()
 	a := postCall(t, srv, "idt_00000000000000000000000000000007", `{}`)
-	if a.reason(t) != effectspec.ReasonPolicyDenied || len(ends) != 1 || ends[0].Refusal != effectspec.ReasonPolicyDenied || ends[0].Tool != "t.run" {
-		t.Errorf("answer %+v, ends %+v", a.refusal, ends)
+	if a.reason(t) != effectspec.ReasonPolicyDenied {
+		t.Errorf("answer %+v", a.refusal)
+	}
+	// The end comes once the answer has left (the direct path).
+	select {
+	case e := <-ends:
+		if e.Refusal != effectspec.ReasonPolicyDenied || e.Tool != "t.run" {
+			t.Errorf("end %+v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnCall's end never ran")
+	}
+	select {
+	case e := <-ends:
+		t.Errorf("a second end: %+v", e)
+	default:
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
 )
@@ -18,12 +19,13 @@ func TestAttemptLogLines(t *testing.T) {
 
 	s := newSession(t, base, e2eKeyOne, idempotency.NewKey().String())
 	call(t, s, "gh.create_issue", map[string]any{"title": "x"}, "").wantOutcome(t, "accepted", false)
-	if l := logs.String(); strings.Count(l, "msg=tools/call") != 1 || strings.Contains(l, "msg=attempt") {
+	// A call's line is written once its answer has left.
+	if l := logs.Wait("msg=tools/call", 1, 10*time.Second); strings.Count(l, "msg=tools/call") != 1 || strings.Contains(l, "msg=attempt") {
 		t.Fatalf("a clean call's lines:\n%s", l)
 	}
 	s = newSession(t, base, e2eKeyOne, idempotency.NewKey().String())
 	call(t, s, "gh.500", map[string]any{"title": "x"}, "").wantOutcome(t, "unknown", false)
-	l := logs.String()
+	l := logs.Wait("msg=tools/call", 2, 10*time.Second)
 	if strings.Count(l, "msg=tools/call") != 2 || strings.Count(l, "msg=attempt") != 1 || !strings.Contains(l, "msg=attempt workspace=ws_one tool=gh.500") ||
 		!strings.Contains(l, "status=500") {
 		t.Fatalf("a 500's lines:\n%s", l)

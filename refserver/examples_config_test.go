@@ -210,7 +210,7 @@ func TestExampleConfigServes(t *testing.T) {
 	if badAuth != 0 {
 		t.Errorf("%d vendor requests without the secret_env credential", badAuth)
 	}
-	if strings.Contains(p.Log(), e2eSecret) {
+	if strings.Contains(p.WaitLog("msg=tools/call", 1), e2eSecret) {
 		t.Error("the server logged the connection secret")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
@@ -199,7 +200,8 @@ func TestVendorEchoesNoSecret(t *testing.T) {
 		collected["receipt "+tc.tool] = rb
 	}
 	collected["redis"] = secrettest.DumpRedis(t, mr)
-	collected["log"] = []byte(logs.String())
+	// Every call's line (written once its answer has left): 4 tools, 2 rounds.
+	collected["log"] = []byte(logs.Wait("msg=tools/call ", 8, 10*time.Second))
 
 	vendor.mu.Lock()
 	carried := fmt.Sprint(vendor.carried)

@@ -92,7 +92,7 @@ func TestStartCallStop(t *testing.T) {
 	if again := c.CallTool(context.Background(), Request{Tool: "cap.send_email", Key: key, Args: map[string]any{"to": "ada@example.com", "subject": "hi"}}); !again.Result.Meta.Receipt.Replayed {
 		t.Errorf("the same call again: %s, want a replay", again)
 	}
-	if !strings.Contains(s.Log(), "tools/call") {
+	if !strings.Contains(s.WaitLog("msg=tools/call", 2), "tools/call") {
 		t.Errorf("the log lacks the call:\n%s", s.Log())
 	}
 	if err := s.Stop(20 * time.Second); err != nil {

@@ -70,6 +70,21 @@ func (b *Buffer) String() string {
 	return b.b.String()
 }
 
+// Wait waits until s occurs at least n times in what was written, or until
+// timeout passes, and returns everything written so far. A gateway writes a
+// call's log line once the answer has left (mcpgateway's direct path), so a
+// test that reads the line of a call it just made waits for it.
+func (b *Buffer) Wait(s string, n int, timeout time.Duration) string {
+	deadline := time.Now().Add(timeout)
+	for {
+		out := b.String()
+		if strings.Count(out, s) >= n || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // Launch runs a server and waits until it listens, ctx ends, or the bound
 // of o.Ready passes. It does not stop the server: see [Server.Stop]. Tests
 // use [Start].
@@ -163,6 +178,9 @@ func (s *Server) logNote() string {
 // Log is what the server wrote to stderr so far ("" when [Options.Log]
 // took it).
 func (s *Server) Log() string { return s.log.String() }
+
+// WaitLog is [Buffer.Wait] on the server's stderr, for up to 10 seconds.
+func (s *Server) WaitLog(substr string, n int) string { return s.log.Wait(substr, n, 10*time.Second) }
 
 // Signal sends sig to the process.
 func (s *Server) Signal(sig os.Signal) error { return s.Cmd.Process.Signal(sig) }
