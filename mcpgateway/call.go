@@ -244,6 +244,9 @@ func result(out retry.Answer, ci *callInfo) *mcp.CallToolResult {
 		}
 	}
 	res.Content = []mcp.Content{&mcp.TextContent{Text: text}}
+	if sp != nil {
+		sp.plain = true
+	}
 	return res
 }
 

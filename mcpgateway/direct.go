@@ -84,16 +84,28 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, env *envel
 			// As the SDK's Server.callTool: never "content": null.
 			res.Content = []mcp.Content{}
 		}
-		var result json.RawMessage
-		if result, err = encodeResult(res); err != nil {
-			cerr = err
-		} else if intID != nil {
-			// The SDK's envelope of a result (jsonrpc2.EncodeMessage), whose
-			// re-encoding of the compact result changes nothing.
-			data = make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(intID)+len(result))
-			data = append(append(append(append(append(data, `{"jsonrpc":"2.0","id":`...), intID...), `,"result":`...), result...), '}')
-		} else {
-			data, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Result: result})
+		var plain bool
+		if intID != nil && ci.splice != nil && ci.splice.plain {
+			// The SDK's envelope of a result (jsonrpc2.EncodeMessage), in
+			// one buffer with the result.
+			data = make([]byte, 0, 512)
+			data = append(append(append(data, `{"jsonrpc":"2.0","id":`...), intID...), `,"result":`...)
+			if data, plain = appendPlainResult(data, res); plain {
+				data = append(data, '}')
+			}
+		}
+		if !plain {
+			var result json.RawMessage
+			if result, err = encodeResult(res); err != nil {
+				cerr = err
+			} else if intID != nil {
+				// As above; its re-encoding of the compact result changes
+				// nothing.
+				data = make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(intID)+len(result))
+				data = append(append(append(append(append(data, `{"jsonrpc":"2.0","id":`...), intID...), `,"result":`...), result...), '}')
+			} else {
+				data, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Result: result})
+			}
 		}
 	}
 	if cerr != nil {
@@ -110,6 +122,91 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, env *envel
 	w.WriteHeader(http.StatusOK)
 	w.Write(data)
 	return true, observe
+}
+
+// appendPlainResult appends res to dst as encodeResult writes it, for the
+// shape result builds: _meta of string values, one text content without
+// _meta or annotations, a structuredContent that is JSON needing no
+// compaction or escape, isError, and nothing else (the SDK's
+// CallToolResult and TextContent encodings: keys in that order, _meta's
+// sorted, strings as encoding/json escapes them). ok is false for any
+// other result, which encodeResult writes; TestPlainResult and the direct
+// path's differential tests hold the two equal.
+func appendPlainResult(dst []byte, res *mcp.CallToolResult) (_ []byte, ok bool) {
+	if len(res.Content) != 1 || res.InputRequests != nil || res.RequestState != "" || res.NeedsInput() {
+		return nil, false
+	}
+	tc, isText := res.Content[0].(*mcp.TextContent)
+	if !isText || tc.Meta != nil || tc.Annotations != nil {
+		return nil, false
+	}
+	var structured json.RawMessage
+	switch v := res.StructuredContent.(type) {
+	case nil:
+	case json.RawMessage:
+		if len(v) == 0 || !plainJSON(v) {
+			return nil, false
+		}
+		structured = v
+	default:
+		return nil, false
+	}
+	if len(res.Meta) > 0 {
+		keys := make([]string, 0, 4)
+		for k, v := range res.Meta {
+			if _, isStr := v.(string); !isStr {
+				return nil, false
+			}
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		dst = append(dst, `{"_meta":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, k)
+			dst = append(dst, ':')
+			dst = appendJSONString(dst, res.Meta[k].(string))
+		}
+		dst = append(dst, `},"content":[{"type":"text","text":`...)
+	} else {
+		dst = append(dst, `{"content":[{"type":"text","text":`...)
+	}
+	dst = appendJSONString(dst, tc.Text)
+	dst = append(dst, "}]"...)
+	if structured != nil {
+		dst = append(append(dst, `,"structuredContent":`...), structured...)
+	}
+	if res.IsError {
+		dst = append(dst, `,"isError":true`...)
+	}
+	return append(dst, '}'), true
+}
+
+// plainJSON reports whether b is written as it is by encoding/json, which
+// compacts a json.RawMessage and escapes <, > and & in it: valid JSON of
+// printable ASCII without spaces or those three.
+func plainJSON(b []byte) bool {
+	for _, c := range b {
+		if c <= ' ' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return json.Valid(b)
+}
+
+// appendJSONString appends s as encoding/json.Marshal writes a string (it
+// escapes HTML): printable ASCII but for ", \, <, > and & as it is,
+// anything else through encoding/json.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	return append(append(append(dst, '"'), s...), '"')
 }
 
 // directID is the id the SDK answers a request's id with: a number becomes

@@ -44,6 +44,9 @@ type splice struct {
 	// structured is structuredContent's JSON; nil when not spliced.
 	structured []byte
 	large      bool // body is spliceMin bytes or more
+	// plain says result made the result itself, of the shape
+	// appendPlainResult writes (not an in-process handler's).
+	plain bool
 	// The placeholders, cut from one string: the receipt's and the
 	// text's, and the structured content's as a JSON string.
 	phReceipt, phText, phStructured string
