@@ -9,8 +9,8 @@
 // JSON-escaped, base64), in log text and in a vendor's answer before it is
 // stored or returned (docs/DESIGN.md, "Attempts and retries").
 //
-// The JSON encoding embeds the Go field order: embedded-struct promotion
-// keeps idempotency_key first and finalized_at last. created_at and
-// finalized_at are UTC with millisecond precision; finalized_at and status are
-// omitted until they exist.
+// The JSON encoding follows Receipt's field order, idempotency_key first and
+// resolution last, byte for byte what encoding/json gave for it (the tests
+// compare the two). created_at and finalized_at are UTC with millisecond
+// precision; finalized_at and status are omitted until they exist.
 package receipt
