@@ -15,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/obol-gateway/obol/internal/jsonwire"
 )
 
 // The direct path. The SDK's stateless handler builds, for every POST, a
@@ -165,15 +167,15 @@ func appendPlainResult(dst []byte, res *mcp.CallToolResult) (_ []byte, ok bool) 
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, k)
+			dst = jsonwire.AppendString(dst, k)
 			dst = append(dst, ':')
-			dst = appendJSONString(dst, res.Meta[k].(string))
+			dst = jsonwire.AppendString(dst, res.Meta[k].(string))
 		}
 		dst = append(dst, `},"content":[{"type":"text","text":`...)
 	} else {
 		dst = append(dst, `{"content":[{"type":"text","text":`...)
 	}
-	dst = appendJSONString(dst, tc.Text)
+	dst = jsonwire.AppendString(dst, tc.Text)
 	dst = append(dst, "}]"...)
 	if structured != nil {
 		dst = append(append(dst, `,"structuredContent":`...), structured...)
@@ -194,19 +196,6 @@ func plainJSON(b []byte) bool {
 		}
 	}
 	return json.Valid(b)
-}
-
-// appendJSONString appends s as encoding/json.Marshal writes a string (it
-// escapes HTML): printable ASCII but for ", \, <, > and & as it is,
-// anything else through encoding/json.
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s)
-			return append(dst, b...)
-		}
-	}
-	return append(append(append(dst, '"'), s...), '"')
 }
 
 // directID is the id the SDK answers a request's id with: a number becomes

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/internal/jsonwire"
 )
 
 // Route is the non-secret route record of a call: the facts its fingerprint
@@ -102,8 +103,8 @@ func (r Receipt) MarshalJSON() ([]byte, error) {
 	return r.appendJSON(make([]byte, 0, r.sizeHint()))
 }
 
-// sizeHint bounds the encoding when every string takes the fast path of
-// appendString, so that MarshalJSON allocates once.
+// sizeHint bounds the encoding when no string needs an escape, so that
+// MarshalJSON allocates once.
 func (r *Receipt) sizeHint() int {
 	// 350 covers the keys, punctuation and quotes of the strings; 2×20 the
 	// ints; 2×26 the quoted times.
@@ -122,49 +123,49 @@ func (r *Receipt) sizeHint() int {
 // and path, status, safe_new_key, finalized_at and resolution.
 func (r *Receipt) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"idempotency_key":`...)
-	b = appendString(b, r.IdempotencyKey)
+	b = jsonwire.AppendString(b, r.IdempotencyKey)
 	b = append(b, `,"key_source":`...)
-	b = appendString(b, r.KeySource)
+	b = jsonwire.AppendString(b, r.KeySource)
 	b = append(b, `,"request_hash":`...)
-	b = appendString(b, r.RequestHash)
+	b = jsonwire.AppendString(b, r.RequestHash)
 	b = append(b, `,"tool":`...)
-	b = appendString(b, r.Tool)
+	b = jsonwire.AppendString(b, r.Tool)
 	b = append(b, `,"workspace":`...)
-	b = appendString(b, r.Workspace)
+	b = jsonwire.AppendString(b, r.Workspace)
 	b = append(b, `,"route":{"connection":`...)
-	b = appendString(b, r.Route.Connection)
+	b = jsonwire.AppendString(b, r.Route.Connection)
 	b = append(b, `,"provider":`...)
-	b = appendString(b, r.Route.Provider)
+	b = jsonwire.AppendString(b, r.Route.Provider)
 	if r.Route.Tool != "" {
 		b = append(b, `,"tool":`...)
-		b = appendString(b, r.Route.Tool)
+		b = jsonwire.AppendString(b, r.Route.Tool)
 	}
 	if r.Route.Method != "" {
 		b = append(b, `,"method":`...)
-		b = appendString(b, r.Route.Method)
+		b = jsonwire.AppendString(b, r.Route.Method)
 	}
 	if r.Route.Host != "" {
 		b = append(b, `,"host":`...)
-		b = appendString(b, r.Route.Host)
+		b = jsonwire.AppendString(b, r.Route.Host)
 	}
 	if r.Route.Path != "" {
 		b = append(b, `,"path":`...)
-		b = appendString(b, r.Route.Path)
+		b = jsonwire.AppendString(b, r.Route.Path)
 	}
 	b = append(b, `,"fingerprint":`...)
-	b = appendString(b, r.Route.Fingerprint)
+	b = jsonwire.AppendString(b, r.Route.Fingerprint)
 	b = append(b, `},"binding":`...)
-	b = appendString(b, r.Binding)
+	b = jsonwire.AppendString(b, r.Binding)
 	b = append(b, `,"propagation":`...)
-	b = appendString(b, r.Propagation)
+	b = jsonwire.AppendString(b, r.Propagation)
 	if r.VendorKey != "" {
 		b = append(b, `,"vendor_key":`...)
-		b = appendString(b, r.VendorKey)
+		b = jsonwire.AppendString(b, r.VendorKey)
 	}
 	b = append(b, `,"attempt_count":`...)
 	b = strconv.AppendInt(b, int64(r.AttemptCount), 10)
 	b = append(b, `,"outcome":`...)
-	b = appendString(b, string(r.Outcome))
+	b = jsonwire.AppendString(b, string(r.Outcome))
 	if r.Status != 0 {
 		b = append(b, `,"status":`...)
 		b = strconv.AppendInt(b, int64(r.Status), 10)
@@ -214,32 +215,6 @@ func appendTime(b []byte, t time.Time) []byte {
 		byte('0'+month/10), byte('0'+month%10), '-', byte('0'+day/10), byte('0'+day%10), 'T',
 		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':',
 		byte('0'+sec/10), byte('0'+sec%10), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z', '"')
-}
-
-// verbatim marks the bytes encoding/json writes unescaped in a string:
-// printable ASCII but the quote, the backslash and, as it escapes HTML, '<',
-// '>' and '&'.
-var verbatim = func() (v [256]bool) {
-	for c := 0x20; c < 0x7f; c++ {
-		v[c] = true
-	}
-	v['"'], v['\\'], v['<'], v['>'], v['&'] = false, false, false, false, false
-	return v
-}()
-
-// appendString appends s as a JSON string. A string with any byte to escape
-// (rare in a receipt) goes to encoding/json itself, whose escapes (\u003c,
-// \u2028, \ufffd for invalid UTF-8, ...) are the contract.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if !verbatim[s[i]] {
-			q, _ := json.Marshal(s) // a string never fails
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 func formatTime(t time.Time) string {
