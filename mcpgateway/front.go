@@ -596,6 +596,7 @@ func (sw *sanitizer) finish(key string) {
 	isJSON = isJSON && json.Unmarshal(body, &resp) == nil
 	switch {
 	case status < 400 && (len(body) == 0 || isJSON && resp.Error == nil):
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(status)
 		w.Write(body)
 	case isJSON && resp.Error != nil:
