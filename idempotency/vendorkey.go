@@ -22,21 +22,44 @@ const vendorKeyDomain = "obol/vendor-key/v2"
 // text of RequestHash. A Store derives the vendor key once, when it creates
 // the record, and stores it: every attempt of the slot sends the same one.
 func VendorKey(deployment string, scope Scope, key Key, requestHash string) Key {
+	return NewVendorKeys(deployment, scope).Key(key, requestHash)
+}
+
+// VendorKeys derives the vendor keys of one scope (VendorKey) with the
+// scope's part of the input made once: a Store that writes a scope again and
+// again keeps one. The zero value is not usable; make one with
+// NewVendorKeys.
+type VendorKeys struct {
+	base string // the input up to the key: each part then a zero byte
+}
+
+// NewVendorKeys returns the vendor keys of scope in fleet deployment.
+func NewVendorKeys(deployment string, scope Scope) VendorKeys {
 	conn := scope.Connection
 	if scope.IsCapability() {
 		conn = Unresolved
 	}
-	h := sha256.New()
-	for i, part := range [...]string{vendorKeyDomain, deployment, scope.Workspace, conn,
-		ToolHash(scope.Tool), key.s, requestHash} {
-		if i > 0 {
-			h.Write([]byte{0})
-		}
-		h.Write([]byte(part))
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	return VendorKeys{base: vendorKeyDomain + "\x00" + deployment + "\x00" + scope.Workspace + "\x00" + conn + "\x00" +
+		ToolHash(scope.Tool) + "\x00"}
+}
+
+// Key is VendorKey of the scope, key and requestHash.
+func (v VendorKeys) Key(key Key, requestHash string) Key {
+	sum := v.sum(key, requestHash)
 	return Key{s: keyPrefix + hex.EncodeToString(sum[:keyHexLen/2])}
+}
+
+// Raw is Key's 16 bytes, as a record stores them, without the hex text.
+func (v VendorKeys) Raw(key Key, requestHash string) [keyHexLen / 2]byte {
+	sum := v.sum(key, requestHash)
+	return [keyHexLen / 2]byte(sum[:keyHexLen/2])
+}
+
+func (v VendorKeys) sum(key Key, requestHash string) [sha256.Size]byte {
+	var buf [256]byte // one buffer, on the stack for every scope but huge ones
+	b := append(buf[:0], v.base...)
+	b = append(append(append(b, key.s...), 0), requestHash...)
+	return sha256.Sum256(b)
 }
 
 // NewDeploymentID mints a deployment id: 32 lowercase hex digits from

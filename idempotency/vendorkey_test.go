@@ -3,6 +3,7 @@ package idempotency
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"testing"
 )
 
@@ -58,6 +59,42 @@ func TestDeploymentID(t *testing.T) {
 	for _, bad := range []string{"", "idt_" + a, a[:31], a + "0", "0123456789ABCDEF0123456789abcdef"} {
 		if ValidDeploymentID(bad) {
 			t.Fatalf("ValidDeploymentID(%q) = true", bad)
+		}
+	}
+}
+
+// VendorKeys derives what the one-call derivation did: SHA-256 over the
+// parts joined by zero bytes, written part by part; Raw is Key's bytes.
+func TestVendorKeysDerivation(t *testing.T) {
+	reference := func(deployment string, scope Scope, key Key, requestHash string) string {
+		conn := scope.Connection
+		if scope.IsCapability() {
+			conn = Unresolved
+		}
+		h := sha256.New()
+		for i, part := range []string{"obol/vendor-key/v2", deployment, scope.Workspace, conn, ToolHash(scope.Tool), key.String(), requestHash} {
+			if i > 0 {
+				h.Write([]byte{0})
+			}
+			h.Write([]byte(part))
+		}
+		return "idt_" + hex.EncodeToString(h.Sum(nil)[:16])
+	}
+	key, _ := ParseKey("idt_00000000000000000000000000000001")
+	long := strings.Repeat("w", 300) // past the stack buffer
+	for _, sc := range []Scope{
+		{Workspace: "ws_a", Connection: "conn_pay", Tool: "pay.charge"},
+		{Workspace: "ws_b", Connection: "conn_pay", Tool: "pay.charge"},
+		{Workspace: "ws_a", Tool: "cap.send_email"},
+		{Workspace: long, Connection: "conn_pay", Tool: "pay.charge"},
+	} {
+		vk := NewVendorKeys("0123456789abcdef0123456789abcdef", sc)
+		got := vk.Key(key, "sha256:ab")
+		if want := reference("0123456789abcdef0123456789abcdef", sc, key, "sha256:ab"); got.String() != want {
+			t.Errorf("%+v: %s, want %s", sc, got, want)
+		}
+		if raw := vk.Raw(key, "sha256:ab"); "idt_"+hex.EncodeToString(raw[:]) != got.String() {
+			t.Errorf("%+v: Raw %x, Key %s", sc, raw, got)
 		}
 	}
 }

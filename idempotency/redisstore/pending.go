@@ -48,8 +48,11 @@ func (s *Store) pendingKey(workspace string, pos int) string {
 
 // pendingBucket is the pending approvals bucket of the workspace in slot.
 func (s *Store) pendingBucket(workspace string, slot int) string {
-	return s.prefix + "apv:" + workspace + ":{" + slotTags()[slot] + "}"
+	return pendingBase(s.prefix, workspace) + slotTags()[slot] + "}"
 }
+
+// pendingBase is a workspace's pending buckets' key up to the slot's tag.
+func pendingBase(prefix, workspace string) string { return prefix + "apv:" + workspace + ":{" }
 
 // pendingOf is the pending approvals bucket of the record at record key
 // rk: the claim and decide scripts' KEYS[3].

@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"hash/maphash"
 	"strings"
@@ -24,9 +23,7 @@ type scopeStrings struct {
 	keyBase                 string
 	bucketBase, pendingBase string
 	memberBase              string
-	// vendorBase is what idempotency.VendorKey hashes ahead of the key
-	// and the request hash.
-	vendorBase string
+	vendor                  idempotency.VendorKeys
 }
 
 // scopeCache maps a scope to its scopeStrings. Lock-free: an entry is
@@ -57,10 +54,10 @@ func (c *scopeCache) strings(prefix, deployment string, scope idempotency.Scope,
 	e := &scopeStrings{
 		scope:       scope,
 		keyBase:     strings.TrimSuffix(key, k.String()),
-		bucketBase:  prefix + "unk:" + scope.Workspace + ":{",
-		pendingBase: prefix + "apv:" + scope.Workspace + ":{",
+		bucketBase:  bucketBase(prefix, scope.Workspace),
+		pendingBase: pendingBase(prefix, scope.Workspace),
 		memberBase:  strings.TrimSuffix(string(m), `"}`),
-		vendorBase:  vendorBase(deployment, scope),
+		vendor:      idempotency.NewVendorKeys(deployment, scope),
 	}
 	slot.Store(e)
 	return e, nil
@@ -97,30 +94,9 @@ func (e *scopeStrings) pending(slot int) string {
 	return e.pendingBase + slotTags()[slot] + "}"
 }
 
-// vendorKeyDomain is idempotency.VendorKey's domain (TestVendorKeyBytes
-// holds the two derivations equal).
-const vendorKeyDomain = "obol/vendor-key/v2"
-
-// vendorBase is the part of idempotency.VendorKey's input that is the
-// scope's: its parts up to the key, each followed by a zero byte.
-func vendorBase(deployment string, scope idempotency.Scope) string {
-	conn := scope.Connection
-	if scope.IsCapability() {
-		conn = idempotency.Unresolved
-	}
-	return vendorKeyDomain + "\x00" + deployment + "\x00" + scope.Workspace + "\x00" + conn + "\x00" +
-		idempotency.ToolHash(scope.Tool) + "\x00"
-}
-
 // vendorKey is packKey(idempotency.VendorKey(deployment, scope, k,
-// requestHash)) from the scope's vendorBase: the 16 bytes a record keeps,
-// hashed from one buffer.
+// requestHash)): the 16 bytes a record keeps.
 func (e *scopeStrings) vendorKey(k idempotency.Key, requestHash string) string {
-	var buf [256]byte
-	b := append(buf[:0], e.vendorBase...)
-	b = append(b, k.String()...)
-	b = append(b, 0)
-	b = append(b, requestHash...)
-	sum := sha256.Sum256(b)
-	return string(sum[:16])
+	raw := e.vendor.Raw(k, requestHash)
+	return string(raw[:])
 }

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/obol-gateway/obol/idempotency"
@@ -36,8 +37,9 @@ func TestScopeStrings(t *testing.T) {
 			if got != want {
 				t.Fatalf("round %d, %+v: key %q, want %q", round, sc, got, want)
 			}
-			wb, wm, _ := s.indexEntry(sc, k, want)
-			if b, mem := ss.bucket(keySlot(got)), ss.member(k); b != wb || mem != wm {
+			wm, _ := json.Marshal(indexMember{sc.Connection, sc.Tool, k.String()})
+			wb := s.bucketOf(sc.Workspace, want)
+			if b, mem := ss.bucket(keySlot(got)), ss.member(k); b != wb || mem != string(wm) {
 				t.Fatalf("round %d, %+v: bucket %q member %q, want %q %q", round, sc, b, mem, wb, wm)
 			}
 			if p, wp := ss.pending(keySlot(got)), s.pendingOf(sc.Workspace, want); p != wp {

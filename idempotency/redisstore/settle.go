@@ -24,8 +24,11 @@ func (s *Store) indexKey(workspace string) string { return s.prefix + "unk:" + w
 
 // bucketKey is the index bucket of the workspace in slot.
 func (s *Store) bucketKey(workspace string, slot int) string {
-	return s.prefix + "unk:" + workspace + ":{" + slotTags()[slot] + "}"
+	return bucketBase(s.prefix, workspace) + slotTags()[slot] + "}"
 }
+
+// bucketBase is a workspace's index buckets' key up to the slot's tag.
+func bucketBase(prefix, workspace string) string { return prefix + "unk:" + workspace + ":{" }
 
 // bucketOf is the index bucket of the record at record key rk.
 func (s *Store) bucketOf(workspace, rk string) string {
@@ -53,23 +56,15 @@ type indexMember struct {
 	Key        string `json:"k"`
 }
 
-func (s *Store) indexMember(scope idempotency.Scope, key idempotency.Key) (string, error) {
-	m, err := json.Marshal(indexMember{scope.Connection, scope.Tool, key.String()})
-	if err != nil {
-		return "", fmt.Errorf("redisstore: unknown index: %w", err)
-	}
-	return string(m), nil
-}
-
 // indexEntry is the bucket and member of the record at rk, which the
 // scripts that reserve an attempt or make it final get as KEYS[2] and an
-// argument.
+// argument: from the scope's cached strings, as a claim's.
 func (s *Store) indexEntry(scope idempotency.Scope, key idempotency.Key, rk string) (bucket, member string, err error) {
-	member, err = s.indexMember(scope, key)
+	_, ss, err := s.storageKey(scope, key)
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("redisstore: unknown index: %w", err)
 	}
-	return s.bucketOf(scope.Workspace, rk), member, nil
+	return ss.bucket(keySlot(rk)), ss.member(key), nil
 }
 
 // opEntry is the operation id opID (a new one when empty) and the index
