@@ -79,40 +79,7 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, env *envel
 		g.onDirect()
 	}
 	res, observe, cerr := g.callObserved(r.Context(), req)
-	var data []byte
-	var err error
-	if cerr == nil {
-		if res.Content == nil {
-			// As the SDK's Server.callTool: never "content": null.
-			res.Content = []mcp.Content{}
-		}
-		var plain bool
-		if intID != nil && ci.splice != nil && ci.splice.plain {
-			// The SDK's envelope of a result (jsonrpc2.EncodeMessage), in
-			// one buffer with the result.
-			data = make([]byte, 0, 512)
-			data = append(append(append(data, `{"jsonrpc":"2.0","id":`...), intID...), `,"result":`...)
-			if data, plain = appendPlainResult(data, res); plain {
-				data = append(data, '}')
-			}
-		}
-		if !plain {
-			var result json.RawMessage
-			if result, err = encodeResult(res); err != nil {
-				cerr = err
-			} else if intID != nil {
-				// As above; its re-encoding of the compact result changes
-				// nothing.
-				data = make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(intID)+len(result))
-				data = append(append(append(append(append(data, `{"jsonrpc":"2.0","id":`...), intID...), `,"result":`...), result...), '}')
-			} else {
-				data, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Result: result})
-			}
-		}
-	}
-	if cerr != nil {
-		data, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: cerr})
-	}
+	data, err := directAnswer(rid, intID, res, cerr, ci.splice != nil && ci.splice.plain)
 	if err != nil {
 		// Unreachable for what callTool returns; the SDK answers an
 		// encoding failure as a transport error, which finish rewrites.
@@ -124,6 +91,39 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, env *envel
 	w.WriteHeader(http.StatusOK)
 	w.Write(data)
 	return true, observe
+}
+
+// directAnswer is the SDK's JSON-RPC answer to a call that returned res or
+// cerr. For an integer id (intID) it writes the envelope itself, as
+// jsonrpc2.EncodeMessage does (whose re-encoding of the compact result
+// changes nothing), and a plain result (result built it: appendPlainResult)
+// without reflection.
+func directAnswer(rid jsonrpc.ID, intID []byte, res *mcp.CallToolResult, cerr error, plain bool) ([]byte, error) {
+	if cerr == nil {
+		if res.Content == nil {
+			// As the SDK's Server.callTool: never "content": null.
+			res.Content = []mcp.Content{}
+		}
+		var data []byte
+		if intID != nil {
+			data = append(append(append(make([]byte, 0, 512), `{"jsonrpc":"2.0","id":`...), intID...), `,"result":`...)
+			if plain {
+				if out, ok := appendPlainResult(data, res); ok {
+					return append(out, '}'), nil
+				}
+			}
+		}
+		result, err := encodeResult(res)
+		switch {
+		case err != nil:
+			cerr = err
+		case intID != nil:
+			return append(append(data, result...), '}'), nil
+		default:
+			return jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Result: result})
+		}
+	}
+	return jsonrpc.EncodeMessage(&jsonrpc.Response{ID: rid, Error: cerr})
 }
 
 // appendPlainResult appends res to dst as encodeResult writes it, for the
