@@ -13,6 +13,18 @@ import (
 	"github.com/obol-gateway/obol/internal/redistest"
 )
 
+// claimFinalize makes a fresh claim of k and finalizes it accepted with
+// result: a first call's store work.
+func claimFinalize(b *testing.B, s *Store, k idempotency.Key, result *idempotency.StoredResult) {
+	res, err := s.Claim(b.Context(), claimReq(k))
+	if err != nil || res.Status != idempotency.StatusClaimed {
+		b.Fatal(res, err)
+	}
+	if _, err := s.Finalize(b.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: effectspec.Accepted, Result: result}); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // BenchmarkClaimFinalize measures a first call's store work: claim (one
 // script) and finalize (one script), and a replay (one script). On real
 // Redis it also reports the scripts per operation from INFO commandstats.
@@ -23,14 +35,7 @@ func BenchmarkClaimFinalize(b *testing.B) {
 			before := count()
 			b.ReportAllocs()
 			for b.Loop() {
-				k := idempotency.NewKey()
-				res, err := s.Claim(b.Context(), claimReq(k))
-				if err != nil || res.Status != idempotency.StatusClaimed {
-					b.Fatal(res, err)
-				}
-				if _, err := s.Finalize(b.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: effectspec.Accepted, Result: result}); err != nil {
-					b.Fatal(err)
-				}
+				claimFinalize(b, s, idempotency.NewKey(), result)
 			}
 			if before >= 0 {
 				n := count() - before
@@ -39,10 +44,7 @@ func BenchmarkClaimFinalize(b *testing.B) {
 		})
 		b.Run("replay", func(b *testing.B) {
 			k := idempotency.NewKey()
-			res, _ := s.Claim(b.Context(), claimReq(k))
-			if _, err := s.Finalize(b.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: effectspec.Accepted, Result: result}); err != nil {
-				b.Fatal(err)
-			}
+			claimFinalize(b, s, k, result)
 			before := count()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -65,14 +67,7 @@ func BenchmarkClaimFinalize(b *testing.B) {
 		s := realStore(b, realClient(b, srv.Addr()), Options{})
 		b.ReportAllocs()
 		for b.Loop() {
-			k := idempotency.NewKey()
-			res, err := s.Claim(b.Context(), claimReq(k))
-			if err != nil || res.Status != idempotency.StatusClaimed {
-				b.Fatal(res, err)
-			}
-			if _, err := s.Finalize(b.Context(), idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: effectspec.Accepted, Result: result}); err != nil {
-				b.Fatal(err)
-			}
+			claimFinalize(b, s, idempotency.NewKey(), result)
 		}
 	})
 	b.Run("miniredis", func(b *testing.B) {

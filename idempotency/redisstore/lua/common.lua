@@ -380,6 +380,8 @@ local function fields(raw, i, r, stop)
     end
     i = i + 1
     if n >= 128 then
+      -- uvar, inline: every script decodes its record field by field, and
+      -- a call per field costs more than the few lengths of 128 or more.
       local mul, b = 128, 0
       n = n - 128
       repeat
