@@ -111,6 +111,11 @@ type frontError struct {
 	call bool
 }
 
+// depthRefusal is the text of a message nested deeper than
+// [strictjson.MaxDepth]: it names the limit, never where it was passed.
+var depthRefusal = "invalid request: the message nests objects and arrays deeper than the nesting depth limit of " +
+	strconv.Itoa(strictjson.MaxDepth) + " levels"
+
 func invalidMessage(code int64, msg string) *frontError {
 	return &frontError{code: code, reason: "invalid_request", msg: msg}
 }
@@ -126,7 +131,9 @@ func invalidMessage(code int64, msg string) *frontError {
 // the approval ticket must have their types. Each refusal is HTTP 400 with
 // a JSON-RPC error (code -32700 for a body that is not JSON, -32600 for the
 // message, -32602 for params), reason invalid_request (invalid_arguments
-// for arguments that are not an object) and a fixed message.
+// for arguments that are not an object) and a fixed message. A message that
+// nests deeper than [strictjson.MaxDepth] is -32600 with a message naming
+// the limit (depthRefusal).
 //
 // A member of params or params._meta whose name is a near miss of _meta or
 // of a name the gateway reads is not refused here but noted (nearMiss): the
@@ -146,6 +153,11 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 	if err := strictjson.Check(body); err != nil {
 		if errors.Is(err, strictjson.ErrRepeated) {
 			return env, repeated()
+		}
+		if errors.Is(err, strictjson.ErrDepth) {
+			// Valid JSON, perhaps, but past a limit: saying "not valid
+			// JSON" would send the caller looking for a syntax error.
+			return env, invalidMessage(codeInvalidRequest, depthRefusal)
 		}
 		return env, invalidMessage(codeParseError, "parse error: the body is not one valid JSON value")
 	}

@@ -536,3 +536,49 @@ func TestHasError(t *testing.T) {
 		}
 	}
 }
+
+// A message nested deeper than the limit is refused naming the limit, not
+// as invalid JSON, and quoting nothing of it: on the direct path and on the
+// SDK's (a protocol version the front leaves to the SDK), through the
+// gateway as a whole and through the SDK handler behind the front.
+func TestFrontDepthRefusalNamesTheLimit(t *testing.T) {
+	p := newDirectPair(t, true)
+	const marker = "mk_depth_5f3a9c"
+	args := strings.Repeat(`{"`+marker+`":`, 5000) + "1" + strings.Repeat("}", 5000)
+	body := directBody("9", `"pay.ok"`, args, "")
+	for _, c := range []struct {
+		name   string
+		h      http.Handler
+		header map[string]string
+	}{
+		{"direct path", p.direct, nil},
+		{"SDK path", p.direct, map[string]string{"Mcp-Protocol-Version": "2026-07-28"}},
+		{"SDK handler", p.sdk, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := p.answered.Load()
+			w := directReq{body: body, header: c.header}.send(c.h)
+			if w.Code != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400: %.300s", w.Code, w.Body)
+			}
+			_, code, data := rpcRefusal(t, w.Body.Bytes())
+			var resp struct {
+				Error struct{ Message string } `json:"error"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+				t.Fatal(err)
+			}
+			msg := resp.Error.Message
+			if code != codeInvalidRequest || data.Reason != "invalid_request" ||
+				!strings.Contains(msg, "nesting depth limit") || !strings.Contains(msg, "256") || strings.Contains(msg, "not one valid JSON") {
+				t.Errorf("refusal %d %+v %q, want -32600 invalid_request naming the nesting depth limit of 256", code, data, msg)
+			}
+			if strings.Contains(w.Body.String(), marker) {
+				t.Errorf("the refusal quotes the message: %.300s", w.Body)
+			}
+			if p.answered.Load() != before {
+				t.Errorf("the direct path answered a message the front refuses")
+			}
+		})
+	}
+}
