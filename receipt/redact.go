@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -55,6 +56,9 @@ func CheckSecret(s string) error {
 // Redacted (a secret that shares characters with it), the text is scrubbed
 // again, and after a few rounds replaced whole by Redacted.
 //
+// Text people write ([Redactor.StringFold]) may hold a secret retyped in
+// another case: there every form is also found up to ASCII case.
+//
 // The zero Redactor changes nothing. A Redactor is safe for concurrent use.
 type Redactor struct{ m *matcher }
 
@@ -65,6 +69,15 @@ type matcher struct {
 	// pairs has bit a<<8|b set when a form starts with the bytes a, b (or
 	// is the one byte a): most positions are passed over on one lookup.
 	pairs [1 << 16 / 64]uint64
+	// fold, when set, matches up to ASCII case: its forms are lower case
+	// and the text is compared lowered.
+	fold bool
+	// folded is this matcher's forms lowered, for StringFold: built on its
+	// first use, so that a Redactor that only scrubs vendor answers never
+	// pays for it.
+	folded     *matcher
+	foldedOnce sync.Once
+	forms      []string
 }
 
 func (m *matcher) mayStart(a, b byte) bool {
@@ -88,9 +101,22 @@ func NewRedactor(secrets ...string) Redactor {
 	}
 	// Longest first, so that at each position the longest match is found
 	// first; equal strings end up adjacent.
+	return Redactor{m: newMatcher(all, false)}
+}
+
+// newMatcher indexes forms; with fold, their lower-case forms.
+func newMatcher(forms []string, fold bool) *matcher {
+	all := forms
+	if fold {
+		all = make([]string, len(forms))
+		for i, f := range forms {
+			all[i] = lowerASCII(f)
+		}
+	}
 	slices.SortFunc(all, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
-	m := &matcher{}
-	for _, f := range slices.Compact(all) {
+	all = slices.Compact(all)
+	m := &matcher{fold: fold, forms: all}
+	for _, f := range all {
 		m.by[f[0]] = append(m.by[f[0]], f)
 		lo, hi := uint16(f[0])<<8, uint16(f[0])<<8|0xff
 		if len(f) > 1 {
@@ -101,7 +127,24 @@ func NewRedactor(secrets ...string) Redactor {
 			m.pairs[i/64] |= 1 << (i % 64)
 		}
 	}
-	return Redactor{m: m}
+	return m
+}
+
+// lowerASCII lowers the ASCII letters of s only: the bytes keep their
+// positions, so a match in the lowered text is a match in the text.
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		b[i] = lower(c)
+	}
+	return string(b)
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // String returns s with every secret replaced by Redacted.
@@ -114,6 +157,32 @@ func (r Redactor) String(s string) string {
 		return s
 	}
 	return string(r.m.settle(out))
+}
+
+// StringFold is String for text people write, such as a settle note: a
+// secret is also found in any mix of ASCII upper and lower case, in each
+// of its forms (an API key retyped in capitals, a JSON-escaped copy with
+// its hex digits in either case). Vendor answers keep String's exact
+// match: a vendor echoes what it was sent.
+func (r Redactor) StringFold(s string) string {
+	if r.m == nil {
+		return s
+	}
+	m := r.m.foldMatcher()
+	out, ok := redact(m, s)
+	if !ok {
+		return s
+	}
+	return string(m.settle(out))
+}
+
+// foldMatcher returns the case-folding matcher of m's forms.
+func (m *matcher) foldMatcher() *matcher {
+	if m.fold {
+		return m
+	}
+	m.foldedOnce.Do(func() { m.folded = newMatcher(m.forms, true) })
+	return m.folded
 }
 
 // Bytes returns b with every secret replaced by Redacted. When no secret is
@@ -149,11 +218,28 @@ func redact[T string | []byte](m *matcher, s T) ([]byte, bool) {
 	var out []byte
 	copied, start, end := 0, 0, -1 // the current run is s[start:end]; none while end < 0
 	for i := 0; i < len(s); i++ {
-		if i+1 < len(s) && !m.mayStart(s[i], s[i+1]) {
-			continue
+		c := s[i]
+		if m.fold {
+			c = lower(c)
 		}
-		for _, f := range m.by[s[i]] {
-			if len(f) > len(s)-i || string(s[i:i+len(f)]) != f {
+		if i+1 < len(s) {
+			next := s[i+1]
+			if m.fold {
+				next = lower(next)
+			}
+			if !m.mayStart(c, next) {
+				continue
+			}
+		}
+		for _, f := range m.by[c] {
+			if len(f) > len(s)-i {
+				continue
+			}
+			if m.fold {
+				if !foldEqual(s[i:i+len(f)], f) {
+					continue
+				}
+			} else if string(s[i:i+len(f)]) != f {
 				continue
 			}
 			e := i + len(f)
@@ -177,6 +263,16 @@ func redact[T string | []byte](m *matcher, s T) ([]byte, bool) {
 	}
 	out = append(append(out, s[copied:start]...), Redacted...)
 	return append(out, s[end:]...), true
+}
+
+// foldEqual reports whether t, lowered, is the lower-case form f.
+func foldEqual[T string | []byte](t T, f string) bool {
+	for i := 0; i < len(f); i++ {
+		if lower(t[i]) != f[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // escaped reports whether s[i] follows an odd number of backslashes, none of

@@ -193,3 +193,53 @@ func FuzzRedactor(f *testing.F) {
 		}
 	})
 }
+
+// StringFold finds a secret in any mix of case, also JSON-escaped, as a
+// person may retype an API key in a note; text without one is unchanged.
+func TestRedactorStringFold(t *testing.T) {
+	const apiKey = "ob_Live_AcmeKey_2"
+	red := receipt.NewRedactor(testSecret, apiKey)
+	mixed := func(s string) string {
+		b := []byte(s)
+		for i := range b {
+			if i%2 == 0 {
+				b[i] = strings.ToUpper(string(b[i]))[0]
+			} else {
+				b[i] = strings.ToLower(string(b[i]))[0]
+			}
+		}
+		return string(b)
+	}
+	for _, sec := range []string{testSecret, apiKey} {
+		notes := map[string]string{
+			"as is": sec,
+			"upper": strings.ToUpper(sec),
+			"lower": strings.ToLower(sec),
+			"mixed": mixed(sec),
+		}
+		for i, f := range secrettest.JSONForms(strings.ToUpper(sec)) {
+			notes["upper, JSON form "+string(rune('a'+i))] = f
+		}
+		for i, f := range secrettest.JSONForms(mixed(sec)) {
+			notes["mixed, JSON form "+string(rune('a'+i))] = f
+		}
+		for name, copy := range notes {
+			note := "checked by phone: " + copy + " -- ok"
+			got := red.StringFold(note)
+			if !strings.HasPrefix(got, "checked by phone: ") || !strings.HasSuffix(got, " -- ok") || !strings.Contains(got, receipt.Redacted) {
+				t.Errorf("%s of %q: StringFold(%q) = %q", name, sec, note, got)
+			}
+			if l := secrettest.Leak([]byte(strings.ToLower(got)), strings.ToLower(sec)); l != "" {
+				t.Errorf("%s of %q: a %s form survived in %q", name, sec, l, got)
+			}
+		}
+	}
+	for _, note := range []string{"the vendor shows the charge as paid", "SK_LIVE is only a prefix", ""} {
+		if got := red.StringFold(note); got != note {
+			t.Errorf("StringFold(%q) = %q, want it unchanged", note, got)
+		}
+	}
+	if got := (receipt.Redactor{}).StringFold("SK_LIVE_4F/9<A>&B+C"); got != "SK_LIVE_4F/9<A>&B+C" {
+		t.Errorf("the zero Redactor changed %q", got)
+	}
+}

@@ -26,7 +26,7 @@ func (s *server) adminHandler() http.Handler {
 		},
 		SetPin:       s.setPin,
 		Classify:     s.gw.Classify,
-		Redact:       s.redact.String,
+		Redact:       s.redact.StringFold,
 		Logger:       s.log,
 		OnRefusal:    s.metrics.Refusal,
 		OnStoreError: s.metrics.StoreError,

@@ -156,6 +156,38 @@ func TestEndToEndSettlementBoundary(t *testing.T) {
 			t.Errorf("the settle's log line does not name the approver:\n%s", p.Log())
 		}
 	})
+
+	t.Run("note with keys in another case", func(t *testing.T) {
+		_, resolve := unknownCall(t)
+		mixed := func(s string) string {
+			b := []byte(strings.ToLower(s))
+			for i := 0; i < len(b); i += 2 {
+				b[i] = strings.ToUpper(string(b[i]))[0]
+			}
+			return string(b)
+		}
+		copies := []string{strings.ToUpper(e2eKeyAdmin), strings.ToLower(strings.ToUpper(e2eKeyOne)), mixed(e2eSecret), strings.ToUpper(e2eKeyTwo)}
+		// The last copy inside a JSON document pasted as a JSON string.
+		note := "checked: " + copies[0] + " / " + copies[1] + " / " + copies[2] + ` / {\"k\":\"` + copies[3] + `\"} -- ok`
+		body, _ := json.Marshal(map[string]any{"outcome": "accepted", "attempt_count": 1, "note": note})
+		code, raw := p.postRaw(t, "POST", resolve, e2eKeyAdmin, string(body))
+		if code != 200 {
+			t.Fatalf("settle: %d %s", code, raw)
+		}
+		var rc wireReceipt
+		if err := json.Unmarshal(raw, &rc); err != nil || rc.Resolution == nil {
+			t.Fatalf("settle answer %s: %v", raw, err)
+		}
+		got := strings.ToLower(rc.Resolution.Note)
+		for _, s := range []string{e2eKeyAdmin, e2eKeyOne, e2eSecret, e2eKeyTwo} {
+			if strings.Contains(got, strings.ToLower(s)) {
+				t.Errorf("the note %q holds a copy of %q", rc.Resolution.Note, s)
+			}
+		}
+		if n := strings.Count(rc.Resolution.Note, "[redacted]"); n != 4 || !strings.HasPrefix(rc.Resolution.Note, "checked: ") || !strings.HasSuffix(rc.Resolution.Note, " -- ok") {
+			t.Errorf("note %q: want its four copies redacted (%d) and the rest kept", rc.Resolution.Note, n)
+		}
+	})
 }
 
 // storeLeaks matches what a store failure must never show a caller: the

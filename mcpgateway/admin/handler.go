@@ -81,8 +81,10 @@ type Config struct {
 	// ([mcpgateway.Gateway.Classify]). If nil, an error maps by
 	// [idempotency.Reason] with fixed text, else to 503 store_unavailable.
 	Classify func(error) mcpgateway.Refusal
-	// Redact scrubs secrets from log lines and settle notes. If nil,
-	// nothing is scrubbed.
+	// Redact scrubs secrets from log lines and settle notes. A note is
+	// typed by a person, who may retype a key in another case: give it a
+	// redactor that matches up to case ([receipt.Redactor.StringFold]).
+	// If nil, nothing is scrubbed.
 	Redact func(string) string
 	// Logger receives a line per decision, pin, settle, advance and
 	// acknowledgement, naming the approver. If nil, nothing is logged.
