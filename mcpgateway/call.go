@@ -64,10 +64,16 @@ func (g *Gateway) callObserved(ctx context.Context, req *mcp.CallToolRequest) (_
 	}
 	rc := out.Receipt
 	end.Receipt = &rc
+	if rc.KeySource != "" {
+		// The record's source of the key: a resume that sent only its
+		// ticket runs under the ticket's key, which the front did not
+		// mint, whatever it resolved before reading the ticket.
+		end.KeySource = idempotency.KeySource(rc.KeySource)
+	}
 	return res, func() {
 		// LogAttrs: the line of every call, without boxing its attributes.
 		g.log.LogAttrs(ctx, slog.LevelInfo, "tools/call", slog.String("workspace", ci.workspace), slog.String("tool", name),
-			slog.String("key", end.Key), slog.String("key_source", string(ci.source)), slog.Duration("elapsed", end.Elapsed),
+			slog.String("key", end.Key), slog.String("key_source", string(end.KeySource)), slog.Duration("elapsed", end.Elapsed),
 			slog.String("outcome", string(rc.Outcome)), slog.Int("attempts", rc.AttemptCount),
 			slog.Int("status", rc.Status), slog.Bool("replayed", rc.Replayed))
 		if done != nil {

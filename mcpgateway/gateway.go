@@ -90,7 +90,10 @@ type CallStart struct {
 	Header    http.Header // the HTTP request's header
 }
 
-// CallEnd is how a tools/call ended: a refusal or a receipt.
+// CallEnd is how a tools/call ended: a refusal or a receipt. With a
+// receipt, CallStart.KeySource is the receipt's: a resume that sends only
+// its ticket runs under the key of the held call, whose source the record
+// keeps.
 type CallEnd struct {
 	CallStart
 	Key     string
