@@ -168,7 +168,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(stdout, "obol refserver listening on %s (MCP at %s/mcp)\n", base, base)
+	metricsAccess := "open to any caller"
+	if cfg.MetricsTokenRequired() {
+		metricsAccess = "metrics_token required"
+	}
+	fmt.Fprintf(stdout, "obol refserver listening on %s (MCP at %s/mcp; metrics at %s/metrics, %s)\n", base, base, base, metricsAccess)
 	if vendor != nil {
 		fmt.Fprintf(stdout, "demo mode: environment %s, demo vendor at %s (GET %s/stats counts its requests)\n", cfg.Environment, vendor.URL, vendor.URL)
 		fmt.Fprintf(stdout, "demo API keys: ws_acme %s, ws_globex %s; approver %s\n", demoKeyAcme, demoKeyGlobex, demoKeyAdmin)

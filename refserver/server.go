@@ -166,8 +166,26 @@ func (s *server) handler() http.Handler {
 	api := s.adminHandler()
 	mux.Handle("/v1/", api)
 	mux.Handle("/healthz", api)
-	mux.Handle("GET /metrics", s.metrics.Handler())
+	mux.Handle("GET /metrics", s.metricsHandler())
 	return mux
+}
+
+// metricsHandler serves the metrics, behind the metrics_token when the
+// configuration sets one: the series name every workspace, which a caller
+// without the token must not learn. A refusal is 401 with a fixed text.
+func (s *server) metricsHandler() http.Handler {
+	h := s.metrics.Handler()
+	if !s.cfg.MetricsTokenRequired() {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok, ok := mcpgateway.BearerToken(r.Header); !ok || !s.cfg.MetricsToken(tok) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="obol-metrics"`)
+			http.Error(w, "missing or wrong metrics token (Authorization: Bearer <metrics_token>)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *server) known(name string) bool {

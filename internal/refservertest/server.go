@@ -41,6 +41,8 @@ type Options struct {
 type Server struct {
 	// Base is the URL the server listens on, http://127.0.0.1:PORT.
 	Base string
+	// Listening is the line of standard output that announced Base.
+	Listening string
 	// Cmd is the process; it has been started.
 	Cmd *exec.Cmd
 
@@ -114,10 +116,9 @@ func Launch(ctx context.Context, o Options) (*Server, error) {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
-				addr, _, _ := strings.Cut(rest, " ")
+			if strings.Contains(sc.Text(), "listening on ") {
 				select {
-				case found <- addr:
+				case found <- sc.Text():
 				default:
 				}
 			}
@@ -132,7 +133,9 @@ func Launch(ctx context.Context, o Options) (*Server, error) {
 	timer := time.NewTimer(ready)
 	defer timer.Stop()
 	select {
-	case s.Base = <-found:
+	case s.Listening = <-found:
+		_, rest, _ := strings.Cut(s.Listening, "listening on ")
+		s.Base, _, _ = strings.Cut(rest, " ")
 		return s, nil
 	case <-s.done:
 		return nil, fmt.Errorf("refservertest: %s exited before listening (%v)%s", bin, s.err, s.logNote())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,8 +62,9 @@ type Config struct {
 	Tools        map[string]*mcpgateway.Tool
 	Capabilities map[string]*mcpgateway.Capability
 	ToolOrder    []string
-	// Secrets is every connection and broker secret, then every API key and
-	// approver key: what a [receipt.Redactor] scrubs from logs and notes.
+	// Secrets is every connection and broker secret, then every API key,
+	// approver key and the metrics_token: what a [receipt.Redactor] scrubs
+	// from logs and notes.
 	Secrets []string
 	// Quotas are default_quota, every workspace's quota (its own members
 	// over default_quota's) and store_full_fraction, as [Config.Gateway]
@@ -72,6 +74,7 @@ type Config struct {
 
 	workspaces map[[32]byte]string // sha256(api key) -> workspace id
 	approvers  map[[32]byte]string // sha256(approver key) -> approver name
+	metrics    *[32]byte           // sha256(metrics_token); nil: metrics are open
 }
 
 // Options are what Load needs besides the file.
@@ -99,8 +102,8 @@ func (e *Error) Unwrap() error { return e.err }
 // (also invalid UTF-8, lone surrogates and trailing data) it refuses invalid
 // specs (every problem at once), ids and approver names that do not match
 // [A-Za-z0-9_.-]{1,128}, an approver entry that is not a {"name", "key"}
-// object, API keys shorter than 8 bytes or shared between workspaces and
-// approvers, store options that redisstore refuses (named by the file's
+// object, API keys shorter than 8 bytes or shared between workspaces,
+// approvers and the metrics_token, store options that redisstore refuses (named by the file's
 // field), an unknown_retention that a tool's timeout plus the lease reaches,
 // and a secret_env that names an unset or empty variable. The error is an
 // [*Error].
@@ -165,6 +168,19 @@ func (c *Config) Gateway() mcpgateway.Config {
 func (c *Config) Workspace(apiKey string) (string, bool) {
 	ws, ok := c.workspaces[sha256.Sum256([]byte(apiKey))]
 	return ws, ok
+}
+
+// MetricsTokenRequired reports whether the file sets metrics_token.
+func (c *Config) MetricsTokenRequired() bool { return c.metrics != nil }
+
+// MetricsToken reports whether tok is the metrics_token; without one, any
+// tok (none included) is. Digests are compared, in constant time.
+func (c *Config) MetricsToken(tok string) bool {
+	if c.metrics == nil {
+		return true
+	}
+	h := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(h[:], c.metrics[:]) == 1
 }
 
 // Approver returns the name of the approver whose key is k.
@@ -287,6 +303,12 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 		if h, ok := addKey(where+".key", ac.Key); ok && nameOK {
 			c.approvers[h] = ac.Name
 			c.Approvers = append(c.Approvers, ac.Name)
+		}
+	}
+
+	if fc.MetricsToken != "" {
+		if h, ok := addKey("metrics_token", fc.MetricsToken); ok {
+			c.metrics = &h
 		}
 	}
 

@@ -241,6 +241,11 @@ func TestLoadConfigBad(t *testing.T) {
 		{"approver name not an id", edit(t, `"name": "ops-admin"`, `"name": "ops admin"`), []string{"approver_keys[0].name: must be 1 to 128 of"}},
 		{"approver unknown field", edit(t, `"name": "ops-admin"`, `"name": "ops-admin", "role": "x"`), []string{"approver_keys[0]:", "role: unknown field", `want {"name"`}},
 		{"approver short key", edit(t, `"key": "ob_admin_key_1"`, `"key": "short"`), []string{"approver_keys[0].key: must be 8 to 256 bytes"}},
+		{"short metrics_token", edit(t, `"lease": "10s"`, `"lease": "10s", "metrics_token": "short"`), []string{"metrics_token: must be 8 to 256 bytes"}},
+		{"metrics_token shared with an API key", edit(t, `"lease": "10s"`, `"lease": "10s", "metrics_token": "ob_live_globex"`),
+			[]string{"metrics_token: the same key as workspaces[1].api_keys[0]"}},
+		{"metrics_token shared with an approver", edit(t, `"lease": "10s"`, `"lease": "10s", "metrics_token": "ob_admin_key_1"`),
+			[]string{"metrics_token: the same key as approver_keys[0].key"}},
 		{"duplicate approver name", edit(t, `{"name": "ops-admin", "key": "ob_admin_key_1"}`,
 			`{"name": "ops-admin", "key": "ob_admin_key_1"}, {"name": "ops-admin", "key": "ob_admin_key_2"}`),
 			[]string{"approver_keys[1].name: duplicate approver ops-admin"}},
@@ -539,5 +544,39 @@ func TestGateway(t *testing.T) {
 		if got := gc.Redact("x " + s + " y"); strings.Contains(got, s) {
 			t.Errorf("Redact leaves a secret or key: %q", got)
 		}
+	}
+}
+
+// metrics_token: unset, the metrics are open; set, only the token opens
+// them, and it is scrubbed like every other key.
+func TestMetricsToken(t *testing.T) {
+	c, err := loadConfig([]byte(goodConfig), testEnv, &retry.Executor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MetricsTokenRequired() || !c.MetricsToken("") || !c.MetricsToken("anything") {
+		t.Errorf("without metrics_token: required %v", c.MetricsTokenRequired())
+	}
+	const tok = "ob_metrics_scraper_1"
+	c, err = loadConfig([]byte(edit(t, `"lease": "10s"`, `"lease": "10s", "metrics_token": "`+tok+`"`)), testEnv, &retry.Executor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.MetricsTokenRequired() || !c.MetricsToken(tok) {
+		t.Errorf("with metrics_token: required %v, the token refused", c.MetricsTokenRequired())
+	}
+	for _, other := range []string{"", "ob_metrics_scraper_2", "OB_METRICS_SCRAPER_1", tok + " ", "ob_live_globex", "ob_admin_key_1"} {
+		if c.MetricsToken(other) {
+			t.Errorf("MetricsToken(%q) accepted", other)
+		}
+	}
+	if _, ok := c.Workspace(tok); ok {
+		t.Error("the metrics token is an API key")
+	}
+	if _, ok := c.Approver(tok); ok {
+		t.Error("the metrics token is an approver key")
+	}
+	if !slices.Contains(c.Secrets, tok) {
+		t.Error("the metrics token is not among the secrets scrubbed from logs")
 	}
 }

@@ -47,6 +47,12 @@ type File struct {
 	// StoreFullFraction is [mcpgateway.Config].StoreFullFraction: above
 	// it of Redis maxmemory, fresh claims are refused store_full.
 	StoreFullFraction *float64 `json:"store_full_fraction"`
+
+	// MetricsToken, when set, is the key a scraper of GET /metrics must
+	// send as a Bearer token: the metrics name every workspace. A key like
+	// the API keys (8 to 256 bytes, distinct from every other key); empty,
+	// the metrics are open.
+	MetricsToken string `json:"metrics_token"`
 }
 
 // Workspace is a tenant and the API keys that authenticate it.
