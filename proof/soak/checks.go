@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -162,6 +163,10 @@ func (w *world) checkSettledReplay(rng *rand.Rand) int {
 
 // scanRedis reads every key and value of every master for the secrets.
 func (w *world) scanRedis(ctx context.Context) (keys int, err error) {
+	// A node that stops answering ends the scan as a harness error, not a
+	// soak that waits for it in silence.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	var addrs []string
 	if w.cluster != nil {
 		for _, n := range w.cluster.Nodes() {
@@ -270,11 +275,17 @@ func (w *world) quiesce(ctx context.Context) {
 			w.fault("harness_error", "Redis did not restart: %v", err)
 		}
 	}
+	// Together: one after the other, three gateways that cannot start (a
+	// store still failing over) took up to two minutes each, in silence.
+	var wg sync.WaitGroup
 	for _, g := range w.gws {
 		if !g.running() {
-			if err := g.startRetrying(ctx); err != nil {
-				w.fault("harness_error", "gateway %d did not restart: %v", g.idx, err)
-			}
+			wg.Go(func() {
+				if err := g.startRetrying(ctx); err != nil {
+					w.fault("harness_error", "gateway %d did not restart: %v", g.idx, err)
+				}
+			})
 		}
 	}
+	wg.Wait()
 }

@@ -26,6 +26,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,6 +57,16 @@ func (l *logger) printf(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	fmt.Fprintf(l.w, "[%6.1fs] %s\n", time.Since(l.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// dump prints a title line, then what write writes, unprefixed.
+func (l *logger) dump(title string, write func(io.Writer) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "[%6.1fs] %s\n", time.Since(l.start).Seconds(), title)
+	if err := write(l.w); err != nil {
+		fmt.Fprintf(l.w, "(the dump failed: %v)\n", err)
+	}
 }
 
 func (l *logger) verboseLine(format string, args ...any) {
@@ -230,20 +241,31 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 		}
 	}
 	w.out.printf("phase %s: storm over; waiting for calls in flight", w.topology)
-	wg.Wait()
-	lasting.Wait()
-	<-laneDone
+	drained := make(chan struct{})
+	go func() {
+		wg.Wait()
+		lasting.Wait()
+		<-laneDone
+		close(drained)
+	}()
+	if err := w.await(drained, inFlightBound, "calls in flight"); err != nil {
+		return err
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	// Each step says it starts: a step that hangs is named by the last line.
+	w.out.printf("phase %s: quiescing (Redis healthy, every gateway running)", w.topology)
 	w.quiesce(ctx)
 	// Let every lease lapse and every stalled attempt end, then settle what
 	// is left unknown, and check everything once more.
 	time.Sleep(5 * time.Second)
+	w.out.printf("phase %s: settling what is left unknown, checking every receipt", w.topology)
 	w.settleRound(ctx, checkRng)
 	w.reportVendorTruth(reported)
 	w.checkReceipts(ctx, checkRng, 0, reported)
 	replayed := w.checkSettledReplay(checkRng)
+	w.out.printf("phase %s: scanning Redis and the logs for secrets", w.topology)
 	keys, err := w.scanRedis(ctx)
 	if err != nil {
 		w.fault("harness_error", "scan Redis: %v", err)
@@ -259,6 +281,7 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	if badAuth > 0 {
 		w.note("vendor_requests_without_secret")
 	}
+	w.out.printf("phase %s: checking the linearizability lane", w.topology)
 	res := ln.check(2 * time.Minute)
 	w.laneVerdict(res)
 	w.mu.Lock()
@@ -274,6 +297,30 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	w.mu.Unlock()
 	w.progress()
 	return nil
+}
+
+// inFlightBound bounds the wait for the storm's goroutines after it ends: a
+// client's last call (80s at most, callTool), a fault that lasts, a
+// topology change under way, the lane's last operations. Past it something
+// waits for what never comes.
+const inFlightBound = 2 * time.Minute
+
+// await waits until done is closed. Past bound it prints the stack of
+// every goroutine (what each one waits for), counts a harness error and
+// returns an error: the phase cannot be checked while its calls may still
+// change what the checks read.
+func (w *world) await(done <-chan struct{}, bound time.Duration, what string) error {
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+	}
+	w.fault("harness_error", "still waiting for %s after %v", what, bound)
+	w.out.dump(fmt.Sprintf("phase %s: still waiting for %s after %v; every goroutine:", w.topology, what, bound),
+		func(out io.Writer) error { return pprof.Lookup("goroutine").WriteTo(out, 2) })
+	return fmt.Errorf("still waiting for %s after %v (every goroutine's stack is above)", what, bound)
 }
 
 // laneVerdict reports the lane's violations not reported yet. On a Cluster

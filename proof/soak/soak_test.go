@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // needRedis skips without redis-server, or fails when OBOL_REQUIRE_REDIS=1
@@ -67,4 +68,42 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestAwaitPrintsEveryGoroutine: a wait past its bound prints the stack of
+// every goroutine, the one that never finishes included, counts a harness
+// error and fails; a wait whose goroutines finish prints nothing.
+func TestAwaitPrintsEveryGoroutine(t *testing.T) {
+	var out bytes.Buffer
+	w := &world{topology: "single", out: &logger{w: &out, start: time.Now()}, c: newCounts()}
+	finished := make(chan struct{})
+	close(finished)
+	if err := w.await(finished, time.Hour, "calls in flight"); err != nil || out.Len() != 0 {
+		t.Fatalf("a finished wait: %v, printed %q", err, out.String())
+	}
+
+	never := make(chan struct{})
+	defer close(never)
+	started := make(chan struct{})
+	go stuckCallForTest(started, never)
+	<-started
+	err := w.await(never, time.Millisecond, "calls in flight")
+	if err == nil || !strings.Contains(err.Error(), "calls in flight") {
+		t.Fatalf("err %v, want one naming what it waited for", err)
+	}
+	text := out.String()
+	for _, want := range []string{"phase single: still waiting for calls in flight after 1ms; every goroutine:", "goroutine ", "stuckCallForTest"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the dump lacks %q:\n%s", want, tail(text, 40))
+		}
+	}
+	if n := w.c.faults["harness_error"]; n != 1 {
+		t.Errorf("%d harness errors counted, want 1", n)
+	}
+}
+
+// stuckCallForTest is a goroutine that waits for what never comes.
+func stuckCallForTest(started chan<- struct{}, never <-chan struct{}) {
+	close(started)
+	<-never
 }
