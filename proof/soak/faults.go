@@ -33,7 +33,10 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 			w.fault("gateway_kill9", "gateway %d killed, back in %v", g.idx, down)
 			wg.Go(func() {
 				time.Sleep(down)
-				if err := g.startRetrying(context.Background()); err != nil {
+				// Retries end with the storm (quiesce starts what is still
+				// down): a minute of retries after it would outlast the wait
+				// for calls in flight.
+				if err := g.startRetrying(ctx); err != nil && ctx.Err() == nil {
 					w.fault("harness_error", "gateway %d did not restart: %v", g.idx, err)
 				}
 			})
