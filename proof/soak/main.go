@@ -255,6 +255,7 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 	// Each step says it starts: a step that hangs is named by the last line.
+	stop := w.watch(checksBound, "the checks after the storm")
 	w.out.printf("phase %s: quiescing (Redis healthy, every gateway running)", w.topology)
 	w.quiesce(ctx)
 	// Let every lease lapse and every stalled attempt end, then settle what
@@ -296,6 +297,9 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	w.c.notes["slots"] += len(w.slots)
 	w.mu.Unlock()
 	w.progress()
+	if stop() {
+		return fmt.Errorf("the checks after the storm took more than %v (every goroutine's stack is above)", checksBound)
+	}
 	return nil
 }
 
@@ -317,10 +321,30 @@ func (w *world) await(done <-chan struct{}, bound time.Duration, what string) er
 		return nil
 	case <-t.C:
 	}
-	w.fault("harness_error", "still waiting for %s after %v", what, bound)
-	w.out.dump(fmt.Sprintf("phase %s: still waiting for %s after %v; every goroutine:", w.topology, what, bound),
-		func(out io.Writer) error { return pprof.Lookup("goroutine").WriteTo(out, 2) })
+	w.stalled(what, bound)
 	return fmt.Errorf("still waiting for %s after %v (every goroutine's stack is above)", what, bound)
+}
+
+// stalled counts a harness error and prints every goroutine's stack.
+func (w *world) stalled(what string, after time.Duration) {
+	w.fault("harness_error", "still waiting for %s after %v", what, after)
+	w.out.dump(fmt.Sprintf("phase %s: still waiting for %s after %v; every goroutine:", w.topology, what, after),
+		func(out io.Writer) error { return pprof.Lookup("goroutine").WriteTo(out, 2) })
+}
+
+// checksBound bounds the steps after the wait for calls in flight (quiesce,
+// the final checks, the lane's check): minutes for a long soak on a busy
+// machine, never ten.
+const checksBound = 10 * time.Minute
+
+// watch is await for work the calling goroutine does itself, which cannot
+// be abandoned: past bound it prints every goroutine once, while the work
+// goes on. The returned stop reports whether that happened.
+func (w *world) watch(bound time.Duration, what string) (stop func() (stalled bool)) {
+	t := time.AfterFunc(bound, func() { w.stalled(what, bound) })
+	// Stop is false once the timer has expired: the dump was printed or is
+	// being printed.
+	return func() bool { return !t.Stop() }
 }
 
 // laneVerdict reports the lane's violations not reported yet. On a Cluster

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -106,4 +107,40 @@ func TestAwaitPrintsEveryGoroutine(t *testing.T) {
 func stuckCallForTest(started chan<- struct{}, never <-chan struct{}) {
 	close(started)
 	<-never
+}
+
+// TestWatchPrintsEveryGoroutineOnce: work that outlasts its bound gets
+// every goroutine's stack printed once, a harness error, and stop reports
+// it; work that ends in time gets nothing.
+func TestWatchPrintsEveryGoroutineOnce(t *testing.T) {
+	var out bytes.Buffer
+	w := &world{topology: "cluster", out: &logger{w: &out, start: time.Now()}, c: newCounts()}
+	if stop := w.watch(time.Hour, "the checks after the storm"); stop() || out.Len() != 0 {
+		t.Fatalf("work done in time: stalled, or printed %q", out.String())
+	}
+	stop := w.watch(time.Nanosecond, "the checks after the storm")
+	// The work outlasts its bound: it ends only once the dump is out.
+	for !strings.Contains(w.out.snapshot(), "goroutine ") {
+		runtime.Gosched()
+	}
+	if !stop() {
+		t.Error("stop does not report the stall")
+	}
+	text := w.out.snapshot()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !strings.Contains(text, "phase cluster: still waiting for the checks after the storm after 1ns; every goroutine:") ||
+		strings.Count(text, "every goroutine:") != 1 {
+		t.Errorf("want one dump under its title:\n%s", tail(text, 20))
+	}
+	if n := w.c.faults["harness_error"]; n != 1 {
+		t.Errorf("%d harness errors counted, want 1", n)
+	}
+}
+
+// snapshot is what a logger writing into a bytes.Buffer holds so far.
+func (l *logger) snapshot() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.(*bytes.Buffer).String()
 }
