@@ -381,6 +381,7 @@ func TestErrorsNeverQuoteTheRequest(t *testing.T) {
 		"notification bad params":   `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":{"card":"` + secret + `"}}}`,
 		"request result and method": `{"jsonrpc":"2.0","id":1,"method":"tools/list","result":"` + secret + `"}`,
 		"empty body":                ``,
+		"nested too deeply":         call(`{"name":"pay.charge","arguments":` + `{"card":"` + secret + `","x":` + strings.Repeat(`{"x":`, 5000) + "1" + strings.Repeat("}", 5001) + `}`),
 		"arguments too large":       call(`{"name":"pay.charge","arguments":{"card":"` + strings.Repeat(secret, maxArgBytes/len(secret)+1) + `"}}`),
 	}
 	check := func(t *testing.T, resp *http.Response, body []byte) {
