@@ -328,6 +328,11 @@ type Ticket struct {
 	Scope  Scope
 	Key    Key
 	Status TicketStatus
+	// KeySource is the source of Key as the held call's record keeps it
+	// (its receipt's key_source): a resume that sends only the ticket runs
+	// under Key, which its gateway did not mint. Empty when the store did
+	// not read the record.
+	KeySource KeySource
 }
 
 // Approved reports whether the ticket was approved.

@@ -443,6 +443,11 @@ func (g *Gateway) front(next http.Handler, direct bool) http.Handler {
 			switch {
 			case err == nil && t.Scope.Workspace == ws:
 				key = t.Key
+				if t.KeySource != "" {
+					// Not minted here: the held call's source, which its
+					// receipt shows (and a refusal's log line too).
+					src = t.KeySource
+				}
 			case errors.Is(err, idempotency.ErrStoreUnavailable):
 				// The key of this call is the ticket's, which could not be
 				// read: no key in the answer.

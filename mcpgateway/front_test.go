@@ -381,8 +381,11 @@ func TestFrontMetaKey(t *testing.T) {
 
 func TestFrontResume(t *testing.T) {
 	tk, _ := idempotency.ParseKey(goodKey)
+	const bareTicket = "apt_0123456789abcdef0123456789abcdef"
 	st := &fakeStore{tickets: map[string]idempotency.Ticket{
-		ticketID: {ID: ticketID, Scope: idempotency.Scope{Workspace: "ws_acme", Connection: "conn_open", Tool: "open.send"}, Key: tk},
+		ticketID: {ID: ticketID, Scope: idempotency.Scope{Workspace: "ws_acme", Connection: "conn_open", Tool: "open.send"}, Key: tk,
+			KeySource: idempotency.KeySupplied},
+		bareTicket: {ID: bareTicket, Scope: idempotency.Scope{Workspace: "ws_acme", Connection: "conn_open", Tool: "open.send"}, Key: tk},
 	}}
 	s := newTestGateway(t, st)
 	acme := http.Header{"Authorization": {acmeAuth}}
@@ -392,10 +395,17 @@ func TestFrontResume(t *testing.T) {
 	if r.code != 200 || r.header.Get("Idempotency-Key") != goodKey || r.info.key != tk {
 		t.Fatalf("resume without key: code %d header %q info %+v", r.code, r.header.Get("Idempotency-Key"), r.info)
 	}
-	// The handler still sees a minted source, so the orchestrator checks the
-	// ticket itself.
-	if r.info.source != idempotency.KeyMinted {
-		t.Errorf("source %q", r.info.source)
+	// Its source is the held call's, which the record keeps and the
+	// receipt shows: the key was not minted here. (The orchestrator reads
+	// the ticket again and finds the same key.)
+	if r.info.source != idempotency.KeySupplied {
+		t.Errorf("source %q, want the ticket's", r.info.source)
+	}
+	// A ticket that does not say (a store that did not read the record):
+	// the key is the ticket's, the source the front's.
+	r = callFront(t, s, acme, resumeBody(bareTicket))
+	if r.code != 200 || r.info.key != tk || r.info.source != idempotency.KeyMinted {
+		t.Errorf("resume of a ticket without a source: code %d info %+v", r.code, r.info)
 	}
 
 	// A supplied key is kept as is; the orchestrator refuses a mismatch.

@@ -181,7 +181,8 @@ func TestEndToEndApprovalAfterConfigEdit(t *testing.T) {
 
 // TestEndToEndResumeKeySource: a resume that sends only its ticket runs
 // under the ticket's key; its receipt keeps the source the key had when
-// the call was held, and its log line says the same.
+// the call was held, and its log line says the same, also when the resume
+// is refused (a denied ticket: no receipt).
 func TestEndToEndResumeKeySource(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts Redis")
@@ -199,9 +200,11 @@ func TestEndToEndResumeKeySource(t *testing.T) {
 	args := map[string]any{"amount": 500, "to": "acct_1"}
 	for _, c := range []struct {
 		name, key, want string
+		deny            bool
 	}{
-		{"supplied", idempotency.NewKey().String(), "supplied"},
-		{"minted", "", "minted"},
+		{"supplied", idempotency.NewKey().String(), "supplied", false},
+		{"minted", "", "minted", false},
+		{"supplied, denied", idempotency.NewKey().String(), "supplied", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := call(t, p.session(t, e2eKeyOne, c.key), "pay.transfer", args, "")
@@ -209,26 +212,36 @@ func TestEndToEndResumeKeySource(t *testing.T) {
 				t.Fatalf("first call: outcome %q key_source %q err %v; want held, %s", h.rc.Outcome, h.rc.KeySource, h.err, c.want)
 			}
 			key := h.rc.IdempotencyKey
-			if code, m := p.post(t, "POST", "/v1/approvals/"+h.ticket+"/approve", e2eKeyAdmin, ""); code != 200 || m["status"] != "approved" {
-				t.Fatalf("approve: %d %v", code, m)
+			decision, status := "approve", "approved"
+			if c.deny {
+				decision, status = "deny", "denied"
+			}
+			if code, m := p.post(t, "POST", "/v1/approvals/"+h.ticket+"/"+decision, e2eKeyAdmin, ""); code != 200 || m["status"] != status {
+				t.Fatalf("%s: %d %v", decision, code, m)
 			}
 			// The resume carries the ticket and no key.
 			r := call(t, p.session(t, e2eKeyOne, ""), "pay.transfer", args, h.ticket)
-			r.wantOutcome(t, "accepted", false)
-			if r.rc.IdempotencyKey != key || r.rc.KeySource != c.want {
-				t.Fatalf("resume receipt: key %s key_source %q, want %s and %s", r.rc.IdempotencyKey, r.rc.KeySource, key, c.want)
+			if c.deny {
+				r.wantRefusal(t, "denied", 403)
+			} else {
+				r.wantOutcome(t, "accepted", false)
+				if r.rc.IdempotencyKey != key || r.rc.KeySource != c.want {
+					t.Fatalf("resume receipt: key %s key_source %q, want %s and %s", r.rc.IdempotencyKey, r.rc.KeySource, key, c.want)
+				}
 			}
 			line := "key=" + key + " key_source="
 			log := p.WaitLog(line+c.want+" elapsed=", 2)
 			var sources []string
 			for _, l := range strings.Split(log, "\n") {
-				if strings.Contains(l, "msg=tools/call ") && strings.Contains(l, line) {
-					src, _, _ := strings.Cut(l[strings.Index(l, line)+len(line):], " ")
-					sources = append(sources, src)
+				if strings.Contains(l, "msg=tools/call ") || strings.Contains(l, `msg="tools/call refused"`) {
+					if i := strings.Index(l, line); i >= 0 {
+						src, _, _ := strings.Cut(l[i+len(line):], " ")
+						sources = append(sources, src)
+					}
 				}
 			}
 			if len(sources) != 2 || sources[0] != c.want || sources[1] != c.want {
-				t.Errorf("the log lines of the held call and its resume say key_source %v; their receipts say %s", sources, c.want)
+				t.Errorf("the log lines of the held call and its resume say key_source %v; the held call's receipt says %s", sources, c.want)
 			}
 		})
 	}

@@ -1063,13 +1063,16 @@ func (s *Store) Ticket(ctx context.Context, id string) (idempotency.Ticket, erro
 	if err != nil {
 		return idempotency.Ticket{}, opError("ticket", err)
 	}
+	status := idempotency.TicketPending
 	switch {
 	case rec.State == effectspec.Denied || rec.ApprovalDenied:
-		return tv.ticket(id, k, idempotency.TicketDenied), nil
+		status = idempotency.TicketDenied
 	case rec.Approved:
-		return tv.ticket(id, k, idempotency.TicketApproved), nil
+		status = idempotency.TicketApproved
 	}
-	return tv.ticket(id, k, idempotency.TicketPending), nil
+	t := tv.ticket(id, k, status)
+	t.KeySource = rec.KeySource
+	return t, nil
 }
 
 // Decide approves or denies a held call. The first decision is final:

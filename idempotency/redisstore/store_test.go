@@ -199,7 +199,7 @@ func TestHeldApprovalResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk.Key != k || tk.Scope != testScope || tk.Status != idempotency.TicketPending || tk.Approved() {
+	if tk.Key != k || tk.Scope != testScope || tk.Status != idempotency.TicketPending || tk.Approved() || tk.KeySource != req.KeySource {
 		t.Fatalf("ticket = %+v", tk)
 	}
 	// Later claims see the same ticket; a crash that lost the ticket key is
