@@ -243,3 +243,19 @@ func TestRedactorStringFold(t *testing.T) {
 		t.Errorf("the zero Redactor changed %q", got)
 	}
 }
+
+// The case-folding index is built on first use: concurrent first uses
+// (run with -race) build it once and agree.
+func TestRedactorStringFoldConcurrent(t *testing.T) {
+	red := receipt.NewRedactor(testSecret)
+	note := "pasted " + strings.ToUpper(testSecret)
+	outs := make(chan string, 8)
+	for range 8 {
+		go func() { outs <- red.StringFold(note) }()
+	}
+	for range 8 {
+		if got := <-outs; got != "pasted "+receipt.Redacted {
+			t.Errorf("StringFold = %q", got)
+		}
+	}
+}
