@@ -65,14 +65,14 @@ type Orchestrator struct {
 	// before.
 	ClaimRecoveryFor time.Duration
 
-	// The hooks are function fields so a gateway can log and count; the
-	// errors they get hold no secret.
-	//
 	// UnreachableRetryAfter is the wait an UnreachableError suggests before
 	// the retry with the same key. If zero or negative,
 	// DefaultUnreachableRetryAfter (1s).
 	UnreachableRetryAfter time.Duration
 
+	// The hooks are function fields so a gateway can log and count; the
+	// errors they get hold no secret.
+	//
 	// OnClaim, if non-nil, is called with every claim's answer.
 	OnClaim func(call *Call, status idempotency.ClaimStatus)
 	// OnAttempt, if non-nil, is called after every attempt with what the
