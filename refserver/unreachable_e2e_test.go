@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,17 +42,49 @@ const unreachableConfig = `{
   ]
 }`
 
-// closedAddr is a loopback address nothing listens on: a connection to it
-// is refused until a test listens there.
-func closedAddr(t *testing.T) string {
+// closedPort holds a loopback port that nothing listens on: a socket bound
+// to it without listen, so a connection to it is refused and no other
+// process can take the port meanwhile. open closes the socket and listens
+// on the port at once.
+func closedPort(t *testing.T) (addr string, open func() net.Listener) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Close-on-exec, under ForkLock as package net does it: the gateway
+	// this test starts must not inherit the socket, and with it the port.
+	syscall.ForkLock.RLock()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		syscall.Close(fd)
+		t.Fatal(err)
+	}
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			syscall.Close(fd)
+		}
+	})
+	return addr, func() net.Listener {
+		t.Helper()
+		closed = true
+		syscall.Close(fd)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("listen on %s: %v", addr, err)
+		}
+		return ln
+	}
 }
 
 // hangUpVendor reads each request whole and closes the connection without
@@ -104,7 +138,7 @@ func TestEndToEndVendorUnreachable(t *testing.T) {
 		t.Skip("builds the binary and starts Redis")
 	}
 	redis := redistest.Start(t)
-	addr := closedAddr(t)
+	addr, open := closedPort(t)
 	hang, hangSeen := hangUpVendor(t)
 	cfg := strings.ReplaceAll(unreachableConfig, "{{VENDOR}}", "http://"+addr)
 	cfg = strings.ReplaceAll(cfg, "{{HANGUP}}", "http://"+hang.Addr().String())
@@ -166,12 +200,8 @@ func TestEndToEndVendorUnreachable(t *testing.T) {
 
 	// The vendor comes up on the same port.
 	vendor := newTestVendor(t)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listen on the vendor's port again: %v", err)
-	}
 	up := &http.Server{Handler: vendor.Config.Handler}
-	go up.Serve(ln)
+	go up.Serve(open())
 	t.Cleanup(func() { up.Close() })
 	if n := vendor.count("/charge", "") + vendor.count("/chat", ""); n != 0 {
 		t.Fatalf("the vendor saw %d requests before it came up", n)
