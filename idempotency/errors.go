@@ -32,6 +32,13 @@ var (
 	// vendor cannot deduplicate on our key (no vendor binding, or its window
 	// has passed), so no new attempt is made.
 	ErrOutcomeUnknown = errors.New("idempotency: outcome unknown")
+	// ErrVendorUnreachable: no connection to the vendor (or broker) could be
+	// made: the dial was refused or timed out, the host lookup or the TLS
+	// handshake failed. It marks such a before_send attempt's error, and
+	// refuses a call none of whose attempts may have left
+	// (docs/DESIGN.md, "Attempts and retries"): nothing was sent, and a
+	// retry with the same key dispatches again.
+	ErrVendorUnreachable = errors.New("idempotency: vendor unreachable, nothing was sent")
 	// ErrDenied: the call was denied (approval denied).
 	ErrDenied = errors.New("idempotency: denied")
 	// ErrApprovalKeyMismatch: a resume supplied a key other than the ticket's.
@@ -104,6 +111,8 @@ func Reason(err error) (reason string, status int) {
 		return "approval_key_mismatch", 422
 	case errors.Is(err, ErrOutcomeUnknown):
 		return "outcome_unknown", 409
+	case errors.Is(err, ErrVendorUnreachable):
+		return "vendor_unreachable", 503
 	case errors.Is(err, ErrScopeVersionChanged):
 		return "scope_version_conflict", 503
 	case errors.Is(err, ErrScopeVersionConflict):

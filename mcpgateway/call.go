@@ -15,6 +15,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -234,18 +235,20 @@ func result(out retry.Answer, ci *callInfo) *mcp.CallToolResult {
 		if out.Result == nil {
 			// Settled accepted by an operator without the vendor's answer:
 			// say so rather than answer an empty text.
-			by := "an operator"
-			if rc.Resolution != nil {
-				by = rc.Resolution.By
-			}
-			text = "accepted: settled by " + by + " after checking with the vendor; the vendor's answer was not recorded, see the receipt"
+			text = settledText(rc)
 		}
 	case effectspec.Unknown:
 		if text == "" {
 			text = "outcome unknown: the vendor may or may not have acted on this call; see the receipt"
 		}
 	case effectspec.DefinitelyRejected:
-		if text == "" {
+		switch {
+		case text != "":
+		case rc.Resolution != nil:
+			// An operator's settlement, not a vendor's answer: there is
+			// no vendor status to quote.
+			text = settledText(rc)
+		default:
 			text = fmt.Sprintf("rejected by the vendor (status %d)", rc.Status)
 		}
 	}
@@ -255,6 +258,23 @@ func result(out retry.Answer, ci *callInfo) *mcp.CallToolResult {
 	}
 	return res
 }
+
+// settledText is the text of a call an operator settled without the
+// vendor's answer: its outcome, who settled it and when (the receipt's
+// resolution).
+func settledText(rc receipt.Receipt) string {
+	by, at := "an operator", ""
+	if r := rc.Resolution; r != nil {
+		by = r.By
+		if !r.At.IsZero() {
+			at = " at " + r.At.UTC().Format(settledAtLayout)
+		}
+	}
+	return string(rc.Outcome) + ": settled by " + by + at + " after checking with the vendor; the vendor's answer was not recorded, see the receipt"
+}
+
+// settledAtLayout is the receipt's time layout (millisecond precision, UTC).
+const settledAtLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // callStack is about how much stack a tools/call needs below callTool: the
 // orchestrator, the store and its Redis client, the vendor's HTTP client.

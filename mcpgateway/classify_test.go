@@ -31,6 +31,7 @@ func TestClassifyLifecycleErrors(t *testing.T) {
 		{effectspec.ErrPolicyDenied, "policy_denied", 403},
 		{&refusalError{schema}, "invalid_arguments", 400},
 		{errors.New("something else"), "internal", 500},
+		{&retry.UnreachableError{RetryAfter: time.Second}, "vendor_unreachable", 503},
 	} {
 		r := s.classify(tc.err)
 		if r.reason != tc.reason || r.status != tc.status {
@@ -69,5 +70,24 @@ func TestClassifyFixedText(t *testing.T) {
 	// Messages written from the request alone stay as they are.
 	if r := s.classify(fmt.Errorf("%w: bad pointer /a/b", idempotency.ErrInvalidRequest)); !strings.Contains(r.msg, "bad pointer /a/b") {
 		t.Errorf("invalid_request message %q", r.msg)
+	}
+}
+
+// TestClassifyVendorUnreachable: a call whose vendor was never reached is
+// refused vendor_unreachable: 503, retry_after_ms (rounded up to the
+// millisecond), safe_new_key true, a fixed text that says nothing was sent
+// and to retry with the same key; the attempt's error is the log's detail.
+func TestClassifyVendorUnreachable(t *testing.T) {
+	s := &Gateway{cfg: Config{Redact: func(s string) string { return s }}}
+	err := &retry.UnreachableError{RetryAfter: 1500*time.Millisecond + time.Microsecond,
+		Cause: fmt.Errorf("retry: before_send: round trip: connection refused")}
+	r := s.classify(err)
+	if r.reason != "vendor_unreachable" || r.status != 503 || !strings.Contains(r.msg, "nothing was sent") ||
+		!strings.Contains(r.msg, "retry with the same key") || !strings.Contains(r.detail, "connection refused") {
+		t.Fatalf("classify: %+v", r)
+	}
+	e := rpcError(r, "idt_00000000000000000000000000000001")
+	if string(e.Data) != `{"reason":"vendor_unreachable","status":503,"idempotency_key":"idt_00000000000000000000000000000001","retry_after_ms":1501,"safe_new_key":true}` {
+		t.Errorf("vendor_unreachable error.data %s", e.Data)
 	}
 }

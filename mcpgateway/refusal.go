@@ -28,8 +28,9 @@ import (
 // ticket that does not exist or belongs to another workspace or tool),
 // scope_version_conflict (409 for a record of another scope version; 503
 // once the fleet's scope version changed), store_unavailable (503),
-// quota_exceeded (429) and store_full (503), both with retry_after_ms and
-// a Retry-After header, internal (500).
+// quota_exceeded (429), store_full (503) and vendor_unreachable (503: no
+// attempt of the call's slot may have left and this one could not connect),
+// each with retry_after_ms and a Retry-After header, internal (500).
 type refusal struct {
 	reason string
 	status int
@@ -41,7 +42,9 @@ type refusal struct {
 	// detail, if not empty, is the error's own text, redacted: for the
 	// server's log only.
 	detail string
-	// retryAfter, for in_progress: until the running attempt's deadline.
+	// retryAfter, for in_progress: until the running attempt's deadline;
+	// for quota_exceeded, store_full and vendor_unreachable: before a retry
+	// with the same key.
 	retryAfter time.Duration
 	// denied, for denied: whether a new key is safe, read from the record
 	// (retry.DeniedError); nil when it could not be read.
@@ -88,6 +91,9 @@ var safeByReason = map[string]safeness{
 	"approval_key_mismatch": safeFalse,
 	"store_unavailable":     safeFalse,
 	"store_data_lost":       safeFalse,
+	// Nothing under the key may have reached the vendor: the slot's record
+	// says no attempt may have left, and this one could not connect.
+	"vendor_unreachable": safeTrue,
 	// Refused before the claim's record was read: the key may hold one.
 	"quota_exceeded":         safeFalse,
 	"store_full":             safeFalse,
@@ -122,7 +128,8 @@ type ErrorData struct {
 	Status         int    `json:"status"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// RetryAfterMS, on in_progress: until the running attempt's deadline;
-	// on quota_exceeded and store_full: until a new record may be taken.
+	// on quota_exceeded and store_full: until a new record may be taken;
+	// on vendor_unreachable: before the retry with the same key.
 	RetryAfterMS *int64 `json:"retry_after_ms,omitempty"`
 	// SafeNewKey: whether calling again under a new key is safe; absent
 	// when not known (refusal.safeNewKey).
@@ -132,7 +139,7 @@ type ErrorData struct {
 func rpcError(r refusal, key string) *jsonrpcError {
 	d := ErrorData{Reason: r.reason, Status: r.status, IdempotencyKey: key, SafeNewKey: r.safeNewKey()}
 	switch r.reason {
-	case "in_progress", "quota_exceeded", "store_full":
+	case "in_progress", "quota_exceeded", "store_full", "vendor_unreachable":
 		ms := r.retryAfter.Milliseconds()
 		if r.reason != "in_progress" {
 			// Rounded up: a client that waits exactly this long finds
@@ -173,6 +180,10 @@ func (g *Gateway) classify(err error) refusal {
 		var ip *retry.InProgressError
 		if errors.As(err, &ip) {
 			r.retryAfter = ip.RetryAfter
+		}
+		var ue *retry.UnreachableError
+		if errors.As(err, &ue) {
+			r.retryAfter = ue.RetryAfter
 		}
 		var de *retry.DeniedError
 		if errors.As(err, &de) {
@@ -220,6 +231,8 @@ func tenantText(reason string, status int) string {
 			return "the fleet's key scope version changed: this gateway no longer claims"
 		}
 		return "the key's record was made under another key scope version"
+	case "vendor_unreachable":
+		return "vendor_unreachable: the vendor could not be reached (no connection was made), so nothing was sent; retry with the same key"
 	case "store_data_lost":
 		return "store_data_lost: the idempotency store lost data; no call is dispatched until an operator acknowledges; retry later with the same key"
 	case "denied":
@@ -257,8 +270,8 @@ type Refusal struct {
 	// section "refserver wire contract"): nil when absent. A REST answer
 	// of the refusal carries it too.
 	SafeNewKey *bool
-	// RetryAfter, for in_progress, quota_exceeded and store_full: how long
-	// to wait before a retry with the same key.
+	// RetryAfter, for in_progress, quota_exceeded, store_full and
+	// vendor_unreachable: how long to wait before a retry with the same key.
 	RetryAfter time.Duration
 }
 

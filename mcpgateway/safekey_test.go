@@ -66,7 +66,8 @@ func TestSafeNewKeyTable(t *testing.T) {
 	table := designSafeTable(t)
 	for _, reason := range []string{"malformed_key", "request_mismatch", "in_progress", "destination_conflict",
 		"approval_key_mismatch", "outcome_unknown", "policy_denied", "denied", "unknown_tool", "invalid_request",
-		"invalid_arguments", "lease_lost", "store_unavailable", "scope_version_conflict", "internal", "out_of_memory"} {
+		"invalid_arguments", "lease_lost", "store_unavailable", "scope_version_conflict", "internal", "out_of_memory",
+		"vendor_unreachable"} {
 		if _, ok := table[reason]; !ok {
 			t.Errorf("DESIGN.md's safe_new_key table lacks %s", reason)
 		}
@@ -107,6 +108,7 @@ func TestSafeNewKeyClassified(t *testing.T) {
 		{&refusalError{refusal{reason: "invalid_arguments", status: 400, msg: "x"}}, "absent"},
 		{fmt.Errorf("%w: pointer", idempotency.ErrInvalidRequest), "absent"},
 		{fmt.Errorf("%w: dup", idempotency.ErrInvalidJSON), "absent"},
+		{&retry.UnreachableError{RetryAfter: time.Second}, "true"},
 		{&retry.DeniedError{SafeNewKey: receipt.Safe(true)}, "true"},
 		{&retry.DeniedError{SafeNewKey: receipt.Safe(false)}, "false"},
 		{&retry.DeniedError{}, "absent"},

@@ -339,6 +339,15 @@ func (a *attempt) gotConn(info httptrace.GotConnInfo) {
 	}
 }
 
+// connected reports whether the transport handed the attempt a connection:
+// until it does, the dial, the host lookup and the TLS handshake are all
+// that happened.
+func (a *attempt) connected() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.conns > 0
+}
+
 // settle decides the phase of a failed round trip. It seals the connection,
 // so a late write of the transport cannot contradict a before_send verdict.
 func (a *attempt) settle() Phase {
@@ -371,8 +380,14 @@ func (e *Executor) send(req *http.Request) Result {
 		if cause := context.Cause(ctx); phase == BeforeSend && errors.Is(cause, ErrSendDeadline) {
 			err = cause
 		}
-		if isInvalidHeader(err) {
+		switch {
+		case isInvalidHeader(err):
 			err = fmt.Errorf("%w: %w", idempotency.ErrInvalidRequest, err)
+		case phase == BeforeSend && !a.connected() && ctx.Err() == nil:
+			// No connection was handed over and nothing stopped the
+			// attempt: the dial, the host lookup or the TLS handshake
+			// failed. The vendor was not reached.
+			err = fmt.Errorf("%w: %w", idempotency.ErrVendorUnreachable, err)
 		}
 		return Result{Phase: phase, Err: newError(phase, "round trip", err)}
 	}
@@ -466,7 +481,10 @@ func fill(r io.Reader, p []byte) (int, error) {
 	return n, nil
 }
 
+// isInvalidHeader reports the transport's refusals of a request it cannot
+// write: a header, trailer or method that is not valid HTTP.
 func isInvalidHeader(err error) bool {
 	msg := err.Error()
-	return strings.HasPrefix(msg, "net/http: invalid header") || strings.HasPrefix(msg, "net/http: invalid trailer")
+	return strings.HasPrefix(msg, "net/http: invalid header") || strings.HasPrefix(msg, "net/http: invalid trailer") ||
+		strings.HasPrefix(msg, "net/http: invalid method")
 }

@@ -16,6 +16,11 @@ import (
 // other than http or https, CONNECT, a Content-Length without a body, or an
 // invalid header) wraps idempotency.ErrInvalidRequest. It is reported as
 // before_send, but repeating the attempt cannot help.
+//
+// A before_send round trip that no connection was handed to, and that
+// neither its context nor the send deadline stopped (a refused or timed-out
+// dial, a failed host lookup or TLS handshake), wraps
+// idempotency.ErrVendorUnreachable: the vendor was not reached.
 
 var (
 	// ErrSendDeadline: the attempt had not written a byte when its send
@@ -111,6 +116,9 @@ func reason(err error) string {
 		return "malformed response"
 	case strings.Contains(msg, "server response headers exceeded"):
 		return "response headers too large"
+	}
+	if errors.Is(err, idempotency.ErrVendorUnreachable) {
+		return "connect failed"
 	}
 	return "transport error"
 }

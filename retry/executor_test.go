@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -177,6 +178,93 @@ func TestDoConnectionRefused(t *testing.T) {
 	if got, want := res.Err.Error(), "retry: before_send: round trip: connection refused"; got != want {
 		t.Errorf("err = %q, want %q", got, want)
 	}
+	if !errors.Is(res.Err, idempotency.ErrVendorUnreachable) {
+		t.Errorf("err %v does not wrap idempotency.ErrVendorUnreachable", res.Err)
+	}
+}
+
+// TestDoUnreachable: every failure before the transport hands the attempt a
+// connection, while nothing stopped the attempt, is marked
+// idempotency.ErrVendorUnreachable: a failed host lookup, a dial that timed
+// out, a TLS handshake that failed (an untrusted certificate, a server that
+// does not speak TLS). The vendor's handler never ran.
+func TestDoUnreachable(t *testing.T) {
+	var served atomic.Int64
+	count := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Add(1) })
+	tlsSrv := httptest.NewUnstartedServer(count)
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake errors it logs are expected
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	plain := httptest.NewServer(count)
+	defer plain.Close()
+	for _, tc := range []struct {
+		name, url, reason string
+		ex                *Executor
+	}{
+		{"host lookup", "http://vendor.example/charge", "host lookup failed", &Executor{DialContext: func(context.Context, string, string) (net.Conn, error) {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "vendor.example", IsNotFound: true}}
+		}}},
+		{"dial timeout", "http://vendor.example/charge", "timeout", &Executor{DialTimeout: 20 * time.Millisecond,
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				<-ctx.Done()
+				return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &timeoutErr{}}
+			}}},
+		{"untrusted certificate", tlsSrv.URL + "/charge", "tls certificate verification failed", &Executor{}},
+		{"not TLS", strings.Replace(plain.URL, "http:", "https:", 1) + "/charge", "tls handshake failed", &Executor{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := tc.ex.Do(context.Background(), newRequest(t, "POST", tc.url, `{"amount":1}`))
+			phaseErr(t, res, BeforeSend)
+			var e *Error
+			if !errors.Is(res.Err, idempotency.ErrVendorUnreachable) || !errors.As(res.Err, &e) || e.Reason != tc.reason {
+				t.Errorf("err %v (reason %q), want idempotency.ErrVendorUnreachable, reason %q", res.Err, e.Reason, tc.reason)
+			}
+		})
+	}
+	if n := served.Load(); n != 0 {
+		t.Errorf("the vendors served %d requests", n)
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+// TestDoNotUnreachable: a before_send attempt that its context or send
+// deadline stopped while it dialled, an invalid request, and a failure on
+// a connection the attempt was given are not marked unreachable.
+func TestDoNotUnreachable(t *testing.T) {
+	hang := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: ctx.Err()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	res := (&Executor{DialContext: hang}).Do(ctx, newRequest(t, "POST", "http://vendor.example/charge", `{}`))
+	if res.Phase != BeforeSend || errors.Is(res.Err, idempotency.ErrVendorUnreachable) {
+		t.Errorf("context ended while dialling: %+v, want before_send, not unreachable", res)
+	}
+	sctx := WithSendDeadline(context.Background(), time.Now().Add(20*time.Millisecond))
+	res = (&Executor{DialContext: hang}).Do(sctx, newRequest(t, "POST", "http://vendor.example/charge", `{}`))
+	if !errors.Is(res.Err, ErrSendDeadline) || errors.Is(res.Err, idempotency.ErrVendorUnreachable) {
+		t.Errorf("send deadline while dialling: %+v, want ErrSendDeadline, not unreachable", res)
+	}
+	v := newVendor(t, nil, func(net.Conn, int, *http.Request) bool { return true })
+	bad := newRequest(t, "POST", v.url("/charge"), `{}`)
+	bad.Method = "BAD METHOD"
+	res = (&Executor{}).Do(context.Background(), bad)
+	if !errors.Is(res.Err, idempotency.ErrInvalidRequest) || errors.Is(res.Err, idempotency.ErrVendorUnreachable) {
+		t.Errorf("invalid method: %+v, want ErrInvalidRequest, not unreachable", res)
+	}
+	v.finish()
+	closed := newVendor(t, nil, func(net.Conn, int, *http.Request) bool { return false })
+	res = (&Executor{}).Do(context.Background(), newRequest(t, "POST", closed.url("/charge"), `{}`))
+	if res.Phase != PostSend || errors.Is(res.Err, idempotency.ErrVendorUnreachable) {
+		t.Errorf("closed after reading: %+v, want post_send, not unreachable", res)
+	}
+	closed.finish()
 }
 
 func TestDoVendorClosesWithoutAnswer(t *testing.T) {

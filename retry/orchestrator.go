@@ -65,6 +65,11 @@ type Orchestrator struct {
 	// before.
 	ClaimRecoveryFor time.Duration
 
+	// UnreachableRetryAfter is the wait an UnreachableError suggests before
+	// the retry with the same key. If zero or negative,
+	// DefaultUnreachableRetryAfter (1s).
+	UnreachableRetryAfter time.Duration
+
 	// The hooks are function fields so a gateway can log and count; the
 	// errors they get hold no secret.
 	//
@@ -112,6 +117,36 @@ func (e *InProgressError) Error() string { return idempotency.ErrInProgress.Erro
 
 // Unwrap returns idempotency.ErrInProgress.
 func (e *InProgressError) Unwrap() error { return idempotency.ErrInProgress }
+
+// DefaultUnreachableRetryAfter is Orchestrator.UnreachableRetryAfter when
+// it is not set.
+const DefaultUnreachableRetryAfter = time.Second
+
+// UnreachableError refuses a call whose vendor could not be reached: its
+// last attempt failed to connect (the attempt's error wraps
+// idempotency.ErrVendorUnreachable) and, after its finalize, no attempt of
+// the slot may have left over all its cycles. Nothing was sent, and the slot
+// stays open: a retry with the same key dispatches it again, so a new key is
+// safe too (docs/DESIGN.md, "Attempts and retries"). It matches
+// idempotency.ErrVendorUnreachable.
+type UnreachableError struct {
+	// RetryAfter is how long to wait before the retry with the same key
+	// (Orchestrator.UnreachableRetryAfter).
+	RetryAfter time.Duration
+	// Cause is the last attempt's error (an *Error from an Executor, whose
+	// message is fixed vocabulary); for a log, never a caller.
+	Cause error
+}
+
+func (e *UnreachableError) Error() string {
+	if e.Cause == nil {
+		return idempotency.ErrVendorUnreachable.Error()
+	}
+	return idempotency.ErrVendorUnreachable.Error() + ": " + e.Cause.Error()
+}
+
+// Unwrap returns idempotency.ErrVendorUnreachable.
+func (e *UnreachableError) Unwrap() error { return idempotency.ErrVendorUnreachable }
 
 // DeniedError refuses a call whose slot was denied by an approver. It
 // matches idempotency.ErrDenied.
@@ -195,8 +230,9 @@ type Answer struct {
 // kind or binding name disagrees with Spec, is refused with an error
 // wrapping idempotency.ErrWeakRoute before any store call (see
 // idempotency.NewRoute). A refusal (mismatch, in progress, conflict, outcome unknown,
-// denied, policy) is an error matched with errors.Is against the sentinels of
-// idempotency and effectspec; nothing was sent. A vendor's rejection or an
+// denied, policy, a vendor never reached: UnreachableError) is an error
+// matched with errors.Is against the sentinels of idempotency and
+// effectspec; nothing was sent. A vendor's rejection or an
 // unknown outcome is not an error: it is in Answer.Receipt.
 //
 // Once an attempt is reserved, sending and finalizing no longer follow ctx's
@@ -405,6 +441,13 @@ func (o *Orchestrator) resolveTicket(ctx context.Context, call *Call) error {
 	// The receipt keeps the source the key had when the call was held.
 	call.Key = t.Key
 	return nil
+}
+
+func (o *Orchestrator) unreachableRetryAfter() time.Duration {
+	if o.UnreachableRetryAfter > 0 {
+		return o.UnreachableRetryAfter
+	}
+	return DefaultUnreachableRetryAfter
 }
 
 func (o *Orchestrator) margin() time.Duration {
@@ -626,6 +669,12 @@ func (o *Orchestrator) finalizeInc(ctx context.Context, call *Call, hash string,
 	if neverSent && errors.Is(res.Err, idempotency.ErrInvalidRequest) {
 		// It fails the same way every time: a refusal, not an outcome.
 		return Answer{Key: call.Key}, res.Err
+	}
+	if neverSent && errors.Is(res.Err, idempotency.ErrVendorUnreachable) && rec.State == effectspec.Unknown && rec.SentAttempts == 0 {
+		// The record's count covers every cycle: only a slot that never
+		// sent is refused so; a redispatch of one whose earlier attempt
+		// may have left stays unknown.
+		return Answer{Key: call.Key}, &UnreachableError{RetryAfter: o.unreachableRetryAfter(), Cause: res.Err}
 	}
 	rec.Result = stored
 	return o.answer(call, hash, rec, false), nil

@@ -329,8 +329,9 @@ func (s suite[C]) faults(t *testing.T) {
 	t.Run("connection refused is before_send", func(t *testing.T) {
 		res := dispatch(s.broker(t, refusedURL(t)), s.h.Routings[0])
 		var re *retry.Error
-		if res.Phase != retry.BeforeSend || !errors.As(res.Err, &re) || re.Reason != "connection refused" {
-			t.Errorf("result = %+v, want before_send for connection refused", res)
+		if res.Phase != retry.BeforeSend || !errors.As(res.Err, &re) || re.Reason != "connection refused" ||
+			!errors.Is(res.Err, idempotency.ErrVendorUnreachable) {
+			t.Errorf("result = %+v, want before_send for connection refused, marked unreachable", res)
 		}
 	})
 	t.Run("dead keep-alive connection is not re-sent", func(t *testing.T) {
@@ -489,6 +490,34 @@ func (s suite[C]) orchestrated(t *testing.T) {
 			}
 		})
 	}
+	t.Run("unreachable broker is refused, then dispatched once", func(t *testing.T) {
+		// The broker's port is closed: nothing was sent, so the call is
+		// refused vendor_unreachable and its slot stays open; once the
+		// broker is up, the retry with the same key is sent once.
+		addr := strings.TrimPrefix(refusedURL(t), "http://")
+		st, _ := miniStore(t)
+		target, route, err := broker.Prepare(s.broker(t, "http://"+addr), tool, s.h.Routings[0].Fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, c := orchestrator(st), s.call(route, target)
+		if _, err := o.Do(context.Background(), c); !errors.Is(err, idempotency.ErrVendorUnreachable) {
+			t.Fatalf("broker down: %v, want idempotency.ErrVendorUnreachable", err)
+		}
+		f := NewFake(t, s.ok())
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("listen on the broker's port again: %v", err)
+		}
+		up := &http.Server{Handler: f.Config.Handler}
+		go up.Serve(ln)
+		t.Cleanup(func() { up.Close() })
+		out, err := o.Do(context.Background(), c)
+		if err != nil || out.Receipt.Outcome != effectspec.Accepted || out.Receipt.AttemptCount != 3 || len(f.Requests()) != 1 {
+			t.Fatalf("broker up: %+v (%v); the broker saw %d requests; want accepted, attempt_count 3, 1 request",
+				out.Receipt, err, len(f.Requests()))
+		}
+	})
 }
 
 // secretNeverInErrors forces the error paths with the credential in the

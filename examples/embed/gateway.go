@@ -148,7 +148,7 @@ func refuse(w http.ResponseWriter, err error) {
 		slog.Error("charge", "error", err) // library errors hold no secret
 		reason, status = "internal", http.StatusInternalServerError
 	}
-	if reason == "in_progress" {
+	if reason == "in_progress" || reason == "vendor_unreachable" {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, map[string]string{"reason": reason})

@@ -35,7 +35,13 @@ func testNeverSentSecondAttempt(t *testing.T, h Harness) {
 	if rec := e.lookup(req); rec.SentAttempts != 1 || rec.AttemptCount != 2 {
 		t.Fatalf("after the second reservation: sent %d, attempts %d; want 1 (only the second may leave), 2", rec.SentAttempts, rec.AttemptCount)
 	}
-	e.neverSent(req, 2)
+	// The finalize's reply carries the count: the orchestrator reads it
+	// there to refuse a call that never reached its vendor as
+	// vendor_unreachable, with no further round trip.
+	if fin := e.neverSent(req, 2); fin.State != effectspec.Unknown || fin.SentAttempts != 0 || fin.AttemptCount != 2 {
+		t.Fatalf("Finalize of the second unsent attempt returned state %q, sent %d, attempts %d; want unknown, 0, 2",
+			fin.State, fin.SentAttempts, fin.AttemptCount)
+	}
 	e.wantNothingSent(req, 2)
 	if r := e.claimWant(req, idempotency.StatusClaimed); r.Token != 3 {
 		t.Fatalf("claim after two unsent attempts: token %d, want 3", r.Token)
@@ -47,7 +53,9 @@ func testNeverSentSecondAttempt(t *testing.T, h Harness) {
 	if _, err := e.s.Reserve(e.ctx, idempotency.ReserveRequest{Scope: req.Scope, Key: req.Key, Token: 1}); err != nil {
 		t.Fatal(err)
 	}
-	e.neverSent(req, 2)
+	if fin := e.neverSent(req, 2); fin.SentAttempts != 1 {
+		t.Fatalf("Finalize of the second unsent attempt after one that may have left returned sent %d, want 1", fin.SentAttempts)
+	}
 	if rec := e.lookup(req); rec.SentAttempts != 1 {
 		t.Fatalf("second attempt unsent, first unknown: sent %d, want 1", rec.SentAttempts)
 	}

@@ -289,8 +289,9 @@ func TestDescribe(t *testing.T) {
 		}
 		return "other"
 	}
-	if _, err := o.Do(context.Background(), c); err != nil {
-		t.Fatal(err)
+	// Nothing was sent: the call is refused as vendor unreachable.
+	if _, err := o.Do(context.Background(), c); !errors.Is(err, idempotency.ErrVendorUnreachable) {
+		t.Fatalf("Do: %v, want idempotency.ErrVendorUnreachable", err)
 	}
 	var got []string
 	for _, s := range exp.GetSpans() {
