@@ -17,7 +17,7 @@ const (
 func claimReq(op string, b byte) lifecycle.ClaimRequest {
 	return lifecycle.ClaimRequest{ScopeVersion: 1, RequestHash: "rh", Binding: b, Fingerprint: "fp", KeySource: 's',
 		Op: op, Lease: lease, Retention: 86_400_000, URetention: 604_800_000, Timeout: 30_000, Window: window,
-		Incarnation: "inc-" + op, Fresh: "apt_" + op}
+		Incarnation: "inc-" + op, Fresh: "apt_" + op, MaxAttempts: 10}
 }
 
 // Example shows a claim, its lost reply answered again, and a finalize.

@@ -94,6 +94,7 @@ func TestContendersGetBareAnswers(t *testing.T) {
 				Fingerprint: mustDigest(t, c.req.Route.Fingerprint), Route: "\x1fstripe\x1fstripe.create_charge\x1fPOST\x1fapi.stripe.com\x1f/v1/charges", KeySource: "s",
 				Op: opTag('c', idempotency.NewOpID()), Lease: "30000", Retention: "86400000", URetention: "604800000", Timeout: 30000,
 				Refuse: c.req.Refuse, Member: member(c.req.Key), Window: 86400000, Incarnation: "incarnat",
+				MaxAttempts: idempotency.DefaultMaxAttempts,
 			})).ToArray()
 			if err != nil || len(arr) != c.raw {
 				t.Fatalf("raw reply %v, %v; want %d elements", arr, err, c.raw)
