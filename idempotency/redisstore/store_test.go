@@ -806,7 +806,9 @@ func TestTTLs(t *testing.T) {
 	mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
 	ttl(k, 3*time.Hour, "claim")
 	m.mr.SetTTL(m.recordKey(t, k), time.Minute)
-	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: 1}); err != nil {
+	// Attempt 1 never left, so the claim below is the first redispatch,
+	// which no backoff delays.
+	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: 1, PreviousNeverSent: true}); err != nil {
 		t.Fatal(err)
 	}
 	ttl(k, 3*time.Hour, "reserve")
