@@ -17,7 +17,8 @@ func (s Spec) MarshalJSON() ([]byte, error) {
 		Status      Statuses  `json:"status"`
 		Approval    Approval  `json:"approval,omitempty"`
 		Timeout     string    `json:"timeout,omitempty"`
-	}{s.Tool, s.Effect, s.Route, s.Idempotency, s.Status, s.Approval, durationText(s.Timeout)})
+		MaxAttempts int       `json:"max_attempts,omitempty"`
+	}{s.Tool, s.Effect, s.Route, s.Idempotency, s.Status, s.Approval, durationText(s.Timeout), s.MaxAttempts})
 }
 
 // durationText is d as Parse reads it, "" for the zero default.

@@ -180,7 +180,7 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 		p.add("", "spec must be a JSON object")
 		return Spec{}, p
 	}
-	object(p, "", raw, []string{"tool", "effect", "route", "idempotency", "status", "approval", "timeout"}, func(name string, v json.RawMessage) {
+	object(p, "", raw, []string{"tool", "effect", "route", "idempotency", "status", "approval", "timeout", "max_attempts"}, func(name string, v json.RawMessage) {
 		switch name {
 		case "tool":
 			if t, ok := str(p, name, v, false); ok {
@@ -201,6 +201,16 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 		case "timeout":
 			if t, ok := str(p, name, v, true); ok {
 				s.Timeout = duration(p, name, t)
+			}
+		case "max_attempts":
+			n, err := strconv.Atoi(string(v))
+			switch {
+			case err != nil || len(v) > 4:
+				p.add(name, fmt.Sprintf("%s is not an integer from 1 to %d", quoteTrunc(string(v)), MaxMaxAttempts))
+			case n == 0:
+				p.add(name, "must be at least 1 (omit the field for the gateway's default)")
+			default:
+				s.MaxAttempts = n // Validate checks the range
 			}
 		case "idempotency":
 			object(p, name, v, []string{"binding", "header", "pointer", "window"}, func(n string, v json.RawMessage) {

@@ -152,6 +152,12 @@ const (
 	// is gone before it closes.
 	MinVendorWindow = time.Second
 	MaxVendorWindow = 365 * 24 * time.Hour
+
+	// DefaultMaxAttempts is a slot's max_attempts when neither its spec
+	// nor the gateway's config sets one.
+	DefaultMaxAttempts = 10
+	// MaxMaxAttempts is the largest max_attempts a spec may set.
+	MaxMaxAttempts = 1000
 )
 
 // Spec is one tool's EffectSpec. A Spec to dispatch with must come from
@@ -177,6 +183,15 @@ type Spec struct {
 	// zero, and json.Marshal leaves a zero one out, so a spec keeps following
 	// the default; an explicit "0s" or a negative duration is an error.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// MaxAttempts bounds the attempts of one slot (one key's record) that
+	// may reach the vendor over the slot's whole life, redispatches of an
+	// unknown call included: past it a claim answers outcome_unknown and
+	// sends nothing, and an operator settles the record (docs/DESIGN.md,
+	// "The record and its lifecycle"). Attempts that provably never left
+	// do not count. If zero, the gateway's default (its config's
+	// max_attempts, else DefaultMaxAttempts); at most MaxMaxAttempts. In
+	// JSON an integer; an explicit 0 is an error (omit it for the default).
+	MaxAttempts int `json:"max_attempts,omitempty"`
 
 	// validated is a private copy of the spec as it passed validation; only
 	// seal sets it.

@@ -199,6 +199,14 @@ func TestParseRules(t *testing.T) {
 			[]string{`effectspec: t: status.in_use[0]: "\"409\"" is not a status code (100-599)`}},
 		{"in use not list", `{"tool":"t","status":{"in_use":409}}`,
 			[]string{`effectspec: t: status.in_use: must be an array of status codes`}},
+		{"max_attempts zero", `{"tool":"t","max_attempts":0}`,
+			[]string{`effectspec: t: max_attempts: must be at least 1 (omit the field for the gateway's default)`}},
+		{"max_attempts negative", `{"tool":"t","max_attempts":-1}`,
+			[]string{`effectspec: t: max_attempts: -1 is not from 1 to 1000 (zero means the gateway's default)`}},
+		{"max_attempts too many", `{"tool":"t","max_attempts":1001}`,
+			[]string{`effectspec: t: max_attempts: 1001 is not from 1 to 1000 (zero means the gateway's default)`}},
+		{"max_attempts a string", `{"tool":"t","max_attempts":"3"}`,
+			[]string{`effectspec: t: max_attempts: "\"3\"" is not an integer from 1 to 1000`}},
 		{"timeout zero", `{"tool":"t","timeout":"0s"}`,
 			[]string{`effectspec: t: timeout: must be positive (omit the field for the default 30s)`}},
 		{"timeout negative", `{"tool":"t","timeout":"-5s"}`,
@@ -540,5 +548,26 @@ func TestParseVendorWindow(t *testing.T) {
 	s := Spec{Tool: "t", Idempotency: Binding{Kind: BindingHeader, Header: "K", Window: -time.Hour}}
 	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "idempotency.window") {
 		t.Errorf("negative window: %v", err)
+	}
+}
+
+// TestMaxAttemptsRoundTrip: max_attempts parses, survives Marshal, and a
+// change to it makes the spec unvalidated.
+func TestMaxAttemptsRoundTrip(t *testing.T) {
+	s, err := Parse([]byte(`{"tool":"t","idempotency":{"binding":"header","header":"Idempotency-Key"},"max_attempts":3}`))
+	if err != nil || s.MaxAttempts != 3 {
+		t.Fatalf("Parse: %+v, %v; want max_attempts 3", s, err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(b)
+	if err != nil || again.MaxAttempts != 3 {
+		t.Fatalf("Parse(Marshal) of %s: %+v, %v", b, again, err)
+	}
+	s.MaxAttempts = 4
+	if s.Validated() {
+		t.Fatal("a spec whose max_attempts changed still reads validated")
 	}
 }

@@ -186,6 +186,9 @@ func (s Spec) validate(p *problems) {
 	case s.Timeout > MaxAttemptTimeout:
 		p.add("timeout", fmt.Sprintf("%s is more than the maximum %s", s.Timeout, MaxAttemptTimeout))
 	}
+	if s.MaxAttempts < 0 || s.MaxAttempts > MaxMaxAttempts {
+		p.add("max_attempts", fmt.Sprintf("%d is not from 1 to %d (zero means the gateway's default)", s.MaxAttempts, MaxMaxAttempts))
+	}
 }
 
 func checkStatusList(p *problems, field string, codes []int) {

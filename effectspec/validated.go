@@ -31,7 +31,7 @@ func (s Spec) Validated() bool {
 	return v != nil &&
 		s.Tool == v.Tool && s.Effect == v.Effect && s.Route == v.Route &&
 		s.Idempotency == v.Idempotency && s.Approval == v.Approval &&
-		s.Timeout == v.Timeout &&
+		s.Timeout == v.Timeout && s.MaxAttempts == v.MaxAttempts &&
 		slices.Equal(s.Status.Accepted, v.Status.Accepted) &&
 		slices.Equal(s.Status.DefinitelyRejected, v.Status.DefinitelyRejected) &&
 		slices.Equal(s.Status.Retryable, v.Status.Retryable) &&

@@ -22,6 +22,9 @@ var (
 	ErrInvalidTimeout = errors.New("idempotency: invalid attempt timeout")
 	// ErrInvalidVendorWindow: a negative ClaimRequest.VendorWindow.
 	ErrInvalidVendorWindow = errors.New("idempotency: invalid vendor window")
+	// ErrInvalidMaxAttempts: a negative ClaimRequest.MaxAttempts or
+	// ReserveRequest.MaxAttempts.
+	ErrInvalidMaxAttempts = errors.New("idempotency: invalid max attempts")
 	// ErrRequestMismatch: the key was claimed for a different request.
 	ErrRequestMismatch = errors.New("idempotency: request hash mismatch")
 	// ErrDestinationConflict: the key was claimed for another binding or route.

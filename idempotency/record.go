@@ -46,6 +46,11 @@ type Record struct {
 	// path turned unknown (its owner may still finalize it); an owner's
 	// finalize clears it.
 	AttemptDeadline time.Time
+	// EarlierDeadline is the latest attempt deadline of an earlier attempt
+	// of the slot that may have left (a redispatch replaced its deadline,
+	// or a finalize cleared the later one's): that attempt may still be at
+	// the vendor until then, so a settle waits for the later of the two.
+	EarlierDeadline time.Time
 	Ticket          string // approval ticket, when the call was held
 	Approved        bool
 	Result          *StoredResult // set once finalized with a vendor answer
@@ -116,6 +121,21 @@ func VendorWindow(d time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
+// DefaultMaxAttempts is ClaimRequest.MaxAttempts when it is zero.
+const DefaultMaxAttempts = effectspec.DefaultMaxAttempts
+
+// MaxAttempts returns the max_attempts a request asks for: n, or
+// DefaultMaxAttempts when n is zero. A negative n is ErrInvalidMaxAttempts.
+func MaxAttempts(n int) (int, error) {
+	switch {
+	case n == 0:
+		return DefaultMaxAttempts, nil
+	case n < 0:
+		return 0, ErrInvalidMaxAttempts
+	}
+	return n, nil
+}
+
 // AttemptTimeout returns the attempt timeout a request asks for: d, or
 // DefaultAttemptTimeout when d is zero. A negative d or one over
 // MaxAttemptTimeout is ErrInvalidTimeout.
@@ -173,6 +193,15 @@ type ClaimRequest struct {
 	// StatusOutcomeUnknown instead of another attempt. If zero,
 	// DefaultVendorWindow; negative, ErrInvalidVendorWindow (nothing changes).
 	VendorWindow time.Duration
+	// MaxAttempts bounds the attempts of the slot that may reach the vendor
+	// over its whole life (SentAttempts, not tokens: attempts that never
+	// left do not count; effectspec.Spec.MaxAttempts). A redispatch past it
+	// answers StatusOutcomeUnknown with MaxAttemptsReached; one before its
+	// backoff ends (Lease x 2^(n-1) after the latest reservation, n the
+	// attempts that may have left, at most an hour) StatusOutcomeUnknown
+	// with RetryAfter. If zero, DefaultMaxAttempts; negative,
+	// ErrInvalidMaxAttempts (nothing changes).
+	MaxAttempts int
 	// OpID identifies this operation. Sending the same claim again with the
 	// same OpID after a lost reply answers the original result with
 	// AlreadyApplied set, instead of acting twice. If empty, the store mints one.
@@ -207,6 +236,15 @@ type ClaimResult struct {
 	// before incarnations existed. An empty one in a request, and a record
 	// without one, are not compared.
 	Incarnation string
+	// RetryAfter, when OutcomeUnknown, is how long until the redispatch its
+	// backoff refused is allowed (measured on the store's clock); zero when
+	// the answer is not a backoff's.
+	RetryAfter time.Duration
+	// MaxAttemptsReached, when OutcomeUnknown, says the redispatch was
+	// refused because the slot's attempts that may have left reached
+	// ClaimRequest.MaxAttempts: no retry dispatches it, an operator
+	// settles it.
+	MaxAttemptsReached bool
 }
 
 // Err returns the refusal sentinel of a non-dispatching status, or nil for
@@ -253,6 +291,9 @@ type ReserveRequest struct {
 	// Incarnation is ClaimResult.Incarnation of the claim that reserved
 	// Token: another one answers ErrStale.
 	Incarnation string
+	// MaxAttempts is ClaimRequest.MaxAttempts: an attempt that would be one
+	// more than it to leave is not reserved (ErrStale, no second attempt).
+	MaxAttempts int
 	OpID        string
 }
 

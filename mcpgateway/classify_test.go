@@ -91,3 +91,26 @@ func TestClassifyVendorUnreachable(t *testing.T) {
 		t.Errorf("vendor_unreachable error.data %s", e.Data)
 	}
 }
+
+// TestClassifyOutcomeUnknownLimits: an outcome_unknown refused by its
+// backoff carries retry_after_ms (rounded up); one past max_attempts says
+// so and carries none; a plain one carries none either.
+func TestClassifyOutcomeUnknownLimits(t *testing.T) {
+	s := &Gateway{cfg: Config{Redact: func(s string) string { return s }}}
+	const key = "idt_00000000000000000000000000000001"
+	for _, tc := range []struct {
+		err  error
+		data string
+		msg  string
+	}{
+		{&retry.OutcomeUnknownError{RetryAfter: 1500*time.Millisecond + 1}, `{"reason":"outcome_unknown","status":409,"idempotency_key":"` + key + `","retry_after_ms":1501,"safe_new_key":false}`, backoffText},
+		{&retry.OutcomeUnknownError{MaxAttemptsReached: true}, `{"reason":"outcome_unknown","status":409,"idempotency_key":"` + key + `","safe_new_key":false}`, maxAttemptsText},
+		{&retry.OutcomeUnknownError{}, `{"reason":"outcome_unknown","status":409,"idempotency_key":"` + key + `","safe_new_key":false}`, tenantText("outcome_unknown", 409)},
+		{idempotency.ErrOutcomeUnknown, `{"reason":"outcome_unknown","status":409,"idempotency_key":"` + key + `","safe_new_key":false}`, tenantText("outcome_unknown", 409)},
+	} {
+		r := s.classify(tc.err)
+		if e := rpcError(r, key); string(e.Data) != tc.data || r.msg != tc.msg {
+			t.Errorf("classify(%+v): error.data %s, message %q; want %s, %q", tc.err, e.Data, r.msg, tc.data, tc.msg)
+		}
+	}
+}

@@ -630,7 +630,7 @@ func (sw *sanitizer) finish(key string) {
 		if key != "" {
 			d.IdempotencyKey = key
 		}
-		if d.RetryAfterMS != nil && (d.Reason == "quota_exceeded" || d.Reason == "store_full" || d.Reason == "vendor_unreachable") {
+		if d.RetryAfterMS != nil && (d.Reason == "quota_exceeded" || d.Reason == "store_full" || d.Reason == "vendor_unreachable" || d.Reason == "outcome_unknown") {
 			w.Header().Set("Retry-After", retryAfterHeader(*d.RetryAfterMS))
 		}
 		e.Data, _ = json.Marshal(d)

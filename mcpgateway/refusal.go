@@ -44,7 +44,8 @@ type refusal struct {
 	detail string
 	// retryAfter, for in_progress: until the running attempt's deadline;
 	// for quota_exceeded, store_full and vendor_unreachable: before a retry
-	// with the same key.
+	// with the same key; for outcome_unknown: until the redispatch's backoff
+	// ends (zero: no redispatch).
 	retryAfter time.Duration
 	// denied, for denied: whether a new key is safe, read from the record
 	// (retry.DeniedError); nil when it could not be read.
@@ -129,7 +130,9 @@ type ErrorData struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// RetryAfterMS, on in_progress: until the running attempt's deadline;
 	// on quota_exceeded and store_full: until a new record may be taken;
-	// on vendor_unreachable: before the retry with the same key.
+	// on vendor_unreachable: before the retry with the same key; on
+	// outcome_unknown, only when the slot may be dispatched again: until its
+	// backoff ends.
 	RetryAfterMS *int64 `json:"retry_after_ms,omitempty"`
 	// SafeNewKey: whether calling again under a new key is safe; absent
 	// when not known (refusal.safeNewKey).
@@ -138,8 +141,9 @@ type ErrorData struct {
 
 func rpcError(r refusal, key string) *jsonrpcError {
 	d := ErrorData{Reason: r.reason, Status: r.status, IdempotencyKey: key, SafeNewKey: r.safeNewKey()}
-	switch r.reason {
-	case "in_progress", "quota_exceeded", "store_full", "vendor_unreachable":
+	switch {
+	case r.reason == "in_progress", r.reason == "quota_exceeded", r.reason == "store_full",
+		r.reason == "vendor_unreachable", r.reason == "outcome_unknown" && r.retryAfter > 0:
 		ms := r.retryAfter.Milliseconds()
 		if r.reason != "in_progress" {
 			// Rounded up: a client that waits exactly this long finds
@@ -185,6 +189,15 @@ func (g *Gateway) classify(err error) refusal {
 		if errors.As(err, &ue) {
 			r.retryAfter = ue.RetryAfter
 		}
+		var ou *retry.OutcomeUnknownError
+		if errors.As(err, &ou) {
+			switch {
+			case ou.MaxAttemptsReached:
+				r.msg = maxAttemptsText
+			case ou.RetryAfter > 0:
+				r.retryAfter, r.msg = ou.RetryAfter, backoffText
+			}
+		}
 		var de *retry.DeniedError
 		if errors.As(err, &de) {
 			r.denied = de.SafeNewKey
@@ -205,6 +218,13 @@ const (
 	StoreUnavailableText = "store_unavailable: the idempotency store is unavailable; retry with the same key"
 	OutOfMemoryText      = "out_of_memory: the idempotency store is out of memory; retry later with the same key"
 	InternalText         = "internal: the gateway failed; retry with the same key"
+)
+
+// The text of an outcome_unknown whose redispatch its limits refused
+// (docs/DESIGN.md, "The record and its lifecycle": max_attempts, backoff).
+const (
+	maxAttemptsText = "outcome_unknown: the call's max_attempts attempts may have reached the vendor: not sent again; an operator must settle it"
+	backoffText     = "outcome_unknown: an earlier attempt may have reached the vendor; retry with the same key after retry_after_ms"
 )
 
 const (
@@ -271,7 +291,8 @@ type Refusal struct {
 	// of the refusal carries it too.
 	SafeNewKey *bool
 	// RetryAfter, for in_progress, quota_exceeded, store_full and
-	// vendor_unreachable: how long to wait before a retry with the same key.
+	// vendor_unreachable, and for an outcome_unknown under a backoff: how
+	// long to wait before a retry with the same key.
 	RetryAfter time.Duration
 }
 

@@ -119,6 +119,7 @@ func newTracedServer(cfg *config, store idempotency.Store, pins pinStore, log *s
 		},
 		ClaimWait:        storeReadTimeout,
 		ClaimRecoveryFor: cfg.Store.UnknownRetention,
+		MaxAttempts:      cfg.MaxAttempts,
 		OnClaimRecovery:  s.claimRecovery,
 	}
 	gc := cfg.Gateway()

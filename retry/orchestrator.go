@@ -64,6 +64,11 @@ type Orchestrator struct {
 	// negative, DefaultClaimRecoveryFor (7 days). Close stops re-senders
 	// before.
 	ClaimRecoveryFor time.Duration
+	// MaxAttempts is the max_attempts of a tool whose spec sets none
+	// (effectspec.Spec.MaxAttempts): how many attempts of one slot may
+	// reach the vendor over its life. If zero,
+	// effectspec.DefaultMaxAttempts.
+	MaxAttempts int
 
 	// UnreachableRetryAfter is the wait an UnreachableError suggests before
 	// the retry with the same key. If zero or negative,
@@ -147,6 +152,27 @@ func (e *UnreachableError) Error() string {
 
 // Unwrap returns idempotency.ErrVendorUnreachable.
 func (e *UnreachableError) Unwrap() error { return idempotency.ErrVendorUnreachable }
+
+// OutcomeUnknownError refuses a call whose earlier attempt may have
+// reached the vendor and that is not sent again now. It matches
+// idempotency.ErrOutcomeUnknown.
+type OutcomeUnknownError struct {
+	// RetryAfter, when not zero, says the slot may be dispatched again
+	// (its vendor deduplicates on the key) but its backoff has not ended:
+	// a retry with the same key after it may be sent. Zero: no retry with
+	// the key is sent (the vendor cannot deduplicate, its window passed, or
+	// MaxAttemptsReached).
+	RetryAfter time.Duration
+	// MaxAttemptsReached says the slot's attempts that may have reached
+	// the vendor reached its max_attempts: only an operator's settle
+	// resolves it.
+	MaxAttemptsReached bool
+}
+
+func (e *OutcomeUnknownError) Error() string { return idempotency.ErrOutcomeUnknown.Error() }
+
+// Unwrap returns idempotency.ErrOutcomeUnknown.
+func (e *OutcomeUnknownError) Unwrap() error { return idempotency.ErrOutcomeUnknown }
 
 // DeniedError refuses a call whose slot was denied by an approver. It
 // matches idempotency.ErrDenied.
@@ -295,6 +321,7 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Answer, error) {
 		NoCreate:         call.NoCreate != nil,
 		Timeout:          call.Spec.AttemptTimeout(),
 		VendorWindow:     call.Spec.VendorWindow(),
+		MaxAttempts:      o.maxAttempts(call.Spec),
 		OpID:             idempotency.NewOpID(),
 	}
 	if err := ctx.Err(); err != nil {
@@ -362,6 +389,8 @@ func (o *Orchestrator) Do(ctx context.Context, call Call) (Answer, error) {
 		return Answer{}, e
 	case idempotency.StatusDenied:
 		return Answer{}, o.denied(ctx, &call)
+	case idempotency.StatusOutcomeUnknown:
+		return Answer{}, &OutcomeUnknownError{RetryAfter: claim.RetryAfter, MaxAttemptsReached: claim.MaxAttemptsReached}
 	default:
 		return Answer{}, claim.Err()
 	}
@@ -450,6 +479,18 @@ func (o *Orchestrator) unreachableRetryAfter() time.Duration {
 	return DefaultUnreachableRetryAfter
 }
 
+// maxAttempts is the max_attempts of a call of spec: its own, else the
+// gateway's, else the default.
+func (o *Orchestrator) maxAttempts(spec effectspec.Spec) int {
+	switch {
+	case spec.MaxAttempts > 0:
+		return spec.MaxAttempts
+	case o.MaxAttempts > 0:
+		return o.MaxAttempts
+	}
+	return effectspec.DefaultMaxAttempts
+}
+
 func (o *Orchestrator) margin() time.Duration {
 	if o.SafetyMargin > 0 {
 		return o.SafetyMargin
@@ -484,7 +525,8 @@ func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, ve
 		// A first attempt proven unsent is taken back in the same step, so
 		// it never burns the slot (docs/DESIGN.md, "The record and its lifecycle").
 		rreq := idempotency.ReserveRequest{Scope: call.Scope, Key: call.Key, Token: token,
-			Timeout: call.Spec.AttemptTimeout(), PreviousNeverSent: res.Phase == BeforeSend, Incarnation: inc, OpID: idempotency.NewOpID()}
+			Timeout: call.Spec.AttemptTimeout(), PreviousNeverSent: res.Phase == BeforeSend, Incarnation: inc,
+			MaxAttempts: o.maxAttempts(call.Spec), OpID: idempotency.NewOpID()}
 		at := time.Now()
 		var rsv idempotency.Reservation
 		rctx, end := o.span(ctx, SpanReserve, Attr{AttrAttempt, token + 1})

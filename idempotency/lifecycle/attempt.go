@@ -10,6 +10,7 @@ type ReserveRequest struct {
 	Timeout     int64
 	PrevNever   bool   // the previous attempt never left
 	Incarnation string // the owner's, '' not compared
+	MaxAttempts int64  // the tool's max_attempts (at least 1)
 }
 
 // Reserve is Reserve-next at now.
@@ -20,8 +21,9 @@ type ReserveRequest struct {
 // per cycle (cycle_exhausted), a lapsed lease is never extended
 // (lease_expired), "Tokens never restart" and the count of attempts that
 // may have left (PrevNever takes the previous one back; the vendor's
-// window then starts at this one). Reply: reserved {token, lease, attempt
-// deadline[, applied]}.
+// window then starts at this one), "max_attempts" (an attempt that would
+// be one more than it to leave is not reserved). Reply: reserved {token,
+// lease, attempt deadline[, applied]}.
 func Reserve(cur *Record, q ReserveRequest, now int64) (Result, Write) {
 	if cur == nil {
 		return Result{Status: NotFound}, Write{}
@@ -42,7 +44,13 @@ func Reserve(cur *Record, q ReserveRequest, now int64) (Result, Write) {
 		return Result{Status: CycleExhausted}, Write{}
 	case r.Lease <= now:
 		return Result{Status: LeaseExpired}, Write{}
+	case !q.PrevNever && r.Sent >= q.MaxAttempts:
+		return Result{Status: MaxAttempts}, Write{}
 	}
+	if !q.PrevNever {
+		r.keepDeadline() // the attempt replaced may have left
+	}
+	r.ReservedAt = now
 	r.Lease, r.AttemptDeadline = minLease(now, q.Lease, q.Timeout)
 	r.Attempts, r.Cycle, r.Updated, r.Op, r.RenewOp = r.Attempts+1, r.Cycle+1, now, q.Op, ""
 	if q.PrevNever {

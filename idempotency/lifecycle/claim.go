@@ -22,6 +22,7 @@ type ClaimRequest struct {
 	NoCreate     bool  // answer no_record rather than create a record (the row "none")
 	Window       int64 // how long the vendor deduplicates on the key
 	Incarnation  string
+	MaxAttempts  int64 // the tool's max_attempts (at least 1)
 }
 
 // Claim is one claim of the slot whose record is cur (nil: none) at now.
@@ -34,11 +35,12 @@ type ClaimRequest struct {
 // "held", "denied", "route or binding now differs" (destination_conflict,
 // an expired lease first becoming unknown), "no attempt may have left"
 // and "unknown ... binding header/body_pointer" inside the vendor's window
-// (claimed, subject to "Approval on a redispatch"), and last
-// outcome_unknown. Replies: claimed {token, lease, applied, vendor key,
-// attempt deadline, incarnation}, held {ticket[, applied]}, replay
-// {record}, in_progress {attempt deadline}, outcome_unknown [applied], and
-// bare refusals (no_record: the row "none" under NoCreate).
+// (claimed, subject to "Approval on a redispatch", then "max_attempts"
+// and "Backoff"), and last outcome_unknown. Replies: claimed {token,
+// lease, applied, vendor key, attempt deadline, incarnation}, held
+// {ticket[, applied]}, replay {record}, in_progress {attempt deadline},
+// outcome_unknown [applied] or {0, limit[, retry after]}, and bare
+// refusals (no_record: the row "none" under NoCreate).
 func Claim(cur *Record, q ClaimRequest, now int64) (Result, Write) {
 	if cur == nil {
 		return claimFresh(q, now)
@@ -122,6 +124,9 @@ func Claim(cur *Record, q ClaimRequest, now int64) (Result, Write) {
 			}
 			return Result{Status: HeldReply, Ticket: r.Ticket}, Write{}
 		}
+		if res, w, refused := limited(r, q, now); refused {
+			return res, w
+		}
 		return reserveNext(r, q, now)
 	}
 	if r.State == InFlight {
@@ -167,9 +172,40 @@ func claimed(r *Record, applied bool) Result {
 		Applied: applied, VendorKey: r.VendorKey, Incarnation: r.Incarnation}
 }
 
-// reserveNext reserves attempt n+1 as a new cycle of the claim q.
+// limited refuses a redispatch past the slot's max_attempts (the attempts
+// that may have left, not tokens) or before its backoff ends: lease x
+// 2^(n-1) after the latest reservation, n >= 2 the attempts that may have
+// left, at most BackoffCap (the first redispatch goes once no lease is
+// live, as ever). A slot that sent at most one attempt, and the copy of
+// the cycle's claim, do not wait. The refusal records no op; a lapsed record
+// first becomes unknown.
+func limited(r *Record, q ClaimRequest, now int64) (Result, Write, bool) {
+	res := Result{Status: OutcomeUnknown}
+	switch {
+	case r.Sent >= q.MaxAttempts:
+		res.Limit = MaxAttempts
+	case r.Sent > 1 && r.ClaimOp != q.Op:
+		if wait := r.reserved() + backoff(q.Lease, r.Sent) - now; wait > 0 {
+			res.Limit, res.RetryAfter = Backoff, wait
+		}
+	}
+	if res.Limit == "" {
+		return Result{}, Write{}, false
+	}
+	if r.State == InFlight {
+		lapse(r, q, now, false)
+		return res, written(r, IndexAdd, false), true
+	}
+	return res, Write{}, true
+}
+
+// reserveNext reserves attempt n+1 as a new cycle of the claim q. The
+// attempt it replaces may still run until its deadline, which the record
+// keeps among the earlier ones'.
 func reserveNext(r *Record, q ClaimRequest, now int64) (Result, Write) {
 	r.clearResult()
+	r.keepDeadline()
+	r.ReservedAt = now
 	r.Lease, r.AttemptDeadline = minLease(now, q.Lease, q.Timeout)
 	if r.Sent == 0 {
 		r.FirstSent = now // the first attempt that may leave

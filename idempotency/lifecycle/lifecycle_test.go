@@ -17,7 +17,7 @@ const (
 func claimReq(op string, b byte) lifecycle.ClaimRequest {
 	return lifecycle.ClaimRequest{ScopeVersion: 1, RequestHash: "rh", Binding: b, Fingerprint: "fp", KeySource: 's',
 		Op: op, Lease: lease, Retention: 86_400_000, URetention: 604_800_000, Timeout: 30_000, Window: window,
-		Incarnation: "inc-" + op, Fresh: "apt_" + op}
+		Incarnation: "inc-" + op, Fresh: "apt_" + op, MaxAttempts: 10}
 }
 
 // Example shows a claim, its lost reply answered again, and a finalize.
@@ -217,5 +217,114 @@ func TestNoCreate(t *testing.T) {
 		if name == "approved resume" && got.Status != lifecycle.Claimed {
 			t.Errorf("approved resume with NoCreate: %s, want claimed", got.Status)
 		}
+	}
+}
+
+// unknownAfter makes a header record whose sent attempts, each finalized
+// unknown by its owner, number n, the last reserved at the time returned.
+func unknownAfter(t *testing.T, n int, maxAtt int64) (*lifecycle.Record, int64) {
+	t.Helper()
+	var cur *lifecycle.Record
+	now := t0
+	for i := 1; i <= n; i++ {
+		q := claimReq(fmt.Sprint("c", i), lifecycle.BindingHeader)
+		q.MaxAttempts = maxAtt
+		res, w := lifecycle.Claim(cur, q, now)
+		if res.Status != lifecycle.Claimed || res.Token != int64(i) {
+			t.Fatalf("claim %d at +%d: %+v", i, now-t0, res)
+		}
+		res, w = lifecycle.Finalize(w.Record, lifecycle.FinalizeRequest{Token: int64(i), State: lifecycle.Unknown, Op: fmt.Sprint("f", i),
+			TTL: 604_800_000}, now+1)
+		if res.Status != lifecycle.Finalized {
+			t.Fatalf("finalize %d: %+v", i, res)
+		}
+		cur = w.Record
+		if i < n {
+			now += lease << (i - 1) // each redispatch once its backoff ended
+		}
+	}
+	return cur, now
+}
+
+// TestRedispatchLimits: the redispatch after n >= 2 attempts that may have
+// left waits lease x 2^(n-1) after the latest reservation (capped at an
+// hour); past max_attempts it is refused for good, with no retry-after.
+func TestRedispatchLimits(t *testing.T) {
+	cur, last := unknownAfter(t, 2, 10)
+	q := claimReq("c3", lifecycle.BindingHeader)
+	q.MaxAttempts = 10
+	res, w := lifecycle.Claim(cur, q, last+2*lease-1)
+	if res.Status != lifecycle.OutcomeUnknown || res.Limit != lifecycle.Backoff || res.RetryAfter != 1 || w.Record != nil {
+		t.Fatalf("before the backoff: %+v, write %+v; want outcome_unknown, backoff, 1 ms, nothing written", res, w.Record)
+	}
+	if res, _ := lifecycle.Claim(cur, q, last+2*lease); res.Status != lifecycle.Claimed {
+		t.Fatalf("at the backoff's end: %s, want claimed", res.Status)
+	}
+	// A copy of the cycle's claim does not wait.
+	copyQ := claimReq("c2", lifecycle.BindingHeader)
+	copyQ.MaxAttempts = 10
+	if res, _ := lifecycle.Claim(cur, copyQ, last+1); res.Status != lifecycle.Claimed {
+		t.Fatalf("copy of the cycle's claim: %s, want claimed", res.Status)
+	}
+	// The cap: lease x 2^19 is far past an hour.
+	cur, last = unknownAfter(t, 3, 30)
+	cur.Sent = 20
+	q = claimReq("c9", lifecycle.BindingHeader)
+	q.MaxAttempts = 30
+	if res, _ := lifecycle.Claim(cur, q, last+1); res.RetryAfter != lifecycle.BackoffCap-1 {
+		t.Fatalf("20 sent: retry after %d, want the cap %d less 1", res.RetryAfter, lifecycle.BackoffCap)
+	}
+	// max_attempts.
+	cur, last = unknownAfter(t, 3, 3)
+	q.MaxAttempts = 3
+	res, _ = lifecycle.Claim(cur, q, last+lifecycle.BackoffCap)
+	if res.Status != lifecycle.OutcomeUnknown || res.Limit != lifecycle.MaxAttempts || res.RetryAfter != 0 {
+		t.Fatalf("at max_attempts: %+v; want outcome_unknown, max_attempts, no retry-after", res)
+	}
+}
+
+// TestSettleWaitsForEarlierAttempt: attempt 1's lease lapses, a claim
+// redispatches attempt 2, which ends unknown: the settle waits for
+// attempt 1's deadline.
+func TestSettleWaitsForEarlierAttempt(t *testing.T) {
+	cur := lapsed(t, lifecycle.BindingHeader)
+	e1 := cur.AttemptDeadline
+	res, w := lifecycle.Claim(cur, claimReq("op2", lifecycle.BindingHeader), t0+lease)
+	if res.Status != lifecycle.Claimed || w.Record.EarlierDeadline != e1 {
+		t.Fatalf("redispatch: %s, earlier deadline %d; want claimed, %d", res.Status, w.Record.EarlierDeadline, e1)
+	}
+	res, w = lifecycle.Finalize(w.Record, lifecycle.FinalizeRequest{Token: 2, State: lifecycle.Unknown, Op: "f2", TTL: 1000}, t0+lease+1)
+	if res.Status != lifecycle.Finalized || w.Record.AttemptDeadline != 0 || w.Record.EarlierDeadline != e1 {
+		t.Fatalf("finalize: %+v", w.Record)
+	}
+	s := lifecycle.SettleRequest{Attempts: 2, State: lifecycle.Rejected, Op: "s1", Retention: 1000, Margin: lease, ScopeVersion: 1}
+	if res, _ := lifecycle.Settle(w.Record, s, t0+lease+2); res.Status != lifecycle.InProgress || res.SettleAt != e1+lease {
+		t.Fatalf("settle while attempt 1 may run: %+v, want in_progress until %d", res, e1+lease)
+	}
+	res, w = lifecycle.Settle(w.Record, s, e1+lease+1)
+	if res.Status != lifecycle.Settled || w.Record.EarlierDeadline != 0 || w.Record.ReservedAt != 0 {
+		t.Fatalf("settle after: %s, %+v; want settled, A and E dropped", res.Status, w.Record)
+	}
+}
+
+// TestDecideOnFinalRecord: a final record that kept a re-hold's ticket
+// answers not_found and writes nothing.
+func TestDecideOnFinalRecord(t *testing.T) {
+	cur := lapsed(t, lifecycle.BindingHeader)
+	q := claimReq("op2", lifecycle.BindingHeader)
+	q.Approval = true
+	res, w := lifecycle.Claim(cur, q, t0+lease)
+	if res.Status != lifecycle.HeldReply {
+		t.Fatalf("re-hold: %s", res.Status)
+	}
+	cur = w.Record
+	s := lifecycle.SettleRequest{Attempts: 1, State: lifecycle.Accepted, Op: "s1", Retention: 1000, Margin: lease, ScopeVersion: 1}
+	res, w = lifecycle.Settle(cur, s, cur.AttemptDeadline+lease+1)
+	if res.Status != lifecycle.Settled || w.Record.Ticket == "" {
+		t.Fatalf("settle: %s, ticket %q", res.Status, w.Record.Ticket)
+	}
+	res, w = lifecycle.Decide(w.Record, lifecycle.DecideRequest{Ticket: w.Record.Ticket, Approve: true, Op: "d1", ScopeVersion: 1}, cur.AttemptDeadline+lease+2)
+	if res.Status != lifecycle.NotFound || w.Record != nil {
+		t.Fatalf("decide on a final record: %s, write %+v; want not_found, nothing", res.Status, w.Record)
 	}
 }

@@ -21,8 +21,9 @@ type SettleRequest struct {
 // compare-and-set on the state (unknown, or in_progress under a lapsed
 // lease; not_unknown otherwise), the scope version
 // (scope_version_conflict) and the attempt count (stale); a record that
-// still has its attempt deadline is not settled until that deadline plus
-// one lease (in_progress {settleable at, now}); the resolution goes to the
+// still has its attempt deadline, or the deadline of an earlier attempt
+// that may have left, is not settled until the later one plus one lease
+// (in_progress {settleable at, now}); the resolution goes to the
 // record, the index entry goes, the TTL never shrinks. Reply: settled
 // {record without body[, applied]}.
 func Settle(cur *Record, q SettleRequest, now int64) (Result, Write) {
@@ -37,8 +38,8 @@ func Settle(cur *Record, q SettleRequest, now int64) (Result, Write) {
 		return Result{Status: NotUnknown}, Write{}
 	case cur.Attempts != q.Attempts:
 		return Result{Status: Stale}, Write{}
-	case cur.AttemptDeadline != 0 && now <= cur.AttemptDeadline+q.Margin:
-		return Result{Status: InProgress, SettleAt: cur.AttemptDeadline + q.Margin, Now: now}, Write{}
+	case cur.runsUntil() != 0 && now <= cur.runsUntil()+q.Margin:
+		return Result{Status: InProgress, SettleAt: cur.runsUntil() + q.Margin, Now: now}, Write{}
 	}
 	r := cur.Clone()
 	r.clearResult()
@@ -71,7 +72,9 @@ type DecideRequest struct {
 // that stands); a held record is approved (its claim with the ticket then
 // dispatches) or denied (final: it leaves the index, TTL retention); a
 // re-held record keeps its state, TTL and index entry and gets only its
-// flag. A record of another scope version is scope_version_conflict.
+// flag. A record of another scope version is scope_version_conflict. A
+// final record that kept a re-hold's ticket without a decision answers
+// not_found and writes nothing.
 // Replies: approved or denied [applied], conflict {standing}.
 func Decide(cur *Record, q DecideRequest, now int64) (Result, Write) {
 	if cur == nil || cur.Ticket == "" || cur.Ticket != q.Ticket {
@@ -99,6 +102,11 @@ func Decide(cur *Record, q DecideRequest, now int64) (Result, Write) {
 			return Result{Status: standing}, Write{}
 		}
 		return Result{Status: Conflict, Standing: standing}, Write{}
+	}
+	if cur.State.Final() {
+		// Settled while re-held, say: nothing awaits a decision, and
+		// nothing is written.
+		return Result{Status: NotFound}, Write{}
 	}
 	r := cur.Clone()
 	if r.State != Held {

@@ -65,6 +65,14 @@ type Record struct {
 	Created   int64 // C
 	Updated   int64 // U (until finalized)
 	FirstSent int64 // W: the first attempt that may have left, when not Created
+	// ReservedAt is A: when the latest attempt was reserved, when not
+	// Created; a redispatch's backoff is measured from it.
+	ReservedAt int64
+	// EarlierDeadline is E: the latest attempt deadline of an earlier
+	// attempt that may have left, kept when a reservation replaces
+	// AttemptDeadline (and when a finalize clears it): a settle waits for
+	// the later of the two.
+	EarlierDeadline int64
 	// Finalized is F present: finalized or settled (not turned unknown by
 	// the lease-expiry path); FinalizedAfter is F, ms after Created.
 	Finalized      bool
@@ -145,14 +153,36 @@ func (r *Record) fenced(inc string) bool {
 }
 
 // dropCycle drops what a final record no longer keeps (encode in
-// lua/common.lua): its incarnation and its cycle's claim. A caller's
+// lua/common.lua): its incarnation, its cycle's claim and the times of its
+// attempts. A caller's
 // incarnation is then not compared (fenced), as for a record made before
 // incarnations: an old worker's renewal of it is stale, not not_found.
 func (r *Record) dropCycle() {
 	if r.State.Final() {
 		r.Incarnation = ""
 		r.ClaimOp, r.ClaimToken, r.GivenBack = "", 0, false
+		r.ReservedAt, r.EarlierDeadline = 0, 0
 	}
+}
+
+// reserved is when the latest attempt was reserved.
+func (r *Record) reserved() int64 {
+	if r.ReservedAt != 0 {
+		return r.ReservedAt
+	}
+	return r.Created
+}
+
+// keepDeadline keeps the current attempt's deadline among the earlier
+// attempts' before a reservation replaces it.
+func (r *Record) keepDeadline() {
+	r.EarlierDeadline = max(r.EarlierDeadline, r.AttemptDeadline)
+}
+
+// runsUntil is the latest deadline of an attempt of r that may still run
+// at its gateway: the current one's or an earlier one's; 0 none.
+func (r *Record) runsUntil() int64 {
+	return max(r.AttemptDeadline, r.EarlierDeadline)
 }
 
 // clearResult drops a stored result and the finalize time (clear_result).

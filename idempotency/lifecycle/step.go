@@ -28,7 +28,8 @@ const (
 	Stale               Reply = "stale"
 	CycleExhausted      Reply = "cycle_exhausted"
 	LeaseExpired        Reply = "lease_expired"
-	BadState            Reply = "error" // a record of an unknown state: the script fails
+	MaxAttempts         Reply = "max_attempts" // reserve: the slot's attempts that may leave are used up
+	BadState            Reply = "error"        // a record of an unknown state: the script fails
 )
 
 // Result is what a transition answers; which fields it fills depends on
@@ -45,6 +46,29 @@ type Result struct {
 	Record          *Record
 	SettleAt, Now   int64 // in_progress (settle): settleable from SettleAt
 	Standing        Reply // conflict (decide): the decision that stands
+	// Limit, on a claim's outcome_unknown that refused a redispatch the
+	// vendor could deduplicate: MaxAttempts (the slot's attempts are used
+	// up; an operator settles it) or Backoff (RetryAfter ms until the
+	// redispatch is allowed).
+	Limit      Reply
+	RetryAfter int64
+}
+
+// Backoff is Result.Limit of a redispatch refused until its backoff ends.
+const Backoff Reply = "backoff"
+
+// BackoffCap bounds the wait between two redispatches of a slot (ms).
+const BackoffCap = 3_600_000
+
+// backoff is how long after the latest reservation the redispatch that
+// follows sent (>= 2) attempts that may have left is allowed: lease x
+// 2^(sent-1), at most BackoffCap.
+func backoff(lease, sent int64) int64 {
+	gap := lease
+	for i := int64(2); i <= sent && gap < BackoffCap; i++ {
+		gap *= 2
+	}
+	return min(gap, BackoffCap)
 }
 
 // IndexOp is a step's change to the record's entry in its workspace's

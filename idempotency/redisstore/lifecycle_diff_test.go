@@ -42,8 +42,10 @@ type diffBackend interface {
 	// clockSource rewrites a script so that it reads the test's clock
 	// (identity where TIME already is the test's clock).
 	clockSource(src string) string
-	// exactTTL: PTTL follows the test's clock (miniredis); a real Redis
-	// counts TTLs on its own clock, so only fresh TTLs are compared.
+	// exactTTL: PTTL follows the test's clock exactly (miniredis); a real
+	// Redis counts TTLs on its own clock too, which runs on while the test
+	// steps (expire moves its TTLs by the test's advances), so its PTTL is
+	// compared within realTTLSlack below the model's.
 	exactTTL() bool
 	// expire removes what the test's clock expired, on a Redis whose TTLs
 	// do not follow it.
@@ -87,15 +89,37 @@ func (b *miniBackend) reset(context.Context) error              { b.mr.FlushAll(
 // key instead of TIME (the one change to their source: Redis has no clock
 // to set).
 type realBackend struct {
-	c   rueidis.Client
-	now int64
+	c        rueidis.Client
+	now      int64
+	advanced int64 // ms the test's clock moved since the TTLs were last moved
 }
+
+// realTTLSlack is how far a real Redis's PTTL may lag the model's: its
+// own clock's run during a sequence (milliseconds of script calls), far
+// below the test's advances that a wrong TTL shows as.
+const realTTLSlack = 1000
+
+// shiftTTL moves the TTLs of the keys by ARGV[1] ms, as the test's clock
+// moved: a key whose TTL runs out is deleted.
+var shiftTTL = rueidis.NewLuaScript(`for _, k in ipairs(KEYS) do
+  local t = redis.call('PTTL', k)
+  if t > 0 then
+    local n = t - tonumber(ARGV[1])
+    if n <= 0 then
+      redis.call('DEL', k)
+    else
+      redis.call('PEXPIRE', k, n)
+    end
+  end
+end
+return 1`)
 
 const clockKey = "{diff}clock"
 
 func (b *realBackend) client() rueidis.Client { return b.c }
-func (b *realBackend) setNow(ms, _ int64) {
+func (b *realBackend) setNow(ms, advanced int64) {
 	b.now = ms
+	b.advanced += advanced
 }
 func (b *realBackend) clockSource(src string) string {
 	const time = "local t = redis.call('TIME')"
@@ -106,6 +130,13 @@ func (b *realBackend) clockSource(src string) string {
 }
 func (b *realBackend) exactTTL() bool { return false }
 func (b *realBackend) expire(ctx context.Context, recordGone, entryGone bool) error {
+	if b.advanced > 0 {
+		adv := b.advanced
+		b.advanced = 0
+		if err := shiftTTL.Exec(ctx, b.c, []string{diffKey, diffBucket, diffPending}, []string{itoa(adv)}).Error(); err != nil {
+			return err
+		}
+	}
 	if recordGone {
 		if err := b.c.Do(ctx, b.c.B().Del().Key(diffKey).Build()).Error(); err != nil {
 			return err
@@ -117,6 +148,7 @@ func (b *realBackend) expire(ctx context.Context, recordGone, entryGone bool) er
 	return nil
 }
 func (b *realBackend) reset(ctx context.Context) error {
+	b.advanced = 0
 	return b.c.Do(ctx, b.c.B().Flushall().Build()).Error()
 }
 
@@ -145,7 +177,7 @@ func buildDiffScripts(b diffBackend, mutate func(name, src string) string) diffS
 
 // diffParams are one sequence's store settings (ms).
 type diffParams struct {
-	lease, timeout, window, retention, uretention int64
+	lease, timeout, window, retention, uretention, maxAttempts int64
 }
 
 // diffOp is one operation: the script and its lifecycle request.
@@ -164,11 +196,12 @@ func (o diffOp) String() string {
 	switch o.script {
 	case "claim":
 		q := o.claim
-		return fmt.Sprintf("claim(op=%x sv=%d rh=%x b=%c fp=%x approval=%v presented=%q refuse=%v nocreate=%v lease=%d timeout=%d window=%d)",
+		return fmt.Sprintf("claim(op=%x sv=%d rh=%x b=%c fp=%x approval=%v presented=%q refuse=%v nocreate=%v lease=%d timeout=%d window=%d maxatt=%d)",
 			q.Op, q.ScopeVersion, q.RequestHash[:2], q.Binding, q.Fingerprint[:2], q.Approval, q.Presented, q.Refuse, q.NoCreate,
-			q.Lease, q.Timeout, q.Window)
+			q.Lease, q.Timeout, q.Window, q.MaxAttempts)
 	case "reserve":
-		return fmt.Sprintf("reserve(op=%x token=%d prevNever=%v inc=%x)", o.res.Op, o.res.Token, o.res.PrevNever, o.res.Incarnation)
+		return fmt.Sprintf("reserve(op=%x token=%d prevNever=%v inc=%x maxatt=%d)", o.res.Op, o.res.Token, o.res.PrevNever,
+			o.res.Incarnation, o.res.MaxAttempts)
 	case "renew":
 		return fmt.Sprintf("renew(op=%x token=%d inc=%x)", o.renew.Op, o.renew.Token, o.renew.Incarnation)
 	case "finalize":
@@ -219,11 +252,13 @@ func (o diffOp) argv() []string {
 			Binding: string(q.Binding), Fingerprint: q.Fingerprint, Route: q.Route, KeySource: string(q.KeySource),
 			Approval: q.Approval, Presented: q.Presented, Fresh: q.Fresh, Op: q.Op, Lease: itoa(q.Lease),
 			Retention: itoa(q.Retention), VendorKey: q.VendorKey, URetention: itoa(q.URetention), Timeout: int(q.Timeout),
-			Refuse: q.Refuse, NoCreate: q.NoCreate, Member: diffMember, Window: int(q.Window), Incarnation: q.Incarnation})
+			Refuse: q.Refuse, NoCreate: q.NoCreate, Member: diffMember, Window: int(q.Window), Incarnation: q.Incarnation,
+			MaxAttempts: int(q.MaxAttempts)})
 	case "reserve":
 		q := o.res
 		return scriptargs.ReserveSpec.Argv(&scriptargs.Reserve{Token: int(q.Token), Op: q.Op, Lease: itoa(q.Lease),
-			URetention: itoa(q.URetention), Timeout: int(q.Timeout), PrevNever: q.PrevNever, Member: diffMember, Incarnation: q.Incarnation})
+			URetention: itoa(q.URetention), Timeout: int(q.Timeout), PrevNever: q.PrevNever, Member: diffMember, Incarnation: q.Incarnation,
+			MaxAttempts: int(q.MaxAttempts)})
 	case "renew":
 		q := o.renew
 		return scriptargs.RenewSpec.Argv(&scriptargs.Renew{Token: int(q.Token), Op: q.Op, Lease: itoa(q.Lease), Incarnation: q.Incarnation})
@@ -298,7 +333,16 @@ func wantReply(script string, r lifecycle.Result) []string {
 		} else {
 			out = append(out, itoa(r.AttemptDeadline))
 		}
-	case lifecycle.OutcomeUnknown, lifecycle.GivenBack, lifecycle.Approved, lifecycle.DeniedReply:
+	case lifecycle.OutcomeUnknown:
+		switch {
+		case r.Limit == lifecycle.Backoff:
+			out = append(out, "0", string(r.Limit), itoa(r.RetryAfter))
+		case r.Limit != "":
+			out = append(out, "0", string(r.Limit))
+		default:
+			applied()
+		}
+	case lifecycle.GivenBack, lifecycle.Approved, lifecycle.DeniedReply:
 		applied()
 	case lifecycle.Reserved:
 		out = append(out, itoa(r.Token), itoa(r.Lease), itoa(r.AttemptDeadline))
@@ -353,6 +397,8 @@ func fieldsOf(r *lifecycle.Record) map[string]string {
 	opt("a", r.Approval)
 	num("U", r.Updated)
 	num("W", r.FirstSent)
+	num("A", r.ReservedAt)
+	num("E", r.EarlierDeadline)
 	if r.Finalized {
 		f["F"] = itoa(r.FinalizedAfter)
 	}
@@ -470,6 +516,9 @@ func (d *diffRun) apply(ctx context.Context, o diffOp) error {
 		if res.Applied {
 			k += "/applied"
 		}
+		if res.Limit != "" {
+			k += "/" + string(res.Limit)
+		}
 		d.seen[k]++
 	}
 
@@ -546,8 +595,7 @@ func (d *diffRun) check(ctx context.Context, before *lifecycle.Record, w lifecyc
 			return d.fail("PTTL: %v", err)
 		}
 		want := d.cur.Expires - d.now
-		fresh := w.Record != nil && (before == nil || before.Expires != w.Record.Expires)
-		if d.b.exactTTL() && pttl != want || !d.b.exactTTL() && fresh && (pttl > want || pttl < want-2000) {
+		if d.b.exactTTL() && pttl != want || !d.b.exactTTL() && (pttl > want || pttl < want-realTTLSlack) {
 			return d.fail("PTTL: lifecycle %d, Redis %d", want, pttl)
 		}
 	}
@@ -651,6 +699,15 @@ type diffGen struct {
 
 func (g *diffGen) pick(n int) int { return g.c.intn(n) }
 
+// maxAttempts is the tool's max_attempts for one op: mostly the
+// sequence's, sometimes another (a config edit between two calls).
+func (g *diffGen) maxAttempts() int64 {
+	if g.pick(8) == 0 {
+		return 1 + int64(g.pick(4))
+	}
+	return g.p.maxAttempts
+}
+
 func (g *diffGen) op8() string {
 	g.ops++
 	var b [8]byte
@@ -732,7 +789,7 @@ func (g *diffGen) next(cur *lifecycle.Record) diffOp {
 		q := lifecycle.ClaimRequest{ScopeVersion: sv, RequestHash: diffHashes[0], Binding: 'h', Fingerprint: diffFPs[0],
 			Route: diffRoutes[0], KeySource: 's', Lease: g.p.lease, Retention: g.p.retention, URetention: g.p.uretention,
 			Timeout: g.p.timeout, Window: g.p.window, Op: g.op8(), Fresh: "apt_" + itoa(int64(g.ops)),
-			Incarnation: "INC" + itoa(int64(g.ops))}
+			Incarnation: "INC" + itoa(int64(g.ops)), MaxAttempts: g.maxAttempts()}
 		if cur != nil {
 			q.Binding = cur.Binding
 		} else {
@@ -768,7 +825,8 @@ func (g *diffGen) next(cur *lifecycle.Record) diffOp {
 		o = diffOp{script: "claim", claim: q}
 	case k < 8:
 		o = diffOp{script: "reserve", res: lifecycle.ReserveRequest{Token: token(), Op: g.op8(), Lease: g.p.lease,
-			URetention: g.p.uretention, Timeout: g.p.timeout, PrevNever: g.pick(2) == 0, Incarnation: inc()}}
+			URetention: g.p.uretention, Timeout: g.p.timeout, PrevNever: g.pick(2) == 0, Incarnation: inc(),
+			MaxAttempts: g.maxAttempts()}}
 	case k < 10:
 		o = diffOp{script: "renew", renew: lifecycle.RenewRequest{Token: token(), Op: g.op8(), Lease: g.p.lease, Incarnation: inc()}}
 	case k < 12:
@@ -872,6 +930,7 @@ func diffParamsFor(c chooser, real bool) diffParams {
 	lease := int64(1000 * (1 + c.intn(3)))
 	p := diffParams{lease: lease, timeout: lease * int64(1+c.intn(6)), retention: 20_000, uretention: 60_000}
 	p.window = []int64{2 * lease, 5 * lease, 30 * lease, 86_400_000}[c.intn(4)]
+	p.maxAttempts = []int64{10, 1, 2, 3}[c.intn(4)]
 	if real {
 		// A real Redis counts TTLs on its own clock: long enough that none
 		// ends during the run; the test's clock expires records itself.
@@ -898,9 +957,10 @@ func diffSequences(ctx context.Context, b diffBackend, scripts diffScripts, seqs
 var diffReached = []string{
 	"claim/claimed", "claim/claimed/applied", "claim/held", "claim/held/applied", "claim/replay", "claim/in_progress",
 	"claim/request_mismatch", "claim/scope_version_conflict", "claim/destination_conflict", "claim/outcome_unknown",
-	"claim/outcome_unknown/applied", "claim/denied", "claim/refused", "claim/no_record",
+	"claim/outcome_unknown/applied", "claim/outcome_unknown/max_attempts", "claim/outcome_unknown/backoff",
+	"claim/denied", "claim/refused", "claim/no_record",
 	"reserve/reserved", "reserve/reserved/applied", "reserve/stale", "reserve/cycle_exhausted", "reserve/lease_expired",
-	"reserve/not_found",
+	"reserve/not_found", "reserve/max_attempts",
 	"renew/renewed", "renew/renewed/applied", "renew/stale", "renew/lease_expired", "renew/not_found",
 	"finalize/finalized", "finalize/finalized/applied", "finalize/stale",
 	"giveback/given_back", "giveback/given_back/applied", "giveback/stale",
@@ -923,7 +983,11 @@ func checkReached(t *testing.T, seen map[string]int) {
 func TestLuaMatchesLifecycle(t *testing.T) {
 	b := newMiniBackend(t)
 	seen := map[string]int{}
-	if err := diffSequences(t.Context(), b, buildDiffScripts(b, nil), 120, 50, false, seen); err != nil {
+	scripts := buildDiffScripts(b, nil)
+	if err := runDirected(t.Context(), b, scripts, false, seen); err != nil {
+		t.Fatal(err)
+	}
+	if err := diffSequences(t.Context(), b, scripts, 120, 50, false, seen); err != nil {
 		t.Fatal(err)
 	}
 	checkReached(t, seen)
@@ -934,7 +998,11 @@ func TestLuaMatchesLifecycleRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	b := &realBackend{c: realClient(t, srv.Addr())}
 	seen := map[string]int{}
-	if err := diffSequences(t.Context(), b, buildDiffScripts(b, nil), 120, 50, true, seen); err != nil {
+	scripts := buildDiffScripts(b, nil)
+	if err := runDirected(t.Context(), b, scripts, true, seen); err != nil {
+		t.Fatal(err)
+	}
+	if err := diffSequences(t.Context(), b, scripts, 120, 50, true, seen); err != nil {
 		t.Fatal(err)
 	}
 	checkReached(t, seen)
@@ -961,4 +1029,155 @@ func FuzzLuaMatchesLifecycle(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// diffDirected are fixed sequences for rules a random walk seldom reaches
+// with the steps that tell a broken script apart: a give-back after the
+// cycle's second attempt, a copy of the claim after its owner's finalize,
+// a re-hold and a settle whose TTLs differ from a fresh one, the vendor's
+// window to the millisecond, the redispatch limits, and a settle after a
+// redispatch replaced a running attempt's deadline. Each step is an op
+// or a clock advance (ms).
+var diffDirected = []struct {
+	name  string
+	steps func(x *diffSeq) []any
+}{
+	{"giveback-after-second-attempt", func(x *diffSeq) []any {
+		c := x.claim()
+		return []any{c, 500, x.reserve(1, false), 3000, x.giveback(c, 1), x.giveback(c, 2), x.claim(), x.claimCopy(c)}
+	}},
+	{"claim-copy-after-finalize", func(x *diffSeq) []any {
+		c := x.claim()
+		return []any{c, 500, x.finalize(1, lifecycle.Unknown), x.claimCopy(c), 4000, x.claimCopy(c)}
+	}},
+	{"claim-copy-after-accepted", func(x *diffSeq) []any {
+		c := x.claim()
+		return []any{c, x.finalize(1, lifecycle.Accepted), x.claimCopy(c)}
+	}},
+	{"rehold-keeps-ttl", func(x *diffSeq) []any {
+		c := x.claim()
+		h := x.claim()
+		h.claim.Approval = true
+		return []any{c, x.finalize(1, lifecycle.Unknown), 7000, h, 3000, x.decide(h.claim.Fresh, true)}
+	}},
+	{"settle-keeps-longer-ttl", func(x *diffSeq) []any {
+		return []any{x.claim(), x.finalize(1, lifecycle.Unknown), 6000, x.settle(1)}
+	}},
+	{"giveback-ttl", func(x *diffSeq) []any {
+		c := x.claim()
+		return []any{c, 6000, x.giveback(c, 1)}
+	}},
+	{"window-edge", func(x *diffSeq) []any {
+		// The new attempt's lease would end exactly at the window's end:
+		// outside it.
+		return []any{x.claim(), x.finalize(1, lifecycle.Unknown), x.p.window - x.p.lease, x.claim()}
+	}},
+	{"window-edge-minus-one", func(x *diffSeq) []any {
+		return []any{x.claim(), x.finalize(1, lifecycle.Unknown), x.p.window - x.p.lease - 1, x.claim()}
+	}},
+	{"backoff-and-max-attempts", func(x *diffSeq) []any {
+		out := []any{x.claim(), x.finalize(1, lifecycle.Unknown), x.claim(), 100, x.finalize(2, lifecycle.Unknown)}
+		// Refused until attempt 2's reservation + 2 leases, then allowed;
+		// then 4 leases; max_attempts 4 ends it.
+		out = append(out, x.claim(), 2*x.p.lease-101, x.claim(), 1, x.claim(), x.finalize(3, lifecycle.Unknown),
+			x.claim(), 4*x.p.lease, x.claim(), x.finalize(4, lifecycle.Unknown), 100*x.p.lease, x.claim())
+		return out
+	}},
+	{"settle-waits-for-earlier-attempt", func(x *diffSeq) []any {
+		c2 := x.claim()
+		return []any{x.claim(), x.p.lease + 1, c2, x.finalize(2, lifecycle.Unknown), x.settle(2),
+			x.p.timeout - x.p.lease, x.settle(2), x.p.lease, x.settle(2)}
+	}},
+	{"settle-waits-after-giveback", func(x *diffSeq) []any {
+		c2 := x.claim()
+		return []any{x.claim(), x.p.lease + 1, c2, x.giveback(c2, 2), x.settle(2), x.p.timeout, x.settle(2)}
+	}},
+	{"decide-on-final-record", func(x *diffSeq) []any {
+		h := x.claim()
+		h.claim.Approval = true
+		return []any{x.claim(), x.finalize(1, lifecycle.Unknown), h, x.settle(1), x.decide(h.claim.Fresh, true)}
+	}},
+}
+
+// diffSeq builds the ops of a directed sequence: every op a new op id,
+// the owner's incarnation.
+type diffSeq struct {
+	p   diffParams
+	ops int
+}
+
+func (x *diffSeq) op() string {
+	x.ops++
+	return fmt.Sprintf("OP%06d", x.ops)
+}
+
+func (x *diffSeq) claim() diffOp {
+	op := x.op()
+	return diffOp{script: "claim", claim: lifecycle.ClaimRequest{ScopeVersion: 1, RequestHash: diffHashes[0], Binding: 'h',
+		Fingerprint: diffFPs[0], Route: diffRoutes[0], KeySource: 's', Lease: x.p.lease, Retention: x.p.retention,
+		URetention: x.p.uretention, Timeout: x.p.timeout, Window: x.p.window, Op: op, Fresh: "apt_" + op,
+		Incarnation: "INC00001", VendorKey: strings.Repeat("\x05", 16), MaxAttempts: x.p.maxAttempts}}
+}
+
+// claimCopy is c sent again: the same op id.
+func (x *diffSeq) claimCopy(c diffOp) diffOp { return c }
+
+func (x *diffSeq) reserve(token int64, never bool) diffOp {
+	return diffOp{script: "reserve", res: lifecycle.ReserveRequest{Token: token, Op: x.op(), Lease: x.p.lease,
+		URetention: x.p.uretention, Timeout: x.p.timeout, PrevNever: never, Incarnation: "INC00001", MaxAttempts: x.p.maxAttempts}}
+}
+
+func (x *diffSeq) finalize(token int64, st lifecycle.State) diffOp {
+	ttl := x.p.retention
+	if st == lifecycle.Unknown {
+		ttl = x.p.uretention
+	}
+	return diffOp{script: "finalize", fin: lifecycle.FinalizeRequest{Token: token, State: st, Op: x.op(), TTL: ttl,
+		Incarnation: "INC00001"}}
+}
+
+func (x *diffSeq) giveback(c diffOp, token int64) diffOp {
+	return diffOp{script: "giveback", gb: lifecycle.GiveBackRequest{Token: token, ClaimOp: c.claim.Op, Op: x.op(),
+		URetention: x.p.uretention, Incarnation: "INC00001"}}
+}
+
+func (x *diffSeq) decide(ticket string, approve bool) diffOp {
+	return diffOp{script: "decide", dec: lifecycle.DecideRequest{Ticket: ticket, Approve: approve, Op: x.op(),
+		Retention: x.p.retention, ScopeVersion: 1}}
+}
+
+func (x *diffSeq) settle(attempts int64) diffOp {
+	return diffOp{script: "settle", set: lifecycle.SettleRequest{Attempts: attempts, State: lifecycle.Rejected, Op: x.op(),
+		Retention: x.p.retention, Who: "ops@x", Note: "checked", Margin: x.p.lease, ScopeVersion: 1}}
+}
+
+// runDirected runs every directed sequence; it returns the first
+// disagreement.
+func runDirected(ctx context.Context, b diffBackend, scripts diffScripts, real bool, seen map[string]int) error {
+	for _, s := range diffDirected {
+		p := diffParams{lease: 1000, timeout: 5000, window: 30_000, retention: 20_000, uretention: 60_000, maxAttempts: 4}
+		if real {
+			p.retention, p.uretention = 600_000, 1_800_000
+		}
+		if err := b.reset(ctx); err != nil {
+			return err
+		}
+		d := &diffRun{b: b, scripts: scripts, now: diffStart, seen: seen}
+		b.setNow(d.now, 0)
+		for _, st := range s.steps(&diffSeq{p: p}) {
+			var err error
+			switch v := st.(type) {
+			case int64:
+				err = d.advance(ctx, v)
+			case int:
+				err = d.advance(ctx, int64(v))
+			case diffOp:
+				err = d.apply(ctx, v)
+			}
+			if err != nil {
+				return fmt.Errorf("directed %s: %w", s.name, err)
+			}
+		}
+	}
+	return nil
 }

@@ -1,8 +1,11 @@
 package redisstore
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/obol-gateway/obol/internal/redistest"
 )
 
 // diffMutants are broken variants of the scripts, each one rule of DESIGN,
@@ -48,35 +51,89 @@ var diffMutants = []struct {
 	// The pending approvals bucket expires before its entries.
 	{"pending-bucket-short", "claim", "if redis.call('PEXPIRE', held, life, 'GT') == 0 then", "if redis.call('PEXPIRE', held, 1, 'GT') == 0 then"},
 	{"decision-stays-listed", "decide", "redis.call('ZREM', KEYS[3], member)", "redis.call('ZREM', KEYS[3] .. 'x', member)"},
+	// A give-back without its n ~= token check: it takes back the cycle's
+	// first attempt after its second was reserved.
+	{"giveback-no-token-check", "giveback", "r.K ~= cop .. int(token) or n ~= token or", "r.K ~= cop .. int(token) or"},
+	// A copy of the claim still answers claimed after the owner's finalize.
+	{"copy-after-finalize", "claim", "elseif tonumber(kt) == n and (s == 'f' or (s == 'u' and r.F == nil)) then",
+		"elseif tonumber(kt) == n and (s == 'f' or s == 'u') then"},
+	// A give-back keeps the record's TTL.
+	{"giveback-keeps-ttl", "giveback", "save(r, uretention)", "save(r, nil)"},
+	// A re-hold resets the record's TTL.
+	{"rehold-resets-ttl", "claim", "held_add(uretention, true) -- at least the record's life (its TTL stays)\n      save(r, nil)",
+		"held_add(uretention, true) -- at least the record's life (its TTL stays)\n      save(r, uretention)"},
+	// A settle shortens a longer TTL to the retention.
+	{"settle-shortens-ttl", "settle", "if ttl >= 0 and ttl < retention then", "if ttl >= 0 then"},
+	// The vendor's window off by one: a lease that ends at its end is in.
+	{"window-off-by-one", "claim", "now + lease < first + window", "now + lease <= first + window"},
+	// No cap on the attempts that may leave.
+	{"no-max-attempts", "claim", "if sent >= maxatt then", "if false then"},
+	{"no-max-attempts-reserve", "reserve", "if not prev_never and sent >= maxatt then", "if false then"},
+	// No backoff between redispatches.
+	{"no-backoff", "claim", "if wait > 0 then", "if false then"},
+	// A redispatch forgets the replaced attempt's deadline; a settle reads
+	// only the current one's.
+	{"redispatch-drops-deadline", "claim", "if e > (tonumber(r.E) or 0) then", "if false then"},
+	{"settle-ignores-earlier", "settle", "math.max(tonumber(r.e) or 0, tonumber(r.E) or 0)", "(tonumber(r.e) or 0)"},
+	// A decide on a final record writes its flag.
+	{"decide-writes-final", "decide", "if s == 'a' or s == 'r' then\n  return {'not_found'}", "if false then\n  return {'not_found'}"},
 }
+
+// ttlMutants are the mutants the real-Redis variant must catch too (its
+// TTLs run on the server's clock; expire moves them with the test's).
+var ttlMutants = []string{"giveback-keeps-ttl", "rehold-resets-ttl", "settle-shortens-ttl", "window-off-by-one"}
 
 // TestDiffCatchesBrokenScripts shows that the differential test fails on
 // each mutant: the same sequences that pass on the real scripts find a
-// disagreement.
+// disagreement, on miniredis, and for the TTL mutants on a redis-server.
 func TestDiffCatchesBrokenScripts(t *testing.T) {
-	b := newMiniBackend(t)
+	mini := newMiniBackend(t)
+	srv := redistest.Start(t)
+	real := &realBackend{c: realClient(t, srv.Addr())}
 	for _, m := range diffMutants {
-		t.Run(m.name, func(t *testing.T) {
-			applied := false
-			scripts := buildDiffScripts(b, func(name, src string) string {
-				if name != m.script {
-					return src
-				}
-				if strings.Count(src, m.old) != 1 {
-					t.Fatalf("%s.lua: %q occurs %d times, want once", m.script, m.old, strings.Count(src, m.old))
-				}
-				applied = true
-				return strings.Replace(src, m.old, m.new, 1)
+		backends := []diffBackend{mini}
+		if slices.Contains(ttlMutants, m.name) {
+			backends = append(backends, real)
+		}
+		for _, b := range backends {
+			_, isReal := b.(*realBackend)
+			name := m.name
+			if isReal {
+				name += "/redis"
+			}
+			t.Run(name, func(t *testing.T) {
+				catches(t, b, m.script, m.old, m.new, isReal)
 			})
-			if !applied {
-				t.Fatalf("no script %s", m.script)
-			}
-			err := diffSequences(t.Context(), b, scripts, 400, 50, false, nil)
-			if err == nil {
-				t.Fatalf("the differential test passed on mutant %s", m.name)
-			}
-			first, _, _ := strings.Cut(err.Error(), "\n")
-			t.Logf("caught: %s", first)
-		})
+		}
 	}
+}
+
+// catches runs the directed sequences, then the random ones, on the
+// scripts with old replaced by new in the script named script, and fails
+// unless they find a disagreement.
+func catches(t *testing.T, b diffBackend, script, old, new string, real bool) {
+	t.Helper()
+	applied := false
+	scripts := buildDiffScripts(b, func(name, src string) string {
+		if name != script {
+			return src
+		}
+		if strings.Count(src, old) != 1 {
+			t.Fatalf("%s.lua: %q occurs %d times, want once", script, old, strings.Count(src, old))
+		}
+		applied = true
+		return strings.Replace(src, old, new, 1)
+	})
+	if !applied {
+		t.Fatalf("no script %s", script)
+	}
+	err := runDirected(t.Context(), b, scripts, real, nil)
+	if err == nil {
+		err = diffSequences(t.Context(), b, scripts, 400, 50, real, nil)
+	}
+	if err == nil {
+		t.Fatal("the differential test passed on the mutant")
+	}
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	t.Logf("caught: %s", first)
 }

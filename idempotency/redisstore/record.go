@@ -38,7 +38,7 @@ const (
 )
 
 // numericTags are the fields a record stores as unsigned big-endian bytes.
-const numericTags = "wnsyleCUFxzW"
+const numericTags = "wnsyleCUFxzWAE"
 
 // unpackRecord reads a record string (schema 2, tagged or in the final
 // form) into the flat field/value list that decodeRecord reads: numbers as
@@ -437,6 +437,10 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 			var ms int64
 			ms, err = strconv.ParseInt(v, 10, 64)
 			r.AttemptDeadline = msTime(ms)
+		case "E":
+			var ms int64
+			ms, err = strconv.ParseInt(v, 10, 64)
+			r.EarlierDeadline = msTime(ms)
 		case "l":
 			leaseMS, err = strconv.ParseInt(v, 10, 64)
 			r.LeaseDeadline = msTime(leaseMS)

@@ -386,9 +386,10 @@ func (s *Store) listed(ctx context.Context, workspace string, entries []listCurs
 			rec.Result.Body = nil
 		}
 		u := idempotency.UnknownRecord{Scope: it.scope, Record: rec}
-		if !rec.AttemptDeadline.IsZero() {
-			// Its attempt may still run: Settle refuses until then.
-			if at := rec.AttemptDeadline.Add(s.leaseD); at.UnixMilli() >= nowMS {
+		if runs := latest(rec.AttemptDeadline, rec.EarlierDeadline); !runs.IsZero() {
+			// An attempt may still run (the current one, or an earlier
+			// one a redispatch replaced): Settle refuses until then.
+			if at := runs.Add(s.leaseD); at.UnixMilli() >= nowMS {
 				u.SettleAfter = at
 			}
 		}
@@ -453,4 +454,12 @@ func parseCursor(c string) (listCursor, error) {
 	}
 	cur = listCursor{pos: pos, mid: true, score: parts[1], member: string(member)}
 	return cur, nil
+}
+
+// latest is the later of two times (a zero one is none).
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -511,6 +511,10 @@ func (s *Store) claimPrep(req idempotency.ClaimRequest) (claimCall, []string, er
 	if err != nil {
 		return claimCall{}, nil, fmt.Errorf("redisstore: claim: vendor window: %w", err)
 	}
+	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	if err != nil {
+		return claimCall{}, nil, fmt.Errorf("redisstore: claim: %w", err)
+	}
 	if err := s.checkRetention(timeout); err != nil {
 		return claimCall{}, nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -536,7 +540,7 @@ func (s *Store) claimPrep(req idempotency.ClaimRequest) (claimCall, []string, er
 		Approval: req.ApprovalRequired, Presented: req.Ticket, Fresh: fresh, Op: opTag('c', op),
 		Lease: s.lease, Retention: s.retention, VendorKey: vk, URetention: s.uretention,
 		Timeout: int(timeout.Milliseconds()), Refuse: req.Refuse, NoCreate: req.NoCreate, Member: member,
-		Window: int(window.Milliseconds()), Incarnation: newIncarnation(),
+		Window: int(window.Milliseconds()), Incarnation: newIncarnation(), MaxAttempts: maxAtt,
 	})
 	return claimCall{key: key, bucket: bucket, pending: ss.pending(slot), member: member,
 		route: route, vk: vk, fresh: fresh, rh: rh}, args, nil
@@ -602,6 +606,29 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 		res.AlreadyApplied = applied(2)
 	case idempotency.StatusOutcomeUnknown:
 		res.AlreadyApplied = applied(1)
+		if len(arr) > 2 {
+			// A redispatch refused by its limit: why, and for a backoff
+			// how long until it is allowed.
+			why, err := arr[2].ToString()
+			if err != nil {
+				return res, err
+			}
+			switch why {
+			case "max_attempts":
+				res.MaxAttemptsReached = true
+			case "backoff":
+				if len(arr) < 4 {
+					return res, errors.New("short claim reply")
+				}
+				ms, err := arr[3].AsInt64()
+				if err != nil {
+					return res, err
+				}
+				res.RetryAfter = time.Duration(ms) * time.Millisecond
+			default:
+				return res, fmt.Errorf("unexpected outcome_unknown limit %q", why)
+			}
+		}
 	case idempotency.StatusInProgress:
 		if len(arr) > 1 {
 			if res.AttemptDeadline, err = deadline(arr[1]); err != nil {
@@ -724,12 +751,16 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if err != nil {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 	}
+	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	if err != nil {
+		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
+	}
 	op, bucket, member, err := s.opEntry(req.OpID, req.Scope, req.Key, key)
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
 	args := scriptargs.ReserveSpec.Argv(&scriptargs.Reserve{Token: req.Token, Op: opTag('r', op), Lease: s.lease, URetention: s.uretention,
-		Timeout: int(timeout.Milliseconds()), PrevNever: req.PreviousNeverSent, Member: member, Incarnation: inc})
+		Timeout: int(timeout.Milliseconds()), PrevNever: req.PreviousNeverSent, Member: member, Incarnation: inc, MaxAttempts: maxAtt})
 	arr, acks, st, err := s.runStatus(ctx, "reserve", s.sc.reserve, []string{key, bucket}, args, true)
 	if err != nil {
 		return idempotency.Reservation{}, err
@@ -743,6 +774,8 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: the lease of attempt %d has expired: %w", req.Token, idempotency.ErrStale)
 	case "cycle_exhausted":
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: this cycle already had two attempts: %w", idempotency.ErrStale)
+	case "max_attempts":
+		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: the slot's attempts reached max_attempts %d: %w", maxAtt, idempotency.ErrStale)
 	case "reserved":
 		if len(arr) < 4 {
 			return idempotency.Reservation{}, opError("reserve", errors.New("short reserve reply"))

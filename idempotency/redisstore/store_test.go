@@ -94,6 +94,7 @@ func TestContendersGetBareAnswers(t *testing.T) {
 				Fingerprint: mustDigest(t, c.req.Route.Fingerprint), Route: "\x1fstripe\x1fstripe.create_charge\x1fPOST\x1fapi.stripe.com\x1f/v1/charges", KeySource: "s",
 				Op: opTag('c', idempotency.NewOpID()), Lease: "30000", Retention: "86400000", URetention: "604800000", Timeout: 30000,
 				Refuse: c.req.Refuse, Member: member(c.req.Key), Window: 86400000, Incarnation: "incarnat",
+				MaxAttempts: idempotency.DefaultMaxAttempts,
 			})).ToArray()
 			if err != nil || len(arr) != c.raw {
 				t.Fatalf("raw reply %v, %v; want %d elements", arr, err, c.raw)
@@ -805,7 +806,9 @@ func TestTTLs(t *testing.T) {
 	mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
 	ttl(k, 3*time.Hour, "claim")
 	m.mr.SetTTL(m.recordKey(t, k), time.Minute)
-	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: 1}); err != nil {
+	// Attempt 1 never left, so the claim below is the first redispatch,
+	// which no backoff delays.
+	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: 1, PreviousNeverSent: true}); err != nil {
 		t.Fatal(err)
 	}
 	ttl(k, 3*time.Hour, "reserve")

@@ -88,7 +88,9 @@ func testReserveNewCycle(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := call(effectspec.BindingHeader)
 	e.claimed(req)
-	if _, err := e.reserve(req, 1); err != nil {
+	// The first attempt never left, so the re-claim below is the slot's
+	// first redispatch (which no backoff delays).
+	if _, err := e.s.Reserve(e.ctx, idempotency.ReserveRequest{Scope: req.Scope, Key: req.Key, Token: 1, PreviousNeverSent: true}); err != nil {
 		t.Fatalf("Reserve(1): %v", err)
 	}
 	e.finalize(req, 2, effectspec.Unknown, nil)

@@ -196,8 +196,8 @@ func viewState(m *memStore, r *lifecycle.Record) effectspec.Outcome {
 // settleAfter is when a record whose attempt may still run at its gateway
 // can be settled (zero: now).
 func settleAfter(m *memStore, r *lifecycle.Record) time.Time {
-	if r.AttemptDeadline != 0 && m.ms() <= r.AttemptDeadline+m.cfg.Lease.Milliseconds() {
-		return ms(r.AttemptDeadline + m.cfg.Lease.Milliseconds())
+	if d := max(r.AttemptDeadline, r.EarlierDeadline); d != 0 && m.ms() <= d+m.cfg.Lease.Milliseconds() {
+		return ms(d + m.cfg.Lease.Milliseconds())
 	}
 	return time.Time{}
 }
@@ -207,7 +207,7 @@ func (m *memStore) record(r *memRec, lr *lifecycle.Record, body bool) idempotenc
 	rec := idempotency.Record{SchemaVersion: 2, ScopeVersion: int(lr.ScopeVersion), State: viewState(m, lr), Key: r.key,
 		KeySource: idempotency.KeySupplied, RequestHash: lr.RequestHash, Route: r.route,
 		VendorKey: parseKey(lr.VendorKey), AttemptCount: int(lr.Attempts), SentAttempts: int(lr.Sent),
-		LeaseDeadline: ms(lr.Lease), AttemptDeadline: ms(lr.AttemptDeadline), Ticket: lr.Ticket,
+		LeaseDeadline: ms(lr.Lease), AttemptDeadline: ms(lr.AttemptDeadline), EarlierDeadline: ms(lr.EarlierDeadline), Ticket: lr.Ticket,
 		Approved: lr.Approval == "1", ApprovalDenied: lr.Approval == "0", CreatedAt: ms(lr.Created), UpdatedAt: ms(lr.Updated)}
 	rec.Route.Fingerprint = lr.Fingerprint
 	if lr.KeySource == 'm' {
@@ -285,6 +285,10 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
+	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
 	if err := m.hooks.retention(m, timeout); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
@@ -292,7 +296,7 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 		Fingerprint: req.Route.Fingerprint, KeySource: 's', Approval: req.ApprovalRequired, Presented: req.Ticket,
 		Op: opTag("c", req.OpID), Lease: m.cfg.Lease.Milliseconds(), Retention: m.cfg.Retention.Milliseconds(),
 		URetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(), Refuse: req.Refuse, NoCreate: req.NoCreate,
-		Window: window.Milliseconds(), Incarnation: idempotency.NewOpID()[:16]}
+		Window: window.Milliseconds(), Incarnation: idempotency.NewOpID()[:16], MaxAttempts: int64(maxAtt)}
 	if req.KeySource == idempotency.KeyMinted {
 		q.KeySource = 'm'
 	}
@@ -318,7 +322,8 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	m.put(k, r, w)
 	out := idempotency.ClaimResult{Status: idempotency.ClaimStatus(res.Status), Token: int(res.Token),
 		LeaseDeadline: ms(res.Lease), AttemptDeadline: ms(res.AttemptDeadline), VendorKey: parseKey(res.VendorKey),
-		Incarnation: res.Incarnation, Ticket: res.Ticket, AlreadyApplied: res.Applied}
+		Incarnation: res.Incarnation, Ticket: res.Ticket, AlreadyApplied: res.Applied,
+		RetryAfter: time.Duration(res.RetryAfter) * time.Millisecond, MaxAttemptsReached: res.Limit == lifecycle.MaxAttempts}
 	switch res.Status {
 	case lifecycle.BadState:
 		return idempotency.ClaimResult{}, errors.New("memstore: record of an unknown state")
@@ -368,12 +373,16 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 	if err := m.hooks.retention(m, timeout); err != nil {
 		return idempotency.Reservation{}, err
 	}
+	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	if err != nil {
+		return idempotency.Reservation{}, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
 	res, w := m.rules.reserve(cur(r), lifecycle.ReserveRequest{Token: int64(req.Token), Op: opTag("r", req.OpID),
 		Lease: m.cfg.Lease.Milliseconds(), URetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(),
-		PrevNever: req.PreviousNeverSent, Incarnation: req.Incarnation}, m.ms())
+		PrevNever: req.PreviousNeverSent, Incarnation: req.Incarnation, MaxAttempts: int64(maxAtt)}, m.ms())
 	switch res.Status {
 	case lifecycle.NotFound:
 		return idempotency.Reservation{}, idempotency.ErrNotFound

@@ -240,3 +240,49 @@ func otherIncarnation(inc string) string {
 	}
 	return "0123456789abcdef"
 }
+
+// testSettleEarlierAttempt: attempt 1's lease lapses while its request
+// may still be at the vendor, a claim redispatches attempt 2, and attempt
+// 2 ends unknown (or is given back): a settle is refused until attempt
+// 1's deadline (plus a lease) passed, though the redispatch replaced that
+// deadline and attempt 2's finalize cleared its own; the listing says when.
+func testSettleEarlierAttempt(t *testing.T, h Harness) {
+	for _, end := range []string{"unknown", "given back"} {
+		t.Run(end, func(t *testing.T) {
+			e := short(t, h)
+			req := call(effectspec.BindingHeader)
+			req.Timeout = stillRunning
+			c := e.claimed(req)
+			e.expireLease()
+			retry := req
+			retry.OpID = idempotency.NewOpID()
+			if r := e.claimWant(retry, idempotency.StatusClaimed); r.Token != 2 {
+				t.Fatalf("redispatch: token %d, want 2", r.Token)
+			}
+			attempts := 2
+			if end == "unknown" {
+				e.finalize(req, 2, effectspec.Unknown, nil)
+			} else {
+				e.giveBack(retry, 2)
+			}
+			rec := e.lookup(req)
+			if !rec.AttemptDeadline.IsZero() || !rec.EarlierDeadline.Equal(c.AttemptDeadline) {
+				t.Fatalf("after attempt 2 ended: attempt deadline %v, earlier deadline %v; want none, %v",
+					rec.AttemptDeadline, rec.EarlierDeadline, c.AttemptDeadline)
+			}
+			e.wantRunning(req, "Settle while attempt 1 may still run", attempts, c.AttemptDeadline)
+			found := false
+			for _, u := range e.list("ws_test", "", 0).Records {
+				if u.Record.Key == req.Key {
+					found = true
+					if want := c.AttemptDeadline.Add(e.cfg.Lease); !u.SettleAfter.Round(0).Equal(want.Round(0)) {
+						t.Fatalf("listed with settle after %v, want %v", u.SettleAfter, want)
+					}
+				}
+			}
+			if !found {
+				t.Fatal("the unknown record is not listed")
+			}
+		})
+	}
+}

@@ -29,6 +29,7 @@ var settleTests = []test{
 	{"RacesRedispatch", testSettleRacesRedispatch},
 	{"AttemptRunning", testSettleAttemptRunning},
 	{"AfterDeadline", testSettleAfterDeadline},
+	{"EarlierAttempt", testSettleEarlierAttempt},
 }
 
 // listTests: unknown records are listed per workspace.

@@ -65,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 		{"Window", windowTests},
 		{"InProcess", inProcessTests},
 		{"Attempts", attemptTests},
+		{"Limits", limitTests},
 		{"NeverSent", neverSentTests},
 		{"Refuse", refuseTests},
 		{"NoCreate", noCreateTests},

@@ -27,6 +27,7 @@ type Claim struct {
 	Member       string `lua:"member"`     // the record's member in its unknown index and pending approvals buckets
 	Window       int    `lua:"window,num"` // how long the vendor deduplicates on the key
 	Incarnation  string `lua:"inc"`        // 8 bytes, for a record this claim makes
+	MaxAttempts  int    `lua:"maxatt,num"` // the tool's max_attempts: the attempts of the slot that may leave
 }
 
 // Reserve is reserve.lua's ARGV.
@@ -38,7 +39,8 @@ type Reserve struct {
 	Timeout     int    `lua:"timeout,num"`
 	PrevNever   bool   `lua:"prev_never"` // the previous attempt was never sent
 	Member      string `lua:"member"`
-	Incarnation string `lua:"inc"` // the caller's, or '' (not compared)
+	Incarnation string `lua:"inc"`        // the caller's, or '' (not compared)
+	MaxAttempts int    `lua:"maxatt,num"` // the tool's max_attempts
 }
 
 // Renew is renew.lua's ARGV.

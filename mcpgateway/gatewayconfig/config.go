@@ -71,6 +71,9 @@ type Config struct {
 	// sets them on [mcpgateway.Config]. When a workspace limits its stored
 	// bytes, Store.AccountBytes is set too.
 	Quotas Quotas
+	// MaxAttempts is max_attempts, resolved: [retry.Orchestrator].MaxAttempts,
+	// the max_attempts of every tool whose spec sets none.
+	MaxAttempts int
 
 	workspaces map[[32]byte]string // sha256(api key) -> workspace id
 	approvers  map[[32]byte]string // sha256(approver key) -> approver name
@@ -225,6 +228,14 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 		bad("max_response_bytes: must be 0 (the default, %d) to %d", retry.DefaultMaxBodyBytes, maxResponseBytes)
 	case exec != nil:
 		exec.MaxBodyBytes = fc.MaxResponseBytes
+	}
+	switch {
+	case fc.MaxAttempts < 0 || fc.MaxAttempts > effectspec.MaxMaxAttempts:
+		bad("max_attempts: must be 0 (the default, %d) to %d", effectspec.DefaultMaxAttempts, effectspec.MaxMaxAttempts)
+	case fc.MaxAttempts == 0:
+		c.MaxAttempts = effectspec.DefaultMaxAttempts
+	default:
+		c.MaxAttempts = fc.MaxAttempts
 	}
 	if storeOK {
 		c.Store.DeploymentID = resolved.DeploymentID

@@ -226,6 +226,8 @@ func TestLoadConfigBad(t *testing.T) {
 		{"bad duration", edit(t, `"lease": "10s"`, `"lease": "ten"`), []string{"lease:"}},
 		{"lease not shorter than retention", edit(t, `"retention": "1h"`, `"retention": "10s"`), []string{"retention: must be at least 2 leases"}},
 		{"negative wait_replicas", edit(t, `"lease": "10s"`, `"lease": "10s", "wait_replicas": -1`), []string{"wait_replicas: must not be negative"}},
+		{"negative max_attempts", edit(t, `"lease": "10s"`, `"lease": "10s", "max_attempts": -1`), []string{"max_attempts: must be 0 (the default, 10) to 1000"}},
+		{"max_attempts too many", edit(t, `"lease": "10s"`, `"lease": "10s", "max_attempts": 1001`), []string{"max_attempts: must be 0 (the default, 10) to 1000"}},
 		{"retention under two leases", edit(t, `"retention": "1h"`, `"retention": "19s"`), []string{"retention: must be at least 2 leases"}},
 		{"bad environment", edit(t, `"environment": "production"`, `"environment": "prod"`), []string{"environment:", "unknown environment"}},
 		{"bad prefix", edit(t, `"key_prefix": "gw1:"`, `"key_prefix": "{gw}"`), []string{"key_prefix:"}},
@@ -578,5 +580,18 @@ func TestMetricsToken(t *testing.T) {
 	}
 	if !slices.Contains(c.Secrets, tok) {
 		t.Error("the metrics token is not among the secrets scrubbed from logs")
+	}
+}
+
+// TestConfigMaxAttempts: max_attempts defaults to 10 and is what the file
+// says otherwise.
+func TestConfigMaxAttempts(t *testing.T) {
+	c, err := loadConfig([]byte(goodConfig), testEnv, &retry.Executor{})
+	if err != nil || c.MaxAttempts != effectspec.DefaultMaxAttempts {
+		t.Fatalf("default: %v, max attempts %d; want %d", err, c.MaxAttempts, effectspec.DefaultMaxAttempts)
+	}
+	c, err = loadConfig([]byte(edit(t, `"lease": "10s"`, `"lease": "10s", "max_attempts": 3`)), testEnv, &retry.Executor{})
+	if err != nil || c.MaxAttempts != 3 {
+		t.Fatalf("max_attempts 3: %v, max attempts %d", err, c.MaxAttempts)
 	}
 }

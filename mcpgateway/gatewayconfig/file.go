@@ -38,6 +38,10 @@ type File struct {
 	// (0: [retry.DefaultMaxBodyBytes], 10 MiB). A larger answer is not read:
 	// its status is kept, its body dropped.
 	MaxResponseBytes int64 `json:"max_response_bytes"`
+	// MaxAttempts is the max_attempts of every tool whose spec sets none
+	// ([effectspec.Spec].MaxAttempts): how many attempts of one key's slot
+	// may reach the vendor over its life (0: the default, 10).
+	MaxAttempts int `json:"max_attempts"`
 
 	// DefaultQuota is every workspace's quota but for the members its own
 	// Quota sets (docs/DESIGN.md, "Fair share"): a quota object

@@ -11,7 +11,8 @@
 -- member in its unknown index bucket (KEYS[2]) and its pending approvals
 -- bucket (KEYS[3]), window (ms: how long the
 -- vendor deduplicates on the key), inc the incarnation a record made by
--- this claim gets (8 bytes).
+-- this claim gets (8 bytes), maxatt the tool's max_attempts (how many
+-- attempts of the slot may leave over its whole life).
 -- The index: an answer that reserves an attempt (claimed) adds the entry in
 -- this script, before the caller may send; no other answer writes it (a
 -- replay, in_progress, held or a refusal writes nothing there), except that
@@ -19,7 +20,10 @@
 -- claim, the lease-expiry path) raises its entry's score with it.
 -- Replies: {status, ...}. Only 'replay' carries the record; contenders get a
 -- bare status, except 'in_progress', which carries the running attempt's
--- deadline (0 if the record has none). 'claimed' is {claimed, token, lease
+-- deadline (0 if the record has none), and 'outcome_unknown' of a
+-- redispatch refused by max_attempts or by its backoff, which carries why
+-- ({outcome_unknown, 0, 'max_attempts'}, {outcome_unknown, 0, 'backoff',
+-- ms until it is allowed}). 'claimed' is {claimed, token, lease
 -- deadline, applied 0/1, the record's vendor key or '', attempt deadline,
 -- the record's incarnation or ''}: the vendor key is made with the record
 -- and never changes, so every attempt of the slot sends the same one.
@@ -182,14 +186,20 @@ if rk ~= nil and string.sub(rk, 1, 8) == op then
   end
 end
 
--- reserve_next reserves attempt n + 1 as a new cycle.
+-- reserve_next reserves attempt n + 1 as a new cycle. The attempt it
+-- replaces may still run until its deadline: E keeps the later of it and
+-- the earlier ones' (settle.lua waits for both).
 local function reserve_next()
   local nl, ne = now + lease, now + timeout
   if nl > ne then
     nl = ne
   end
   clear_result(r)
-  r.m, r.n, r.y, r.l, r.e, r.U, r.o, r.O = with_state(m, 'f'), int(n + 1), '1', int(nl), int(ne), int(now), op, nil
+  if e > (tonumber(r.E) or 0) then
+    r.E = int(e)
+  end
+  r.m, r.n, r.y, r.l, r.e, r.U, r.o, r.O, r.A = with_state(m, 'f'), int(n + 1), '1', int(nl), int(ne), int(now), op, nil,
+    int(now)
   put_sent(r, n + 1, sent + 1)
   r.K = op .. int(n + 1)
   if sent == 0 then
@@ -259,6 +269,42 @@ if sent == 0 or ((b == 'h' or b == 'p' or b == 'k') and now + lease < first + wi
       save(r, nil)
     end
     return {'held', t}
+  end
+  -- Bounded and spaced: at most maxatt attempts of the slot may leave over
+  -- its life (sent, not tokens), and the redispatch after the n-th that may
+  -- have left waits lease * 2^(n-1) (at most an hour) from the latest
+  -- reservation (A, else C), from n = 2: the first one goes once no lease
+  -- is live, as ever. A slot that sent nothing, and the copy of the
+  -- cycle's claim (K, a re-sender whose reservation the store took back),
+  -- do not wait. A refusal writes no op (its re-send is judged again); a
+  -- lapsed record first becomes unknown.
+  local why, wait = nil, 0
+  if sent >= maxatt then
+    why = 'max_attempts'
+  elseif sent > 1 and not (rk ~= nil and string.sub(rk, 1, 8) == op) then
+    local gap = lease
+    for _ = 2, sent do
+      if gap >= 3600000 then
+        break
+      end
+      gap = gap * 2
+    end
+    if gap > 3600000 then
+      gap = 3600000
+    end
+    wait = (tonumber(r.A) or tonumber(r.C) or 0) + gap - now
+    if wait > 0 then
+      why = 'backoff'
+    end
+  end
+  if why ~= nil then
+    if s == 'f' then
+      lapse(false)
+    end
+    if why == 'backoff' then
+      return {'outcome_unknown', 0, why, wait}
+    end
+    return {'outcome_unknown', 0, why}
   end
   return reserve_next()
 end

@@ -16,7 +16,7 @@
 -- The record (schema 2) is one Redis string, so that no body ever turns it
 -- into a larger encoding: byte 0 is the schema version (2), then fields,
 -- each a one-byte tag, the value's length (one byte below 128, else
--- LEB128) and the value. Numbers (w n s y l e C U F x z W) are unsigned
+-- LEB128) and the value. Numbers (w n s y l e C U F x z W A E) are unsigned
 -- big-endian bytes, no byte for 0. The body's size (z) and the body come
 -- last, so that a reply without them is the record cut short (records
 -- written before hold z ahead of the headers: fields are read by tag). The scripts read a record into a
@@ -48,6 +48,11 @@
 --   W  when the first attempt that may have left was reserved (ms), when
 --      it is not C: a held slot's resume, a redispatch of a slot that sent
 --      nothing. The vendor's window is measured from it.
+--   A  when the latest attempt was reserved (ms), when it is not C: the
+--      backoff of a redispatch is measured from it (claim.lua)
+--   E  the latest attempt deadline of an earlier attempt that may have
+--      left (ms): a reservation that replaces e keeps the later of the
+--      two here; a settle waits for it as for e (settle.lua)
 --   F  finalized (ms after C; then also the last update)
 --   x  status                  D  body dropped ("1")
 --   z  the body's size before compression, DEFLATE (absent: stored as sent)
@@ -76,7 +81,7 @@
 --   other field as above (tag, length, value), then a 0 byte; then, with
 --   the body, its size (LEB128, if flagged) and the body, the rest of the
 --   string. So the record without its body is again a prefix. A final
---   record keeps neither i nor K, in either form.
+--   record keeps neither i, K, A nor E, in either form.
 -- A record of schema 1 is a hash of the same fields (numbers as decimal
 -- text, ':Name' header fields): it is read as it is, and the first write
 -- stores it as schema 2.
@@ -122,7 +127,7 @@ end
 -- so the tables are made by the one function that needs them.
 local function numeric_set()
   return {w = true, n = true, s = true, y = true, l = true, e = true, C = true, U = true, F = true, x = true, z = true,
-    W = true}
+    W = true, A = true, E = true}
 end
 
 local function len_bytes(n)
@@ -316,8 +321,8 @@ end
 -- encode writes a record table as a schema 2 string, with or without its
 -- body; a final record in the final form when it can (compact). The
 -- string without the body is the one with it cut short. A final record
--- keeps neither incarnation (i) nor its cycle's claim (K): no script reads
--- them once the record is final.
+-- keeps neither incarnation (i), its cycle's claim (K), nor the times of
+-- its attempts (A, E): no script reads them once the record is final.
 local function encode(r, with_body)
   local mb = compact(r)
   if mb ~= nil then
@@ -331,9 +336,9 @@ local function encode(r, with_body)
   local final = s == 'a' or s == 'r'
   local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'i', 'c', 'p', 'T', 'M', 'H', 'P', 't', 'a',
     'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'J',
-    'W', 'K'}
+    'W', 'K', 'A', 'E'}
   local out = {'\2'}
-  tagged(out, r, order, function(f) return final and (f == 'i' or f == 'K') end)
+  tagged(out, r, order, function(f) return final and (f == 'i' or f == 'K' or f == 'A' or f == 'E') end)
   if with_body then
     out[#out + 1] = body_part(r, false)
   end

@@ -9,7 +9,9 @@
 -- A record that a claim re-held (claim.lua: it would have dispatched again)
 -- is not held: the decision sets only its approved flag, '1' or '0'
 -- (denied), and keeps its state (an unknown record stays unknown: its
--- effect may have happened), TTL and index entry.
+-- effect may have happened), TTL and index entry. A final record that
+-- kept a re-hold's ticket without a decision answers not_found and
+-- writes nothing.
 local r = load()
 if r == nil then
   return {'not_found'}
@@ -45,6 +47,11 @@ end
 -- listing, which reads the record decided.
 local function held_rem()
   redis.call('ZREM', KEYS[3], member)
+end
+-- A final record (settled, say, while re-held) awaits no decision: its
+-- leftover ticket is as gone, and nothing is written.
+if s == 'a' or s == 'r' then
+  return {'not_found'}
 end
 if s ~= 'h' then
   r.a = approve and '1' or '0'

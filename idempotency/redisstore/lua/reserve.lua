@@ -3,9 +3,12 @@
 -- prev_never previous never sent (attempt token is taken back), member the
 -- record's member in its unknown index bucket (KEYS[2]), which a
 -- reservation adds, inc the caller's incarnation (another record's is
--- stale; '' and a record without one are not compared). The lease ends at the attempt deadline at
+-- stale; '' and a record without one are not compared), maxatt the tool's
+-- max_attempts: an attempt that would be one more than that to leave is
+-- not reserved ({max_attempts}). The lease ends at the attempt deadline at
 -- the latest. Replies {reserved, token, lease deadline, attempt
--- deadline} and a fifth element 1 when the op was applied before.
+-- deadline} and a fifth element 1 when the op was applied before. The
+-- attempt replaced keeps its deadline in E unless it never left.
 local r = load()
 if r == nil then
   return {'not_found'}
@@ -32,11 +35,17 @@ local now = now_ms()
 if l <= now then
   return {'lease_expired'}
 end
+if not prev_never and sent >= maxatt then
+  return {'max_attempts'}
+end
 local nl, ne = now + lease, now + timeout
 if nl > ne then
   nl = ne
 end
-r.n, r.y, r.l, r.e, r.U, r.o, r.O = int(n + 1), int(cy + 1), int(nl), int(ne), int(now), op, nil
+if not prev_never and e > (tonumber(r.E) or 0) then
+  r.E = int(e)
+end
+r.n, r.y, r.l, r.e, r.U, r.o, r.O, r.A = int(n + 1), int(cy + 1), int(nl), int(ne), int(now), op, nil, int(now)
 if prev_never then
   put_sent(r, n + 1, sent) -- the previous attempt never left; this one may
   if sent <= 1 then

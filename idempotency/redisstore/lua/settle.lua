@@ -6,8 +6,9 @@
 -- Only an unknown record, or an in_progress one whose lease lapsed, is
 -- settled, only while its attempt count is the one the operator saw, and
 -- only of the gateway's scope version. A record that still has an attempt
--- deadline (in flight, or turned unknown by the lease-expiry path) may have
--- its attempt running at its gateway: until that deadline plus the margin
+-- deadline (in flight, or turned unknown by the lease-expiry path), or the
+-- deadline of an earlier attempt that may have left (E), may have that
+-- attempt running at its gateway: until the later deadline plus the margin
 -- the answer is {in_progress, settleable at (ms), now (ms)}.
 -- The resolution goes to field R: who, time (ms), note, joined by 0x1f
 -- (validated text holds no control byte). F is set, so a late finalize of
@@ -32,8 +33,11 @@ end
 if n ~= attempts then
   return {'stale'}
 end
-local e = tonumber(r.e)
-if e ~= nil and now <= e + smargin then
+-- The later of the attempt's deadline and the earlier attempts' (E): a
+-- redispatch replaced e, and a finalize cleared it, while an earlier
+-- attempt may still be at the vendor.
+local e = math.max(tonumber(r.e) or 0, tonumber(r.E) or 0)
+if e > 0 and now <= e + smargin then
   return {'in_progress', int(e + smargin), int(now)}
 end
 clear_result(r)

@@ -60,7 +60,7 @@ func (a *agreeRun) outputOf(in Input, res lifecycle.Result) Output {
 		record(res.Record, out.Status)
 	case lifecycle.Finalized, lifecycle.Settled:
 		record(res.Record, out.Status)
-	case lifecycle.Stale, lifecycle.LeaseExpired, lifecycle.CycleExhausted:
+	case lifecycle.Stale, lifecycle.LeaseExpired, lifecycle.CycleExhausted, lifecycle.MaxAttempts:
 		out.Status = statusStale
 	case lifecycle.NotUnknown:
 		out.Status = statusNotUnk
@@ -93,10 +93,10 @@ func (a *agreeRun) step(in Input) lifecycle.Result {
 		res, w = lifecycle.Claim(a.cur, lifecycle.ClaimRequest{ScopeVersion: 1, RequestHash: fmt.Sprint("rh", in.Req),
 			Binding: b, Fingerprint: fmt.Sprint("fp", in.Route), KeySource: 's', Op: "c:" + in.Op, Lease: agreeLease,
 			Retention: agreeRetain, VendorKey: vk, URetention: agreeRetain, Timeout: in.Timeout / ms, Window: agreeWindow,
-			Incarnation: "inc"}, a.now)
+			Incarnation: "inc", MaxAttempts: maxAttempts}, a.now)
 	case Reserve:
 		res, w = lifecycle.Reserve(a.cur, lifecycle.ReserveRequest{Token: int64(in.Token), Op: "r:" + in.Op, Lease: agreeLease,
-			URetention: agreeRetain, Timeout: in.Timeout / ms, PrevNever: in.NeverSent}, a.now)
+			URetention: agreeRetain, Timeout: in.Timeout / ms, PrevNever: in.NeverSent, MaxAttempts: maxAttempts}, a.now)
 	case Renew:
 		res, w = lifecycle.Renew(a.cur, lifecycle.RenewRequest{Token: int64(in.Token), Op: "n:" + in.Op, Lease: agreeLease}, a.now)
 	case Finalize:

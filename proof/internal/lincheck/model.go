@@ -106,13 +106,19 @@ type state struct {
 	// never until a later op bounds it).
 	LMin, LMax int64
 	E          int64 // attempt deadline while the attempt may run (in flight, or Open); 0 once it ended or not known
-	Lapsed     bool  // an op saw this lease lapsed: so does every later one
-	Open       bool  // unknown by the lease-expiry path: the owner's finalize applies
-	Settled    bool
-	VK         string // the vendor key claimed answers carry; "" until seen
-	Body       string // stored result body
-	LastOp     string // kind-tagged id of the last change ("c:", "r:", "f:", "s:")
-	LastRenew  string // op id of the renewal that set the lease, in flight
+	// EE is the latest deadline of an earlier attempt that may have left,
+	// kept when a reservation replaced E (and when a finalize ended the
+	// later attempt); EEUnk: one of them was a deadline the checker never
+	// learnt (an ambiguous reservation's).
+	EE        int64
+	EEUnk     bool
+	Lapsed    bool // an op saw this lease lapsed: so does every later one
+	Open      bool // unknown by the lease-expiry path: the owner's finalize applies
+	Settled   bool
+	VK        string // the vendor key claimed answers carry; "" until seen
+	Body      string // stored result body
+	LastOp    string // kind-tagged id of the last change ("c:", "r:", "f:", "s:")
+	LastRenew string // op id of the renewal that set the lease, in flight
 	// ClaimOp and ClaimTok name the claim that made the current cycle and
 	// the token it reserved (redisstore's field K): a copy of that claim
 	// learns the token while it is open. (The lane gives nothing back.)
@@ -134,6 +140,10 @@ type model struct {
 	lease int64 // ns
 	eps   int64 // ns
 }
+
+// maxAttempts is the lane's max_attempts: the store's default (the lane's
+// claims and reserves set none).
+const maxAttempts = idempotency.DefaultMaxAttempts
 
 // msSlack: the store's deadlines are whole milliseconds, its clock read
 // rounded down to one; a deadline may be up to 1 ms before call + lease.
@@ -265,6 +275,19 @@ func endLease(st *state) {
 	st.Cycle, st.LMin, st.LMax, st.E, st.Lapsed, st.LastRenew = 0, 0, 0, 0, false, ""
 }
 
+// keepDeadline keeps the deadline of the attempt a reservation replaces
+// among the earlier ones' (running: it may still run at its gateway).
+func keepDeadline(st *state, running bool) {
+	if !running {
+		return
+	}
+	if st.E == 0 {
+		st.EEUnk = true
+		return
+	}
+	st.EE = max(st.EE, st.E)
+}
+
 // newAttempt reserves attempt N+1 on st as the store does when it answers
 // claimed or reserved.
 func newAttempt(st *state, op string) {
@@ -328,7 +351,12 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		case !inFlight || st.N != in.Token || st.Cycle >= 2 || lapsed:
 			return one(is(statusStale), st)
 		}
+		if !in.NeverSent && st.Sent >= maxAttempts {
+			// One more attempt that may leave would pass max_attempts.
+			return one(is(statusStale), st)
+		}
 		next := st
+		keepDeadline(&next, !in.NeverSent)
 		newAttempt(&next, "r:"+in.Op)
 		next.Cycle++
 		if in.NeverSent {
@@ -397,15 +425,19 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 			return one(is(statusNotUnk), st)
 		case st.N != in.Attempts:
 			return one(is(statusStale), st)
-		case (inFlight || st.Open) && st.E == 0 && out.Status == string(idempotency.StatusInProgress):
+		case ((inFlight || st.Open) && st.E == 0 || st.EEUnk) && out.Status == string(idempotency.StatusInProgress):
 			// A deadline the checker never learnt (an ambiguous
 			// reservation's): the attempt may still run.
 			return []state{st}
-		case (inFlight || st.Open) && st.E != 0:
-			// The attempt may still run at its gateway until its deadline
-			// plus the settle margin (the store's lease): refused until
-			// then, settleable after.
-			until := st.E + m.lease
+		case (inFlight || st.Open) && st.E != 0 || st.EE != 0:
+			// The attempt, or an earlier one a redispatch replaced, may
+			// still run at its gateway until its deadline plus the settle
+			// margin (the store's lease): refused until then, settleable
+			// after.
+			until := st.EE + m.lease
+			if inFlight || st.Open {
+				until = max(until, st.E+m.lease)
+			}
 			canRun := st.Floor <= until+m.eps
 			canEnd := out.Return == never || out.Return > until-m.eps
 			if out.Status == string(idempotency.StatusInProgress) {
@@ -534,9 +566,27 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		next.S, next.Open = effectspec.Unknown, true
 		lapseKeep(&next)
 		return []state{next}
+	case st.Sent > 1 && !in.Unsupported && (st.Sent >= maxAttempts || !amb && out.Status == string(idempotency.StatusOutcomeUnknown)):
+		// The redispatch's limits: past max_attempts it is refused; before
+		// its backoff ends (lease x 2^(n-1) after the latest reservation,
+		// from n = 2, which the checker does not time) it may be. No op is recorded; a
+		// lapsed attempt becomes unknown, its deadline kept.
+		if !is(string(idempotency.StatusOutcomeUnknown)) || !amb && out.Applied {
+			return nil
+		}
+		if st.Sent < maxAttempts && st.ClaimOp == op {
+			return nil // the copy of the cycle's claim does not wait
+		}
+		next := st
+		if inFlight {
+			next.S, next.Open = effectspec.Unknown, true
+			lapseKeep(&next)
+		}
+		return []state{next}
 	case st.Sent == 0 || !in.Unsupported:
 		// No attempt may have left, or the vendor deduplicates on our key.
 		next := st
+		keepDeadline(&next, inFlight || st.Open)
 		newAttempt(&next, op)
 		next.Cycle, next.Open, next.Body = 1, false, ""
 		next.ClaimOp, next.ClaimTok = op, next.N
@@ -546,7 +596,15 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		if !m.freshLease(&next, in, out) {
 			return nil
 		}
-		return withHidden(amb, next)
+		states := withHidden(amb, next)
+		if amb && st.Sent > 1 && inFlight && st.ClaimOp != op {
+			// Or its backoff refused it, the lapsed attempt turned unknown.
+			lapsedSt := st
+			lapsedSt.S, lapsedSt.Open = effectspec.Unknown, true
+			lapseKeep(&lapsedSt)
+			states = append(states, lapsedSt)
+		}
+		return states
 	}
 	if !is(string(idempotency.StatusOutcomeUnknown)) || !amb && out.Applied {
 		return nil

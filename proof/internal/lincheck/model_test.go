@@ -95,6 +95,13 @@ func claimedT(tok int, call float64) Output {
 
 var running = status(idempotency.StatusInProgress)
 
+// claimHT is a header claim whose attempt may take 1000 ms.
+func claimHT(op string) Input { return Input{Kind: Claim, Op: op, Timeout: 1000 * ms} }
+
+func claimedHT(tok int, call float64) Output {
+	return Output{Status: "claimed", Token: tok, Lease: at(call + 100.5), Deadline: at(call + 1000.5), VendorKey: "vk"}
+}
+
 // TestModel shows that the model accepts histories the contract allows and
 // rejects each way of breaking it.
 func TestModel(t *testing.T) {
@@ -243,6 +250,22 @@ func TestModel(t *testing.T) {
 		{"in progress past the attempt deadline and margin", false, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, settle(1), running, 1200, 1201)},
+		{"a redispatch replaced attempt 1's deadline, attempt 2 ended unknown: settle waits for attempt 1", true, h{}.
+			add(0, claimHT("a"), claimedHT(1, 0), 0, 1).
+			add(1, claimHT("b"), claimedHT(2, 150), 150, 151).
+			add(1, fin(2, unknown), rec(statusFinalized, unknown, 2, 2), 160, 161).
+			add(2, settle(2), running, 170, 171).
+			add(2, settle(2), rec(statusSettled, accepted, 2, 2), 1200, 1201)},
+		{"settled while a replaced attempt may still run", false, h{}.
+			add(0, claimHT("a"), claimedHT(1, 0), 0, 1).
+			add(1, claimHT("b"), claimedHT(2, 150), 150, 151).
+			add(1, fin(2, unknown), rec(statusFinalized, unknown, 2, 2), 160, 161).
+			add(2, settle(2), rec(statusSettled, accepted, 2, 2), 170, 171)},
+		{"settled while a replaced attempt may still run, after the later one's never-sent finalize", false, h{}.
+			add(0, claimHT("a"), claimedHT(1, 0), 0, 1).
+			add(1, claimHT("b"), claimedHT(2, 150), 150, 151).
+			add(1, Input{Kind: Finalize, Token: 2, NeverSent: true}, rec(statusFinalized, unknown, 2, 1), 160, 161).
+			add(2, settle(2), rec(statusSettled, accepted, 2, 1), 170, 171)},
 		{"an owner's unknown finalize is settleable at once", true, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(0, fin(1, unknown), rec(statusFinalized, unknown, 1, 1), 2, 3).
