@@ -487,6 +487,62 @@ func TestMemoryFraction(t *testing.T) {
 	})
 }
 
+// TestMemoryEstimate: between two reads of the store's memory, the
+// estimate adds what the store wrote since (without AccountBytes too), and
+// once another store on the same Redis writes as much, at the fleet's
+// pace: twice as fast.
+func TestMemoryEstimate(t *testing.T) {
+	const limit = 64 << 20
+	c := realClient(t, redistest.Start(t).Addr())
+	if err := c.Do(t.Context(), c.B().ConfigSet().ParameterValue().ParameterValue("maxmemory", strconv.Itoa(limit)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	s1, s2 := realStore(t, c, Options{}), realStore(t, c, Options{})
+	if e := s1.MemoryEstimate(); e != 0 {
+		t.Fatalf("before a read: %v", e)
+	}
+	// write stores n records with 16 KiB random answers through s and
+	// answers the bytes written.
+	write := func(s *Store, n int) float64 {
+		for range n {
+			k := idempotency.NewKey()
+			mustClaim(t, s, claimReq(k), idempotency.StatusClaimed)
+			body := make([]byte, 16<<10)
+			rand.Read(body)
+			mustFinalize(t, s, k, 1, effectspec.Accepted, &idempotency.StoredResult{Status: 201, Body: body})
+		}
+		return float64(n*16<<10) / limit
+	}
+	read := func(s *Store) float64 {
+		f, err := s.MemoryFraction(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	f0 := read(s1)
+	if e := s1.MemoryEstimate(); e != f0 {
+		t.Fatalf("just read %v, estimate %v", f0, e)
+	}
+	own := write(s1, 64)
+	if e := s1.MemoryEstimate(); e < f0+own || e > f0+1.3*own {
+		t.Fatalf("after writing %.4f of maxmemory: estimate %.4f, read %.4f", own, e, f0)
+	}
+	read(s1)
+	// Another store writes as much as this one between two reads: the
+	// memory grew twice what this one wrote, so its writes count twice.
+	write(s1, 64)
+	write(s2, 64)
+	f1 := read(s1)
+	own = write(s1, 64)
+	if e := s1.MemoryEstimate(); e < f1+1.6*own || e > f1+2.6*own {
+		t.Fatalf("after writing %.4f of maxmemory beside another store: estimate %.4f, read %.4f", own, e, f1)
+	}
+	if e, f := s1.MemoryEstimate(), read(s1); e < f {
+		t.Fatalf("the estimate %.4f below the next reading %.4f", e, f)
+	}
+}
+
 // TestMemoryFractionInfo: the INFO reader takes a master's fraction, says
 // whether a node is a replica, and refuses an INFO without the fields.
 func TestMemoryFractionInfo(t *testing.T) {
