@@ -57,6 +57,11 @@ type Record struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	FinalizedAt     time.Time // zero until finalized
+	// FirstAttemptAt is when the slot's first attempt that may have left
+	// was reserved (CreatedAt, unless the slot was held or sent nothing at
+	// first): the vendor's window, in which an unknown slot of a binding
+	// the vendor deduplicates may be dispatched again, runs from it.
+	FirstAttemptAt time.Time
 	// Resolution is set when an operator settled the record (Settler).
 	Resolution *receipt.Resolution
 

@@ -154,12 +154,20 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 	if schemaRefusal != nil {
 		call.Refuse = &refusalError{*schemaRefusal}
 	}
-	// Quotas refuse only the creation of a record, decided here without a
-	// store call: over a limit, a key that holds a record still reaches it.
+	// Quotas, decided here without a store call (docs/DESIGN.md, "Quotas
+	// and headroom"): the rate refuses the call before its claim; in_flight
+	// and store_full refuse any dispatch (a final record still replays);
+	// stored_bytes refuses only a new record.
 	adm := g.quotas.admit(ci.workspace)
+	if r := adm.refused(); r != nil {
+		return nil, retry.Answer{}, r
+	}
+	if call.Refuse == nil {
+		call.Refuse = adm.refuse()
+	}
 	call.NoCreate = adm.noCreate()
 	out, err := g.orch.Do(ctx, call)
-	adm.done(out, err)
+	adm.done()
 	if err != nil {
 		r := g.classify(err)
 		return nil, out, &r

@@ -2,7 +2,6 @@ package mcpgateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -10,35 +9,35 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/retry"
 )
 
-// Quota is a workspace's fair share (docs/DESIGN.md, "refserver wire
-// contract"). A zero field is unlimited. A call over any limit may not
-// create a record: a key that has one (a replay, in_progress, a redispatch,
-// an approved resume) proceeds; any other is refused quota_exceeded, with
-// nothing written or sent.
+// Quota is a workspace's fair share (docs/DESIGN.md, "Quotas and
+// headroom"). A zero field is unlimited. Quotas count what costs: the
+// rate every call's claim, InFlight every dispatch, StoredBytes every new
+// record. Nothing refuses a finalize, a renewal or a settle.
 type Quota struct {
 	// CallsPerSecond and Burst are a token bucket shared by every gateway
-	// on the store ([QuotaStore.TakeTokens]): each new record takes a
-	// token. Burst zero is CallsPerSecond rounded up.
+	// on the store ([QuotaStore.TakeTokens]): every tools/call takes a
+	// token before its claim (a new call, a replay, a redispatch), and
+	// one over it is refused quota_exceeded before its claim. Burst zero
+	// is CallsPerSecond rounded up.
 	CallsPerSecond float64
 	Burst          int
 	// StoredBytes bounds the bytes of the workspace's live records, fleet
-	// wide, as [QuotaStore.StoredBytes] reads them.
+	// wide, as [QuotaStore.StoredBytes] reads them: a call over it may not
+	// create a record (a key that has one proceeds).
 	StoredBytes int64
 	// InFlight bounds the calls of the workspace running at once in this
-	// gateway.
+	// gateway: a call over it may not dispatch (a final record replays;
+	// a first attempt, a redispatch, an approved resume are refused).
 	InFlight int
 }
 
 func (q Quota) zero() bool { return q == Quota{} }
 
 // QuotaStore is what quotas read from the shared store: *redisstore.Store
-// is one. The gateway calls it only from background goroutines, never on a
-// call's path.
+// is one. The gateway calls it from background goroutines, and on a
+// call's path only MemoryEstimate, which makes no store call.
 type QuotaStore interface {
 	// TakeTokens takes up to n tokens from the workspace's bucket (rate
 	// per second, burst deep), and says how long until the next one when
@@ -46,9 +45,13 @@ type QuotaStore interface {
 	TakeTokens(ctx context.Context, workspace string, rate float64, burst, n int) (granted int, retryAfter time.Duration, err error)
 	// StoredBytes is the bytes of the workspace's live records.
 	StoredBytes(ctx context.Context, workspace string) (int64, error)
-	// MemoryFraction is the highest used/maxmemory over the store's
+	// MemoryFraction reads the highest used/maxmemory over the store's
 	// masters (0 when none has a maxmemory).
 	MemoryFraction(ctx context.Context) (float64, error)
+	// MemoryEstimate is the last MemoryFraction read plus what the
+	// store's own writes have added since, as a fraction of the same
+	// maxmemory: no store call, so the gateway asks it on every call.
+	MemoryEstimate() float64
 }
 
 // DefaultStoreFullFraction is [Config.StoreFullFraction] when zero.
@@ -56,9 +59,15 @@ const DefaultStoreFullFraction = 0.9
 
 // Pacing of the background readers of quotas.
 const (
-	// quotaRefresh is how often stored bytes and the store's memory are
-	// read: the lag of both limits.
+	// quotaRefresh is how often stored bytes are read, and the store's
+	// memory while far from the headroom fraction: the lag of both
+	// limits.
 	quotaRefresh = 500 * time.Millisecond
+	// memoryNear is how close to the headroom fraction the store's
+	// memory is read more often: the interval shrinks with the room
+	// left, down to memoryRefreshMin at and above the fraction.
+	memoryNear       = 0.1
+	memoryRefreshMin = 20 * time.Millisecond
 	// quotaStoreWait bounds each background store call.
 	quotaStoreWait = 2 * time.Second
 	// leaseSpan is how many seconds of a workspace's rate one lease of
@@ -80,8 +89,6 @@ type quotas struct {
 	def      Quota
 	per      map[string]Quota
 	fullFrac float64
-	// memFrac is math.Float64bits of the store's last MemoryFraction.
-	memFrac atomic.Uint64
 
 	mu sync.Mutex
 	ws map[string]*wsQuota
@@ -158,8 +165,9 @@ func newQuotas(cfg *Config) *quotas {
 		qs.state(ws)
 	}
 	if qs.store != nil {
-		qs.wg.Add(1)
+		qs.wg.Add(2)
 		go qs.refresh()
+		go qs.watchMemory()
 	}
 	return qs
 }
@@ -269,19 +277,13 @@ func (qs *quotas) lease(w *wsQuota) {
 	}
 }
 
-// refresh reads the store's memory and every limited workspace's stored
-// bytes every quotaRefresh.
+// refresh reads every limited workspace's stored bytes every
+// quotaRefresh.
 func (qs *quotas) refresh() {
 	defer qs.wg.Done()
 	tick := time.NewTicker(quotaRefresh)
 	defer tick.Stop()
 	for {
-		ctx, cancel := context.WithTimeout(qs.ctx, quotaStoreWait)
-		if f, err := qs.store.MemoryFraction(ctx); err == nil {
-			qs.memFrac.Store(math.Float64bits(f))
-		} else if qs.ctx.Err() == nil {
-			qs.reportErr("memory_fraction", err)
-		}
 		qs.mu.Lock()
 		var ws []*wsQuota
 		for _, w := range qs.ws {
@@ -290,6 +292,7 @@ func (qs *quotas) refresh() {
 			}
 		}
 		qs.mu.Unlock()
+		ctx, cancel := context.WithTimeout(qs.ctx, quotaStoreWait)
 		for _, w := range ws {
 			if n, err := qs.store.StoredBytes(ctx, w.name); err == nil {
 				w.stored.Store(n)
@@ -306,6 +309,42 @@ func (qs *quotas) refresh() {
 	}
 }
 
+// watchMemory reads the store's memory, every quotaRefresh while the
+// estimate is far below the headroom fraction and more often as it comes
+// near: between two reads a gateway refuses on the estimate, which adds
+// its own writes, so only the other gateways' writes since the last read
+// go unseen (docs/DESIGN.md, "Quotas and headroom").
+func (qs *quotas) watchMemory() {
+	defer qs.wg.Done()
+	for {
+		ctx, cancel := context.WithTimeout(qs.ctx, quotaStoreWait)
+		if _, err := qs.store.MemoryFraction(ctx); err != nil && qs.ctx.Err() == nil {
+			qs.reportErr("memory_fraction", err)
+		}
+		cancel()
+		t := time.NewTimer(memoryInterval(qs.fullFrac - qs.memory()))
+		select {
+		case <-qs.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// memoryInterval is the wait before the next read of the store's memory
+// with room (a fraction of maxmemory) left below the headroom fraction:
+// quotaRefresh beyond memoryNear, shrinking linearly to memoryRefreshMin.
+func memoryInterval(room float64) time.Duration {
+	if room >= memoryNear {
+		return quotaRefresh
+	}
+	return max(time.Duration(float64(quotaRefresh)*max(room, 0)/memoryNear), memoryRefreshMin)
+}
+
+// memory is the store's estimated used/maxmemory now.
+func (qs *quotas) memory() float64 { return qs.store.MemoryEstimate() }
+
 func (qs *quotas) reportErr(op string, err error) {
 	if qs.onErr != nil {
 		qs.onErr(op, err)
@@ -313,65 +352,85 @@ func (qs *quotas) reportErr(op string, err error) {
 }
 
 // admission is a call's share: what it holds of its workspace's quota, and
-// the refusal it gets if it would create a record.
+// the refusal it gets, if any, and where.
 type admission struct {
-	w     *wsQuota
-	token bool // took a token of the local allowance
-	slot  bool // holds one of InFlight
-	// over refuses the creation of a record (retry.Call.NoCreate); nil
-	// when the call may create one.
-	over *refusal
+	w    *wsQuota
+	slot bool // holds one of InFlight
+	// over is the call's refusal, nil when it may go on as without
+	// quotas; scope says what it refuses.
+	over  *refusal
+	scope overScope
 }
 
-// admit decides locally, without a store call, whether a call of ws may
-// create a record. A nil admission is an unlimited call.
+// overScope is what a refusal of an admission refuses (docs/DESIGN.md,
+// "Quotas and headroom").
+type overScope int
+
+const (
+	// overCall refuses the call before its claim: the rate, whose token
+	// every tools/call takes.
+	overCall overScope = iota
+	// overDispatch refuses every dispatch, the first attempt and a
+	// redispatch (in_flight, store_full): the call is claimed with
+	// retry.Call.Refuse, so that a final record still replays and
+	// anything else is refused, with nothing written or sent.
+	overDispatch
+	// overCreate refuses only the creation of a record (stored_bytes):
+	// the call is claimed with retry.Call.NoCreate.
+	overCreate
+)
+
+// admit decides locally, without a store call, what a call of ws may do.
+// Every call takes a token of the rate before its claim (a new record, a
+// replay, a redispatch all cost a claim); with none left it is refused
+// there. In_flight and store_full refuse every dispatch, stored_bytes only
+// a new record. A nil admission is an unlimited call.
 func (qs *quotas) admit(ws string) *admission {
 	if qs == nil {
 		return nil
 	}
 	a := &admission{}
-	if qs.store != nil {
-		if f := math.Float64frombits(qs.memFrac.Load()); f > qs.fullFrac {
-			a.over = &refusal{reason: "store_full", status: http.StatusServiceUnavailable, retryAfter: storeFullRetry,
-				msg: "store_full: the idempotency store is nearly full and takes no new calls; a retry with the same key of a call already recorded proceeds"}
-			return a
-		}
-	}
 	w := qs.state(ws)
-	if w == nil {
-		return a
-	}
-	a.w = w
 	now := time.Now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch {
-	case w.q.InFlight > 0 && w.running >= w.q.InFlight:
-		a.over = quotaRefusal("in_flight", inFlightRetry)
-		return a
-	case w.q.StoredBytes > 0 && w.stored.Load() >= w.q.StoredBytes:
-		a.over = quotaRefusal("stored_bytes", storedRetry)
-		return a
-	}
-	if w.q.CallsPerSecond > 0 {
+	if w != nil && w.q.CallsPerSecond > 0 {
+		w.mu.Lock()
 		if w.tokens == 0 {
 			wait := time.Duration(float64(time.Second) / w.q.CallsPerSecond)
 			if w.retryAt.After(now) {
 				wait = w.retryAt.Sub(now)
 			}
 			w.wake()
-			a.over = quotaRefusal("calls_per_second", wait)
+			w.mu.Unlock()
+			a.over, a.scope = quotaRefusal("calls_per_second", wait), overCall
 			return a
 		}
 		w.tokens--
-		a.token = true
 		if w.tokens <= w.batch/2 {
 			w.wake()
 		}
+		w.mu.Unlock()
 	}
+	if qs.store != nil && qs.memory() > qs.fullFrac {
+		a.over, a.scope = &refusal{reason: "store_full", status: http.StatusServiceUnavailable, retryAfter: storeFullRetry,
+			msg: "store_full: the idempotency store is nearly full and dispatches no calls; a retry with the same key of a completed call replays"}, overDispatch
+		return a
+	}
+	if w == nil {
+		return a
+	}
+	a.w = w
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.q.InFlight > 0 {
+		if w.running >= w.q.InFlight {
+			a.over, a.scope = quotaRefusal("in_flight", inFlightRetry), overDispatch
+			return a
+		}
 		w.running++
 		a.slot = true
+	}
+	if w.q.StoredBytes > 0 && w.stored.Load() >= w.q.StoredBytes {
+		a.over, a.scope = quotaRefusal("stored_bytes", storedRetry), overCreate
 	}
 	return a
 }
@@ -381,50 +440,42 @@ func quotaRefusal(limit string, wait time.Duration) *refusal {
 		msg: "quota_exceeded: the workspace is over its " + limit + " quota; retry later with the same key"}
 }
 
-// noCreate is what the call carries as retry.Call.NoCreate: nil when it
-// may create a record.
-func (a *admission) noCreate() error {
-	if a == nil || a.over == nil {
+// refused is the refusal of a call refused before its claim; nil when the
+// call is claimed.
+func (a *admission) refused() *refusal {
+	if a == nil || a.scope != overCall {
+		return nil
+	}
+	return a.over
+}
+
+// refuse is what the call carries as retry.Call.Refuse: nil when it may
+// dispatch.
+func (a *admission) refuse() error {
+	if a == nil || a.over == nil || a.scope != overDispatch {
 		return nil
 	}
 	return &refusalError{*a.over}
 }
 
-// done ends the call's share: its InFlight slot is freed, and a token it
-// took goes back to the allowance when the call created no record (a
-// replay, a refusal of a key that holds one, or one decided before the
-// claim).
-func (a *admission) done(out retry.Answer, err error) {
-	if a == nil || a.w == nil || !a.token && !a.slot {
-		return
+// noCreate is what the call carries as retry.Call.NoCreate: nil when it
+// may create a record.
+func (a *admission) noCreate() error {
+	if a == nil || a.over == nil || a.scope != overCreate {
+		return nil
 	}
-	w := a.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if a.slot {
-		w.running--
-	}
-	if a.token && createdNothing(out, err) {
-		w.tokens++
-	}
+	return &refusalError{*a.over}
 }
 
-// createdNothing reports whether a call that ended with out and err wrote
-// no record: a replay, or a refusal that answers without one.
-func createdNothing(out retry.Answer, err error) bool {
-	if err == nil {
-		return out.Receipt.Replayed
+// done ends the call's share: its InFlight slot is freed. A token it took
+// is spent whatever the call did: the claim cost the store all the same.
+func (a *admission) done() {
+	if a == nil || a.w == nil || !a.slot {
+		return
 	}
-	var re *refusalError
-	if errors.As(err, &re) {
-		return true
-	}
-	switch reason, _ := idempotency.Reason(err); reason {
-	case "malformed_key", "request_mismatch", "in_progress", "destination_conflict", "approval_key_mismatch",
-		"outcome_unknown", "denied", "invalid_arguments", "invalid_request", "policy_denied", "not_found":
-		return true
-	}
-	return false
+	a.w.mu.Lock()
+	a.w.running--
+	a.w.mu.Unlock()
 }
 
 // retryAfterHeader is the Retry-After value of a wait: whole seconds,

@@ -6,15 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/receipt"
-	"github.com/obol-gateway/obol/retry"
 )
 
 // fakeQuotaStore is a QuotaStore whose bucket holds a fixed pool of tokens
@@ -54,6 +53,12 @@ func (f *fakeQuotaStore) MemoryFraction(context.Context) (float64, error) {
 	return f.memFrac, f.fail
 }
 
+func (f *fakeQuotaStore) MemoryEstimate() float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.memFrac
+}
+
 func (f *fakeQuotaStore) set(fn func(*fakeQuotaStore)) {
 	f.mu.Lock()
 	fn(f)
@@ -87,7 +92,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // TestQuotaRateFromFleetBucket: calls are admitted only with tokens taken
 // from the shared bucket (never more than it granted, plus nothing on
 // credit once repaid), and once it is empty a call is refused
-// quota_exceeded with a retry_after, decided locally.
+// quota_exceeded with a retry_after before its claim, decided locally.
 func TestQuotaRateFromFleetBucket(t *testing.T) {
 	fs := &fakeQuotaStore{pool: 25}
 	qs := startQuotas(t, Config{QuotaStore: fs, Quotas: map[string]Quota{"ws_a": {CallsPerSecond: 50, Burst: 25}}})
@@ -96,7 +101,7 @@ func TestQuotaRateFromFleetBucket(t *testing.T) {
 		a := qs.admit("ws_a")
 		if a.over == nil {
 			admitted++
-			a.done(retry.Answer{}, nil)
+			a.done()
 			return false
 		}
 		fs.mu.Lock()
@@ -114,53 +119,50 @@ func TestQuotaRateFromFleetBucket(t *testing.T) {
 		t.Fatalf("admitted %d calls, the store granted %d of 25", admitted, taken)
 	}
 	a := qs.admit("ws_a")
-	if a.over == nil || a.over.reason != "quota_exceeded" || a.over.retryAfter <= 0 {
+	if r := a.refused(); r == nil || r.reason != "quota_exceeded" || r.retryAfter <= 0 || r.status != 429 {
 		t.Fatalf("over the bucket: %+v", a.over)
 	}
-	if a.token || a.slot {
-		t.Fatal("a refused call holds a share")
-	}
-	var re *refusalError
-	if !errors.As(a.noCreate(), &re) || re.r.status != 429 {
-		t.Fatalf("NoCreate: %v", a.noCreate())
+	if a.slot || a.refuse() != nil || a.noCreate() != nil {
+		t.Fatal("a call refused before its claim holds a share or is claimed")
 	}
 	// Another workspace is unlimited and untouched.
-	if b := qs.admit("ws_b"); b.over != nil || b.token {
+	if b := qs.admit("ws_b"); b.over != nil || b.slot {
 		t.Fatalf("ws_b: %+v", b)
 	}
 }
 
-// TestQuotaTokenBackOnReplay: a token spent on a call that replayed, or
-// was refused with no record made, goes back to the allowance; one spent on
-// a new record does not.
-func TestQuotaTokenBackOnReplay(t *testing.T) {
-	fs := &fakeQuotaStore{pool: 3}
-	qs := startQuotas(t, Config{QuotaStore: fs, Quotas: map[string]Quota{"ws_a": {CallsPerSecond: 30, Burst: 3}}})
+// TestQuotaTokenForEveryCall: every call takes a token before its claim,
+// whatever it turns out to be (a replay, in_progress, a new record, a
+// store failure): none goes back, and the next call is refused before
+// its claim.
+func TestQuotaTokenForEveryCall(t *testing.T) {
+	fs := &fakeQuotaStore{pool: 4}
+	qs := startQuotas(t, Config{QuotaStore: fs, Quotas: map[string]Quota{"ws_a": {CallsPerSecond: 40, Burst: 4}}})
 	w := qs.state("ws_a")
 	eventually(t, "the pool is leased", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.tokens == 3 && w.owed == 0
+		return w.tokens == 4 && w.owed == 0
 	})
 	tokens := func() int { w.mu.Lock(); defer w.mu.Unlock(); return w.tokens }
-	a := qs.admit("ws_a")
-	a.done(retry.Answer{Receipt: receipt.Receipt{Replayed: true}}, nil)
-	b := qs.admit("ws_a")
-	b.done(retry.Answer{}, idempotency.ErrInProgress)
-	if n := tokens(); n != 3 {
-		t.Fatalf("after a replay and an in_progress: %d tokens, want 3", n)
+	for i := range 4 {
+		a := qs.admit("ws_a")
+		if a.over != nil {
+			t.Fatalf("call %d: %+v", i, a.over)
+		}
+		a.done()
+		if n := tokens(); n != 3-i {
+			t.Fatalf("after %d calls: %d tokens, want %d", i+1, n, 3-i)
+		}
 	}
-	c := qs.admit("ws_a")
-	c.done(retry.Answer{Receipt: receipt.Receipt{Outcome: effectspec.Unknown}}, nil)
-	d := qs.admit("ws_a")
-	d.done(retry.Answer{}, idempotency.ErrStoreUnavailable) // the claim may have been applied
-	if n := tokens(); n != 1 {
-		t.Fatalf("after a new record and a store failure: %d tokens, want 1", n)
+	if r := qs.admit("ws_a").refused(); r == nil || r.reason != "quota_exceeded" {
+		t.Fatalf("a fifth call: %+v", r)
 	}
 }
 
 // TestQuotaInFlight: a gateway runs at most InFlight calls of a workspace
-// that may create records; the next is over until one ends.
+// at once that may dispatch; the next is claimed with Refuse (a final
+// record replays, nothing is dispatched) until one ends.
 func TestQuotaInFlight(t *testing.T) {
 	qs := startQuotas(t, Config{Quotas: map[string]Quota{"ws_a": {InFlight: 2}}})
 	a, b := qs.admit("ws_a"), qs.admit("ws_a")
@@ -168,20 +170,24 @@ func TestQuotaInFlight(t *testing.T) {
 	if a.over != nil || b.over != nil || c.over == nil || c.over.reason != "quota_exceeded" {
 		t.Fatalf("a %+v b %+v c %+v", a.over, b.over, c.over)
 	}
-	c.done(retry.Answer{}, nil) // holds nothing: frees nothing
+	var re *refusalError
+	if c.refused() != nil || !errors.As(c.refuse(), &re) || re.r.status != 429 || c.noCreate() != nil {
+		t.Fatalf("in_flight refuses dispatches: refused %v refuse %v noCreate %v", c.refused(), c.refuse(), c.noCreate())
+	}
+	c.done() // holds nothing: frees nothing
 	if d := qs.admit("ws_a"); d.over == nil {
 		t.Fatal("a refused call freed a slot")
 	}
-	a.done(retry.Answer{}, nil)
+	a.done()
 	if d := qs.admit("ws_a"); d.over != nil {
 		t.Fatalf("after one ended: %+v", d.over)
 	}
 }
 
 // TestQuotaStoredBytesAndStoreFull: stored bytes over the workspace's
-// limit refuse quota_exceeded, and the store's memory above the headroom
-// fraction refuses every workspace store_full, both read in the
-// background; a failing read keeps the last reading.
+// limit (read in the background) refuse the creation of a record
+// quota_exceeded, and the store's memory estimate above the headroom
+// fraction refuses every workspace's dispatches store_full.
 func TestQuotaStoredBytesAndStoreFull(t *testing.T) {
 	fs := &fakeQuotaStore{}
 	qs := startQuotas(t, Config{QuotaStore: fs, Quotas: map[string]Quota{"ws_a": {StoredBytes: 1000}}})
@@ -189,19 +195,32 @@ func TestQuotaStoredBytesAndStoreFull(t *testing.T) {
 		t.Fatalf("under: %+v", a.over)
 	}
 	fs.set(func(f *fakeQuotaStore) { f.stored = 1000 })
-	eventually(t, "stored bytes refuse", func() bool { a := qs.admit("ws_a"); return a.over != nil && a.over.reason == "quota_exceeded" })
+	eventually(t, "stored bytes refuse", func() bool {
+		a := qs.admit("ws_a")
+		defer a.done()
+		return a.over != nil && a.over.reason == "quota_exceeded" && a.noCreate() != nil && a.refuse() == nil
+	})
 	if a := qs.admit("ws_b"); a.over != nil {
 		t.Fatalf("ws_b is unlimited: %+v", a.over)
 	}
 	fs.set(func(f *fakeQuotaStore) { f.memFrac = 0.91 })
-	eventually(t, "store_full", func() bool { a := qs.admit("ws_b"); return a.over != nil && a.over.reason == "store_full" })
-	fs.set(func(f *fakeQuotaStore) { f.fail = errors.New("down") })
-	time.Sleep(2 * quotaRefresh)
-	if a := qs.admit("ws_b"); a.over == nil || a.over.reason != "store_full" {
-		t.Fatalf("a failed read dropped the last reading: %+v", a.over)
+	if a := qs.admit("ws_b"); a.over == nil || a.over.reason != "store_full" || a.refuse() == nil || a.noCreate() != nil {
+		t.Fatalf("store_full refuses dispatches: %+v", a.over)
 	}
-	fs.set(func(f *fakeQuotaStore) { f.fail = nil; f.memFrac = 0.5; f.stored = 10 })
-	eventually(t, "room again", func() bool { return qs.admit("ws_a").over == nil })
+	fs.set(func(f *fakeQuotaStore) { f.memFrac = 0.5; f.stored = 10 })
+	eventually(t, "room again", func() bool { a := qs.admit("ws_a"); a.done(); return a.over == nil })
+}
+
+// TestMemoryInterval: the store's memory is read every quotaRefresh far
+// from the headroom fraction, more often near it, and every
+// memoryRefreshMin at or above it.
+func TestMemoryInterval(t *testing.T) {
+	for room, want := range map[float64]time.Duration{0.5: quotaRefresh, memoryNear: quotaRefresh,
+		memoryNear / 2: quotaRefresh / 2, 0.001: memoryRefreshMin, 0: memoryRefreshMin, -0.3: memoryRefreshMin} {
+		if got := memoryInterval(room); got != want {
+			t.Errorf("room %v: %v, want %v", room, got, want)
+		}
+	}
 }
 
 // TestQuotaRefusalData: quota_exceeded and store_full carry status,
@@ -253,11 +272,11 @@ func TestQuotaConfig(t *testing.T) {
 	}
 }
 
-// TestQuotaOnTheWire: over its quota a workspace's new key is refused
+// TestQuotaOnTheWire: over its rate a workspace's call is refused
 // quota_exceeded (429 in error.data, retry_after_ms, a Retry-After header,
-// safe_new_key false, the key), nothing sent; a key that holds a record
-// replays all the same; above the headroom fraction new keys are refused
-// store_full.
+// safe_new_key false, the key) before its claim, a replay as well as a
+// new key, nothing sent; above the headroom fraction a new key is refused
+// store_full while a key that holds a final record replays.
 func TestQuotaOnTheWire(t *testing.T) {
 	fs := &fakeQuotaStore{pool: 2}
 	var sent atomic.Int64
@@ -296,26 +315,86 @@ func TestQuotaOnTheWire(t *testing.T) {
 		t.Fatalf("vendor saw %d calls", sent.Load())
 	}
 	refusal("idt_00000000000000000000000000000003", "quota_exceeded", 429)
-	if _, b := rawCall(t, srv, k1); !bytes.Contains(b, []byte(`"replayed":true`)) {
-		t.Fatalf("a replay over the quota: %.300s", b)
-	}
-	// Tokens again, but the store nearly full: new keys are store_full
-	// once the background read sees it (a new key admitted before that
-	// is accepted; the loop takes a fresh key each time).
+	refusal(k1, "quota_exceeded", 429) // a replay costs a claim too
+	// Tokens again, but the store nearly full: a new key is store_full,
+	// a final record replays.
 	fs.set(func(f *fakeQuotaStore) { f.pool = 100; f.memFrac = 0.95 })
-	n := 10
-	eventually(t, "store_full", func() bool {
-		n++
-		_, b := rawCall(t, srv, fmt.Sprintf("idt_%032d", n))
-		return bytes.Contains(b, []byte(`"store_full"`))
+	eventually(t, "tokens again", func() bool {
+		_, b := rawCall(t, srv, k1)
+		return bytes.Contains(b, []byte(`"replayed":true`))
 	})
-	accepted := sent.Load()
-	if _, b := rawCall(t, srv, k1); !bytes.Contains(b, []byte(`"replayed":true`)) {
-		t.Fatalf("a replay with the store full: %.300s", b)
-	}
 	refusal("idt_00000000000000000000000000000005", "store_full", 503)
-	if sent.Load() != accepted {
-		t.Fatalf("vendor saw %d calls, want the %d accepted", sent.Load(), accepted)
+	if sent.Load() != 2 {
+		t.Fatalf("vendor saw %d calls, want the 2 accepted", sent.Load())
+	}
+}
+
+// TestQuotaInFlightBoundsRedispatch: 40 unknown records of a header-bound
+// tool retried at once reach the vendor at most InFlight at a time; a
+// retry over the limit is refused quota_exceeded with nothing sent.
+func TestQuotaInFlightBoundsRedispatch(t *testing.T) {
+	const inFlight, records = 4, 40
+	var hangUp atomic.Bool
+	hangUp.Store(true)
+	var running, most, sent atomic.Int64
+	release := make(chan struct{})
+	vendor := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if hangUp.Load() {
+			// Read, then no answer: the outcome is unknown.
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		sent.Add(1)
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		running.Add(-1)
+		w.Write([]byte(`{"ok": true}`))
+	})
+	srv := httpToolGatewayOf(t, vendor, Config{DefaultQuota: Quota{InFlight: inFlight}})
+	key := func(i int) string { return fmt.Sprintf("idt_%032d", i+1) }
+	for i := range records {
+		if _, b := rawCall(t, srv, key(i)); !bytes.Contains(b, []byte(`"outcome":"unknown"`)) {
+			t.Fatalf("call %d: %.300s", i, b)
+		}
+	}
+	hangUp.Store(false)
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	answers := make([][]byte, records)
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock()
+	for i := range records {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, answers[i] = rawCall(t, srv, key(i))
+			answered.Add(1)
+		}()
+	}
+	// Every retry is either answered or held by the vendor.
+	eventually(t, "every retry answered or at the vendor", func() bool { return answered.Load()+running.Load() == records })
+	unblock()
+	wg.Wait()
+	accepted, refused := 0, 0
+	for i, b := range answers {
+		switch {
+		case bytes.Contains(b, []byte(`"outcome":"accepted"`)):
+			accepted++
+		case bytes.Contains(b, []byte(`"reason":"quota_exceeded"`)):
+			refused++
+		default:
+			t.Fatalf("retry %d: %.300s", i, b)
+		}
+	}
+	if most.Load() > inFlight || int(sent.Load()) != accepted || accepted < inFlight || accepted+refused != records {
+		t.Fatalf("vendor ran %d at once (in_flight %d), saw %d; %d accepted, %d refused", most.Load(), inFlight, sent.Load(), accepted, refused)
 	}
 }
 

@@ -25,11 +25,17 @@ import (
 // 200 with vendorBody, on a fresh miniredis, with cfg's other fields.
 func httpToolGateway(t *testing.T, vendorBody func() []byte, cfg Config) *httptest.Server {
 	t.Helper()
-	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return httpToolGatewayOf(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b := vendorBody()
 		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 		w.Write(b)
-	}))
+	}), cfg)
+}
+
+// httpToolGatewayOf is httpToolGateway with the vendor's handler.
+func httpToolGatewayOf(t *testing.T, vendorHandler http.Handler, cfg Config) *httptest.Server {
+	t.Helper()
+	vendor := httptest.NewServer(vendorHandler)
 	t.Cleanup(vendor.Close)
 	sp, err := effectspec.Parse([]byte(`{"tool": "t.run", "effect": "write", "idempotency": {"binding": "header", "header": "Idempotency-Key"},
 		"status": {"accepted": [200], "definitely_rejected": [400], "retryable": [503]}}`))

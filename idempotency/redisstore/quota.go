@@ -97,19 +97,21 @@ func (s *Store) StoredBytes(ctx context.Context, workspace string) (int64, error
 	if err != nil {
 		return 0, opError("stored bytes", err)
 	}
-	return sum + s.acct.unflushed(workspace), nil
+	return max(sum+s.acct.unflushed(workspace), 0), nil
 }
 
 // MemoryFraction is the highest used_memory/maxmemory over the masters the
 // client knows (INFO memory), 0 for a master without maxmemory, and for
 // one that refuses INFO under Options.SkipEvictionCheck (miniredis). A gateway
-// refuses fresh claims (ClaimRequest.NoCreate) above a fraction of it, so
-// that finalizes, renewals and settles keep room: under noeviction Redis
-// refuses every write at maxmemory, and an accepted call would end
-// unknown.
+// refuses dispatches above a fraction of it (MemoryEstimate between two
+// reads), so that finalizes, renewals and settles keep room: under
+// noeviction Redis refuses every write at maxmemory, and an accepted call
+// whose finalize is refused ends unknown. The reading is kept for
+// MemoryEstimate; a failed read keeps the last one.
 func (s *Store) MemoryFraction(ctx context.Context) (float64, error) {
+	written := s.written.Load() // before INFO: a write during it counts twice, never not at all
 	nodes := s.client.Nodes()
-	high := 0.0
+	high := memReading{written: written}
 	for addr, n := range nodes {
 		info, err := n.Do(ctx, n.B().Info().Section("memory").Section("replication").Build()).ToString()
 		if _, refused := rueidis.IsRedisErr(err); refused && s.noInfo {
@@ -118,21 +120,97 @@ func (s *Store) MemoryFraction(ctx context.Context) (float64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("redisstore: memory fraction: INFO on %s: %w", addr, err)
 		}
-		f, master, err := memoryFraction(info)
+		used, limit, master, err := memoryUse(info)
 		if err != nil {
 			return 0, fmt.Errorf("redisstore: memory fraction: %s: %w", addr, err)
 		}
-		if master || len(nodes) == 1 {
-			high = max(high, f)
+		if (master || len(nodes) == 1) && limit > 0 && (high.limit == 0 || used*high.limit > high.used*limit) {
+			high.used, high.limit = used, limit
 		}
 	}
-	return high, nil
+	if prev := s.mem.Load(); prev != nil {
+		high.rate = prev.fleetRate(high)
+	}
+	s.mem.Store(&high)
+	return high.fraction(0), nil
+}
+
+// MemoryEstimate is the last MemoryFraction reading plus the bytes this
+// store's scripts have written since (records created, results stored:
+// the estimates of the stored-bytes accounting, counted whether or not
+// Options.AccountBytes is set), as a fraction of the same maxmemory; 0
+// before the first reading and without maxmemory. It makes no store call:
+// a gateway asks it on every call, and refuses on it between two reads
+// (docs/DESIGN.md, "Quotas and headroom"). What this store wrote is
+// scaled by how much the memory grew per byte it wrote between the last
+// two reads, so that the estimate follows the fleet's writes (other
+// stores on the same Redis) at their recent pace. It errs high by what
+// expired or was deleted since the read, and low by a fleet that writes
+// faster than it did.
+func (s *Store) MemoryEstimate() float64 {
+	r := s.mem.Load()
+	if r == nil {
+		return 0
+	}
+	return r.fraction(s.written.Load() - r.written)
+}
+
+// memReading is a MemoryFraction reading: the fullest master's used_memory
+// and maxmemory (0: none has one), the store's written count when it was
+// taken, and rate, how much the store's memory grew per byte this store
+// wrote between the last two readings (at least 1).
+type memReading struct {
+	used, limit, written int64
+	rate                 float64
+}
+
+// maxFleetRate bounds memReading.rate: a store that writes little while
+// others write much extrapolates at most this much.
+const maxFleetRate = 16
+
+// fleetRate is the rate of next, read after r: the memory's growth per
+// byte this store wrote in between, when it wrote enough to tell (64 KiB);
+// else r's. Other stores' writes make it more than 1, so that the estimate
+// grows with the fleet's writes, not this store's alone; expiries and
+// deletions bring it back to 1.
+func (r *memReading) fleetRate(next memReading) float64 {
+	own := next.written - r.written
+	if own < 64<<10 || r.limit != next.limit {
+		return max(r.rate, 1)
+	}
+	return min(max(float64(next.used-r.used)/float64(own), 1), maxFleetRate)
+}
+
+// fraction is the reading's used/maxmemory with since bytes written
+// since, at the fleet's rate.
+func (r *memReading) fraction(since int64) float64 {
+	if r.limit == 0 {
+		return 0
+	}
+	return (float64(r.used) + float64(max(since, 0))*max(r.rate, 1)) / float64(r.limit)
+}
+
+// wrote counts n bytes the store's scripts wrote, for MemoryEstimate.
+func (s *Store) wrote(n int64) {
+	if n > 0 {
+		s.written.Add(n)
+	}
 }
 
 // memoryFraction reads used_memory/maxmemory (0 without maxmemory) and
 // whether the node is a master from INFO memory and replication.
 func memoryFraction(info string) (f float64, master bool, err error) {
-	var used, limit int64 = -1, -1
+	used, limit, master, err := memoryUse(info)
+	if err != nil || limit == 0 {
+		return 0, master, err
+	}
+	return float64(used) / float64(limit), master, nil
+}
+
+// memoryUse reads used_memory and maxmemory (0: none) and whether the node
+// is a master from INFO memory and replication.
+func memoryUse(info string) (used, limit int64, master bool, err error) {
+	used, limit = -1, -1
 	master = true
 	for _, line := range strings.Split(info, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
@@ -145,16 +223,13 @@ func memoryFraction(info string) (f float64, master bool, err error) {
 			master = v == "master"
 		}
 		if err != nil {
-			return 0, false, fmt.Errorf("INFO %s: %w", k, err)
+			return 0, 0, false, fmt.Errorf("INFO %s: %w", k, err)
 		}
 	}
 	if used < 0 || limit < 0 {
-		return 0, false, errors.New("INFO memory lacks used_memory or maxmemory")
+		return 0, 0, false, errors.New("INFO memory lacks used_memory or maxmemory")
 	}
-	if limit == 0 {
-		return 0, master, nil
-	}
-	return float64(used) / float64(limit), master, nil
+	return used, limit, master, nil
 }
 
 // accounting counts the bytes a store writes per workspace and record TTL
@@ -191,15 +266,26 @@ func newAccounting(s *Store, every, retention time.Duration) *accounting {
 	return a
 }
 
-// add counts n bytes written into a record of workspace that expires in
-// ttl ms. A nil accounting (off) counts nothing.
+// add counts n bytes (negative: bytes moved out) into the bucket of the
+// records of workspace that expire in ttl ms. A nil accounting (off)
+// counts nothing.
 func (a *accounting) add(workspace string, ttl int64, n int64) {
-	if a == nil || n <= 0 || a.closed.Load() {
+	if a == nil || n == 0 || a.closed.Load() {
 		return
 	}
 	a.mu.Lock()
 	a.pending[acctKey{workspace, int(ttl)}] += n
 	a.mu.Unlock()
+}
+
+// move moves n bytes of a record of workspace whose expiry moved from ttl
+// from to ttl to (both ms from now): the record follows its expiry.
+func (a *accounting) move(workspace string, from, to, n int64) {
+	if from == to {
+		return
+	}
+	a.add(workspace, from, -n)
+	a.add(workspace, to, n)
 }
 
 func (a *accounting) unflushed(workspace string) int64 {
@@ -246,6 +332,9 @@ func (a *accounting) flush() {
 	keys := make([]acctKey, 0, len(batch))
 	execs := make([]rueidis.LuaExec, 0, len(batch))
 	for k, v := range batch {
+		if v == 0 {
+			continue
+		}
 		keys = append(keys, k)
 		execs = append(execs, rueidis.LuaExec{Keys: []string{a.s.bytesKey(k.workspace)},
 			Args: scriptargs.AccountSpec.Argv(&scriptargs.Account{TTL: k.ttl, Width: a.width, Bytes: int(v)})})
@@ -280,25 +369,59 @@ func (a *accounting) close() {
 // idempotent.
 func (s *Store) Close() { s.acct.close() }
 
-// recordOverhead is what Redis spends per record key beyond its name and
-// value (dict entry, object, expiry), and the index entry's score and
-// skiplist node: an estimate, for the stored-bytes accounting.
-const recordOverhead = 128
+// keyOverhead is what Redis spends per key beyond its name and value: the
+// dict entry, the value's object and allocator rounding, the expiry
+// entry. An estimate, for the stored-bytes accounting and MemoryEstimate
+// (measured by TestStoredBytesMatchUsedMemory).
+const keyOverhead = 96
 
-// claimBytes estimates what a claim that creates a record stores: the
-// record (its fixed fields, route, digests and vendor key), its key and
-// its index entry.
-func claimBytes(key, route, vk, member string) int64 {
-	const fields = 2*32 + 8 + 8 + 64 // digests, incarnation, op, times, state and counters
-	return int64(recordOverhead + len(key) + len(route) + len(vk) + fields + len(member))
+// entryOverhead is what an index bucket spends per entry beyond its
+// member (the score, the skiplist node, the dict entry).
+const entryOverhead = 64
+
+// bucketOverhead is an index bucket's own cost beyond its key: a sorted
+// set in skiplist encoding (a member is longer than Redis's
+// zset-max-listpack-value), whose header node alone takes about 540 B.
+const bucketOverhead = 720
+
+// recordBytes estimates a record as a claim writes it, with its key: the
+// fixed fields (digests, incarnation, op, times, state and counters), the
+// route and the vendor key.
+func recordBytes(key, route string, vkLen int) int64 {
+	const fields = 2*32 + 8 + 8 + 64
+	return int64(keyOverhead + len(key) + len(route) + vkLen + fields)
+}
+
+// entryBytes estimates an entry of an index bucket (the unknown index, the
+// pending approvals), with the bucket it makes: a workspace has a bucket
+// per Cluster slot (16384), so until it holds thousands of entries most of
+// them have a bucket of their own, which costs more than the entry; with
+// many more, buckets are shared and this errs high.
+func entryBytes(bucket, member string) int64 {
+	return int64(keyOverhead + len(bucket) + bucketOverhead + len(member) + entryOverhead)
+}
+
+// ticketBytes estimates an approval ticket's key: its name and value
+// (the record's scope and key).
+func ticketBytes(ticket, key string) int64 {
+	return int64(keyOverhead + 2*len(ticket) + 2*len(key))
+}
+
+// claimBytes estimates a record that may be dispatched (in flight,
+// unknown): the record and its entry in the unknown index.
+func claimBytes(key, route string, vkLen int, bucket, member string) int64 {
+	return recordBytes(key, route, vkLen) + entryBytes(bucket, member)
 }
 
 // resultBytes is what a stored result adds to its record (encodeResult's
-// arguments: status, body as stored, headers).
+// arguments: status, body as stored, its size, headers; not the dropped
+// flag, a field only when set): none for no result.
 func resultBytes(res []string) int64 {
 	var n int
-	for _, v := range res {
-		n += len(v)
+	for i, v := range res {
+		if i != 1 {
+			n += len(v)
+		}
 	}
 	return int64(n)
 }
@@ -306,34 +429,94 @@ func resultBytes(res []string) int64 {
 // applied reports whether element i of a script's reply says "already
 // applied" (1): a re-sent write, counted the first time.
 func applied(arr []rueidis.RedisMessage, i int) bool {
+	v, ok := replyInt(arr, i)
+	return ok && v == 1
+}
+
+// replyInt is element i of a script's reply as an integer, if it is one.
+func replyInt(arr []rueidis.RedisMessage, i int) (int64, bool) {
 	if len(arr) <= i {
-		return false
+		return 0, false
 	}
 	v, err := arr[i].AsInt64()
-	return err == nil && v == 1
+	return v, err == nil
 }
 
-// accountClaim counts a record that the claim res created: a reservation
-// of a fresh slot (token 1, not a re-send), or a hold whose ticket is the
-// one this claim minted (a fresh held record, or the one re-hold of a
-// record, which adds its ticket).
-func (s *Store) accountClaim(req idempotency.ClaimRequest, res idempotency.ClaimResult, fresh, key, route, vk, member string) {
-	if s.acct == nil || res.AlreadyApplied {
+// accountClaim counts what the claim res wrote (docs/DESIGN.md, "Quotas and
+// headroom"): a record it created (a reservation of a fresh slot, with its
+// index entry; a hold whose ticket is the one this claim minted, with its
+// ticket and pending approvals entry), or the move of an existing record to
+// a new expiry (a redispatch, the lease-expiry path: the claim's reply
+// carries the TTL the record had, arr's element moved).
+func (s *Store) accountClaim(req idempotency.ClaimRequest, res idempotency.ClaimResult, arr []rueidis.RedisMessage, c claimCall) {
+	if res.AlreadyApplied {
 		return
 	}
-	switch {
-	case res.Status == idempotency.StatusClaimed && res.Token == 1:
-		s.acct.add(req.Scope.Workspace, s.uretentionD.Milliseconds(), claimBytes(key, route, vk, member))
-	case res.Status == idempotency.StatusHeld && fresh != "" && res.Ticket == fresh:
+	ws, u := req.Scope.Workspace, s.uretentionD.Milliseconds()
+	n := claimBytes(c.key, c.route, len(c.vk), c.bucket, c.member)
+	switch res.Status {
+	case idempotency.StatusClaimed:
+		if moved, ok := replyInt(arr, 7); ok && moved > 0 {
+			s.acct.move(ws, moved, u, n)
+		} else if res.Token == 1 {
+			s.acct.add(ws, u, n)
+			s.wrote(n)
+		}
+	case idempotency.StatusOutcomeUnknown, idempotency.StatusDestinationConflict:
+		if moved, ok := replyInt(arr, 2); ok && moved > 0 {
+			s.acct.move(ws, moved, u, n)
+		}
+	case idempotency.StatusHeld:
+		if c.fresh == "" || res.Ticket != c.fresh {
+			return
+		}
 		// The record, its ticket key and its pending approvals entry.
-		n := claimBytes(key, route, vk, member) + recordOverhead + int64(len(fresh)+len(key)) + int64(len(member))
-		s.acct.add(req.Scope.Workspace, s.retentionMS, n)
+		n = recordBytes(c.key, c.route, len(c.vk)) + ticketBytes(c.fresh, c.key) + entryBytes(c.pending, c.member)
+		s.acct.add(ws, s.retentionMS, n)
+		s.wrote(n)
 	}
 }
 
-// accountResult counts a result a finalize or settle stored, in a record
-// that now expires in ttl ms (a decimal, as sent to the script).
+// accountFinal counts what a finalize wrote (head: the record without its
+// body, as its reply carries it): an unknown outcome adds its result to
+// the record, which keeps its expiry and index entry; a final one moves
+// the record from the unknown retention, where its claim counted it with
+// its index entry, to the retention, counted as stored.
+func (s *Store) accountFinal(req idempotency.FinalizeRequest, c finalizeCall, rec idempotency.Record, head string) {
+	ws, u := req.Scope.Workspace, s.uretentionD.Milliseconds()
+	res := resultBytes(c.result)
+	s.wrote(res)
+	if s.acct == nil {
+		return
+	}
+	if c.ttl == s.uretention {
+		s.acct.add(ws, u, res)
+		return
+	}
+	route, err := packRoute(req.Scope, rec.Route)
+	if err != nil {
+		route = ""
+	}
+	vkLen := 0
+	if !rec.VendorKey.IsZero() {
+		vkLen = len(packKey(rec.VendorKey))
+	}
+	s.acct.add(ws, u, -claimBytes(c.key, route, vkLen, c.bucket, c.member))
+	ms, err := strconv.ParseInt(c.ttl, 10, 64)
+	if err != nil {
+		return
+	}
+	body := int64(0)
+	if len(c.result) > 2 {
+		body = int64(len(c.result[2]))
+	}
+	s.acct.add(ws, ms, int64(keyOverhead+len(c.key)+len(head))+body)
+}
+
+// accountResult counts a result a settle stored, in a record that now
+// expires in ttl ms (a decimal, as sent to the script).
 func (s *Store) accountResult(workspace, ttl string, result []string) {
+	s.wrote(resultBytes(result))
 	if s.acct == nil {
 		return
 	}

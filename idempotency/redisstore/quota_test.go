@@ -215,8 +215,10 @@ func TestStoredBytes(t *testing.T) {
 	rand.Read(body)
 	mustFinalize(t, m.store, k, 1, effectspec.Accepted, &idempotency.StoredResult{Status: 201, Body: body})
 	finalized := m.stored(t, m.store)
-	if finalized < claimed+1000 {
-		t.Fatalf("after a finalize with a 1000-byte body: %d bytes, want at least %d", finalized, claimed+1000)
+	// The record leaves its index entry and moves to the retention, with
+	// its result.
+	if finalized < 1300 || finalized >= claimed+1000 {
+		t.Fatalf("after a finalize with a 1000-byte body: %d bytes, want the record and body, less than the claim's %d and the body", finalized, claimed)
 	}
 	mustClaim(t, m.store, acctReq(k), idempotency.StatusReplay)
 
@@ -237,22 +239,75 @@ func TestStoredBytes(t *testing.T) {
 		t.Fatalf("another store reads %d bytes, want %d", n, held)
 	}
 
-	// The result and the hold (Retention) drain first, the claim
-	// (UnknownRetention) later; then the counters' key is gone.
+	// The accepted record and the hold live the retention, and so do
+	// their counts; the claim's count moved with the record; then the
+	// counters' key is gone.
 	width := time.Duration(acctWidth(2400*time.Millisecond)) * time.Millisecond
 	m.advance(2400*time.Millisecond + width)
-	if n := m.stored(t, reader); n != claimed {
-		t.Fatalf("after the retention: %d bytes, want the claim's %d", n, claimed)
+	if n := m.stored(t, reader); n != 0 {
+		t.Fatalf("after the retention: %d bytes, want 0", n)
 	}
 	m.advance(2400 * time.Millisecond)
-	if n := m.stored(t, reader); n != 0 {
-		t.Fatalf("after the unknown retention: %d bytes, want 0", n)
-	}
 	if m.mr.Exists(m.store.bytesKey(testScope.Workspace)) {
 		t.Fatal("the counters' key outlived its buckets")
 	}
 	if _, err := m.store.StoredBytes(t.Context(), "ws:bad"); err == nil {
 		t.Fatal("StoredBytes of an invalid workspace: no error")
+	}
+}
+
+// TestStoredBytesFollowRecord: a record's bytes follow its expiry. A
+// redispatch and the lease-expiry path give an unknown record a new TTL,
+// and its count moves with it: it is counted while it lives, past the end
+// of its first expiry's bucket, and drains when it expires.
+func TestStoredBytesFollowRecord(t *testing.T) {
+	m := newMiniAcct(t) // lease 100ms, unknown retention 4.8s, buckets 100ms
+	// Each count is flushed at once: a pending one is counted from the
+	// time of its flush.
+	stored := func() int64 { m.store.acct.flush(); return m.stored(t, m.store) }
+	width := time.Duration(acctWidth(2400*time.Millisecond)) * time.Millisecond
+	k := idempotency.NewKey()
+	mustClaim(t, m.store, acctReq(k), idempotency.StatusClaimed)
+	mustFinalize(t, m.store, k, 1, effectspec.Unknown, nil)
+	claimed := stored()
+	m.advance(3 * time.Second)
+	if res := mustClaim(t, m.store, acctReq(k), idempotency.StatusClaimed); res.Token != 2 {
+		t.Fatalf("redispatch: token %d", res.Token)
+	}
+	if n := stored(); n != claimed {
+		t.Fatalf("after a redispatch: %d bytes, want the record's %d", n, claimed)
+	}
+	m.advance(3 * time.Second) // past the first expiry, the record lives on
+	if !m.mr.Exists(m.recordKey(t, k)) {
+		t.Fatal("the redispatched record expired")
+	}
+	if n := stored(); n != claimed {
+		t.Fatalf("past its first expiry: %d bytes, want the live record's %d", n, claimed)
+	}
+
+	// The lease-expiry path (a claim of another route after the lease
+	// lapsed): the record turns unknown with a new TTL, and its count
+	// follows.
+	k2 := idempotency.NewKey()
+	mustClaim(t, m.store, acctReq(k2), idempotency.StatusClaimed)
+	two := stored()
+	m.advance(time.Second)
+	other := acctReq(k2)
+	other.Route.Fingerprint = hashOf("another route")
+	mustClaim(t, m.store, other, idempotency.StatusDestinationConflict)
+	if n := stored(); n != two {
+		t.Fatalf("after the lease-expiry path: %d bytes, want %d", n, two)
+	}
+	m.advance(2*time.Second + width) // k's record is gone, k2's lives past its first expiry
+	if m.mr.Exists(m.recordKey(t, k)) || !m.mr.Exists(m.recordKey(t, k2)) {
+		t.Fatal("records expired out of order")
+	}
+	if n := stored(); n != two-claimed {
+		t.Fatalf("one record left: %d bytes, want %d", n, two-claimed)
+	}
+	m.advance(3 * time.Second)
+	if n := stored(); n != 0 {
+		t.Fatalf("both expired: %d bytes, want 0", n)
 	}
 }
 
@@ -430,6 +485,62 @@ func TestMemoryFraction(t *testing.T) {
 			t.Fatalf("one master at maxmemory 2x used: %v, want about 0.5", f)
 		}
 	})
+}
+
+// TestMemoryEstimate: between two reads of the store's memory, the
+// estimate adds what the store wrote since (without AccountBytes too), and
+// once another store on the same Redis writes as much, at the fleet's
+// pace: twice as fast.
+func TestMemoryEstimate(t *testing.T) {
+	const limit = 64 << 20
+	c := realClient(t, redistest.Start(t).Addr())
+	if err := c.Do(t.Context(), c.B().ConfigSet().ParameterValue().ParameterValue("maxmemory", strconv.Itoa(limit)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	s1, s2 := realStore(t, c, Options{}), realStore(t, c, Options{})
+	if e := s1.MemoryEstimate(); e != 0 {
+		t.Fatalf("before a read: %v", e)
+	}
+	// write stores n records with 16 KiB random answers through s and
+	// answers the bytes written.
+	write := func(s *Store, n int) float64 {
+		for range n {
+			k := idempotency.NewKey()
+			mustClaim(t, s, claimReq(k), idempotency.StatusClaimed)
+			body := make([]byte, 16<<10)
+			rand.Read(body)
+			mustFinalize(t, s, k, 1, effectspec.Accepted, &idempotency.StoredResult{Status: 201, Body: body})
+		}
+		return float64(n*16<<10) / limit
+	}
+	read := func(s *Store) float64 {
+		f, err := s.MemoryFraction(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	f0 := read(s1)
+	if e := s1.MemoryEstimate(); e != f0 {
+		t.Fatalf("just read %v, estimate %v", f0, e)
+	}
+	own := write(s1, 64)
+	if e := s1.MemoryEstimate(); e < f0+own || e > f0+1.3*own {
+		t.Fatalf("after writing %.4f of maxmemory: estimate %.4f, read %.4f", own, e, f0)
+	}
+	read(s1)
+	// Another store writes as much as this one between two reads: the
+	// memory grew twice what this one wrote, so its writes count twice.
+	write(s1, 64)
+	write(s2, 64)
+	f1 := read(s1)
+	own = write(s1, 64)
+	if e := s1.MemoryEstimate(); e < f1+1.6*own || e > f1+2.6*own {
+		t.Fatalf("after writing %.4f of maxmemory beside another store: estimate %.4f, read %.4f", own, e, f1)
+	}
+	if e, f := s1.MemoryEstimate(), read(s1); e < f {
+		t.Fatalf("the estimate %.4f below the next reading %.4f", e, f)
+	}
 }
 
 // TestMemoryFractionInfo: the INFO reader takes a master's fraction, says

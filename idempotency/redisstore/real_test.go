@@ -314,3 +314,81 @@ func TestWaitReplicasCluster(t *testing.T) {
 		mustClaim(t, s, claimReq(idempotency.NewKey()), idempotency.StatusClaimed)
 	}
 }
+
+// TestStoredBytesMatchUsedMemory: the bytes the accounting counts per record
+// are within 30% of what the record costs Redis (used_memory growth per
+// record over many), for accepted records (a realistic 1 KiB answer),
+// unknown ones (in their index) and held ones (with their ticket and
+// pending approvals entry).
+func TestStoredBytesMatchUsedMemory(t *testing.T) {
+	srv := redistest.Start(t)
+	c := realClient(t, srv.Addr())
+	const n = 2000
+	scope := idempotency.Scope{Workspace: "ws_bench", Connection: "conn_bench", Tool: "bench.create_charge"}
+	route := idempotency.Route{Connection: "conn_bench", Provider: "benchpay", Tool: "bench.create_charge",
+		Method: "POST", Host: "127.0.0.1:9000", Path: "/v1/charges", Binding: effectspec.BindingHeader}
+	rng := rand.New(rand.NewPCG(16, 2))
+	json := http.Header{"Content-Type": {"application/json"}}
+	used := func() int64 {
+		info, err := c.Do(t.Context(), c.B().Info().Section("memory").Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _, _, err := memoryUse(info + "\nmaxmemory:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	for _, kind := range []struct {
+		name string
+		make func(s *Store, k idempotency.Key)
+	}{
+		{"accepted", func(s *Store, k idempotency.Key) {
+			res := mustClaim(t, s, idempotency.ClaimRequest{Scope: scope, Key: k, KeySource: idempotency.KeySupplied,
+				RequestHash: hashOf("args"), Binding: effectspec.BindingHeader, Route: route.Record()}, idempotency.StatusClaimed)
+			var body []byte
+			for len(body) < 1000 || len(body) > 1060 {
+				body = chargeJSON(rng)
+			}
+			if _, err := s.Finalize(t.Context(), idempotency.FinalizeRequest{Scope: scope, Key: k, Token: res.Token,
+				Outcome: effectspec.Accepted, Result: &idempotency.StoredResult{Status: 201, Header: json, Body: body}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"unknown", func(s *Store, k idempotency.Key) {
+			res := mustClaim(t, s, idempotency.ClaimRequest{Scope: scope, Key: k, KeySource: idempotency.KeySupplied,
+				RequestHash: hashOf("args"), Binding: effectspec.BindingHeader, Route: route.Record()}, idempotency.StatusClaimed)
+			if _, err := s.Finalize(t.Context(), idempotency.FinalizeRequest{Scope: scope, Key: k, Token: res.Token,
+				Outcome: effectspec.Unknown}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"held", func(s *Store, k idempotency.Key) {
+			mustClaim(t, s, idempotency.ClaimRequest{Scope: scope, Key: k, KeySource: idempotency.KeySupplied, ApprovalRequired: true,
+				RequestHash: hashOf("args"), Binding: effectspec.BindingHeader, Route: route.Record()}, idempotency.StatusHeld)
+		}},
+	} {
+		if err := c.Do(t.Context(), c.B().Flushall().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		s := realStore(t, c, Options{SkipDataLossCheck: true, AccountBytes: time.Hour}) // Redis is flushed between kinds
+		s.acct.flush()
+		before, counted := used(), int64(0)
+		for range n {
+			kind.make(s, idempotency.NewKey())
+		}
+		grew := (used() - before) / n
+		s.acct.flush()
+		counted, err := s.StoredBytes(t.Context(), scope.Workspace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted /= n
+		s.Close()
+		t.Logf("%s: counted %d B per record, used_memory grew %d B per record (%.2f)", kind.name, counted, grew, float64(counted)/float64(grew))
+		if counted < grew*7/10 || counted > grew*13/10 {
+			t.Errorf("%s: counted %d B per record, used_memory grew %d B: more than 30%% apart", kind.name, counted, grew)
+		}
+	}
+}

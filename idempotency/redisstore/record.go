@@ -400,7 +400,7 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 	r := idempotency.Record{Key: key, SchemaVersion: version}
 	var res idempotency.StoredResult
 	var hasResult, hasFinal, hasUpdated, hasSent, hasConn, hasTool bool
-	var leaseMS, created, updated, final int64
+	var leaseMS, created, updated, final, first int64
 	size := -1
 	for i := 0; i < len(flat); i += 2 {
 		f, v := flat[i], flat[i+1]
@@ -451,6 +451,8 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 			r.ApprovalDenied = v == "0"
 		case "C":
 			created, err = strconv.ParseInt(v, 10, 64)
+		case "W":
+			first, err = strconv.ParseInt(v, 10, 64)
 		case "U":
 			hasUpdated = true
 			updated, err = strconv.ParseInt(v, 10, 64)
@@ -514,6 +516,10 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 		r.SentAttempts = r.AttemptCount
 	}
 	r.CreatedAt = msTime(created)
+	r.FirstAttemptAt = r.CreatedAt
+	if first > 0 {
+		r.FirstAttemptAt = msTime(first)
+	}
 	if hasFinal {
 		r.FinalizedAt = msTime(created + final)
 		r.UpdatedAt = r.FinalizedAt

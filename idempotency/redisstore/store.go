@@ -146,6 +146,10 @@ type Store struct {
 	scope       *scopeCheck
 	scopes      *scopeCache // the strings of recent scopes (claim, finalize)
 	acct        *accounting // nil unless Options.AccountBytes
+	// written is the bytes this store's scripts wrote (estimated), and
+	// mem the last MemoryFraction reading: MemoryEstimate.
+	written atomic.Int64
+	mem     atomic.Pointer[memReading]
 	// noInfo: SkipEvictionCheck, where a server that refuses INFO memory
 	// (miniredis) has no memory to watch.
 	noInfo bool
@@ -423,7 +427,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err := s.scope.check(ctx); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	key, bucket, member, route, vk, fresh, rh := c.key, c.bucket, c.member, c.route, c.vk, c.fresh, c.rh
+	key, bucket, member, rh := c.key, c.bucket, c.member, c.rh
 	// The claim script writes the index entry of a reservation itself, in
 	// the record's slot: it is in place before the caller may send
 	// (docs/DESIGN.md, "The record and its lifecycle").
@@ -446,7 +450,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	}
 	// Counted as soon as written, whatever follows (a WAIT that fell
 	// short, a ticket not written).
-	s.accountClaim(req, res, fresh, key, route, vk, member)
+	s.accountClaim(req, res, arr, c)
 	switch res.Status {
 	case idempotency.StatusClaimed:
 		if err := s.checkAcks(acks); err != nil {
@@ -606,10 +610,12 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 		res.AlreadyApplied = applied(2)
 	case idempotency.StatusOutcomeUnknown:
 		res.AlreadyApplied = applied(1)
-		if len(arr) > 2 {
-			// A redispatch refused by its limit: why, and for a backoff
-			// how long until it is allowed.
-			why, err := arr[2].ToString()
+		// {outcome_unknown, applied, moved, why, wait}: moved is the
+		// record's TTL before the lease-expiry path moved it (accountClaim);
+		// why, for a redispatch refused by its limit, and for a backoff
+		// how long until it is allowed.
+		if len(arr) > 3 {
+			why, err := arr[3].ToString()
 			if err != nil {
 				return res, err
 			}
@@ -617,10 +623,10 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 			case "max_attempts":
 				res.MaxAttemptsReached = true
 			case "backoff":
-				if len(arr) < 4 {
+				if len(arr) < 5 {
 					return res, errors.New("short claim reply")
 				}
-				ms, err := arr[3].AsInt64()
+				ms, err := arr[4].AsInt64()
 				if err != nil {
 					return res, err
 				}
@@ -900,7 +906,7 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	if err != nil {
 		return idempotency.Record{}, err
 	}
-	key, bucket, ttl, result := c.key, c.bucket, c.ttl, c.result
+	key, bucket := c.key, c.bucket
 	arr, _, st, err := s.runStatus(ctx, "finalize", s.sc.finalize, []string{key, bucket}, args, false)
 	if err != nil {
 		return idempotency.Record{}, err
@@ -913,7 +919,8 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 	case "finalized":
 		rec, err := storedRecord("finalize", req.Scope, req.Key, arr)
 		if err == nil && !applied(arr, 2) {
-			s.accountResult(req.Scope.Workspace, ttl, result)
+			head, _ := arr[1].ToString()
+			s.accountFinal(req, c, rec, head)
 		}
 		return rec, err
 	}
@@ -922,9 +929,9 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 
 // finalizeCall is what a finalize computes before its script.
 type finalizeCall struct {
-	key, bucket string
-	ttl         string
-	result      []string
+	key, bucket, member string
+	ttl                 string
+	result              []string
 }
 
 // finalizePrep checks a finalize and builds its script's arguments.
@@ -968,7 +975,7 @@ func (s *Store) finalizePrep(req idempotency.FinalizeRequest) (finalizeCall, []s
 	result := encodeResult(req.Result, s.maxResult)
 	args := scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: req.Token, State: stateCodes[req.Outcome], Op: opTag('f', op),
 		TTL: ttl, Never: req.NeverSent, Member: member, Incarnation: inc, Result: result})
-	return finalizeCall{key: key, bucket: bucket, ttl: ttl, result: result}, args, nil
+	return finalizeCall{key: key, bucket: bucket, member: member, ttl: ttl, result: result}, args, nil
 }
 
 // Lookup reads a record with a read-only script, judging its lease by the

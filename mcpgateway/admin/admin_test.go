@@ -626,6 +626,10 @@ func TestListedReceiptRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(raw.Unknown[0], &at); err != nil {
 		t.Fatal(err)
 	}
+	// The slot's first attempt, from which the vendor's window runs.
+	if at.FirstAttemptAt.IsZero() || !at.FirstAttemptAt.Equal(at.CreatedAt) {
+		t.Errorf("first_attempt_at %v, created_at %v: %s", at.FirstAttemptAt, at.CreatedAt, raw.Unknown[0])
+	}
 	at.SettleAfter = at.CreatedAt.Add(1500 * time.Millisecond)
 	for _, l := range []admin.ListedReceipt{{Receipt: at.Receipt}, at} {
 		b, _ := json.Marshal(l)

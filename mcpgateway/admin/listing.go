@@ -52,7 +52,8 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 		if _, ok := h.cfg.Scope(u.Scope.Workspace, u.Scope.Tool); !ok {
 			continue // a tool no longer configured: its receipts endpoint cannot name it either
 		}
-		out.Unknown = append(out.Unknown, ListedReceipt{u.Record.Receipt(u.Scope, false), u.SettleAfter})
+		out.Unknown = append(out.Unknown, ListedReceipt{Receipt: u.Record.Receipt(u.Scope, false),
+			FirstAttemptAt: u.Record.FirstAttemptAt, SettleAfter: u.SettleAfter})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

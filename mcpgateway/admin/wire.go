@@ -91,28 +91,42 @@ type UnknownPage struct {
 	Cursor  string          `json:"cursor"`
 }
 
-// ListedReceipt is a listed call's receipt and, while its attempt may still
-// be running at its gateway, SettleAfter: when a settle stops answering
-// in_progress (zero otherwise).
+// ListedReceipt is a listed call's receipt, FirstAttemptAt (when its
+// slot's first attempt that may have left was reserved: the tool's vendor
+// window runs from it, and past it the slot is no longer dispatched
+// again), and, while its attempt may still be running at its gateway,
+// SettleAfter: when a settle stops answering in_progress (zero otherwise).
 type ListedReceipt struct {
 	receipt.Receipt
-	SettleAfter time.Time
+	FirstAttemptAt time.Time
+	SettleAfter    time.Time
 }
 
-// MarshalJSON is the receipt's JSON with settle_after last, when set.
+// MarshalJSON is the receipt's JSON with first_attempt_at and then
+// settle_after last, when set.
 func (l ListedReceipt) MarshalJSON() ([]byte, error) {
 	b, err := json.Marshal(l.Receipt)
-	if err != nil || l.SettleAfter.IsZero() || len(b) < 2 {
+	if err != nil || len(b) < 2 {
 		return b, err
 	}
-	at, _ := json.Marshal(l.SettleAfter.UTC().Format(timeLayout))
-	return append(append(append(b[:len(b)-1:len(b)-1], `,"settle_after":`...), at...), '}'), nil
+	b = b[: len(b)-1 : len(b)-1]
+	for _, f := range []struct {
+		name string
+		at   time.Time
+	}{{"first_attempt_at", l.FirstAttemptAt}, {"settle_after", l.SettleAfter}} {
+		if !f.at.IsZero() {
+			at, _ := json.Marshal(f.at.UTC().Format(timeLayout))
+			b = append(append(b, `,"`+f.name+`":`...), at...)
+		}
+	}
+	return append(b, '}'), nil
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (l *ListedReceipt) UnmarshalJSON(b []byte) error {
 	var at struct {
-		SettleAfter time.Time `json:"settle_after"`
+		FirstAttemptAt time.Time `json:"first_attempt_at"`
+		SettleAfter    time.Time `json:"settle_after"`
 	}
 	if err := json.Unmarshal(b, &l.Receipt); err != nil {
 		return err
@@ -120,7 +134,7 @@ func (l *ListedReceipt) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &at); err != nil {
 		return err
 	}
-	l.SettleAfter = at.SettleAfter
+	l.FirstAttemptAt, l.SettleAfter = at.FirstAttemptAt, at.SettleAfter
 	return nil
 }
 

@@ -25,8 +25,13 @@
 -- ({outcome_unknown, 0, 'max_attempts'}, {outcome_unknown, 0, 'backoff',
 -- ms until it is allowed}). 'claimed' is {claimed, token, lease
 -- deadline, applied 0/1, the record's vendor key or '', attempt deadline,
--- the record's incarnation or ''}: the vendor key is made with the record
--- and never changes, so every attempt of the slot sends the same one.
+-- the record's incarnation or '', moved}: the vendor key is made with the
+-- record and never changes, so every attempt of the slot sends the same
+-- one. moved (ms) is the TTL an existing record had before this claim
+-- gave it a new one (a redispatch, the lease-expiry path), 0 otherwise;
+-- 'outcome_unknown' and 'destination_conflict' after the lease-expiry
+-- path carry it as their third element: the store's accounting of bytes
+-- moves the record to its new expiry (quota.go).
 -- The first lease, as every lease, ends at the attempt deadline at the
 -- latest.
 -- Every reservation records its claim in K (op tag, token): a copy of that
@@ -114,7 +119,7 @@ if r == nil then
   out[#out + 1] = field('K', op .. '1')
   index_add(member, now, uretention, true)
   redis.call('SET', key, table.concat(out), 'PX', uretention)
-  return {'claimed', 1, l, 0, vk, e, inc}
+  return {'claimed', 1, l, 0, vk, e, inc, 0}
 end
 
 local m, rsv, rrh, rfp = r.m or '', r.w, r.q, r.f
@@ -142,7 +147,7 @@ if rop == op then
     index_add(member, now, uretention, false)
     pending_follow(r, uretention)
     redis.call('PEXPIRE', key, uretention)
-    return {'claimed', n, l, 1, rvk, e, r.i or ''}
+    return {'claimed', n, l, 1, rvk, e, r.i or '', 0}
   elseif s == 'h' then
     redis.call('PEXPIRE', key, retention)
     held_add(retention, false)
@@ -182,7 +187,7 @@ if rk ~= nil and string.sub(rk, 1, 8) == op then
     index_add(member, now, uretention, false)
     pending_follow(r, uretention)
     redis.call('PEXPIRE', key, uretention)
-    return {'claimed', n, l, 1, rvk, e, r.i or ''}
+    return {'claimed', n, l, 1, rvk, e, r.i or '', 0}
   end
 end
 
@@ -207,8 +212,9 @@ local function reserve_next()
   end
   index_add(member, now, uretention, true)
   pending_follow(r, uretention)
+  local moved = redis.call('PTTL', key)
   save(r, uretention)
-  return {'claimed', n + 1, nl, 0, rvk, ne, r.i or ''}
+  return {'claimed', n + 1, nl, 0, rvk, ne, r.i or '', moved}
 end
 
 if s == 'f' and l > now then
@@ -239,14 +245,16 @@ local function lapse(set_op)
   end
   index_add(member, now, uretention, false)
   pending_follow(r, uretention)
+  local moved = redis.call('PTTL', key)
   save(r, uretention)
+  return moved
 end
 
 -- unknown, or in flight with an expired lease: whatever the attempt did is
 -- unknown.
 if not same_route then
   if s == 'f' then
-    lapse(false)
+    return {'destination_conflict', 0, lapse(false)}
   end
   return {'destination_conflict'}
 end
@@ -298,17 +306,18 @@ if sent == 0 or ((b == 'h' or b == 'p' or b == 'k') and now + lease < first + wi
     end
   end
   if why ~= nil then
+    local moved = 0
     if s == 'f' then
-      lapse(false)
+      moved = lapse(false)
     end
     if why == 'backoff' then
-      return {'outcome_unknown', 0, why, wait}
+      return {'outcome_unknown', 0, moved, why, wait}
     end
-    return {'outcome_unknown', 0, why}
+    return {'outcome_unknown', 0, moved, why}
   end
   return reserve_next()
 end
 if s == 'f' then
-  lapse(true)
+  return {'outcome_unknown', 0, lapse(true)}
 end
 return {'outcome_unknown'}
