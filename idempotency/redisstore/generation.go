@@ -25,7 +25,10 @@ import (
 //     data_lost and runs nothing; an answer that reserves an attempt moves
 //     it on. Every reply carries the generation, which the store keeps
 //     (one atomic per slot), so it costs one GET and, on a reservation,
-//     one INCR inside the script: no round trip.
+//     one INCR inside the script: no round trip. Measured on real Redis,
+//     a loaded 2-core machine: 60.7 and 64.8 µs of Redis CPU per fresh
+//     claim script with the check, 62.7 and 57.4 µs without (INFO
+//     commandstats over 20,000 claims each): within noise.
 //   - A data_lost answer is a loss as a vanished sentinel is: the store
 //     stops claiming, writes the fleet's marker and Health reports it.
 //   - With Options.RequireInit (production) the sentinels are written once,
@@ -33,9 +36,11 @@ import (
 //     never initialised (ErrUninitialized: New refuses rather than start
 //     over on a Redis that may have lost the fleet's data), some gone is a
 //     loss (New starts stopped), and the values are the generations seen,
-//     so a claim finds every sentinel or refuses. Without it a sentinel is
-//     made by its slot's first reservation (the gateway sends 0, "seen
-//     none"), as development and staging start on an empty store.
+//     so a claim finds every sentinel or refuses. (New reads them in one
+//     pipeline: 0.12 s on a 3-master Cluster, 16,384 GETs; one GET on a
+//     single Redis.) Without it a sentinel is made by its slot's first
+//     reservation (the gateway sends 0, "seen none"), as development and
+//     staging start on an empty store.
 //   - Store.AcknowledgeDataLoss makes the sentinels that are gone again
 //     (with RequireInit), and every store that adopts the acknowledgement
 //     forgets the generations it remembered. One that has not read it yet

@@ -40,7 +40,8 @@ import (
 //     {prefix}meta:data_lost is written, so that every gateway of the fleet
 //     stops at its next reading and one that starts later starts stopped.
 //     Reserve, Renew, Finalize, Settle and the give-back go on: calls in
-//     flight end.
+//     flight end (a Reserve in a slot whose generation sentinel is gone or
+//     behind is refused as a claim is: generation.go).
 //   - Store.AcknowledgeDataLoss (an operator's decision) places the
 //     sentinels again, restores the scope version and the deployment id if
 //     they are gone, and turns the marker into an acknowledgement with a
