@@ -101,7 +101,8 @@ type Options struct {
 	// (ErrUninitialized: no generation sentinel) instead of initialising
 	// it, and start stopped (a loss of data) on one that holds only some:
 	// an empty Redis is then never taken for a fresh one. Production
-	// gateways set it. Without it New writes the missing sentinels.
+	// gateways set it. Without it a slot's first reservation writes its
+	// sentinel. With SkipDataLossCheck it does nothing.
 	RequireInit bool
 	// MigrationWait bounds how long the store re-sends a script that a
 	// Cluster node answered TRYAGAIN: its slot is migrating and its keys
