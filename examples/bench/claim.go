@@ -288,7 +288,7 @@ func (e *env) benchArgs(w *workload, c, n int) []string {
 		"-c", strconv.Itoa(c), "-P", strconv.Itoa(e.o.pipeline), "-n", strconv.Itoa(n),
 		"-r", "2000000000", "--csv",
 		"EVALSHA", e.claimSHA, "4", w.keyBase + "idt_00000000000000000000__rand_int__", w.bucket, w.pending,
-		idempotency.DefaultPrefix + "meta:gen", // a single Redis's generation sentinel
+		benchGenKey,
 	}, scriptargs.ClaimSpec.Argv(&scriptargs.Claim{
 		ScopeVersion: strconv.Itoa(idempotency.ScopeVersion), RequestHash: argv(a.rh), Binding: a.b, Fingerprint: argv(a.fp),
 		Route: w.packed, KeySource: a.ks, Op: a.op, Lease: "10000", Retention: strconv.FormatInt((24 * time.Hour).Milliseconds(), 10),
@@ -296,6 +296,10 @@ func (e *env) benchArgs(w *workload, c, n int) []string {
 		Member: w.member, Window: int((24 * time.Hour).Milliseconds()), Incarnation: benchIncarnation, Gen: 0,
 	})...)
 }
+
+// benchGenKey is the generation sentinel of a single Redis (redisstore,
+// generation.go): every claim's last key there.
+const benchGenKey = idempotency.DefaultPrefix + "meta:gen"
 
 // benchIncarnation is the incarnation of every record the Redis-side limit
 // makes: 8 bytes, as redisstore's crypto/rand ones.
@@ -350,7 +354,11 @@ func claimRows(ctx context.Context, o *options, e *env, t *table) error {
 	probe := w.keyBase + idempotency.NewKey().String()
 	a := e.benchArgs(w, 1, 1)
 	i := indexOf(a, "EVALSHA")
-	reply, err := e.client.Do(ctx, e.client.B().Evalsha().Sha1(e.claimSHA).Numkeys(3).Key(probe, w.bucket, w.pending).Arg(a[i+6:]...).Build()).ToArray()
+	reply, err := e.client.Do(ctx, e.client.B().Evalsha().Sha1(e.claimSHA).Numkeys(4).Key(probe, w.bucket, w.pending, benchGenKey).
+		Arg(a[i+7:]...).Build()).ToArray()
+	if err == nil && len(reply) == 2 {
+		reply, err = reply[0].ToArray() // {the claim's reply, the generation}
+	}
 	if err != nil || len(reply) == 0 {
 		return fmt.Errorf("probe EVALSHA of the claim script: %v", err)
 	}
