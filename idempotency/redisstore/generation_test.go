@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/scriptargs"
 )
 
 // unsupportedReq is a claim of a tool whose vendor cannot deduplicate: one
@@ -402,5 +404,40 @@ func TestGenerationCluster(t *testing.T) {
 	}
 	if _, err := Init(ctx, c, opts, InitOptions{}); !errors.Is(err, ErrDataLost) {
 		t.Fatalf("Init during the loss: %v", err)
+	}
+}
+
+// TestGenerationResetMeanwhile: a claim whose generation was read before an
+// acknowledgement reset the store's generations proves no loss when it
+// answers data_lost: it is store_unavailable (retry), the store keeps
+// claiming and writes no marker.
+func TestGenerationResetMeanwhile(t *testing.T) {
+	m := newMini(t, Options{Lease: time.Hour})
+	k := idempotency.NewKey()
+	mustClaim(t, m.store, unsupportedReq(k), idempotency.StatusClaimed)
+	c, args, err := m.store.claimPrep(unsupportedReq(idempotency.NewKey()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The claim was prepared with the generation seen; an acknowledgement
+	// resets them before its reply comes back, and the slot reads behind.
+	m.mr.Set(m.store.genKeyOf(c.slot), "0")
+	c.gen = 5
+	args[slices.Index(scriptargs.ClaimSpec.Names(), "gen")] = "5"
+	arr, err := m.store.sc.claim.lua.Exec(ctx, m.client, []string{c.key, c.bucket, c.pending, m.store.genKeyOf(c.slot)}, args).ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.store.scope.amnesia.gens.reset(false)
+	_, err = m.store.genReply(ctx, c.slot, c.gen, c.epoch, arr)
+	if err == nil || errors.Is(err, ErrDataLost) {
+		t.Fatalf("a data_lost answer read across a reset: %v, want a retry, not a loss", err)
+	}
+	if m.store.DataLoss().Lost || m.mr.Exists(markerName) {
+		t.Fatal("a reset meanwhile was taken for a loss")
+	}
+	// Without the reset the same answer is a loss.
+	if _, err := m.store.genReply(ctx, c.slot, c.gen, m.store.scope.amnesia.gens.epoch.Load(), arr); !errors.Is(err, ErrDataLost) {
+		t.Fatalf("data_lost in the same epoch: %v, want ErrDataLost", err)
 	}
 }
