@@ -61,6 +61,7 @@ func TestClassifyFixedText(t *testing.T) {
 		{fmt.Errorf("obol:meta:scope_version now holds 10.1.2.3: %w", idempotency.ErrScopeVersionChanged),
 			"the fleet's key scope version changed: this gateway no longer claims"},
 		{fmt.Errorf("retry: finalize attempt 1: %w: 10.1.2.3", idempotency.ErrStale), "the call's slot was taken over by another attempt"},
+		{fmt.Errorf("retry: attempt 1: its record is gone: %w (%w): 10.1.2.3", idempotency.ErrStale, idempotency.ErrNotFound), recordLostText},
 	} {
 		r := s.classify(tc.err)
 		if r.msg != tc.want || strings.Contains(r.msg, "10.1.2.3") || r.detail != tc.err.Error() {

@@ -178,6 +178,13 @@ func (g *Gateway) classify(err error) refusal {
 			if g.cfg.OutOfMemory != nil && g.cfg.OutOfMemory(err) {
 				r.msg = outOfMemoryText
 			}
+		case "lease_lost":
+			r.msg = tenantText(reason, status)
+			if errors.Is(err, idempotency.ErrNotFound) {
+				// Not another attempt's take-over: the record vanished
+				// under the attempt (a store that lost data, an expiry).
+				r.msg = recordLostText
+			}
 		default:
 			r.msg = tenantText(reason, status)
 		}
@@ -232,6 +239,11 @@ const (
 	outOfMemoryText      = OutOfMemoryText
 	internalText         = InternalText
 )
+
+// recordLostText is lease_lost's text when the store lost the call's record
+// while its attempt ran.
+const recordLostText = "the store lost the call's record while its attempt ran (Redis lost data, or the record expired): " +
+	"whether the vendor acted is not known"
 
 // tenantText is the fixed text of a lifecycle refusal.
 func tenantText(reason string, status int) string {

@@ -136,3 +136,61 @@ func TestDemoKeys(t *testing.T) {
 		t.Errorf("approver(%s) = %q, %v", demoKeyAdmin, name, ok)
 	}
 }
+
+// TestDeploymentIDRequiredInProduction: production on a Redis needs the
+// fleet's deployment id, from deployment_id or OBOL_DEPLOYMENT_ID (the
+// same when both are set); the error says how to make one and tells no
+// one to write Redis keys by hand. Other environments and the embedded
+// store do without.
+func TestDeploymentIDRequiredInProduction(t *testing.T) {
+	const dep = "5d0c8e2a9b7f41c3a6e18f02d4b97c35"
+	const other = "8b2e4f6a1c3d5e7f9a0b2c4d6e8f1a3b"
+	load := func(env, fileID string) *config {
+		t.Helper()
+		conf := strings.ReplaceAll(e2eConfig, "{{VENDOR}}", "http://127.0.0.1:9")
+		conf = strings.Replace(conf, `"environment": "production"`, `"environment": "`+env+`"`, 1)
+		if fileID != "" {
+			conf = strings.Replace(conf, `"environment"`, `"deployment_id": "`+fileID+`", "environment"`, 1)
+		}
+		c, err := loadConfig([]byte(conf), func(string) (string, bool) { return e2eSecret, true }, &retry.Executor{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	envOf := func(v string) func(string) string {
+		return func(name string) string {
+			if name == envDeploymentID {
+				return v
+			}
+			return ""
+		}
+	}
+	err := load("production", "").resolveDeployment(envOf(""), false)
+	if err == nil || !strings.Contains(err.Error(), "deployment_id") || !strings.Contains(err.Error(), envDeploymentID) ||
+		!strings.Contains(err.Error(), "openssl rand -hex 16") || strings.Contains(err.Error(), "SET ") {
+		t.Fatalf("production without an id: %v", err)
+	}
+	for _, c := range []struct {
+		env, file, fromEnv string
+		embedded           bool
+		want               string
+	}{
+		{"production", "", dep, false, dep},
+		{"production", dep, "", false, dep},
+		{"production", dep, dep, false, dep},
+		{"production", "", "", true, ""},
+		{"staging", "", "", false, ""},
+	} {
+		cfg := load(c.env, c.file)
+		if err := cfg.resolveDeployment(envOf(c.fromEnv), c.embedded); err != nil || cfg.Store.DeploymentID != c.want {
+			t.Errorf("%+v: %v, id %q", c, err, cfg.Store.DeploymentID)
+		}
+	}
+	if err := load("production", dep).resolveDeployment(envOf(other), false); err == nil || !strings.Contains(err.Error(), "differ") {
+		t.Errorf("two different ids: %v", err)
+	}
+	if err := load("production", "").resolveDeployment(envOf("not-hex"), false); err == nil || strings.Contains(err.Error(), "not-hex") {
+		t.Errorf("a malformed OBOL_DEPLOYMENT_ID: %v, want a refusal that does not quote it", err)
+	}
+}

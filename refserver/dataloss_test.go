@@ -179,10 +179,21 @@ func TestStoreDataLost(t *testing.T) {
 		t.Fatalf("a gateway of another deployment_id: %v\n%s\nwant a refusal naming %s and %s", err, out, dep, other)
 	}
 
-	// The control: without deployment_id, a rebuilt Redis gets another id,
-	// and the same call another vendor key.
+	// The control: without deployment_id (not in production, which
+	// requires one), a rebuilt Redis gets another id, and the same call
+	// another vendor key.
 	redis.Restart()
-	c := startRefserver(t, "-config", dataLossConfig(t, vendor.URL, ""), "-redis", "redis://"+redis.Addr())
+	devCfg := dataLossConfig(t, vendor.URL, "")
+	raw, err := os.ReadFile(devCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(devCfg, []byte(strings.Replace(string(raw), `"environment": "production"`, `"environment": "development"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs := refservertest.Start(t, refservertest.Options{Args: []string{"-config", devCfg, "-redis", "redis://" + redis.Addr()},
+		Env: []string{"E2E_VENDOR_SECRET=" + e2eSecret}})
+	c := &proc{base: cs.Base, Server: cs}
 	call(t, c.session(t, e2eKeyOne, key), "pay.charge", args, "").wantOutcome(t, "accepted", false)
 	if got := receiptVendorKey(t, c, key); got == vk {
 		t.Fatal("without deployment_id the rebuilt Redis kept the vendor key: the check above proves nothing")
@@ -212,4 +223,164 @@ func TestConfigDeploymentID(t *testing.T) {
 			t.Errorf("deployment_id %q: %v, want a refusal of the field that never quotes it", bad, err)
 		}
 	}
+}
+
+// unsupportedConfig is dataLossConfig (deployment_id dep) with the
+// unsupported tool chat.post allowed in production and a lease long enough
+// that no reading of the sentinels happens during the test.
+func unsupportedConfig(t *testing.T, vendorURL, dep string) string {
+	t.Helper()
+	path := dataLossConfig(t, vendorURL, dep)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := strings.Replace(string(raw), `"lease": "2s"`, `"lease": "30s"`, 1)
+	conf = strings.Replace(conf, `"environment": "production",`, `"environment": "production", "allow_unsupported_writes": true,`, 1)
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// completedChats makes n calls of the unsupported tool chat.post that the
+// vendor accepts and returns their keys.
+func completedChats(t *testing.T, p *proc, n int) []string {
+	t.Helper()
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = idempotency.NewKey().String()
+		call(t, p.session(t, e2eKeyOne, keys[i]), "chat.post", map[string]any{"text": "hello"}, "").wantOutcome(t, "accepted", false)
+	}
+	return keys
+}
+
+// retriedChatsRefused retries every key at once: each is refused
+// store_data_lost and the vendor still has seen sent requests.
+func retriedChatsRefused(t *testing.T, p *proc, vendor *testVendor, keys []string, sent int) {
+	t.Helper()
+	for i, k := range keys {
+		call(t, p.session(t, e2eKeyOne, k), "chat.post", map[string]any{"text": "hello"}, "").wantRefusal(t, "store_data_lost", 503)
+		if n := vendor.count("/chat", ""); n != sent {
+			t.Fatalf("retry %d: the vendor saw %d requests, want still %d: a completed call was dispatched again", i, n, sent)
+		}
+	}
+}
+
+// TestStoreRolledBack: Redis reloads a snapshot older than calls the
+// gateway made (SAVE, N calls of an unsupported tool, DEBUG RELOAD of the
+// saved RDB). Retried, none of the N is dispatched again: each is refused
+// store_data_lost, and /healthz says store_data_lost. Before generation
+// sentinels the reloaded Redis went unnoticed and all N were sent again.
+func TestStoreRolledBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts Redis")
+	}
+	redis := redistest.Start(t, "--enable-debug-command", "yes")
+	vendor := newTestVendor(t)
+	p := startRefserver(t, "-config", unsupportedConfig(t, vendor.URL, randomDeployment(t)), "-redis", "redis://"+redis.Addr())
+	completedChats(t, p, 1)
+	if _, err := redis.Do("SAVE"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	keys := completedChats(t, p, n)
+	if _, err := redis.Do("DEBUG", "RELOAD", "NOSAVE"); err != nil {
+		t.Fatal(err)
+	}
+	retriedChatsRefused(t, p, vendor, keys, n+1)
+	waitHealth(t, p, 503, "store_data_lost", 5*time.Second)
+}
+
+// TestStoreEmptyRestartRefusedAtOnce: Redis restarts empty under a running
+// production gateway; completed calls of an unsupported tool retried at
+// once are refused store_data_lost, not sent (before generation sentinels
+// they were sent again until the next reading of the sentinels, up to a
+// lease later).
+func TestStoreEmptyRestartRefusedAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts Redis")
+	}
+	redis := redistest.Start(t) // persists nothing
+	vendor := newTestVendor(t)
+	p := startRefserver(t, "-config", unsupportedConfig(t, vendor.URL, randomDeployment(t)), "-redis", "redis://"+redis.Addr())
+	const n = 10
+	keys := completedChats(t, p, n)
+	redis.Restart()
+	retriedChatsRefused(t, p, vendor, keys, n)
+	waitHealth(t, p, 503, "store_data_lost", 5*time.Second)
+}
+
+// TestStoreInit: a production gateway refuses an uninitialised Redis (it
+// cannot tell it from one that lost the fleet's data) and names the
+// command; refserver store init with the server's -config and -redis
+// initialises it (exit 0), a second run writes nothing (exit 0), and the
+// gateway starts.
+func TestStoreInit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts Redis")
+	}
+	redis := redistest.Start(t)
+	vendor := newTestVendor(t)
+	cfg := unsupportedConfig(t, vendor.URL, randomDeployment(t))
+	bin := refservertest.Build(t)
+	run := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), "E2E_VENDOR_SECRET="+e2eSecret)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("-addr", "127.0.0.1:0", "-config", cfg, "-redis", "redis://"+redis.Addr())
+	if err == nil || !strings.Contains(out, "not initialised") || !strings.Contains(out, "refserver store init") {
+		t.Fatalf("a production gateway on an empty Redis: %v\n%s", err, out)
+	}
+	if n, err := redis.Do("DBSIZE"); err != nil || n != int64(0) {
+		t.Fatalf("the refused start wrote %v keys (%v)", n, err)
+	}
+	if out, err := run("store", "init", "-config", cfg, "-redis", "redis://"+redis.Addr()); err != nil || !strings.HasPrefix(out, "store initialised") {
+		t.Fatalf("store init: %v\n%s", err, out)
+	}
+	if out, err := run("store", "init", "-config", cfg, "-redis", "redis://"+redis.Addr()); err != nil || !strings.Contains(out, "initialised already") {
+		t.Fatalf("store init again: %v\n%s", err, out)
+	}
+	p := refservertest.Start(t, refservertest.Options{Args: []string{"-config", cfg, "-redis", "redis://" + redis.Addr()},
+		Env: []string{"E2E_VENDOR_SECRET=" + e2eSecret}})
+	completedChats(t, &proc{base: p.Base, Server: p}, 1)
+}
+
+// TestDeploymentSurvivesLoss: a gateway started during a loss nobody
+// acknowledged writes no deployment id; whatever id Redis holds then, the
+// acknowledgement writes back the acknowledging gateway's configured one,
+// so vendors keep deduplicating the fleet's retries.
+func TestDeploymentSurvivesLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts Redis")
+	}
+	redis := redistest.Start(t) // persists nothing
+	vendor := newTestVendor(t)
+	dep := randomDeployment(t)
+	cfg := unsupportedConfig(t, vendor.URL, dep)
+	bin := refservertest.Build(t)
+	p := startRefserver(t, "-config", cfg, "-redis", "redis://"+redis.Addr())
+	completedChats(t, p, 1)
+	redis.Restart()
+	waitHealth(t, p, 503, "store_data_lost", 15*time.Second)
+	later := startRefserver(t, "-config", cfg, "-redis", "redis://"+redis.Addr())
+	waitHealth(t, later, 503, "store_data_lost", 5*time.Second)
+	if n, err := redis.Do("EXISTS", "e2e:meta:deployment"); err != nil || n != int64(0) {
+		t.Fatalf("a gateway started during the loss wrote the deployment id (%v, %v)", n, err)
+	}
+	other := randomDeployment(t)
+	if _, err := redis.Do("SET", "e2e:meta:deployment", other); err != nil { // as a gateway of before would
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runCLI(t, bin, e2eKeyAdmin, "store", "acknowledge-data-loss", "-url", p.base); code != 0 {
+		t.Fatalf("acknowledge: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if v, err := redis.Do("GET", "e2e:meta:deployment"); err != nil || v != dep {
+		t.Fatalf("deployment id after the acknowledgement %v (%v), want the configured one", v, err)
+	}
+	waitHealth(t, p, 200, "", 5*time.Second)
 }

@@ -16,8 +16,8 @@
 // never has to be on the command line; without either, the embedded store is
 // not durable.
 //
-// Every flag, the operator subcommand scope-status, the HTTP endpoints and
-// the keys each needs, and where the code makes the choices the wire contract
-// leaves open are in the folder's README.md. The wire contract is
-// docs/DESIGN.md, "refserver wire contract".
+// Every flag, the operator subcommands scope-status and store init, the HTTP
+// endpoints and the keys each needs, and where the code makes the choices
+// the wire contract leaves open are in the folder's README.md. The wire
+// contract is docs/DESIGN.md, "refserver wire contract".
 package main

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -130,12 +131,46 @@ type proc struct {
 
 type syncBuffer = refservertest.Buffer
 
+// e2eDeployment is the deployment id (OBOL_DEPLOYMENT_ID) startRefserver
+// gives a gateway whose configuration names none.
+const e2eDeployment = "5d0c8e2a9b7f41c3a6e18f02d4b97c35"
+
 // startRefserver runs the built refserver with args, the test vendor's
-// secret in its environment, and stops it when the test ends.
+// secret in its environment, and stops it when the test ends. With -config
+// and -redis it runs "refserver store init" first, as an operator does
+// before a production fleet starts (a store that records a loss refuses
+// it; the server then starts stopped), and a configuration without
+// deployment_id gets e2eDeployment from the environment.
 func startRefserver(t *testing.T, args ...string) *proc {
 	t.Helper()
-	s := refservertest.Start(t, refservertest.Options{Args: args, Env: []string{"E2E_VENDOR_SECRET=" + e2eSecret}})
+	env := []string{"E2E_VENDOR_SECRET=" + e2eSecret}
+	cfg, redis := flagArg(args, "-config"), flagArg(args, "-redis")
+	if cfg != "" {
+		if raw, err := os.ReadFile(cfg); err != nil {
+			t.Fatal(err)
+		} else if !strings.Contains(string(raw), `"deployment_id"`) {
+			env = append(env, "OBOL_DEPLOYMENT_ID="+e2eDeployment)
+		}
+	}
+	if cfg != "" && redis != "" {
+		cmd := exec.Command(refservertest.Build(t), "store", "init", "-config", cfg, "-redis", redis)
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(out), "acknowledge") {
+			t.Fatalf("refserver store init: %v\n%s", err, out)
+		}
+	}
+	s := refservertest.Start(t, refservertest.Options{Args: args, Env: env})
 	return &proc{base: s.Base, Server: s}
+}
+
+// flagArg is the value of flag name in args, or "".
+func flagArg(args []string, name string) string {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 // headerTransport adds fixed headers to every request.

@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/mcpgateway/admin/operator"
 	"github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
 	"github.com/obol-gateway/obol/mcpgateway/otelhooks"
@@ -40,6 +41,9 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "scope-status" {
 		return scopeStatus(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 1 && args[0] == "store" && args[1] == "init" {
+		return storeInit(ctx, args[2:], stdout, stderr)
 	}
 	if code, ok := operator.Run(ctx, "refserver", args, stdout, stderr, os.Getenv); ok {
 		return code
@@ -96,6 +100,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			cfg, err = vendor.config(exec)
 		}
 	}
+	if err == nil {
+		err = cfg.resolveDeployment(os.Getenv, *redisURL == "")
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -114,6 +121,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	opts := cfg.Store
 	opts.ReadTimeout = storeReadTimeout
+	// A production fleet's Redis is initialised explicitly (refserver store
+	// init): an empty one is a Redis that lost the fleet's data, never one
+	// to start over on. The embedded store is empty at every start.
+	opts.RequireInit = cfg.Environment == effectspec.Production && *redisURL != ""
 	store, release, err := openStore(octx, opts, *redisURL, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

@@ -176,6 +176,12 @@ func TestScopeVersionChangeOnTheWire(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A production fleet: its deployment id and its store initialised.
+	t.Setenv(envDeploymentID, e2eDeployment)
+	var initOut, initErr bytes.Buffer
+	if code := run(context.Background(), []string{"store", "init", "-config", cfgPath, "-redis", "redis://" + rs.Addr()}, &initOut, &initErr); code != 0 {
+		t.Fatalf("store init: exit %d\n%s%s", code, initOut.String(), initErr.String())
+	}
 	base, _, stderr, _ := runServer(t, "-config", cfgPath, "-redis", "redis://"+rs.Addr())
 	if base == "" {
 		t.Fatalf("did not start:\n%s", stderr.String())

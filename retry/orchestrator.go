@@ -517,7 +517,10 @@ func (o *Orchestrator) dispatch(ctx context.Context, call *Call, hash string, ve
 		var gone bool
 		res, gone = o.attempt(ctx, call, vendorKey, token, inc, reservedAt)
 		if gone {
-			return Answer{Key: call.Key}, fmt.Errorf("retry: attempt %d: its record is gone (expired or deleted under the attempt): %w", token, idempotency.ErrStale)
+			// ErrNotFound as well: the caller can tell the store lost the
+			// record (expired, deleted, Redis lost data) from a take-over.
+			return Answer{Key: call.Key}, fmt.Errorf("retry: attempt %d: its record is gone (expired, deleted or lost by the store under the attempt): %w (%w)",
+				token, idempotency.ErrStale, idempotency.ErrNotFound)
 		}
 		if token != first || !o.secondAttempt(call.Spec, res) {
 			break

@@ -879,8 +879,8 @@ func TestRecordGoneUnderAttempt(t *testing.T) {
 	}
 	close(release[0])
 	r := <-oldDone
-	if !errors.Is(r.err, idempotency.ErrStale) {
-		t.Fatalf("old worker: %v (receipt %+v), want ErrStale (lease lost)", r.err, r.out.Receipt)
+	if !errors.Is(r.err, idempotency.ErrStale) || !errors.Is(r.err, idempotency.ErrNotFound) {
+		t.Fatalf("old worker: %v (receipt %+v), want ErrStale (lease lost) and ErrNotFound (the record is gone)", r.err, r.out.Receipt)
 	}
 	if rec, err := st.Lookup(context.Background(), c.Scope, c.Key); err != nil || rec.State != effectspec.InProgress || rec.AttemptCount != 1 {
 		t.Fatalf("after the old worker: record %s, %d attempts, %v; want the new owner's in flight", rec.State, rec.AttemptCount, err)

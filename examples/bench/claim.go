@@ -275,8 +275,8 @@ func (e *env) checkKeys(ctx context.Context, lo, hi int64) error {
 // redisstore sends, encoded as it encodes them (internal/scriptargs: no
 // approval, no ticket, lease 10s, retention 24h, unknown retention 7 days,
 // attempt timeout 30s, no refusal, a vendor window of 24h) and its keys
-// (the record, an index bucket and a pending approvals bucket: w.bucket,
-// w.pending). __rand_int__ makes the keys unique: 12 digits (after 20
+// (the record, an index bucket, a pending approvals bucket: w.bucket,
+// w.pending, and the generation sentinel). __rand_int__ makes the keys unique: 12 digits (after 20
 // zeros: 32 digits, like our keys) drawn from 2*10^9, the most -r takes (an
 // int), so a million requests repeat about 250 keys, which then answer
 // in_progress: 0.03% of cheaper calls, in the limit's favour.
@@ -287,15 +287,20 @@ func (e *env) benchArgs(w *workload, c, n int) []string {
 		"-h", host, "-p", port, "--dbnum", strconv.Itoa(e.o.db),
 		"-c", strconv.Itoa(c), "-P", strconv.Itoa(e.o.pipeline), "-n", strconv.Itoa(n),
 		"-r", "2000000000", "--csv",
-		"EVALSHA", e.claimSHA, "3", w.keyBase + "idt_00000000000000000000__rand_int__", w.bucket, w.pending,
+		"EVALSHA", e.claimSHA, "4", w.keyBase + "idt_00000000000000000000__rand_int__", w.bucket, w.pending,
+		benchGenKey,
 	}, scriptargs.ClaimSpec.Argv(&scriptargs.Claim{
 		ScopeVersion: strconv.Itoa(idempotency.ScopeVersion), RequestHash: argv(a.rh), Binding: a.b, Fingerprint: argv(a.fp),
 		Route: w.packed, KeySource: a.ks, Op: a.op, Lease: "10000", Retention: strconv.FormatInt((24 * time.Hour).Milliseconds(), 10),
 		VendorKey: argv(a.vk), URetention: strconv.FormatInt((7 * 24 * time.Hour).Milliseconds(), 10), Timeout: 30000,
-		Member: w.member, Window: int((24 * time.Hour).Milliseconds()), Incarnation: benchIncarnation,
+		Member: w.member, Window: int((24 * time.Hour).Milliseconds()), Incarnation: benchIncarnation, Gen: 0,
 		MaxAttempts: idempotency.DefaultMaxAttempts,
 	})...)
 }
+
+// benchGenKey is the generation sentinel of a single Redis (redisstore,
+// generation.go): every claim's last key there.
+const benchGenKey = idempotency.DefaultPrefix + "meta:gen"
 
 // benchIncarnation is the incarnation of every record the Redis-side limit
 // makes: 8 bytes, as redisstore's crypto/rand ones.
@@ -350,7 +355,11 @@ func claimRows(ctx context.Context, o *options, e *env, t *table) error {
 	probe := w.keyBase + idempotency.NewKey().String()
 	a := e.benchArgs(w, 1, 1)
 	i := indexOf(a, "EVALSHA")
-	reply, err := e.client.Do(ctx, e.client.B().Evalsha().Sha1(e.claimSHA).Numkeys(3).Key(probe, w.bucket, w.pending).Arg(a[i+6:]...).Build()).ToArray()
+	reply, err := e.client.Do(ctx, e.client.B().Evalsha().Sha1(e.claimSHA).Numkeys(4).Key(probe, w.bucket, w.pending, benchGenKey).
+		Arg(a[i+7:]...).Build()).ToArray()
+	if err == nil && len(reply) == 2 {
+		reply, err = reply[0].ToArray() // {the claim's reply, the generation}
+	}
 	if err != nil || len(reply) == 0 {
 		return fmt.Errorf("probe EVALSHA of the claim script: %v", err)
 	}

@@ -267,11 +267,19 @@ func (l *limit) around(ctx context.Context, send func() error) error {
 }
 
 // run sends cmd and checks the status its script answered: the first
-// element of the reply, as the store reads it.
+// element of the reply (of the body's reply, for a claim), as the store
+// reads it.
 func (l *limit) run(ctx context.Context, cmd rueidis.Completed, want string) error {
 	arr, err := l.client.Do(ctx, cmd).ToArray()
 	if err != nil {
 		return err
+	}
+	if len(arr) == 2 && arr[0].IsArray() {
+		// claim's reply beside its slot's generation (redisstore,
+		// generation.go)
+		if arr, err = arr[0].ToArray(); err != nil {
+			return err
+		}
 	}
 	if len(arr) == 0 {
 		return errors.New("empty script reply")

@@ -255,8 +255,16 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(refserverConfig, "{{VENDOR}}", v.url)), 0o600); err != nil {
 		return err
 	}
-	rc := refservertest.Options{Bin: bin, Args: []string{"-config", cfgPath, "-redis", o.redisURL},
-		Env: []string{vendorEnv + "=" + vendorSecret}}
+	// A production gateway: the fleet's deployment id (the one the
+	// harness's store already made) and its store initialised, as an
+	// operator does before the first start (refserver store init).
+	env := []string{vendorEnv + "=" + vendorSecret, "OBOL_DEPLOYMENT_ID=" + e.store.Deployment()}
+	initCmd := exec.CommandContext(ctx, bin, "store", "init", "-config", cfgPath, "-redis", o.redisURL)
+	initCmd.Env = append(os.Environ(), env...)
+	if out, err := initCmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("refserver store init: %w: %s", err, bytes.TrimSpace(out))
+	}
+	rc := refservertest.Options{Bin: bin, Args: []string{"-config", cfgPath, "-redis", o.redisURL}, Env: env}
 	if o.serverProfile != "" {
 		if err := os.MkdirAll(o.serverProfile, 0o755); err != nil {
 			return err

@@ -43,6 +43,12 @@ var (
 	// with it, wrapped with idempotency.ErrStoreDataLost, until an operator
 	// calls Store.AcknowledgeDataLoss; nothing was written.
 	ErrDataLost = errors.New("redisstore: Redis lost data")
+	// ErrUninitialized: Options.RequireInit is set and Redis holds no
+	// generation sentinel: the store was never initialised (Init), or it
+	// lost everything while no gateway ran. New refuses to start rather
+	// than start the store over (docs/DESIGN.md, "The record and its
+	// lifecycle", Store amnesia).
+	ErrUninitialized = errors.New("redisstore: the store is not initialised")
 	// ErrDeploymentMismatch: Options.DeploymentID differs from the fleet's
 	// deployment id stored in Redis. New refuses to start and never
 	// overwrites the stored one.

@@ -33,6 +33,10 @@ const (
 	diffPending = "{diff}apv"
 	diffMember  = "m1"
 	diffStart   = int64(1_900_000_000_000) // ms
+	// diffGenKey is the slot's generation sentinel: present (runDiff
+	// writes it) and never behind, an environment the lifecycle model
+	// assumes (it has no generation).
+	diffGenKey = "{diff}gen"
 )
 
 // diffBackend is a Redis the scripts run on, with the test's clock.
@@ -234,13 +238,12 @@ func resultArgs(r lifecycle.StoredResult) []string {
 // keys are the op's KEYS, as the Store sends them (internal/scriptargs
 // names them).
 func (o diffOp) keys() []string {
-	switch len(scriptargs.Of(o.script).Keys()) {
-	case 1:
-		return []string{diffKey}
-	case 2:
-		return []string{diffKey, diffBucket}
+	names := scriptargs.Of(o.script).Keys()
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = map[string]string{"record": diffKey, "bucket": diffBucket, "pending": diffPending, "gen": diffGenKey}[n]
 	}
-	return []string{diffKey, diffBucket, diffPending}
+	return out
 }
 
 // argv is the op's ARGV, encoded by internal/scriptargs as the Store does.
@@ -253,12 +256,12 @@ func (o diffOp) argv() []string {
 			Approval: q.Approval, Presented: q.Presented, Fresh: q.Fresh, Op: q.Op, Lease: itoa(q.Lease),
 			Retention: itoa(q.Retention), VendorKey: q.VendorKey, URetention: itoa(q.URetention), Timeout: int(q.Timeout),
 			Refuse: q.Refuse, NoCreate: q.NoCreate, Member: diffMember, Window: int(q.Window), Incarnation: q.Incarnation,
-			MaxAttempts: int(q.MaxAttempts)})
+			MaxAttempts: int(q.MaxAttempts), Gen: 1})
 	case "reserve":
 		q := o.res
 		return scriptargs.ReserveSpec.Argv(&scriptargs.Reserve{Token: int(q.Token), Op: q.Op, Lease: itoa(q.Lease),
 			URetention: itoa(q.URetention), Timeout: int(q.Timeout), PrevNever: q.PrevNever, Member: diffMember, Incarnation: q.Incarnation,
-			MaxAttempts: int(q.MaxAttempts)})
+			MaxAttempts: int(q.MaxAttempts), Gen: 1})
 	case "renew":
 		q := o.renew
 		return scriptargs.RenewSpec.Argv(&scriptargs.Renew{Token: int(q.Token), Op: q.Op, Lease: itoa(q.Lease), Incarnation: q.Incarnation})
@@ -524,6 +527,9 @@ func (d *diffRun) apply(ctx context.Context, o diffOp) error {
 
 	c := d.b.client()
 	msgs, err := d.scripts[o.script].Exec(ctx, c, o.keys(), o.argv()).ToArray()
+	if err == nil && slices.Contains(scriptargs.Of(o.script).Keys(), "gen") {
+		msgs, err = genInner(msgs) // gen_wrap's reply (lua/common.lua)
+	}
 	if err != nil {
 		if res.Status == lifecycle.BadState && strings.Contains(err.Error(), "unknown state") {
 			return nil
@@ -949,6 +955,9 @@ func runDiff(ctx context.Context, b diffBackend, scripts diffScripts, c chooser,
 	if err := b.reset(ctx); err != nil {
 		return err
 	}
+	if err := b.client().Do(ctx, b.client().B().Set().Key(diffGenKey).Value("1").Build()).Error(); err != nil {
+		return err
+	}
 	d := &diffRun{b: b, scripts: scripts, now: diffStart, seen: seen}
 	b.setNow(d.now, 0)
 	g := &diffGen{c: c, p: p}
@@ -1221,4 +1230,12 @@ func runDirected(ctx context.Context, b diffBackend, scripts diffScripts, real b
 		}
 	}
 	return nil
+}
+
+// genInner is the body's reply inside gen_wrap's {reply, generation}.
+func genInner(msgs []rueidis.RedisMessage) ([]rueidis.RedisMessage, error) {
+	if len(msgs) != 2 {
+		return nil, fmt.Errorf("gen_wrap reply of %d elements", len(msgs))
+	}
+	return msgs[0].ToArray()
 }

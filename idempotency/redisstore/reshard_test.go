@@ -68,6 +68,17 @@ func (e *reshardEnv) split(t *testing.T) {
 	}
 }
 
+// moveGen moves the slot's generation sentinel to the target first, so
+// that MigrateKeys then moves the record or its bucket (as the tests'
+// premises need); claims meet TRYAGAIN while it and the record are apart.
+func (e *reshardEnv) moveGen(t *testing.T) {
+	t.Helper()
+	host, port, _ := strings.Cut(e.cl.Node(e.to).Addr(), ":")
+	if _, err := e.cl.Node(e.from).Do("MIGRATE", host, port, "", "0", "5000", "KEYS", e.s.genKeyOf(e.slot)); err != nil {
+		t.Fatalf("MIGRATE the generation sentinel: %v", err)
+	}
+}
+
 // finishLater moves the rest of the slot's keys and gives it to the target
 // after d, as the rest of a reshard would.
 func (e *reshardEnv) finishLater(t *testing.T, d time.Duration) chan error {
@@ -99,6 +110,7 @@ func TestReshardFinalizeDuringMigration(t *testing.T) {
 	if err := cl.BeginMigration(e.slot, e.from, e.to); err != nil {
 		t.Fatal(err)
 	}
+	e.moveGen(t)
 	if n, err := cl.MigrateKeys(e.slot, e.from, e.to, 1); err != nil || n != 1 {
 		t.Fatalf("MigrateKeys: %d, %v", n, err)
 	}
@@ -142,6 +154,7 @@ func TestReshardReplayDuringMigration(t *testing.T) {
 	if err := cl.BeginMigration(e.slot, e.from, e.to); err != nil {
 		t.Fatal(err)
 	}
+	e.moveGen(t)
 	var during []*idempotency.Record
 	for step := range 2 {
 		e.split(t)
@@ -187,6 +200,7 @@ func TestReshardFreshClaimDuringMigration(t *testing.T) {
 	if err := cl.BeginMigration(e.slot, e.from, e.to); err != nil {
 		t.Fatal(err)
 	}
+	e.moveGen(t)
 	e.split(t)
 	// MigrationWait bounds the re-sends: a store that waits 300ms gives up
 	// on a slot that does not move, having written nothing.
@@ -254,6 +268,7 @@ func TestReshardUnknownListing(t *testing.T) {
 			if err := cl.BeginMigration(e.slot, e.from, e.to); err != nil {
 				t.Fatal(err)
 			}
+			e.moveGen(t)
 			if n, err := cl.MigrateKeys(e.slot, e.from, e.to, 1); err != nil || n != 1 {
 				t.Fatalf("MigrateKeys: %d, %v", n, err)
 			}
@@ -311,6 +326,7 @@ func TestReshardWaitReplicas(t *testing.T) {
 	if err := cl.BeginMigration(e.slot, e.from, e.to); err != nil {
 		t.Fatal(err)
 	}
+	e.moveGen(t)
 	for {
 		n, err := cl.MigrateKeys(e.slot, e.from, e.to, 10)
 		if err != nil {

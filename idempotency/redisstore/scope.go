@@ -208,9 +208,10 @@ func (c *scopeCheck) get(ctx context.Context) (string, error) {
 }
 
 // initScope reads the fleet's scope version, or writes it on a prefix that
-// holds no record, and returns the check that claims run. opts are
-// resolved.
-func initScope(ctx context.Context, client rueidis.Client, opts Options) (*scopeCheck, error) {
+// holds no record (only if write: not during a loss nobody acknowledged,
+// whose acknowledgement writes it), and returns the check that claims run.
+// opts are resolved.
+func initScope(ctx context.Context, client rueidis.Client, opts Options, write bool) (*scopeCheck, error) {
 	base := time.Now()
 	c := &scopeCheck{
 		client:  client,
@@ -223,8 +224,10 @@ func initScope(ctx context.Context, client rueidis.Client, opts Options) (*scope
 	start := c.elapsed()
 	v, err := c.get(ctx)
 	switch {
+	case rueidis.IsRedisNil(err) && !write:
+		v, err = c.want, nil
 	case rueidis.IsRedisNil(err):
-		v, err = c.create(ctx, opts.Prefix)
+		v, err = c.create(ctx, opts.Prefix, false)
 	case err != nil:
 		err = fmt.Errorf("redisstore: scope version: %w", err)
 	}
@@ -239,18 +242,18 @@ func initScope(ctx context.Context, client rueidis.Client, opts Options) (*scope
 	return c, nil
 }
 
-// create writes this store's version on a prefix without records and
-// returns the version now stored: its own, or that of a gateway that wrote
-// first.
-func (c *scopeCheck) create(ctx context.Context, prefix string) (string, error) {
+// create writes this store's version on a prefix without records (or with
+// records, when adopt: the operator counted them, Init) and returns the
+// version now stored: its own, or that of a gateway that wrote first.
+func (c *scopeCheck) create(ctx context.Context, prefix string, adopt bool) (string, error) {
 	found, err := anyRecord(ctx, c.client, prefix)
 	if err != nil {
 		return "", err
 	}
-	if found {
+	if found && !adopt {
 		return "", fmt.Errorf("%w: records exist under the prefix %q but %s is absent: count the live records by scope version "+
-			"(refserver scope-status), and once every live record is of version %s, SET %s %s NX",
-			ErrScopeVersionUnset, prefix, c.key, c.want, c.key, c.want)
+			"(refserver scope-status), and once every live record is of version %s, run refserver store init -adopt-records",
+			ErrScopeVersionUnset, prefix, c.key, c.want)
 	}
 	old, err := c.client.Do(ctx, c.client.B().Set().Key(c.key).Value(c.want).Nx().Get().Build()).ToString()
 	switch {

@@ -96,10 +96,14 @@ func TestScopeVersionRecordsWithoutKey(t *testing.T) {
 	if !errors.Is(err, ErrScopeVersionUnset) {
 		t.Fatalf("New: %v, want ErrScopeVersionUnset", err)
 	}
-	for _, want := range []string{"scope-status", "SET obol:meta:scope_version 1 NX"} {
+	for _, want := range []string{"scope-status", "refserver store init -adopt-records"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+	// An operator is never told to write a Redis key by hand.
+	if strings.Contains(err.Error(), "SET ") {
+		t.Errorf("error %q names a Redis command to type", err)
 	}
 	if after := m.snapshot(t); after != before {
 		t.Errorf("a refused start changed Redis:\n%s\nwant\n%s", after, before)
@@ -144,7 +148,7 @@ func TestScopeVersionConcurrentStarts(t *testing.T) {
 	mr2, c2 := miniClient(t)
 	sc := &scopeCheck{client: c2, key: scopeKey, want: "1"}
 	mr2.Set(scopeKey, "2")
-	if v, err := sc.create(ctx, "obol:"); err != nil || v != "2" {
+	if v, err := sc.create(ctx, "obol:", false); err != nil || v != "2" {
 		t.Fatalf("create after another's write: %q, %v; want 2", v, err)
 	}
 }

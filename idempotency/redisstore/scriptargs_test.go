@@ -171,6 +171,9 @@ func TestScriptsReadArgumentsByName(t *testing.T) {
 			}
 		}
 		decl := declared(string(body))
+		if keys := args.Keys(); keys[len(keys)-1] == "gen" {
+			used["gen"] = true // by gen_wrap, around the body (scriptSource)
+		}
 		for _, arg := range args.Names() {
 			if !used[arg] {
 				t.Errorf("%s.lua never uses its argument %s", name, arg)

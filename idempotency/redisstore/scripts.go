@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 
 	"github.com/redis/rueidis"
@@ -38,7 +39,9 @@ type script struct {
 // lua/common.lua unless alone (a script that reads no record, the index,
 // skips the shared chunk, which every call runs), then the prologue
 // generated from the script's arguments (internal/scriptargs), then
-// lua/name.lua, whose body reads its arguments by name only.
+// lua/name.lua, whose body reads its arguments by name only. A script whose
+// last key is its slot's generation sentinel (claim, reserve) has its body
+// wrapped in gen_wrap (lua/common.lua).
 func scriptSource(name string, alone bool) string {
 	body, err := luaFS.ReadFile("lua/" + name + ".lua")
 	if err != nil {
@@ -49,6 +52,12 @@ func scriptSource(name string, alone bool) string {
 		panic("redisstore: script " + name + " has no arguments in internal/scriptargs")
 	}
 	src := args.Prologue() + string(body)
+	if keys := args.Keys(); keys[len(keys)-1] == "gen" {
+		// Store amnesia: the body runs inside gen_wrap (lua/common.lua),
+		// which checks the slot's generation sentinel, moves it on after a
+		// reservation and returns it beside the body's reply.
+		src = fmt.Sprintf("%sreturn gen_wrap(KEYS[%d], gen, function()\n%s\nend)\n", args.Prologue(), len(keys), body)
+	}
 	if !alone {
 		common, err := luaFS.ReadFile("lua/common.lua")
 		if err != nil {

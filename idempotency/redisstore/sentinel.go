@@ -40,7 +40,8 @@ import (
 //     {prefix}meta:data_lost is written, so that every gateway of the fleet
 //     stops at its next reading and one that starts later starts stopped.
 //     Reserve, Renew, Finalize, Settle and the give-back go on: calls in
-//     flight end.
+//     flight end (a Reserve in a slot whose generation sentinel is gone or
+//     behind is refused as a claim is: generation.go).
 //   - Store.AcknowledgeDataLoss (an operator's decision) places the
 //     sentinels again, restores the scope version and the deployment id if
 //     they are gone, and turns the marker into an acknowledgement with a
@@ -103,6 +104,10 @@ type amnesia struct {
 	prefix  string
 	cluster bool
 	onLoss  atomic.Pointer[func(error)]
+	// gens: the generation sentinels and the highest generation seen in
+	// each (generation.go); require: Options.RequireInit.
+	gens    *gens
+	require bool
 
 	mu      sync.Mutex
 	watched map[string]string // sentinel key -> value placed or adopted
@@ -112,9 +117,11 @@ type amnesia struct {
 	lost atomic.Pointer[DataLoss] // nil while no loss is known
 }
 
-// initAmnesia reads the marker and places the sentinels.
+// initAmnesia reads the marker and, with opts.RequireInit, the generation
+// sentinels (refusing a store that has none); start places the sentinels.
 func initAmnesia(ctx context.Context, client rueidis.Client, opts Options) (*amnesia, error) {
 	a := &amnesia{client: client, prefix: opts.Prefix, cluster: client.Mode() == rueidis.ClientModeCluster}
+	a.gens = newGens(a.prefix, a.cluster)
 	m, err := client.Do(ctx, client.B().Get().Key(markerKey(a.prefix)).Build()).ToString()
 	switch {
 	case rueidis.IsRedisNil(err):
@@ -125,12 +132,46 @@ func initAmnesia(ctx context.Context, client rueidis.Client, opts Options) (*amn
 	default:
 		a.setLost(fmt.Sprintf("%s records a loss of data that no operator has acknowledged yet", markerKey(a.prefix)))
 	}
-	watched, err := a.place(ctx, nil)
+	a.require = opts.RequireInit
+	if !a.require {
+		// The generation sentinels are made by each slot's first
+		// reservation.
+		return a, nil
+	}
+	st, err := readGens(ctx, client, a.gens)
 	if err != nil {
 		return nil, err
 	}
-	a.watched = watched
+	switch {
+	case st.missing == 0:
+	case a.lost.Load() != nil:
+		// Nothing is written during a loss: the acknowledgement does it.
+	case st.missing == len(st.vals):
+		return nil, fmt.Errorf("%w: no generation sentinel (%s) is in Redis: initialise the store once (refserver store init); "+
+			"if this Redis held the fleet's data before, it lost it, and calls whose records are gone may be dispatched again",
+			ErrUninitialized, a.gens.keys[0])
+	default:
+		first := 0
+		for st.vals[first] != 0 {
+			first++
+		}
+		a.markLost(ctx, fmt.Sprintf("%d of the %d generation sentinels (%s among them) are gone: Redis lost data",
+			st.missing, len(st.vals), a.gens.keys[first]), a.gens.keys[first], a.gen)
+	}
+	for i, v := range st.vals {
+		a.gens.seen[i].Store(v)
+	}
 	return a, nil
+}
+
+// placeAll places the sentinels (New, once the fleet's keys are read).
+func (a *amnesia) placeAll(ctx context.Context) error {
+	watched, err := a.place(ctx, nil)
+	if err != nil {
+		return err
+	}
+	a.watched = watched
+	return nil
 }
 
 // err is the error a claim gets while a loss is known.
@@ -232,16 +273,9 @@ func (a *amnesia) judge(ctx context.Context, r *reading, res []rueidis.RedisResu
 
 // vanished records the loss of sentinel k and writes the fleet's marker.
 func (a *amnesia) vanished(ctx context.Context, k, how, gen string) {
-	detail := fmt.Sprintf("the sentinel %s (Cluster slot %d) %s: Redis lost data under a running gateway", k, keySlot(k), how)
-	value := markerLost + strconv.FormatInt(time.Now().UnixMilli(), 10) + ":" + k
-	// Best effort: a marker not written now is written at the next reading,
-	// which finds the sentinel still gone.
-	err := a.client.Do(ctx, a.client.B().Eval().Script(markLostSrc).Numkeys(1).Key(markerKey(a.prefix)).
-		Arg(value, gen).Build()).Error()
-	if err != nil && !rueidis.IsRedisNil(err) {
-		detail += " (the marker could not be written yet)"
-	}
-	a.setLost(detail)
+	// A marker not written now is written at the next reading, which finds
+	// the sentinel still gone.
+	a.markLost(ctx, fmt.Sprintf("the sentinel %s (Cluster slot %d) %s: Redis lost data under a running gateway", k, keySlot(k), how), k, gen)
 }
 
 // adopt takes the sentinels as they are now, under the acknowledgement gen.
@@ -253,6 +287,7 @@ func (a *amnesia) adopt(ctx context.Context, gen string) {
 	a.mu.Lock()
 	a.watched, a.gen = watched, gen
 	a.epoch++
+	a.gens.reset(a.require)
 	a.lost.Store(nil)
 	a.mu.Unlock()
 }
@@ -344,6 +379,17 @@ func (a *amnesia) acknowledge(ctx context.Context) (map[string]string, string, e
 	if err != nil {
 		return nil, "", err
 	}
+	if a.require {
+		// The generation sentinels gone are made again (generation 1),
+		// before the marker that lets the fleet claim.
+		st, err := readGens(ctx, a.client, a.gens)
+		if err != nil {
+			return nil, "", err
+		}
+		if _, err := fillGens(ctx, a.client, a.gens, st); err != nil {
+			return nil, "", err
+		}
+	}
 	gen := markerAck + idempotency.NewOpID()
 	if err := a.client.Do(ctx, a.client.B().Set().Key(markerKey(a.prefix)).Value(gen).Build()).Error(); err != nil {
 		return nil, "", fmt.Errorf("redisstore: data-loss marker: %w", err)
@@ -351,6 +397,7 @@ func (a *amnesia) acknowledge(ctx context.Context) (map[string]string, string, e
 	a.mu.Lock()
 	a.watched, a.gen = watched, gen
 	a.epoch++
+	a.gens.reset(a.require)
 	a.lost.Store(nil)
 	a.mu.Unlock()
 	return watched, gen, nil
@@ -460,11 +507,14 @@ type Acknowledgement struct {
 // with a binding deduplicates them only if the deployment id is unchanged,
 // Options.DeploymentID). It first reads the sentinels and the marker as a
 // claim would (so a loss not seen yet is seen); if no loss is known it
-// writes nothing. Otherwise it places the sentinels again, restores the
-// fleet's scope version and deployment id if they are gone (SET NX: a value
-// present is never overwritten), and writes the acknowledgement to the
-// marker, which every gateway of the fleet reads at its next reading and
-// claims again. It fails with ErrInvalidOptions when the check is off.
+// writes nothing. Otherwise it restores the fleet's scope version if it is
+// gone (SET NX), writes the deployment id back (the configured one,
+// Options.DeploymentID, over any other; without one, only if it is gone),
+// makes the generation sentinels that are gone again (with RequireInit;
+// generation.go), places the sentinels again and writes the
+// acknowledgement to the marker, which every gateway of the fleet reads at
+// its next reading and claims again, forgetting the generations it
+// remembered. It fails with ErrInvalidOptions when the check is off.
 func (s *Store) AcknowledgeDataLoss(ctx context.Context) (Acknowledgement, error) {
 	a := s.scope.amnesia
 	if a == nil {
@@ -479,10 +529,13 @@ func (s *Store) AcknowledgeDataLoss(ctx context.Context) (Acknowledgement, error
 	}
 	// The fleet's keys first: a gateway that starts once the marker is
 	// lifted finds them as the fleet had them.
-	restore := rueidis.Commands{
-		s.client.B().Set().Key(s.scope.key).Value(s.scope.want).Nx().Build(),
-		s.client.B().Set().Key(deploymentKey(s.prefix)).Value(s.deployment).Nx().Build(),
+	// A configured deployment id is written over whatever a gateway wrote
+	// meanwhile, so the fleet's vendor keys stay the same (DESIGN 5a).
+	dep := s.client.B().Set().Key(deploymentKey(s.prefix)).Value(s.deployment).Nx().Build()
+	if s.deploymentSet {
+		dep = s.client.B().Set().Key(deploymentKey(s.prefix)).Value(s.deployment).Build()
 	}
+	restore := rueidis.Commands{s.client.B().Set().Key(s.scope.key).Value(s.scope.want).Nx().Build(), dep}
 	for _, r := range s.client.DoMulti(ctx, restore...) {
 		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
 			return Acknowledgement{}, opError("acknowledge", err)
@@ -506,3 +559,6 @@ func (a *amnesia) watchedKeys() []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// nowMS is the wall clock in ms, for the marker's text.
+func (a *amnesia) nowMS() int64 { return time.Now().UnixMilli() }

@@ -94,10 +94,10 @@ func TestDataLossAfterFlush(t *testing.T) {
 	if v, _ := m.mr.Get(scopeKey); v != "1" {
 		t.Fatalf("scope version after the acknowledgement %q, want it restored", v)
 	}
-	// The store started on the flushed Redis made a new deployment id
-	// (none is configured): an acknowledgement never overwrites it.
-	if v, _ := m.mr.Get("obol:meta:deployment"); v != later.Deployment() {
-		t.Fatalf("deployment id after the acknowledgement %q, want the stored %s", v, later.Deployment())
+	// The store started during the loss wrote no deployment id: the
+	// acknowledging store's is the fleet's again.
+	if v, _ := m.mr.Get("obol:meta:deployment"); v != m.store.Deployment() {
+		t.Fatalf("deployment id after the acknowledgement %q, want the acknowledging store's %s", v, m.store.Deployment())
 	}
 	mustClaim(t, m.store, claimReq(idempotency.NewKey()), idempotency.StatusClaimed)
 	// The other store claims again once it has read the acknowledgement.
@@ -451,7 +451,8 @@ func TestSentinelFollowsSlotMigration(t *testing.T) {
 	do(1, "CLUSTER", "SETSLOT", slot, "IMPORTING", src)
 	do(0, "CLUSTER", "SETSLOT", slot, "MIGRATING", dst)
 	host, port, _ := strings.Cut(cl.Master(1).Addr(), ":")
-	do(0, "MIGRATE", host, port, "", "0", "5000", "KEYS", moved)
+	// The slot's keys: the sentinel and the slot's generation sentinel.
+	do(0, "MIGRATE", host, port, "", "0", "5000", "KEYS", moved, genKey("mig:", keySlot(moved)))
 	for i := range 3 {
 		do(i, "CLUSTER", "SETSLOT", slot, "NODE", dst)
 	}

@@ -94,8 +94,16 @@ type Options struct {
 	// another; empty, New adopts the stored one or makes one.
 	DeploymentID string
 	// SkipDataLossCheck turns off the sentinels that see Redis lose data
-	// (sentinel.go): only for tests that flush Redis under a store.
+	// (sentinel.go, generation.go): only for tests that flush Redis under a
+	// store.
 	SkipDataLossCheck bool
+	// RequireInit makes New refuse a store that Init has not initialised
+	// (ErrUninitialized: no generation sentinel) instead of initialising
+	// it, and start stopped (a loss of data) on one that holds only some:
+	// an empty Redis is then never taken for a fresh one. Production
+	// gateways set it. Without it a slot's first reservation writes its
+	// sentinel. With SkipDataLossCheck it does nothing.
+	RequireInit bool
 	// MigrationWait bounds how long the store re-sends a script that a
 	// Cluster node answered TRYAGAIN: its slot is migrating and its keys
 	// (the record and its unknown index bucket) are not all on one side, or
@@ -153,6 +161,9 @@ type Store struct {
 	// noInfo: SkipEvictionCheck, where a server that refuses INFO memory
 	// (miniredis) has no memory to watch.
 	noInfo bool
+	// deploymentSet: the id is Options.DeploymentID, which an
+	// acknowledged loss writes back.
+	deploymentSet bool
 }
 
 // readCtx bounds a read-only call; see Options.ReadTimeout.
@@ -214,16 +225,27 @@ func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, erro
 			return nil, err
 		}
 	}
-	if s.scope, err = initScope(ctx, client, opts); err != nil {
+	var am *amnesia
+	if !opts.SkipDataLossCheck {
+		if am, err = initAmnesia(ctx, client, opts); err != nil {
+			return nil, err
+		}
+	}
+	// A gateway that starts during a loss nobody acknowledged writes
+	// neither the scope version nor the deployment id: the acknowledgement
+	// restores them as the fleet had them.
+	write := am == nil || am.lost.Load() == nil
+	if s.scope, err = initScope(ctx, client, opts, write); err != nil {
 		return nil, err
 	}
-	dep, err := initDeployment(ctx, client, s.prefix, opts.DeploymentID)
+	s.scope.amnesia = am
+	dep, err := initDeployment(ctx, client, s.prefix, opts.DeploymentID, write)
 	if err != nil {
 		return nil, err
 	}
-	s.deployment = dep
-	if !opts.SkipDataLossCheck {
-		if s.scope.amnesia, err = initAmnesia(ctx, client, opts); err != nil {
+	s.deployment, s.deploymentSet = dep, opts.DeploymentID != ""
+	if am != nil {
+		if err := am.placeAll(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -280,18 +302,26 @@ func deploymentKey(prefix string) string { return prefix + "meta:deployment" }
 // or writes it (the configured one, else a fresh one): the first gateway's
 // SET NX wins and every other reads its value in the same command (SET NX
 // GET, Redis 7). A configured id that differs from the stored one refuses
-// to start; the stored one is never overwritten.
-func initDeployment(ctx context.Context, client rueidis.Client, prefix, configured string) (string, error) {
+// to start; the stored one is never overwritten. Without write (a loss
+// nobody acknowledged) it writes nothing and keeps the configured id, which
+// the acknowledgement writes back, over whatever Redis holds then.
+func initDeployment(ctx context.Context, client rueidis.Client, prefix, configured string, write bool) (string, error) {
 	fresh := configured
 	if fresh == "" {
 		fresh = idempotency.NewDeploymentID()
 	}
-	old, err := client.Do(ctx, client.B().Set().Key(deploymentKey(prefix)).Value(fresh).Nx().Get().Build()).ToString()
+	cmd := client.B().Set().Key(deploymentKey(prefix)).Value(fresh).Nx().Get().Build()
+	if !write {
+		cmd = client.B().Get().Key(deploymentKey(prefix)).Build()
+	}
+	old, err := client.Do(ctx, cmd).ToString()
 	switch {
 	case rueidis.IsRedisNil(err):
 		return fresh, nil
 	case err != nil:
 		return "", fmt.Errorf("redisstore: deployment id: %w", err)
+	case !write && configured != "":
+		return configured, nil
 	case !validDeployment(old):
 		return "", fmt.Errorf("%w: %s is not 32 to 64 lowercase hex digits", ErrCorruptRecord, deploymentKey(prefix))
 	case configured != "" && old != configured:
@@ -420,18 +450,20 @@ func validRouteField(field, v string) error {
 // of the ticket when it answers held. req.KeySource must be KeySupplied or
 // KeyMinted.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
-	c, args, err := s.claimPrep(req)
-	if err != nil {
+	// The reading first: an acknowledgement it adopts resets the
+	// generations the claim sends (generation.go).
+	if err := s.scope.check(ctx); err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	if err := s.scope.check(ctx); err != nil {
+	c, args, err := s.claimPrep(req)
+	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
 	key, bucket, member, rh := c.key, c.bucket, c.member, c.rh
 	// The claim script writes the index entry of a reservation itself, in
 	// the record's slot: it is in place before the caller may send
 	// (docs/DESIGN.md, "The record and its lifecycle").
-	keys := []string{key, bucket, c.pending}
+	keys := []string{key, bucket, c.pending, s.genKeyOf(c.slot)}
 	arr, acks, err := s.execOnce(ctx, s.sc.claim, keys, args, true)
 	if notRun(err) {
 		// A migrating slot: a final record replays without its bucket
@@ -442,6 +474,11 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		arr, acks, err = s.resend(ctx, s.sc.claim, keys, args, true, err)
 	}
 	if err != nil {
+		return idempotency.ClaimResult{}, opError("claim", err)
+	}
+	if arr, err = s.genReply(ctx, c.slot, c.gen, c.epoch, arr); errors.Is(err, ErrDataLost) {
+		return idempotency.ClaimResult{}, err
+	} else if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)
 	}
 	res, err := parseClaim(req.Scope, req.Key, arr)
@@ -473,6 +510,8 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 // facts that Claim counts and reports with the reply.
 type claimCall struct {
 	key, bucket, pending, member, route, vk, fresh, rh string
+	slot, gen                                          int
+	epoch                                              int64 // of the generations, when gen was read
 }
 
 // claimPrep checks a claim and builds its script's arguments: all the
@@ -539,15 +578,16 @@ func (s *Store) claimPrep(req idempotency.ClaimRequest) (claimCall, []string, er
 	}
 	slot := keySlot(key)
 	bucket, member := ss.bucket(slot), ss.member(req.Key)
+	epoch, gen := s.genArg(slot)
 	args := scriptargs.ClaimSpec.Argv(&scriptargs.Claim{
 		ScopeVersion: scopeVersion, RequestHash: rh, Binding: b, Fingerprint: fp, Route: route, KeySource: ks,
 		Approval: req.ApprovalRequired, Presented: req.Ticket, Fresh: fresh, Op: opTag('c', op),
 		Lease: s.lease, Retention: s.retention, VendorKey: vk, URetention: s.uretention,
 		Timeout: int(timeout.Milliseconds()), Refuse: req.Refuse, NoCreate: req.NoCreate, Member: member,
-		Window: int(window.Milliseconds()), Incarnation: newIncarnation(), MaxAttempts: maxAtt,
+		Window: int(window.Milliseconds()), Incarnation: newIncarnation(), MaxAttempts: maxAtt, Gen: gen,
 	})
 	return claimCall{key: key, bucket: bucket, pending: ss.pending(slot), member: member,
-		route: route, vk: vk, fresh: fresh, rh: rh}, args, nil
+		route: route, vk: vk, fresh: fresh, rh: rh, slot: slot, gen: gen, epoch: epoch}, args, nil
 }
 
 func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.ClaimResult, error) {
@@ -765,11 +805,23 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
+	slot := keySlot(key)
+	epoch, gen := s.genArg(slot)
 	args := scriptargs.ReserveSpec.Argv(&scriptargs.Reserve{Token: req.Token, Op: opTag('r', op), Lease: s.lease, URetention: s.uretention,
-		Timeout: int(timeout.Milliseconds()), PrevNever: req.PreviousNeverSent, Member: member, Incarnation: inc, MaxAttempts: maxAtt})
-	arr, acks, st, err := s.runStatus(ctx, "reserve", s.sc.reserve, []string{key, bucket}, args, true)
+		Timeout: int(timeout.Milliseconds()), PrevNever: req.PreviousNeverSent, Member: member, Incarnation: inc, MaxAttempts: maxAtt,
+		Gen: gen})
+	arr, acks, err := s.execKeys(ctx, s.sc.reserve, []string{key, bucket, s.genKeyOf(slot)}, args, true)
+	if err == nil {
+		if arr, err = s.genReply(ctx, slot, gen, epoch, arr); errors.Is(err, ErrDataLost) {
+			return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
+		}
+	}
+	var st string
+	if err == nil {
+		st, err = status(arr)
+	}
 	if err != nil {
-		return idempotency.Reservation{}, err
+		return idempotency.Reservation{}, opError("reserve", err)
 	}
 	switch st {
 	case "not_found":

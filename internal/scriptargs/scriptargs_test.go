@@ -35,7 +35,7 @@ local token, op, lease, inc =
 		t.Fatalf("Prologue:\n%s\nwant:\n%s", got, want)
 	}
 	p := FinalizeSpec.Prologue()
-	if p := ClaimSpec.Prologue(); !strings.Contains(p, "if #KEYS ~= 3 then") || !slices.Equal(ClaimSpec.Keys(), []string{"record", "bucket", "pending"}) {
+	if p := ClaimSpec.Prologue(); !strings.Contains(p, "if #KEYS ~= 4 then") || !slices.Equal(ClaimSpec.Keys(), []string{"record", "bucket", "pending", "gen"}) {
 		t.Errorf("claim declares keys %q:\n%s", ClaimSpec.Keys(), p)
 	}
 	for _, s := range []string{"if #KEYS ~= 2 then", "if #ARGV < 7 then", "ARGV[5] == '1'", "ARGV[7], 8\n"} {

@@ -28,6 +28,9 @@ type Claim struct {
 	Window       int    `lua:"window,num"` // how long the vendor deduplicates on the key
 	Incarnation  string `lua:"inc"`        // 8 bytes, for a record this claim makes
 	MaxAttempts  int    `lua:"maxatt,num"` // the tool's max_attempts: the attempts of the slot that may leave
+	// Gen is the highest generation of the record's slot the gateway has
+	// seen (its sentinel, the last key); -1: the check is off.
+	Gen int `lua:"gen,num"`
 }
 
 // Reserve is reserve.lua's ARGV.
@@ -41,6 +44,8 @@ type Reserve struct {
 	Member      string `lua:"member"`
 	Incarnation string `lua:"inc"`        // the caller's, or '' (not compared)
 	MaxAttempts int    `lua:"maxatt,num"` // the tool's max_attempts
+	// Gen is as Claim's.
+	Gen int `lua:"gen,num"`
 }
 
 // Renew is renew.lua's ARGV.
@@ -132,11 +137,12 @@ type StoredBytes struct{}
 
 // The Specs, one per script, with its KEYS: the record; the unknown index
 // bucket of its workspace in its slot (bucket); the pending approvals
-// bucket of its workspace in its slot (pending); the index script's one
-// key is either bucket.
+// bucket of its workspace in its slot (pending); the generation sentinel
+// of its slot (gen, always the last: the store runs the body inside
+// gen_wrap, lua/common.lua); the index script's one key is either bucket.
 var (
-	ClaimSpec    = newSpec[Claim]("claim", "record", "bucket", "pending")
-	ReserveSpec  = newSpec[Reserve]("reserve", "record", "bucket")
+	ClaimSpec    = newSpec[Claim]("claim", "record", "bucket", "pending", "gen")
+	ReserveSpec  = newSpec[Reserve]("reserve", "record", "bucket", "gen")
 	RenewSpec    = newSpec[Renew]("renew", "record")
 	FinalizeSpec = newSpec[Finalize]("finalize", "record", "bucket")
 	GiveBackSpec = newSpec[GiveBack]("giveback", "record", "bucket")

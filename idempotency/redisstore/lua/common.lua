@@ -3,8 +3,9 @@
 -- KEYS[2], the bucket of the record's workspace's unknown index that lives
 -- in the record's Cluster slot (settle.go), and the record's member there;
 -- claim and decide also get KEYS[3], the pending approvals bucket of that
--- workspace and slot (pending.go). Every key a script touches is declared
--- (internal/scriptargs checks the count).
+-- workspace and slot (pending.go); claim and reserve get last the slot's
+-- generation sentinel (gen_wrap below). Every key a script touches is
+-- declared (internal/scriptargs checks the count).
 -- Time comes from the server clock: Redis 7 replicates the effects of a
 -- script, not the script, so TIME is safe here.
 -- Arguments: each script's are one struct of internal/scriptargs; the store
@@ -86,6 +87,44 @@
 -- text, ':Name' header fields): it is read as it is, and the first write
 -- stores it as schema 2.
 local key = KEYS[1]
+
+-- Store amnesia (docs/DESIGN.md, "The record and its lifecycle"): every
+-- Cluster slot has a sentinel, {prefix}meta:gen:{T}, in the slot itself,
+-- holding the slot's generation. The store runs claim and reserve inside
+-- gen_wrap (scripts.go puts the body in the function it is given), with the
+-- sentinel as their last key and the highest generation the gateway has
+-- seen in that slot (seen; -1: the check is off). A sentinel that is gone,
+-- or behind seen, is a store that lost writes (emptied, restored from an
+-- older snapshot, a promoted replica that missed them): the script answers
+-- data_lost and runs nothing. (seen 0: the gateway has seen none there,
+-- and a store that was not initialised explicitly gets the sentinel from
+-- its first reservation; a store that requires it never sends 0.)
+-- Otherwise the body runs, and an answer that
+-- reserves an attempt (claimed, reserved; not their re-sent copies, whose
+-- applied flag is 1) moves the generation on, after the body's own writes
+-- (so a replay, which writes nothing, still writes nothing, also near
+-- maxmemory). The reply is {the body's reply, the
+-- slot's generation now} (0 when the check is off; -1 for a sentinel gone). The body runs as a
+-- closure: Lua 5.1 allows it 60 upvalues (claim.lua uses some 35).
+local function gen_wrap(k, seen, body)
+  if seen < 0 then
+    return {body(), 0}
+  end
+  local g = tonumber(redis.call('GET', k))
+  if g == nil and seen == 0 then
+    g = 0
+  elseif g == nil or g < seen then
+    return {{'data_lost'}, g or -1}
+  end
+  local reply = body()
+  if reply.err then
+    return reply
+  end
+  if reply[1] == 'claimed' and reply[4] ~= 1 or reply[1] == 'reserved' and reply[5] ~= 1 then
+    g = redis.call('INCR', k)
+  end
+  return {reply, g}
+end
 
 -- The index is written before the record: a script that fails on its
 -- bucket writes nothing, so no reservation stands unindexed.
