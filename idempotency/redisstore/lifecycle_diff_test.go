@@ -949,13 +949,20 @@ func (g *diffGen) advanceBy(cur *lifecycle.Record, now int64) int64 {
 	return int64(g.pick(3 * int(g.p.lease)))
 }
 
-// runDiff runs one sequence from a fresh store: nil when Lua and lifecycle
-// agreed on every step.
-func runDiff(ctx context.Context, b diffBackend, scripts diffScripts, c chooser, p diffParams, seen map[string]int) error {
+// resetDiff empties the store but for the slot's generation sentinel,
+// which the scripts find present and never behind (the gateway's side of
+// it is tested in generation_test.go).
+func resetDiff(ctx context.Context, b diffBackend) error {
 	if err := b.reset(ctx); err != nil {
 		return err
 	}
-	if err := b.client().Do(ctx, b.client().B().Set().Key(diffGenKey).Value("1").Build()).Error(); err != nil {
+	return b.client().Do(ctx, b.client().B().Set().Key(diffGenKey).Value("1").Build()).Error()
+}
+
+// runDiff runs one sequence from a fresh store: nil when Lua and lifecycle
+// agreed on every step.
+func runDiff(ctx context.Context, b diffBackend, scripts diffScripts, c chooser, p diffParams, seen map[string]int) error {
+	if err := resetDiff(ctx, b); err != nil {
 		return err
 	}
 	d := &diffRun{b: b, scripts: scripts, now: diffStart, seen: seen}
@@ -1209,7 +1216,7 @@ func runDirected(ctx context.Context, b diffBackend, scripts diffScripts, real b
 		if real {
 			p.retention, p.uretention = 600_000, 1_800_000
 		}
-		if err := b.reset(ctx); err != nil {
+		if err := resetDiff(ctx, b); err != nil {
 			return err
 		}
 		d := &diffRun{b: b, scripts: scripts, now: diffStart, seen: seen}
