@@ -128,7 +128,10 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 		case st.LastOp == in.Op && st.S == inFlight:
 			// A re-sent claim whose first send was applied answers it again.
 			return out == linOutput{Status: "claimed", Token: st.N, Applied: true}, st
-		case st.LastOp == in.Op && st.S == effectspec.Unknown:
+		case st.LastOp == in.Op && st.S == effectspec.Unknown && !(st.Open && st.ClaimOp == in.Op && st.ClaimTok == st.N):
+			// (Unknown by a lease-expiry path that kept this claim's op,
+			// as a claim refused by the redispatch limits does, and still
+			// on its token: the copy of the cycle's claim below answers.)
 			return out == linOutput{Status: "outcome_unknown", Applied: true}, st
 		case st.S.Final():
 			return out == linOutput{Status: "replay", State: st.S, Attempts: st.N}, st
@@ -137,6 +140,14 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 			return out == linOutput{Status: "claimed", Token: st.N, Applied: true}, st
 		case st.S == inFlight && st.Live:
 			return out == linOutput{Status: "in_progress"}, st
+		case !in.Unsupported && linLimited(st, in):
+			// Redispatch limits (DESIGN 6, "Redispatch limits"): refused
+			// without recording the op; an expired attempt becomes unknown.
+			next := st
+			if st.S == inFlight {
+				next.S, next.Cycle, next.Live, next.Open = effectspec.Unknown, 0, false, true
+			}
+			return out == linOutput{Status: "outcome_unknown"}, next
 		case !in.Unsupported: // unknown, or in flight with the lease expired
 			return out == linOutput{Status: "claimed", Token: st.N + 1}, linState{true, inFlight, st.N + 1, 1, true, in.Op, false, in.Op, st.N + 1}
 		default:
@@ -150,7 +161,7 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 		switch {
 		case !st.Exists:
 			return out == linOutput{Status: "not_found"}, st
-		case st.S != inFlight || st.N != in.Token || st.Cycle >= 2 || !st.Live:
+		case st.S != inFlight || st.N != in.Token || st.Cycle >= 2 || !st.Live || st.N >= idempotency.DefaultMaxAttempts:
 			return out == linOutput{Status: "stale"}, st
 		}
 		next := st
@@ -186,6 +197,17 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 		return out == linOutput{Status: "found", State: s, Attempts: st.N}, st
 	}
 	return false, st
+}
+
+// linLimited is whether the redispatch limits refuse a claim that would
+// dispatch st again. No attempt here is ever finalized never sent, so every
+// token may have left: past max_attempts (the default) it is refused, and
+// the n-th redispatch for n >= 2 waits lease x 2^(n-1) from the latest
+// reservation, which the one-hour lease puts past the end of the test:
+// refused too, but for the claim that made the current cycle (K), which
+// the backoff exempts.
+func linLimited(st linState, in linInput) bool {
+	return st.N >= idempotency.DefaultMaxAttempts || st.N >= 2 && st.ClaimOp != in.Op
 }
 
 var linModel = porcupine.Model{
