@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/internal/redistest"
 )
 
@@ -51,8 +52,9 @@ const loopConfig = `{
 // tool) and replay-floods completed calls, each client under one key and
 // as fast as it is answered, for 20 s; the other calls 20 times a second
 // with new keys. The calm workspace keeps at least 99% of its calls
-// accepted, Redis refuses no write for memory, and the looping workspace
-// reaches the vendor no faster than its rate. The calm workspace's p99
+// accepted, Redis refuses no write for memory, the looping workspace
+// reaches the vendor no faster than its rate, and no slot more than its
+// max_attempts times. The calm workspace's p99
 // alone and beside the flood are logged (speed is measured, not
 // asserted).
 func TestRetryLoopsAndReplayFloods(t *testing.T) {
@@ -193,6 +195,11 @@ func TestRetryLoopsAndReplayFloods(t *testing.T) {
 	// per gateway and the first call on credit.
 	if bound := int64(50 + 50*elapsed.Seconds() + 2*(5+1)); loops.Load()+replays.Load() > bound || hangups.Load() > bound {
 		t.Errorf("ws_loop: %d claims answered, %d requests sent; the bucket allows %d", loops.Load()+replays.Load(), hangups.Load(), bound)
+	}
+	// max_attempts (the default, 10) bounds each slot over its life,
+	// however fast its client retries.
+	if len(sent) == 0 || sent[len(sent)-1] > effectspec.DefaultMaxAttempts {
+		t.Errorf("the vendor saw %v requests per looped slot; want 1 to %d each", sent, effectspec.DefaultMaxAttempts)
 	}
 	if oom := redisInfoInt(t, r, "errorstats", "errorstat_OOM"); oom != 0 {
 		t.Errorf("Redis refused %d commands for memory", oom)
