@@ -1,9 +1,10 @@
 package idempotency
 
-// This file is canonical.go as it was before its fast paths (strings copied
-// in runs, member orders reused across records, ...), kept as the oracle of
-// TestCanonicalizeMatchesV1: the canonical form and every error must stay
-// byte-identical. Only its names are changed (prefixed v1).
+// This file is the canonicalizer (canonical*.go) as it was before its fast
+// paths (strings copied in runs, member orders reused across records, ...),
+// kept as the oracle of TestCanonicalizeMatchesV1: the canonical form and
+// every error must stay byte-identical. Only its names are changed (prefixed
+// v1).
 
 import (
 	"crypto/sha256"
