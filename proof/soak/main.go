@@ -197,6 +197,9 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	}
 	storm, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	w.mu.Lock()
+	w.stormEnd = time.Now().Add(d)
+	w.mu.Unlock()
 	var wg, lasting sync.WaitGroup
 	for i := range w.opt.clients {
 		wg.Go(func() { w.client(storm, i, shared) })
@@ -291,7 +294,11 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	w.c.notes["lin_ambiguous"] += res.Ambiguous
 	w.c.notes["lin_undecided"] += res.Undecided
 	w.mu.Unlock()
+	w.summarizeLosses()
 	w.mu.Lock()
+	for _, n := range w.redispatched {
+		w.c.notes["redispatched_after_acknowledged_loss"] += n
+	}
 	w.c.notes["settled_replays_checked"] += replayed
 	w.c.notes["redis_keys_scanned"] += keys
 	w.c.notes["slots"] += len(w.slots)
@@ -419,9 +426,14 @@ func merge(dst *counts, src counts) {
 		{dst.calls, src.calls}, {dst.byTool, src.byTool}, {dst.faults, src.faults}, {dst.settled, src.settled}, {dst.notes, src.notes}, {dst.violated, src.violated},
 	} {
 		for k, v := range p.s {
+			if k == "store_loss_recovery_ms_max" {
+				p.d[k] = max(p.d[k], v)
+				continue
+			}
 			p.d[k] += v
 		}
 	}
+	dst.lossLines = append(dst.lossLines, src.lossLines...)
 }
 
 func printTable(w io.Writer, o options, c counts) {
@@ -445,6 +457,10 @@ func printTable(w io.Writer, o options, c counts) {
 	section("faults injected by kind", c.faults)
 	section("unknown calls settled by the operator", c.settled)
 	section("other figures", c.notes)
+	fmt.Fprintf(w, "store losses, acknowledged through the CLI (%d)\n", len(c.lossLines))
+	for _, l := range c.lossLines {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
 	fmt.Fprintln(w, "invariants (violations)")
 	for _, inv := range invariants {
 		v := fmt.Sprint(c.violated[inv])
