@@ -4,8 +4,10 @@
 // fault at once (kill -9 of gateways, Redis master kills and failovers,
 // Cluster slots resharded between masters and a master added and removed,
 // dropped script replies, cut connections, vendors that hang up, answer 503
-// or stall, capability pin changes), with an operator settling unknown
-// calls by the vendor's truth. The invariants of the contract are checked
+// or stall, capability pin changes, and on the single Redis its store
+// restored from an older snapshot and emptied, each acknowledged through
+// the operator CLI once a gateway reports it), with an operator settling
+// unknown calls by the vendor's truth. The invariants of the contract are checked
 // every progress tick and at the end; any violation exits 1 with the seed
 // and the history of the offending key.
 //

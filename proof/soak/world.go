@@ -128,6 +128,11 @@ func (w *world) fault(kind, format string, args ...any) {
 	w.c.faults[kind]++
 	w.faultLog = append(w.faultLog, event{time.Now(), text})
 	w.mu.Unlock()
+	if kind == "harness_error" {
+		// Always shown: the soak's own trouble, which the table only counts.
+		w.out.printf("fault %s", text)
+		return
+	}
 	w.out.verboseLine("fault %s", text)
 }
 
