@@ -32,7 +32,7 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 	lossRng := rand.New(rand.NewPCG(uint64(w.opt.seed), 11))
 	for sleep(time.Duration(500+rng.IntN(1300)) * time.Millisecond) {
 		if len(plan) > 0 && !time.Now().Before(plan[0].at) {
-			w.storeLossFault(lossRng, plan[0].kind)
+			w.storeLossFault(ctx, lossRng, plan[0].kind)
 			plan = plan[1:]
 			continue
 		}

@@ -7,9 +7,9 @@
 // or stall, capability pin changes, and on the single Redis its store
 // restored from an older snapshot and emptied, each acknowledged through
 // the operator CLI once a gateway reports it), with an operator settling
-// unknown calls by the vendor's truth. The invariants of the contract are checked
-// every progress tick and at the end; any violation exits 1 with the seed
-// and the history of the offending key.
+// unknown calls by the vendor's truth. The invariants of the contract are
+// checked every progress tick and at the end; any violation exits 1 with
+// the seed and the history of the offending key.
 //
 // The fault schedule and the workload are drawn from -seed (math/rand/v2
 // PCG streams): the same seed injects the same faults in the same order,
@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.clients, "clients", 16, "concurrent clients")
 	fs.StringVar(&o.topology, "topology", "both", "cluster, single or both")
 	fs.BoolVar(&o.verbose, "v", false, "print every fault as it is injected")
-	fs.StringVar(&o.broken, "broken", "", "build refserver with -tags obolmutant and break its store this way (forget-records): the soak must fail")
+	fs.StringVar(&o.broken, "broken", "", "build refserver with -tags obolmutant and break its store this way (forget-records, blind-to-loss): the soak must fail")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
