@@ -22,6 +22,10 @@ const envBrokenStore = "OBOL_BROKEN_STORE"
 //     a call made through another gateway, or before a restart, is
 //     forgotten: a retry opens its slot again and reaches the vendor a
 //     second time (under a second vendor key for a vendor binding).
+//   - blind-to-loss: the store's data-loss checks (the sentinels and the
+//     generations) are off, so a Redis that went back in time or came
+//     back empty is claimed on as if nothing happened: a retry of a lost
+//     record reaches the vendor again, before anyone acknowledged a loss.
 //
 // An unknown name stops the server: a mutant run that silently ran the
 // sound store would prove nothing.
@@ -32,6 +36,8 @@ func brokenStore(opts redisstore.Options) redisstore.Options {
 		var salt [4]byte
 		_, _ = rand.Read(salt[:])
 		opts.Prefix += "forget" + hex.EncodeToString(salt[:]) + ":"
+	case "blind-to-loss":
+		opts.SkipDataLossCheck = true
 	default:
 		panic(envBrokenStore + ": unknown defect " + name)
 	}

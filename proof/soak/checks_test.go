@@ -70,3 +70,60 @@ func TestVendorTruthFindsDuplicates(t *testing.T) {
 		t.Errorf("slot arguments %s: %v", deduped.args, err)
 	}
 }
+
+// TestVendorTruthCountsRedispatchAfterAcknowledgedLoss: a second effect of
+// an unsupported slot is counted apart only when the slot's record was
+// exposed to a store loss and the effect came after the acknowledgement;
+// one between the loss and the acknowledgement, one of a slot the loss did
+// not touch, and a third effect after one acknowledgement are duplicates.
+func TestVendorTruthCountsRedispatchAfterAcknowledgedLoss(t *testing.T) {
+	v, err := newVendors(time.Second, func(string, string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.close()
+	w := &world{vend: v, slots: map[string]*slot{}, obs: map[string]*observation{}, history: map[string][]event{}}
+	ten := tenant{id: "ws_a", marker: "mk_a"}
+	send := func(s *slot) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(context.Background(), "POST", v.URL+"/echo/chat", strings.NewReader(string(s.args)))
+		req.Header.Set("Authorization", "Bearer sk_soak_test")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// Effects a millisecond apart, so no two share an instant.
+	tick := func() time.Time { time.Sleep(2 * time.Millisecond); return time.Now() }
+	mk := func(n string) *slot {
+		return w.slotFor(ten, toolInfo{name: "chat.post"}, "idt_0000000000000000000000000000000"+n)
+	}
+	afterAck, beforeAck, untouched, thrice := mk("1"), mk("2"), mk("3"), mk("4")
+	for _, s := range []*slot{afterAck, beforeAck, untouched, thrice} {
+		send(s)
+	}
+	loss := &storeLoss{kind: "store_emptied", exposed: map[string]bool{afterAck.id: true, beforeAck.id: true, thrice.id: true}}
+	loss.lostAt = tick()
+	send(beforeAck) // dispatched again before the operator acknowledged
+	loss.ackAt = tick()
+	loss.acked = true
+	w.loss.losses = []*storeLoss{loss}
+	tick()
+	for _, s := range []*slot{afterAck, untouched, thrice, thrice} {
+		send(s)
+	}
+
+	bad := w.checkVendorTruth()
+	for _, s := range []*slot{beforeAck, untouched, thrice} {
+		if _, ok := bad["duplicates"][s.id]; !ok {
+			t.Errorf("no duplicate reported for %s; found %v", s.id, bad)
+		}
+	}
+	if d, ok := bad["duplicates"][afterAck.id]; ok {
+		t.Errorf("a redispatch after the acknowledgement is reported as a duplicate: %s", d)
+	}
+	if w.redispatched[afterAck.id] != 1 || w.redispatched[thrice.id] != 1 || w.redispatched[beforeAck.id] != 0 || w.redispatched[untouched.id] != 0 {
+		t.Errorf("counted apart: %v; want 1 for %s and %s only", w.redispatched, afterAck.id, thrice.id)
+	}
+}

@@ -19,6 +19,10 @@ type credentials struct {
 	env      map[string]string // secret_env name -> secret
 	tenants  []tenant
 	approver string
+	// deployment is the fleet's deployment_id: configured, so that a
+	// store loss keeps the vendor keys (docs/DESIGN.md section 5a), and
+	// vendors with a binding deduplicate the lost calls' retries.
+	deployment string
 }
 
 func newCredentials(rng *rand.Rand) credentials {
@@ -36,6 +40,11 @@ func newCredentials(rng *rand.Rand) credentials {
 	for _, id := range []string{"ws_a", "ws_b", "ws_c"} {
 		c.tenants = append(c.tenants, tenant{id: id, apiKey: "ob_soak_key_" + id + "_" + word(), marker: "mk_" + id + "_" + word()})
 	}
+	var d [16]byte
+	for i := range d {
+		d[i] = byte(rng.UintN(256))
+	}
+	c.deployment = hex.EncodeToString(d[:])
 	return c
 }
 
@@ -92,7 +101,7 @@ func gatewayConfig(c credentials, vendorURL string, waitReplicas int) string {
 	fed := `"status": {"accepted": [200, 201]}`
 	return `{
   "key_prefix": "soak:", "retention": "24h", "unknown_retention": "168h", "lease": "2s",
-  "wait_replicas": ` + fmt.Sprint(waitReplicas) + `, "environment": "test",
+  "wait_replicas": ` + fmt.Sprint(waitReplicas) + `, "environment": "test", "deployment_id": "` + c.deployment + `",
   "workspaces": [` + strings.Join(ws, ", ") + `],
   "approver_keys": [{"name": "soak-operator", "key": "` + c.approver + `"}],
   "connections": [

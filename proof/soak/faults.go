@@ -21,7 +21,21 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 			return true
 		}
 	}
+	// The store losses have their own instants and stream (storeloss.go),
+	// so the schedule above is the same with or without them.
+	var plan []storeLossStep
+	if w.single != nil {
+		if deadline, ok := ctx.Deadline(); ok {
+			plan = storeLossPlan(time.Now(), time.Until(deadline))
+		}
+	}
+	lossRng := rand.New(rand.NewPCG(uint64(w.opt.seed), 11))
 	for sleep(time.Duration(500+rng.IntN(1300)) * time.Millisecond) {
+		if len(plan) > 0 && !time.Now().Before(plan[0].at) {
+			w.storeLossFault(ctx, lossRng, plan[0].kind)
+			plan = plan[1:]
+			continue
+		}
 		switch p := rng.IntN(100); {
 		case p < 28:
 			g := w.gws[rng.IntN(len(w.gws))]

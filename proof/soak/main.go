@@ -4,10 +4,12 @@
 // fault at once (kill -9 of gateways, Redis master kills and failovers,
 // Cluster slots resharded between masters and a master added and removed,
 // dropped script replies, cut connections, vendors that hang up, answer 503
-// or stall, capability pin changes), with an operator settling unknown
-// calls by the vendor's truth. The invariants of the contract are checked
-// every progress tick and at the end; any violation exits 1 with the seed
-// and the history of the offending key.
+// or stall, capability pin changes, and on the single Redis its store
+// restored from an older snapshot and emptied, each acknowledged through
+// the operator CLI once a gateway reports it), with an operator settling
+// unknown calls by the vendor's truth. The invariants of the contract are
+// checked every progress tick and at the end; any violation exits 1 with
+// the seed and the history of the offending key.
 //
 // The fault schedule and the workload are drawn from -seed (math/rand/v2
 // PCG streams): the same seed injects the same faults in the same order,
@@ -93,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.clients, "clients", 16, "concurrent clients")
 	fs.StringVar(&o.topology, "topology", "both", "cluster, single or both")
 	fs.BoolVar(&o.verbose, "v", false, "print every fault as it is injected")
-	fs.StringVar(&o.broken, "broken", "", "build refserver with -tags obolmutant and break its store this way (forget-records): the soak must fail")
+	fs.StringVar(&o.broken, "broken", "", "build refserver with -tags obolmutant and break its store this way (forget-records, blind-to-loss): the soak must fail")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -197,6 +199,9 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	}
 	storm, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	w.mu.Lock()
+	w.stormEnd = time.Now().Add(d)
+	w.mu.Unlock()
 	var wg, lasting sync.WaitGroup
 	for i := range w.opt.clients {
 		wg.Go(func() { w.client(storm, i, shared) })
@@ -291,7 +296,11 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	w.c.notes["lin_ambiguous"] += res.Ambiguous
 	w.c.notes["lin_undecided"] += res.Undecided
 	w.mu.Unlock()
+	w.summarizeLosses()
 	w.mu.Lock()
+	for _, n := range w.redispatched {
+		w.c.notes["redispatched_after_acknowledged_loss"] += n
+	}
 	w.c.notes["settled_replays_checked"] += replayed
 	w.c.notes["redis_keys_scanned"] += keys
 	w.c.notes["slots"] += len(w.slots)
@@ -419,9 +428,14 @@ func merge(dst *counts, src counts) {
 		{dst.calls, src.calls}, {dst.byTool, src.byTool}, {dst.faults, src.faults}, {dst.settled, src.settled}, {dst.notes, src.notes}, {dst.violated, src.violated},
 	} {
 		for k, v := range p.s {
+			if k == "store_loss_recovery_ms_max" {
+				p.d[k] = max(p.d[k], v)
+				continue
+			}
 			p.d[k] += v
 		}
 	}
+	dst.lossLines = append(dst.lossLines, src.lossLines...)
 }
 
 func printTable(w io.Writer, o options, c counts) {
@@ -445,6 +459,10 @@ func printTable(w io.Writer, o options, c counts) {
 	section("faults injected by kind", c.faults)
 	section("unknown calls settled by the operator", c.settled)
 	section("other figures", c.notes)
+	fmt.Fprintf(w, "store losses, acknowledged through the CLI (%d)\n", len(c.lossLines))
+	for _, l := range c.lossLines {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
 	fmt.Fprintln(w, "invariants (violations)")
 	for _, inv := range invariants {
 		v := fmt.Sprint(c.violated[inv])

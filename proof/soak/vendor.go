@@ -229,10 +229,11 @@ func (v *vendors) seenCount(slot string) int {
 
 // slotTruth is what the vendors know of one slot.
 type slotTruth struct {
-	seen       int
-	effects    int
-	vendorKeys []string // distinct keys of the effects ("" for none)
-	foreignKey bool     // a key first seen with another slot
+	seen        int
+	effects     int
+	vendorKeys  []string    // distinct keys of the effects ("" for none)
+	effectTimes []time.Time // when each effect happened, in order
+	foreignKey  bool        // a key first seen with another slot
 }
 
 func (v *vendors) truth() map[string]slotTruth {
@@ -243,6 +244,7 @@ func (v *vendors) truth() map[string]slotTruth {
 		t := slotTruth{seen: n, effects: len(v.effects[slot])}
 		keys := map[string]bool{}
 		for _, e := range v.effects[slot] {
+			t.effectTimes = append(t.effectTimes, e.at)
 			keys[e.vendorKey] = true
 			if e.vendorKey != "" && v.keyOwner[e.vendorKey] != slot {
 				t.foreignKey = true

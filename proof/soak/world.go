@@ -36,7 +36,12 @@ type observation struct {
 	maxAttempts int
 	settled     string // outcome the operator settled it as
 	settledAt   time.Time
+	inFlight    int       // calls of the slot under way
+	lastActive  time.Time // the latest start or end of a call, or settle
 }
+
+// callSpan is when one served call (storeloss.go) started and ended.
+type callSpan struct{ start, end time.Time }
 
 // event is one line of a slot's history (or of the fault log).
 type event struct {
@@ -52,13 +57,15 @@ type counts struct {
 	settled  map[string]int
 	notes    map[string]int
 	violated map[string]int // invariant -> violations found
+	// lossLines describe each store loss and the fleet's recovery.
+	lossLines []string
 }
 
 // invariants in table order.
 var invariants = []string{
 	"duplicates", "attempt_count_below_vendor", "acknowledged_reservations_lost",
 	"cross_tenant_results", "client_key_at_vendor", "secrets", "settled_not_replayed",
-	"broker_retries_enabled", "linearizability",
+	"broker_retries_enabled", "linearizability", "no_call_served_after_acknowledgement",
 }
 
 // world is one phase: a Redis topology, a fleet of gateways, the vendors,
@@ -88,6 +95,10 @@ type world struct {
 	offending    []string // slots with a violation, first found first
 	laneReported int      // lane violations reported so far
 	laneReport   string   // the lane's report of its first violation
+	loss         lossState
+	servedCalls  []callSpan     // calls the store took (storeloss.go)
+	redispatched map[string]int // slot -> effects after an acknowledged loss of its record
+	stormEnd     time.Time
 
 	// topoMu serializes the changes of the Cluster's topology: a failover
 	// (redisFault) and a reshard or a master added or removed (reshard.go).
@@ -117,6 +128,11 @@ func (w *world) fault(kind, format string, args ...any) {
 	w.c.faults[kind]++
 	w.faultLog = append(w.faultLog, event{time.Now(), text})
 	w.mu.Unlock()
+	if kind == "harness_error" {
+		// Always shown: the soak's own trouble, which the table only counts.
+		w.out.printf("fault %s", text)
+		return
+	}
 	w.out.verboseLine("fault %s", text)
 }
 
@@ -336,7 +352,7 @@ func (w *world) slotFor(t tenant, tl toolInfo, key string) *slot {
 
 // checkReply applies the per-reply invariants: no secret, no other
 // tenant's marker, a settled slot replays its settlement.
-func (w *world) checkReply(s *slot, r reply, when time.Time) {
+func (w *world) checkReply(s *slot, r reply, when time.Time, epoch int, open bool) {
 	for _, sec := range w.creds.secrets() {
 		if strings.Contains(string(r.body), sec) {
 			w.violation("secrets", s.id, "a reply holds the secret %.12s...", sec)
@@ -353,12 +369,20 @@ func (w *world) checkReply(s *slot, r reply, when time.Time) {
 	rc := r.result.Meta.Receipt
 	w.mu.Lock()
 	o := w.obs[s.id]
-	o.recordSeen = true
+	// An answer across a store loss or its acknowledgement may show a
+	// record the store no longer holds.
+	void := open || epoch != w.loss.epoch
+	if !void {
+		o.recordSeen = true
+	}
 	settled, settledAt := o.settled, o.settledAt
 	rolledBack := w.failoverAfter(settledAt)
+	lost := w.lossAfterLocked(s.id, settledAt)
 	w.mu.Unlock()
 	if settled != "" && settledAt.Before(when) && string(rc.Outcome) != settled {
-		if rolledBack {
+		if lost {
+			w.note("settle_lost_with_the_store")
+		} else if rolledBack {
 			w.note("settle_rolled_back_by_failover")
 		} else {
 			w.violation("settled_not_replayed", s.id, "settled %s, then a call got %s", settled, rc.Outcome)
@@ -382,13 +406,29 @@ func (w *world) call(rng *rand.Rand, s *slot, ticket string) reply {
 	if g == nil {
 		return reply{transport: fmt.Errorf("no gateway running")}
 	}
+	return w.callVia(g, s, ticket)
+}
+
+// callVia runs one call of s through g and records everything.
+func (w *world) callVia(g *gateway, s *slot, ticket string) reply {
 	tool := s.tool.name
+	w.mu.Lock()
 	start := time.Now()
+	epoch, open := w.loss.epoch, w.loss.open
+	w.obs[s.id].inFlight++
+	w.obs[s.id].lastActive = start
+	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
 	r := callTool(ctx, g.url(), s.tenant.apiKey, tool, s.key, ticket, s.args)
 	cancel()
 	w.callsN.Add(1)
 	w.mu.Lock()
+	end := time.Now()
+	w.obs[s.id].inFlight--
+	w.obs[s.id].lastActive = end
+	if r.served() {
+		w.servedCalls = append(w.servedCalls, callSpan{start, end})
+	}
 	if w.overlapsReshard(start, time.Now()) {
 		// Any cause: a reply dropped or a connection cut meanwhile answers
 		// store_unavailable too (countMigrationErrors tells the causes).
@@ -404,7 +444,7 @@ func (w *world) call(rng *rand.Rand, s *slot, ticket string) reply {
 	}
 	w.mu.Unlock()
 	w.logSlot(s.id, "call via gateway %d (sent %s) -> %s", g.idx, start.Format("15:04:05.000"), r)
-	w.checkReply(s, r, start)
+	w.checkReply(s, r, start, epoch, open)
 	return r
 }
 
@@ -525,14 +565,22 @@ func (w *world) settleRound(ctx context.Context, rng *rand.Rand) {
 			}
 			req, _ := json.Marshal(map[string]any{"outcome": outcome, "note": "soak operator: checked with the vendor", "attempt_count": rc.AttemptCount})
 			u := g.url() + "/v1/receipts/" + rc.IdempotencyKey + "/resolve?tool=" + url.QueryEscape(rc.Tool) + "&workspace=" + t.id
+			w.mu.Lock()
 			at := time.Now()
+			epoch, open := w.loss.epoch, w.loss.open
+			if o := w.obs[id]; o != nil {
+				o.lastActive = at // a settle is a write a snapshot restore undoes
+			}
+			w.mu.Unlock()
 			code, _ := rest(ctx, "POST", u, w.creds.approver, req)
 			w.logSlot(id, "operator: listed unknown (attempts=%d), settles %s via gateway %d -> HTTP %d", rc.AttemptCount, outcome, g.idx, code)
 			if code == 200 {
 				w.mu.Lock()
 				w.c.settled[outcome]++
 				if o := w.obs[id]; o != nil {
-					o.settled, o.settledAt, o.recordSeen = outcome, at, true
+					o.settled, o.settledAt = outcome, at
+					o.recordSeen = o.recordSeen || !open && epoch == w.loss.epoch
+					o.lastActive = time.Now()
 				}
 				w.mu.Unlock()
 			}
