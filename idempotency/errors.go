@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/internal/canonical"
 )
 
 // Refusals. Each is returned (possibly wrapped) by the claim lifecycle and
@@ -15,8 +16,9 @@ var (
 	// ErrInvalidScope: a workspace, connection, tool or prefix that cannot be
 	// rendered into a storage key without ambiguity.
 	ErrInvalidScope = errors.New("idempotency: invalid scope")
-	// ErrInvalidJSON: arguments that are not one valid JSON value.
-	ErrInvalidJSON = errors.New("idempotency: invalid JSON")
+	// ErrInvalidJSON: arguments that are not one valid JSON value (see
+	// [Canonicalize]).
+	ErrInvalidJSON = canonical.ErrInvalidJSON
 	// ErrInvalidTimeout: an attempt timeout that is negative or over
 	// MaxAttemptTimeout.
 	ErrInvalidTimeout = errors.New("idempotency: invalid attempt timeout")

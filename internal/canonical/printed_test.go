@@ -1,4 +1,4 @@
-package idempotency
+package canonical
 
 import (
 	"crypto/sha256"
@@ -73,14 +73,14 @@ var printedDoubleVectors = []struct {
 // before printed doubles, given only where a number changed.
 func TestCanonicalizePrintedDoubles(t *testing.T) {
 	for _, tt := range printedDoubleVectors {
-		if got, err := Canonicalize([]byte(tt.in)); err != nil || string(got) != tt.want {
+		if got, err := JSON([]byte(tt.in)); err != nil || string(got) != tt.want {
 			t.Errorf("Canonicalize(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
 		}
 		if form, _, err := refNumber(tt.in); err != nil || form != tt.want {
 			t.Errorf("refNumber(%s) = %s, %v; want %s", tt.in, form, err, tt.want)
 		}
 		args := `{"b":[` + tt.in + `],"a":` + tt.in + `}`
-		if got, err := Canonicalize([]byte(args)); err != nil || string(got) != `{"a":`+tt.want+`,"b":[`+tt.want+`]}` {
+		if got, err := JSON([]byte(args)); err != nil || string(got) != `{"a":`+tt.want+`,"b":[`+tt.want+`]}` {
 			t.Errorf("Canonicalize(%s) = %s, %v", args, got, err)
 		}
 	}
@@ -90,7 +90,7 @@ func TestCanonicalizePrintedDoubles(t *testing.T) {
 // hash and dispatch fingerprint" are what Canonicalize does, and each is one of
 // printedDoubleVectors.
 func TestDesignNumberVectors(t *testing.T) {
-	design, err := os.ReadFile("../docs/DESIGN.md")
+	design, err := os.ReadFile("../../docs/DESIGN.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestDesignNumberVectors(t *testing.T) {
 		want := strings.Trim(cells[1], "`")
 		for _, in := range strings.Split(strings.TrimPrefix(cells[0], "| "), ", ") {
 			in = strings.Trim(in, "`")
-			if got, err := Canonicalize([]byte(in)); err != nil || string(got) != want {
+			if got, err := JSON([]byte(in)); err != nil || string(got) != want {
 				t.Errorf("DESIGN.md: %s -> %s, but Canonicalize gives %s, %v", in, want, got, err)
 			}
 			if known[in] != want {
@@ -132,14 +132,14 @@ func TestRequestHashesPrevious(t *testing.T) {
 	}
 	for _, tt := range printedDoubleVectors {
 		args := `{"b":[` + tt.in + `, 1.5],"a":"x"}`
-		hash, previous, err := RequestHashes([]byte(args))
+		hash, previous, err := Hashes([]byte(args))
 		if err != nil {
 			t.Fatalf("RequestHashes(%s): %v", args, err)
 		}
 		if want := sum(`{"a":"x","b":[` + tt.want + `,1.5]}`); hash != want {
 			t.Errorf("RequestHashes(%s) hash = %s, want %s", args, hash, want)
 		}
-		if h, _ := RequestHash([]byte(args)); h != hash {
+		if h, _ := Hash([]byte(args)); h != hash {
 			t.Errorf("RequestHash(%s) = %s, RequestHashes %s", args, h, hash)
 		}
 		want := ""
@@ -157,11 +157,11 @@ func TestRequestHashesPrevious(t *testing.T) {
 		}
 	}
 	for _, args := range []string{"", "null", " {} ", `{"a":1.5}`, `[72057594037927940]`, `[9007199254740993]`} {
-		if _, previous, err := RequestHashes([]byte(args)); err != nil || previous != "" {
+		if _, previous, err := Hashes([]byte(args)); err != nil || previous != "" {
 			t.Errorf("RequestHashes(%q) previous = %q, %v; want none", args, previous, err)
 		}
 	}
-	if _, _, err := RequestHashes([]byte(`{"a":0.10000000000000001,}`)); err == nil {
+	if _, _, err := Hashes([]byte(`{"a":0.10000000000000001,}`)); err == nil {
 		t.Errorf("RequestHashes of invalid JSON: no error")
 	}
 }

@@ -1,4 +1,4 @@
-package idempotency
+package canonical
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ import (
 func FuzzCanonicalize(f *testing.F) {
 	f.Add([]byte(`{"b":[1.0,1e21,-0,"\u00e9\ud83d\ude00"],"a":{"\ue000":1,"\ud800\udc00":2}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		out, err := Canonicalize(data)
-		hash, herr := RequestHash(data)
+		out, err := JSON(data)
+		hash, herr := Hash(data)
 		want, werr := canonicalReference(data)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidJSON) {
@@ -49,14 +49,14 @@ func FuzzCanonicalize(f *testing.F) {
 		if !json.Valid(out) || !utf8.Valid(out) {
 			t.Fatalf("output is not valid JSON and UTF-8: %q", out)
 		}
-		again, err := Canonicalize(out)
+		again, err := JSON(out)
 		if err != nil || !bytes.Equal(again, out) {
 			t.Fatalf("output is not canonical: %q -> %q, %v", out, again, err)
 		}
 		if herr != nil {
 			t.Fatalf("RequestHash: %v", herr)
 		}
-		if h2, _ := RequestHash(out); h2 != hash {
+		if h2, _ := Hash(out); h2 != hash {
 			t.Fatalf("RequestHash(input) %s != RequestHash(output) %s", hash, h2)
 		}
 		if string(out) != "null" {
@@ -65,9 +65,9 @@ func FuzzCanonicalize(f *testing.F) {
 				t.Fatalf("RequestHash = %s, want %s", hash, w)
 			}
 		}
-		app, err := AppendCanonical([]byte("x"), data)
+		app, err := appendJSON([]byte("x"), data)
 		if err != nil || string(app) != "x"+string(out) {
-			t.Fatalf("AppendCanonical = %q, %v", app, err)
+			t.Fatalf("appendJSON = %q, %v", app, err)
 		}
 	})
 }
@@ -87,11 +87,11 @@ func FuzzCanonicalizeSpelling(f *testing.F) {
 		}
 		a := spelling{}.text(doc)
 		b := spelling{rand.New(rand.NewPCG(spell, 1))}.text(doc)
-		ha, err := RequestHash(a)
+		ha, err := Hash(a)
 		if err != nil {
 			t.Fatalf("RequestHash(%q): %v", a, err)
 		}
-		hb, err := RequestHash(b)
+		hb, err := Hash(b)
 		if err != nil || ha != hb {
 			t.Fatalf("spellings hash apart\n%q -> %s\n%q -> %s, %v", a, ha, b, hb, err)
 		}

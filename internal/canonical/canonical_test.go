@@ -1,4 +1,4 @@
-package idempotency
+package canonical
 
 import (
 	"bytes"
@@ -61,7 +61,7 @@ func TestCanonicalizeRFC8785Examples(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Canonicalize([]byte(tt.in))
+			got, err := JSON([]byte(tt.in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +118,7 @@ func TestCanonicalizeNumbers(t *testing.T) {
 			mant + "000E" + exp,
 			tt.want,
 		} {
-			if got, err := Canonicalize([]byte(in)); err != nil || string(got) != tt.want {
+			if got, err := JSON([]byte(in)); err != nil || string(got) != tt.want {
 				t.Errorf("%016x: Canonicalize(%s) = %s, %v; want %s", tt.bits, in, got, err, tt.want)
 			}
 		}
@@ -158,16 +158,16 @@ func TestCanonicalizeNumbers(t *testing.T) {
 	}
 	for _, tt := range more {
 		if tt.want == "" {
-			if _, err := Canonicalize([]byte(tt.in)); !errors.Is(err, ErrInvalidJSON) {
+			if _, err := JSON([]byte(tt.in)); !errors.Is(err, ErrInvalidJSON) {
 				t.Errorf("Canonicalize(%s) error = %v, want ErrInvalidJSON", tt.in, err)
 			}
 			continue
 		}
-		if got, err := Canonicalize([]byte(tt.in)); err != nil || string(got) != tt.want {
+		if got, err := JSON([]byte(tt.in)); err != nil || string(got) != tt.want {
 			t.Errorf("Canonicalize(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
 		}
 		inArray := "[" + tt.in + "," + tt.in + "]"
-		if got, err := Canonicalize([]byte(inArray)); err != nil || string(got) != "["+tt.want+","+tt.want+"]" {
+		if got, err := JSON([]byte(inArray)); err != nil || string(got) != "["+tt.want+","+tt.want+"]" {
 			t.Errorf("Canonicalize(%s) = %s, %v", inArray, got, err)
 		}
 	}
@@ -193,7 +193,7 @@ func TestCanonicalizeStrings(t *testing.T) {
 		{`"a\u0041\u0000b"`, `"aA\u0000b"`},
 	}
 	for _, tt := range tests {
-		got, err := Canonicalize([]byte(tt.in))
+		got, err := JSON([]byte(tt.in))
 		if err != nil || string(got) != tt.want {
 			t.Errorf("Canonicalize(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
 		}
@@ -205,7 +205,7 @@ func TestCanonicalizeSortsByUTF16CodeUnits(t *testing.T) {
 	// supplementary planes; in UTF-16 order after them.
 	in := `{"\ufffd":1,"\ue000":2,"\ud800\udc00":3,"\udbff\udfff":4,"\ud7ff":5,"\uffff":6,"😀":7,"":8,"a":9,"ab":10,"a\u0000":11}`
 	want := "{\"\":8,\"a\":9,\"a\\u0000\":11,\"ab\":10,\"\ud7ff\":5,\"\U00010000\":3,\"😀\":7,\"\U0010ffff\":4,\"\ue000\":2,\"\ufffd\":1,\"\uffff\":6}"
-	got, err := Canonicalize([]byte(in))
+	got, err := JSON([]byte(in))
 	if err != nil || string(got) != want {
 		t.Errorf("Canonicalize:\n got %s, %v\nwant %s", got, err, want)
 	}
@@ -214,7 +214,7 @@ func TestCanonicalizeSortsByUTF16CodeUnits(t *testing.T) {
 	// "\"" (U+0022) before "#" (U+0023) and "\n" (U+000A) before "\u000b".
 	in = `{"#":1,"\"":2,"\u000b":3,"\n":4,"\\":5,"[":6}`
 	want = `{"\n":4,"\u000b":3,"\"":2,"#":1,"[":6,"\\":5}`
-	if got, err := Canonicalize([]byte(in)); err != nil || string(got) != want {
+	if got, err := JSON([]byte(in)); err != nil || string(got) != want {
 		t.Errorf("Canonicalize(%s) = %s, %v; want %s", in, got, err, want)
 	}
 }
@@ -222,19 +222,19 @@ func TestCanonicalizeSortsByUTF16CodeUnits(t *testing.T) {
 func TestCanonicalizeNested(t *testing.T) {
 	in := ` { "b" : { "d" : [ {"z":1,"y":[{"q":0,"p":1}]}, 2 ], "c" : {} }, "a" : [ [ ] , { } , {"k":{"j":1,"i":2}} ] } `
 	want := `{"a":[[],{},{"k":{"i":2,"j":1}}],"b":{"c":{},"d":[{"y":[{"p":1,"q":0}],"z":1},2]}}`
-	got, err := Canonicalize([]byte(in))
+	got, err := JSON([]byte(in))
 	if err != nil || string(got) != want {
 		t.Errorf("Canonicalize:\n got %s, %v\nwant %s", got, err, want)
 	}
 	// An object in order whose child is not: the parent is copied, the child sorted.
 	in = `{"a":{"y":1,"x":2},"b":{"m":1,"n":[{"b":1,"a":2}]}}`
 	want = `{"a":{"x":2,"y":1},"b":{"m":1,"n":[{"a":2,"b":1}]}}`
-	if got, err := Canonicalize([]byte(in)); err != nil || string(got) != want {
+	if got, err := JSON([]byte(in)); err != nil || string(got) != want {
 		t.Errorf("Canonicalize(%s) = %s, %v; want %s", in, got, err, want)
 	}
 	for _, in := range []string{`null`, `true`, `false`, `0`, `"x"`, `[]`, `{}`, ` [ 1 , "a" ] `} {
 		want := strings.ReplaceAll(strings.TrimSpace(in), " ", "")
-		if got, err := Canonicalize([]byte(in)); err != nil || string(got) != want {
+		if got, err := JSON([]byte(in)); err != nil || string(got) != want {
 			t.Errorf("Canonicalize(%q) = %s, %v; want %s", in, got, err, want)
 		}
 	}
@@ -261,7 +261,7 @@ func TestCanonicalizeDepth(t *testing.T) {
 		return b.Bytes()
 	}
 	in := deep(maxJSONDepth)
-	got, err := Canonicalize(in)
+	got, err := JSON(in)
 	if err != nil {
 		t.Fatalf("depth %d: %v", maxJSONDepth, err)
 	}
@@ -270,7 +270,7 @@ func TestCanonicalizeDepth(t *testing.T) {
 		t.Errorf("depth %d: differs from jcs (%v)", maxJSONDepth, err)
 	}
 	for _, in := range [][]byte{deep(maxJSONDepth + 1), []byte(strings.Repeat("[", 1<<20))} {
-		if _, err := Canonicalize(in); !errors.Is(err, ErrInvalidJSON) || !strings.Contains(err.Error(), "nesting deeper than 10000") {
+		if _, err := JSON(in); !errors.Is(err, ErrInvalidJSON) || !strings.Contains(err.Error(), "nesting deeper than 10000") {
 			t.Errorf("len %d: err = %v, want nesting error", len(in), err)
 		}
 	}
@@ -348,18 +348,18 @@ func TestCanonicalizeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		dst := []byte("keep")
-		got, err := AppendCanonical(dst, []byte(tt.in))
+		got, err := appendJSON(dst, []byte(tt.in))
 		if !errors.Is(err, ErrInvalidJSON) {
-			t.Errorf("AppendCanonical(%q) error = %v, want ErrInvalidJSON", tt.in, err)
+			t.Errorf("appendJSON(%q) error = %v, want ErrInvalidJSON", tt.in, err)
 			continue
 		}
 		if want := "idempotency: invalid JSON: " + tt.want; err.Error() != want {
-			t.Errorf("AppendCanonical(%q) error\n got %q\nwant %q", tt.in, err, want)
+			t.Errorf("appendJSON(%q) error\n got %q\nwant %q", tt.in, err, want)
 		}
 		if string(got) != "keep" || len(got) != len(dst) {
-			t.Errorf("AppendCanonical(%q) on error returned %q, want dst unchanged", tt.in, got)
+			t.Errorf("appendJSON(%q) on error returned %q, want dst unchanged", tt.in, got)
 		}
-		if _, herr := RequestHash([]byte(tt.in)); tt.in != "" && strings.TrimSpace(tt.in) != "" && !errors.Is(herr, ErrInvalidJSON) {
+		if _, herr := Hash([]byte(tt.in)); tt.in != "" && strings.TrimSpace(tt.in) != "" && !errors.Is(herr, ErrInvalidJSON) {
 			t.Errorf("RequestHash(%q) error = %v, want ErrInvalidJSON", tt.in, herr)
 		}
 		if _, jerr := jcs.Transform([]byte(tt.in)); jerr == nil {
@@ -381,7 +381,7 @@ func TestCanonicalizeErrorsDoNotQuoteInput(t *testing.T) {
 		`[` + strings.Repeat("4242", 30) + `]`,
 		`[4242e-424242]`,
 	} {
-		_, err := Canonicalize([]byte(in))
+		_, err := JSON([]byte(in))
 		if err == nil {
 			t.Errorf("Canonicalize(%q) succeeded", in)
 			continue
@@ -392,18 +392,18 @@ func TestCanonicalizeErrorsDoNotQuoteInput(t *testing.T) {
 	}
 }
 
-func TestAppendCanonical(t *testing.T) {
+func TestAppendJSON(t *testing.T) {
 	dst := make([]byte, 0, 64)
 	dst = append(dst, "prefix:"...)
-	got, err := AppendCanonical(dst, []byte(`{"b":[1.0,{"d":1,"c":2}],"a":true}`))
+	got, err := appendJSON(dst, []byte(`{"b":[1.0,{"d":1,"c":2}],"a":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := `prefix:{"a":true,"b":[1,{"c":2,"d":1}]}`; string(got) != want {
-		t.Errorf("AppendCanonical = %s, want %s", got, want)
+		t.Errorf("appendJSON = %s, want %s", got, want)
 	}
 	if &got[0] != &dst[:1][0] {
-		t.Error("AppendCanonical reallocated although dst had room")
+		t.Error("appendJSON reallocated although dst had room")
 	}
 }
 
@@ -414,12 +414,12 @@ func TestRequestHash(t *testing.T) {
 		t.Fatalf("emptyObjectHash = %s, want %s", emptyObjectHash, emptyHash)
 	}
 	for _, in := range []string{"", " ", "\n\t\r ", "{}", " { } ", "null", " null\n"} {
-		got, err := RequestHash([]byte(in))
+		got, err := Hash([]byte(in))
 		if err != nil || got != emptyHash {
 			t.Errorf("RequestHash(%q) = %s, %v; want %s", in, got, err, emptyHash)
 		}
 	}
-	if got, err := RequestHash(nil); err != nil || got != emptyHash {
+	if got, err := Hash(nil); err != nil || got != emptyHash {
 		t.Errorf("RequestHash(nil) = %s, %v", got, err)
 	}
 
@@ -429,7 +429,7 @@ func TestRequestHash(t *testing.T) {
 		`{"a":1}`, `{"a":"1"}`, `{"a":1.5}`, `{"a":[1]}`, `{"b":1}`, `[]`, `[{}]`, `0`, `false`, `""`, `"{}"`,
 		`{"a":{"b":{"c":{}}}}`, `{"a":{"b":{"c":[]}}}`, `{"a":null}`,
 	} {
-		got, err := RequestHash([]byte(in))
+		got, err := Hash([]byte(in))
 		if err != nil || !format.MatchString(got) {
 			t.Errorf("RequestHash(%s) = %q, %v", in, got, err)
 			continue
@@ -476,7 +476,7 @@ func TestCanonicalizeDifferential(t *testing.T) {
 func checkAgainstJCS(t *testing.T, in []byte) {
 	t.Helper()
 	want, werr := jcs.Transform(in)
-	got, err := Canonicalize(in)
+	got, err := JSON(in)
 	if werr != nil {
 		if err == nil {
 			t.Errorf("Canonicalize accepts what jcs rejects (%v):\n%q", werr, in)
@@ -491,7 +491,7 @@ func checkAgainstJCS(t *testing.T, in []byte) {
 		t.Errorf("Canonicalize differs from jcs\ninput %q\n got %q\nwant %q", in, got, want)
 		return
 	}
-	h, err := RequestHash(in)
+	h, err := Hash(in)
 	sum := sha256.Sum256(want)
 	if wantHash := "sha256:" + hex.EncodeToString(sum[:]); string(want) != "null" && (err != nil || h != wantHash) {
 		t.Errorf("RequestHash = %s, %v; want %s\ninput %q", h, err, wantHash, in)
@@ -516,13 +516,13 @@ func TestRequestHashIgnoresSpelling(t *testing.T) {
 			doc.values = append(doc.values, g.value(1))
 		}
 		plain := spelling{}.text(doc)
-		want, err := RequestHash(plain)
+		want, err := Hash(plain)
 		if err != nil {
 			t.Fatalf("seed %d: RequestHash(%q): %v", seed, plain, err)
 		}
 		for range 4 {
 			other := spelling{r}.text(doc)
-			if got, err := RequestHash(other); err != nil || got != want {
+			if got, err := Hash(other); err != nil || got != want {
 				t.Fatalf("seed %d, document %d: hash changed with spelling\n%q -> %s\n%q -> %s, %v", seed, i, plain, want, other, got, err)
 			}
 		}
@@ -605,8 +605,8 @@ func TestCanonicalizeSizeLimit(t *testing.T) {
 	// costs address space, not memory.
 	big := make([]byte, maxCanonicalInput+1)
 	for _, f := range []func([]byte) error{
-		func(b []byte) error { _, err := Canonicalize(b); return err },
-		func(b []byte) error { _, err := RequestHash(b); return err },
+		func(b []byte) error { _, err := JSON(b); return err },
+		func(b []byte) error { _, err := Hash(b); return err },
 	} {
 		if err := f(big); !errors.Is(err, ErrInvalidJSON) || !strings.Contains(err.Error(), "larger than 256 MiB") {
 			t.Errorf("err = %v, want size error", err)
@@ -635,7 +635,7 @@ func TestCanonicalizeLargeObjects(t *testing.T) {
 		doc.names = append(doc.names, doc.names[r.IntN(n)])
 		doc.values = append(doc.values, &jnode{kind: 'n'})
 		in = spelling{r}.text(doc)
-		if _, err := Canonicalize(in); !errors.Is(err, ErrInvalidJSON) || !strings.Contains(err.Error(), "duplicate member name") {
+		if _, err := JSON(in); !errors.Is(err, ErrInvalidJSON) || !strings.Contains(err.Error(), "duplicate member name") {
 			t.Errorf("%d members with a duplicate: err = %v", n+1, err)
 		}
 	}
@@ -714,7 +714,7 @@ func TestCanonicalizeInvalidUTF8Offset(t *testing.T) {
 		{"\"é\\n\xc3\x28\"", 5},
 		{"[\"ok\",\"\u00e9\u00e9\xf8\"]", 11},
 	} {
-		_, err := Canonicalize([]byte(tt.in))
+		_, err := JSON([]byte(tt.in))
 		if want := fmt.Sprintf("at offset %d: invalid UTF-8 in string", tt.off); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Canonicalize(%q): err = %v, want %q", tt.in, err, want)
 		}

@@ -1,4 +1,4 @@
-package idempotency
+package canonical
 
 import (
 	"encoding/binary"
@@ -241,7 +241,7 @@ const maxDoubleDigits = 17
 //
 // With c.previousRule set, the printed-double reading is off: the numbers
 // that it changes (c.refined reports them) keep their exact form in
-// exponent notation, as they did before it existed (see RequestHashes).
+// exponent notation, as they did before it existed (see [Hashes]).
 func (c *canonicalizer) appendLongNumber(start int, integer, frac, exp []byte) error {
 	printed := len(frac) > 0 || len(exp) > 0 // written with a '.' or an exponent
 	// The significant digits, hi followed by lo, without leading or

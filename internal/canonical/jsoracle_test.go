@@ -1,4 +1,4 @@
-package idempotency
+package canonical
 
 import (
 	"bufio"
@@ -70,7 +70,7 @@ func TestCanonicalizeMatchesJavaScript(t *testing.T) {
 			if g, err := strconv.ParseFloat(text, 64); err != nil || g != f || !strings.ContainsAny(text, ".eE") {
 				continue // an integer literal, or a text that is another double
 			}
-			got, err := Canonicalize([]byte(text))
+			got, err := JSON([]byte(text))
 			if err != nil || string(got) != want {
 				t.Errorf("seed %d: Canonicalize(%s) = %s, %v; JavaScript writes %s", seed, text, got, err, want)
 			}
@@ -95,6 +95,6 @@ func TestCanonicalizeMatchesJavaScript(t *testing.T) {
 
 // fixedPoint reports whether a canonical form canonicalizes as itself.
 func fixedPoint(canonical []byte) bool {
-	again, err := Canonicalize(canonical)
+	again, err := JSON(canonical)
 	return err == nil && string(again) == string(canonical)
 }

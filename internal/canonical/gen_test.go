@@ -1,4 +1,4 @@
-package idempotency
+package canonical
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package idempotency
+package canonical
 
 import (
 	"crypto/sha256"
@@ -13,8 +13,8 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
-// sameAsV1 fails unless Canonicalize, AppendCanonical and RequestHash give
-// exactly what the frozen implementation (canonical_v1_test.go) gives for
+// sameAsV1 fails unless JSON, appendJSON and Hash give
+// exactly what the frozen implementation (v1_test.go) gives for
 // data: the same text, the same hash, or the same error message. The frozen
 // implementation predates the printed-double rule (refPrinted), which reads
 // such a number as its double: it gets data with those numbers respelt as
@@ -23,30 +23,30 @@ import (
 func sameAsV1(t *testing.T, data []byte) {
 	t.Helper()
 	v1data := respellPrinted(data)
-	got, err := Canonicalize(data)
+	got, err := JSON(data)
 	want, werr := v1Canonicalize(v1data)
 	want = plainPrintedIntegers(want)
 	if fmt.Sprint(err) != fmt.Sprint(werr) || string(got) != string(want) {
 		t.Fatalf("Canonicalize(%q)\n got %q, %v\nwant %q, %v", data, got, err, want, werr)
 	}
-	app, err := AppendCanonical([]byte("x"), data)
-	wapp, werr := v1AppendCanonical([]byte("x"), v1data)
+	app, err := appendJSON([]byte("x"), data)
+	wapp, werr := v1appendJSON([]byte("x"), v1data)
 	if werr == nil {
 		wapp = append([]byte("x"), want...)
 	}
 	if fmt.Sprint(err) != fmt.Sprint(werr) || string(app) != string(wapp) {
-		t.Fatalf("AppendCanonical(%q)\n got %q, %v\nwant %q, %v", data, app, err, wapp, werr)
+		t.Fatalf("appendJSON(%q)\n got %q, %v\nwant %q, %v", data, app, err, wapp, werr)
 	}
-	h, err := RequestHash(data)
+	h, err := Hash(data)
 	wh, werr := v1RequestHash(v1data)
-	if werr == nil && !absentArguments(data) {
+	if werr == nil && !Absent(data) {
 		sum := sha256.Sum256(want)
 		wh = "sha256:" + hex.EncodeToString(sum[:])
 	}
 	if fmt.Sprint(err) != fmt.Sprint(werr) || h != wh {
 		t.Fatalf("RequestHash(%q)\n got %s, %v\nwant %s, %v", data, h, err, wh, werr)
 	}
-	h2, prev, err := RequestHashes(data)
+	h2, prev, err := Hashes(data)
 	if fmt.Sprint(err) != fmt.Sprint(werr) || h2 != h {
 		t.Fatalf("RequestHashes(%q) = %s, %v; RequestHash %s", data, h2, err, h)
 	}

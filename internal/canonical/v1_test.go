@@ -1,4 +1,4 @@
-package idempotency
+package canonical
 
 // This file is the canonicalizer (canonical*.go) as it was before its fast
 // paths (strings copied in runs, member orders reused across records, ...),
@@ -25,10 +25,10 @@ const v1maxJSONDepth = 10000
 const v1emptyObjectHash = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
 
 func v1Canonicalize(data []byte) ([]byte, error) {
-	return v1AppendCanonical(nil, data)
+	return v1appendJSON(nil, data)
 }
 
-func v1AppendCanonical(dst, data []byte) ([]byte, error) {
+func v1appendJSON(dst, data []byte) ([]byte, error) {
 	c := v1getCanonicalizer()
 	defer v1putCanonicalizer(c)
 	if err := c.parse(data); err != nil {
@@ -45,7 +45,7 @@ func v1AppendCanonical(dst, data []byte) ([]byte, error) {
 }
 
 func v1RequestHash(arguments []byte) (string, error) {
-	if absentArguments(arguments) {
+	if Absent(arguments) {
 		return v1emptyObjectHash, nil
 	}
 	c := v1getCanonicalizer()

@@ -1,4 +1,4 @@
-package idempotency
+package canonical
 
 import (
 	"crypto/sha256"
@@ -38,14 +38,14 @@ func BenchmarkRequestHash(b *testing.B) {
 		n    int
 	}{{"1KiB", 1 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}} {
 		doc := benchDocument(size.n)
-		if _, err := RequestHash(doc); err != nil {
+		if _, err := Hash(doc); err != nil {
 			b.Fatal(err)
 		}
 		b.Run(size.name+"/obol", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(doc)))
 			for b.Loop() {
-				if _, err := RequestHash(doc); err != nil {
+				if _, err := Hash(doc); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -71,7 +71,7 @@ func BenchmarkCanonicalize(b *testing.B) {
 		name := "1KiB/unsorted"
 		if sorted {
 			var err error
-			if doc, err = Canonicalize(doc); err != nil {
+			if doc, err = JSON(doc); err != nil {
 				b.Fatal(err)
 			}
 			name = "1KiB/canonical"
@@ -82,7 +82,7 @@ func BenchmarkCanonicalize(b *testing.B) {
 			var dst []byte
 			for b.Loop() {
 				var err error
-				if dst, err = AppendCanonical(dst[:0], doc); err != nil {
+				if dst, err = appendJSON(dst[:0], doc); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -121,7 +121,7 @@ func BenchmarkRequestHashNumbers(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(doc.text)))
 			for b.Loop() {
-				if _, err := RequestHash(doc.text); err != nil {
+				if _, err := Hash(doc.text); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,4 +1,4 @@
-package idempotency
+package canonical
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 func TestRequestHashExactNumbers(t *testing.T) {
 	hash := func(args string) string {
 		t.Helper()
-		h, err := RequestHash([]byte(args))
+		h, err := Hash([]byte(args))
 		if err != nil {
 			t.Fatalf("RequestHash(%s): %v", args, err)
 		}
@@ -70,14 +70,14 @@ func TestCanonicalizeNumberLimits(t *testing.T) {
 		{`[-1.8e308]`, "at offset 1: number out of the double range"},
 		{`{"a":0.1e310}`, "at offset 5: number out of the double range"},
 	} {
-		_, err := Canonicalize([]byte(tt.in))
+		_, err := JSON([]byte(tt.in))
 		if !errors.Is(err, ErrInvalidJSON) || err.Error() != "idempotency: invalid JSON: "+tt.want {
 			t.Errorf("Canonicalize(%.40s...) error = %v, want %q", tt.in, err, tt.want)
 		}
 		if err != nil && strings.Contains(err.Error(), "4242") {
 			t.Errorf("error quotes the input: %v", err)
 		}
-		if _, err := RequestHash([]byte(tt.in)); !errors.Is(err, ErrInvalidJSON) {
+		if _, err := Hash([]byte(tt.in)); !errors.Is(err, ErrInvalidJSON) {
 			t.Errorf("RequestHash(%.40s...) error = %v, want ErrInvalidJSON", tt.in, err)
 		}
 	}
@@ -88,7 +88,7 @@ func TestCanonicalizeNumberLimits(t *testing.T) {
 		{"1" + strings.Repeat("0", 5000) + "e-5000", "1"},
 		{"0e-99999999999999999999", "0"},
 	} {
-		if got, err := Canonicalize([]byte(tt.in)); err != nil || string(got) != tt.want {
+		if got, err := JSON([]byte(tt.in)); err != nil || string(got) != tt.want {
 			t.Errorf("Canonicalize(%.40s...) = %s, %v; want %s", tt.in, got, err, tt.want)
 		}
 	}
@@ -120,7 +120,7 @@ func TestCanonicalizeDoubleEncoders(t *testing.T) {
 			string(js),
 		} {
 			want, werr := jcs.Transform([]byte(in))
-			got, err := Canonicalize([]byte(in))
+			got, err := JSON([]byte(in))
 			if werr != nil || err != nil || string(got) != string(want) {
 				t.Fatalf("seed %d: Canonicalize(%s) = %s, %v; jcs %s, %v", seed, in, got, err, want, werr)
 			}
@@ -169,7 +169,7 @@ func TestCanonicalizeExactValue(t *testing.T) {
 // reports whether it is the exact form.
 func checkNumber(t *testing.T, in string) (exactForm bool) {
 	t.Helper()
-	got, err := Canonicalize([]byte(in))
+	got, err := JSON([]byte(in))
 	form, exact, rerr := refNumber(in)
 	if (err == nil) != (rerr == nil) {
 		t.Errorf("Canonicalize(%.120s) error %v, reference %v", in, err, rerr)
@@ -222,7 +222,7 @@ func TestCanonicalizeExactDocuments(t *testing.T) {
 func checkAgainstReference(t *testing.T, in []byte) {
 	t.Helper()
 	want, werr := canonicalReference(in)
-	got, err := Canonicalize(in)
+	got, err := JSON(in)
 	if (err == nil) != (werr == nil) {
 		t.Errorf("Canonicalize error %v, reference %v\ninput %q", err, werr, in)
 		return
