@@ -3,15 +3,12 @@ package mcpgateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
@@ -178,29 +175,4 @@ func (s *replayStore) Claim(context.Context, idempotency.ClaimRequest) (idempote
 func reportCPU(b *testing.B) func() {
 	start := processCPU()
 	return func() { b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op") }
-}
-
-// BenchmarkResultEncoding compares the two encoders of the direct path on
-// the usual result: encoding/json through the SDK's Marshalers, and
-// appendPlainResult.
-func BenchmarkResultEncoding(b *testing.B) {
-	sp := newSplice()
-	res := &mcp.CallToolResult{Meta: mcp.Meta{metaKey: "idt_0123456789abcdef0123456789abcdef", metaReceipt: sp.phReceipt},
-		Content: []mcp.Content{&mcp.TextContent{Text: sp.phText}}, StructuredContent: json.RawMessage(sp.phStructured)}
-	b.Run("encodeResult", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := encodeResult(res); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("appendPlainResult", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, ok := appendPlainResult(make([]byte, 0, 512), res); !ok {
-				b.Fatal("not plain")
-			}
-		}
-	})
 }

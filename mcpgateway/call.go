@@ -15,6 +15,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/mcpdirect"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -81,6 +82,14 @@ func (g *Gateway) callObserved(ctx context.Context, req *mcp.CallToolRequest) (_
 			done(end)
 		}
 	}, nil
+}
+
+// callDirect is callObserved for the direct path, which also writes a
+// result of the gateway's own shape without reflection.
+func (g *Gateway) callDirect(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, func(), error) {
+	res, observe, err := g.callObserved(ctx, req)
+	ci := callInfoOf(req)
+	return res, ci != nil && ci.splice != nil && ci.splice.Plain(), observe, err
 }
 
 // callInfoOf returns what the front resolved for req, or nil.
@@ -181,14 +190,18 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 // call is a result (not an error) with _meta dev.obol/approval {"ticket",
 // "status": "pending"}; calling again before the decision answers the same
 // ticket. With ci, the receipt and the body go to ci.splice, and the
-// result holds their placeholders: the front writes them (splice).
+// result holds their placeholders: the front writes them
+// ([mcpdirect.Splice]).
 func result(out retry.Answer, ci *callInfo) *mcp.CallToolResult {
-	var sp *splice
+	var sp *mcpdirect.Splice
 	var rcMeta any = out.Receipt
 	if ci != nil {
-		sp = newSplice()
+		sp = mcpdirect.NewSplice()
 		ci.splice = sp
-		rcMeta = sp.setReceipt(out.Receipt)
+		if b, err := out.Receipt.MarshalJSON(); err == nil {
+			rcMeta = sp.SetReceipt(b)
+		}
+		// Else the receipt itself: the SDK reports that it does not encode.
 	}
 	res := &mcp.CallToolResult{Meta: mcp.Meta{metaKey: out.Key.String(), metaReceipt: rcMeta}}
 	rc := out.Receipt
@@ -213,23 +226,10 @@ func result(out retry.Answer, ci *callInfo) *mcp.CallToolResult {
 	case out.Result != nil && sp != nil && len(out.Result.Body) > 0:
 		// Encoded once, by the front: a non-empty body has a non-empty
 		// text, so the defaults below never replace it.
-		body := out.Result.Body
-		t := bytes.TrimSpace(body)
-		sp.body, sp.large = body, len(body) >= spliceMin
-		text = sp.phText
-		if len(t) > 0 && t[0] == '{' {
-			if sp.large {
-				if json.Valid(t) {
-					sp.structured = t
-				}
-			} else if b, err := json.Marshal(json.RawMessage(t)); err == nil {
-				// What the SDK makes of json.RawMessage(t), and an error
-				// exactly when t is not valid JSON.
-				sp.structured = b
-			}
-		}
-		if sp.structured != nil {
-			res.StructuredContent = json.RawMessage(sp.phStructured)
+		var structured json.RawMessage
+		text, structured = sp.SetBody(out.Result.Body)
+		if structured != nil {
+			res.StructuredContent = structured
 		}
 	case out.Result != nil:
 		body := out.Result.Body
@@ -262,7 +262,7 @@ func result(out retry.Answer, ci *callInfo) *mcp.CallToolResult {
 	}
 	res.Content = []mcp.Content{&mcp.TextContent{Text: text}}
 	if sp != nil {
-		sp.plain = true
+		sp.SetPlain()
 	}
 	return res
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/mcpdirect"
 	"github.com/obol-gateway/obol/internal/strictjson"
 )
 
@@ -30,8 +31,8 @@ type callInfo struct {
 	key       idempotency.Key
 	source    idempotency.KeySource
 	// splice, set by the handler, holds the parts of its result that the
-	// front writes in place of their placeholders (splice).
-	splice *splice
+	// front writes in place of their placeholders.
+	splice *mcpdirect.Splice
 }
 
 type callInfoKey struct{}
@@ -91,7 +92,7 @@ type envelope struct {
 	// when absent: effectiveKey reads it.
 	metaKey json.RawMessage
 	// meta and args are params._meta and params.arguments of a tools/call
-	// as sent, nil when absent: the direct path (serveDirect) reads them.
+	// as sent, nil when absent: the direct path reads them.
 	meta, args json.RawMessage
 	// nearMiss is the refusal of the first member of params or
 	// params._meta whose name is a near miss of _meta or of a name the
@@ -383,7 +384,8 @@ func (g *Gateway) mcpFront(next http.Handler) http.Handler {
 }
 
 // front is mcpFront; with direct, a tools/call of a gateway tool is
-// answered by serveDirect rather than next.
+// answered by the direct path ([mcpdirect.Server.Serve]) rather than next,
+// when it can be.
 func (g *Gateway) front(next http.Handler, direct bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -480,8 +482,8 @@ func (g *Gateway) front(next http.Handler, direct bool) http.Handler {
 		sw := &sanitizer{ResponseWriter: w, id: env.id, ci: ci}
 		r = r.WithContext(ctx)
 		served, observe := false, func() {}
-		if direct {
-			served, observe = g.serveDirect(sw, r, &env, ci)
+		if direct && env.call && env.id != nil && g.known(env.name) {
+			served, observe = g.direct.Serve(sw, r, mcpdirect.Request{ID: env.id, Name: env.name, Meta: env.meta, Arguments: env.args, Workspace: ws, Call: ci})
 		}
 		if !served {
 			next.ServeHTTP(sw, r)
@@ -577,15 +579,14 @@ func (sw *sanitizer) finish(key string) {
 	isJSON := strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") && gjson.ValidBytes(body)
 	if sp := sw.splice(); sp != nil {
 		// The tool's result, whose receipt and body the SDK never saw:
-		// the checks below read only the rest, and the parts written in
-		// are valid JSON values in place of JSON strings, which changes
+		// the checks read only the rest, and the parts written in are
+		// valid JSON values in place of JSON strings, which changes
 		// neither the answer's validity nor its top-level members.
-		ps, found := sp.locate(body)
-		switch {
-		case found == spliceFound && status < 400 && isJSON && !hasError(body):
-			sp.write(w, status, body, ps)
+		written, broken := sp.Write(w, status, body, status < 400 && isJSON && !hasError(body))
+		if written {
 			return
-		case found != spliceAbsent:
+		}
+		if broken {
 			// A placeholder where it does not belong, or in an error: the
 			// answer is never sent with one in it.
 			sw.internalError(key)
@@ -756,6 +757,14 @@ func sdkMessage(code int64) string {
 		return "unsupported protocol version: error.data.supported lists the versions served"
 	}
 	return "request failed"
+}
+
+// splice is the splice of the answer, nil when none.
+func (sw *sanitizer) splice() *mcpdirect.Splice {
+	if sw.ci == nil {
+		return nil
+	}
+	return sw.ci.splice
 }
 
 // marshalText is json.Marshal without HTML escaping, and with the newline

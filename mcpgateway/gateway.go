@@ -14,6 +14,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/mcpdirect"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -200,11 +201,8 @@ type Gateway struct {
 	handler  http.Handler
 	quotas   *quotas // nil: nothing is limited
 
-	// directVersions and noDirect decide which tools/call the front
-	// answers itself (serveDirect).
-	directVersions []string
-	noDirect       bool
-	onDirect       func() // tests: called for each call the front answers
+	// direct answers the tools/call the front can answer itself.
+	direct *mcpdirect.Server
 }
 
 // New checks cfg and builds its gateway. A tool without a Route of every
@@ -283,7 +281,7 @@ func New(cfg Config) (*Gateway, error) {
 		g.caps[c.Name] = c
 		g.order = append(g.order, c.Name)
 	}
-	g.directVersions, g.noDirect = directVersions(), legacySessions()
+	g.direct = mcpdirect.New(g.callDirect, tokenExtraCall)
 	g.mcp = g.newMCPServer()
 	g.handler = g.mcpHandler(g.mcp)
 	// Last: it starts goroutines, which Close stops.
@@ -324,7 +322,7 @@ func (g *Gateway) mcpHandler(m *mcp.Server) http.Handler {
 }
 
 // mcpHandlerDirect is mcpHandler; with direct, the front answers a
-// tools/call of the gateway's own tools itself (serveDirect).
+// tools/call of the gateway's own tools itself ([mcpdirect.Server.Serve]).
 func (g *Gateway) mcpHandlerDirect(m *mcp.Server, direct bool) http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/mcpdirect"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -78,7 +79,7 @@ func rawCall(t *testing.T, srv *httptest.Server, key string) (*http.Response, []
 	return resp, b
 }
 
-// TestLargeBodySpliced: a vendor body of spliceMin bytes or more, written
+// TestLargeBodySpliced: a vendor body of mcpdirect.SpliceMin bytes or more, written
 // by the front rather than the SDK's encoder, reads as a smaller one does:
 // the text is the body made valid UTF-8 (quotes, controls, U+2028 and
 // broken sequences included), structuredContent the body when it is one
@@ -87,11 +88,11 @@ func TestLargeBodySpliced(t *testing.T) {
 	odd := "\"quoted\" \\ back\nline\ttab\x01ctl \u2028sep\u2029 <&> é \xe2\x82 broken \xff\xfe "
 	var objBody, textBody bytes.Buffer
 	objBody.WriteString(`{"rows": [`)
-	for objBody.Len() < spliceMin+1000 {
+	for objBody.Len() < mcpdirect.SpliceMin+1000 {
 		objBody.WriteString(`{"s": "\"quoted\" \\ \n \u2028 é"}, `)
 	}
 	objBody.WriteString(`{}]}`)
-	for textBody.Len() < spliceMin+1000 {
+	for textBody.Len() < mcpdirect.SpliceMin+1000 {
 		textBody.WriteString(odd)
 	}
 	for name, body := range map[string][]byte{"object": objBody.Bytes(), "text": textBody.Bytes(), "small object": []byte(`{"a": "\"x\"\n"}`)} {
@@ -227,10 +228,11 @@ func TestSpliceWire(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			want := sdkAnswer(t, result(a, nil), nil)
 			ci := &callInfo{}
-			got := sdkAnswer(t, result(a, ci), ci)
-			if ci.splice == nil || ci.splice.receipt == nil {
+			res := result(a, ci)
+			if _, spliced := res.Meta[metaReceipt].(string); ci.splice == nil || !spliced {
 				t.Fatal("receipt not spliced")
 			}
+			got := sdkAnswer(t, res, ci)
 			if !bytes.Equal(got, want) {
 				t.Fatalf("spliced answer differs:\n got %s\nwant %s", got, want)
 			}
@@ -246,11 +248,11 @@ func TestSpliceWire(t *testing.T) {
 func TestSpliceLarge(t *testing.T) {
 	var obj, text bytes.Buffer
 	obj.WriteString(`{"rows": [`)
-	for obj.Len() < spliceMin {
+	for obj.Len() < mcpdirect.SpliceMin {
 		obj.WriteString(`{"s": "\"q\" <&> \u2028 é"}, `)
 	}
 	obj.WriteString(`{}]}`)
-	for text.Len() < spliceMin {
+	for text.Len() < mcpdirect.SpliceMin {
 		text.WriteString("x <&> \"q\" \b\f\n\xff\xfe é \u2028 ")
 	}
 	key, _ := idempotency.ParseKey("idt_00000000000000000000000000000007")
@@ -281,42 +283,27 @@ func TestSpliceLarge(t *testing.T) {
 // or foreign is never sent with it: it becomes an internal error.
 func TestSpliceBroken(t *testing.T) {
 	a := spliceAnswers(t)["accepted"]
-	for name, edit := range map[string]func(res *mcp.CallToolResult, sp *splice){
-		"receipt missing": func(res *mcp.CallToolResult, sp *splice) { res.Meta[metaReceipt] = "x" },
-		"text doubled": func(res *mcp.CallToolResult, sp *splice) {
-			res.Content = append(res.Content, &mcp.TextContent{Text: sp.phText})
+	// phText is the text's placeholder, "<tok>-text".
+	for name, edit := range map[string]func(res *mcp.CallToolResult, phText string){
+		"receipt missing": func(res *mcp.CallToolResult, phText string) { res.Meta[metaReceipt] = "x" },
+		"text doubled": func(res *mcp.CallToolResult, phText string) {
+			res.Content = append(res.Content, &mcp.TextContent{Text: phText})
 		},
-		"unknown part": func(res *mcp.CallToolResult, sp *splice) {
-			res.Content = append(res.Content, &mcp.TextContent{Text: sp.tok + "-other"})
+		"unknown part": func(res *mcp.CallToolResult, phText string) {
+			res.Content = append(res.Content, &mcp.TextContent{Text: strings.TrimSuffix(phText, "-text") + "-other"})
 		},
-		"inside a string": func(res *mcp.CallToolResult, sp *splice) {
-			res.Content = append(res.Content, &mcp.TextContent{Text: "see " + sp.phText})
+		"inside a string": func(res *mcp.CallToolResult, phText string) {
+			res.Content = append(res.Content, &mcp.TextContent{Text: "see " + phText})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ci := &callInfo{}
 			res := result(a, ci)
-			edit(res, ci.splice)
+			edit(res, res.Content[0].(*mcp.TextContent).Text)
 			got := sdkAnswer(t, res, ci)
 			if bytes.Contains(got, []byte("dev.obol/splice-")) || !bytes.Contains(got, []byte(`"reason":"internal"`)) {
 				t.Fatalf("%s", got)
 			}
 		})
 	}
-}
-
-// FuzzSDKText: appendSDKText writes what json.Marshal writes of the text.
-func FuzzSDKText(f *testing.F) {
-	for _, s := range []string{"", "plain", "\"\\\b\f\n\r\t\x00\x1f\x7f", "<&>", "\u2028\u2029", "\xff\xfe", "a\xe2\x82b", "\xef\xbf\xbd\xff", "é\xc3"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		want, err := json.Marshal(strings.ToValidUTF8(string(body), string(utf8.RuneError)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendSDKText(nil, body); !bytes.Equal(got, want) {
-			t.Fatalf("%q: got %s, want %s", body, got, want)
-		}
-	})
 }

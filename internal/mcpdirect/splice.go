@@ -1,41 +1,40 @@
-package mcpgateway
+package mcpdirect
 
 import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
-
-	"github.com/obol-gateway/obol/receipt"
 )
 
-// spliceMin is the size from which a vendor body's text is written in
+// SpliceMin is the size from which a vendor body's text is written in
 // pieces, as the vendor sent it rather than as the SDK's encoder would:
 // encoding a result holds a body several times over (the text, a
 // JSON-escaped copy, structuredContent again, the encoder's growing
 // buffers, the handler's copy of the answer); a large body is held once
 // and written to the connection in pieces.
-const spliceMin = 64 << 10
+const SpliceMin = 64 << 10
 
-// splice is the part of a tool's answer that bypasses the SDK's encoder:
+// A Splice is the part of a tool's answer that bypasses the SDK's encoder:
 // the receipt and the vendor body. The SDK encodes every Marshaler's
 // output again at every level it is nested in (the receipt in _meta, the
 // result, the JSON-RPC response: each compacts and re-escapes all below
 // it), so the result it encodes holds placeholders, JSON strings of
-// "<tok>-receipt", "<tok>-text" and "<tok>-structured", and finish writes
-// each part once in the place of its placeholder.
+// "<tok>-receipt", "<tok>-text" and "<tok>-structured", and [Splice.Write]
+// writes each part once in the place of its placeholder.
 //
-// Below spliceMin, each part is written as the SDK would have written it,
+// Below SpliceMin, each part is written as the SDK would have written it,
 // byte for byte: the receipt's MarshalJSON is json.Marshal output, compact
 // and HTML-escaped, which every further compaction leaves as it is; the
 // text is appendSDKText, encoding/json's encoding of the text; the
 // structured content is json.Marshal of the body as a json.RawMessage, the
 // very call the SDK makes. A large body's text is escapeJSONString and its
 // structured content the body as sent (trimmed).
-type splice struct {
+type Splice struct {
 	tok     string // "dev.obol/splice-" and 32 hex digits from crypto/rand
 	receipt []byte // the receipt's JSON; nil when not spliced
 	// body is the vendor body whose text is the text content; nil when
@@ -43,19 +42,19 @@ type splice struct {
 	body []byte
 	// structured is structuredContent's JSON; nil when not spliced.
 	structured []byte
-	large      bool // body is spliceMin bytes or more
-	// plain says result made the result itself, of the shape
-	// appendPlainResult writes (not an in-process handler's).
+	large      bool // body is SpliceMin bytes or more
+	// plain says the gateway made the result itself, of the shape
+	// appendPlainResult writes (not an in-process handler's): SetPlain.
 	plain bool
 	// The placeholders, cut from one string: the receipt's and the
 	// text's, and the structured content's as a JSON string.
 	phReceipt, phText, phStructured string
 }
 
-// newSplice makes a splice with a fresh token. The token is unguessable
+// NewSplice makes a splice with a fresh token. The token is unguessable
 // (128 bits from crypto/rand), so no vendor body or handler result can
 // hold a placeholder.
-func newSplice() *splice {
+func NewSplice() *Splice {
 	const prefix = "dev.obol/splice-"
 	var b [16]byte
 	rand.Read(b[:])
@@ -64,7 +63,7 @@ func newSplice() *splice {
 	tok := prefix + string(h[:])
 	all := tok + partReceipt + tok + partText + `"` + tok + partStructured + `"`
 	n := len(tok)
-	sp := &splice{tok: all[:n], phReceipt: all[:n+len(partReceipt)]}
+	sp := &Splice{tok: all[:n], phReceipt: all[:n+len(partReceipt)]}
 	all = all[n+len(partReceipt):]
 	sp.phText, all = all[:n+len(partText)], all[n+len(partText):]
 	sp.phStructured = all
@@ -78,16 +77,44 @@ const (
 	partStructured = "-structured"
 )
 
-// setReceipt puts rc's JSON in the splice and returns the placeholder for
-// _meta; rc itself when it does not encode (then the SDK reports it).
-func (sp *splice) setReceipt(rc receipt.Receipt) any {
-	b, err := rc.MarshalJSON()
-	if err != nil {
-		return rc
-	}
+// SetReceipt puts the receipt's JSON (its MarshalJSON) in the splice and
+// returns the placeholder for _meta.
+func (sp *Splice) SetReceipt(b []byte) string {
 	sp.receipt = b
 	return sp.phReceipt
 }
+
+// SetBody puts a non-empty vendor body in the splice, whose text is the
+// result's text content, and returns the placeholder for that text and,
+// when the body (trimmed) is a JSON object, the placeholder for
+// structuredContent (else nil). A body below SpliceMin is written as the
+// SDK would write it; a larger one as the vendor sent it.
+func (sp *Splice) SetBody(body []byte) (text string, structured json.RawMessage) {
+	t := bytes.TrimSpace(body)
+	sp.body, sp.large = body, len(body) >= SpliceMin
+	if len(t) > 0 && t[0] == '{' {
+		if sp.large {
+			if json.Valid(t) {
+				sp.structured = t
+			}
+		} else if b, err := json.Marshal(json.RawMessage(t)); err == nil {
+			// What the SDK makes of json.RawMessage(t), and an error
+			// exactly when t is not valid JSON.
+			sp.structured = b
+		}
+	}
+	if sp.structured != nil {
+		structured = json.RawMessage(sp.phStructured)
+	}
+	return sp.phText, structured
+}
+
+// SetPlain records that the result is the gateway's own, of the shape
+// appendPlainResult writes.
+func (sp *Splice) SetPlain() { sp.plain = true }
+
+// Plain reports whether SetPlain was called.
+func (sp *Splice) Plain() bool { return sp.plain }
 
 // A piece is where a part's placeholder is in the SDK's answer.
 type piece struct {
@@ -102,8 +129,29 @@ const (
 	spliceBroken        // anything else: the answer must not leave
 )
 
+// Write writes answer, the SDK's answer (status and body) to a request
+// whose result holds sp's placeholders, with each placeholder replaced by
+// its part, under an exact Content-Length, when every part's placeholder
+// is in it exactly once and ok, which says the answer may leave as it is
+// (a success, one JSON object, no error member). It reports whether it
+// wrote: false with broken when a placeholder is where it does not
+// belong, missing, repeated or in an answer that is not ok (the answer
+// must then never leave with one in it); false without when the answer
+// holds no placeholder (the SDK made it without the result).
+func (sp *Splice) Write(w http.ResponseWriter, status int, answer []byte, ok bool) (written, broken bool) {
+	ps, found := sp.locate(answer)
+	switch {
+	case found == spliceFound && ok:
+		sp.write(w, status, answer, ps)
+		return true, false
+	case found != spliceAbsent:
+		return false, true
+	}
+	return false, false
+}
+
 // locate finds the placeholders in small, the SDK's answer, in order.
-func (sp *splice) locate(small []byte) (ps []piece, found int) {
+func (sp *Splice) locate(small []byte) (ps []piece, found int) {
 	seen := 0
 	for at := 0; ; {
 		i := bytes.Index(small[at:], unsafeBytes(sp.tok))
@@ -167,7 +215,7 @@ func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), le
 
 // write writes small, the SDK's answer, with the pieces ps (from locate)
 // replaced by their parts, under an exact Content-Length.
-func (sp *splice) write(w http.ResponseWriter, status int, small []byte, ps []piece) {
+func (sp *Splice) write(w http.ResponseWriter, status int, small []byte, ps []piece) {
 	if !sp.large {
 		// One buffer, one write: the answer is small.
 		out := make([]byte, 0, len(small)+len(sp.receipt)+len(sp.structured)+len(sp.body)+len(sp.body)/8+8)
@@ -340,12 +388,4 @@ func escapeJSONString(body []byte, out func([]byte)) {
 	}
 	buf = append(buf, '"')
 	flush()
-}
-
-// splice is the splice of the answer, nil when none.
-func (sw *sanitizer) splice() *splice {
-	if sw.ci == nil {
-		return nil
-	}
-	return sw.ci.splice
 }

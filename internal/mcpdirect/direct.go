@@ -1,7 +1,8 @@
-package mcpgateway
+package mcpdirect
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"mime"
 	"net"
@@ -18,17 +19,6 @@ import (
 
 	"github.com/obol-gateway/obol/internal/jsonwire"
 )
-
-// The direct path. The SDK's stateless handler builds, for every POST, a
-// session, a JSON-RPC connection with its goroutines, a 32 KiB decoder
-// buffer per decode and the answer's encoding through three Marshalers:
-// about 100 µs of CPU per tools/call on the bench machine (examples/bench,
-// row 4), more than the rest of refserver's call. The front has already
-// read the message strictly (parseEnvelope), so for the one message that
-// matters it calls the tool handler itself and encodes the answer as the
-// SDK does, byte for byte (TestDirectMatchesSDK, FuzzDirect). Everything
-// else, and any tools/call whose headers or protocol version the SDK would
-// treat otherwise, still goes to the SDK.
 
 // newProtocol is the first protocol version whose requests the SDK serves
 // without the old session model (SEP-2575): those go to the SDK.
@@ -51,38 +41,75 @@ func legacySessions() bool {
 	return false
 }
 
-// serveDirect answers a tools/call of one of the gateway's tools or
-// capabilities as the SDK's handler would, and reports whether it did;
-// false means nothing was written and the request goes to the SDK. When it
-// did, observe writes the call's log line and ends OnCall: the caller runs
-// it after the answer has left.
-func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, env *envelope, ci *callInfo) (served bool, observe func()) {
-	if !env.call || env.id == nil || !g.known(env.name) || !g.directRequest(r) {
+// A Server answers a tools/call as the SDK's stateless JSON handler would,
+// byte for byte, without the SDK: see [Server.Serve].
+type Server struct {
+	run      RunFunc
+	extraKey string
+	versions []string // the MCP-Protocol-Version values served
+	off      bool     // the SDK reads sessions (legacySessions): serve nothing
+	// OnServe, if set, is called for each call Serve answers (tests count
+	// them).
+	OnServe func()
+}
+
+// A RunFunc runs one tools/call as the tool handler the SDK would call:
+// its result or error, whether the result has the shape the answer can
+// be written without reflection (see appendPlainResult), and observe,
+// which Serve's caller runs once the answer has left (the call's log line
+// and the end of its hooks).
+type RunFunc func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, plain bool, observe func(), err error)
+
+// New returns a Server whose calls run. Each request's TokenInfo.Extra
+// holds [Request.Call] under extraKey, where the SDK's auth middleware
+// would have put it.
+func New(run RunFunc, extraKey string) *Server {
+	return &Server{run: run, extraKey: extraKey, versions: directVersions(), off: legacySessions()}
+}
+
+// A Request is a tools/call message as the front read it, strictly.
+type Request struct {
+	ID        json.RawMessage // the JSON-RPC id as sent: a string or an integer below 2^53
+	Name      string          // params.name
+	Meta      json.RawMessage // params._meta as sent, nil when absent
+	Arguments json.RawMessage // params.arguments as sent, nil when absent
+	Workspace string          // the caller's, as TokenInfo.UserID
+	Call      any             // TokenInfo.Extra[extraKey]
+}
+
+// Serve answers req as the SDK's handler would, and reports whether it did;
+// false means nothing was written and the request goes to the SDK (a
+// request whose headers or protocol version the SDK treats otherwise, a
+// _meta or id it reads otherwise). When it did, observe is the call's
+// (see [RunFunc]): the caller runs it after the answer has left.
+func (s *Server) Serve(w http.ResponseWriter, r *http.Request, req Request) (served bool, observe func()) {
+	if !s.accepts(r) {
 		return false, nil
 	}
 	var meta mcp.Meta
-	if len(env.meta) > 0 && json.Unmarshal(env.meta, &meta) != nil {
+	if len(req.Meta) > 0 && json.Unmarshal(req.Meta, &meta) != nil {
 		return false, nil
 	}
-	rid, intID, ok := directID(env.id)
+	rid, intID, ok := directID(req.ID)
 	if !ok {
 		return false, nil
 	}
-	req := &mcp.CallToolRequest{
-		Params: &mcp.CallToolParamsRaw{Meta: meta, Name: env.name, Arguments: env.args},
+	creq := &mcp.CallToolRequest{
+		Params: &mcp.CallToolParamsRaw{Meta: meta, Name: req.Name, Arguments: req.Arguments},
 		Extra: &mcp.RequestExtra{
-			TokenInfo: &auth.TokenInfo{UserID: ci.workspace, Extra: map[string]any{tokenExtraCall: ci}},
+			TokenInfo: &auth.TokenInfo{UserID: req.Workspace, Extra: map[string]any{s.extraKey: req.Call}},
 			Header:    r.Header,
 		},
 	}
-	if g.onDirect != nil {
-		g.onDirect()
+	if s.OnServe != nil {
+		s.OnServe()
 	}
-	res, observe, cerr := g.callObserved(r.Context(), req)
-	data, err := directAnswer(rid, intID, res, cerr, ci.splice != nil && ci.splice.plain)
+	res, plain, observe, cerr := s.run(r.Context(), creq)
+	data, err := directAnswer(rid, intID, res, cerr, plain)
 	if err != nil {
-		// Unreachable for what callTool returns; the SDK answers an
-		// encoding failure as a transport error, which finish rewrites.
+		// Unreachable for what the tool handler returns; the SDK answers
+		// an encoding failure as a transport error, which the front
+		// rewrites.
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return true, observe
 	}
@@ -96,7 +123,7 @@ func (g *Gateway) serveDirect(w http.ResponseWriter, r *http.Request, env *envel
 // directAnswer is the SDK's JSON-RPC answer to a call that returned res or
 // cerr. For an integer id (intID) it writes the envelope itself, as
 // jsonrpc2.EncodeMessage does (whose re-encoding of the compact result
-// changes nothing), and a plain result (result built it: appendPlainResult)
+// changes nothing), and a plain result (see [RunFunc]: appendPlainResult)
 // without reflection.
 func directAnswer(rid jsonrpc.ID, intID []byte, res *mcp.CallToolResult, cerr error, plain bool) ([]byte, error) {
 	if cerr == nil {
@@ -127,7 +154,7 @@ func directAnswer(rid jsonrpc.ID, intID []byte, res *mcp.CallToolResult, cerr er
 }
 
 // appendPlainResult appends res to dst as encodeResult writes it, for the
-// shape result builds: _meta of string values, one text content without
+// shape the gateway's own results have: _meta of string values, one text content without
 // _meta or annotations, a structuredContent that is JSON needing no
 // compaction or escape, isError, and nothing else (the SDK's
 // CallToolResult and TextContent encodings: keys in that order, _meta's
@@ -229,18 +256,18 @@ func encodeResult(res *mcp.CallToolResult) (json.RawMessage, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// directRequest reports whether the SDK would pass r's headers on to the
-// tool handler: its DNS-rebinding check, protocol version, Content-Type and
+// accepts reports whether the SDK would pass r's headers on to the tool
+// handler: its DNS-rebinding check, protocol version, Content-Type and
 // Accept checks, repeated here; a request they would refuse or route
 // otherwise goes to the SDK, which answers it.
-func (g *Gateway) directRequest(r *http.Request) bool {
-	if g.noDirect {
+func (s *Server) accepts(r *http.Request) bool {
+	if s.off {
 		return false
 	}
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && loopback(la.String()) && !loopback(r.Host) {
 		return false
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(g.directVersions, v) {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(s.versions, v) {
 		return false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
