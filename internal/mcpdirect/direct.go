@@ -154,8 +154,8 @@ func directAnswer(rid jsonrpc.ID, intID []byte, res *mcp.CallToolResult, cerr er
 }
 
 // appendPlainResult appends res to dst as encodeResult writes it, for the
-// shape the gateway's own results have: _meta of string values, one text content without
-// _meta or annotations, a structuredContent that is JSON needing no
+// shape the gateway's own results have: _meta of string values, one text
+// content without _meta or annotations, a structuredContent that is JSON needing no
 // compaction or escape, isError, and nothing else (the SDK's
 // CallToolResult and TextContent encodings: keys in that order, _meta's
 // sorted, strings as encoding/json escapes them). ok is false for any
