@@ -39,7 +39,7 @@ type storeLoss struct {
 	savedAt    time.Time // the snapshot's instant (restore only)
 	lostAt     time.Time // the restore or the delete began
 	lostEnd    time.Time // and was done on every node
-	cluster    bool
+	cluster    bool      // on a Cluster: generations per slot (lossAllows)
 	detectedAt time.Time // a gateway's /healthz first answered store_data_lost
 	ackAt      time.Time // the CLI's acknowledgement was started
 	ackedAt    time.Time // and returned
