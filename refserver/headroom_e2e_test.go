@@ -17,11 +17,12 @@ import (
 	"github.com/obol-gateway/obol/internal/redistest"
 )
 
-// headroomConfig: one workspace with no stored_bytes limit, a rate and an
-// in_flight that never refuse it, and one tool whose vendor answers big.
+// headroomConfig: one workspace with no stored_bytes limit and no rate
+// limit, an in_flight its clients never pass, and one tool whose vendor
+// answers big.
 const headroomConfig = `{
   "key_prefix": "room:", "lease": "5s", "environment": "development",
-  "default_quota": {"calls_per_second": 100000, "burst": 100000, "in_flight": 6},
+  "default_quota": {"in_flight": 6},
   "workspaces": [{"id": "ws_room", "api_keys": ["` + floodKeyFlood + `"]}],
   "approver_keys": [{"name": "ops-room", "key": "ob_room_approver"}],
   "connections": [{"id": "conn_v", "provider": "roomvendor", "base_url": "{{VENDOR}}", "secret_env": "E2E_VENDOR_SECRET"}],
