@@ -1,20 +1,16 @@
 package main
 
 import (
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/refservertest"
 )
 
 // approvalEditConfig serves one tool with a vendor binding, pay.transfer;
@@ -30,53 +26,19 @@ const approvalEditConfig = `{
   ]
 }`
 
-// hangupVendor counts requests by Idempotency-Key; while hangUp is set it
-// reads each request and drops the connection without an answer (the call's
-// outcome is unknown), otherwise it answers 201.
-type hangupVendor struct {
-	*httptest.Server
-	hangUp atomic.Bool
-	mu     sync.Mutex
-	byKey  map[string]int
-}
-
-func newHangupVendor(t *testing.T) *hangupVendor {
-	v := &hangupVendor{byKey: map[string]int{}}
-	v.hangUp.Store(true)
-	v.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.ReadAll(r.Body)
-		v.mu.Lock()
-		v.byKey[r.Header.Get("Idempotency-Key")]++
-		v.mu.Unlock()
-		if v.hangUp.Load() {
-			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
-				conn.Close()
-			}
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, `{"id":"tr_1"}`)
-	}))
-	t.Cleanup(v.Close)
-	return v
-}
-
-// sent is how many requests carried the vendor key of ws_one's pay.transfer
-// call with clientKey (its receipt names it).
-func (v *hangupVendor) sent(t *testing.T, p *proc, clientKey string) int {
+// sentTo is how many requests to v carried the vendor key of ws_one's
+// pay.transfer call with clientKey (its receipt names it).
+func sentTo(t *testing.T, v *refservertest.HangUpVendor, p *proc, clientKey string) int {
 	t.Helper()
 	code, m := p.post(t, "GET", "/v1/receipts/"+clientKey+"?tool=pay.transfer", e2eKeyOne, "")
 	vk, _ := m["vendor_key"].(string)
 	if code != 200 || vk == "" {
 		t.Fatalf("receipt of %s: %d %v", clientKey, code, m)
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.byKey[clientKey] != 0 {
+	if v.Requests(clientKey) != 0 {
 		t.Errorf("the vendor received the client's key")
 	}
-	return v.byKey[vk]
+	return v.Requests(vk)
 }
 
 // stop ends a refserver started by startRefserver and waits for it.
@@ -103,7 +65,7 @@ func TestEndToEndApprovalAfterConfigEdit(t *testing.T) {
 		t.Skip("builds the binary and starts Redis")
 	}
 	redis := redistest.Start(t)
-	vendor := newHangupVendor(t)
+	vendor := refservertest.StartHangUpVendor(t, "", nil)
 	dir := t.TempDir()
 	config := func(approval string) string {
 		path := filepath.Join(dir, approval+".json")
@@ -123,13 +85,13 @@ func TestEndToEndApprovalAfterConfigEdit(t *testing.T) {
 		if u.rc.AttemptCount != 1 {
 			t.Fatalf("unknown call: %d attempts, want 1", u.rc.AttemptCount)
 		}
-		if n := vendor.sent(t, p, k); n != 1 {
+		if n := sentTo(t, vendor, p, k); n != 1 {
 			t.Fatalf("vendor saw %d requests, want 1", n)
 		}
 	}
 	p.stop(t)
 	p = startRefserver(t, "-config", config("required"), "-redis", "redis://"+redis.Addr())
-	vendor.hangUp.Store(false)
+	vendor.HangUp.Store(false)
 
 	tickets := map[string]string{}
 	for _, k := range []string{approved, denied} {
@@ -141,7 +103,7 @@ func TestEndToEndApprovalAfterConfigEdit(t *testing.T) {
 		if again := call(t, s, "pay.transfer", args, ""); again.ticket != h.ticket || again.rc.Outcome != "held" {
 			t.Fatalf("second retry: outcome %q ticket %q, want held with %q", again.rc.Outcome, again.ticket, h.ticket)
 		}
-		if n := vendor.sent(t, p, k); n != 1 {
+		if n := sentTo(t, vendor, p, k); n != 1 {
 			t.Fatalf("held retries: vendor saw %d requests, want 1", n)
 		}
 		// The record stays unknown while it waits.
@@ -159,7 +121,7 @@ func TestEndToEndApprovalAfterConfigEdit(t *testing.T) {
 	s := p.session(t, e2eKeyOne, approved)
 	call(t, s, "pay.transfer", args, tickets[approved]).wantOutcome(t, "accepted", false)
 	call(t, s, "pay.transfer", args, "").wantOutcome(t, "accepted", true)
-	if n := vendor.sent(t, p, approved); n != 2 {
+	if n := sentTo(t, vendor, p, approved); n != 2 {
 		t.Errorf("approved: vendor saw %d requests with the vendor key, want 2 (the unknown one and the retry)", n)
 	}
 
@@ -171,7 +133,7 @@ func TestEndToEndApprovalAfterConfigEdit(t *testing.T) {
 	s = p.session(t, e2eKeyOne, denied)
 	call(t, s, "pay.transfer", args, "").wantRefusal(t, "denied", 403)
 	call(t, s, "pay.transfer", args, tickets[denied]).wantRefusal(t, "denied", 403)
-	if n := vendor.sent(t, p, denied); n != 1 {
+	if n := sentTo(t, vendor, p, denied); n != 1 {
 		t.Errorf("denied: vendor saw %d requests, want 1", n)
 	}
 	if code, m := p.post(t, "GET", "/v1/receipts/"+denied+"?tool=pay.transfer", e2eKeyOne, ""); code != 200 || m["outcome"] != "unknown" {
@@ -188,8 +150,8 @@ func TestEndToEndResumeKeySource(t *testing.T) {
 		t.Skip("builds the binary and starts Redis")
 	}
 	redis := redistest.Start(t)
-	vendor := newHangupVendor(t)
-	vendor.hangUp.Store(false)
+	vendor := refservertest.StartHangUpVendor(t, "", nil)
+	vendor.HangUp.Store(false)
 	path := filepath.Join(t.TempDir(), "required.json")
 	raw := strings.NewReplacer("{{VENDOR}}", vendor.URL, "{{APPROVAL}}", "required").Replace(approvalEditConfig)
 	if err := os.WriteFile(path, []byte(raw), 0o600); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/refservertest"
 )
 
 const (
@@ -61,26 +61,18 @@ const floodConfig = `{
 // floodVendor answers /big with floodBody random bytes (base64), /ping
 // with a few bytes, and hangs up on /hangup after reading the request, so
 // that call's outcome is unknown.
-func floodVendor(t *testing.T) *httptest.Server {
-	v := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		switch r.URL.Path {
-		case "/big":
+func floodVendor(t *testing.T) *refservertest.HangUpVendor {
+	return refservertest.StartHangUpVendor(t, "/hangup", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
 			raw := make([]byte, floodBody*3/4)
 			rand.Read(raw)
 			w.WriteHeader(http.StatusCreated)
 			fmt.Fprintf(w, `{"blob":%q}`, base64.StdEncoding.EncodeToString(raw))
-		case "/hangup":
-			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				c.Close()
-			}
-		default:
-			w.WriteHeader(http.StatusCreated)
-			w.Write([]byte(`{"ok":true}`))
+			return
 		}
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"ok":true}`))
 	}))
-	t.Cleanup(v.Close)
-	return v
 }
 
 // floodTally is what a flood run saw.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/refservertest"
 )
 
 // metricsConfig is approvalEditConfig in development with {{TOKEN}} as its
@@ -40,8 +41,8 @@ func TestEndToEndMetricsToken(t *testing.T) {
 	}
 	const token = "ob_metrics_e2e_scraper_7d2e"
 	redis := redistest.Start(t)
-	vendor := newHangupVendor(t)
-	vendor.hangUp.Store(false)
+	vendor := refservertest.StartHangUpVendor(t, "", nil)
+	vendor.HangUp.Store(false)
 	get := func(t *testing.T, p *proc, auth string) (int, http.Header, string) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", p.base+"/metrics", nil)

@@ -1,17 +1,15 @@
 package main
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/refservertest"
 )
 
 // retryLoopConfig has one header-bound tool whose vendor hangs up after
@@ -38,14 +36,7 @@ func TestRetryLoopReachesVendorAtMostMaxAttempts(t *testing.T) {
 		t.Skip("builds the binary and starts Redis")
 	}
 	redis := redistest.Start(t)
-	var seen atomic.Int64
-	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen.Add(1)
-		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
-			conn.Close() // read, then hung up: the outcome is unknown
-		}
-	}))
-	t.Cleanup(vendor.Close)
+	vendor := refservertest.StartHangUpVendor(t, "", nil)
 	cfgPath := filepath.Join(t.TempDir(), "config.json")
 	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(retryLoopConfig, "{{VENDOR}}", vendor.URL)), 0o600); err != nil {
 		t.Fatal(err)
@@ -80,7 +71,7 @@ func TestRetryLoopReachesVendorAtMostMaxAttempts(t *testing.T) {
 	if !waited {
 		t.Fatal("no refusal carried a backoff's retry_after_ms")
 	}
-	if n := seen.Load(); n != 3 {
+	if n := vendor.HungUp(); n != 3 {
 		t.Fatalf("the vendor saw %d requests, want max_attempts 3", n)
 	}
 	code, m := gw.post(t, "GET", "/v1/unknown?workspace=ws_one", e2eKeyAdmin, "")

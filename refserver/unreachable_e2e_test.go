@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -87,36 +84,6 @@ func closedPort(t *testing.T) (addr string, open func() net.Listener) {
 	}
 }
 
-// hangUpVendor reads each request whole and closes the connection without
-// answering: the request may have acted, the outcome is unknown.
-func hangUpVendor(t *testing.T) (ln net.Listener, seen *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	seen = new(atomic.Int64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, req.Body)
-				seen.Add(1)
-			}()
-		}
-	}()
-	return ln, seen
-}
-
 // TestEndToEndVendorUnreachable, through the built binary on a real Redis:
 //
 //   - with the vendor's port closed, a call (header binding, and an
@@ -139,9 +106,9 @@ func TestEndToEndVendorUnreachable(t *testing.T) {
 	}
 	redis := redistest.Start(t)
 	addr, open := closedPort(t)
-	hang, hangSeen := hangUpVendor(t)
+	hang := refservertest.StartHangUpVendor(t, "", nil)
 	cfg := strings.ReplaceAll(unreachableConfig, "{{VENDOR}}", "http://"+addr)
-	cfg = strings.ReplaceAll(cfg, "{{HANGUP}}", "http://"+hang.Addr().String())
+	cfg = strings.ReplaceAll(cfg, "{{HANGUP}}", hang.URL)
 	cfgPath := filepath.Join(t.TempDir(), "config.json")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -229,8 +196,8 @@ func TestEndToEndVendorUnreachable(t *testing.T) {
 	// An unknown slot: the vendor read the first attempt and hung up.
 	keyHang := idempotency.NewKey().String()
 	first := post(keyHang, "pay.hang", charge)
-	if rc := first.receipt(t); rc.Outcome != "unknown" || rc.AttemptCount != 1 || hangSeen.Load() != 1 {
-		t.Fatalf("hang-up call: %s (vendor saw %d)", first.raw, hangSeen.Load())
+	if rc := first.receipt(t); rc.Outcome != "unknown" || rc.AttemptCount != 1 || hang.HungUp() != 1 {
+		t.Fatalf("hang-up call: %s (vendor saw %d)", first.raw, hang.HungUp())
 	}
 	hang.Close() // its port is closed from now on
 	again := post(keyHang, "pay.hang", charge)
@@ -256,7 +223,7 @@ func TestEndToEndVendorUnreachable(t *testing.T) {
 	if txt := settled.text(); !strings.HasPrefix(txt, want) || strings.Contains(txt, "status 0") {
 		t.Errorf("settled replay text %q, want it to begin %q", txt, want)
 	}
-	if hangSeen.Load() != 1 {
-		t.Errorf("the hang-up vendor saw %d requests, want 1", hangSeen.Load())
+	if hang.HungUp() != 1 {
+		t.Errorf("the hang-up vendor saw %d requests, want 1", hang.HungUp())
 	}
 }

@@ -58,26 +58,34 @@ func (w *world) checkVendorTruth() map[string]map[string]string {
 			}
 		} else if t.effects > 1 {
 			// An effect after an acknowledged loss of the slot's record is
-			// what acknowledging accepts: counted apart. Any other second
-			// effect, one between a loss and its acknowledgement included,
-			// is a duplicate.
+			// what acknowledging accepts, and on a Cluster one before the
+			// loss reached the gateway that sent it is what DESIGN leaves
+			// undetectable: each counted apart (lossAllows). Any other
+			// second effect, one between a loss and its acknowledgement
+			// included, is a duplicate. Effects since a loss still open
+			// are judged when it is acknowledged.
 			w.mu.Lock()
+			if w.judgedLaterLocked(t.effectTimes[len(t.effectTimes)-1]) {
+				w.mu.Unlock()
+				continue
+			}
 			used := map[*storeLoss]bool{}
-			apart := 0
+			apart := map[string]int{}
 			for i := 1; i < len(t.effectTimes); i++ {
-				if redispatchedAfterLoss(w.loss.losses, id, t.effectTimes[i-1], t.effectTimes[i], used) {
-					apart++
+				if how := lossAllows(w.loss.losses, id, t.effectTimes[i-1], t.effectTimes[i], used); how != "" {
+					apart[how]++
 				}
 			}
-			if apart > 0 {
+			if len(apart) > 0 {
 				if w.redispatched == nil {
-					w.redispatched = map[string]int{}
+					w.redispatched = map[string]map[string]int{}
 				}
 				w.redispatched[id] = apart
 			}
 			w.mu.Unlock()
-			if t.effects-apart > 1 {
-				add("duplicates", id, "%d effects (binding allows one; %d after an acknowledged loss of its record)", t.effects, apart)
+			if n := apart[afterAcknowledgement] + apart[beforeMarkerReached]; t.effects-n > 1 {
+				add("duplicates", id, "%d effects (binding allows one; %d after an acknowledged loss of its record, %d before the loss reached the gateway)",
+					t.effects, apart[afterAcknowledgement], apart[beforeMarkerReached])
 			}
 		}
 	}

@@ -123,7 +123,76 @@ func TestVendorTruthCountsRedispatchAfterAcknowledgedLoss(t *testing.T) {
 	if d, ok := bad["duplicates"][afterAck.id]; ok {
 		t.Errorf("a redispatch after the acknowledgement is reported as a duplicate: %s", d)
 	}
-	if w.redispatched[afterAck.id] != 1 || w.redispatched[thrice.id] != 1 || w.redispatched[beforeAck.id] != 0 || w.redispatched[untouched.id] != 0 {
+	n := func(s *slot) int { return w.redispatched[s.id][afterAcknowledgement] }
+	if n(afterAck) != 1 || n(thrice) != 1 || n(beforeAck) != 0 || n(untouched) != 0 {
 		t.Errorf("counted apart: %v; want 1 for %s and %s only", w.redispatched, afterAck.id, thrice.id)
+	}
+}
+
+// TestVendorTruthClusterLossBeforeTheMarker: on a Cluster, a second effect
+// of an exposed slot after the loss began and before it could reach every
+// gateway (markerReach after it was seen) is counted apart; one later
+// (still before the acknowledgement), one of a loss nobody saw, and one on
+// the single Redis are duplicates; a loss still open defers the verdict.
+func TestVendorTruthClusterLossBeforeTheMarker(t *testing.T) {
+	v, err := newVendors(time.Second, func(string, string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.close()
+	w := &world{vend: v, slots: map[string]*slot{}, obs: map[string]*observation{}, history: map[string][]event{}}
+	ten := tenant{id: "ws_a", marker: "mk_a"}
+	send := func(s *slot) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(context.Background(), "POST", v.URL+"/echo/chat", strings.NewReader(string(s.args)))
+		req.Header.Set("Authorization", "Bearer sk_soak_test")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	tick := func() time.Time { time.Sleep(2 * time.Millisecond); return time.Now() }
+	mk := func(n string) *slot {
+		return w.slotFor(ten, toolInfo{name: "chat.post"}, "idt_0000000000000000000000000000001"+n)
+	}
+	early, late, unseen, single := mk("1"), mk("2"), mk("3"), mk("4")
+	for _, s := range []*slot{early, late, unseen, single} {
+		send(s)
+	}
+	seen := &storeLoss{kind: "store_restored_from_snapshot", cluster: true, exposed: map[string]bool{early.id: true, late.id: true}}
+	blind := &storeLoss{kind: "store_restored_from_snapshot", cluster: true, exposed: map[string]bool{unseen.id: true}}
+	flat := &storeLoss{kind: "store_restored_from_snapshot", exposed: map[string]bool{single.id: true}}
+	for _, l := range []*storeLoss{seen, blind, flat} {
+		l.lostAt = tick()
+		l.lostEnd = tick()
+	}
+	w.loss.losses = []*storeLoss{seen, blind, flat}
+	w.loss.open = true
+	send(early)
+	send(unseen)
+	send(single)
+	if bad := w.checkVendorTruth(); len(bad["duplicates"]) != 0 {
+		t.Errorf("judged while the loss is open: %v", bad)
+	}
+	w.loss.open = false
+	seen.detectedAt = time.Now()
+	flat.detectedAt = seen.detectedAt
+	seen.detectedAt = seen.detectedAt.Add(-markerReach) // the window ends now
+	time.Sleep(2 * time.Millisecond)
+	send(late)
+	seen.ackAt, seen.acked = tick(), true
+
+	bad := w.checkVendorTruth()
+	if d, ok := bad["duplicates"][early.id]; ok {
+		t.Errorf("an effect before the marker reached every gateway is a duplicate: %s", d)
+	}
+	for _, s := range []*slot{late, unseen, single} {
+		if _, ok := bad["duplicates"][s.id]; !ok {
+			t.Errorf("no duplicate reported for %s; found %v", s.id, bad)
+		}
+	}
+	if w.redispatched[early.id][beforeMarkerReached] != 1 {
+		t.Errorf("counted apart: %v; want 1 for %s", w.redispatched, early.id)
 	}
 }

@@ -24,10 +24,8 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 	// The store losses have their own instants and stream (storeloss.go),
 	// so the schedule above is the same with or without them.
 	var plan []storeLossStep
-	if w.single != nil {
-		if deadline, ok := ctx.Deadline(); ok {
-			plan = storeLossPlan(time.Now(), time.Until(deadline))
-		}
+	if deadline, ok := ctx.Deadline(); ok {
+		plan = storeLossPlan(time.Now(), time.Until(deadline))
 	}
 	lossRng := rand.New(rand.NewPCG(uint64(w.opt.seed), 11))
 	for sleep(time.Duration(500+rng.IntN(1300)) * time.Millisecond) {

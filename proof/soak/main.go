@@ -4,9 +4,10 @@
 // fault at once (kill -9 of gateways, Redis master kills and failovers,
 // Cluster slots resharded between masters and a master added and removed,
 // dropped script replies, cut connections, vendors that hang up, answer 503
-// or stall, capability pin changes, and on the single Redis its store
-// restored from an older snapshot and emptied, each acknowledged through
-// the operator CLI once a gateway reports it), with an operator settling
+// or stall, capability pin changes, and the gateways' store restored from
+// an older snapshot and emptied, on the Cluster master by master, each
+// acknowledged through the operator CLI once a gateway reports it: see
+// storeloss.go and keyspace.go), with an operator settling
 // unknown calls by the vendor's truth. The invariants of the contract are
 // checked every progress tick and at the end; any violation exits 1 with
 // the seed and the history of the offending key.
@@ -298,8 +299,9 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	w.mu.Unlock()
 	w.summarizeLosses()
 	w.mu.Lock()
-	for _, n := range w.redispatched {
-		w.c.notes["redispatched_after_acknowledged_loss"] += n
+	for _, by := range w.redispatched {
+		w.c.notes["redispatched_after_acknowledged_loss"] += by[afterAcknowledgement]
+		w.c.notes["redispatched_before_loss_reached_gateway"] += by[beforeMarkerReached]
 	}
 	w.c.notes["settled_replays_checked"] += replayed
 	w.c.notes["redis_keys_scanned"] += keys

@@ -47,25 +47,29 @@ func TestSoakCatchesBrokenStore(t *testing.T) {
 	}
 }
 
-// TestSoakCatchesStoreBlindToLoss runs a short soak on the single Redis
-// against gateways whose store does not watch for lost data: the restored
-// snapshot (or the emptied keyspace) must show as a key dispatched a second
-// time before any acknowledgement, exit status 1, with the loss in the
-// offending key's history.
+// TestSoakCatchesStoreBlindToLoss runs a short soak, on the single Redis
+// and on the Cluster, against gateways whose store does not watch for
+// lost data: the restored snapshot (or the emptied keyspace) must show as
+// a key dispatched a second time before any acknowledgement, exit status
+// 1, with the loss in the offending key's history.
 func TestSoakCatchesStoreBlindToLoss(t *testing.T) {
 	needRedis(t)
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"-duration", "12s", "-seed", "7", "-topology", "single",
-		"-gateways", "3", "-clients", "8", "-broken", "blind-to-loss"}, &out, &errOut)
-	text := out.String()
-	if code != 1 {
-		t.Fatalf("exit status %d, want 1 (a violation); stderr:\n%s\nstdout (tail):\n%s", code, errOut.String(), tail(text, 40))
-	}
-	if !regexp.MustCompile(`(?m)^  duplicates\s+[1-9]`).MatchString(text) {
-		t.Errorf("the table shows no duplicate; tail:\n%s", tail(text, 40))
-	}
-	if !regexp.MustCompile(`FAULT store_(restored_from_snapshot|emptied)`).MatchString(text) {
-		t.Errorf("no offending key's history shows the store loss; tail:\n%s", tail(text, 40))
+	for _, topo := range []string{"single", "cluster"} {
+		t.Run(topo, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), []string{"-duration", "12s", "-seed", "7", "-topology", topo,
+				"-gateways", "3", "-clients", "8", "-broken", "blind-to-loss"}, &out, &errOut)
+			text := out.String()
+			if code != 1 {
+				t.Fatalf("exit status %d, want 1 (a violation); stderr:\n%s\nstdout (tail):\n%s", code, errOut.String(), tail(text, 40))
+			}
+			if !regexp.MustCompile(`(?m)^  duplicates\s+[1-9]`).MatchString(text) {
+				t.Errorf("the table shows no duplicate; tail:\n%s", tail(text, 40))
+			}
+			if !regexp.MustCompile(`FAULT store_(restored_from_snapshot|emptied)`).MatchString(text) {
+				t.Errorf("no offending key's history shows the store loss; tail:\n%s", tail(text, 40))
+			}
+		})
 	}
 }
 

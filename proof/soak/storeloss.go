@@ -9,75 +9,37 @@ import (
 	"os/exec"
 	"strings"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
-// This file is the store-amnesia faults of the single Redis (docs/DESIGN.md
-// section 6, "Store amnesia"): the gateways' keyspace restored from an
-// older snapshot, or emptied, while calls run; the harness waits for a
-// gateway to report the loss, acknowledges it through the CLI as an
-// operator would, and checks that the fleet serves again.
+// This file is the store-amnesia faults (docs/DESIGN.md section 6, "Store
+// amnesia"): the gateways' keyspace restored from an older snapshot, or
+// emptied, while calls run, on the single Redis and on the Cluster; the
+// harness waits for a gateway to report the loss, acknowledges it through
+// the CLI as an operator would, and checks that the fleet serves again.
 //
-// Both act on the gateways' prefix only ("soak:"), in one script each, so
-// that the linearizability lane (its own prefix, "soaklin:") keeps its
-// history and keeps checking it: a whole-server FLUSHALL or DEBUG RELOAD
-// would take the lane's records too, and the lane (a store of its own, not
-// a gateway) would report that loss as non-linearizable histories. To the
-// gateways, which read only their prefix, the scripts are the same event.
+// Both act on the gateways' prefix only ("soak:"), in one script per node
+// (keyspace.go), so that the linearizability lane (its own prefix,
+// "soaklin:") keeps its history and keeps checking it: a whole-server
+// FLUSHALL or DEBUG RELOAD would take the lane's records too, and the lane
+// (a store of its own, not a gateway) would report that loss as
+// non-linearizable histories. To the gateways, which read only their
+// prefix, the scripts are the same event.
 
 // gatewayPattern matches every key of the gateways (config.go's
 // key_prefix) and none of the lane's.
 const gatewayPattern = "soak:*"
 
-// snapshotScript dumps every key of ARGV[1] with its absolute expiry (0:
-// none), in one step: a snapshot of the gateways' keyspace at one instant.
-const snapshotScript = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local out = {}
-for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
-  local d = redis.call('DUMP', k)
-  if d then
-    local pttl = redis.call('PTTL', k)
-    local at = 0
-    if pttl > 0 then at = now + pttl end
-    out[#out + 1] = k
-    out[#out + 1] = tostring(at)
-    out[#out + 1] = d
-  end
-end
-return out`
-
-// restoreScript deletes every key of ARGV[1], then restores the snapshot
-// in ARGV[2..] (key, expiry, payload), skipping what has expired since:
-// the gateways' keyspace goes back to the snapshot's instant at once.
-const restoreScript = `
-local gone = 0
-for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
-  redis.call('DEL', k)
-  gone = gone + 1
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local back = 0
-for i = 2, #ARGV, 3 do
-  local at = tonumber(ARGV[i + 1])
-  if at == 0 then
-    redis.call('RESTORE', ARGV[i], 0, ARGV[i + 2])
-    back = back + 1
-  elseif at > now then
-    redis.call('RESTORE', ARGV[i], at, ARGV[i + 2], 'ABSTTL')
-    back = back + 1
-  end
-end
-return {gone, back}`
+// gatewayMarker is the fleet's data-lost marker (redisstore's markerKey
+// under the gateways' prefix).
+const gatewayMarker = "soak:meta:data_lost"
 
 // storeLoss is one injected loss and what followed it.
 type storeLoss struct {
 	kind       string    // "store_restored_from_snapshot" or "store_emptied"
 	savedAt    time.Time // the snapshot's instant (restore only)
-	lostAt     time.Time // the restore or the delete
+	lostAt     time.Time // the restore or the delete began
+	lostEnd    time.Time // and was done on every node
+	cluster    bool      // on a Cluster: generations per slot (lossAllows)
 	detectedAt time.Time // a gateway's /healthz first answered store_data_lost
 	ackAt      time.Time // the CLI's acknowledgement was started
 	ackedAt    time.Time // and returned
@@ -119,11 +81,11 @@ func (r reply) served() bool {
 	return !r.refused || !strings.HasPrefix(r.reason, "store_")
 }
 
-// storeLossFault injects one loss into the single Redis and sees it
-// through: the loss, its detection, the acknowledgement, a served call.
-// It runs in the fault schedule's goroutine, so no other fault (a gateway
-// killed, Redis killed) overlaps it, and it ignores the storm's end: a
-// loss left unacknowledged would refuse every call of the final checks.
+// storeLossFault injects one loss into the store and sees it through: the
+// loss, its detection, the acknowledgement, a served call. It runs in the
+// fault schedule's goroutine, so no other fault (a gateway killed, Redis
+// killed) overlaps it, and it ignores the storm's end: a loss left
+// unacknowledged would refuse every call of the final checks.
 func (w *world) storeLossFault(storm context.Context, rng *rand.Rand, kind string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -146,56 +108,26 @@ func (w *world) storeLossFault(storm context.Context, rng *rand.Rand, kind strin
 			return
 		}
 	}
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{w.single.Addr()}, ForceSingleClient: true, DisableCache: true})
-	if err != nil {
-		w.fault("harness_error", "%s: %v", kind, err)
+	if w.cluster != nil {
+		// Resharding pauses from the snapshot to the restore (keyspace.go).
+		w.topoMu.Lock()
+	}
+	loss, probes := w.injectLoss(ctx, rng, kind)
+	if w.cluster != nil {
+		w.topoMu.Unlock()
+	}
+	if loss == nil {
 		return
 	}
-	defer c.Close()
-	loss := &storeLoss{kind: kind}
-	w.primeGateways(rng)
-	var snapshot []string
-	if kind == "store_restored_from_snapshot" {
-		loss.savedAt = time.Now()
-		snapshot, err = c.Do(ctx, c.B().Eval().Script(snapshotScript).Numkeys(0).Arg(gatewayPattern).Build()).AsStrSlice()
-		if err != nil {
-			w.fault("harness_error", "snapshot: %v", err)
-			return
-		}
-		// Calls run on: records made, finalized, redispatched after the
-		// snapshot; then every gateway reserves once more, past it.
-		time.Sleep(time.Duration(1000+rng.IntN(1000)) * time.Millisecond)
-		w.primeGateways(rng)
-	}
 
-	w.mu.Lock()
-	loss.lostAt = time.Now()
-	loss.exposed = map[string]bool{}
-	for id, o := range w.obs {
-		// Emptied: every record is gone. Restored: a record is back to
-		// its snapshot, which differs only for slots active since.
-		if kind == "store_emptied" || o.inFlight > 0 || !o.lastActive.Before(loss.savedAt) {
-			loss.exposed[id] = true
-		}
+	// Each gateway retries the call it made last before the loss: that
+	// gateway holds the generation of its slot from after the snapshot
+	// (or from before the store was emptied), so it sees the loss at once
+	// on a Cluster too, where generations are kept per slot and another
+	// gateway may have none of that slot's.
+	for i, s := range probes {
+		w.callVia(w.gws[i], s, "")
 	}
-	w.loss.losses = append(w.loss.losses, loss)
-	w.loss.open = true
-	w.loss.epoch++
-	w.mu.Unlock()
-
-	args := append([]string{gatewayPattern}, snapshot...)
-	res, err := c.Do(ctx, c.B().Eval().Script(restoreScript).Numkeys(0).Arg(args...).Build()).AsIntSlice()
-	if err != nil || len(res) != 2 {
-		w.fault("harness_error", "%s: %v", kind, err)
-		// Nothing may have changed: the acknowledgement below is still
-		// right (it answers "nothing to acknowledge" then).
-	} else if kind == "store_emptied" {
-		w.fault(kind, "the gateways' %d keys deleted (%d slots exposed)", res[0], len(loss.exposed))
-	} else {
-		w.fault(kind, "the gateways' %d keys replaced by the %d of %v earlier (%d slots exposed)",
-			res[0], res[1], loss.lostAt.Sub(loss.savedAt).Round(time.Millisecond), len(loss.exposed))
-	}
-
 	// Detection: a gateway's /healthz answers store_data_lost. A storm
 	// stopped early (a violation found) does not wait for it.
 	var ackVia *gateway
@@ -219,7 +151,9 @@ func (w *world) storeLossFault(storm context.Context, rng *rand.Rand, kind strin
 		w.note(kind + "_not_detected")
 		ackVia = w.pickGateway(rng)
 	} else {
+		w.mu.Lock()
 		loss.detectedAt = time.Now()
+		w.mu.Unlock()
 	}
 	// Clients retry meanwhile: every retry of a lost key must be refused
 	// until the acknowledgement.
@@ -228,14 +162,85 @@ func (w *world) storeLossFault(storm context.Context, rng *rand.Rand, kind strin
 	w.probeRecovery(rng)
 }
 
-// primeGateways makes one new call through each gateway: each reserves an
-// attempt, so each holds the store's current generation.
-func (w *world) primeGateways(rng *rand.Rand) {
-	for _, g := range w.gws {
-		t := w.creds.tenants[rng.IntN(len(w.creds.tenants))]
-		s := w.slotFor(t, tools[3], newKey(rng)) // chat.post: unsupported
-		w.callVia(g, s, "")
+// injectLoss takes the snapshot (restore only), lets calls run on, and
+// replaces the keyspace: the loss itself, recorded in w.loss. It returns
+// the loss (nil if nothing was injected) and, per gateway, the slot of the
+// last call it made before the loss.
+func (w *world) injectLoss(ctx context.Context, rng *rand.Rand, kind string) (*storeLoss, []*slot) {
+	nodes, err := w.lossNodes()
+	if err != nil {
+		w.fault("harness_error", "%s: %v", kind, err)
+		return nil, nil
 	}
+	defer closeNodes(nodes)
+	loss := &storeLoss{kind: kind, cluster: w.cluster != nil}
+	probes := w.primeGateways(rng)
+	var snapshot []keyDump
+	if kind == "store_restored_from_snapshot" {
+		loss.savedAt = time.Now()
+		snapshot, err = w.snapshotKeyspace(ctx, nodes)
+		if err != nil {
+			w.fault("harness_error", "%s: %v", kind, err)
+			return nil, nil
+		}
+		// Calls run on: records made, finalized, redispatched after the
+		// snapshot; then every gateway reserves once more, past it.
+		time.Sleep(time.Duration(1000+rng.IntN(1000)) * time.Millisecond)
+		probes = w.primeGateways(rng)
+	}
+
+	w.mu.Lock()
+	loss.lostAt = time.Now()
+	w.loss.losses = append(w.loss.losses, loss)
+	w.loss.open = true
+	w.loss.epoch++
+	w.mu.Unlock()
+
+	gone, back, err := w.replaceKeyspace(ctx, nodes, snapshot)
+
+	w.mu.Lock()
+	loss.lostEnd = time.Now()
+	loss.exposed = map[string]bool{}
+	for id, o := range w.obs {
+		// Emptied: every record is gone. Restored: a record is back to
+		// its snapshot, which differs only for slots active since (until
+		// the last node was done).
+		if kind == "store_emptied" || o.inFlight > 0 || !o.lastActive.Before(loss.savedAt) {
+			loss.exposed[id] = true
+		}
+	}
+	w.mu.Unlock()
+	where := "the gateways'"
+	if w.cluster != nil {
+		where = fmt.Sprintf("on %d masters the gateways'", len(nodes))
+	}
+	if err != nil {
+		// Some nodes may have lost nothing: the acknowledgement that
+		// follows is still right (it answers "nothing to acknowledge" if
+		// nothing was lost).
+		w.fault("harness_error", "%s: %v", kind, err)
+	}
+	if kind == "store_emptied" {
+		w.fault(kind, "%s %d keys deleted in %v (%d slots exposed)", where, gone,
+			loss.lostEnd.Sub(loss.lostAt).Round(time.Millisecond), len(loss.exposed))
+	} else {
+		w.fault(kind, "%s %d keys replaced by the %d of %v earlier in %v (%d slots exposed)", where, gone, back,
+			loss.lostAt.Sub(loss.savedAt).Round(time.Millisecond), loss.lostEnd.Sub(loss.lostAt).Round(time.Millisecond), len(loss.exposed))
+	}
+	return loss, probes
+}
+
+// primeGateways makes one new call through each gateway: each reserves an
+// attempt, so each holds the store's current generation (on a Cluster, its
+// slot's). It returns the slots, by gateway.
+func (w *world) primeGateways(rng *rand.Rand) []*slot {
+	out := make([]*slot, len(w.gws))
+	for i, g := range w.gws {
+		t := w.creds.tenants[rng.IntN(len(w.creds.tenants))]
+		out[i] = w.slotFor(t, tools[3], newKey(rng)) // chat.post: unsupported
+		w.callVia(g, out[i], "")
+	}
+	return out
 }
 
 // acknowledge runs the operator's CLI against g, then marks the loss
@@ -332,23 +337,63 @@ func (w *world) vendorBaselineLocked(id string) int {
 	return b
 }
 
-// redispatchedAfterLoss tells, of an effect at `at` that follows an effect
-// at `prev` of the same slot, whether an acknowledged loss allows it: the
-// slot was exposed to the loss, and the acknowledgement came between the
-// two (the earlier effect's record was lost; the later one was dispatched
-// after the operator accepted that). used marks the losses already spent
-// on this slot: one loss allows one more effect. w.mu held.
-func redispatchedAfterLoss(losses []*storeLoss, id string, prev, at time.Time, used map[*storeLoss]bool) bool {
+// markerReach bounds how long after a gateway saw a loss every other
+// gateway has seen it too: each reads the fleet's marker at most once per
+// lease, on a claim (docs/DESIGN.md section 6, Store amnesia); twice the
+// lease leaves a loaded machine's pauses room.
+const markerReach = 2 * laneLease
+
+// Ways a store loss accounts for a second effect of a slot
+// (lossAllows).
+const (
+	afterAcknowledgement = "after_acknowledgement"
+	beforeMarkerReached  = "before_marker_reached"
+)
+
+// lossAllows tells, of an effect at `at` that follows an effect at `prev`
+// of the same slot, whether a loss that exposed the slot accounts for it,
+// and how; "" if none does.
+//
+//   - afterAcknowledgement: the acknowledgement came between the two (the
+//     earlier effect's record was lost; the later one was dispatched after
+//     the operator accepted that). Any topology.
+//   - beforeMarkerReached: on a Cluster only, the earlier effect came
+//     before the loss was done and the later one after it began, before
+//     the loss could have reached every gateway (markerReach after the
+//     harness saw it). A Cluster keeps a generation per slot, so a gateway
+//     that never saw the lost writes of a slot cannot tell a retry there
+//     from a fresh call until the marker reaches it: DESIGN's "a rollback
+//     no live gateway saw". A loss no gateway reported allows nothing.
+//     (On the single Redis one generation covers every slot and every
+//     gateway holds the latest before the loss: nothing is allowed there.)
+//
+// used marks the losses already spent on this slot: one loss allows one
+// more effect. w.mu held.
+func lossAllows(losses []*storeLoss, id string, prev, at time.Time, used map[*storeLoss]bool) string {
 	for _, l := range losses {
-		if used[l] || !l.acked || !l.exposed[id] {
+		if used[l] || !l.exposed[id] {
 			continue
 		}
-		if prev.Before(l.ackAt) && !at.Before(l.ackAt) {
+		if l.acked && prev.Before(l.ackAt) && !at.Before(l.ackAt) {
 			used[l] = true
-			return true
+			return afterAcknowledgement
+		}
+		if l.cluster && !l.detectedAt.IsZero() && prev.Before(l.lostEnd) && !at.Before(l.lostAt) &&
+			at.Before(l.detectedAt.Add(markerReach)) && (l.ackAt.IsZero() || at.Before(l.ackAt)) {
+			used[l] = true
+			return beforeMarkerReached
 		}
 	}
-	return false
+	return ""
+}
+
+// judgedLater reports whether an effect at `at` falls to a loss still
+// open: its allowance is known once the loss is acknowledged. w.mu held.
+func (w *world) judgedLaterLocked(at time.Time) bool {
+	if !w.loss.open || len(w.loss.losses) == 0 {
+		return false
+	}
+	return !at.Before(w.loss.losses[len(w.loss.losses)-1].lostAt)
 }
 
 // lossAfter reports whether slot id was exposed to a loss after t; w.mu

@@ -96,8 +96,8 @@ type world struct {
 	laneReported int      // lane violations reported so far
 	laneReport   string   // the lane's report of its first violation
 	loss         lossState
-	servedCalls  []callSpan     // calls the store took (storeloss.go)
-	redispatched map[string]int // slot -> effects after an acknowledged loss of its record
+	servedCalls  []callSpan                // calls the store took (storeloss.go)
+	redispatched map[string]map[string]int // slot -> effects a store loss allows, by how (lossAllows)
 	stormEnd     time.Time
 
 	// topoMu serializes the changes of the Cluster's topology: a failover
