@@ -26,19 +26,19 @@ func TestClassifyLifecycleErrors(t *testing.T) {
 		status int
 	}{
 		{fmt.Errorf("retry: finalize attempt 1: %w", idempotency.ErrStale), "lease_lost", 409},
-		{&retry.InProgressError{RetryAfter: 1500 * time.Millisecond}, "in_progress", 409},
+		{&retry.RefusalError{Err: idempotency.ErrInProgress, RetryAfter: 1500 * time.Millisecond}, "in_progress", 409},
 		{fmt.Errorf("%w: bad pointer", idempotency.ErrInvalidRequest), "invalid_request", 400},
 		{effectspec.ErrPolicyDenied, "policy_denied", 403},
 		{&refusalError{schema}, "invalid_arguments", 400},
 		{errors.New("something else"), "internal", 500},
-		{&retry.UnreachableError{RetryAfter: time.Second}, "vendor_unreachable", 503},
+		{&retry.RefusalError{Err: idempotency.ErrVendorUnreachable, RetryAfter: time.Second}, "vendor_unreachable", 503},
 	} {
 		r := s.classify(tc.err)
 		if r.reason != tc.reason || r.status != tc.status {
 			t.Errorf("classify(%v) = %s/%d, want %s/%d", tc.err, r.reason, r.status, tc.reason, tc.status)
 		}
 	}
-	r := s.classify(&retry.InProgressError{RetryAfter: 1500 * time.Millisecond})
+	r := s.classify(&retry.RefusalError{Err: idempotency.ErrInProgress, RetryAfter: 1500 * time.Millisecond})
 	e := rpcError(r, "idt_00000000000000000000000000000001")
 	if string(e.Data) != `{"reason":"in_progress","status":409,"idempotency_key":"idt_00000000000000000000000000000001","retry_after_ms":1500,"safe_new_key":false}` {
 		t.Errorf("in_progress error.data %s", e.Data)
@@ -80,7 +80,7 @@ func TestClassifyFixedText(t *testing.T) {
 // and to retry with the same key; the attempt's error is the log's detail.
 func TestClassifyVendorUnreachable(t *testing.T) {
 	s := &Gateway{cfg: Config{Redact: func(s string) string { return s }}}
-	err := &retry.UnreachableError{RetryAfter: 1500*time.Millisecond + time.Microsecond,
+	err := &retry.RefusalError{Err: idempotency.ErrVendorUnreachable, RetryAfter: 1500*time.Millisecond + time.Microsecond,
 		Cause: fmt.Errorf("retry: before_send: round trip: connection refused")}
 	r := s.classify(err)
 	if r.reason != "vendor_unreachable" || r.status != 503 || !strings.Contains(r.msg, "nothing was sent") ||
@@ -104,9 +104,9 @@ func TestClassifyOutcomeUnknownLimits(t *testing.T) {
 		data string
 		msg  string
 	}{
-		{&retry.OutcomeUnknownError{RetryAfter: 1500*time.Millisecond + 1}, `{"reason":"outcome_unknown","status":409,"idempotency_key":"` + key + `","retry_after_ms":1501,"safe_new_key":false}`, backoffText},
-		{&retry.OutcomeUnknownError{MaxAttemptsReached: true}, `{"reason":"outcome_unknown","status":409,"idempotency_key":"` + key + `","safe_new_key":false}`, maxAttemptsText},
-		{&retry.OutcomeUnknownError{}, `{"reason":"outcome_unknown","status":409,"idempotency_key":"` + key + `","safe_new_key":false}`, tenantText("outcome_unknown", 409)},
+		{&retry.RefusalError{Err: idempotency.ErrOutcomeUnknown, RetryAfter: 1500*time.Millisecond + 1}, `{"reason":"outcome_unknown","status":409,"idempotency_key":"` + key + `","retry_after_ms":1501,"safe_new_key":false}`, backoffText},
+		{&retry.RefusalError{Err: idempotency.ErrOutcomeUnknown, MaxAttemptsReached: true}, `{"reason":"outcome_unknown","status":409,"idempotency_key":"` + key + `","safe_new_key":false}`, maxAttemptsText},
+		{&retry.RefusalError{Err: idempotency.ErrOutcomeUnknown}, `{"reason":"outcome_unknown","status":409,"idempotency_key":"` + key + `","safe_new_key":false}`, tenantText("outcome_unknown", 409)},
 		{idempotency.ErrOutcomeUnknown, `{"reason":"outcome_unknown","status":409,"idempotency_key":"` + key + `","safe_new_key":false}`, tenantText("outcome_unknown", 409)},
 	} {
 		r := s.classify(tc.err)

@@ -48,7 +48,7 @@ type refusal struct {
 	// ends (zero: no redispatch).
 	retryAfter time.Duration
 	// denied, for denied: whether a new key is safe, read from the record
-	// (retry.DeniedError); nil when it could not be read.
+	// (retry.RefusalError); nil when it could not be read.
 	denied *bool
 }
 
@@ -188,26 +188,16 @@ func (g *Gateway) classify(err error) refusal {
 		default:
 			r.msg = tenantText(reason, status)
 		}
-		var ip *retry.InProgressError
-		if errors.As(err, &ip) {
-			r.retryAfter = ip.RetryAfter
-		}
-		var ue *retry.UnreachableError
-		if errors.As(err, &ue) {
-			r.retryAfter = ue.RetryAfter
-		}
-		var ou *retry.OutcomeUnknownError
-		if errors.As(err, &ou) {
+		var re *retry.RefusalError
+		if errors.As(err, &re) {
+			r.retryAfter, r.denied = re.RetryAfter, re.SafeNewKey
 			switch {
-			case ou.MaxAttemptsReached:
-				r.msg = maxAttemptsText
-			case ou.RetryAfter > 0:
-				r.retryAfter, r.msg = ou.RetryAfter, backoffText
+			case reason != "outcome_unknown":
+			case re.MaxAttemptsReached:
+				r.retryAfter, r.msg = 0, maxAttemptsText
+			case re.RetryAfter > 0:
+				r.msg = backoffText
 			}
-		}
-		var de *retry.DeniedError
-		if errors.As(err, &de) {
-			r.denied = de.SafeNewKey
 		}
 		return r
 	}

@@ -95,7 +95,7 @@ func TestSafeNewKeyClassified(t *testing.T) {
 	}{
 		{fmt.Errorf("%w: bad", idempotency.ErrMalformedKey), "false"},
 		{idempotency.ErrRequestMismatch, "false"},
-		{&retry.InProgressError{RetryAfter: time.Second}, "false"},
+		{&retry.RefusalError{Err: idempotency.ErrInProgress, RetryAfter: time.Second}, "false"},
 		{idempotency.ErrDestinationConflict, "false"},
 		{idempotency.ErrApprovalKeyMismatch, "false"},
 		{idempotency.ErrOutcomeUnknown, "false"},
@@ -108,10 +108,10 @@ func TestSafeNewKeyClassified(t *testing.T) {
 		{&refusalError{refusal{reason: "invalid_arguments", status: 400, msg: "x"}}, "absent"},
 		{fmt.Errorf("%w: pointer", idempotency.ErrInvalidRequest), "absent"},
 		{fmt.Errorf("%w: dup", idempotency.ErrInvalidJSON), "absent"},
-		{&retry.UnreachableError{RetryAfter: time.Second}, "true"},
-		{&retry.DeniedError{SafeNewKey: receipt.Safe(true)}, "true"},
-		{&retry.DeniedError{SafeNewKey: receipt.Safe(false)}, "false"},
-		{&retry.DeniedError{}, "absent"},
+		{&retry.RefusalError{Err: idempotency.ErrVendorUnreachable, RetryAfter: time.Second}, "true"},
+		{&retry.RefusalError{Err: idempotency.ErrDenied, SafeNewKey: receipt.Safe(true)}, "true"},
+		{&retry.RefusalError{Err: idempotency.ErrDenied, SafeNewKey: receipt.Safe(false)}, "false"},
+		{&retry.RefusalError{Err: idempotency.ErrDenied}, "absent"},
 		{idempotency.ErrDenied, "absent"},
 	} {
 		r := s.classify(tc.err)

@@ -22,18 +22,18 @@ func TestMaxResponseBytesConfig(t *testing.T) {
 		return []byte(strings.Replace(goodConfig, `{`, `{"max_response_bytes": `+v+`, `, 1))
 	}
 	exec := &retry.Executor{}
-	if _, err := loadConfig(with("1048576"), testEnv, exec); err != nil || exec.MaxBodyBytes != 1<<20 {
-		t.Fatalf("err %v, MaxBodyBytes %d", err, exec.MaxBodyBytes)
+	if _, err := loadConfig(with("1048576"), testEnv, exec); err != nil || exec.MaxResponseBytes != 1<<20 {
+		t.Fatalf("err %v, MaxResponseBytes %d", err, exec.MaxResponseBytes)
 	}
 	exec = &retry.Executor{}
-	if _, err := loadConfig([]byte(goodConfig), testEnv, exec); err != nil || exec.MaxBodyBytes != 0 {
-		t.Fatalf("err %v, MaxBodyBytes %d: want the default", err, exec.MaxBodyBytes)
+	if _, err := loadConfig([]byte(goodConfig), testEnv, exec); err != nil || exec.MaxResponseBytes != 0 {
+		t.Fatalf("err %v, MaxResponseBytes %d: want the default", err, exec.MaxResponseBytes)
 	}
 	for _, v := range []string{"-1", "1073741825", `"10MiB"`, "1.5"} {
 		exec := &retry.Executor{}
 		_, err := loadConfig(with(v), testEnv, exec)
-		if err == nil || !strings.Contains(err.Error(), "max_response_bytes") || exec.MaxBodyBytes != 0 {
-			t.Errorf("%s: err %v, MaxBodyBytes %d", v, err, exec.MaxBodyBytes)
+		if err == nil || !strings.Contains(err.Error(), "max_response_bytes") || exec.MaxResponseBytes != 0 {
+			t.Errorf("%s: err %v, MaxResponseBytes %d", v, err, exec.MaxResponseBytes)
 		}
 	}
 }

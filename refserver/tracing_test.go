@@ -241,7 +241,7 @@ func TestTracingExportsSpans(t *testing.T) {
 	for _, sp := range spans {
 		byName[sp.Name] = append(byName[sp.Name], sp)
 	}
-	if len(byName["tools/call"]) != 2 || len(byName[retry.SpanClaim]) != 2 || len(byName[retry.SpanAttempt]) != 1 || len(byName[retry.SpanFinalize]) != 1 {
+	if len(byName["tools/call"]) != 2 || len(byName["obol.claim"]) != 2 || len(byName["obol.attempt"]) != 1 || len(byName["obol.finalize"]) != 1 {
 		t.Fatalf("exported spans: %v", byName)
 	}
 	var root, refused *tracepb.Span
@@ -285,7 +285,7 @@ func TestTracingExportsSpans(t *testing.T) {
 	if children != 3 {
 		t.Errorf("%d spans under the call's, want claim, attempt and finalize", children)
 	}
-	attempt := byName[retry.SpanAttempt][0]
+	attempt := byName["obol.attempt"][0]
 	if !bytes.Equal(attempt.ParentSpanId, root.SpanId) || spanAttr(attempt, retry.AttrBinding) != "header" ||
 		spanAttr(attempt, retry.AttrPhase) != "responded" {
 		t.Errorf("attempt span %v", attempt)

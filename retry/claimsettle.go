@@ -9,26 +9,15 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// Defaults of the claim step's fields of Orchestrator.
+// Defaults of the Orchestrator's claim settings (see their fields).
 const (
-	// DefaultClaimWait is how long a caller waits for the claim's answer:
-	// a claim is one round trip, well under a millisecond on a healthy
-	// Redis; one that has not answered in 2s is stalled or failing over,
-	// and the caller is better told store_unavailable (it may retry with
-	// the same key) than held. The claim is settled in the background
-	// either way.
-	DefaultClaimWait = 2 * time.Second
-	// DefaultMaxClaimRecoveries caps the claims settled in the background
-	// at once.
-	DefaultMaxClaimRecoveries = 256
-	// DefaultClaimRecoveryFor is how long a claim is re-sent in the
-	// background: the default unknown retention of redisstore, after which
-	// a record that claim made has expired anyway.
-	DefaultClaimRecoveryFor = 7 * 24 * time.Hour
+	defaultClaimWait          = 2 * time.Second
+	defaultMaxClaimRecoveries = 256
+	defaultClaimRecoveryFor   = 7 * 24 * time.Hour // redisstore's default unknown retention
 )
 
 // ClaimRecovery is what happened to a claim settled in the background,
-// reported to Orchestrator.OnClaimRecovery.
+// reported to [Orchestrator].OnClaimRecovery.
 type ClaimRecovery string
 
 const (
@@ -36,7 +25,7 @@ const (
 	// its caller gone with a token); a re-sender took it.
 	RecoveryStarted ClaimRecovery = "started"
 	// RecoveryGivenBack: the claim had reserved an attempt; it was given
-	// back unsent (Store.GiveBack), so the slot is open again.
+	// back unsent ([idempotency.Store].GiveBack), so the slot is open again.
 	RecoveryGivenBack ClaimRecovery = "given_back"
 	// RecoverySettled: the store answered the claim without a reservation
 	// (in_progress, replay, outcome_unknown, a refusal): nothing to give
@@ -60,7 +49,7 @@ func (o *Orchestrator) claimWait() time.Duration {
 	if o.ClaimWait > 0 {
 		return o.ClaimWait
 	}
-	return DefaultClaimWait
+	return defaultClaimWait
 }
 
 // recoveries are the background re-senders of an Orchestrator, made on
@@ -88,7 +77,7 @@ func (o *Orchestrator) recoveries() *recoveries {
 // unsettled then stays as Redis has it: if Redis ran it, its slot reads
 // unknown after the lease, as after a gateway that died before sending.
 // Do may still be called; a claim that would need a re-sender after Close
-// is reported RecoveryDropped. Close is safe to call more than once.
+// is reported [RecoveryDropped]. Close is safe to call more than once.
 func (o *Orchestrator) Close() {
 	r := o.recoveries()
 	r.mu.Lock()
@@ -98,9 +87,9 @@ func (o *Orchestrator) Close() {
 	r.wg.Wait()
 }
 
-// ClaimRecoveries returns how many claims are being settled in the
+// claimRecoveries returns how many claims are being settled in the
 // background now.
-func (o *Orchestrator) ClaimRecoveries() int {
+func (o *Orchestrator) claimRecoveries() int {
 	r := o.recoveries()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -122,7 +111,7 @@ func (o *Orchestrator) settleClaim(call *Call, req idempotency.ClaimRequest, tok
 	r := o.recoveries()
 	limit := o.MaxClaimRecoveries
 	if limit == 0 {
-		limit = DefaultMaxClaimRecoveries
+		limit = defaultMaxClaimRecoveries
 	}
 	r.mu.Lock()
 	if r.closed || limit < 0 || r.running >= limit {
@@ -152,7 +141,7 @@ func (o *Orchestrator) settleClaim(call *Call, req idempotency.ClaimRequest, tok
 func (o *Orchestrator) runRecovery(ctx context.Context, call *Call, req idempotency.ClaimRequest, token int, inc string) ClaimRecovery {
 	recoverFor := o.ClaimRecoveryFor
 	if recoverFor <= 0 {
-		recoverFor = DefaultClaimRecoveryFor
+		recoverFor = defaultClaimRecoveryFor
 	}
 	ctx, cancel := context.WithTimeout(ctx, recoverFor)
 	defer cancel()

@@ -3,6 +3,8 @@ package retry
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
@@ -12,41 +14,64 @@ import (
 // Dispatch is a tool's dispatch checked once, when the tool is registered:
 // its EffectSpec, its Route with the fingerprint the claim pins, its Target
 // and the secrets scrubbed from its answers. Name it in every call of the
-// tool ([Call.Dispatch]) and [Orchestrator.Do] skips the checks
-// [NewDispatch] made, so a call's own work is its scope, its arguments'
-// hash, the claim, the send and the finalize.
+// tool ([Call.Dispatch]) and [Orchestrator.Do] checks only what depends on
+// the call: its scope, its arguments, its key.
 //
 // A Dispatch is immutable and safe for concurrent use.
 type Dispatch struct {
 	spec    effectspec.Spec
-	route   idempotency.Route // its Binding set as Do sets it
-	record  receipt.Route     // route.Record(), fingerprint included
+	route   idempotency.Route        // its Binding set as the claim pins it
+	claim   idempotency.ClaimRequest // the fields every claim of the tool shares
 	target  Target
 	secrets []string
 	red     receipt.Redactor // of secrets
 
+	decided atomic.Pointer[decision] // the policy's decision, see decide
 }
 
-// NewDispatch checks a tool's dispatch as [Orchestrator.Do] checks a [Call]
-// that names Spec, Route and Target itself: spec from effectspec.Parse,
-// ParseList or New (else effectspec.ErrUnvalidated), a route with every
-// fact its fingerprint needs and spec's kind and binding (else an error
-// wrapping idempotency.ErrWeakRoute), a non-nil target, and secrets (with
-// the target's, if it is a [SecretHolder]) of receipt.MinSecretLen bytes at
+// decision is a Policy's decision on a Dispatch's spec.
+type decision struct {
+	policy effectspec.Policy
+	err    error
+}
+
+// NewDispatch checks a tool's dispatch: spec from [effectspec.Parse],
+// [effectspec.ParseList] or [effectspec.New] (else
+// [effectspec.ErrUnvalidated]), a route with every fact its fingerprint
+// needs and spec's kind and binding (else an error wrapping
+// [idempotency.ErrWeakRoute]), a non-nil target, and secrets (with the
+// target's, if it is a [SecretHolder]) of [receipt.MinSecretLen] bytes at
 // least. A target whose Secrets change later is read only here.
 func NewDispatch(spec effectspec.Spec, route idempotency.Route, target Target, secrets ...string) (*Dispatch, error) {
-	c := Call{Spec: spec, Route: route, Target: target, Secrets: secrets}
-	if err := checkDispatch(&c); err != nil {
+	return newDispatch(&Call{Spec: spec, Route: route, Target: target, Secrets: secrets}, receipt.NewRedactor)
+}
+
+// newDispatch checks the Spec, Route, Target and Secrets of c and makes
+// them a Dispatch whose Redactor redactor makes.
+func newDispatch(c *Call, redactor func(secrets ...string) receipt.Redactor) (*Dispatch, error) {
+	if c.Target == nil {
+		return nil, errors.New("retry: Call.Target is nil")
+	}
+	if !c.Spec.Validated() {
+		return nil, fmt.Errorf("retry: Call.Spec: %w", effectspec.ErrUnvalidated)
+	}
+	if err := checkRoute(c.Spec, c.Route); err != nil {
 		return nil, err
 	}
-	s, err := callSecrets(&c)
+	s, err := callSecrets(c)
 	if err != nil {
 		return nil, err
 	}
-	d := &Dispatch{spec: spec, route: boundRoute(spec, route), target: target, secrets: s}
-	d.record = d.route.Record()
+	d := &Dispatch{spec: c.Spec, route: boundRoute(c.Spec, c.Route), target: c.Target, secrets: s}
+	d.claim = idempotency.ClaimRequest{
+		Binding:          d.route.Binding,
+		Route:            d.route.Record(),
+		ApprovalRequired: c.Spec.Approval == effectspec.ApprovalRequired,
+		Timeout:          c.Spec.AttemptTimeout(),
+		VendorWindow:     c.Spec.VendorWindow(),
+	}
 	if len(s) > 0 {
-		d.red = receipt.NewRedactor(s...)
+		d.red = redactor(s...)
 	}
 	return d, nil
 }
@@ -54,25 +79,38 @@ func NewDispatch(spec effectspec.Spec, route idempotency.Route, target Target, s
 // Spec is the tool's EffectSpec.
 func (d *Dispatch) Spec() effectspec.Spec { return d.spec }
 
-// Route is the tool's route, its Binding the one the claim pins.
-func (d *Dispatch) Route() idempotency.Route { return d.route }
-
-// Target is the tool's Target.
-func (d *Dispatch) Target() Target { return d.target }
-
 // errDispatchAndFields refuses a Call that names a Dispatch and also the
 // fields it replaces: which of them to send would be a guess.
 var errDispatchAndFields = errors.New("retry: Call.Dispatch is set with Spec, Route, Target or Secrets")
 
-// checkDispatch is the part of Do's checks that a Dispatch makes once.
-func checkDispatch(call *Call) error {
-	if call.Target == nil {
-		return errors.New("retry: Call.Target is nil")
+// dispatchOf returns the Dispatch of call and fills call's Spec, Route and
+// Target from it, for the hooks. A call that names none gets one made of
+// its own fields, checked as [NewDispatch] checks them.
+func dispatchOf(call *Call) (*Dispatch, error) {
+	if d := call.Dispatch; d != nil {
+		if call.Target != nil || call.Spec.Validated() || call.Route != (idempotency.Route{}) || len(call.Secrets) > 0 {
+			return nil, errDispatchAndFields
+		}
+		call.Spec, call.Route, call.Target = d.spec, d.route, d.target
+		return d, nil
 	}
-	if !call.Spec.Validated() {
-		return fmt.Errorf("retry: Call.Spec: %w", effectspec.ErrUnvalidated)
+	d, err := newDispatch(call, redactorFor)
+	if err != nil {
+		return nil, err
 	}
-	return checkRoute(call.Spec, call.Route)
+	call.Route = d.route
+	return d, nil
+}
+
+// decide is p's decision on d's spec ([effectspec.Policy.Check]), made
+// once per Policy: an Orchestrator's does not change once it is in use.
+func (d *Dispatch) decide(p effectspec.Policy) error {
+	if dec := d.decided.Load(); dec != nil && dec.policy == p {
+		return dec.err
+	}
+	err := p.Check(d.spec)
+	d.decided.Store(&decision{policy: p, err: err})
+	return err
 }
 
 // boundRoute is r with the binding the claim pins: spec's, or unsupported
@@ -85,23 +123,37 @@ func boundRoute(spec effectspec.Spec, r idempotency.Route) idempotency.Route {
 	return r
 }
 
-// prepare readies call for Do: from its Dispatch, or by the checks a
-// Dispatch makes. It fills Spec, Route and Target from the Dispatch (hooks
-// read them) and returns the route record the claim pins.
-func prepare(call *Call) (receipt.Route, error) {
-	if d := call.Dispatch; d != nil {
-		if call.Target != nil || call.Spec.Validated() || call.Route != (idempotency.Route{}) || len(call.Secrets) > 0 {
-			return receipt.Route{}, errDispatchAndFields
-		}
-		call.Spec, call.Route, call.Target = d.spec, d.route, d.target
-		return d.record, nil
+// checkRoute refuses a Route that lacks a fact of its kind
+// ([idempotency.Route.Check]), is of another kind than spec's route, or
+// names another place for the key than spec's binding: its fingerprint
+// would not tell this call's destination from another.
+func checkRoute(spec effectspec.Spec, r idempotency.Route) error {
+	if err := r.Check(); err != nil {
+		return fmt.Errorf("retry: Call.Route: %w", err)
 	}
-	if err := checkDispatch(call); err != nil {
-		return receipt.Route{}, err
+	federated := spec.Route == effectspec.RouteFederated
+	if federated != (r.Kind() == idempotency.RouteFederated) {
+		return fmt.Errorf("retry: Call.Route: %w: %s: a %s route for a %s spec", idempotency.ErrWeakRoute, spec.Tool, r.Kind(), routeOf(spec))
 	}
-	if _, err := callSecrets(call); err != nil {
-		return receipt.Route{}, err
+	if federated {
+		return nil
 	}
-	call.Route = boundRoute(call.Spec, call.Route)
-	return call.Route.Record(), nil
+	var name string
+	switch spec.Idempotency.Kind {
+	case effectspec.BindingHeader:
+		name = strings.ToLower(spec.Idempotency.Header)
+	case effectspec.BindingBodyPointer:
+		name = spec.Idempotency.Pointer
+	}
+	if r.BindingName != name {
+		return fmt.Errorf("retry: Call.Route: %w: %s: BindingName is not the spec's binding", idempotency.ErrWeakRoute, spec.Tool)
+	}
+	return nil
+}
+
+func routeOf(spec effectspec.Spec) effectspec.RouteKind {
+	if spec.Route == "" {
+		return effectspec.RouteNative
+	}
+	return spec.Route
 }

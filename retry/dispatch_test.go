@@ -106,8 +106,8 @@ func TestDispatchCall(t *testing.T) {
 
 	for name, mutate := range map[string]func(*retry.Call){
 		"Spec":    func(c *retry.Call) { c.Spec = d.Spec() },
-		"Route":   func(c *retry.Call) { c.Route = d.Route() },
-		"Target":  func(c *retry.Call) { c.Target = d.Target() },
+		"Route":   func(c *retry.Call) { c.Route = fields.Route },
+		"Target":  func(c *retry.Call) { c.Target = fields.Target },
 		"Secrets": func(c *retry.Call) { c.Secrets = []string{bodySecret} },
 	} {
 		c := viaD

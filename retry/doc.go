@@ -15,12 +15,13 @@
 //		Scope: scope, Key: key, KeySource: source, Arguments: args, Dispatch: tool,
 //	})
 //
-// An error is a refusal (errors.Is against [idempotency.ErrRequestMismatch],
-// [idempotency.ErrInProgress], [idempotency.ErrOutcomeUnknown],
-// [effectspec.ErrPolicyDenied], ...) and nothing was sent; otherwise the
-// [Answer]'s Receipt says what happened and its Result holds the vendor's
-// answer (fresh or replayed). The [idempotency.Route] must hold every fact the
-// claim's fingerprint covers (see [Call]).
+// An error is a refusal, and nothing was sent: errors.Is matches it against
+// [idempotency.ErrRequestMismatch], [idempotency.ErrInProgress],
+// [idempotency.ErrOutcomeUnknown], [effectspec.ErrPolicyDenied], ..., and
+// a [*RefusalError] says when to retry or whether a new key is safe.
+// Otherwise the [Answer]'s Receipt says what happened and its Result holds
+// the vendor's answer (fresh or replayed). The [idempotency.Route] must hold
+// every fact the claim's fingerprint covers (see [Call]).
 //
 // What must not leak: every credential a [Target] sends is reported as a
 // [SecretHolder] or in Call.Secrets, so that it is scrubbed from the vendor's

@@ -26,7 +26,7 @@ const (
 	// including timeouts and a response body cut short.
 	PostSend Phase = "post_send"
 	// Responded: the status, the headers and the whole body were read (or
-	// the body was dropped for its size; see Result.Truncated).
+	// the body was dropped for its size; see [Result].Truncated).
 	Responded Phase = "responded"
 )
 
@@ -42,32 +42,35 @@ type Result struct {
 	// It is not decompressed (no Accept-Encoding is added): it holds the
 	// bytes the vendor sent.
 	Body []byte
-	// Truncated reports that the body exceeded MaxBodyBytes. Status and
+	// Truncated reports that the body exceeded MaxResponseBytes. Status and
 	// Header are kept and Body is nil. The rest of the body is not read:
 	// the connection is closed rather than reused. The vendor did answer,
 	// so the phase is Responded, but the response is not complete: a
 	// caller must not treat it as a consistent answer.
 	Truncated bool
-	// Err is the failure of a BeforeSend or PostSend attempt, an *Error.
+	// Err is the failure of a [BeforeSend] or [PostSend] attempt, an [*Error].
 	// It is nil when Responded.
 	Err error
 }
 
+// DefaultMaxResponseBytes is the most of a vendor's response body an
+// [Executor] reads when its MaxResponseBytes is not set.
+const DefaultMaxResponseBytes = 10 << 20
+
 // Default limits of an Executor.
 const (
-	DefaultMaxBodyBytes        = 10 << 20
-	DefaultDialTimeout         = 5 * time.Second
-	DefaultTLSHandshakeTimeout = 10 * time.Second
-	DefaultIdleConnTimeout     = 90 * time.Second
-	DefaultMaxIdleConnsPerHost = 16
+	defaultDialTimeout         = 5 * time.Second
+	defaultTLSHandshakeTimeout = 10 * time.Second
+	defaultIdleConnTimeout     = 90 * time.Second
+	defaultMaxIdleConnsPerHost = 16
 )
 
 // An Executor makes exactly one outbound HTTP/1.1 attempt per Do and reports
-// how far it got (Phase; conn.go proves before_send). It never
+// how far it got ([Phase]; conn.go proves before_send). It never
 // retries, never follows a redirect and never lets its transport re-send a
 // request.
 //
-// A Target of its own keeps one long-lived Executor and calls Do once per
+// A [Target] of its own keeps one long-lived Executor and calls Do once per
 // reserved attempt:
 //
 //	var exec retry.Executor // keep it: it pools keep-alive connections
@@ -113,18 +116,18 @@ const (
 // first call to Do. An Executor is safe for concurrent use and keeps
 // keep-alive connections between calls; it should be reused.
 type Executor struct {
-	// MaxBodyBytes limits the response body that is read. If zero or
-	// negative, DefaultMaxBodyBytes (10 MiB). A body is allocated once, of
-	// its Content-Length; without one it is read in 64 KiB pieces joined at
-	// the end, so a call holds at most about twice it while reading.
-	MaxBodyBytes int64
+	// MaxResponseBytes limits the vendor's response body that is read. If
+	// zero or negative, [DefaultMaxResponseBytes] (10 MiB). A body is
+	// allocated once, of its Content-Length; without one it is read in
+	// 64 KiB pieces joined at the end, so a call holds at most about twice
+	// it while reading.
+	MaxResponseBytes int64
 
 	// DialTimeout bounds each dial, including one made by DialContext. If
-	// zero, DefaultDialTimeout (5s).
+	// zero, 5s.
 	DialTimeout time.Duration
 
-	// TLSHandshakeTimeout bounds each TLS handshake. If zero,
-	// DefaultTLSHandshakeTimeout (10s).
+	// TLSHandshakeTimeout bounds each TLS handshake. If zero, 10s.
 	TLSHandshakeTimeout time.Duration
 
 	// TLSClientConfig configures TLS for https. If nil, the defaults of
@@ -133,11 +136,11 @@ type Executor struct {
 	TLSClientConfig *tls.Config
 
 	// IdleConnTimeout is how long an idle keep-alive connection is kept.
-	// If zero, DefaultIdleConnTimeout (90s).
+	// If zero, 90s.
 	IdleConnTimeout time.Duration
 
 	// MaxIdleConnsPerHost is how many idle keep-alive connections are kept
-	// per host. If zero, DefaultMaxIdleConnsPerHost (16).
+	// per host. If zero, 16.
 	MaxIdleConnsPerHost int
 
 	// DialContext dials the vendor (or a tunnel to it). If nil, a
@@ -155,7 +158,7 @@ func (e *Executor) transport() *http.Transport {
 		if dial == nil {
 			dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
 		}
-		dialTimeout := orDefault(e.DialTimeout, DefaultDialTimeout)
+		dialTimeout := orDefault(e.DialTimeout, defaultDialTimeout)
 		var tlsConf *tls.Config
 		if e.TLSClientConfig != nil {
 			tlsConf = e.TLSClientConfig.Clone()
@@ -178,14 +181,14 @@ func (e *Executor) transport() *http.Transport {
 				return &conn{Conn: nc}, nil
 			},
 			TLSClientConfig:     tlsConf,
-			TLSHandshakeTimeout: orDefault(e.TLSHandshakeTimeout, DefaultTLSHandshakeTimeout),
+			TLSHandshakeTimeout: orDefault(e.TLSHandshakeTimeout, defaultTLSHandshakeTimeout),
 			// A non-nil empty map and HTTP/1 alone: no HTTP/2, whose
 			// transport re-sends on GOAWAY and REFUSED_STREAM.
 			TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
 			Protocols:           &protos,
 			DisableCompression:  true,
-			IdleConnTimeout:     orDefault(e.IdleConnTimeout, DefaultIdleConnTimeout),
-			MaxIdleConnsPerHost: orDefault(e.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost),
+			IdleConnTimeout:     orDefault(e.IdleConnTimeout, defaultIdleConnTimeout),
+			MaxIdleConnsPerHost: orDefault(e.MaxIdleConnsPerHost, defaultMaxIdleConnsPerHost),
 		}
 	})
 	return e.tr
@@ -205,9 +208,9 @@ func (e *Executor) CloseIdleConnections() {
 }
 
 // Do makes exactly one attempt to send req and reads the whole response, up
-// to MaxBodyBytes (see Result.Truncated). It never returns an error of its
-// own: every outcome is a Result, and Result.Err, an *Error, explains a
-// BeforeSend or PostSend attempt.
+// to MaxResponseBytes (see [Result].Truncated). It never returns an error of its
+// own: every outcome is a [Result], and Result.Err, an [*Error], explains a
+// [BeforeSend] or [PostSend] attempt.
 //
 // ctx governs the attempt (dial, write, wait and body read); req's own
 // context is ignored. req is not modified, and its body is consumed and
@@ -274,9 +277,9 @@ type sendDeadlineKey struct{}
 
 // WithSendDeadline returns a copy of ctx that makes an Executor attempt
 // start writing its request before t: an attempt that has not written a
-// byte by then is stopped and reports BeforeSend with ErrSendDeadline (its
+// byte by then is stopped and reports [BeforeSend] with [ErrSendDeadline] (its
 // connection is sealed, so no byte of it leaves later). An attempt that
-// started writing in time goes on until ctx ends. The Orchestrator sets it
+// started writing in time goes on until ctx ends. The [Orchestrator] sets it
 // to the lease deadline minus its safety margin, and ctx's deadline to the
 // attempt's timeout: a renewed lease keeps the slot, never allows a send.
 func WithSendDeadline(ctx context.Context, t time.Time) context.Context {
@@ -393,9 +396,9 @@ func (e *Executor) send(req *http.Request) Result {
 	}
 	defer resp.Body.Close()
 
-	limit := e.MaxBodyBytes
+	limit := e.MaxResponseBytes
 	if limit <= 0 {
-		limit = DefaultMaxBodyBytes
+		limit = DefaultMaxResponseBytes
 	}
 	res := Result{Phase: Responded, Status: resp.StatusCode, Header: resp.Header}
 	if resp.ContentLength > limit && resp.Body != http.NoBody { // HEAD, 204, 304 carry no body

@@ -14,17 +14,17 @@ import (
 
 // A request that cannot be sent as given (nil, no URL, no host, a scheme
 // other than http or https, CONNECT, a Content-Length without a body, or an
-// invalid header) wraps idempotency.ErrInvalidRequest. It is reported as
+// invalid header) wraps [idempotency.ErrInvalidRequest]. It is reported as
 // before_send, but repeating the attempt cannot help.
 //
 // A before_send round trip that no connection was handed to, and that
 // neither its context nor the send deadline stopped (a refused or timed-out
 // dial, a failed host lookup or TLS handshake), wraps
-// idempotency.ErrVendorUnreachable: the vendor was not reached.
+// [idempotency.ErrVendorUnreachable]: the vendor was not reached.
 
 var (
 	// ErrSendDeadline: the attempt had not written a byte when its send
-	// deadline (WithSendDeadline) passed, so it was stopped unsent. It is
+	// deadline ([WithSendDeadline]) passed, so it was stopped unsent. It is
 	// always before_send.
 	ErrSendDeadline = errors.New("retry: send deadline passed before the request was written")
 

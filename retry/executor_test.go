@@ -589,7 +589,7 @@ func TestDoBodyLimit(t *testing.T) {
 		w.Write(bytes.Repeat([]byte("x"), n))
 	}))
 	defer srv.Close()
-	e := Executor{MaxBodyBytes: limit}
+	e := Executor{MaxResponseBytes: limit}
 	defer e.CloseIdleConnections()
 	head := e.Do(context.Background(), newRequest(t, "HEAD", srv.URL+"/?n=1048576", ""))
 	phaseErr(t, head, Responded)

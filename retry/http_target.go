@@ -36,7 +36,7 @@ var sharedExecutor Executor
 
 // Send propagates the key and makes exactly one attempt. A request that
 // cannot be built (the key cannot be written at the pointer, a URL that does
-// not parse) is BeforeSend with idempotency.ErrInvalidRequest: it fails the same way
+// not parse) is [BeforeSend] with [idempotency.ErrInvalidRequest]: it fails the same way
 // every time, so it is never retried, and nothing was written.
 func (t *HTTPTarget) Send(ctx context.Context, a Attempt) Result {
 	body := idempotency.ArgumentsOrEmpty(a.Arguments)

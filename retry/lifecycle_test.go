@@ -60,9 +60,9 @@ func TestUnsentAttemptsFreeTheSlot(t *testing.T) {
 			o.UnreachableRetryAfter = 1500 * time.Millisecond
 			c := call(downURL, spec(bind), idempotency.NewKey(), &retry.Executor{})
 			out, err := o.Do(context.Background(), c)
-			var ue *retry.UnreachableError
+			var ue *retry.RefusalError
 			if !errors.Is(err, idempotency.ErrVendorUnreachable) || !errors.As(err, &ue) || ue.RetryAfter != 1500*time.Millisecond {
-				t.Fatalf("%s: Do: %v (%+v), want an UnreachableError with RetryAfter 1.5s", bind, err, out.Receipt)
+				t.Fatalf("%s: Do: %v (%+v), want a RefusalError with RetryAfter 1.5s", bind, err, out.Receipt)
 			}
 			if reason, status := idempotency.Reason(err); reason != "vendor_unreachable" || status != 503 {
 				t.Fatalf("%s: reason %q %d", bind, reason, status)

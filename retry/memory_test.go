@@ -18,14 +18,14 @@ import (
 	"github.com/obol-gateway/obol/retry"
 )
 
-// TestCallMemoryBound: a call whose vendor answers DefaultMaxBodyBytes
+// TestCallMemoryBound: a call whose vendor answers DefaultMaxResponseBytes
 // allocates about one body in the gateway (read once, scrubbed in place
 // when no secret is in it, not copied to be stored when the store would
 // drop it) when the vendor sent a Content-Length, about two without one
 // (read in pieces, then joined). The bound is on bytes allocated, which
 // does not depend on timing, with a quarter body of margin.
 func TestCallMemoryBound(t *testing.T) {
-	const size = retry.DefaultMaxBodyBytes
+	const size = retry.DefaultMaxResponseBytes
 	body := bytes.Repeat([]byte(`{"row":"0123456789abcdef"},`), size/27)
 	body = append(body, bytes.Repeat([]byte(" "), size-len(body))...)
 	for _, chunked := range []bool{false, true} {

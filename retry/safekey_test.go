@@ -103,9 +103,9 @@ func TestSafeNewKeyOnDenied(t *testing.T) {
 		}
 		deny(held.Ticket)
 		_, err = o.Do(context.Background(), c)
-		var de *retry.DeniedError
+		var de *retry.RefusalError
 		if !errors.As(err, &de) || !errors.Is(err, idempotency.ErrDenied) || safeOf(de.SafeNewKey) != "true" {
-			t.Fatalf("denied held call: %v, want a DeniedError with safe_new_key true", err)
+			t.Fatalf("denied held call: %v, want a denial with safe_new_key true", err)
 		}
 
 		// An unknown call with a vendor binding, re-held once the tool
@@ -121,8 +121,8 @@ func TestSafeNewKeyOnDenied(t *testing.T) {
 		}
 		deny(reheld.Ticket)
 		_, err = o.Do(context.Background(), c)
-		if !errors.As(err, &de) || safeOf(de.SafeNewKey) != "false" {
-			t.Fatalf("denied re-held unknown call: %v, want a DeniedError with safe_new_key false", err)
+		if !errors.As(err, &de) || !errors.Is(err, idempotency.ErrDenied) || safeOf(de.SafeNewKey) != "false" {
+			t.Fatalf("denied re-held unknown call: %v, want a denial with safe_new_key false", err)
 		}
 	})
 }

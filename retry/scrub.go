@@ -12,19 +12,19 @@ import (
 	"github.com/obol-gateway/obol/receipt"
 )
 
-// A SecretHolder is a Target that sends credentials. The Orchestrator
-// replaces each of its Secrets, and the Call's, by receipt.Redacted in the
+// A SecretHolder is a [Target] that sends credentials. The [Orchestrator]
+// replaces each of its Secrets, and the [Call]'s, by [receipt.Redacted] in the
 // vendor's answer (body and kept headers; raw, JSON-escaped and inside
-// base64, see receipt.Redactor) before the answer is stored (finalize) or
+// base64, see [receipt.Redactor]) before the answer is stored (finalize) or
 // returned (fresh or replayed), so that a vendor which echoes its request
 // cannot hand a credential to the caller or to the store. Replays are
 // scrubbed too, so a record stored before a secret was known comes back
-// clean. HTTPTarget and the broker adapters are SecretHolders.
+// clean. [HTTPTarget] and the broker adapters are SecretHolders.
 //
 // Secrets returns every credential value the Target sends; empty strings
-// are ignored. Each must be at least receipt.MinSecretLen bytes long, else
+// are ignored. Each must be at least [receipt.MinSecretLen] bytes long, else
 // Do refuses the call before its claim (an error wrapping
-// receipt.ErrShortSecret, naming where it came from): it could not be
+// [receipt.ErrShortSecret], naming where it came from): it could not be
 // replaced without corrupting answers. It must be safe for concurrent use.
 type SecretHolder interface {
 	Target
@@ -41,7 +41,7 @@ var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "X-Api-
 // for a Basic credential also its decoded "user:password" and the password
 // (the user when the password is empty, as in "sk_live_...:"); and the same
 // of the URL's userinfo, which net/http sends as Basic. A credential sent in
-// another header, in the URL's query or in the body goes in Call.Secrets.
+// another header, in the URL's query or in the body goes in [Call].Secrets.
 func (t *HTTPTarget) Secrets() []string {
 	var out []string
 	basic := func(user, pass string) {
@@ -77,11 +77,9 @@ func (t *HTTPTarget) Secrets() []string {
 	return out
 }
 
-// secrets returns the secrets of call: Call.Secrets and those its Target
-// reports, without empty strings. A secret shorter than
-// receipt.MinSecretLen is an error naming where it came from, not its value.
-// callSecrets returns the secrets to scrub from call's answers: its own
-// and its Target's, each checked.
+// callSecrets returns the secrets to scrub from call's answers: Call.Secrets
+// and those its Target reports, without empty strings. A secret shorter than
+// [receipt.MinSecretLen] is an error naming where it came from, not its value.
 func callSecrets(call *Call) ([]string, error) {
 	var out []string
 	for i, s := range call.Secrets {
@@ -107,31 +105,14 @@ func callSecrets(call *Call) ([]string, error) {
 	return out, nil
 }
 
-// scrubbed returns res with the secrets of call replaced in its body and
-// kept headers: res itself when none was found, else a copy (res may be
-// shared with the store). Do refuses a call with a short secret before its
-// claim, so secrets cannot fail here; should they, the answer is dropped
-// rather than kept with a secret in it.
-func scrubbed(call *Call, res *idempotency.StoredResult) *idempotency.StoredResult {
-	if res == nil {
-		return nil
+// scrubbed returns res with the secrets of d replaced in its body and kept
+// headers: res itself when none was found, else a copy (res may be shared
+// with the store).
+func scrubbed(d *Dispatch, res *idempotency.StoredResult) *idempotency.StoredResult {
+	if res == nil || len(d.secrets) == 0 {
+		return res
 	}
-	var red receipt.Redactor
-	if d := call.Dispatch; d != nil {
-		if len(d.secrets) == 0 {
-			return res
-		}
-		red = d.red
-	} else {
-		s, err := callSecrets(call)
-		if err != nil {
-			return &idempotency.StoredResult{Status: res.Status, BodyDropped: true}
-		}
-		if len(s) == 0 {
-			return res
-		}
-		red = redactorFor(s)
-	}
+	red := d.red
 	var hdr http.Header // a clone, made at the first change
 	for k, vs := range res.Header {
 		for i, v := range vs {
@@ -165,7 +146,7 @@ var redactors struct {
 
 const maxCachedRedactors = 256
 
-func redactorFor(secrets []string) receipt.Redactor {
+func redactorFor(secrets ...string) receipt.Redactor {
 	id := strings.Join(secrets, "\x00")
 	redactors.Lock()
 	r, ok := redactors.m[id]
@@ -187,11 +168,11 @@ func redactorFor(secrets []string) receipt.Redactor {
 
 // scrubbedRecord is rec with its result scrubbed: rec itself when nothing
 // changed, else a copy.
-func scrubbedRecord(call *Call, rec *idempotency.Record) *idempotency.Record {
+func scrubbedRecord(d *Dispatch, rec *idempotency.Record) *idempotency.Record {
 	if rec == nil || rec.Result == nil {
 		return rec
 	}
-	res := scrubbed(call, rec.Result)
+	res := scrubbed(d, rec.Result)
 	if res == rec.Result {
 		return rec
 	}

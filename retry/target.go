@@ -8,11 +8,11 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// Attempt is one reserved attempt of a call, as a Target sends it.
+// Attempt is one reserved attempt of a call, as a [Target] sends it.
 type Attempt struct {
 	// Key is the key to send to the vendor: the slot's vendor key
 	// (docs/DESIGN.md, "The key on the vendor hop"), never the client's key
-	// (except for a record made before vendor keys existed). A Target
+	// (except for a record that holds no vendor key). A Target
 	// propagates it as Spec declares (or not at all for unsupported bindings
 	// and federated routes).
 	Key idempotency.Key
@@ -25,13 +25,13 @@ type Attempt struct {
 }
 
 // A Target sends exactly one attempt and reports what happened on the wire.
-// It never retries: the Orchestrator owns every retry. Send must honour ctx,
+// It never retries: the [Orchestrator] owns every retry. Send must honour ctx,
 // whose deadline lies inside the attempt's lease.
 type Target interface {
 	Send(ctx context.Context, a Attempt) Result
 }
 
-// TargetFunc adapts a function to a Target.
+// TargetFunc adapts a function to a [Target].
 type TargetFunc func(ctx context.Context, a Attempt) Result
 
 // Send calls f(ctx, a).

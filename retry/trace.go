@@ -7,15 +7,17 @@ import "context"
 // named name, a child of the span ctx carries, and returns a context
 // carrying the new span and the function that ends it, with the call's
 // error (nil on success) and attributes learnt meanwhile. The span in the
-// ctx given to Orchestrator.Do should be the gateway's own, not one a
+// ctx given to [Orchestrator.Do] should be the gateway's own, not one a
 // client sent (otelretry.ServerSpan): the attempts' spans, and the
 // traceparent a vendor gets, follow it.
 //
-// The Orchestrator never passes an argument value, a key or a header:
-// attributes are the Attr* names below, with the tool, workspace,
+// The spans are named obol.claim, obol.attempt (each attempt),
+// obol.reserve (a second attempt's reservation) and obol.finalize. The
+// [Orchestrator] never passes an argument value, a key or a header:
+// attributes are the Attr* keys below, with the tool, workspace,
 // connection, binding, attempt number, phase, status, claim status, outcome
 // and attempt count. The errors it passes hold no header value or URL, but
-// one a Target made may quote what it sent: redact before recording.
+// one a [Target] made may quote what it sent: redact before recording.
 type Tracer interface {
 	Start(ctx context.Context, name string, attrs ...Attr) (context.Context, func(err error, attrs ...Attr))
 }
@@ -28,10 +30,10 @@ type Attr struct {
 
 // Span names.
 const (
-	SpanClaim    = "obol.claim"
-	SpanAttempt  = "obol.attempt"
-	SpanReserve  = "obol.reserve"
-	SpanFinalize = "obol.finalize"
+	spanClaim    = "obol.claim"
+	spanAttempt  = "obol.attempt"
+	spanReserve  = "obol.reserve"
+	spanFinalize = "obol.finalize"
 )
 
 // Attribute keys.

@@ -55,13 +55,13 @@ func TestRetryLoopBounded(t *testing.T) {
 				conn.Close() // read, then hung up: the outcome is unknown
 			}
 		})
-		loop := func(sp effectspec.Spec) *retry.OutcomeUnknownError {
+		loop := func(sp effectspec.Spec) *retry.RefusalError {
 			t.Helper()
 			c := call(v.URL, effectspec.MustNew(sp), idempotency.NewKey(), &retry.Executor{})
-			var ou *retry.OutcomeUnknownError
+			var ou *retry.RefusalError
 			for i := range 10 {
 				out, err := o.Do(context.Background(), c)
-				if errors.As(err, &ou) {
+				if errors.As(err, &ou) && errors.Is(err, idempotency.ErrOutcomeUnknown) {
 					return ou
 				}
 				if err != nil || out.Receipt.Outcome != effectspec.Unknown {

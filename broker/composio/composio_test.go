@@ -175,7 +175,7 @@ func TestUndecidableReplyIsPostSend(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := brokertest.NewFake(t, reply)
-			b, err := composio.New(composio.Config{BaseURL: f.URL, APIKey: apiKey, Executor: &retry.Executor{MaxBodyBytes: 100}})
+			b, err := composio.New(composio.Config{BaseURL: f.URL, APIKey: apiKey, Executor: &retry.Executor{MaxResponseBytes: 100}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -85,7 +85,7 @@ type Options struct {
 	// Getenv resolves secret_env names; nil: [os.LookupEnv].
 	Getenv func(name string) (string, bool)
 	// Executor sends every native tool's and broker's attempts; Load sets
-	// its MaxBodyBytes from max_response_bytes. Nil: a new one.
+	// its MaxResponseBytes from max_response_bytes. Nil: a new one.
 	Executor *retry.Executor
 }
 
@@ -225,9 +225,9 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 	const maxResponseBytes = 1 << 30
 	switch {
 	case fc.MaxResponseBytes < 0 || fc.MaxResponseBytes > maxResponseBytes:
-		bad("max_response_bytes: must be 0 (the default, %d) to %d", retry.DefaultMaxBodyBytes, maxResponseBytes)
+		bad("max_response_bytes: must be 0 (the default, %d) to %d", retry.DefaultMaxResponseBytes, maxResponseBytes)
 	case exec != nil:
-		exec.MaxBodyBytes = fc.MaxResponseBytes
+		exec.MaxResponseBytes = fc.MaxResponseBytes
 	}
 	switch {
 	case fc.MaxAttempts < 0 || fc.MaxAttempts > effectspec.MaxMaxAttempts:

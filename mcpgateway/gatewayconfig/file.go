@@ -34,8 +34,8 @@ type File struct {
 	Tools        []json.RawMessage `json:"tools"`
 	Capabilities []Capability      `json:"capabilities"`
 
-	// MaxResponseBytes is [retry.Executor].MaxBodyBytes of every vendor call
-	// (0: [retry.DefaultMaxBodyBytes], 10 MiB). A larger answer is not read:
+	// MaxResponseBytes is [retry.Executor].MaxResponseBytes of every vendor call
+	// (0: [retry.DefaultMaxResponseBytes], 10 MiB). A larger answer is not read:
 	// its status is kept, its body dropped.
 	MaxResponseBytes int64 `json:"max_response_bytes"`
 	// MaxAttempts is the max_attempts of every tool whose spec sets none

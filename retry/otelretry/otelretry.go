@@ -14,19 +14,19 @@ import (
 	"github.com/obol-gateway/obol/retry"
 )
 
-// ScopeName is the instrumentation scope of the spans made by a Tracer
+// ScopeName is the instrumentation scope of the spans made by a [Tracer]
 // whose Tracer field is nil.
 const ScopeName = "github.com/obol-gateway/obol/retry"
 
-// Tracer implements retry.Tracer with OpenTelemetry. The zero value uses
+// Tracer implements [retry.Tracer] with OpenTelemetry. The zero value uses
 // the global TracerProvider.
 type Tracer struct {
 	// Tracer makes the spans. If nil, the global TracerProvider's tracer
-	// named ScopeName, looked up at each span.
+	// named [ScopeName], looked up at each span.
 	Tracer trace.Tracer
 	// Describe, if non-nil, gives the status description of a span that
 	// failed with err; it must not return a secret or an argument value. If
-	// nil, the description is the message of the *retry.Error in err's
+	// nil, the description is the message of the [*retry.Error] in err's
 	// chain (a fixed vocabulary: phase, step, cause) and empty for any other
 	// error, since a Target's own error may quote what it sent.
 	Describe func(err error) string
@@ -98,7 +98,7 @@ func Inject(ctx context.Context, h http.Header) {
 // decision are the gateway's (a client's "not sampled" flag cannot hide a
 // call, nor its trace id join the vendor's logs to the client's), and a
 // valid traceparent of the client's becomes a link, without its
-// tracestate. Pass them to trace.Tracer.Start with the span kind and
+// tracestate. Pass them to [trace.Tracer].Start with the span kind and
 // attributes.
 func ServerSpan(h http.Header) []trace.SpanStartOption {
 	opts := []trace.SpanStartOption{trace.WithNewRoot()}
@@ -113,7 +113,7 @@ func ServerSpan(h http.Header) []trace.SpanStartOption {
 	return opts
 }
 
-// The attribute ServerSpan puts on the link to a client's span.
+// The attribute [ServerSpan] puts on the link to a client's span.
 const (
 	AttrLinkKind = "obol.link"
 	LinkClient   = "client"

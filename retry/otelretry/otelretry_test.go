@@ -147,7 +147,7 @@ func TestSpansOfACall(t *testing.T) {
 	for _, s := range spans {
 		names = append(names, s.Name)
 	}
-	want := []string{retry.SpanClaim, retry.SpanAttempt, retry.SpanReserve, retry.SpanAttempt, retry.SpanFinalize, "tools/call"}
+	want := []string{"obol.claim", "obol.attempt", "obol.reserve", "obol.attempt", "obol.finalize", "tools/call"}
 	if fmt.Sprint(names) != fmt.Sprint(want) {
 		t.Fatalf("spans %v, want %v", names, want)
 	}
@@ -197,7 +197,7 @@ func TestSpansOfACall(t *testing.T) {
 		t.Fatal(err)
 	}
 	spans = exp.GetSpans()
-	if len(spans) != 1 || spans[0].Name != retry.SpanClaim || attr(spans[0], retry.AttrClaimStatus) != string(idempotency.StatusReplay) {
+	if len(spans) != 1 || spans[0].Name != "obol.claim" || attr(spans[0], retry.AttrClaimStatus) != string(idempotency.StatusReplay) {
 		t.Errorf("replay spans %v", spans)
 	}
 	if n := len(v.traceparents()); n != 2 {
