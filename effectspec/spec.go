@@ -11,13 +11,19 @@ const (
 	EffectRead  Effect = "read"
 )
 
-// RouteKind says whether the gateway calls the vendor itself (native) or
-// through a catalog broker (federated). The zero RouteKind reads as native.
+// RouteKind says what sends a tool's calls: the gateway itself over HTTP
+// (native), a catalog broker (federated), or a handler in the gateway's own
+// process (in-process). A spec's route is native or federated (the zero
+// RouteKind reads as native); a native spec with an in-process binding runs
+// on an in-process route ([BindingKind.InProcess]), which is what the
+// idempotency package's Route.Kind reports for it.
 type RouteKind string
 
 const (
 	RouteNative    RouteKind = "native"
 	RouteFederated RouteKind = "federated"
+	// RouteInProcess is never a spec's route, only a pinned route's kind.
+	RouteInProcess RouteKind = "in_process"
 )
 
 // Approval says whether a call must be approved before it is dispatched.

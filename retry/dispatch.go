@@ -19,8 +19,8 @@ import (
 // A Dispatch is immutable and safe for concurrent use.
 type Dispatch struct {
 	spec    effectspec.Spec
-	route   idempotency.Route // its Binding set as Do sets it
-	record  receipt.Route     // route.Record(), fingerprint included
+	route   idempotency.Route   // its Binding set as Do sets it
+	record  receipt.RouteRecord // route.Record(), fingerprint included
 	target  Target
 	secrets []string
 	red     receipt.Redactor // of secrets
@@ -88,19 +88,19 @@ func boundRoute(spec effectspec.Spec, r idempotency.Route) idempotency.Route {
 // prepare readies call for Do: from its Dispatch, or by the checks a
 // Dispatch makes. It fills Spec, Route and Target from the Dispatch (hooks
 // read them) and returns the route record the claim pins.
-func prepare(call *Call) (receipt.Route, error) {
+func prepare(call *Call) (receipt.RouteRecord, error) {
 	if d := call.Dispatch; d != nil {
 		if call.Target != nil || call.Spec.Validated() || call.Route != (idempotency.Route{}) || len(call.Secrets) > 0 {
-			return receipt.Route{}, errDispatchAndFields
+			return receipt.RouteRecord{}, errDispatchAndFields
 		}
 		call.Spec, call.Route, call.Target = d.spec, d.route, d.target
 		return d.record, nil
 	}
 	if err := checkDispatch(call); err != nil {
-		return receipt.Route{}, err
+		return receipt.RouteRecord{}, err
 	}
 	if _, err := callSecrets(call); err != nil {
-		return receipt.Route{}, err
+		return receipt.RouteRecord{}, err
 	}
 	call.Route = boundRoute(call.Spec, call.Route)
 	return call.Route.Record(), nil

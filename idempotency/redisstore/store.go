@@ -369,7 +369,7 @@ func validOpID(id string) (string, error) {
 // encoding them there. The connection and tool are usually the scope's
 // own: they are left out when equal to the scope's, and stored as
 // emptyFact when empty where the scope's are not.
-func packRoute(scope idempotency.Scope, r receipt.Route) (string, error) {
+func packRoute(scope idempotency.Scope, r receipt.RouteRecord) (string, error) {
 	facts := [...]struct {
 		tag     byte
 		name, v string
