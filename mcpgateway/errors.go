@@ -27,8 +27,8 @@ var (
 		idempotency.ErrMalformedKey, headerKey)
 )
 
-// ErrConfig is wrapped by every error of [New]: a [Config] it cannot serve.
-var ErrConfig = errors.New("mcpgateway: config")
+// ErrInvalidConfig is wrapped by every error of [New]: a [Config] it cannot serve.
+var ErrInvalidConfig = errors.New("mcpgateway: invalid config")
 
 // ErrInputSchema is wrapped by every error of [ParseInputSchema].
 var ErrInputSchema = errors.New("mcpgateway: input schema")

@@ -213,10 +213,10 @@ type Gateway struct {
 // tool, or a repeated name is an error.
 func New(cfg Config) (*Gateway, error) {
 	if cfg.Orchestrator == nil {
-		return nil, fmt.Errorf("%w: Orchestrator is required", ErrConfig)
+		return nil, fmt.Errorf("%w: Orchestrator is required", ErrInvalidConfig)
 	}
 	if cfg.Authenticate != nil && cfg.Verifier != nil {
-		return nil, fmt.Errorf("%w: set Authenticate or Verifier, not both", ErrConfig)
+		return nil, fmt.Errorf("%w: set Authenticate or Verifier, not both", ErrInvalidConfig)
 	}
 	if cfg.Workspace == "" {
 		cfg.Workspace = DefaultWorkspace
@@ -251,18 +251,18 @@ func New(cfg Config) (*Gateway, error) {
 		name := t.Spec.Tool
 		switch {
 		case name == "":
-			return nil, fmt.Errorf("%w: tool %d has no Spec.Tool", ErrConfig, i)
+			return nil, fmt.Errorf("%w: tool %d has no Spec.Tool", ErrInvalidConfig, i)
 		case g.tools[name] != nil:
-			return nil, fmt.Errorf("%w: tool %s is listed twice", ErrConfig, name)
+			return nil, fmt.Errorf("%w: tool %s is listed twice", ErrInvalidConfig, name)
 		case t.Target == nil:
-			return nil, fmt.Errorf("%w: tool %s has no Target", ErrConfig, name)
+			return nil, fmt.Errorf("%w: tool %s has no Target", ErrInvalidConfig, name)
 		}
 		if err := t.Route.Check(); err != nil {
-			return nil, fmt.Errorf("%w: tool %s: %w", ErrConfig, name, err)
+			return nil, fmt.Errorf("%w: tool %s: %w", ErrInvalidConfig, name, err)
 		}
 		d, err := retry.NewDispatch(t.Spec, t.Route, t.Target)
 		if err != nil {
-			return nil, fmt.Errorf("%w: tool %s: %w", ErrConfig, name, err)
+			return nil, fmt.Errorf("%w: tool %s: %w", ErrInvalidConfig, name, err)
 		}
 		g.tools[name], g.dispatch[name] = t, d
 		g.order = append(g.order, name)
@@ -270,15 +270,15 @@ func New(cfg Config) (*Gateway, error) {
 	for i := range cfg.Capabilities {
 		c := &cfg.Capabilities[i]
 		if c.Name == "" || g.tools[c.Name] != nil || g.caps[c.Name] != nil {
-			return nil, fmt.Errorf("%w: capability %d has no name or a name listed twice", ErrConfig, i)
+			return nil, fmt.Errorf("%w: capability %d has no name or a name listed twice", ErrInvalidConfig, i)
 		}
 		for _, p := range c.Providers {
 			if g.tools[p] == nil {
-				return nil, fmt.Errorf("%w: capability %s: provider %s is not a tool", ErrConfig, c.Name, p)
+				return nil, fmt.Errorf("%w: capability %s: provider %s is not a tool", ErrInvalidConfig, c.Name, p)
 			}
 		}
 		if !slices.Contains(c.Providers, c.Pin) {
-			return nil, fmt.Errorf("%w: capability %s: Pin is not one of its providers", ErrConfig, c.Name)
+			return nil, fmt.Errorf("%w: capability %s: Pin is not one of its providers", ErrInvalidConfig, c.Name)
 		}
 		g.caps[c.Name] = c
 		g.order = append(g.order, c.Name)

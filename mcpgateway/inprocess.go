@@ -83,7 +83,7 @@ type InProcessTool struct {
 // that runs t.Handler once per attempt.
 func InProcess(t InProcessTool) (Tool, error) {
 	if t.Handler == nil {
-		return Tool{}, fmt.Errorf("%w: in-process tool %s has no Handler", ErrConfig, t.Spec.Tool)
+		return Tool{}, fmt.Errorf("%w: in-process tool %s has no Handler", ErrInvalidConfig, t.Spec.Tool)
 	}
 	server := t.Server
 	if server == "" {
@@ -92,7 +92,7 @@ func InProcess(t InProcessTool) (Tool, error) {
 	route, err := idempotency.NewRoute(t.Spec, idempotency.RouteTarget{Connection: ConnectionInProcess, Provider: server,
 		Server: server, Credential: t.Credential})
 	if err != nil {
-		return Tool{}, fmt.Errorf("%w: %w", ErrConfig, err)
+		return Tool{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return Tool{Spec: t.Spec, Description: t.Description, InputSchema: t.InputSchema, Connection: ConnectionInProcess,
 		Route: route, Target: inProcessTarget{t.Handler}}, nil

@@ -120,13 +120,13 @@ func checkQuotas(cfg *Config) error {
 	check := func(where string, q Quota) error {
 		switch {
 		case q.CallsPerSecond < 0 || math.IsNaN(q.CallsPerSecond) || math.IsInf(q.CallsPerSecond, 0):
-			return fmt.Errorf("%w: %s: CallsPerSecond must be a finite number, 0 or more", ErrConfig, where)
+			return fmt.Errorf("%w: %s: CallsPerSecond must be a finite number, 0 or more", ErrInvalidConfig, where)
 		case q.Burst < 0 || q.StoredBytes < 0 || q.InFlight < 0:
-			return fmt.Errorf("%w: %s: Burst, StoredBytes and InFlight must be 0 or more", ErrConfig, where)
+			return fmt.Errorf("%w: %s: Burst, StoredBytes and InFlight must be 0 or more", ErrInvalidConfig, where)
 		case q.Burst > 0 && q.CallsPerSecond == 0:
-			return fmt.Errorf("%w: %s: Burst needs CallsPerSecond", ErrConfig, where)
+			return fmt.Errorf("%w: %s: Burst needs CallsPerSecond", ErrInvalidConfig, where)
 		case cfg.QuotaStore == nil && (q.CallsPerSecond > 0 || q.StoredBytes > 0):
-			return fmt.Errorf("%w: %s: CallsPerSecond and StoredBytes need a QuotaStore", ErrConfig, where)
+			return fmt.Errorf("%w: %s: CallsPerSecond and StoredBytes need a QuotaStore", ErrInvalidConfig, where)
 		}
 		return nil
 	}
@@ -139,7 +139,7 @@ func checkQuotas(cfg *Config) error {
 		}
 	}
 	if f := cfg.StoreFullFraction; f != 0 && !(f > 0 && f <= 1) {
-		return fmt.Errorf("%w: StoreFullFraction must be above 0 and at most 1", ErrConfig)
+		return fmt.Errorf("%w: StoreFullFraction must be above 0 and at most 1", ErrInvalidConfig)
 	}
 	return nil
 }

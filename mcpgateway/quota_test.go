@@ -248,7 +248,7 @@ func TestQuotaRefusalData(t *testing.T) {
 	}
 }
 
-// TestQuotaConfig: a quota New cannot serve is ErrConfig.
+// TestQuotaConfig: a quota New cannot serve is ErrInvalidConfig.
 func TestQuotaConfig(t *testing.T) {
 	fs := &fakeQuotaStore{}
 	for name, cfg := range map[string]Config{
@@ -260,7 +260,7 @@ func TestQuotaConfig(t *testing.T) {
 		"fraction above 1":   {QuotaStore: fs, StoreFullFraction: 1.5},
 		"negative fraction":  {QuotaStore: fs, StoreFullFraction: -0.1},
 	} {
-		if err := checkQuotas(&cfg); !errors.Is(err, ErrConfig) {
+		if err := checkQuotas(&cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 
 // Options configure a Store. The zero value is ready to use: a zero field
 // means its Default constant (options.go). New refuses, with an
-// *OptionError wrapping ErrInvalidOptions, a negative duration or count and
+// *OptionError wrapping ErrInvalidConfig, a negative duration or count and
 // the other limits below; Options.Validate tells the same in advance.
 type Options struct {
 	// Prefix starts every key. If empty, idempotency.DefaultPrefix ("obol:").

@@ -685,12 +685,12 @@ func optionProblem(err error) string {
 	field, ok := optionFields[oe.Option]
 	switch {
 	case !ok:
-		return "store options: " + trimText(strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidOptions.Error()+": "))
+		return "store options: " + trimText(strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidConfig.Error()+": "))
 	case oe.Option == "Prefix":
 		return field + ": " + trimText(oe.Reason)
 	case oe.Option == "WaitTimeout":
 		// The bound is the store's; the file can only lengthen the lease.
-		return field + ": the store's " + strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidOptions.Error()+": ") + " (lengthen the lease)"
+		return field + ": the store's " + strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidConfig.Error()+": ") + " (lengthen the lease)"
 	case oe.Option == "Retention" && oe.Relative == "Lease":
 		return fmt.Sprintf("%s: must be at least %d leases (%s)", field, redisstore.MinRetentionLeases, strings.TrimPrefix(oe.Reason, "must be at least "))
 	}
