@@ -37,5 +37,5 @@ var ErrInputSchema = errors.New("mcpgateway: input schema")
 // definitely_rejected.
 var ErrRejected = errors.New("mcpgateway: rejected")
 
-// ErrNotRun marks a handler's report that it did nothing yet ([NotRun]).
-var ErrNotRun = errors.New("mcpgateway: not run")
+// ErrNothingDone marks a handler's report that it did nothing yet ([NothingDone]).
+var ErrNothingDone = errors.New("mcpgateway: handler did nothing")

@@ -21,10 +21,10 @@ import (
 // Default limits of [Config]. Every refusal for a limit is a JSON-RPC error
 // that touches no store state.
 const (
-	DefaultMaxBodyBytes      = 1 << 20   // a whole POST /mcp body
+	defaultMaxRequestBytes   = 1 << 20   // a whole POST /mcp request body
 	DefaultMaxArgumentBytes  = 256 << 10 // the arguments of one tools/call
-	DefaultWorkspace         = "local"   // the workspace of a gateway without authentication
-	DefaultName              = "obol-mcpgateway"
+	unauthenticatedWorkspace = "local"   // the workspace of a gateway without authentication
+	defaultName              = "obol-mcpgateway"
 	defaultInstructionsIntro = "Every tools/call is idempotent per key: the Idempotency-Key header, or params._meta "
 )
 
@@ -119,17 +119,18 @@ type Config struct {
 	// TokenInfo.UserID. Set at most one of Authenticate and Verifier.
 	Verifier auth.TokenVerifier
 	// Workspace is the workspace without authentication. If empty,
-	// DefaultWorkspace.
+	// "local".
 	Workspace string
 	// Pin reads the provider a capability is pinned to now, ok false when
 	// none is stored (the capability's own Pin then). If nil, every call
 	// of a capability runs its Pin.
 	Pin func(ctx context.Context, capability string) (provider string, ok bool, err error)
 	// Name and Version are the MCP server's implementation. If empty,
-	// DefaultName and "0.1.0".
+	// "obol-mcpgateway" and "0.1.0".
 	Name, Version string
-	// MaxBodyBytes bounds a POST body, MaxArgumentBytes a call's
-	// arguments. If zero, DefaultMaxBodyBytes and DefaultMaxArgumentBytes.
+	// MaxBodyBytes bounds a POST /mcp request's body (if zero, 1 MiB),
+	// MaxArgumentBytes a call's arguments (if zero,
+	// [DefaultMaxArgumentBytes]).
 	MaxBodyBytes, MaxArgumentBytes int
 	// Logger receives a line per call and refusal, with the key and never
 	// an argument. If nil, nothing is logged.
@@ -163,11 +164,11 @@ type Config struct {
 	// nil, nothing is called.
 	OnCall func(ctx context.Context, c CallStart) (context.Context, func(CallEnd))
 
-	// DefaultQuota is the [Quota] of every workspace not in Quotas; zero
+	// DefaultQuota is the [WorkspaceQuota] of every workspace not in Quotas; zero
 	// is unlimited. Quotas are decided without a store call on a call's
 	// path (docs/DESIGN.md, "refserver wire contract").
-	DefaultQuota Quota
-	Quotas       map[string]Quota
+	DefaultQuota WorkspaceQuota
+	Quotas       map[string]WorkspaceQuota
 	// QuotaStore leases tokens and reads stored bytes and the store's
 	// memory in the background; required by CallsPerSecond and
 	// StoredBytes. With one, new records are refused store_full while the
@@ -219,16 +220,16 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("%w: set Authenticate or Verifier, not both", ErrInvalidConfig)
 	}
 	if cfg.Workspace == "" {
-		cfg.Workspace = DefaultWorkspace
+		cfg.Workspace = unauthenticatedWorkspace
 	}
 	if cfg.Name == "" {
-		cfg.Name = DefaultName
+		cfg.Name = defaultName
 	}
 	if cfg.Version == "" {
 		cfg.Version = "0.1.0"
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+		cfg.MaxBodyBytes = defaultMaxRequestBytes
 	}
 	if cfg.MaxArgumentBytes <= 0 {
 		cfg.MaxArgumentBytes = DefaultMaxArgumentBytes
@@ -299,9 +300,6 @@ func (g *Gateway) Close() {
 		g.quotas.close()
 	}
 }
-
-// ToolNames are the names of the tools and capabilities, in Config order.
-func (g *Gateway) ToolNames() []string { return slices.Clone(g.order) }
 
 // AddTool adds a tool outside the idempotency contract (a read that needs
 // no key, such as a count): its handler runs on every call, with no claim

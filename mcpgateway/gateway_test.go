@@ -75,7 +75,7 @@ func TestVerifierAndNoAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := callFront(t, open, nil, callBody); r.info == nil || r.info.workspace != DefaultWorkspace {
+	if r := callFront(t, open, nil, callBody); r.info == nil || r.info.workspace != unauthenticatedWorkspace {
 		t.Errorf("no auth: %d %s", r.code, r.body)
 	}
 }

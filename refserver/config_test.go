@@ -17,7 +17,7 @@ import (
 type (
 	fileConfig     = gatewayconfig.File
 	configError    = gatewayconfig.Error
-	approverConfig = gatewayconfig.Approver
+	approverConfig = gatewayconfig.ApproverEntry
 )
 
 // envOTLPEndpoint turns tracing on (otelhooks.FromEnv).

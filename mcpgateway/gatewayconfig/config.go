@@ -70,7 +70,7 @@ type Config struct {
 	// over default_quota's) and store_full_fraction, as [Config.Gateway]
 	// sets them on [mcpgateway.Config]. When a workspace limits its stored
 	// bytes, Store.AccountBytes is set too.
-	Quotas Quotas
+	Quotas QuotaSettings
 	// MaxAttempts is max_attempts, resolved: [retry.Orchestrator].MaxAttempts,
 	// the max_attempts of every tool whose spec sets none.
 	MaxAttempts int
@@ -292,7 +292,7 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 	seenApprover := map[string]bool{}
 	for i, raw := range fc.ApproverKeys {
 		where := fmt.Sprintf("approver_keys[%d]", i)
-		var ac Approver
+		var ac ApproverEntry
 		if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 			// Never the value: it may be a key.
 			bad("%s: must be an object %s (a bare key is no longer accepted: name the approver)", where, approverForm)
@@ -349,7 +349,7 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 		return v
 	}
 
-	conns := map[string]*Connection{}
+	conns := map[string]*ConnectionEntry{}
 	connSecrets := map[string]string{}
 	connURLs := map[string]*url.URL{}
 	for i := range fc.Connections {
@@ -494,7 +494,7 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 // The scope's connection segment of a federated call is the broker's id.
 var nativeFields = []string{"connection", "method", "path", "spec", "description", "input_schema"}
 
-func resolveTool(i int, raw json.RawMessage, conns map[string]*Connection, urls map[string]*url.URL,
+func resolveTool(i int, raw json.RawMessage, conns map[string]*ConnectionEntry, urls map[string]*url.URL,
 	secrets map[string]string, brokers map[string]broker.Broker, exec *retry.Executor) (*mcpgateway.Tool, []string) {
 	var problems []string
 	where := fmt.Sprintf("tools[%d]", i)
