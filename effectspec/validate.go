@@ -66,7 +66,7 @@ func checkPointer(p string) string {
 }
 
 // Validate checks every rule of the contract and reports all problems at
-// once as a *ValidationError whose FieldErrors unwrap to ErrInvalidSpec.
+// once, each a [*FieldError] that unwraps to [ErrInvalidSpec].
 //
 // Validate only checks: use New for a spec marked validated.
 //
@@ -74,7 +74,7 @@ func checkPointer(p string) string {
 // Kind is its documented zero default and valid; only Parse can tell an
 // explicit "" from an absent field, and it refuses the explicit one.
 func (s Spec) Validate() error {
-	p := problems{tool: s.Tool, index: -1}
+	p := newProblems(s.Tool, -1)
 	s.validate(&p)
 	return p.err()
 }

@@ -91,7 +91,7 @@ type Broker struct {
 var _ broker.Broker = (*Broker)(nil)
 
 // New validates cfg and returns a Broker. Every problem is reported at once
-// (errors.Join of *broker.FieldError); none names the API key.
+// (errors.Join of [*effectspec.FieldError]); none names the API key.
 func New(cfg Config) (*Broker, error) {
 	p := broker.Problems{Broker: Kind}
 	raw := cfg.BaseURL

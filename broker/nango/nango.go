@@ -106,7 +106,7 @@ type Broker struct {
 var _ broker.Broker = (*Broker)(nil)
 
 // New validates cfg and returns a Broker. Every problem is reported at once
-// (errors.Join of *broker.FieldError); none names the secret.
+// (errors.Join of [*effectspec.FieldError]); none names the secret.
 func New(cfg Config) (*Broker, error) {
 	p := broker.Problems{Broker: Kind}
 	base := p.BaseURL(cfg.BaseURL, "Secret")

@@ -89,18 +89,6 @@ type Options struct {
 	Executor *retry.Executor
 }
 
-// Error is every problem of a configuration, one per line, each naming its
-// field path and never a value. Unwrap is the read error of [LoadFile], if
-// that was the problem.
-type Error struct {
-	Problems []string
-	err      error
-}
-
-func (e *Error) Error() string { return "gatewayconfig: " + strings.Join(e.Problems, "\n  ") }
-
-func (e *Error) Unwrap() error { return e.err }
-
 // Load parses and validates a configuration file. Besides the strict JSON
 // (also invalid UTF-8, lone surrogates and trailing data) it refuses invalid
 // specs (every problem at once), ids and approver names that do not match
@@ -525,9 +513,8 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*ConnectionEntry, 
 	}
 	spec, err := effectspec.Parse(specRaw)
 	if err != nil {
-		var ve *effectspec.ValidationError
-		if errors.As(err, &ve) {
-			for _, p := range ve.Problems {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, p := range j.Unwrap() {
 				bad(".spec: %s", p.Error())
 			}
 		} else {
