@@ -59,7 +59,7 @@ func (a Adapter[R]) Prepare(tool string, routing map[string]string) (retry.Targe
 		return nil, idempotency.Route{}, err
 	}
 	send := func(ctx context.Context, arguments []byte) retry.Result { return a.Send(ctx, r, arguments) }
-	return PreparedTarget(send, a.Secrets), rt, nil
+	return preparedTarget(send, a.Secrets), rt, nil
 }
 
 // Dispatch parses call's routing and sends it, or refuses it before_send:

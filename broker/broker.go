@@ -95,11 +95,11 @@ func Prepare(b Broker, tool string, routing map[string]string) (retry.Target, id
 	return Target(b, tool, routing), rt, nil
 }
 
-// PreparedTarget is the Target a Broker's Prepare returns: send carries an
+// preparedTarget is the Target a Broker's Prepare returns: send carries an
 // attempt's arguments along the routing the broker parsed once. It refuses
 // a spec that ValidateSpec refuses, never passes the key on, and reports
 // secrets (if non-nil) so the orchestrator scrubs them from the answers.
-func PreparedTarget(send func(ctx context.Context, arguments []byte) retry.Result, secrets func() []string) retry.Target {
+func preparedTarget(send func(ctx context.Context, arguments []byte) retry.Result, secrets func() []string) retry.Target {
 	return &prepared{send: send, secrets: secrets}
 }
 
