@@ -117,8 +117,8 @@ type Binding struct {
 	// for a header or body_pointer binding: a slot whose first attempt that may
 	// have left is older is never sent again (docs/DESIGN.md, "The record and
 	// its lifecycle"). If zero, DefaultVendorWindow; see Spec.VendorWindow. In
-	// JSON it is a Go duration string ("24h"), at least MinVendorWindow and at
-	// most MaxVendorWindow; an unsupported binding (and so a federated route)
+	// JSON it is a Go duration string ("24h"), at least 1s and at most 8760h
+	// (a year); an unsupported binding (and so a federated route)
 	// may not set it.
 	Window time.Duration `json:"window,omitempty"`
 }
@@ -153,11 +153,11 @@ const (
 	// DefaultVendorWindow is how long a vendor is taken to deduplicate on a
 	// key when a spec with a vendor binding sets no idempotency.window.
 	DefaultVendorWindow = 24 * time.Hour
-	// MinVendorWindow and MaxVendorWindow bound idempotency.window. A window
+	// minVendorWindow and maxVendorWindow bound idempotency.window. A window
 	// longer than the store's unknown retention changes nothing: the record
 	// is gone before it closes.
-	MinVendorWindow = time.Second
-	MaxVendorWindow = 365 * 24 * time.Hour
+	minVendorWindow = time.Second
+	maxVendorWindow = 365 * 24 * time.Hour
 
 	// DefaultMaxAttempts is a slot's max_attempts when neither its spec
 	// nor the gateway's config sets one.
@@ -230,8 +230,8 @@ func (s Spec) VendorWindow() time.Duration {
 	switch w := s.Idempotency.Window; {
 	case w <= 0:
 		return DefaultVendorWindow
-	case w > MaxVendorWindow:
-		return MaxVendorWindow
+	case w > maxVendorWindow:
+		return maxVendorWindow
 	}
 	return s.Idempotency.Window
 }

@@ -50,11 +50,11 @@ func TestParseDefaults(t *testing.T) {
 	if !reflect.DeepEqual(s, MustNew(Spec{Tool: "mail.send"})) {
 		t.Fatalf("got %+v", s)
 	}
-	if s.VendorDedup() || s.Propagation() != PropagationNone || s.Classify(200) != Unknown ||
+	if s.vendorDedup() || s.Propagation() != PropagationNone || s.Classify(200) != Unknown ||
 		s.Timeout != 0 || s.AttemptTimeout() != DefaultAttemptTimeout {
 		t.Fatalf("zero spec is not the cautious reading: %+v", s)
 	}
-	if err := s.Check(""); !errors.Is(err, ErrPolicyDenied) {
+	if err := (Policy{Environment: ""}).Check(s); !errors.Is(err, ErrPolicyDenied) {
 		t.Fatalf("zero spec in zero environment: got %v, want policy denied", err)
 	}
 }
@@ -539,7 +539,7 @@ func TestParseVendorWindow(t *testing.T) {
 		{`{"tool":"t","idempotency":{"binding":"body_pointer","pointer":"/k"}}`, DefaultVendorWindow, 0},
 		{`{"tool":"t","idempotency":{"binding":"header","header":"K","window":"1s"}}`, time.Second, time.Second},
 		{`{"tool":"t","idempotency":{"binding":"body_pointer","pointer":"/k","window":"90m"}}`, 90 * time.Minute, 90 * time.Minute},
-		{`{"tool":"t","idempotency":{"binding":"header","header":"K","window":"8760h"}}`, MaxVendorWindow, MaxVendorWindow},
+		{`{"tool":"t","idempotency":{"binding":"header","header":"K","window":"8760h"}}`, maxVendorWindow, maxVendorWindow},
 		{`{"tool":"t"}`, 0, 0},
 		{`{"tool":"t","idempotency":{"binding":"unsupported"}}`, 0, 0},
 	} {

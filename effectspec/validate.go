@@ -148,10 +148,10 @@ func (s Spec) validate(p *problems) {
 		case BindingInProcess:
 			p.add("idempotency.window", "not allowed with binding in_process (the handler passes no key on)")
 		}
-	case b.Window < MinVendorWindow:
-		p.add("idempotency.window", fmt.Sprintf("%s is less than the minimum %s", b.Window, MinVendorWindow))
-	case b.Window > MaxVendorWindow:
-		p.add("idempotency.window", fmt.Sprintf("%s is more than the maximum %s", b.Window, MaxVendorWindow))
+	case b.Window < minVendorWindow:
+		p.add("idempotency.window", fmt.Sprintf("%s is less than the minimum %s", b.Window, minVendorWindow))
+	case b.Window > maxVendorWindow:
+		p.add("idempotency.window", fmt.Sprintf("%s is more than the maximum %s", b.Window, maxVendorWindow))
 	}
 	if s.Route == RouteFederated && (b.Kind == BindingHeader || b.Kind == BindingBodyPointer) {
 		p.add("idempotency.binding", "a federated route propagates no key; binding must be unsupported")
