@@ -43,9 +43,9 @@ type Route struct {
 	// secret itself: refserver uses the name of the environment variable
 	// that holds the connection's secret. Another name means another vendor
 	// account, so another destination. NoCredential says the call sends
-	// none. Its fingerprint name is "secret_env", as before it had another
-	// Go name, and NoCredential is left out of the fingerprint, so routes
-	// pinned before credential ids were required keep their fingerprint.
+	// none. Its fingerprint name is "secret_env", and NoCredential is left
+	// out of the fingerprint, as absent: both keep the fingerprints that
+	// stores already pin.
 	Credential string `json:"secret_env,omitempty"`
 }
 
@@ -100,8 +100,7 @@ type RouteTarget struct {
 //   - federated: Broker, Connection and URL are required, Provider is
 //     optional; method as native; the binding is unsupported. The broker's
 //     URL scheme and credential are not facts (the broker-side connection
-//     is the account, and a broker's base URL is its configuration), which
-//     keeps the fingerprints pinned before NewRoute existed.
+//     is the account, and a broker's base URL is its configuration).
 //   - in-process: Connection, Provider and Server are required, and spec's
 //     binding is in_process or in_process_keyed (and only such a route
 //     takes one); Credential is the handler's declared account

@@ -23,8 +23,8 @@ type File struct {
 	// (binding unsupported, every federated route) in production.
 	AllowUnsupportedWrites bool             `json:"allow_unsupported_writes"`
 	Workspaces             []WorkspaceEntry `json:"workspaces"`
-	// ApproverKeys are {"name", "key"} objects; a bare key (the form of
-	// earlier drafts) is refused with an error that shows the object form.
+	// ApproverKeys are {"name", "key"} objects ([ApproverEntry]); a bare
+	// key is refused with an error that shows the object form.
 	ApproverKeys []json.RawMessage `json:"approver_keys"`
 	Connections  []ConnectionEntry `json:"connections"`
 	Brokers      []BrokerEntry     `json:"brokers"`
