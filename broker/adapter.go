@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/baseurl"
 	"github.com/obol-gateway/obol/receipt"
@@ -58,7 +59,7 @@ func (a Adapter[R]) Prepare(tool string, routing map[string]string) (retry.Targe
 		return nil, idempotency.Route{}, err
 	}
 	send := func(ctx context.Context, arguments []byte) retry.Result { return a.Send(ctx, r, arguments) }
-	return PreparedTarget(send, a.Secrets), rt, nil
+	return preparedTarget(send, a.Secrets), rt, nil
 }
 
 // Dispatch parses call's routing and sends it, or refuses it before_send:
@@ -72,16 +73,17 @@ func (a Adapter[R]) Dispatch(ctx context.Context, call Call) retry.Result {
 }
 
 // Problems collects the problems of one adapter's configuration or routing,
-// so that all are reported at once as an errors.Join of [*FieldError].
+// so that all are reported at once as an errors.Join of
+// [*effectspec.FieldError].
 type Problems struct {
-	// Broker names the adapter in every FieldError.
+	// Broker names the adapter: the Subject of every problem.
 	Broker string
 	errs   []error
 }
 
-// Add records a problem with field.
+// Add records a problem with field, wrapping sentinel.
 func (p *Problems) Add(field, msg string, sentinel error) {
-	p.errs = append(p.errs, &FieldError{Broker: p.Broker, Field: field, Msg: msg, Err: sentinel})
+	p.errs = append(p.errs, &effectspec.FieldError{Err: sentinel, Subject: p.Broker, Field: field, Problem: msg})
 }
 
 // Err returns every problem recorded, or nil.
@@ -160,7 +162,7 @@ func NewRequest(ctx context.Context, broker, routingField, method, u string, bod
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return nil, &FieldError{Broker: broker, Field: "routing." + routingField, Msg: "does not form a valid URL", Err: ErrInvalidRouting}
+		return nil, &effectspec.FieldError{Err: ErrInvalidRouting, Subject: broker, Field: "routing." + routingField, Problem: "does not form a valid URL"}
 	}
 	req.GetBody = nil
 	if body != nil {

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strconv"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/ident"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -93,11 +95,11 @@ func Prepare(b Broker, tool string, routing map[string]string) (retry.Target, id
 	return Target(b, tool, routing), rt, nil
 }
 
-// PreparedTarget is the Target a Broker's Prepare returns: send carries an
+// preparedTarget is the Target a Broker's Prepare returns: send carries an
 // attempt's arguments along the routing the broker parsed once. It refuses
 // a spec that ValidateSpec refuses, never passes the key on, and reports
 // secrets (if non-nil) so the orchestrator scrubs them from the answers.
-func PreparedTarget(send func(ctx context.Context, arguments []byte) retry.Result, secrets func() []string) retry.Target {
+func preparedTarget(send func(ctx context.Context, arguments []byte) retry.Result, secrets func() []string) retry.Target {
 	return &prepared{send: send, secrets: secrets}
 }
 
@@ -158,15 +160,32 @@ var _ retry.SecretHolder = (*target)(nil)
 // that propagation is "none", as a federated call's receipt shows. It
 // complements spec.Validate, which a loaded spec has already passed; Target
 // checks it again on every attempt.
+//
+// Its error is an [*effectspec.FieldError] of the spec's route or binding
+// that wraps [ErrNotFederated] or [ErrVendorBinding].
 func ValidateSpec(spec effectspec.Spec) error {
 	if spec.Route != effectspec.RouteFederated {
-		return &SpecError{Tool: spec.Tool, Err: ErrNotFederated}
+		return &effectspec.FieldError{Err: ErrNotFederated, Subject: quoteTool(spec.Tool), Field: "route",
+			Problem: `must be "federated" for a broker`}
 	}
 	b := spec.Idempotency
 	if (b.Kind != "" && b.Kind != effectspec.BindingUnsupported) || b.Header != "" || b.Pointer != "" {
-		return &SpecError{Tool: spec.Tool, Err: ErrVendorBinding}
+		return &effectspec.FieldError{Err: ErrVendorBinding, Subject: quoteTool(spec.Tool), Field: "idempotency.binding",
+			Problem: `must be "unsupported": a broker never propagates the key`}
 	}
 	return nil
+}
+
+// quoteTool is the tool name as an error shows it: a name that is not a
+// valid one is quoted and cut short, since it may be anything.
+func quoteTool(tool string) string {
+	if ident.Valid(tool) {
+		return tool
+	}
+	if len(tool) > 64 {
+		tool = tool[:64] + "..."
+	}
+	return strconv.Quote(tool)
 }
 
 // Refused is the Result of a call refused before any byte was sent: phase
@@ -174,7 +193,7 @@ func ValidateSpec(spec effectspec.Spec) error {
 // idempotency.ErrInvalidRequest, so the orchestrator knows that repeating the
 // attempt cannot help, exactly as for a request the Executor itself refuses.
 // err's message must hold no secret; adapters only pass this package's
-// sentinels and *FieldError values.
+// sentinels and [*effectspec.FieldError] values.
 func Refused(err error) retry.Result {
 	return retry.Result{Phase: retry.BeforeSend, Err: &retry.Error{
 		Phase:  retry.BeforeSend,

@@ -76,9 +76,9 @@ func TestTargetRefusesBeforeSending(t *testing.T) {
 			if !errors.As(res.Err, &re) || re.Phase != retry.BeforeSend || !errors.Is(res.Err, idempotency.ErrInvalidRequest) {
 				t.Errorf("err = %v, want a before_send retry.Error with ErrInvalidRequest", res.Err)
 			}
-			var se *broker.SpecError
-			if !errors.As(res.Err, &se) || se.Tool != "github.create_issue" {
-				t.Errorf("err = %v, want a SpecError", res.Err)
+			var fe *effectspec.FieldError
+			if !errors.As(res.Err, &fe) || fe.Subject != "github.create_issue" {
+				t.Errorf("err = %v, want a FieldError of the spec", res.Err)
 			}
 		})
 	}
@@ -105,7 +105,7 @@ func TestValidateSpec(t *testing.T) {
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 				t.Fatalf("ValidateSpec = %v, want %v", err, tc.want)
 			}
-			if err != nil && !strings.HasPrefix(err.Error(), `broker: tool "github.create_issue": `) {
+			if err != nil && !strings.HasPrefix(err.Error(), "broker: github.create_issue: ") {
 				t.Errorf("message %q does not name the tool", err)
 			}
 		})
@@ -122,7 +122,7 @@ func TestValidateSpec(t *testing.T) {
 }
 
 func TestErrorMessages(t *testing.T) {
-	fe := &broker.FieldError{Broker: "nango", Field: "Retries", Msg: "is 3, must be 0", Err: broker.ErrRetriesEnabled}
+	fe := &effectspec.FieldError{Err: broker.ErrRetriesEnabled, Subject: "nango", Field: "Retries", Problem: "is 3, must be 0"}
 	if got := fe.Error(); got != "broker: nango: Retries: is 3, must be 0" {
 		t.Errorf("FieldError = %q", got)
 	}
@@ -130,9 +130,9 @@ func TestErrorMessages(t *testing.T) {
 		t.Errorf("FieldError does not unwrap to its sentinel")
 	}
 	long := strings.Repeat("x", 100) + "\n\"forged\""
-	se := &broker.SpecError{Tool: long, Err: broker.ErrVendorBinding}
-	if msg := se.Error(); strings.Contains(msg, "\n") || strings.Contains(msg, long) || !strings.Contains(msg, "binding must be \"unsupported\"") {
-		t.Errorf("SpecError = %q", msg)
+	se := broker.ValidateSpec(effectspec.Spec{Tool: long, Route: effectspec.RouteFederated, Idempotency: effectspec.Binding{Kind: effectspec.BindingHeader}})
+	if msg := se.Error(); strings.Contains(msg, "\n") || strings.Contains(msg, long) || !strings.Contains(msg, "binding: must be \"unsupported\"") {
+		t.Errorf("spec error = %q", msg)
 	}
 	res := broker.Refused(fe)
 	if res.Phase != retry.BeforeSend || !errors.Is(res.Err, broker.ErrRetriesEnabled) || !errors.Is(res.Err, idempotency.ErrInvalidRequest) {

@@ -1,14 +1,13 @@
 package broker
 
-import (
-	"errors"
-	"strconv"
-	"strings"
-)
+import "errors"
 
-// Sentinels. Adapters return them wrapped in a *FieldError (configuration
-// and routing) or as the Err of a before_send Result (a call refused before
-// any byte was written).
+// Sentinels. Adapters return them wrapped in an [*effectspec.FieldError]
+// (configuration, routing, a spec a broker cannot dispatch) or as the Err of
+// a before_send Result (a call refused before any byte was written). A
+// field error's Subject is the adapter ("nango", "composio") or the spec's
+// tool; its message never holds the field's value when that value may be a
+// secret, nor a base URL, which could carry credentials in its path.
 var (
 	// ErrRetriesEnabled: a configuration asks the broker to retry on its own
 	// (Nango Retries, Retry-On or X-Max-Retries). The gateway owns every
@@ -38,70 +37,3 @@ var (
 	// the binding must be "unsupported" (propagation "none").
 	ErrVendorBinding = errors.New("broker: federated spec declares a vendor binding")
 )
-
-// FieldError is one problem with one configuration or routing field of one
-// broker. Its message names the broker and the field and never holds the
-// field's value when that value may be a secret, nor a base URL, which could
-// carry credentials in its path. It unwraps to one of the sentinels above.
-// An adapter reports every configuration problem at once, as an
-// errors.Join of *FieldError.
-type FieldError struct {
-	// Broker is the adapter: "nango" or "composio".
-	Broker string
-	// Field is the Config field ("Retries", "BaseURL") or the routing field
-	// ("routing.connection_id").
-	Field string
-	// Msg says what is wrong.
-	Msg string
-	// Err is the sentinel: ErrRetriesEnabled, ErrAsync, ErrInvalidConfig or
-	// ErrInvalidRouting. A secret shorter than receipt.MinSecretLen matches
-	// both ErrInvalidConfig and receipt.ErrShortSecret.
-	Err error
-}
-
-// Error renders "broker: BROKER: FIELD: MSG".
-func (e *FieldError) Error() string {
-	var b strings.Builder
-	b.WriteString("broker: ")
-	if e.Broker != "" {
-		b.WriteString(e.Broker)
-		b.WriteString(": ")
-	}
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
-
-// Unwrap returns the sentinel.
-func (e *FieldError) Unwrap() error { return e.Err }
-
-// SpecError is a tool's EffectSpec that a broker cannot dispatch. It unwraps
-// to ErrNotFederated or ErrVendorBinding.
-type SpecError struct {
-	// Tool is the spec's tool name as declared.
-	Tool string
-	// Err is the sentinel.
-	Err error
-}
-
-// Error renders "broker: tool "NAME": PROBLEM".
-func (e *SpecError) Error() string {
-	tool := e.Tool
-	if len(tool) > 64 {
-		tool = tool[:64] + "..."
-	}
-	msg := "broker: tool " + strconv.Quote(tool) + ": " + strings.TrimPrefix(e.Err.Error(), "broker: ")
-	switch e.Err {
-	case ErrNotFederated:
-		msg += ` (route must be "federated")`
-	case ErrVendorBinding:
-		msg += ` (a broker never propagates the key; binding must be "unsupported")`
-	}
-	return msg
-}
-
-// Unwrap returns the sentinel.
-func (e *SpecError) Unwrap() error { return e.Err }

@@ -26,7 +26,7 @@ func (s Spec) Apply(h http.Header, body []byte, key string) ([]byte, Propagation
 	if s.Route != RouteFederated && s.Idempotency.Kind.InProcess() {
 		// A handler in the gateway runs it: an HTTP request for it would be
 		// a send the binding never declared.
-		return body, PropagationNone, &FieldError{Tool: s.Tool, Index: -1, Field: "idempotency.binding", Msg: "an in-process binding is not sent over HTTP"}
+		return body, PropagationNone, specProblem(s.Tool, "idempotency.binding", "an in-process binding is not sent over HTTP")
 	}
 	prop := s.Propagation()
 	if prop == PropagationNone {
@@ -39,7 +39,7 @@ func (s Spec) Apply(h http.Header, body []byte, key string) ([]byte, Propagation
 	case PropagationHeader:
 		name := s.Idempotency.Header
 		if why := checkHeaderName(name); why != "" {
-			return body, PropagationNone, &FieldError{Tool: s.Tool, Index: -1, Field: "idempotency.header", Msg: why}
+			return body, PropagationNone, specProblem(s.Tool, "idempotency.header", why)
 		}
 		if h == nil {
 			return body, PropagationNone, errors.New("effectspec: nil header")

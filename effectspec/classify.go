@@ -26,11 +26,11 @@ func (b BindingKind) Propagation() Propagation {
 	return PropagationNone
 }
 
-// VendorDedup reports whether the vendor can deduplicate on our key: the
+// vendorDedup reports whether the vendor can deduplicate on our key: the
 // key reaches it by header or body pointer on a native route, or through an
 // in_process_keyed handler. Only then may an
 // attempt whose outcome is unknown be followed by another one.
-func (s Spec) VendorDedup() bool { return s.Propagation() != PropagationNone }
+func (s Spec) vendorDedup() bool { return s.Propagation() != PropagationNone }
 
 // Classify gives the final outcome of a vendor status: Accepted or
 // DefinitelyRejected by the spec's lists, otherwise Unknown. A status in
@@ -65,7 +65,7 @@ func (s Spec) Classify(status int) Outcome {
 
 // Retryable reports whether a responded status may earn the one immediate
 // second attempt: the status is in the retryable list, not in InUse, and the
-// vendor deduplicates on our key (VendorDedup). Without a vendor binding a
+// vendor deduplicates on our key. Without a vendor binding a
 // second request could be a second effect, so no status is retryable; an
 // in-use answer means the first request is still running, so a second one
 // now would only be answered in use again.
@@ -73,6 +73,6 @@ func (s Spec) Classify(status int) Outcome {
 // The caller still owes the rest of the rule: a complete and consistent
 // response, and never more than two attempts in one cycle.
 func (s Spec) Retryable(status int) bool {
-	return s.VendorDedup() && slices.Contains(s.Status.Retryable, status) &&
+	return s.vendorDedup() && slices.Contains(s.Status.Retryable, status) &&
 		!slices.Contains(s.Status.Accepted, status) && !slices.Contains(s.Status.InUse, status)
 }

@@ -106,8 +106,8 @@ func TestBindingBehaviour(t *testing.T) {
 			if got := s.Propagation(); got != tc.prop {
 				t.Errorf("Propagation = %s, want %s", got, tc.prop)
 			}
-			if got := s.VendorDedup(); got != tc.dedup {
-				t.Errorf("VendorDedup = %v", got)
+			if got := s.vendorDedup(); got != tc.dedup {
+				t.Errorf("vendorDedup = %v", got)
 			}
 			if got := s.Retryable(429); got != tc.retry429 {
 				t.Errorf("Retryable(429) = %v", got)
@@ -118,7 +118,7 @@ func TestBindingBehaviour(t *testing.T) {
 			if s.Retryable(200) || s.Retryable(500) {
 				t.Errorf("status outside the retryable list is retryable")
 			}
-			err := s.Check(Production)
+			err := (Policy{Environment: Production}).Check(s)
 			if (err == nil) != tc.prodAllowed {
 				t.Errorf("Check(production) = %v", err)
 			}
@@ -126,7 +126,7 @@ func TestBindingBehaviour(t *testing.T) {
 				t.Errorf("denial %v does not wrap ErrPolicyDenied", err)
 			}
 			for _, env := range []Environment{Development, Staging, Test} {
-				if err := s.Check(env); err != nil {
+				if err := (Policy{Environment: env}).Check(s); err != nil {
 					t.Errorf("Check(%s) = %v", env, err)
 				}
 			}
@@ -139,18 +139,18 @@ func TestInvalidSpecIsCautious(t *testing.T) {
 	// propagates nothing and earns no second attempt.
 	s := Spec{Route: RouteFederated, Idempotency: Binding{Kind: BindingHeader, Header: "X-Key"},
 		Status: Statuses{Retryable: []int{503}}}
-	if s.Propagation() != PropagationNone || s.VendorDedup() || s.Retryable(503) {
-		t.Fatalf("federated spec with a binding: %s %v %v", s.Propagation(), s.VendorDedup(), s.Retryable(503))
+	if s.Propagation() != PropagationNone || s.vendorDedup() || s.Retryable(503) {
+		t.Fatalf("federated spec with a binding: %s %v %v", s.Propagation(), s.vendorDedup(), s.Retryable(503))
 	}
 	s = Spec{Idempotency: Binding{Kind: "query"}}
-	if s.Propagation() != PropagationNone || s.VendorDedup() {
+	if s.Propagation() != PropagationNone || s.vendorDedup() {
 		t.Fatal("unknown binding kind propagates")
 	}
 }
 
 func TestPolicy(t *testing.T) {
 	s := Spec{Tool: "mail.send"}
-	err := s.Check("")
+	err := (Policy{Environment: ""}).Check(s)
 	if !errors.Is(err, ErrPolicyDenied) {
 		t.Fatalf("zero environment: %v", err)
 	}
@@ -158,7 +158,7 @@ func TestPolicy(t *testing.T) {
 	if err.Error() != want {
 		t.Errorf("got %q\nwant %q", err, want)
 	}
-	if err := s.Check("prod"); !errors.Is(err, ErrPolicyDenied) {
+	if err := (Policy{Environment: "prod"}).Check(s); !errors.Is(err, ErrPolicyDenied) {
 		t.Errorf("unknown environment must read as production: %v", err)
 	}
 	if err := (Policy{Environment: Production, AllowUnsupportedWrites: true}).Check(s); err != nil {
@@ -168,7 +168,7 @@ func TestPolicy(t *testing.T) {
 		t.Errorf("zero policy: %v", err)
 	}
 	fed := Spec{Tool: "nango.create_issue", Route: RouteFederated}
-	if err := fed.Check(Production); err == nil || !strings.Contains(err.Error(), "federated") {
+	if err := (Policy{Environment: Production}).Check(fed); err == nil || !strings.Contains(err.Error(), "federated") {
 		t.Errorf("federated write: %v", err)
 	}
 	if ReasonPolicyDenied != "policy_denied" {
@@ -189,8 +189,8 @@ func TestParseEnvironment(t *testing.T) {
 			t.Errorf("%q accepted", in)
 		}
 	}
-	if !Environment("").IsProduction() || !Environment("qa").IsProduction() || Development.IsProduction() {
-		t.Error("IsProduction")
+	if !Environment("").isProduction() || !Environment("qa").isProduction() || Development.isProduction() {
+		t.Error("isProduction")
 	}
 }
 

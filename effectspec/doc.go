@@ -7,7 +7,7 @@
 //
 //	specs, err := effectspec.ParseList(data) // every problem at once
 //	...
-//	if err := spec.Check(env); err != nil { // before any claim
+//	if err := policy.Check(spec); err != nil { // before any claim
 //		return err // errors.Is(err, effectspec.ErrPolicyDenied)
 //	}
 //	body, prop, err := spec.Apply(req.Header, args, key.String())
@@ -15,14 +15,17 @@
 //	outcome := spec.Classify(resp.StatusCode)
 //	again := spec.Retryable(resp.StatusCode) // the one immediate second attempt
 //
-// What must not go wrong: dispatch only with a spec that Parse, ParseList
-// or New returned (Spec.Validated); never send a call whose Apply failed;
-// and in production a write whose vendor cannot deduplicate on the key is
-// denied unless Policy.AllowUnsupportedWrites says otherwise.
+// What must not go wrong: dispatch only with a spec that [Parse],
+// [ParseList] or [New] returned ([Spec.Validated]); never send a call whose
+// [Spec.Apply] failed; and in production a write whose vendor cannot
+// deduplicate on the key is denied unless [Policy].AllowUnsupportedWrites
+// says otherwise.
 //
 // Each rule where the contract is silent is on what it governs: loading on
-// Parse, the status lists on Statuses, headers on Binding.Header, pointer
-// writes on SetAtPointer, timeouts on Spec.Timeout, the vendor's window on
-// Binding.Window, errors on FieldError, the policy on Environment and
-// Policy. The contract is docs/DESIGN.md, "EffectSpec (JSON, one object per tool)".
+// [Parse], the status lists on [Statuses], headers on [Binding].Header,
+// pointer writes on [SetAtPointer], timeouts on [Spec].Timeout, the vendor's
+// window on [Binding].Window, errors on [FieldError] (the shape every
+// package of the module refuses a field in), the policy on [Environment]
+// and [Policy]. The contract is docs/DESIGN.md, "EffectSpec (JSON, one
+// object per tool)".
 package effectspec

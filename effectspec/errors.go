@@ -10,7 +10,8 @@ import (
 
 var (
 	// ErrInvalidSpec: a spec (or list of specs) breaks the JSON shape or a rule
-	// of the contract. Every *FieldError unwraps to it.
+	// of the contract. The error joins a [*FieldError] for every problem,
+	// each of which unwraps to it.
 	ErrInvalidSpec = errors.New("effectspec: invalid spec")
 	// ErrUnvalidated: a spec that did not come from Parse, ParseList or New
 	// (or was changed since) where a validated one is required; see
@@ -36,94 +37,88 @@ var (
 // ReasonPolicyDenied is the stable wire reason of ErrPolicyDenied.
 const ReasonPolicyDenied = "policy_denied"
 
-// FieldError is one problem with one field of one spec. It unwraps to
-// ErrInvalidSpec. Like every error of this package, it never contains a key
-// or a request body.
+// FieldError is one problem with one field: of a spec here, of a
+// configuration or a routing elsewhere ([broker.Problems]). It is the one
+// shape in which the module's packages refuse a field, each wrapping its
+// own sentinel. Its message never holds a key, a request body or a value
+// that may be a secret.
 type FieldError struct {
-	// Tool is the spec's tool name as declared (possibly empty or invalid).
-	Tool string
-	// Index is the spec's position, from 0, in the array given to ParseList;
-	// -1 when the spec did not come from a list.
-	Index int
-	// Field is the JSON path of the field, such as "idempotency.pointer" or
-	// "status.accepted[1]"; empty for problems with the document as a whole.
+	// Err is the sentinel of the package that refused the field, such as
+	// [ErrInvalidSpec] or broker.ErrInvalidConfig; Unwrap returns it. The
+	// message begins with that package's name, Err's text up to its first
+	// colon.
+	Err error
+	// Subject names what holds the field, as the message shows it: a
+	// spec's tool (quoted when it is not a valid name, or its position
+	// "[N]" in the array given to ParseList), an adapter ("nango"); empty
+	// for a spec with no tool or a problem with the document as a whole.
+	Subject string
+	// Field is the path of the field, such as "idempotency.pointer",
+	// "status.accepted[1]", "Retries" or "routing.connection_id"; empty for
+	// a problem with the document as a whole.
 	Field string
-	// Msg says what is wrong.
-	Msg string
+	// Problem says what is wrong.
+	Problem string
 }
 
-// Error renders "effectspec: TOOL: FIELD: MSG". A tool that is not a valid
-// name is quoted, or replaced by the list position "[N]" when there is one,
-// so a hostile name cannot forge the shape of the message.
+// Error renders "PACKAGE: SUBJECT: FIELD: PROBLEM", without an empty
+// subject or field.
 func (e *FieldError) Error() string {
 	var b strings.Builder
-	b.WriteString("effectspec: ")
-	switch {
-	case ident.Valid(e.Tool):
-		b.WriteString(e.Tool)
-		b.WriteString(": ")
-	case e.Index >= 0:
-		b.WriteString("[")
-		b.WriteString(strconv.Itoa(e.Index))
-		b.WriteString("]: ")
-	case e.Tool != "":
-		b.WriteString(quoteTrunc(e.Tool))
+	if e.Err != nil {
+		pkg, _, _ := strings.Cut(e.Err.Error(), ":")
+		b.WriteString(pkg)
 		b.WriteString(": ")
 	}
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
+	for _, part := range [...]string{e.Subject, e.Field} {
+		if part != "" {
+			b.WriteString(part)
+			b.WriteString(": ")
+		}
 	}
-	b.WriteString(e.Msg)
+	b.WriteString(e.Problem)
 	return b.String()
 }
 
-// Unwrap returns ErrInvalidSpec.
-func (e *FieldError) Unwrap() error { return ErrInvalidSpec }
+// Unwrap returns Err.
+func (e *FieldError) Unwrap() error { return e.Err }
 
-// ValidationError holds every problem found in a spec or a list of specs, in
-// document order. Parse, ParseList and Validate return it (never a nil
-// *ValidationError as a non-nil error).
-type ValidationError struct {
-	Problems []*FieldError
-}
-
-// Error renders one problem per line, like errors.Join.
-func (e *ValidationError) Error() string {
-	msgs := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		msgs[i] = p.Error()
-	}
-	return strings.Join(msgs, "\n")
-}
-
-// Unwrap returns the problems, so errors.Is(err, ErrInvalidSpec) and
-// errors.As(err, &fieldErr) see them.
-func (e *ValidationError) Unwrap() []error {
-	errs := make([]error, len(e.Problems))
-	for i, p := range e.Problems {
-		errs[i] = p
-	}
-	return errs
-}
-
-// problems collects FieldErrors for one spec.
+// problems collects the problems of one spec: each a *FieldError that
+// unwraps to ErrInvalidSpec.
 type problems struct {
-	tool  string
-	index int
-	list  []*FieldError
+	subject string
+	list    []error
+}
+
+// newProblems returns the collector of the spec of tool, at position index
+// of a list (-1: not from a list). A tool that is not a valid name is shown
+// by its position, else quoted, so that a hostile name cannot forge the
+// shape of the message.
+func newProblems(tool string, index int) problems {
+	switch {
+	case ident.Valid(tool):
+		return problems{subject: tool}
+	case index >= 0:
+		return problems{subject: "[" + strconv.Itoa(index) + "]"}
+	case tool != "":
+		return problems{subject: quoteTrunc(tool)}
+	}
+	return problems{}
 }
 
 func (p *problems) add(field, msg string) {
-	p.list = append(p.list, &FieldError{Tool: p.tool, Index: p.index, Field: field, Msg: msg})
+	p.list = append(p.list, &FieldError{Err: ErrInvalidSpec, Subject: p.subject, Field: field, Problem: msg})
 }
 
-func (p *problems) err() error {
-	if len(p.list) == 0 {
-		return nil
-	}
-	return &ValidationError{Problems: p.list}
+// specProblem is the one problem of the spec of tool with field.
+func specProblem(tool, field, msg string) error {
+	p := newProblems(tool, -1)
+	p.add(field, msg)
+	return p.list[0]
 }
+
+// err returns every problem, one per line (errors.Join), or nil.
+func (p *problems) err() error { return errors.Join(p.list...) }
 
 // quoteTrunc quotes s for an error message, cut to a readable length.
 func quoteTrunc(s string) string {

@@ -66,10 +66,10 @@ func ExampleParse_errors() {
 	// true
 }
 
-func ExampleSpec_Check() {
+func ExamplePolicy_Check() {
 	spec, _ := effectspec.Parse([]byte(`{"tool": "legacy.send_sms", "effect": "write"}`))
-	fmt.Println(spec.Check(effectspec.Development))
-	err := spec.Check(effectspec.Production)
+	fmt.Println(effectspec.Policy{Environment: effectspec.Development}.Check(spec))
+	err := effectspec.Policy{Environment: effectspec.Production}.Check(spec)
 	fmt.Println(errors.Is(err, effectspec.ErrPolicyDenied), effectspec.ReasonPolicyDenied)
 	// Output:
 	// <nil>

@@ -113,12 +113,12 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`[{"tool":"a","timeout":"0s"},{"tool":"b","timeout":"16m","status":{"accepted":[409],"in_use":[409]}}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkErr := func(err error) {
-			var ve *ValidationError
-			if !errors.As(err, &ve) || len(ve.Problems) == 0 || !errors.Is(err, ErrInvalidSpec) {
+			probs := fieldErrors(err)
+			if len(probs) == 0 || !errors.Is(err, ErrInvalidSpec) {
 				t.Fatalf("malformed error %T %v", err, err)
 			}
-			for _, p := range ve.Problems {
-				if p.Msg == "" || !strings.HasPrefix(p.Error(), "effectspec: ") {
+			for _, p := range probs {
+				if p.Problem == "" || !strings.HasPrefix(p.Error(), "effectspec: ") {
 					t.Fatalf("malformed problem %q", p.Error())
 				}
 			}

@@ -21,13 +21,13 @@ func TestInProcessBindings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.VendorDedup() || plain.VendorWindow() != 0 || plain.Propagation() != PropagationNone {
-		t.Errorf("in_process: dedup %v window %v propagation %s", plain.VendorDedup(), plain.VendorWindow(), plain.Propagation())
+	if plain.vendorDedup() || plain.VendorWindow() != 0 || plain.Propagation() != PropagationNone {
+		t.Errorf("in_process: dedup %v window %v propagation %s", plain.vendorDedup(), plain.VendorWindow(), plain.Propagation())
 	}
-	if !keyed.VendorDedup() || keyed.VendorWindow() != time.Hour || keyed.Propagation() != PropagationHandler {
-		t.Errorf("in_process_keyed: dedup %v window %v propagation %s", keyed.VendorDedup(), keyed.VendorWindow(), keyed.Propagation())
+	if !keyed.vendorDedup() || keyed.VendorWindow() != time.Hour || keyed.Propagation() != PropagationHandler {
+		t.Errorf("in_process_keyed: dedup %v window %v propagation %s", keyed.vendorDedup(), keyed.VendorWindow(), keyed.Propagation())
 	}
-	if !errors.Is(plain.Check(Production), ErrPolicyDenied) || keyed.Check(Production) != nil || plain.Check(Development) != nil {
+	if !errors.Is((Policy{Environment: Production}).Check(plain), ErrPolicyDenied) || (Policy{Environment: Production}).Check(keyed) != nil || (Policy{Environment: Development}).Check(plain) != nil {
 		t.Error("policy: an in_process write is denied in production only; a keyed one passes")
 	}
 	for _, sp := range []Spec{plain, keyed} {

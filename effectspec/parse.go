@@ -19,7 +19,7 @@ import (
 // effect, route, approval or idempotency.binding takes its zero default
 // (write, native, none, unsupported); an explicit "" is an error, because it
 // is more likely a templating slip than a choice. All
-// problems are reported at once as a *ValidationError. The spec returned is
+// problems are reported at once, each a [*FieldError]. The spec returned is
 // validated (Spec.Validated).
 func Parse(data []byte) (Spec, error) {
 	raw, err := single(data, '{', "a JSON object")
@@ -47,7 +47,7 @@ func ParseList(data []byte) ([]Spec, error) {
 		return nil, docError(err.Error())
 	}
 	specs := make([]Spec, 0, len(elems))
-	var all []*FieldError
+	var all []error
 	first := make(map[string]int, len(elems))
 	for i, e := range elems {
 		s, p := parseSpec(e, i)
@@ -60,7 +60,7 @@ func ParseList(data []byte) ([]Spec, error) {
 		specs = append(specs, s)
 	}
 	if len(all) > 0 {
-		return nil, &ValidationError{Problems: all}
+		return nil, errors.Join(all...)
 	}
 	for i := range specs {
 		specs[i] = specs[i].seal()
@@ -69,7 +69,9 @@ func ParseList(data []byte) ([]Spec, error) {
 }
 
 func docError(msg string) error {
-	return &ValidationError{Problems: []*FieldError{{Index: -1, Msg: msg}}}
+	p := newProblems("", -1)
+	p.add("", msg)
+	return p.err()
 }
 
 // single checks that data is exactly one JSON value that opens with open.
@@ -175,7 +177,7 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 			}
 		}
 	}
-	p := &problems{tool: s.Tool, index: index}
+	p := new(newProblems(s.Tool, index))
 	if raw[0] != '{' {
 		p.add("", "spec must be a JSON object")
 		return Spec{}, p

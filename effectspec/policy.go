@@ -30,9 +30,9 @@ func ParseEnvironment(s string) (Environment, error) {
 	return "", fmt.Errorf("effectspec: unknown environment %s (want production, staging, development or test)", quoteTrunc(s))
 }
 
-// IsProduction reports whether e counts as production: everything except
+// isProduction reports whether e counts as production: everything except
 // staging, development and test.
-func (e Environment) IsProduction() bool {
+func (e Environment) isProduction() bool {
 	switch e {
 	case Staging, Development, Test:
 		return false
@@ -56,7 +56,7 @@ type Policy struct {
 // deduplicate on our key is denied unless AllowUnsupportedWrites is set.
 // Reads and non-production environments always pass.
 func (p Policy) Check(s Spec) error {
-	if s.Effect == EffectRead || !p.Environment.IsProduction() || p.AllowUnsupportedWrites || s.VendorDedup() {
+	if s.Effect == EffectRead || !p.Environment.isProduction() || p.AllowUnsupportedWrites || s.vendorDedup() {
 		return nil
 	}
 	name := s.Tool
@@ -66,9 +66,6 @@ func (p Policy) Check(s Spec) error {
 	return fmt.Errorf("%w: %s: a write whose vendor cannot deduplicate on the key (binding %s) is not allowed in production",
 		ErrPolicyDenied, name, s.bindingName())
 }
-
-// Check applies the zero Policy in env: Policy{Environment: env}.Check(s).
-func (s Spec) Check(env Environment) error { return Policy{Environment: env}.Check(s) }
 
 func (s Spec) bindingName() string {
 	if s.Route == RouteFederated {

@@ -11,13 +11,19 @@ const (
 	EffectRead  Effect = "read"
 )
 
-// RouteKind says whether the gateway calls the vendor itself (native) or
-// through a catalog broker (federated). The zero RouteKind reads as native.
+// RouteKind says what sends a tool's calls: the gateway itself over HTTP
+// (native), a catalog broker (federated), or a handler in the gateway's own
+// process (in-process). A spec's route is native or federated (the zero
+// RouteKind reads as native); a native spec with an in-process binding runs
+// on an in-process route ([BindingKind.InProcess]), which is what the
+// idempotency package's Route.Kind reports for it.
 type RouteKind string
 
 const (
 	RouteNative    RouteKind = "native"
 	RouteFederated RouteKind = "federated"
+	// RouteInProcess is never a spec's route, only a pinned route's kind.
+	RouteInProcess RouteKind = "in_process"
 )
 
 // Approval says whether a call must be approved before it is dispatched.
@@ -111,8 +117,8 @@ type Binding struct {
 	// for a header or body_pointer binding: a slot whose first attempt that may
 	// have left is older is never sent again (docs/DESIGN.md, "The record and
 	// its lifecycle"). If zero, DefaultVendorWindow; see Spec.VendorWindow. In
-	// JSON it is a Go duration string ("24h"), at least MinVendorWindow and at
-	// most MaxVendorWindow; an unsupported binding (and so a federated route)
+	// JSON it is a Go duration string ("24h"), at least 1s and at most 8760h
+	// (a year); an unsupported binding (and so a federated route)
 	// may not set it.
 	Window time.Duration `json:"window,omitempty"`
 }
@@ -147,11 +153,11 @@ const (
 	// DefaultVendorWindow is how long a vendor is taken to deduplicate on a
 	// key when a spec with a vendor binding sets no idempotency.window.
 	DefaultVendorWindow = 24 * time.Hour
-	// MinVendorWindow and MaxVendorWindow bound idempotency.window. A window
+	// minVendorWindow and maxVendorWindow bound idempotency.window. A window
 	// longer than the store's unknown retention changes nothing: the record
 	// is gone before it closes.
-	MinVendorWindow = time.Second
-	MaxVendorWindow = 365 * 24 * time.Hour
+	minVendorWindow = time.Second
+	maxVendorWindow = 365 * 24 * time.Hour
 
 	// DefaultMaxAttempts is a slot's max_attempts when neither its spec
 	// nor the gateway's config sets one.
@@ -224,8 +230,8 @@ func (s Spec) VendorWindow() time.Duration {
 	switch w := s.Idempotency.Window; {
 	case w <= 0:
 		return DefaultVendorWindow
-	case w > MaxVendorWindow:
-		return MaxVendorWindow
+	case w > maxVendorWindow:
+		return maxVendorWindow
 	}
 	return s.Idempotency.Window
 }

@@ -50,11 +50,11 @@ func TestParseDefaults(t *testing.T) {
 	if !reflect.DeepEqual(s, MustNew(Spec{Tool: "mail.send"})) {
 		t.Fatalf("got %+v", s)
 	}
-	if s.VendorDedup() || s.Propagation() != PropagationNone || s.Classify(200) != Unknown ||
+	if s.vendorDedup() || s.Propagation() != PropagationNone || s.Classify(200) != Unknown ||
 		s.Timeout != 0 || s.AttemptTimeout() != DefaultAttemptTimeout {
 		t.Fatalf("zero spec is not the cautious reading: %+v", s)
 	}
-	if err := s.Check(""); !errors.Is(err, ErrPolicyDenied) {
+	if err := (Policy{Environment: ""}).Check(s); !errors.Is(err, ErrPolicyDenied) {
 		t.Fatalf("zero spec in zero environment: got %v, want policy denied", err)
 	}
 }
@@ -68,15 +68,33 @@ func problemsOf(t *testing.T, err error) []*FieldError {
 	if !errors.Is(err, ErrInvalidSpec) {
 		t.Fatalf("error %v does not wrap ErrInvalidSpec", err)
 	}
-	var ve *ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("error %T is not a *ValidationError", err)
+	probs := fieldErrors(err)
+	if probs == nil {
+		t.Fatalf("error %T does not join *FieldErrors", err)
 	}
 	var fe *FieldError
-	if !errors.As(err, &fe) || fe != ve.Problems[0] {
+	if !errors.As(err, &fe) || fe != probs[0] {
 		t.Fatalf("errors.As does not find the first *FieldError")
 	}
-	return ve.Problems
+	return probs
+}
+
+// fieldErrors returns the problems err joins, or nil if it joins anything
+// but *FieldErrors.
+func fieldErrors(err error) []*FieldError {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return nil
+	}
+	var probs []*FieldError
+	for _, e := range j.Unwrap() {
+		fe, ok := e.(*FieldError)
+		if !ok {
+			return nil
+		}
+		probs = append(probs, fe)
+	}
+	return probs
 }
 
 func TestParseRules(t *testing.T) {
@@ -313,7 +331,7 @@ func TestReservedHeaders(t *testing.T) {
 		"content-encoding", "AUTHORIZATION"} {
 		s := Spec{Tool: "t", Idempotency: Binding{Kind: BindingHeader, Header: h}}
 		probs := problemsOf(t, s.Validate())
-		if len(probs) != 1 || probs[0].Field != "idempotency.header" || !strings.Contains(probs[0].Msg, "may not carry the key") {
+		if len(probs) != 1 || probs[0].Field != "idempotency.header" || !strings.Contains(probs[0].Problem, "may not carry the key") {
 			t.Errorf("%s: got %v", h, probs)
 		}
 	}
@@ -356,7 +374,7 @@ func TestValidateZeroDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	probs := problemsOf(t, Spec{}.Validate())
-	if len(probs) != 1 || probs[0].Error() != "effectspec: tool: must not be empty" || probs[0].Index != -1 {
+	if len(probs) != 1 || probs[0].Error() != "effectspec: tool: must not be empty" || probs[0].Subject != "" {
 		t.Fatalf("got %+v", probs)
 	}
 }
@@ -521,7 +539,7 @@ func TestParseVendorWindow(t *testing.T) {
 		{`{"tool":"t","idempotency":{"binding":"body_pointer","pointer":"/k"}}`, DefaultVendorWindow, 0},
 		{`{"tool":"t","idempotency":{"binding":"header","header":"K","window":"1s"}}`, time.Second, time.Second},
 		{`{"tool":"t","idempotency":{"binding":"body_pointer","pointer":"/k","window":"90m"}}`, 90 * time.Minute, 90 * time.Minute},
-		{`{"tool":"t","idempotency":{"binding":"header","header":"K","window":"8760h"}}`, MaxVendorWindow, MaxVendorWindow},
+		{`{"tool":"t","idempotency":{"binding":"header","header":"K","window":"8760h"}}`, maxVendorWindow, maxVendorWindow},
 		{`{"tool":"t"}`, 0, 0},
 		{`{"tool":"t","idempotency":{"binding":"unsupported"}}`, 0, 0},
 	} {

@@ -66,7 +66,7 @@ func checkPointer(p string) string {
 }
 
 // Validate checks every rule of the contract and reports all problems at
-// once as a *ValidationError whose FieldErrors unwrap to ErrInvalidSpec.
+// once, each a [*FieldError] that unwraps to [ErrInvalidSpec].
 //
 // Validate only checks: use New for a spec marked validated.
 //
@@ -74,7 +74,7 @@ func checkPointer(p string) string {
 // Kind is its documented zero default and valid; only Parse can tell an
 // explicit "" from an absent field, and it refuses the explicit one.
 func (s Spec) Validate() error {
-	p := problems{tool: s.Tool, index: -1}
+	p := newProblems(s.Tool, -1)
 	s.validate(&p)
 	return p.err()
 }
@@ -148,10 +148,10 @@ func (s Spec) validate(p *problems) {
 		case BindingInProcess:
 			p.add("idempotency.window", "not allowed with binding in_process (the handler passes no key on)")
 		}
-	case b.Window < MinVendorWindow:
-		p.add("idempotency.window", fmt.Sprintf("%s is less than the minimum %s", b.Window, MinVendorWindow))
-	case b.Window > MaxVendorWindow:
-		p.add("idempotency.window", fmt.Sprintf("%s is more than the maximum %s", b.Window, MaxVendorWindow))
+	case b.Window < minVendorWindow:
+		p.add("idempotency.window", fmt.Sprintf("%s is less than the minimum %s", b.Window, minVendorWindow))
+	case b.Window > maxVendorWindow:
+		p.add("idempotency.window", fmt.Sprintf("%s is more than the maximum %s", b.Window, maxVendorWindow))
 	}
 	if s.Route == RouteFederated && (b.Kind == BindingHeader || b.Kind == BindingBodyPointer) {
 		p.add("idempotency.binding", "a federated route propagates no key; binding must be unsupported")

@@ -4,7 +4,7 @@ import "slices"
 
 // New validates s as Parse does a JSON spec and returns it marked validated:
 // the way to build a Spec in Go code. On error it returns the zero Spec and
-// every problem as a *ValidationError.
+// every problem ([Spec.Validate]).
 func New(s Spec) (Spec, error) {
 	if err := s.Validate(); err != nil {
 		return Spec{}, err

@@ -69,9 +69,8 @@ func TestNewRefusesInvalid(t *testing.T) {
 		{Tool: "t", Status: Statuses{Accepted: []int{200}, DefinitelyRejected: []int{200}}},
 	} {
 		got, err := New(s)
-		var ve *ValidationError
-		if !errors.Is(err, ErrInvalidSpec) || !errors.As(err, &ve) {
-			t.Errorf("%+v: err %v, want a *ValidationError", s, err)
+		if !errors.Is(err, ErrInvalidSpec) || fieldErrors(err) == nil {
+			t.Errorf("%+v: err %v, want joined *FieldErrors", s, err)
 		}
 		if got.Validated() || got.Tool != "" {
 			t.Errorf("%+v: returned %+v on error", s, got)

@@ -18,7 +18,7 @@ import (
 func TestRecordReceipt(t *testing.T) {
 	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	scope := idempotency.Scope{Workspace: "ws_acme", Connection: "conn_x", Tool: "x.send"}
-	route := receipt.Route{Connection: "conn_x", Provider: "x", Tool: "x.send", Method: "POST", Host: "x.test", Path: "/v1", Fingerprint: "sha256:" + strings.Repeat("b", 64)}
+	route := receipt.RouteRecord{Connection: "conn_x", Provider: "x", Tool: "x.send", Method: "POST", Host: "x.test", Path: "/v1", Fingerprint: "sha256:" + strings.Repeat("b", 64)}
 	key, vkey := idempotency.NewKey(), idempotency.NewKey()
 	for _, c := range []struct {
 		binding     effectspec.BindingKind

@@ -27,7 +27,7 @@ type Record struct {
 	// binding, which the record keeps apart. A claim stores it whole when it
 	// creates the record; a replay shows the stored one, whatever route the
 	// replaying request resolved to.
-	Route receipt.Route
+	Route receipt.RouteRecord
 	// VendorKey is the key sent to the vendor (docs/DESIGN.md, "The key on the
 	// vendor hop"), for header and body_pointer bindings. Zero for an
 	// unsupported binding, and for a record made before vendor keys existed,
@@ -161,7 +161,7 @@ type ClaimRequest struct {
 	KeySource   KeySource
 	RequestHash string // RequestHash of the arguments
 	Binding     effectspec.BindingKind
-	Route       receipt.Route // Route.Record of the dispatch facts, with their fingerprint
+	Route       receipt.RouteRecord // Route.Record of the dispatch facts, with their fingerprint
 	// ApprovalRequired holds a new record for approval instead of reserving
 	// attempt 1. A claim that would dispatch an existing record again (a slot
 	// that never sent, an unknown record with a vendor binding) needs the

@@ -43,9 +43,9 @@ type Route struct {
 	// secret itself: refserver uses the name of the environment variable
 	// that holds the connection's secret. Another name means another vendor
 	// account, so another destination. NoCredential says the call sends
-	// none. Its fingerprint name is "secret_env", as before it had another
-	// Go name, and NoCredential is left out of the fingerprint, so routes
-	// pinned before credential ids were required keep their fingerprint.
+	// none. Its fingerprint name is "secret_env", and NoCredential is left
+	// out of the fingerprint, as absent: both keep the fingerprints that
+	// stores already pin.
 	Credential string `json:"secret_env,omitempty"`
 }
 
@@ -56,18 +56,6 @@ const NoCredential = "none"
 // SchemeInProcess is the Scheme of an in-process route: a handler inside the
 // gateway runs the tool, no request leaves it.
 const SchemeInProcess = "inproc"
-
-// RouteKind is what sends a route's calls: the gateway itself over HTTP
-// (native), a catalog broker (federated), or a handler in the gateway's own
-// process (in-process).
-type RouteKind string
-
-// Route kinds.
-const (
-	RouteNative    RouteKind = "native"
-	RouteFederated RouteKind = "federated"
-	RouteInProcess RouteKind = "in_process"
-)
 
 // RouteTarget is what NewRoute derives a Route from besides the spec. Which
 // fields a kind reads is listed on NewRoute; a field a kind does not read
@@ -112,8 +100,7 @@ type RouteTarget struct {
 //   - federated: Broker, Connection and URL are required, Provider is
 //     optional; method as native; the binding is unsupported. The broker's
 //     URL scheme and credential are not facts (the broker-side connection
-//     is the account, and a broker's base URL is its configuration), which
-//     keeps the fingerprints pinned before NewRoute existed.
+//     is the account, and a broker's base URL is its configuration).
 //   - in-process: Connection, Provider and Server are required, and spec's
 //     binding is in_process or in_process_keyed (and only such a route
 //     takes one); Credential is the handler's declared account
@@ -138,30 +125,30 @@ func NewRoute(spec effectspec.Spec, t RouteTarget) (Route, error) {
 	case effectspec.BindingBodyPointer:
 		r.BindingName = spec.Idempotency.Pointer
 	}
-	kind := RouteNative
+	kind := effectspec.RouteNative
 	switch {
 	case spec.Route == effectspec.RouteFederated:
-		kind = RouteFederated
+		kind = effectspec.RouteFederated
 	case t.Server != "":
-		kind = RouteInProcess
+		kind = effectspec.RouteInProcess
 	}
-	if kind != RouteFederated && t.Broker != "" {
+	if kind != effectspec.RouteFederated && t.Broker != "" {
 		return weak("Broker is set for a %s route", kind)
 	}
-	if kind != RouteInProcess && t.Server != "" {
+	if kind != effectspec.RouteInProcess && t.Server != "" {
 		return weak("Server is set for a %s route", kind)
 	}
 	// A handler runs exactly the in-process bindings: an HTTP route for one
 	// would send what the binding never declared, and a handler for a
 	// header binding would drop the key the vendor needs.
-	if kind == RouteNative && spec.Idempotency.Kind.InProcess() {
+	if kind == effectspec.RouteNative && spec.Idempotency.Kind.InProcess() {
 		return weak("binding %s needs an in-process route (set Server)", spec.Idempotency.Kind)
 	}
-	if kind == RouteInProcess && !spec.Idempotency.Kind.InProcess() {
+	if kind == effectspec.RouteInProcess && !spec.Idempotency.Kind.InProcess() {
 		return weak("an in-process route needs binding %s or %s", effectspec.BindingInProcess, effectspec.BindingInProcessKeyed)
 	}
 	switch kind {
-	case RouteInProcess:
+	case effectspec.RouteInProcess:
 		if t.URL != "" || t.Method != "" {
 			return weak("URL and Method are not facts of an in-process route")
 		}
@@ -170,22 +157,22 @@ func NewRoute(spec effectspec.Spec, t RouteTarget) (Route, error) {
 		if r.Credential == "" {
 			r.Credential = NoCredential
 		}
-	case RouteFederated:
+	case effectspec.RouteFederated:
 		if t.Credential != "" {
 			return weak("Credential is not a fact of a federated route (the broker-side connection is)")
 		}
 		r.Broker = t.Broker
 		r.Binding, r.BindingName = effectspec.BindingUnsupported, ""
 		fallthrough
-	case RouteNative:
-		if kind == RouteNative {
+	case effectspec.RouteNative:
+		if kind == effectspec.RouteNative {
 			r.Credential = t.Credential
 		}
 		r.Method = t.Method
 		if r.Method == "" {
 			r.Method = http.MethodPost
 		}
-		scheme, host, path, err := splitURL(t.URL, kind == RouteFederated)
+		scheme, host, path, err := splitURL(t.URL, kind == effectspec.RouteFederated)
 		if err != nil {
 			return weak("URL: %v", err)
 		}
@@ -193,7 +180,7 @@ func NewRoute(spec effectspec.Spec, t RouteTarget) (Route, error) {
 			return weak("URL: scheme %s is an in-process route's (set Server)", SchemeInProcess)
 		}
 		r.Host, r.Path = host, path
-		if kind == RouteNative {
+		if kind == effectspec.RouteNative {
 			r.Scheme = scheme
 		}
 	}
@@ -238,14 +225,14 @@ func splitURL(raw string, query bool) (scheme, host, path string, err error) {
 
 // Kind returns the kind of route r is: federated when it names a broker,
 // in-process when its scheme is SchemeInProcess, else native.
-func (r Route) Kind() RouteKind {
+func (r Route) Kind() effectspec.RouteKind {
 	switch {
 	case r.Broker != "":
-		return RouteFederated
+		return effectspec.RouteFederated
 	case r.Scheme == SchemeInProcess:
-		return RouteInProcess
+		return effectspec.RouteInProcess
 	}
-	return RouteNative
+	return effectspec.RouteNative
 }
 
 // Check reports whether r holds every fact the fingerprint of its kind
@@ -258,7 +245,7 @@ func (r Route) Check() error {
 	return nil
 }
 
-func (r Route) check(kind RouteKind) error {
+func (r Route) check(kind effectspec.RouteKind) error {
 	var missing []string
 	need := func(name, v string) {
 		if v == "" {
@@ -270,10 +257,10 @@ func (r Route) check(kind RouteKind) error {
 	need("Host", r.Host)
 	need("Path", r.Path)
 	switch kind {
-	case RouteFederated:
+	case effectspec.RouteFederated:
 		need("Broker", r.Broker)
 		need("Method", r.Method)
-	case RouteInProcess:
+	case effectspec.RouteInProcess:
 		need("Provider", r.Provider)
 		need("Credential", r.Credential)
 	default:
@@ -282,7 +269,7 @@ func (r Route) check(kind RouteKind) error {
 		need("Method", r.Method)
 		need("Credential", r.Credential)
 	}
-	if kind != RouteFederated && (r.Binding == effectspec.BindingHeader || r.Binding == effectspec.BindingBodyPointer) {
+	if kind != effectspec.RouteFederated && (r.Binding == effectspec.BindingHeader || r.Binding == effectspec.BindingBodyPointer) {
 		need("BindingName", r.BindingName)
 	}
 	if len(missing) > 0 {
@@ -311,9 +298,9 @@ func (r Route) Fingerprint() string {
 }
 
 // Record returns the route record of r, as a claim pins it and receipts
-// show it: every fact but the binding, the broker kind, the scheme and the
+// show it ([receipt.RouteRecord]): every fact but the binding, the broker kind, the scheme and the
 // credential, and the fingerprint of them all.
-func (r Route) Record() receipt.Route {
-	return receipt.Route{Connection: r.Connection, Provider: r.Provider, Tool: r.Tool, Method: r.Method, Host: r.Host, Path: r.Path,
+func (r Route) Record() receipt.RouteRecord {
+	return receipt.RouteRecord{Connection: r.Connection, Provider: r.Provider, Tool: r.Tool, Method: r.Method, Host: r.Host, Path: r.Path,
 		Fingerprint: r.Fingerprint()}
 }

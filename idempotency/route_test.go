@@ -43,7 +43,7 @@ func TestFingerprint(t *testing.T) {
 func TestRouteRecord(t *testing.T) {
 	r := idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
 		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Binding: effectspec.BindingHeader, Broker: "nango"}
-	want := receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+	want := receipt.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
 		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Fingerprint: r.Fingerprint()}
 	if got := r.Record(); got != want {
 		t.Fatalf("Record() = %+v, want %+v", got, want)
@@ -111,35 +111,35 @@ func TestNewRouteFacts(t *testing.T) {
 		spec effectspec.Spec
 		t    idempotency.RouteTarget
 		want idempotency.Route
-		kind idempotency.RouteKind
+		kind effectspec.RouteKind
 	}{
 		{"native header", header, idempotency.RouteTarget{Connection: "conn_stripe", Provider: "stripe",
 			URL: "HTTPS://api.stripe.com/v1/charges/{id}/capture", Credential: "STRIPE_KEY"},
 			idempotency.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge", Method: "POST",
 				Host: "api.stripe.com", Path: "/v1/charges/{id}/capture", Binding: "header", Scheme: "https",
-				BindingName: "idempotency-key", Credential: "STRIPE_KEY"}, idempotency.RouteNative},
+				BindingName: "idempotency-key", Credential: "STRIPE_KEY"}, effectspec.RouteNative},
 		{"native body pointer", pointer, idempotency.RouteTarget{Connection: "conn_crm", Provider: "crm", Method: "PUT",
 			URL: "http://127.0.0.1:9000/api/a%2Fb", Credential: "CRM_KEY"},
 			idempotency.Route{Connection: "conn_crm", Provider: "crm", Tool: "crm.create", Method: "PUT",
 				Host: "127.0.0.1:9000", Path: "/api/a%2Fb", Binding: "body_pointer", Scheme: "http",
-				BindingName: "/meta/key", Credential: "CRM_KEY"}, idempotency.RouteNative},
+				BindingName: "/meta/key", Credential: "CRM_KEY"}, effectspec.RouteNative},
 		{"native unsupported, no credential", unsupported, idempotency.RouteTarget{Connection: "conn_chat", Provider: "chat",
 			URL: "https://chat.example", Credential: idempotency.NoCredential},
 			idempotency.Route{Connection: "conn_chat", Provider: "chat", Tool: "chat.post", Method: "POST",
-				Host: "chat.example", Path: "/", Binding: "unsupported", Scheme: "https", Credential: "none"}, idempotency.RouteNative},
+				Host: "chat.example", Path: "/", Binding: "unsupported", Scheme: "https", Credential: "none"}, effectspec.RouteNative},
 		{"federated", federated, idempotency.RouteTarget{Broker: "nango", Connection: "user-42", Provider: "hubspot",
 			Method: "PATCH", URL: "https://api.nango.dev/proxy/crm/v3/objects?limit=1"},
 			idempotency.Route{Connection: "user-42", Provider: "hubspot", Tool: "crm.create_contact", Method: "PATCH",
 				Host: "api.nango.dev", Path: "/proxy/crm/v3/objects?limit=1", Binding: "unsupported", Broker: "nango"},
-			idempotency.RouteFederated},
+			effectspec.RouteFederated},
 		{"in-process", inproc, idempotency.RouteTarget{Connection: "inproc", Provider: "notes", Server: "gw-eu-1"},
 			idempotency.Route{Connection: "inproc", Provider: "notes", Tool: "notes.create", Host: "gw-eu-1",
-				Path: "notes.create", Binding: "in_process", Scheme: "inproc", Credential: "none"}, idempotency.RouteInProcess},
+				Path: "notes.create", Binding: "in_process", Scheme: "inproc", Credential: "none"}, effectspec.RouteInProcess},
 		{"in-process keyed, account", keyed, idempotency.RouteTarget{Connection: "inproc", Provider: "ledger",
 			Server: "gw-eu-1", Credential: "LEDGER_ACCOUNT"},
 			idempotency.Route{Connection: "inproc", Provider: "ledger", Tool: "ledger.post", Host: "gw-eu-1",
 				Path: "ledger.post", Binding: "in_process_keyed", Scheme: "inproc", Credential: "LEDGER_ACCOUNT"},
-			idempotency.RouteInProcess},
+			effectspec.RouteInProcess},
 	} {
 		got, err := idempotency.NewRoute(tc.spec, tc.t)
 		if err != nil {

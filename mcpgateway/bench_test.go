@@ -144,7 +144,7 @@ func BenchmarkToolsCall(b *testing.B) {
 	// what is measured is the gateway's own work on a replay.
 	call(b, gw, replayKey)
 	k, _ := idempotency.ParseKey(replayKey)
-	rec, err := st.Lookup(context.Background(), idempotency.Scope{Workspace: DefaultWorkspace, Connection: rt.Connection, Tool: sp.Tool}, k)
+	rec, err := st.Lookup(context.Background(), idempotency.Scope{Workspace: unauthenticatedWorkspace, Connection: rt.Connection, Tool: sp.Tool}, k)
 	if err != nil {
 		b.Fatal(err)
 	}

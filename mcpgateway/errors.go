@@ -27,8 +27,8 @@ var (
 		idempotency.ErrMalformedKey, headerKey)
 )
 
-// ErrConfig is wrapped by every error of [New]: a [Config] it cannot serve.
-var ErrConfig = errors.New("mcpgateway: config")
+// ErrInvalidConfig is wrapped by every error of [New]: a [Config] it cannot serve.
+var ErrInvalidConfig = errors.New("mcpgateway: invalid config")
 
 // ErrInputSchema is wrapped by every error of [ParseInputSchema].
 var ErrInputSchema = errors.New("mcpgateway: input schema")
@@ -37,5 +37,5 @@ var ErrInputSchema = errors.New("mcpgateway: input schema")
 // definitely_rejected.
 var ErrRejected = errors.New("mcpgateway: rejected")
 
-// ErrNotRun marks a handler's report that it did nothing yet ([NotRun]).
-var ErrNotRun = errors.New("mcpgateway: not run")
+// ErrNothingDone marks a handler's report that it did nothing yet ([NothingDone]).
+var ErrNothingDone = errors.New("mcpgateway: handler did nothing")

@@ -276,7 +276,7 @@ func TestFrontKey(t *testing.T) {
 	})
 	t.Run("body too large", func(t *testing.T) {
 		big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"open.send","arguments":{"x":"` +
-			strings.Repeat("a", DefaultMaxBodyBytes) + `"}}}`
+			strings.Repeat("a", defaultMaxRequestBytes) + `"}}}`
 		r := callFront(t, s, with(goodKey), big)
 		if _, _, d := rpcRefusal(t, r.body); r.code != 413 || d.Reason != "request_too_large" || r.info != nil {
 			t.Errorf("code %d data %+v", r.code, d)

@@ -22,10 +22,10 @@ import (
 // Default limits of [Config]. Every refusal for a limit is a JSON-RPC error
 // that touches no store state.
 const (
-	DefaultMaxBodyBytes      = 1 << 20   // a whole POST /mcp body
+	defaultMaxRequestBytes   = 1 << 20   // a whole POST /mcp request body
 	DefaultMaxArgumentBytes  = 256 << 10 // the arguments of one tools/call
-	DefaultWorkspace         = "local"   // the workspace of a gateway without authentication
-	DefaultName              = "obol-mcpgateway"
+	unauthenticatedWorkspace = "local"   // the workspace of a gateway without authentication
+	defaultName              = "obol-mcpgateway"
 	defaultInstructionsIntro = "Every tools/call is idempotent per key: the Idempotency-Key header, or params._meta "
 )
 
@@ -120,17 +120,18 @@ type Config struct {
 	// TokenInfo.UserID. Set at most one of Authenticate and Verifier.
 	Verifier auth.TokenVerifier
 	// Workspace is the workspace without authentication. If empty,
-	// DefaultWorkspace.
+	// "local".
 	Workspace string
 	// Pin reads the provider a capability is pinned to now, ok false when
 	// none is stored (the capability's own Pin then). If nil, every call
 	// of a capability runs its Pin.
 	Pin func(ctx context.Context, capability string) (provider string, ok bool, err error)
 	// Name and Version are the MCP server's implementation. If empty,
-	// DefaultName and "0.1.0".
+	// "obol-mcpgateway" and "0.1.0".
 	Name, Version string
-	// MaxBodyBytes bounds a POST body, MaxArgumentBytes a call's
-	// arguments. If zero, DefaultMaxBodyBytes and DefaultMaxArgumentBytes.
+	// MaxBodyBytes bounds a POST /mcp request's body (if zero, 1 MiB),
+	// MaxArgumentBytes a call's arguments (if zero,
+	// [DefaultMaxArgumentBytes]).
 	MaxBodyBytes, MaxArgumentBytes int
 	// Logger receives a line per call and refusal, with the key and never
 	// an argument. If nil, nothing is logged.
@@ -164,11 +165,11 @@ type Config struct {
 	// nil, nothing is called.
 	OnCall func(ctx context.Context, c CallStart) (context.Context, func(CallEnd))
 
-	// DefaultQuota is the [Quota] of every workspace not in Quotas; zero
+	// DefaultQuota is the [WorkspaceQuota] of every workspace not in Quotas; zero
 	// is unlimited. Quotas are decided without a store call on a call's
 	// path (docs/DESIGN.md, "refserver wire contract").
-	DefaultQuota Quota
-	Quotas       map[string]Quota
+	DefaultQuota WorkspaceQuota
+	Quotas       map[string]WorkspaceQuota
 	// QuotaStore leases tokens and reads stored bytes and the store's
 	// memory in the background; required by CallsPerSecond and
 	// StoredBytes. With one, new records are refused store_full while the
@@ -211,22 +212,22 @@ type Gateway struct {
 // tool, or a repeated name is an error.
 func New(cfg Config) (*Gateway, error) {
 	if cfg.Orchestrator == nil {
-		return nil, fmt.Errorf("%w: Orchestrator is required", ErrConfig)
+		return nil, fmt.Errorf("%w: Orchestrator is required", ErrInvalidConfig)
 	}
 	if cfg.Authenticate != nil && cfg.Verifier != nil {
-		return nil, fmt.Errorf("%w: set Authenticate or Verifier, not both", ErrConfig)
+		return nil, fmt.Errorf("%w: set Authenticate or Verifier, not both", ErrInvalidConfig)
 	}
 	if cfg.Workspace == "" {
-		cfg.Workspace = DefaultWorkspace
+		cfg.Workspace = unauthenticatedWorkspace
 	}
 	if cfg.Name == "" {
-		cfg.Name = DefaultName
+		cfg.Name = defaultName
 	}
 	if cfg.Version == "" {
 		cfg.Version = "0.1.0"
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+		cfg.MaxBodyBytes = defaultMaxRequestBytes
 	}
 	if cfg.MaxArgumentBytes <= 0 {
 		cfg.MaxArgumentBytes = DefaultMaxArgumentBytes
@@ -249,18 +250,18 @@ func New(cfg Config) (*Gateway, error) {
 		name := t.Spec.Tool
 		switch {
 		case name == "":
-			return nil, fmt.Errorf("%w: tool %d has no Spec.Tool", ErrConfig, i)
+			return nil, fmt.Errorf("%w: tool %d has no Spec.Tool", ErrInvalidConfig, i)
 		case g.tools[name] != nil:
-			return nil, fmt.Errorf("%w: tool %s is listed twice", ErrConfig, name)
+			return nil, fmt.Errorf("%w: tool %s is listed twice", ErrInvalidConfig, name)
 		case t.Target == nil:
-			return nil, fmt.Errorf("%w: tool %s has no Target", ErrConfig, name)
+			return nil, fmt.Errorf("%w: tool %s has no Target", ErrInvalidConfig, name)
 		}
 		if err := t.Route.Check(); err != nil {
-			return nil, fmt.Errorf("%w: tool %s: %w", ErrConfig, name, err)
+			return nil, fmt.Errorf("%w: tool %s: %w", ErrInvalidConfig, name, err)
 		}
 		d, err := retry.NewDispatch(t.Spec, t.Route, t.Target)
 		if err != nil {
-			return nil, fmt.Errorf("%w: tool %s: %w", ErrConfig, name, err)
+			return nil, fmt.Errorf("%w: tool %s: %w", ErrInvalidConfig, name, err)
 		}
 		g.tools[name], g.dispatch[name] = t, d
 		g.order = append(g.order, name)
@@ -268,15 +269,15 @@ func New(cfg Config) (*Gateway, error) {
 	for i := range cfg.Capabilities {
 		c := &cfg.Capabilities[i]
 		if c.Name == "" || g.tools[c.Name] != nil || g.caps[c.Name] != nil {
-			return nil, fmt.Errorf("%w: capability %d has no name or a name listed twice", ErrConfig, i)
+			return nil, fmt.Errorf("%w: capability %d has no name or a name listed twice", ErrInvalidConfig, i)
 		}
 		for _, p := range c.Providers {
 			if g.tools[p] == nil {
-				return nil, fmt.Errorf("%w: capability %s: provider %s is not a tool", ErrConfig, c.Name, p)
+				return nil, fmt.Errorf("%w: capability %s: provider %s is not a tool", ErrInvalidConfig, c.Name, p)
 			}
 		}
 		if !slices.Contains(c.Providers, c.Pin) {
-			return nil, fmt.Errorf("%w: capability %s: Pin is not one of its providers", ErrConfig, c.Name)
+			return nil, fmt.Errorf("%w: capability %s: Pin is not one of its providers", ErrInvalidConfig, c.Name)
 		}
 		g.caps[c.Name] = c
 		g.order = append(g.order, c.Name)
@@ -297,9 +298,6 @@ func (g *Gateway) Close() {
 		g.quotas.close()
 	}
 }
-
-// ToolNames are the names of the tools and capabilities, in Config order.
-func (g *Gateway) ToolNames() []string { return slices.Clone(g.order) }
 
 // AddTool adds a tool outside the idempotency contract (a read that needs
 // no key, such as a count): its handler runs on every call, with no claim

@@ -17,7 +17,7 @@ import (
 )
 
 // TestNewRefuses: a Config the gateway cannot serve is an error wrapping
-// ErrConfig that names the problem; nothing is served.
+// ErrInvalidConfig that names the problem; nothing is served.
 func TestNewRefuses(t *testing.T) {
 	orch := &retry.Orchestrator{Store: &fakeStore{}}
 	good := newTestGateway(t, &fakeStore{}).cfg
@@ -39,8 +39,8 @@ func TestNewRefuses(t *testing.T) {
 			Capabilities: []Capability{{Name: "cap.x", Providers: []string{"open.send"}, Pin: "open.send2"}}}, "Pin"},
 	} {
 		_, err := New(tc.cfg)
-		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want ErrConfig naming %q", name, err, tc.want)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrInvalidConfig naming %q", name, err, tc.want)
 		}
 	}
 }
@@ -75,7 +75,7 @@ func TestVerifierAndNoAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := callFront(t, open, nil, callBody); r.info == nil || r.info.workspace != DefaultWorkspace {
+	if r := callFront(t, open, nil, callBody); r.info == nil || r.info.workspace != unauthenticatedWorkspace {
 		t.Errorf("no auth: %d %s", r.code, r.body)
 	}
 }

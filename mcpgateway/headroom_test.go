@@ -70,7 +70,7 @@ func TestHeadroomFlood(t *testing.T) {
 		}
 		t.Cleanup(st.Close)
 		gw, err := New(Config{Orchestrator: &retry.Orchestrator{Store: st}, QuotaStore: st,
-			DefaultQuota: Quota{InFlight: workers},
+			DefaultQuota: WorkspaceQuota{InFlight: workers},
 			Tools:        []Tool{{Spec: sp, Connection: rt.Connection, Route: rt, Target: &retry.HTTPTarget{URL: vendor.URL + "/run"}}}})
 		if err != nil {
 			t.Fatal(err)

@@ -15,14 +15,14 @@ import (
 	"github.com/obol-gateway/obol/retry"
 )
 
-// ConnectionInProcess is the scope's connection segment of every in-process
+// inProcessConnection is the scope's connection segment of every in-process
 // tool (DESIGN, section "In-process tools"): the tool runs in the gateway,
 // no connection is resolved.
-const ConnectionInProcess = "inproc"
+const inProcessConnection = "inproc"
 
-// DefaultServer names the server of an in-process tool whose
+// defaultInProcessServer names the server of an in-process tool whose
 // [InProcessTool.Server] is empty: the route's host and provider.
-const DefaultServer = "local"
+const defaultInProcessServer = "local"
 
 // A Handler runs one attempt of an in-process tool: the call's arguments in
 // a.Arguments, and in a.Key the attempt's vendor key, which a keyed tool
@@ -32,8 +32,8 @@ const DefaultServer = "local"
 //   - a result without IsError: accepted; the result is stored and replayed;
 //   - an error wrapping [ErrRejected] ([Reject]): definitely_rejected, the
 //     error's text the answer;
-//   - an error wrapping [ErrNotRun] ([NotRun]): nothing was done; the
-//     attempt counts but burns nothing, so the handler may run once more;
+//   - an error wrapping [ErrNothingDone] ([NothingDone]): nothing was done;
+//     the attempt counts but burns nothing, so the handler may run once more;
 //   - an IsError result, any other error, a panic, or no answer before
 //     ctx ends: unknown, never success.
 type Handler func(ctx context.Context, a retry.Attempt) (*mcp.CallToolResult, error)
@@ -48,14 +48,14 @@ func Reject(err error) error {
 	return fmt.Errorf("%w: %w", ErrRejected, err)
 }
 
-// NotRun marks err as a handler's report that it did nothing yet (it checked
-// its own state, say a busy lock, before any effect). A nil err is such a
-// report without reason.
-func NotRun(err error) error {
+// NothingDone marks err as a handler's report that it did nothing yet (it
+// checked its own state, say a busy lock, before any effect): the attempt
+// is proven not sent. A nil err is such a report without reason.
+func NothingDone(err error) error {
 	if err == nil {
-		return ErrNotRun
+		return ErrNothingDone
 	}
-	return fmt.Errorf("%w: %w", ErrNotRun, err)
+	return fmt.Errorf("%w: %w", ErrNothingDone, err)
 }
 
 // InProcessTool is a tool whose handler runs inside the gateway as each
@@ -70,7 +70,7 @@ type InProcessTool struct {
 	InputSchema *InputSchema // as Tool's
 	Handler     Handler
 	// Server names the server whose handler runs the tool: the route's
-	// host and provider, in its fingerprint. If empty, DefaultServer.
+	// host and provider, in its fingerprint. If empty, "local".
 	Server string
 	// Credential names the downstream account the handler acts as (never
 	// a secret): another account is another destination. If empty,
@@ -79,22 +79,22 @@ type InProcessTool struct {
 }
 
 // InProcess returns the [Tool] of t, for [Config.Tools]: scope connection
-// [ConnectionInProcess], a route from [idempotency.NewRoute], and a target
+// [inProcessConnection], a route from [idempotency.NewRoute], and a target
 // that runs t.Handler once per attempt.
 func InProcess(t InProcessTool) (Tool, error) {
 	if t.Handler == nil {
-		return Tool{}, fmt.Errorf("%w: in-process tool %s has no Handler", ErrConfig, t.Spec.Tool)
+		return Tool{}, fmt.Errorf("%w: in-process tool %s has no Handler", ErrInvalidConfig, t.Spec.Tool)
 	}
 	server := t.Server
 	if server == "" {
-		server = DefaultServer
+		server = defaultInProcessServer
 	}
-	route, err := idempotency.NewRoute(t.Spec, idempotency.RouteTarget{Connection: ConnectionInProcess, Provider: server,
+	route, err := idempotency.NewRoute(t.Spec, idempotency.RouteTarget{Connection: inProcessConnection, Provider: server,
 		Server: server, Credential: t.Credential})
 	if err != nil {
-		return Tool{}, fmt.Errorf("%w: %w", ErrConfig, err)
+		return Tool{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return Tool{Spec: t.Spec, Description: t.Description, InputSchema: t.InputSchema, Connection: ConnectionInProcess,
+	return Tool{Spec: t.Spec, Description: t.Description, InputSchema: t.InputSchema, Connection: inProcessConnection,
 		Route: route, Target: inProcessTarget{t.Handler}}, nil
 }
 
@@ -136,8 +136,8 @@ func (t inProcessTarget) Send(ctx context.Context, a retry.Attempt) retry.Result
 	switch {
 	case ans.panicked:
 		return unknownRun("panic", errors.New("mcpgateway: handler panicked"))
-	case errors.Is(ans.err, ErrNotRun):
-		return retry.Result{Phase: retry.BeforeSend, Err: &retry.Error{Phase: retry.BeforeSend, Op: "handler", Reason: "not run", Err: ans.err}}
+	case errors.Is(ans.err, ErrNothingDone):
+		return retry.Result{Phase: retry.BeforeSend, Err: &retry.Error{Phase: retry.BeforeSend, Op: "handler", Reason: "nothing done", Err: ans.err}}
 	case errors.Is(ans.err, ErrRejected):
 		return answered(effectspec.InProcessRejected, &mcp.CallToolResult{IsError: true,
 			Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimPrefix(ans.err.Error(), ErrRejected.Error()+": ")}}})

@@ -265,13 +265,13 @@ func TestInProcessKeyedRunsAgain(t *testing.T) {
 	}
 }
 
-// TestInProcessNotRun: a handler that reports it did nothing yet licenses
+// TestInProcessNothingDone: a handler that reports it did nothing yet licenses
 // one more run at once; the receipt counts both runs.
-func TestInProcessNotRun(t *testing.T) {
+func TestInProcessNothingDone(t *testing.T) {
 	var runs atomic.Int32
 	srv := inProcessGateway(t, effectspec.BindingInProcess, "", func(context.Context, retry.Attempt) (*mcp.CallToolResult, error) {
 		if runs.Add(1) == 1 {
-			return nil, NotRun(errors.New("list locked"))
+			return nil, NothingDone(errors.New("list locked"))
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 	})

@@ -180,7 +180,7 @@ func TestDiscoverRefusals(t *testing.T) {
 	for _, v := range ok.Get("result.supportedVersions").Array() {
 		sv = append(sv, v.Str)
 	}
-	if st != 200 || !slices.Contains(sv, "2026-07-28") || !slices.Contains(sv, "2025-11-25") || ok.Get(`result._meta.io\.modelcontextprotocol/serverInfo.name`).Str != DefaultName {
+	if st != 200 || !slices.Contains(sv, "2026-07-28") || !slices.Contains(sv, "2025-11-25") || ok.Get(`result._meta.io\.modelcontextprotocol/serverInfo.name`).Str != defaultName {
 		t.Errorf("discover: %d %s", st, ok.Raw)
 	}
 	for name, tc := range map[string]struct {

@@ -11,11 +11,11 @@ import (
 	"time"
 )
 
-// Quota is a workspace's fair share (docs/DESIGN.md, "Quotas and
+// WorkspaceQuota is a workspace's fair share (docs/DESIGN.md, "Quotas and
 // headroom"). A zero field is unlimited. Quotas count what costs: the
 // rate every call's claim, InFlight every dispatch, StoredBytes every new
 // record. Nothing refuses a finalize, a renewal or a settle.
-type Quota struct {
+type WorkspaceQuota struct {
 	// CallsPerSecond and Burst are a token bucket shared by every gateway
 	// on the store ([QuotaStore.TakeTokens]): every tools/call takes a
 	// token before its claim (a new call, a replay, a redispatch), and
@@ -33,7 +33,7 @@ type Quota struct {
 	InFlight int
 }
 
-func (q Quota) zero() bool { return q == Quota{} }
+func (q WorkspaceQuota) zero() bool { return q == WorkspaceQuota{} }
 
 // QuotaStore is what quotas read from the shared store: *redisstore.Store
 // is one. The gateway calls it from background goroutines, and on a
@@ -86,8 +86,8 @@ const (
 // and read the store behind it.
 type quotas struct {
 	store    QuotaStore
-	def      Quota
-	per      map[string]Quota
+	def      WorkspaceQuota
+	per      map[string]WorkspaceQuota
 	fullFrac float64
 
 	mu sync.Mutex
@@ -102,7 +102,7 @@ type quotas struct {
 // wsQuota is one workspace's state in this gateway.
 type wsQuota struct {
 	name  string
-	q     Quota
+	q     WorkspaceQuota
 	burst int
 	batch int // tokens leased at once
 	kick  chan struct{}
@@ -117,16 +117,16 @@ type wsQuota struct {
 
 // checkQuotas checks the quotas of cfg.
 func checkQuotas(cfg *Config) error {
-	check := func(where string, q Quota) error {
+	check := func(where string, q WorkspaceQuota) error {
 		switch {
 		case q.CallsPerSecond < 0 || math.IsNaN(q.CallsPerSecond) || math.IsInf(q.CallsPerSecond, 0):
-			return fmt.Errorf("%w: %s: CallsPerSecond must be a finite number, 0 or more", ErrConfig, where)
+			return fmt.Errorf("%w: %s: CallsPerSecond must be a finite number, 0 or more", ErrInvalidConfig, where)
 		case q.Burst < 0 || q.StoredBytes < 0 || q.InFlight < 0:
-			return fmt.Errorf("%w: %s: Burst, StoredBytes and InFlight must be 0 or more", ErrConfig, where)
+			return fmt.Errorf("%w: %s: Burst, StoredBytes and InFlight must be 0 or more", ErrInvalidConfig, where)
 		case q.Burst > 0 && q.CallsPerSecond == 0:
-			return fmt.Errorf("%w: %s: Burst needs CallsPerSecond", ErrConfig, where)
+			return fmt.Errorf("%w: %s: Burst needs CallsPerSecond", ErrInvalidConfig, where)
 		case cfg.QuotaStore == nil && (q.CallsPerSecond > 0 || q.StoredBytes > 0):
-			return fmt.Errorf("%w: %s: CallsPerSecond and StoredBytes need a QuotaStore", ErrConfig, where)
+			return fmt.Errorf("%w: %s: CallsPerSecond and StoredBytes need a QuotaStore", ErrInvalidConfig, where)
 		}
 		return nil
 	}
@@ -139,7 +139,7 @@ func checkQuotas(cfg *Config) error {
 		}
 	}
 	if f := cfg.StoreFullFraction; f != 0 && !(f > 0 && f <= 1) {
-		return fmt.Errorf("%w: StoreFullFraction must be above 0 and at most 1", ErrConfig)
+		return fmt.Errorf("%w: StoreFullFraction must be above 0 and at most 1", ErrInvalidConfig)
 	}
 	return nil
 }

@@ -95,7 +95,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // quota_exceeded with a retry_after before its claim, decided locally.
 func TestQuotaRateFromFleetBucket(t *testing.T) {
 	fs := &fakeQuotaStore{pool: 25}
-	qs := startQuotas(t, Config{QuotaStore: fs, Quotas: map[string]Quota{"ws_a": {CallsPerSecond: 50, Burst: 25}}})
+	qs := startQuotas(t, Config{QuotaStore: fs, Quotas: map[string]WorkspaceQuota{"ws_a": {CallsPerSecond: 50, Burst: 25}}})
 	admitted := 0
 	eventually(t, "the pool is spent and calls are refused", func() bool {
 		a := qs.admit("ws_a")
@@ -137,7 +137,7 @@ func TestQuotaRateFromFleetBucket(t *testing.T) {
 // its claim.
 func TestQuotaTokenForEveryCall(t *testing.T) {
 	fs := &fakeQuotaStore{pool: 4}
-	qs := startQuotas(t, Config{QuotaStore: fs, Quotas: map[string]Quota{"ws_a": {CallsPerSecond: 40, Burst: 4}}})
+	qs := startQuotas(t, Config{QuotaStore: fs, Quotas: map[string]WorkspaceQuota{"ws_a": {CallsPerSecond: 40, Burst: 4}}})
 	w := qs.state("ws_a")
 	eventually(t, "the pool is leased", func() bool {
 		w.mu.Lock()
@@ -164,7 +164,7 @@ func TestQuotaTokenForEveryCall(t *testing.T) {
 // at once that may dispatch; the next is claimed with Refuse (a final
 // record replays, nothing is dispatched) until one ends.
 func TestQuotaInFlight(t *testing.T) {
-	qs := startQuotas(t, Config{Quotas: map[string]Quota{"ws_a": {InFlight: 2}}})
+	qs := startQuotas(t, Config{Quotas: map[string]WorkspaceQuota{"ws_a": {InFlight: 2}}})
 	a, b := qs.admit("ws_a"), qs.admit("ws_a")
 	c := qs.admit("ws_a")
 	if a.over != nil || b.over != nil || c.over == nil || c.over.reason != "quota_exceeded" {
@@ -190,7 +190,7 @@ func TestQuotaInFlight(t *testing.T) {
 // fraction refuses every workspace's dispatches store_full.
 func TestQuotaStoredBytesAndStoreFull(t *testing.T) {
 	fs := &fakeQuotaStore{}
-	qs := startQuotas(t, Config{QuotaStore: fs, Quotas: map[string]Quota{"ws_a": {StoredBytes: 1000}}})
+	qs := startQuotas(t, Config{QuotaStore: fs, Quotas: map[string]WorkspaceQuota{"ws_a": {StoredBytes: 1000}}})
 	if a := qs.admit("ws_a"); a.over != nil {
 		t.Fatalf("under: %+v", a.over)
 	}
@@ -248,23 +248,23 @@ func TestQuotaRefusalData(t *testing.T) {
 	}
 }
 
-// TestQuotaConfig: a quota New cannot serve is ErrConfig.
+// TestQuotaConfig: a quota New cannot serve is ErrInvalidConfig.
 func TestQuotaConfig(t *testing.T) {
 	fs := &fakeQuotaStore{}
 	for name, cfg := range map[string]Config{
-		"negative rate":      {QuotaStore: fs, DefaultQuota: Quota{CallsPerSecond: -1}},
-		"burst alone":        {QuotaStore: fs, Quotas: map[string]Quota{"a": {Burst: 3}}},
-		"negative in_flight": {Quotas: map[string]Quota{"a": {InFlight: -1}}},
-		"rate, no store":     {DefaultQuota: Quota{CallsPerSecond: 1}},
-		"stored, no store":   {Quotas: map[string]Quota{"a": {StoredBytes: 1}}},
+		"negative rate":      {QuotaStore: fs, DefaultQuota: WorkspaceQuota{CallsPerSecond: -1}},
+		"burst alone":        {QuotaStore: fs, Quotas: map[string]WorkspaceQuota{"a": {Burst: 3}}},
+		"negative in_flight": {Quotas: map[string]WorkspaceQuota{"a": {InFlight: -1}}},
+		"rate, no store":     {DefaultQuota: WorkspaceQuota{CallsPerSecond: 1}},
+		"stored, no store":   {Quotas: map[string]WorkspaceQuota{"a": {StoredBytes: 1}}},
 		"fraction above 1":   {QuotaStore: fs, StoreFullFraction: 1.5},
 		"negative fraction":  {QuotaStore: fs, StoreFullFraction: -0.1},
 	} {
-		if err := checkQuotas(&cfg); !errors.Is(err, ErrConfig) {
+		if err := checkQuotas(&cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if err := checkQuotas(&Config{Quotas: map[string]Quota{"a": {InFlight: 1}}}); err != nil {
+	if err := checkQuotas(&Config{Quotas: map[string]WorkspaceQuota{"a": {InFlight: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if qs := newQuotas(&Config{}); qs != nil {
@@ -281,7 +281,7 @@ func TestQuotaOnTheWire(t *testing.T) {
 	fs := &fakeQuotaStore{pool: 2}
 	var sent atomic.Int64
 	srv := httpToolGateway(t, func() []byte { sent.Add(1); return []byte(`{"ok": true}`) },
-		Config{QuotaStore: fs, DefaultQuota: Quota{CallsPerSecond: 10, Burst: 2}})
+		Config{QuotaStore: fs, DefaultQuota: WorkspaceQuota{CallsPerSecond: 10, Burst: 2}})
 	refusal := func(key, reason string, status int) {
 		t.Helper()
 		resp, b := rawCall(t, srv, key)
@@ -356,7 +356,7 @@ func TestQuotaInFlightBoundsRedispatch(t *testing.T) {
 		running.Add(-1)
 		w.Write([]byte(`{"ok": true}`))
 	})
-	srv := httpToolGatewayOf(t, vendor, Config{DefaultQuota: Quota{InFlight: inFlight}})
+	srv := httpToolGatewayOf(t, vendor, Config{DefaultQuota: WorkspaceQuota{InFlight: inFlight}})
 	key := func(i int) string { return fmt.Sprintf("idt_%032d", i+1) }
 	for i := range records {
 		if _, b := rawCall(t, srv, key(i)); !bytes.Contains(b, []byte(`"outcome":"unknown"`)) {

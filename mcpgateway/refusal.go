@@ -212,9 +212,9 @@ func (g *Gateway) classify(err error) refusal {
 // whose cause is Redis refusing writes for lack of memory: the operator's
 // to fix, and retrying at once does not help.
 const (
-	StoreUnavailableText = "store_unavailable: the idempotency store is unavailable; retry with the same key"
-	OutOfMemoryText      = "out_of_memory: the idempotency store is out of memory; retry later with the same key"
-	InternalText         = "internal: the gateway failed; retry with the same key"
+	storeUnavailableText = "store_unavailable: the idempotency store is unavailable; retry with the same key"
+	outOfMemoryText      = "out_of_memory: the idempotency store is out of memory; retry later with the same key"
+	internalText         = "internal: the gateway failed; retry with the same key"
 )
 
 // The text of an outcome_unknown whose redispatch its limits refused
@@ -222,12 +222,6 @@ const (
 const (
 	maxAttemptsText = "outcome_unknown: the call's max_attempts attempts may have reached the vendor: not sent again; an operator must settle it"
 	backoffText     = "outcome_unknown: an earlier attempt may have reached the vendor; retry with the same key after retry_after_ms"
-)
-
-const (
-	storeUnavailableText = StoreUnavailableText
-	outOfMemoryText      = OutOfMemoryText
-	internalText         = InternalText
 )
 
 // recordLostText is lease_lost's text when the store lost the call's record

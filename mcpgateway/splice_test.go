@@ -175,7 +175,7 @@ func spliceAnswers(t *testing.T) map[string]retry.Answer {
 	at := time.Date(2026, 12, 1, 18, 0, 0, 123e6, time.UTC)
 	rc := func(outcome effectspec.Outcome, status int, binding string) receipt.Receipt {
 		return receipt.Receipt{IdempotencyKey: key.String(), KeySource: "supplied", RequestHash: "sha256:ab", Tool: "t.run", Workspace: "ws_<&>",
-			Route:   receipt.Route{Connection: "conn_t", Provider: "t", Host: "t.example", Path: "/run?a=1&b=<2>", Fingerprint: "sha256:cd"},
+			Route:   receipt.RouteRecord{Connection: "conn_t", Provider: "t", Host: "t.example", Path: "/run?a=1&b=<2>", Fingerprint: "sha256:cd"},
 			Binding: binding, Propagation: "header", VendorKey: "idt_00000000000000000000000000000008", AttemptCount: 1, Outcome: outcome,
 			Status: status, SafeNewKey: receipt.Safe(false), CreatedAt: at, FinalizedAt: at.Add(time.Second)}
 	}

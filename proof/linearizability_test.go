@@ -255,7 +255,7 @@ func (w *linWorld) claim(ctx context.Context, in linInput) (linOutput, error) {
 	res, err := w.store.Claim(ctx, idempotency.ClaimRequest{
 		Scope: libScope, Key: w.keys[in.Key], KeySource: idempotency.KeySupplied,
 		RequestHash: "sha256:" + fmt.Sprintf("%064x", in.Key), Binding: b,
-		Route: receipt.Route{Connection: "conn_v", Provider: "proofvendor", Fingerprint: "sha256:" + fmt.Sprintf("%064x", 1000+in.Key)},
+		Route: receipt.RouteRecord{Connection: "conn_v", Provider: "proofvendor", Fingerprint: "sha256:" + fmt.Sprintf("%064x", 1000+in.Key)},
 		OpID:  in.Op,
 	})
 	if err != nil {

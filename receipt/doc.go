@@ -4,8 +4,8 @@
 //
 // A receipt is built from the claim record (the idempotency package's
 // Record.Receipt); this package only defines its shape and its stable JSON
-// encoding, so that it can be imported by code that merely reads receipts. Its Redactor replaces a
-// route's secrets in every form a vendor's echo may hold them (raw,
+// encoding, so that it can be imported by code that merely reads receipts.
+// Its [Redactor] replaces a route's secrets in every form a vendor's echo may hold them (raw,
 // JSON-escaped, base64), in log text and in a vendor's answer before it is
 // stored or returned (docs/DESIGN.md, "Attempts and retries").
 //

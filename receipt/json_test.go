@@ -81,7 +81,7 @@ func TestMarshalJSONMatchesReflection(t *testing.T) {
 	beyond := sample()
 	beyond.CreatedAt, beyond.FinalizedAt = time.Date(-1, 12, 31, 23, 59, 59, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 	minimalRoute := sample()
-	minimalRoute.Route = receipt.Route{Connection: "c", Fingerprint: "f"}
+	minimalRoute.Route = receipt.RouteRecord{Connection: "c", Fingerprint: "f"}
 	safeTrue, safeFalse, safeNil := sample(), sample(), sample()
 	safeTrue.SafeNewKey, safeFalse.SafeNewKey, safeNil.SafeNewKey = receipt.Safe(true), receipt.Safe(false), nil
 	zeroRes := sample()
@@ -121,7 +121,7 @@ func FuzzReceiptJSON(f *testing.F) {
 		created := time.Unix(sec, nsec).In(time.FixedZone("z", int(offset)))
 		r := receipt.Receipt{
 			IdempotencyKey: key, KeySource: source, RequestHash: hash, Tool: tool, Workspace: ws,
-			Route: receipt.Route{Connection: conn, Provider: provider, Tool: rtool, Method: method, Host: host,
+			Route: receipt.RouteRecord{Connection: conn, Provider: provider, Tool: rtool, Method: method, Host: host,
 				Path: path, Fingerprint: fp},
 			Binding: binding, Propagation: propagation, VendorKey: vendor, AttemptCount: attempts,
 			Outcome: effectspec.Outcome(outcome), Status: status, Replayed: replayed, CreatedAt: created,

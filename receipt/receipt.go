@@ -9,9 +9,12 @@ import (
 	"github.com/obol-gateway/obol/internal/jsonwire"
 )
 
-// Route is the non-secret route record of a call: the facts its fingerprint
-// covers, as the record was created with them (docs/DESIGN.md, "Receipt (JSON)").
-type Route struct {
+// RouteRecord is the route as a receipt shows it, the "route" object of
+// docs/DESIGN.md, "Receipt (JSON)": the non-secret facts of the destination
+// and the fingerprint of all of them, as the claim pinned them. The facts
+// themselves, binding and credential name included, are the idempotency
+// package's Route, whose Record method makes this one.
+type RouteRecord struct {
 	Connection  string `json:"connection"`
 	Provider    string `json:"provider"`
 	Tool        string `json:"tool,omitempty"` // the provider's tool (for a cap.* call, the pinned one)
@@ -27,14 +30,14 @@ type Route struct {
 // or client sends is copied into it except the status code, so no secret can
 // reach it.
 type Receipt struct {
-	IdempotencyKey string `json:"idempotency_key"`
-	KeySource      string `json:"key_source"` // "supplied" or "minted"
-	RequestHash    string `json:"request_hash"`
-	Tool           string `json:"tool"`
-	Workspace      string `json:"workspace"`
-	Route          Route  `json:"route"`
-	Binding        string `json:"binding"`     // header, body_pointer, unsupported, in_process or in_process_keyed
-	Propagation    string `json:"propagation"` // header, body_pointer, handler or none
+	IdempotencyKey string      `json:"idempotency_key"`
+	KeySource      string      `json:"key_source"` // "supplied" or "minted"
+	RequestHash    string      `json:"request_hash"`
+	Tool           string      `json:"tool"`
+	Workspace      string      `json:"workspace"`
+	Route          RouteRecord `json:"route"`
+	Binding        string      `json:"binding"`     // header, body_pointer, unsupported, in_process or in_process_keyed
+	Propagation    string      `json:"propagation"` // header, body_pointer, handler or none
 	// VendorKey is the key the vendor received (docs/DESIGN.md, "The key on the
 	// vendor hop"), for header, body_pointer and in_process_keyed bindings
 	// only (the last: the key its handler passed downstream); never the
@@ -95,10 +98,9 @@ func (r Resolution) MarshalJSON() ([]byte, error) {
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // MarshalJSON encodes times in UTC with millisecond precision. It appends
-// by hand the bytes encoding/json gave for the wire struct this package once
-// marshalled (the tests keep that struct as the reference and compare the two
-// byte for byte): reflection cost several microseconds a call on the
-// gateway's hot path.
+// the bytes by hand, without reflection, since every call encodes a
+// receipt; the tests hold them equal, byte for byte, to encoding/json's
+// encoding of the same fields.
 func (r Receipt) MarshalJSON() ([]byte, error) {
 	return r.appendJSON(make([]byte, 0, r.sizeHint()))
 }

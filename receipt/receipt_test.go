@@ -23,7 +23,7 @@ func sample() receipt.Receipt {
 		RequestHash:    "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
 		Tool:           "stripe.create_charge",
 		Workspace:      "ws_acme",
-		Route: receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge", Method: "POST",
+		Route: receipt.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge", Method: "POST",
 			Host: "api.stripe.com", Path: "/v1/charges", Fingerprint: "sha256:0f"},
 		Binding:      "header",
 		Propagation:  "header",

@@ -17,7 +17,7 @@ import (
 type (
 	fileConfig     = gatewayconfig.File
 	configError    = gatewayconfig.Error
-	approverConfig = gatewayconfig.Approver
+	approverConfig = gatewayconfig.ApproverEntry
 )
 
 // envOTLPEndpoint turns tracing on (otelhooks.FromEnv).
@@ -115,7 +115,7 @@ func TestLoadConfigDemo(t *testing.T) {
 		t.Errorf("cap.send_email: %+v", r)
 	}
 	// The unsupported tool passes only because the demo is not production.
-	if err := c.Tools["chat.post_message"].Spec.Check(effectspec.Production); !errors.Is(err, effectspec.ErrPolicyDenied) {
+	if err := (effectspec.Policy{Environment: effectspec.Production}).Check(c.Tools["chat.post_message"].Spec); !errors.Is(err, effectspec.ErrPolicyDenied) {
 		t.Errorf("chat.post_message in production: %v, want policy_denied", err)
 	}
 }

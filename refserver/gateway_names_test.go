@@ -16,8 +16,8 @@ const (
 const (
 	maxArgBytes          = mcpgateway.DefaultMaxArgumentBytes
 	retryNote            = mcpgateway.RetryNote
-	storeUnavailableText = mcpgateway.StoreUnavailableText
-	outOfMemoryText      = mcpgateway.OutOfMemoryText
+	storeUnavailableText = "store_unavailable: the idempotency store is unavailable; retry with the same key"
+	outOfMemoryText      = "out_of_memory: the idempotency store is out of memory; retry later with the same key"
 	codeInvalidRequest   = -32600
 	listBody             = `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
 )

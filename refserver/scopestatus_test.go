@@ -47,7 +47,7 @@ func statusRecords(t *testing.T, mr *miniredis.Miniredis, prefix string) map[str
 	claim := func(approval bool) (idempotency.Key, int) {
 		k := idempotency.NewKey()
 		res, err := st.Claim(ctx, idempotency.ClaimRequest{Scope: scope, Key: k, KeySource: idempotency.KeySupplied,
-			RequestHash: digest, Route: receipt.Route{Fingerprint: digest}, Binding: effectspec.BindingHeader, ApprovalRequired: approval})
+			RequestHash: digest, Route: receipt.RouteRecord{Fingerprint: digest}, Binding: effectspec.BindingHeader, ApprovalRequired: approval})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -130,10 +130,10 @@ func newTracedServer(cfg *config, store idempotency.Store, pins pinStore, log *s
 	} else {
 		// A store that keeps no fleet-wide counts (tests of other parts):
 		// only the per-gateway limit holds.
-		gc.DefaultQuota = mcpgateway.Quota{InFlight: gc.DefaultQuota.InFlight}
-		gc.Quotas = map[string]mcpgateway.Quota{}
+		gc.DefaultQuota = mcpgateway.WorkspaceQuota{InFlight: gc.DefaultQuota.InFlight}
+		gc.Quotas = map[string]mcpgateway.WorkspaceQuota{}
 		for ws, q := range cfg.Quotas.Workspaces {
-			gc.Quotas[ws] = mcpgateway.Quota{InFlight: q.InFlight}
+			gc.Quotas[ws] = mcpgateway.WorkspaceQuota{InFlight: q.InFlight}
 		}
 	}
 	s.metrics.Instrument(&gc)

@@ -25,7 +25,7 @@ func TestEmbeddedStoreHonoursRetention(t *testing.T) {
 	defer release()
 	scope := idempotency.Scope{Workspace: "ws", Connection: "c", Tool: "t"}
 	req := idempotency.ClaimRequest{Scope: scope, Key: idempotency.NewKey(), KeySource: idempotency.KeyMinted,
-		RequestHash: "sha256:" + fill('a'), Binding: effectspec.BindingHeader, Route: receipt.Route{Fingerprint: "sha256:" + fill('b')},
+		RequestHash: "sha256:" + fill('a'), Binding: effectspec.BindingHeader, Route: receipt.RouteRecord{Fingerprint: "sha256:" + fill('b')},
 		Timeout: 100 * time.Millisecond} // within the retention: a longer attempt is refused
 	if r, err := st.Claim(ctx, req); err != nil || r.Status != idempotency.StatusClaimed {
 		t.Fatalf("claim: %+v %v", r, err)

@@ -132,7 +132,7 @@ func checkRoute(spec effectspec.Spec, r idempotency.Route) error {
 		return fmt.Errorf("retry: Call.Route: %w", err)
 	}
 	federated := spec.Route == effectspec.RouteFederated
-	if federated != (r.Kind() == idempotency.RouteFederated) {
+	if federated != (r.Kind() == effectspec.RouteFederated) {
 		return fmt.Errorf("retry: Call.Route: %w: %s: a %s route for a %s spec", idempotency.ErrWeakRoute, spec.Tool, r.Kind(), routeOf(spec))
 	}
 	if federated {

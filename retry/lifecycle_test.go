@@ -116,7 +116,7 @@ func TestUnreachableAfterAnAttemptMayHaveLeft(t *testing.T) {
 
 // TestOtherBeforeSendCausesKeepTheirAnswer: an attempt stopped unsent by
 // anything but a failed connection (its send deadline, an in-process
-// handler's NotRun) on a slot that never sent is not vendor_unreachable:
+// handler's NothingDone) on a slot that never sent is not vendor_unreachable:
 // the vendor may well be reachable.
 func TestOtherBeforeSendCausesKeepTheirAnswer(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {

@@ -33,7 +33,7 @@ import (
 
 // Harness tells the suite how to build one adapter, configured by a C.
 type Harness[C any] struct {
-	// Kind is the adapter's kind: its Routes' Broker and its FieldErrors'.
+	// Kind is the adapter's kind: its Routes' Broker and the Subject of its field errors.
 	Kind string
 	// Config returns a configuration of the broker at baseURL that sends
 	// secret as its credential, and nothing else of note.
@@ -190,7 +190,7 @@ func (s suite[C]) distinctRoutes(t *testing.T) {
 }
 
 func isField(err error, field string, sentinel error) bool {
-	var fe *broker.FieldError
+	var fe *effectspec.FieldError
 	return errors.Is(err, sentinel) && errors.As(err, &fe) && fe.Field == field
 }
 
@@ -271,8 +271,8 @@ func (s suite[C]) configRefused(t *testing.T) {
 			if !errors.Is(err, broker.ErrInvalidConfig) {
 				t.Fatalf("New err = %v, want ErrInvalidConfig", err)
 			}
-			var fe *broker.FieldError
-			if !errors.As(err, &fe) || fe.Field != tc.field || fe.Broker != s.h.Kind {
+			var fe *effectspec.FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field || fe.Subject != s.h.Kind {
 				t.Errorf("err = %v, want a FieldError for %s", err, tc.field)
 			}
 			if !strings.HasPrefix(err.Error(), "broker: "+s.h.Kind+": "+tc.field+": ") || strings.Contains(err.Error(), secret) {

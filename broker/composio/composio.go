@@ -20,8 +20,8 @@ import (
 // Kind is the broker kind in a Route and in refserver configuration.
 const Kind = "composio"
 
-// DefaultBaseURL is Composio's API root.
-const DefaultBaseURL = "https://backend.composio.dev"
+// defaultBaseURL is Composio's API root.
+const defaultBaseURL = "https://backend.composio.dev"
 
 // StatusToolFailed is the status reported for a reply of HTTP 2xx whose body
 // says "successful": false: 424 Failed Dependency. Composio ran (or tried to
@@ -36,16 +36,17 @@ const StatusToolFailed = http.StatusFailedDependency
 
 // Routing field names.
 const (
-	FieldToolSlug           = "tool_slug"            // required: the Composio tool, e.g. GITHUB_CREATE_AN_ISSUE
-	FieldConnectedAccountID = "connected_account_id" // the connected account to act as
-	FieldUserID             = "user_id"              // the Composio user; one of the two ids is required
+	fieldToolSlug           = "tool_slug"            // required: the Composio tool, e.g. GITHUB_CREATE_AN_ISSUE
+	fieldConnectedAccountID = "connected_account_id" // the connected account to act as
+	fieldUserID             = "user_id"              // the Composio user; one of the two ids is required
 )
 
 // Config configures a Broker. Composio's execute endpoint has no retry knob:
 // the adapter's single request is the only one.
 type Config struct {
-	// BaseURL is Composio's API root. If empty, DefaultBaseURL. It must be
-	// http or https with a host and no userinfo, query or fragment.
+	// BaseURL is Composio's API root. If empty,
+	// "https://backend.composio.dev". It must be http or https with a host
+	// and no userinfo, query or fragment.
 	BaseURL string
 
 	// APIKey is the project API key, sent as "x-api-key". Required. The
@@ -91,12 +92,12 @@ type Broker struct {
 var _ broker.Broker = (*Broker)(nil)
 
 // New validates cfg and returns a Broker. Every problem is reported at once
-// (errors.Join of *broker.FieldError); none names the API key.
+// (errors.Join of [*effectspec.FieldError]); none names the API key.
 func New(cfg Config) (*Broker, error) {
 	p := broker.Problems{Broker: Kind}
 	raw := cfg.BaseURL
 	if raw == "" {
-		raw = DefaultBaseURL
+		raw = defaultBaseURL
 	}
 	base := p.BaseURL(raw, "APIKey")
 	p.Secret("APIKey", cfg.APIKey)
@@ -121,15 +122,15 @@ type route struct {
 // _ -, so it is one path segment that needs no escaping.
 func parseRouting(routing map[string]string) (route, error) {
 	p := broker.Problems{Broker: Kind}
-	p.Fields(routing, FieldToolSlug, FieldConnectedAccountID, FieldUserID)
-	r := route{slug: routing[FieldToolSlug], account: routing[FieldConnectedAccountID], user: routing[FieldUserID]}
+	p.Fields(routing, fieldToolSlug, fieldConnectedAccountID, fieldUserID)
+	r := route{slug: routing[fieldToolSlug], account: routing[fieldConnectedAccountID], user: routing[fieldUserID]}
 	if !validSlug(r.slug) {
-		p.Routing(FieldToolSlug, "must be 1 to 128 of A-Z a-z 0-9 _ -")
+		p.Routing(fieldToolSlug, "must be 1 to 128 of A-Z a-z 0-9 _ -")
 	}
 	if r.account == "" && r.user == "" {
-		p.Routing(FieldConnectedAccountID, "connected_account_id or user_id is required")
+		p.Routing(fieldConnectedAccountID, "connected_account_id or user_id is required")
 	}
-	for _, f := range []string{FieldConnectedAccountID, FieldUserID} {
+	for _, f := range []string{fieldConnectedAccountID, fieldUserID} {
 		if v, ok := routing[f]; ok {
 			p.ID(f, v)
 		}
@@ -198,7 +199,7 @@ func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Resu
 		return broker.Refused(fmt.Errorf("%w: Composio arguments must be a JSON object", broker.ErrInvalidArguments))
 	}
 	body := envelope(r, args)
-	req, err := broker.NewRequest(ctx, Kind, FieldToolSlug, http.MethodPost, b.base.Scheme+"://"+b.base.Host+b.executePath(r.slug), body)
+	req, err := broker.NewRequest(ctx, Kind, fieldToolSlug, http.MethodPost, b.base.Scheme+"://"+b.base.Host+b.executePath(r.slug), body)
 	if err != nil {
 		return broker.Refused(err)
 	}
@@ -212,7 +213,7 @@ func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Resu
 func envelope(r route, args []byte) []byte {
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for _, f := range [...]struct{ name, v string }{{FieldConnectedAccountID, r.account}, {FieldUserID, r.user}} {
+	for _, f := range [...]struct{ name, v string }{{fieldConnectedAccountID, r.account}, {fieldUserID, r.user}} {
 		if f.v != "" {
 			v, _ := json.Marshal(f.v) // a string always marshals
 			fmt.Fprintf(&b, "%q:%s,", f.name, v)
@@ -229,10 +230,10 @@ func translate(res retry.Result) retry.Result {
 	if res.Phase != retry.Responded || res.Status < 200 || res.Status > 299 {
 		return res
 	}
-	var rep Reply
+	var rep reply
 	err := broker.ErrUndecidableReply
 	if !res.Truncated {
-		rep, err = ParseReply(res.Body)
+		rep, err = parseReply(res.Body)
 	}
 	if err != nil {
 		return retry.Result{Phase: retry.PostSend, Status: res.Status, Err: &retry.Error{
@@ -245,8 +246,8 @@ func translate(res retry.Result) retry.Result {
 	return res
 }
 
-// Reply is the envelope of an execute reply.
-type Reply struct {
+// reply is the envelope of an execute reply.
+type reply struct {
 	// Successful says whether the tool run succeeded.
 	Successful bool
 	// Data is the tool's output, as sent.
@@ -257,13 +258,13 @@ type Reply struct {
 	LogID string
 }
 
-// ParseReply reads an execute reply. It returns an error wrapping
+// parseReply reads an execute reply. It returns an error wrapping
 // broker.ErrUndecidableReply unless body is one JSON object with exactly one
 // member "successful" whose value is a boolean.
-func ParseReply(body []byte) (Reply, error) {
-	var rep Reply
-	undecidable := func(why string) (Reply, error) {
-		return Reply{}, fmt.Errorf("%w: %s", broker.ErrUndecidableReply, why)
+func parseReply(body []byte) (reply, error) {
+	var rep reply
+	undecidable := func(why string) (reply, error) {
+		return reply{}, fmt.Errorf("%w: %s", broker.ErrUndecidableReply, why)
 	}
 	if !json.Valid(body) {
 		return undecidable("not valid JSON")

@@ -194,41 +194,6 @@ func TestUndecidableReplyIsPostSend(t *testing.T) {
 	}
 }
 
-func TestParseReply(t *testing.T) {
-	rep, err := composio.ParseReply([]byte(failReply))
-	if err != nil || rep.Successful || string(rep.Error) != `"Issue creation failed: 422"` || rep.LogID != "log_2" || string(rep.Data) != `{}` {
-		t.Errorf("ParseReply = %+v, %v", rep, err)
-	}
-	rep, err = composio.ParseReply([]byte(okReply))
-	if err != nil || !rep.Successful || string(rep.Data) != `{"id":1}` {
-		t.Errorf("ParseReply = %+v, %v", rep, err)
-	}
-}
-
-// FuzzParseReply: ParseReply never panics, and whenever it decides, its
-// verdict is what encoding/json reads from a body with one "successful".
-func FuzzParseReply(f *testing.F) {
-	for _, s := range []string{okReply, failReply, `{"successful":true}`, `{"successful":null}`,
-		`{"successful":false,"successful":true}`, `{"successful":true,"SUCCESSFUL":false}`, `[]`, `{"a":{"successful":true}}`, ``, `{"successful":true}x`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		rep, err := composio.ParseReply(body)
-		if err != nil {
-			if !errors.Is(err, broker.ErrUndecidableReply) {
-				t.Fatalf("err %v does not wrap ErrUndecidableReply", err)
-			}
-			return
-		}
-		var v struct {
-			Successful *bool `json:"successful"`
-		}
-		if json.Unmarshal(body, &v) != nil || v.Successful == nil || *v.Successful != rep.Successful {
-			t.Fatalf("ParseReply(%q) = %v, encoding/json reads %v", body, rep.Successful, v.Successful)
-		}
-	})
-}
-
 func BenchmarkDispatch(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)

@@ -14,7 +14,7 @@
 // with "successful": false: [Broker.Dispatch] reports that as
 // [StatusToolFailed], and a 2xx reply that says neither as unknown
 // ([broker.ErrUndecidableReply]). Every other status is Composio's own and
-// passes through; [ParseReply] reads the envelope for callers who want the
+// passes through; [parseReply] reads the envelope for callers who want the
 // error text.
 //
 // The exact wire, its sources, and where the choices the contract leaves

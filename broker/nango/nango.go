@@ -21,11 +21,11 @@ const Kind = "nango"
 
 // Routing field names.
 const (
-	FieldConnectionID      = "connection_id"       // Connection-Id header; required
-	FieldProviderConfigKey = "provider_config_key" // Provider-Config-Key header; required
-	FieldPath              = "path"                // proxy: the vendor path, with an optional query
-	FieldMethod            = "method"              // proxy: GET, POST, PUT, PATCH or DELETE; default POST
-	FieldAction            = "action"              // action: the action name
+	fieldConnectionID      = "connection_id"       // Connection-Id header; required
+	fieldProviderConfigKey = "provider_config_key" // Provider-Config-Key header; required
+	fieldPath              = "path"                // proxy: the vendor path, with an optional query
+	fieldMethod            = "method"              // proxy: GET, POST, PUT, PATCH or DELETE; default POST
+	fieldAction            = "action"              // action: the action name
 )
 
 // Config configures a Broker. Only BaseURL and Secret are needed; the retry
@@ -106,7 +106,7 @@ type Broker struct {
 var _ broker.Broker = (*Broker)(nil)
 
 // New validates cfg and returns a Broker. Every problem is reported at once
-// (errors.Join of *broker.FieldError); none names the secret.
+// (errors.Join of [*effectspec.FieldError]); none names the secret.
 func New(cfg Config) (*Broker, error) {
 	p := broker.Problems{Broker: Kind}
 	base := p.BaseURL(cfg.BaseURL, "Secret")
@@ -157,28 +157,28 @@ func (r route) isAction() bool { return r.action != "" }
 // spaces, at most 256 bytes; an action name, printable text.
 func parseRouting(routing map[string]string) (route, error) {
 	p := broker.Problems{Broker: Kind}
-	p.Fields(routing, FieldConnectionID, FieldProviderConfigKey, FieldPath, FieldMethod, FieldAction)
-	r := route{connection: routing[FieldConnectionID], provider: routing[FieldProviderConfigKey]}
-	p.ID(FieldConnectionID, r.connection)
-	p.ID(FieldProviderConfigKey, r.provider)
-	path, hasPath := routing[FieldPath]
-	method, hasMethod := routing[FieldMethod]
-	action, hasAction := routing[FieldAction]
+	p.Fields(routing, fieldConnectionID, fieldProviderConfigKey, fieldPath, fieldMethod, fieldAction)
+	r := route{connection: routing[fieldConnectionID], provider: routing[fieldProviderConfigKey]}
+	p.ID(fieldConnectionID, r.connection)
+	p.ID(fieldProviderConfigKey, r.provider)
+	path, hasPath := routing[fieldPath]
+	method, hasMethod := routing[fieldMethod]
+	action, hasAction := routing[fieldAction]
 	switch {
 	case hasPath && hasAction:
-		p.Routing(FieldAction, "not allowed with path: a route is either the proxy (path) or an action")
+		p.Routing(fieldAction, "not allowed with path: a route is either the proxy (path) or an action")
 	case hasAction:
 		if hasMethod {
-			p.Routing(FieldMethod, "not allowed with action: actions are triggered with POST")
+			p.Routing(fieldMethod, "not allowed with action: actions are triggered with POST")
 		}
 		if action == "" || len(action) > 256 || !printable(action) {
-			p.Routing(FieldAction, "must be 1 to 256 printable characters")
+			p.Routing(fieldAction, "must be 1 to 256 printable characters")
 		}
 		r.action = action
 	case hasPath:
 		cleaned, why := checkPath(path)
 		if why != "" {
-			p.Routing(FieldPath, why)
+			p.Routing(fieldPath, why)
 		}
 		r.path = cleaned
 		r.method = http.MethodPost
@@ -187,11 +187,11 @@ func parseRouting(routing map[string]string) (route, error) {
 			switch r.method {
 			case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 			default:
-				p.Routing(FieldMethod, "must be GET, POST, PUT, PATCH or DELETE")
+				p.Routing(fieldMethod, "must be GET, POST, PUT, PATCH or DELETE")
 			}
 		}
 	default:
-		p.Routing(FieldPath, "one of path (proxy) or action is required")
+		p.Routing(fieldPath, "one of path (proxy) or action is required")
 	}
 	if err := p.Err(); err != nil {
 		return route{}, err
@@ -297,7 +297,7 @@ func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, 
 // header is ever sent, so none of our headers reaches the vendor: in
 // particular never an idempotency key, which a broker does not propagate.
 func (b *Broker) newRequest(ctx context.Context, method, u string, body []byte, r route) (*http.Request, error) {
-	req, err := broker.NewRequest(ctx, Kind, FieldPath, method, u, body)
+	req, err := broker.NewRequest(ctx, Kind, fieldPath, method, u, body)
 	if err != nil {
 		return nil, err
 	}

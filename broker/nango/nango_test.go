@@ -227,8 +227,8 @@ func TestConfigRefused(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Errorf("err = %v, want %v", err, tc.want)
 			}
-			var fe *broker.FieldError
-			if !errors.As(err, &fe) || fe.Field != tc.field || fe.Broker != "nango" {
+			var fe *effectspec.FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field || fe.Subject != "nango" {
 				t.Errorf("err = %#v, want a FieldError for %s", err, tc.field)
 			}
 			if !strings.HasPrefix(err.Error(), "broker: nango: "+tc.field+": ") {

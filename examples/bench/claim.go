@@ -25,7 +25,7 @@ import (
 // tool on one connection, with a header binding.
 type workload struct {
 	scope   idempotency.Scope
-	route   receipt.Route
+	route   receipt.RouteRecord
 	hash    string // sha256:...
 	fp      string // sha256:...
 	keyBase string // the storage key without the idempotency key

@@ -82,7 +82,7 @@ func (s *Store) AdvanceScope(ctx context.Context, req AdvanceRequest) (Advance, 
 	from := idempotency.ScopeVersion
 	a := Advance{From: from, To: req.To}
 	if req.To <= from {
-		return a, fmt.Errorf("%w: advance to %d: the new version must be above %d", ErrInvalidOptions, req.To, from)
+		return a, fmt.Errorf("%w: advance to %d: the new version must be above %d", ErrInvalidConfig, req.To, from)
 	}
 	key := scopeVersionKey(s.prefix)
 	v, err := s.client.Do(ctx, s.client.B().Get().Key(key).Build()).ToString()

@@ -174,7 +174,7 @@ func opClaim(k idempotency.Key) idempotency.ClaimRequest {
 	return idempotency.ClaimRequest{
 		Scope: idempotency.Scope{Workspace: "ws_acme", Connection: "conn_stripe", Tool: "stripe.create_charge"}, Key: k,
 		KeySource: idempotency.KeySupplied, RequestHash: h, Binding: effectspec.BindingHeader,
-		Route: receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+		Route: receipt.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
 			Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Fingerprint: h},
 	}
 }

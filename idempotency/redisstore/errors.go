@@ -7,10 +7,10 @@ import (
 )
 
 var (
-	// ErrInvalidOptions: New refuses Options the store cannot work with (a
+	// ErrInvalidConfig: New refuses Options the store cannot work with (a
 	// negative duration, a retention too short for the lease, ...). Nothing
 	// was sent to Redis.
-	ErrInvalidOptions = errors.New("redisstore: invalid options")
+	ErrInvalidConfig = errors.New("redisstore: invalid options")
 	// ErrEvictionPolicy: a Redis node's maxmemory-policy is not noeviction.
 	// Eviction deletes live claims silently (a volatile-* policy targets
 	// exactly our keys, since they carry TTLs), which lets a retry dispatch

@@ -44,7 +44,7 @@ func ExampleNew() {
 		Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Binding: effectspec.BindingHeader}
 	claim := idempotency.ClaimRequest{
 		Scope: scope, Key: key, KeySource: idempotency.KeySupplied, RequestHash: hash,
-		Binding: effectspec.BindingHeader, Route: receipt.Route{Connection: "conn_stripe", Provider: "stripe", Fingerprint: route.Fingerprint()},
+		Binding: effectspec.BindingHeader, Route: receipt.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Fingerprint: route.Fingerprint()},
 	}
 
 	first, err := store.Claim(ctx, claim)

@@ -92,7 +92,7 @@ func claimReq(k idempotency.Key) idempotency.ClaimRequest {
 		KeySource:   idempotency.KeySupplied,
 		RequestHash: hashOf("args"),
 		Binding:     effectspec.BindingHeader,
-		Route: receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
+		Route: receipt.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge",
 			Method: "POST", Host: "api.stripe.com", Path: "/v1/charges", Fingerprint: hashOf("route")},
 	}
 }

@@ -60,7 +60,7 @@ const (
 const MinRetentionLeases = 2
 
 // OptionError is a refusal of one field of Options, by New, Options.Resolve
-// or Options.Validate. It wraps ErrInvalidOptions (and, for Prefix, the
+// or Options.Validate. It wraps ErrInvalidConfig (and, for Prefix, the
 // idempotency error that refuses the prefix). Its message names the field
 // in words and shows the value: "redisstore: invalid options: retention
 // 10s: must be at least 2 times the lease 10s".
@@ -84,17 +84,17 @@ type OptionError struct {
 
 func (e *OptionError) Error() string {
 	if e.err != nil {
-		return fmt.Sprintf("%v: %v", ErrInvalidOptions, e.err)
+		return fmt.Sprintf("%v: %v", ErrInvalidConfig, e.err)
 	}
-	return fmt.Sprintf("%v: %s %s: %s", ErrInvalidOptions, optionWords[e.Option], e.value, e.Reason)
+	return fmt.Sprintf("%v: %s %s: %s", ErrInvalidConfig, optionWords[e.Option], e.value, e.Reason)
 }
 
-// Unwrap returns ErrInvalidOptions and the cause, if any.
+// Unwrap returns ErrInvalidConfig and the cause, if any.
 func (e *OptionError) Unwrap() []error {
 	if e.err != nil {
-		return []error{ErrInvalidOptions, e.err}
+		return []error{ErrInvalidConfig, e.err}
 	}
-	return []error{ErrInvalidOptions}
+	return []error{ErrInvalidConfig}
 }
 
 // optionWords names each field in messages.
@@ -127,7 +127,7 @@ func (o Options) Validate() error {
 // Resolve returns o as New uses it: every zero field set to its default
 // (DefaultLease, DefaultRetention, ...; Prefix to idempotency.DefaultPrefix),
 // checked that the store can keep its promises with the result. On a
-// refusal it returns an *OptionError that wraps ErrInvalidOptions and names
+// refusal it returns an *OptionError that wraps ErrInvalidConfig and names
 // the field, and Options that are not to be used. New calls it before
 // sending anything.
 func (o Options) Resolve() (Options, error) {

@@ -60,8 +60,8 @@ func TestOptionsRefused(t *testing.T) {
 		o := c.o
 		o.SkipEvictionCheck = true
 		_, err := New(ctx, client, o)
-		if !errors.Is(err, ErrInvalidOptions) || !strings.HasPrefix(err.Error(), "redisstore: invalid options: ") || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: err %v, want ErrInvalidOptions saying %q", c.o, err, c.want)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "redisstore: invalid options: ") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: err %v, want ErrInvalidConfig saying %q", c.o, err, c.want)
 		}
 	}
 	for _, o := range []Options{
@@ -108,7 +108,7 @@ func TestOptionsRefusedBeforeAnyCommand(t *testing.T) {
 	for _, c := range refusedOptions {
 		o := c.o
 		o.SkipEvictionCheck = false // would send CONFIG GET first otherwise
-		if _, err := New(ctx, client, o); !errors.Is(err, ErrInvalidOptions) {
+		if _, err := New(ctx, client, o); !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("%+v: %v", c.o, err)
 		}
 	}
@@ -127,11 +127,11 @@ func TestOptionsRefusedBeforeAnyCommand(t *testing.T) {
 	dctx, cancel := context.WithTimeout(ctx, time.Minute) // a bound, never an assertion
 	defer cancel()
 	for _, c := range refusedOptions {
-		if _, err := New(dctx, client, c.o); !errors.Is(err, ErrInvalidOptions) {
-			t.Errorf("%+v on a dead server: %v, want ErrInvalidOptions", c.o, err)
+		if _, err := New(dctx, client, c.o); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v on a dead server: %v, want ErrInvalidConfig", c.o, err)
 		}
 	}
-	if _, err := New(dctx, client, Options{}); err == nil || errors.Is(err, ErrInvalidOptions) {
+	if _, err := New(dctx, client, Options{}); err == nil || errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("valid options on a dead server: %v, want a connection error", err)
 	}
 }
@@ -184,8 +184,8 @@ func TestOptionError(t *testing.T) {
 	} {
 		err := c.o.Validate()
 		var oe *OptionError
-		if !errors.As(err, &oe) || !errors.Is(err, ErrInvalidOptions) {
-			t.Errorf("%+v: %v, want an *OptionError wrapping ErrInvalidOptions", c.o, err)
+		if !errors.As(err, &oe) || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v: %v, want an *OptionError wrapping ErrInvalidConfig", c.o, err)
 			continue
 		}
 		if oe.Option != c.option || oe.Relative != c.relative || oe.Reason != c.reason {

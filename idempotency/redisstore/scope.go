@@ -365,10 +365,10 @@ func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions)
 		opts.Prefix = idempotency.DefaultPrefix
 	}
 	if err := idempotency.ValidatePrefix(opts.Prefix); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if opts.ProgressEvery < 0 {
-		return nil, fmt.Errorf("%w: progress every %d: must not be negative", ErrInvalidOptions, opts.ProgressEvery)
+		return nil, fmt.Errorf("%w: progress every %d: must not be negative", ErrInvalidConfig, opts.ProgressEvery)
 	}
 	if opts.ProgressEvery == 0 {
 		opts.ProgressEvery = 10000

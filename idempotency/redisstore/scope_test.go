@@ -436,8 +436,8 @@ func TestCountRecords(t *testing.T) {
 		t.Errorf("o*: %v, %v", got, err)
 	}
 	for _, opts := range []CountOptions{{Prefix: "a{b}:"}, {Prefix: "a b"}, {ProgressEvery: -1}} {
-		if _, err := CountRecords(ctx, m.client, opts); !errors.Is(err, ErrInvalidOptions) {
-			t.Errorf("%+v: %v, want ErrInvalidOptions", opts, err)
+		if _, err := CountRecords(ctx, m.client, opts); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v: %v, want ErrInvalidConfig", opts, err)
 		}
 	}
 	if _, err := CountRecords(ctx, nil, CountOptions{}); err == nil {

@@ -514,11 +514,11 @@ type Acknowledgement struct {
 // generation.go), places the sentinels again and writes the
 // acknowledgement to the marker, which every gateway of the fleet reads at
 // its next reading and claims again, forgetting the generations it
-// remembered. It fails with ErrInvalidOptions when the check is off.
+// remembered. It fails with ErrInvalidConfig when the check is off.
 func (s *Store) AcknowledgeDataLoss(ctx context.Context) (Acknowledgement, error) {
 	a := s.scope.amnesia
 	if a == nil {
-		return Acknowledgement{}, fmt.Errorf("%w: the data-loss check is off (SkipDataLossCheck)", ErrInvalidOptions)
+		return Acknowledgement{}, fmt.Errorf("%w: the data-loss check is off (SkipDataLossCheck)", ErrInvalidConfig)
 	}
 	if err := s.scope.read(ctx); err != nil {
 		return Acknowledgement{}, opError("acknowledge", err)

@@ -230,7 +230,7 @@ func TestSkipDataLossCheck(t *testing.T) {
 	if err := m.store.Health(ctx); err != nil {
 		t.Fatalf("Health: %v", err)
 	}
-	if _, err := m.store.AcknowledgeDataLoss(ctx); !errors.Is(err, ErrInvalidOptions) {
+	if _, err := m.store.AcknowledgeDataLoss(ctx); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("acknowledge with the check off: %v", err)
 	}
 }
@@ -304,7 +304,7 @@ func TestDeploymentIDRefused(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Option != "DeploymentID" || strings.Contains(oe.Reason, id) {
 			t.Fatalf("%q: %v, want an OptionError of DeploymentID not quoting it", id, err)
 		}
-		if _, err := New(ctx, m.client, Options{DeploymentID: id, SkipEvictionCheck: true}); !errors.Is(err, ErrInvalidOptions) {
+		if _, err := New(ctx, m.client, Options{DeploymentID: id, SkipEvictionCheck: true}); !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("New with %q: %v", id, err)
 		}
 		if keys := m.mr.Keys(); len(keys) != 0 {

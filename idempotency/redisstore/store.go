@@ -21,7 +21,7 @@ import (
 
 // Options configure a Store. The zero value is ready to use: a zero field
 // means its Default constant (options.go). New refuses, with an
-// *OptionError wrapping ErrInvalidOptions, a negative duration or count and
+// *OptionError wrapping ErrInvalidConfig, a negative duration or count and
 // the other limits below; Options.Validate tells the same in advance.
 type Options struct {
 	// Prefix starts every key. If empty, idempotency.DefaultPrefix ("obol:").
@@ -369,7 +369,7 @@ func validOpID(id string) (string, error) {
 // encoding them there. The connection and tool are usually the scope's
 // own: they are left out when equal to the scope's, and stored as
 // emptyFact when empty where the scope's are not.
-func packRoute(scope idempotency.Scope, r receipt.Route) (string, error) {
+func packRoute(scope idempotency.Scope, r receipt.RouteRecord) (string, error) {
 	facts := [...]struct {
 		tag     byte
 		name, v string

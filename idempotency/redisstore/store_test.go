@@ -701,14 +701,14 @@ func TestRouteRecordRoundTrip(t *testing.T) {
 	long := strings.Repeat("p", 128)
 	for i, c := range []struct {
 		scope idempotency.Scope
-		route receipt.Route
+		route receipt.RouteRecord
 	}{
 		{testScope, claimReq(idempotency.Key{}).Route},
-		{testScope, receipt.Route{}},
-		{testScope, receipt.Route{Connection: "conn_other", Tool: "stripe.refund", Provider: "stripe"}},
-		{capScope, receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge", Method: "POST", Host: "h:8443", Path: long}},
-		{capScope, receipt.Route{Tool: "cap.charge"}},
-		{capScope, receipt.Route{Provider: "x y", Path: "/v1/{id}/é"}},
+		{testScope, receipt.RouteRecord{}},
+		{testScope, receipt.RouteRecord{Connection: "conn_other", Tool: "stripe.refund", Provider: "stripe"}},
+		{capScope, receipt.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: "stripe.create_charge", Method: "POST", Host: "h:8443", Path: long}},
+		{capScope, receipt.RouteRecord{Tool: "cap.charge"}},
+		{capScope, receipt.RouteRecord{Provider: "x y", Path: "/v1/{id}/é"}},
 	} {
 		k := idempotency.NewKey()
 		req := claimReq(k)
@@ -736,12 +736,12 @@ func TestRouteRecordRoundTrip(t *testing.T) {
 func TestRouteRecordRefused(t *testing.T) {
 	m := newMini(t, Options{})
 	before := m.snapshot(t)
-	for _, mut := range []func(r *receipt.Route){
-		func(r *receipt.Route) { r.Tool = strings.Repeat("t", 129) },
-		func(r *receipt.Route) { r.Host = "api.stripe.com\nsecret" },
-		func(r *receipt.Route) { r.Path = "/v1/\x00secret" },
-		func(r *receipt.Route) { r.Method = "PO\x7fST" },
-		func(r *receipt.Route) { r.Connection = "secret\r" },
+	for _, mut := range []func(r *receipt.RouteRecord){
+		func(r *receipt.RouteRecord) { r.Tool = strings.Repeat("t", 129) },
+		func(r *receipt.RouteRecord) { r.Host = "api.stripe.com\nsecret" },
+		func(r *receipt.RouteRecord) { r.Path = "/v1/\x00secret" },
+		func(r *receipt.RouteRecord) { r.Method = "PO\x7fST" },
+		func(r *receipt.RouteRecord) { r.Connection = "secret\r" },
 	} {
 		req := claimReq(idempotency.NewKey())
 		mut(&req.Route)
@@ -771,7 +771,7 @@ func TestRecordBeforeAttemptDeadlines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := receipt.Route{Connection: "conn_stripe", Provider: "stripe", Tool: testScope.Tool, Fingerprint: hashOf("route")}
+	want := receipt.RouteRecord{Connection: "conn_stripe", Provider: "stripe", Tool: testScope.Tool, Fingerprint: hashOf("route")}
 	if rec.State != effectspec.InProgress || rec.AttemptCount != 2 || rec.SentAttempts != 2 || !rec.AttemptDeadline.IsZero() || rec.Route != want {
 		t.Fatalf("legacy record %+v", rec)
 	}

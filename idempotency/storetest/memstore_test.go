@@ -65,7 +65,7 @@ type memRec struct {
 	rec   *lifecycle.Record
 	scope idempotency.Scope
 	key   idempotency.Key
-	route receipt.Route
+	route receipt.RouteRecord
 }
 
 func newMemStore(cfg Config, mutant string) *memStore {

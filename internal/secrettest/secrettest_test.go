@@ -61,7 +61,7 @@ func TestDumpRedisSeesIntoCompressedBodies(t *testing.T) {
 	}
 	c, err := store.Claim(ctx, idempotency.ClaimRequest{Scope: scope, Key: key, KeySource: idempotency.KeySupplied,
 		RequestHash: hash, Binding: effectspec.BindingHeader,
-		Route: receipt.Route{Fingerprint: idempotency.Route{Connection: "conn_stripe", Binding: effectspec.BindingHeader}.Fingerprint()}, OpID: idempotency.NewOpID()})
+		Route: receipt.RouteRecord{Fingerprint: idempotency.Route{Connection: "conn_stripe", Binding: effectspec.BindingHeader}.Fingerprint()}, OpID: idempotency.NewOpID()})
 	if err != nil || c.Status != idempotency.StatusClaimed {
 		t.Fatalf("claim: %v %v", c.Status, err)
 	}

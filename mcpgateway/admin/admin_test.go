@@ -476,7 +476,7 @@ func TestStoreWithoutParts(t *testing.T) {
 			t.Errorf("%s %s: %d %v, want %d %s", c.method, c.path, code, m, c.code, c.reason)
 		}
 	}
-	if _, err := admin.New(admin.Config{}); !errors.Is(err, admin.ErrConfig) {
+	if _, err := admin.New(admin.Config{}); !errors.Is(err, admin.ErrInvalidConfig) {
 		t.Errorf("New of an empty Config: %v", err)
 	}
 }
@@ -547,7 +547,7 @@ func TestAdvanceAndAcknowledge(t *testing.T) {
 		!strings.Contains(ack.Message, admin.DataLossWarning) {
 		t.Errorf("acknowledged: %v %+v", err, ack)
 	}
-	st.err = redisstore.ErrInvalidOptions
+	st.err = redisstore.ErrInvalidConfig
 	if _, err := f.api.AcknowledgeDataLoss(ctx); reasonOf(err) != "invalid_request" {
 		t.Errorf("check off: %v", err)
 	}

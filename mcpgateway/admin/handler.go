@@ -120,10 +120,10 @@ type Handler struct {
 	mux *http.ServeMux
 }
 
-// New returns the handler of cfg, or an error wrapping [ErrConfig].
+// New returns the handler of cfg, or an error wrapping [ErrInvalidConfig].
 func New(cfg Config) (*Handler, error) {
 	if cfg.Store == nil || cfg.Approver == nil {
-		return nil, fmt.Errorf("%w: Store and Approver are required", ErrConfig)
+		return nil, fmt.Errorf("%w: Store and Approver are required", ErrInvalidConfig)
 	}
 	if cfg.Workspace == nil {
 		cfg.Workspace = func(string) (string, bool) { return "", false }
@@ -524,7 +524,7 @@ func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request) {
 	}
 	ack, err := st.AcknowledgeDataLoss(r.Context())
 	switch {
-	case errors.Is(err, redisstore.ErrInvalidOptions):
+	case errors.Is(err, redisstore.ErrInvalidConfig):
 		h.refuse(w, refuse("invalid_request", http.StatusBadRequest, "the store's data-loss check is off"))
 	case err != nil:
 		rf := h.storeRefusal("acknowledge", err)

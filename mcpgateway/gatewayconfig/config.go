@@ -70,7 +70,7 @@ type Config struct {
 	// over default_quota's) and store_full_fraction, as [Config.Gateway]
 	// sets them on [mcpgateway.Config]. When a workspace limits its stored
 	// bytes, Store.AccountBytes is set too.
-	Quotas Quotas
+	Quotas QuotaSettings
 	// MaxAttempts is max_attempts, resolved: [retry.Orchestrator].MaxAttempts,
 	// the max_attempts of every tool whose spec sets none.
 	MaxAttempts int
@@ -88,18 +88,6 @@ type Options struct {
 	// its MaxResponseBytes from max_response_bytes. Nil: a new one.
 	Executor *retry.Executor
 }
-
-// Error is every problem of a configuration, one per line, each naming its
-// field path and never a value. Unwrap is the read error of [LoadFile], if
-// that was the problem.
-type Error struct {
-	Problems []string
-	err      error
-}
-
-func (e *Error) Error() string { return "gatewayconfig: " + strings.Join(e.Problems, "\n  ") }
-
-func (e *Error) Unwrap() error { return e.err }
 
 // Load parses and validates a configuration file. Besides the strict JSON
 // (also invalid UTF-8, lone surrogates and trailing data) it refuses invalid
@@ -292,7 +280,7 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 	seenApprover := map[string]bool{}
 	for i, raw := range fc.ApproverKeys {
 		where := fmt.Sprintf("approver_keys[%d]", i)
-		var ac Approver
+		var ac ApproverEntry
 		if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 			// Never the value: it may be a key.
 			bad("%s: must be an object %s (a bare key is no longer accepted: name the approver)", where, approverForm)
@@ -349,7 +337,7 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 		return v
 	}
 
-	conns := map[string]*Connection{}
+	conns := map[string]*ConnectionEntry{}
 	connSecrets := map[string]string{}
 	connURLs := map[string]*url.URL{}
 	for i := range fc.Connections {
@@ -494,7 +482,7 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 // The scope's connection segment of a federated call is the broker's id.
 var nativeFields = []string{"connection", "method", "path", "spec", "description", "input_schema"}
 
-func resolveTool(i int, raw json.RawMessage, conns map[string]*Connection, urls map[string]*url.URL,
+func resolveTool(i int, raw json.RawMessage, conns map[string]*ConnectionEntry, urls map[string]*url.URL,
 	secrets map[string]string, brokers map[string]broker.Broker, exec *retry.Executor) (*mcpgateway.Tool, []string) {
 	var problems []string
 	where := fmt.Sprintf("tools[%d]", i)
@@ -525,9 +513,8 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*Connection, urls 
 	}
 	spec, err := effectspec.Parse(specRaw)
 	if err != nil {
-		var ve *effectspec.ValidationError
-		if errors.As(err, &ve) {
-			for _, p := range ve.Problems {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, p := range j.Unwrap() {
 				bad(".spec: %s", p.Error())
 			}
 		} else {
@@ -685,12 +672,12 @@ func optionProblem(err error) string {
 	field, ok := optionFields[oe.Option]
 	switch {
 	case !ok:
-		return "store options: " + trimText(strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidOptions.Error()+": "))
+		return "store options: " + trimText(strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidConfig.Error()+": "))
 	case oe.Option == "Prefix":
 		return field + ": " + trimText(oe.Reason)
 	case oe.Option == "WaitTimeout":
 		// The bound is the store's; the file can only lengthen the lease.
-		return field + ": the store's " + strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidOptions.Error()+": ") + " (lengthen the lease)"
+		return field + ": the store's " + strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidConfig.Error()+": ") + " (lengthen the lease)"
 	case oe.Option == "Retention" && oe.Relative == "Lease":
 		return fmt.Sprintf("%s: must be at least %d leases (%s)", field, redisstore.MinRetentionLeases, strings.TrimPrefix(oe.Reason, "must be at least "))
 	}

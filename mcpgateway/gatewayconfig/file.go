@@ -21,18 +21,18 @@ type File struct {
 	// AllowUnsupportedWrites is [effectspec.Policy].AllowUnsupportedWrites:
 	// the explicit opt-in to writes whose vendor cannot deduplicate
 	// (binding unsupported, every federated route) in production.
-	AllowUnsupportedWrites bool        `json:"allow_unsupported_writes"`
-	Workspaces             []Workspace `json:"workspaces"`
-	// ApproverKeys are {"name", "key"} objects; a bare key (the form of
-	// earlier drafts) is refused with an error that shows the object form.
+	AllowUnsupportedWrites bool             `json:"allow_unsupported_writes"`
+	Workspaces             []WorkspaceEntry `json:"workspaces"`
+	// ApproverKeys are {"name", "key"} objects ([ApproverEntry]); a bare
+	// key is refused with an error that shows the object form.
 	ApproverKeys []json.RawMessage `json:"approver_keys"`
-	Connections  []Connection      `json:"connections"`
-	Brokers      []Broker          `json:"brokers"`
+	Connections  []ConnectionEntry `json:"connections"`
+	Brokers      []BrokerEntry     `json:"brokers"`
 	// Tools are tool entries: a native one has connection, method and
 	// path, a federated one names a broker and holds its routing fields;
 	// both have a spec, and may have a description and an input_schema.
 	Tools        []json.RawMessage `json:"tools"`
-	Capabilities []Capability      `json:"capabilities"`
+	Capabilities []CapabilityEntry `json:"capabilities"`
 
 	// MaxResponseBytes is [retry.Executor].MaxResponseBytes of every vendor call
 	// (0: [retry.DefaultMaxResponseBytes], 10 MiB). A larger answer is not read:
@@ -59,19 +59,20 @@ type File struct {
 	MetricsToken string `json:"metrics_token"`
 }
 
-// Workspace is a tenant and the API keys that authenticate it.
-type Workspace struct {
+// WorkspaceEntry is a workspaces entry: a tenant and the API keys that
+// authenticate it.
+type WorkspaceEntry struct {
 	ID      string   `json:"id"`
 	APIKeys []string `json:"api_keys"`
 	// Quota overrides DefaultQuota member by member.
 	Quota json.RawMessage `json:"quota"`
 }
 
-// Approver is one approver_keys entry: a name, which is what a settlement
+// ApproverEntry is one approver_keys entry: a name, which is what a settlement
 // records as its "by" and what the log lines of an approval or a pin name,
 // and the key the approver authenticates with. The name follows the id rule
 // of docs/DESIGN.md, "Scope and the Redis key", and is unique; the key is never recorded.
-type Approver struct {
+type ApproverEntry struct {
 	Name string `json:"name"`
 	Key  string `json:"key"`
 }
@@ -80,25 +81,27 @@ type Approver struct {
 // error that refuses another.
 const approverForm = `{"name": "ops-alice", "key": "..."}`
 
-// Connection is a native connection. Without secret_env its calls
-// send no Authorization header.
-type Connection struct {
+// ConnectionEntry is a connections entry: a native connection. Without
+// secret_env its calls send no Authorization header.
+type ConnectionEntry struct {
 	ID        string `json:"id"`
 	Provider  string `json:"provider"`
 	BaseURL   string `json:"base_url"`
 	SecretEnv string `json:"secret_env"`
 }
 
-// Broker is a federated broker (kind nango or composio).
-type Broker struct {
+// BrokerEntry is a brokers entry: a federated broker (kind nango or
+// composio).
+type BrokerEntry struct {
 	ID        string `json:"id"`
 	Kind      string `json:"kind"`
 	BaseURL   string `json:"base_url"`
 	SecretEnv string `json:"secret_env"`
 }
 
-// Capability is a cap.* tool over interchangeable providers.
-type Capability struct {
+// CapabilityEntry is a capabilities entry: a cap.* tool over
+// interchangeable providers, which Load makes an [mcpgateway.Capability].
+type CapabilityEntry struct {
 	Name        string          `json:"name"`
 	Providers   []string        `json:"providers"`
 	Pin         string          `json:"pin"`

@@ -20,13 +20,14 @@ type quotaConfig struct {
 	InFlight       *int     `json:"in_flight"`
 }
 
-// Quotas are the quotas of a configuration, as [mcpgateway.Config] takes
-// them.
-type Quotas struct {
-	Default mcpgateway.Quota
+// QuotaSettings are the quota settings of a configuration (default_quota,
+// every workspace's quota, store_full_fraction), as [mcpgateway.Config]
+// takes them: each quota an [mcpgateway.WorkspaceQuota].
+type QuotaSettings struct {
+	Default mcpgateway.WorkspaceQuota
 	// Workspaces holds every configured workspace's quota (its own
 	// members over default_quota's).
-	Workspaces map[string]mcpgateway.Quota
+	Workspaces map[string]mcpgateway.WorkspaceQuota
 	// StoreFullFraction is 0 for mcpgateway's default.
 	StoreFullFraction float64
 }
@@ -41,10 +42,10 @@ const (
 // workspace's quota (quotas[i] of workspace ids[i], nil when absent) and
 // store_full_fraction (nil when absent). It returns the typed values and
 // every problem, each naming its field path and never a value.
-func parseQuotas(defaultQuota json.RawMessage, storeFullFraction *float64, ids []string, quotas []json.RawMessage) (Quotas, []string) {
+func parseQuotas(defaultQuota json.RawMessage, storeFullFraction *float64, ids []string, quotas []json.RawMessage) (QuotaSettings, []string) {
 	var problems []string
-	s := Quotas{Workspaces: map[string]mcpgateway.Quota{}}
-	s.Default = parseQuota("default_quota", defaultQuota, mcpgateway.Quota{}, &problems)
+	s := QuotaSettings{Workspaces: map[string]mcpgateway.WorkspaceQuota{}}
+	s.Default = parseQuota("default_quota", defaultQuota, mcpgateway.WorkspaceQuota{}, &problems)
 	for i, id := range ids {
 		var raw json.RawMessage
 		if i < len(quotas) {
@@ -63,7 +64,7 @@ func parseQuotas(defaultQuota json.RawMessage, storeFullFraction *float64, ids [
 }
 
 // parseQuota reads one quota object at where over base.
-func parseQuota(where string, raw json.RawMessage, base mcpgateway.Quota, problems *[]string) mcpgateway.Quota {
+func parseQuota(where string, raw json.RawMessage, base mcpgateway.WorkspaceQuota, problems *[]string) mcpgateway.WorkspaceQuota {
 	bad := func(format string, args ...any) { *problems = append(*problems, where+fmt.Sprintf(format, args...)) }
 	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
 		return base
@@ -115,7 +116,7 @@ func parseQuota(where string, raw json.RawMessage, base mcpgateway.Quota, proble
 }
 
 // workspaceQuotas is each workspace's quota, as written.
-func workspaceQuotas(ws []Workspace) []json.RawMessage {
+func workspaceQuotas(ws []WorkspaceEntry) []json.RawMessage {
 	raw := make([]json.RawMessage, len(ws))
 	for i := range ws {
 		raw[i] = ws[i].Quota
@@ -130,7 +131,7 @@ const quotaFlush = 250 * time.Millisecond
 
 // accountBytes is redisstore.Options.AccountBytes for s: counted only when
 // some workspace limits its stored bytes.
-func (s Quotas) accountBytes() time.Duration {
+func (s QuotaSettings) accountBytes() time.Duration {
 	for _, q := range s.Workspaces {
 		if q.StoredBytes > 0 {
 			return quotaFlush

@@ -32,7 +32,7 @@ func TestQuotaConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Quotas.Default != (mcpgateway.Quota{}) || c.Quotas.Workspaces["ws_acme"] != (mcpgateway.Quota{}) || c.Quotas.StoreFullFraction != 0 {
+	if c.Quotas.Default != (mcpgateway.WorkspaceQuota{}) || c.Quotas.Workspaces["ws_acme"] != (mcpgateway.WorkspaceQuota{}) || c.Quotas.StoreFullFraction != 0 {
 		t.Fatalf("quotas of a config without any: %+v", c.Quotas)
 	}
 	c, err = loadConfig(withQuotas(`{"calls_per_second": 20, "burst": 40, "stored_bytes": 1000000, "in_flight": 8}`,
@@ -40,13 +40,13 @@ func TestQuotaConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	def := mcpgateway.Quota{CallsPerSecond: 20, Burst: 40, StoredBytes: 1000000, InFlight: 8}
+	def := mcpgateway.WorkspaceQuota{CallsPerSecond: 20, Burst: 40, StoredBytes: 1000000, InFlight: 8}
 	if c.Quotas.Default != def || c.Quotas.Workspaces["ws_acme"] != def {
 		t.Fatalf("default: %+v", c.Quotas)
 	}
 	// A rate of its own takes its own burst (its rate rounded up), not the
 	// default's; stored_bytes is the default's; in_flight 0 is unlimited.
-	if g := c.Quotas.Workspaces["ws_globex"]; g != (mcpgateway.Quota{CallsPerSecond: 2.5, StoredBytes: 1000000}) {
+	if g := c.Quotas.Workspaces["ws_globex"]; g != (mcpgateway.WorkspaceQuota{CallsPerSecond: 2.5, StoredBytes: 1000000}) {
 		t.Fatalf("ws_globex: %+v", g)
 	}
 	if c.Quotas.StoreFullFraction != 0.8 {

@@ -61,7 +61,7 @@ func TestScriptKindNamesTheStoresCommands(t *testing.T) {
 	scope := idempotency.Scope{Workspace: "ws_kind", Connection: "conn_kind", Tool: "kind.create"}
 	req := func(k idempotency.Key) idempotency.ClaimRequest {
 		return idempotency.ClaimRequest{Scope: scope, Key: k, KeySource: idempotency.KeySupplied, RequestHash: digest("args"),
-			Binding: effectspec.BindingHeader, Route: receipt.Route{Connection: "conn_kind", Provider: "vendor", Tool: "kind.create", Method: "POST", Host: "vendor.test", Path: "/v1", Fingerprint: digest("route")}}
+			Binding: effectspec.BindingHeader, Route: receipt.RouteRecord{Connection: "conn_kind", Provider: "vendor", Tool: "kind.create", Method: "POST", Host: "vendor.test", Path: "/v1", Fingerprint: digest("route")}}
 	}
 	must := func(step string, err error) {
 		t.Helper()

@@ -274,7 +274,7 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 			Scope: l.scope, Key: k.key, KeySource: idempotency.KeySupplied,
 			RequestHash: fmt.Sprintf("sha256:%064x", 2*k.slot+in.Req),
 			Binding:     b,
-			Route:       receipt.Route{Connection: l.scope.Connection, Provider: "lin", Tool: l.scope.Tool, Method: "POST", Host: "lin.invalid", Path: fmt.Sprintf("/r%d", in.Route), Fingerprint: fmt.Sprintf("sha256:%064x", 1<<20+2*k.slot+in.Route)},
+			Route:       receipt.RouteRecord{Connection: l.scope.Connection, Provider: "lin", Tool: l.scope.Tool, Method: "POST", Host: "lin.invalid", Path: fmt.Sprintf("/r%d", in.Route), Fingerprint: fmt.Sprintf("sha256:%064x", 1<<20+2*k.slot+in.Route)},
 			Timeout:     time.Duration(in.Timeout),
 			OpID:        in.Op,
 		})
