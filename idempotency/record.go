@@ -83,58 +83,24 @@ type StoredResult struct {
 	BodyDropped bool
 }
 
-// ClaimStatus is the one answer of a Claim (docs/DESIGN.md, "The record and its
-// lifecycle").
-type ClaimStatus string
-
-const (
-	StatusClaimed              ClaimStatus = "claimed" // dispatch: an attempt is reserved
-	StatusHeld                 ClaimStatus = "held"    // awaiting approval; no dispatch
-	StatusReplay               ClaimStatus = "replay"  // final result stored; replay it
-	StatusRequestMismatch      ClaimStatus = "request_mismatch"
-	StatusDestinationConflict  ClaimStatus = "destination_conflict"
-	StatusInProgress           ClaimStatus = "in_progress"
-	StatusDenied               ClaimStatus = "denied"
-	StatusOutcomeUnknown       ClaimStatus = "outcome_unknown"
-	StatusScopeVersionConflict ClaimStatus = "scope_version_conflict"
-	// StatusRefused answers a claim with Refuse set whose record is not
-	// final: nothing was written.
-	StatusRefused ClaimStatus = "refused"
-	// StatusNoRecord answers a claim with NoCreate set when no live record
-	// is under its key: nothing was written.
-	StatusNoRecord ClaimStatus = "no_record"
-)
-
-// Attempt timeouts (ClaimRequest.Timeout, ReserveRequest.Timeout).
-const (
-	DefaultAttemptTimeout = effectspec.DefaultAttemptTimeout
-	MaxAttemptTimeout     = effectspec.MaxAttemptTimeout
-)
-
-// DefaultVendorWindow is ClaimRequest.VendorWindow when it is zero.
-const DefaultVendorWindow = effectspec.DefaultVendorWindow
-
 // VendorWindow returns the vendor window a claim asks for: d, or
 // DefaultVendorWindow when d is zero. A negative d is ErrInvalidVendorWindow.
 func VendorWindow(d time.Duration) (time.Duration, error) {
 	switch {
 	case d == 0:
-		return DefaultVendorWindow, nil
+		return effectspec.DefaultVendorWindow, nil
 	case d < 0:
 		return 0, ErrInvalidVendorWindow
 	}
 	return d, nil
 }
 
-// DefaultMaxAttempts is ClaimRequest.MaxAttempts when it is zero.
-const DefaultMaxAttempts = effectspec.DefaultMaxAttempts
-
 // MaxAttempts returns the max_attempts a request asks for: n, or
 // DefaultMaxAttempts when n is zero. A negative n is ErrInvalidMaxAttempts.
 func MaxAttempts(n int) (int, error) {
 	switch {
 	case n == 0:
-		return DefaultMaxAttempts, nil
+		return effectspec.DefaultMaxAttempts, nil
 	case n < 0:
 		return 0, ErrInvalidMaxAttempts
 	}
@@ -147,8 +113,8 @@ func MaxAttempts(n int) (int, error) {
 func AttemptTimeout(d time.Duration) (time.Duration, error) {
 	switch {
 	case d == 0:
-		return DefaultAttemptTimeout, nil
-	case d < 0 || d > MaxAttemptTimeout:
+		return effectspec.DefaultAttemptTimeout, nil
+	case d < 0 || d > effectspec.MaxAttemptTimeout:
 		return 0, ErrInvalidTimeout
 	}
 	return d, nil
@@ -215,7 +181,7 @@ type ClaimRequest struct {
 
 // ClaimResult is the answer of a Claim.
 type ClaimResult struct {
-	Status ClaimStatus
+	Status Status
 	// Token is the fencing token (the attempt number) reserved, when Claimed.
 	Token int
 	// VendorKey is the record's vendor key, when Claimed: the key every
@@ -380,9 +346,6 @@ type Ticket struct {
 	// not read the record.
 	KeySource KeySource
 }
-
-// Approved reports whether the ticket was approved.
-func (t Ticket) Approved() bool { return t.Status == TicketApproved }
 
 // TicketStatus is the decision state of a ticket.
 type TicketStatus string

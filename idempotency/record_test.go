@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -13,10 +14,10 @@ func TestAttemptTimeout(t *testing.T) {
 		in, want time.Duration
 		ok       bool
 	}{
-		{0, idempotency.DefaultAttemptTimeout, true},
+		{0, effectspec.DefaultAttemptTimeout, true},
 		{time.Millisecond, time.Millisecond, true},
-		{idempotency.MaxAttemptTimeout, idempotency.MaxAttemptTimeout, true},
-		{idempotency.MaxAttemptTimeout + 1, 0, false},
+		{effectspec.MaxAttemptTimeout, effectspec.MaxAttemptTimeout, true},
+		{effectspec.MaxAttemptTimeout + 1, 0, false},
 		{-1, 0, false},
 		{1 << 62, 0, false},
 	} {
@@ -28,7 +29,7 @@ func TestAttemptTimeout(t *testing.T) {
 			t.Errorf("AttemptTimeout(%v): %v, want ErrInvalidTimeout", c.in, err)
 		}
 	}
-	if idempotency.DefaultAttemptTimeout != 30*time.Second || idempotency.MaxAttemptTimeout != 15*time.Minute {
+	if effectspec.DefaultAttemptTimeout != 30*time.Second || effectspec.MaxAttemptTimeout != 15*time.Minute {
 		t.Fatal("attempt timeouts differ from DESIGN.md section 7")
 	}
 }

@@ -34,8 +34,8 @@ type Scope struct {
 	Tool       string
 }
 
-// IsCapability reports whether the scope is a capability (cap.*) call.
-func (s Scope) IsCapability() bool { return strings.HasPrefix(s.Tool, "cap.") }
+// isCapability reports whether the scope is a capability (cap.*) call.
+func (s Scope) isCapability() bool { return strings.HasPrefix(s.Tool, "cap.") }
 
 // Validate checks every segment: 1 to 128 bytes of [A-Za-z0-9_.-].
 // Segments are validated, not escaped: a ':' would let two tenants render
@@ -48,7 +48,7 @@ func (s Scope) Validate() error {
 	if s.Tool == "" {
 		return fmt.Errorf("%w: tool: must not be empty", ErrInvalidScope)
 	}
-	if s.IsCapability() {
+	if s.isCapability() {
 		if s.Connection != "" {
 			return fmt.Errorf("%w: connection: a capability call is scoped as %q, not by a connection", ErrInvalidScope, Unresolved)
 		}
@@ -105,7 +105,7 @@ func (s Scope) StorageKey(prefix string, k Key) (string, error) {
 		return "", fmt.Errorf("%w: zero key", ErrMalformedKey)
 	}
 	conn := s.Connection
-	if s.IsCapability() {
+	if s.isCapability() {
 		conn = Unresolved
 	}
 	var b strings.Builder

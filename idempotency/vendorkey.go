@@ -36,7 +36,7 @@ type VendorKeys struct {
 // NewVendorKeys returns the vendor keys of scope in fleet deployment.
 func NewVendorKeys(deployment string, scope Scope) VendorKeys {
 	conn := scope.Connection
-	if scope.IsCapability() {
+	if scope.isCapability() {
 		conn = Unresolved
 	}
 	return VendorKeys{base: vendorKeyDomain + "\x00" + deployment + "\x00" + scope.Workspace + "\x00" + conn + "\x00" +
@@ -66,5 +66,5 @@ func (v VendorKeys) sum(key Key, requestHash string) [sha256.Size]byte {
 // crypto/rand, made once per fleet and kept by its Store.
 func NewDeploymentID() string { return NewKey().s[len(keyPrefix):] }
 
-// ValidDeploymentID reports whether s is 32 lowercase hex digits.
-func ValidDeploymentID(s string) bool { return validKey(keyPrefix + s) }
+// validDeploymentID reports whether s is 32 lowercase hex digits.
+func validDeploymentID(s string) bool { return validKey(keyPrefix + s) }

@@ -53,11 +53,11 @@ func TestVendorKeyDerivation(t *testing.T) {
 
 func TestDeploymentID(t *testing.T) {
 	a, b := NewDeploymentID(), NewDeploymentID()
-	if !ValidDeploymentID(a) || a == b {
+	if !validDeploymentID(a) || a == b {
 		t.Fatalf("deployment ids %q, %q: want two distinct 32-hex ids", a, b)
 	}
 	for _, bad := range []string{"", "idt_" + a, a[:31], a + "0", "0123456789ABCDEF0123456789abcdef"} {
-		if ValidDeploymentID(bad) {
+		if validDeploymentID(bad) {
 			t.Fatalf("ValidDeploymentID(%q) = true", bad)
 		}
 	}
@@ -68,7 +68,7 @@ func TestDeploymentID(t *testing.T) {
 func TestVendorKeysDerivation(t *testing.T) {
 	reference := func(deployment string, scope Scope, key Key, requestHash string) string {
 		conn := scope.Connection
-		if scope.IsCapability() {
+		if scope.isCapability() {
 			conn = Unresolved
 		}
 		h := sha256.New()

@@ -1,41 +1,11 @@
 package lifecycle
 
-// Reply is a result's status: the first element of the script's reply.
-type Reply string
-
-// The replies of the scripts.
-const (
-	Claimed             Reply = "claimed"
-	HeldReply           Reply = "held"
-	Replay              Reply = "replay"
-	InProgress          Reply = "in_progress"
-	RequestMismatch     Reply = "request_mismatch"
-	ScopeConflict       Reply = "scope_version_conflict"
-	DestinationConflict Reply = "destination_conflict"
-	OutcomeUnknown      Reply = "outcome_unknown"
-	DeniedReply         Reply = "denied"
-	Approved            Reply = "approved"
-	Conflict            Reply = "conflict"
-	Refused             Reply = "refused"
-	NoRecord            Reply = "no_record" // a claim with NoCreate found none
-	Reserved            Reply = "reserved"
-	Renewed             Reply = "renewed"
-	Finalized           Reply = "finalized"
-	GivenBack           Reply = "given_back"
-	Settled             Reply = "settled"
-	NotFound            Reply = "not_found"
-	NotUnknown          Reply = "not_unknown"
-	Stale               Reply = "stale"
-	CycleExhausted      Reply = "cycle_exhausted"
-	LeaseExpired        Reply = "lease_expired"
-	MaxAttempts         Reply = "max_attempts" // reserve: the slot's attempts that may leave are used up
-	BadState            Reply = "error"        // a record of an unknown state: the script fails
-)
+import "github.com/obol-gateway/obol/idempotency"
 
 // Result is what a transition answers; which fields it fills depends on
 // its Status, as the script's reply does (see each transition).
 type Result struct {
-	Status          Reply
+	Status          idempotency.Status
 	Token           int64  // claimed, reserved
 	Lease           int64  // claimed, reserved, renewed: the lease deadline
 	AttemptDeadline int64  // claimed, reserved, in_progress (claim)
@@ -44,18 +14,15 @@ type Result struct {
 	Incarnation     string // claimed
 	Ticket          string // held
 	Record          *Record
-	SettleAt, Now   int64 // in_progress (settle): settleable from SettleAt
-	Standing        Reply // conflict (decide): the decision that stands
+	SettleAt, Now   int64              // in_progress (settle): settleable from SettleAt
+	Standing        idempotency.Status // conflict (decide): the decision that stands
 	// Limit, on a claim's outcome_unknown that refused a redispatch the
 	// vendor could deduplicate: MaxAttempts (the slot's attempts are used
 	// up; an operator settles it) or Backoff (RetryAfter ms until the
 	// redispatch is allowed).
-	Limit      Reply
+	Limit      idempotency.Status
 	RetryAfter int64
 }
-
-// Backoff is Result.Limit of a redispatch refused until its backoff ends.
-const Backoff Reply = "backoff"
 
 // BackoffCap bounds the wait between two redispatches of a slot (ms).
 const BackoffCap = 3_600_000
