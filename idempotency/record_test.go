@@ -25,8 +25,8 @@ func TestAttemptTimeout(t *testing.T) {
 		if c.ok != (err == nil) || got != c.want {
 			t.Errorf("AttemptTimeout(%v) = %v, %v; want %v, ok %v", c.in, got, err, c.want, c.ok)
 		}
-		if !c.ok && !errors.Is(err, idempotency.ErrInvalidTimeout) {
-			t.Errorf("AttemptTimeout(%v): %v, want ErrInvalidTimeout", c.in, err)
+		if !c.ok && !errors.Is(err, idempotency.ErrInvalidRequest) {
+			t.Errorf("AttemptTimeout(%v): %v, want ErrInvalidRequest", c.in, err)
 		}
 	}
 	if effectspec.DefaultAttemptTimeout != 30*time.Second || effectspec.MaxAttemptTimeout != 15*time.Minute {

@@ -27,7 +27,7 @@ const ScopeVersion = 1
 
 // Scope is what a key is unique within: a workspace, the resolved connection
 // and the tool. A Scope whose Tool starts with "cap." is a capability call; its
-// Connection must be empty and renders as Unresolved.
+// Connection must be empty and renders as [Unresolved].
 type Scope struct {
 	Workspace  string
 	Connection string
@@ -82,10 +82,10 @@ func ValidatePrefix(p string) error {
 	return nil
 }
 
-// ToolHash is the tool segment of a storage key: xxhash64 of the tool name as
+// toolHash is the tool segment of a storage key: xxhash64 of the tool name as
 // 16 lowercase hex digits. The route fingerprint names the tool too, so even
 // a 64-bit collision cannot reuse another tool's record.
-func ToolHash(tool string) string {
+func toolHash(tool string) string {
 	var b [16]byte
 	h := strconv.AppendUint(b[:0], xxhash.Sum64String(tool), 16)
 	const zeros = "0000000000000000"
@@ -116,7 +116,7 @@ func (s Scope) StorageKey(prefix string, k Key) (string, error) {
 	b.WriteByte(':')
 	b.WriteString(conn)
 	b.WriteByte(':')
-	b.WriteString(ToolHash(s.Tool))
+	b.WriteString(toolHash(s.Tool))
 	b.WriteByte(':')
 	b.WriteString(k.s)
 	return b.String(), nil

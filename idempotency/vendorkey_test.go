@@ -15,7 +15,7 @@ func TestVendorKeyDerivation(t *testing.T) {
 
 	// The derivation of docs/DESIGN.md, "The key on the vendor hop", written
 	// out byte by byte.
-	input := "obol/vendor-key/v2\x00" + dep + "\x00ws_acme\x00conn_pay\x00" + ToolHash("payments.create_charge") +
+	input := "obol/vendor-key/v2\x00" + dep + "\x00ws_acme\x00conn_pay\x00" + toolHash("payments.create_charge") +
 		"\x00idt_00000000000000000000000000000001\x00" + rh
 	sum := sha256.Sum256([]byte(input))
 	want := "idt_" + hex.EncodeToString(sum[:16])
@@ -72,7 +72,7 @@ func TestVendorKeysDerivation(t *testing.T) {
 			conn = Unresolved
 		}
 		h := sha256.New()
-		for i, part := range []string{"obol/vendor-key/v2", deployment, scope.Workspace, conn, ToolHash(scope.Tool), key.String(), requestHash} {
+		for i, part := range []string{"obol/vendor-key/v2", deployment, scope.Workspace, conn, toolHash(scope.Tool), key.String(), requestHash} {
 			if i > 0 {
 				h.Write([]byte{0})
 			}

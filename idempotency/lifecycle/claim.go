@@ -180,7 +180,7 @@ func claimed(r *Record, applied bool) Result {
 // limited refuses a redispatch past the slot's max_attempts (the attempts
 // that may have left, not tokens) or before its backoff ends: lease x
 // 2^(n-1) after the latest reservation, n >= 2 the attempts that may have
-// left, at most BackoffCap (the first redispatch goes once no lease is
+// left, at most backoffCap (the first redispatch goes once no lease is
 // live, as ever). A slot that sent at most one attempt, and the copy of
 // the cycle's claim, do not wait. The refusal records no op; a lapsed record
 // first becomes unknown.

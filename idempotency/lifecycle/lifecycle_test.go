@@ -154,7 +154,7 @@ func TestNoCreate(t *testing.T) {
 		q := claimReq("op1", effectspec.BindingHeader)
 		q.ApprovalRequired, q.NoCreate = approval, true
 		res, w := lifecycle.Claim(nil, q, t0)
-		if res.Status != idempotency.StatusNoRecord || w.Record != nil || w.Index != lifecycle.IndexKeep {
+		if res.Status != idempotency.StatusNoRecord || w != (lifecycle.Write{}) {
 			t.Errorf("approval %v: no record: %+v, write %+v; want no_record writing nothing", approval, res, w)
 		}
 		q.Refuse = true
@@ -274,13 +274,14 @@ func TestRedispatchLimits(t *testing.T) {
 	cur.Sent = 20
 	q = claimReq("c9", effectspec.BindingHeader)
 	q.MaxAttempts = 30
-	if res, _ := lifecycle.Claim(cur, q, last+1); res.RetryAfter != lifecycle.BackoffCap-1 {
-		t.Fatalf("20 sent: retry after %d, want the cap %d less 1", res.RetryAfter, lifecycle.BackoffCap)
+	const hour = 3_600_000
+	if res, _ := lifecycle.Claim(cur, q, last+1); res.RetryAfter != hour-1 {
+		t.Fatalf("20 sent: retry after %d, want the cap %d less 1", res.RetryAfter, hour)
 	}
 	// max_attempts.
 	cur, last = unknownAfter(t, 3, 3)
 	q.MaxAttempts = 3
-	res, _ = lifecycle.Claim(cur, q, last+lifecycle.BackoffCap)
+	res, _ = lifecycle.Claim(cur, q, last+hour)
 	if res.Status != idempotency.StatusOutcomeUnknown || res.Limit != idempotency.StatusMaxAttempts || res.RetryAfter != 0 {
 		t.Fatalf("at max_attempts: %+v; want outcome_unknown, max_attempts, no retry-after", res)
 	}

@@ -15,8 +15,10 @@ func redispatchable(b effectspec.BindingKind) bool {
 	return b == effectspec.BindingHeader || b == effectspec.BindingBodyPointer || b == effectspec.BindingInProcessKeyed
 }
 
-// Record is one stored record. Times are milliseconds of the store's
-// clock; a zero number is a field the record does not hold.
+// Record is one stored record, its fields by meaning: the state is an
+// [effectspec.Outcome] and the binding an [effectspec.BindingKind] (their
+// bytes in field m are the store's codec). Times are milliseconds of the
+// store's clock; a zero number is a field the record does not hold.
 type Record struct {
 	State     effectspec.Outcome     // m byte 0
 	KeySource byte                   // m byte 1: 's' supplied, 'm' minted

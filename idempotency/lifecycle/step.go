@@ -3,7 +3,8 @@ package lifecycle
 import "github.com/obol-gateway/obol/idempotency"
 
 // Result is what a transition answers; which fields it fills depends on
-// its Status, as the script's reply does (see each transition).
+// its Status ([idempotency.Status]: the word the script of the same name
+// answers with), as the script's reply does (see each transition).
 type Result struct {
 	Status          idempotency.Status
 	Token           int64  // claimed, reserved
@@ -17,25 +18,26 @@ type Result struct {
 	SettleAt, Now   int64              // in_progress (settle): settleable from SettleAt
 	Standing        idempotency.Status // conflict (decide): the decision that stands
 	// Limit, on a claim's outcome_unknown that refused a redispatch the
-	// vendor could deduplicate: MaxAttempts (the slot's attempts are used
-	// up; an operator settles it) or Backoff (RetryAfter ms until the
-	// redispatch is allowed).
+	// vendor could deduplicate: [idempotency.StatusMaxAttempts] (the
+	// slot's attempts are used up; an operator settles it) or
+	// [idempotency.StatusBackoff] (RetryAfter ms until the redispatch is
+	// allowed).
 	Limit      idempotency.Status
 	RetryAfter int64
 }
 
-// BackoffCap bounds the wait between two redispatches of a slot (ms).
-const BackoffCap = 3_600_000
+// backoffCap bounds the wait between two redispatches of a slot (ms).
+const backoffCap = 3_600_000
 
 // backoff is how long after the latest reservation the redispatch that
 // follows sent (>= 2) attempts that may have left is allowed: lease x
-// 2^(sent-1), at most BackoffCap.
+// 2^(sent-1), at most backoffCap.
 func backoff(lease, sent int64) int64 {
 	gap := lease
-	for i := int64(2); i <= sent && gap < BackoffCap; i++ {
+	for i := int64(2); i <= sent && gap < backoffCap; i++ {
 		gap *= 2
 	}
-	return min(gap, BackoffCap)
+	return min(gap, backoffCap)
 }
 
 // IndexOp is a step's change to the record's entry in its workspace's
@@ -44,7 +46,7 @@ type IndexOp uint8
 
 // The index changes.
 const (
-	IndexKeep   IndexOp = iota
+	indexKeep   IndexOp = iota
 	IndexAdd            // score Write.Score, never lowered; Prune drops expired entries
 	IndexRemove         // the record became final
 )

@@ -1,3 +1,6 @@
+-- Implements docs/DESIGN.md 6, "The record and its lifecycle": the record's
+-- encoding, "Script arguments", the unknown index and, for "Store amnesia",
+-- the generation sentinel.
 -- Shared by every script (prepended at build time). KEYS[1] is the record;
 -- the scripts that reserve an attempt or make a record final also get
 -- KEYS[2], the bucket of the record's workspace's unknown index that lives
