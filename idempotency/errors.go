@@ -8,7 +8,7 @@ import (
 )
 
 // Refusals. Each is returned (possibly wrapped) by the claim lifecycle and
-// names a stable reason for the wire; see Reason.
+// names a stable reason for the wire; see [Reason].
 var (
 	// ErrMalformedKey: an Idempotency-Key that is not an idt_ key. It is never
 	// replaced by a minted key.
@@ -19,14 +19,6 @@ var (
 	// ErrInvalidJSON: arguments that are not one valid JSON value (see
 	// [Canonicalize]).
 	ErrInvalidJSON = canonical.ErrInvalidJSON
-	// ErrInvalidTimeout: an attempt timeout that is negative or over
-	// MaxAttemptTimeout.
-	ErrInvalidTimeout = errors.New("idempotency: invalid attempt timeout")
-	// ErrInvalidVendorWindow: a negative ClaimRequest.VendorWindow.
-	ErrInvalidVendorWindow = errors.New("idempotency: invalid vendor window")
-	// ErrInvalidMaxAttempts: a negative ClaimRequest.MaxAttempts or
-	// ReserveRequest.MaxAttempts.
-	ErrInvalidMaxAttempts = errors.New("idempotency: invalid max attempts")
 	// ErrRequestMismatch: the key was claimed for a different request.
 	ErrRequestMismatch = errors.New("idempotency: request hash mismatch")
 	// ErrDestinationConflict: the key was claimed for another binding or route.
@@ -68,10 +60,10 @@ var (
 	ErrNotFound = errors.New("idempotency: not found")
 	// ErrRefused: a claim with ClaimRequest.Refuse found no final record to
 	// replay. The refusal's own reason (policy, arguments) is the caller's,
-	// so Reason does not name it.
+	// so [Reason] does not name it.
 	ErrRefused = errors.New("idempotency: refused")
 	// ErrNoRecord is a claim with NoCreate that found no record to claim
-	// (StatusNoRecord): nothing was written.
+	// ([StatusNoRecord]): nothing was written.
 	ErrNoRecord = errors.New("idempotency: no record under the key")
 	// ErrHeld: the call awaits approval.
 	ErrHeld = errors.New("idempotency: awaiting approval")
@@ -88,7 +80,7 @@ var (
 	// The step may or may not have been applied; the caller must not send and
 	// should settle the state with a read-only Lookup.
 	ErrStoreUnavailable = errors.New("idempotency: store unavailable")
-	// ErrWeakRoute: a Route that lacks a fact its fingerprint needs
+	// ErrWeakRoute: a [Route] that lacks a fact its fingerprint needs
 	// (docs/DESIGN.md, "Request hash and dispatch fingerprint"), or that
 	// NewRoute cannot derive from its target. A claim pinned with it would let
 	// another destination (another vendor account, http instead of https) pass

@@ -64,10 +64,10 @@ func describe(s string) string {
 	return fmt.Sprintf("%d bytes", len(s))
 }
 
-// String returns the bare form, or "" for the zero Key.
+// String returns the bare form, or "" for the zero [Key].
 func (k Key) String() string { return k.s }
 
-// IsZero reports whether k is the zero Key.
+// IsZero reports whether k is the zero [Key].
 func (k Key) IsZero() bool { return k.s == "" }
 
 // KeySource says where the effective key came from.
@@ -80,7 +80,7 @@ const (
 
 // FromHeader resolves the effective key from the values of the
 // Idempotency-Key header fields (http.Header.Values): none mints a key, one is
-// parsed, more than one is ErrMalformedKey.
+// parsed, more than one is [ErrMalformedKey].
 func FromHeader(values []string) (Key, KeySource, error) {
 	switch len(values) {
 	case 0:

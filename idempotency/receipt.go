@@ -23,12 +23,12 @@ func (r Record) Receipt(scope Scope, replayed bool) receipt.Receipt {
 		AttemptCount:   r.AttemptCount,
 		Outcome:        r.State,
 		Replayed:       replayed,
-		SafeNewKey:     receipt.Safe(r.SafeNewKey()),
+		SafeNewKey:     receipt.Safe(r.safeNewKey()),
 		CreatedAt:      r.CreatedAt,
 		FinalizedAt:    r.FinalizedAt,
 	}
 	if r.Binding == effectspec.BindingHeader || r.Binding == effectspec.BindingBodyPointer || r.Binding == effectspec.BindingInProcessKeyed {
-		rc.VendorKey = r.SendKey().String()
+		rc.VendorKey = r.sendKey().String()
 	}
 	if r.Result != nil {
 		rc.Status = r.Result.Status
@@ -40,22 +40,22 @@ func (r Record) Receipt(scope Scope, replayed bool) receipt.Receipt {
 	return rc
 }
 
-// SendKey is the key the record's attempts send the vendor: its VendorKey,
+// sendKey is the key the record's attempts send the vendor: its VendorKey,
 // or Key for a record made before vendor keys existed.
-func (r Record) SendKey() Key {
+func (r Record) sendKey() Key {
 	if r.VendorKey.IsZero() {
 		return r.Key
 	}
 	return r.VendorKey
 }
 
-// SafeNewKey is what a receipt of r says of a new key (docs/DESIGN.md,
+// safeNewKey is what a receipt of r says of a new key (docs/DESIGN.md,
 // "Receipt (JSON)"): true for a definitely_rejected call none of
 // whose earlier attempts may have left (one reservation, or one attempt
 // that may have left: the rejected one) and for a denied call (it never
 // dispatched); false for every other state: accepted ran, unknown and
 // in_progress may have, a held call holds its slot.
-func (r Record) SafeNewKey() bool {
+func (r Record) safeNewKey() bool {
 	switch r.State {
 	case effectspec.DefinitelyRejected:
 		return r.AttemptCount == 1 || r.SentAttempts == 1

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -8,13 +9,13 @@ import (
 	"github.com/obol-gateway/obol/receipt"
 )
 
-// Record is one claim as stored. Contenders never see it: a Store returns a
+// Record is one claim as stored. Contenders never see it: a [Store] returns a
 // Record only to Lookup callers and, on a replay, to the caller being replayed.
 type Record struct {
 	SchemaVersion int
 	ScopeVersion  int
 	// State is the record's lifecycle state (docs/DESIGN.md, "The record and
-	// its lifecycle"): effectspec.Held, InProgress (an attempt is reserved
+	// its lifecycle"): [effectspec.Held], InProgress (an attempt is reserved
 	// under a lease), Accepted, DefinitelyRejected, Unknown (an attempt may
 	// have had an effect, see SentAttempts) or Denied.
 	State       effectspec.Outcome
@@ -62,14 +63,14 @@ type Record struct {
 	// first): the vendor's window, in which an unknown slot of a binding
 	// the vendor deduplicates may be dispatched again, runs from it.
 	FirstAttemptAt time.Time
-	// Resolution is set when an operator settled the record (Settler).
+	// Resolution is set when an operator settled the record ([Settler]).
 	Resolution *receipt.Resolution
 
 	// ApprovalDenied says the approval of a record that a claim re-held in
 	// another state (it would have dispatched again) was denied: the record
 	// keeps its state (an unknown one stays unknown, its effect may have
 	// happened), and every claim that would dispatch it answers denied. A
-	// held record that is denied turns effectspec.Denied instead.
+	// held record that is denied turns [effectspec.Denied] instead.
 	ApprovalDenied bool
 }
 
@@ -83,78 +84,46 @@ type StoredResult struct {
 	BodyDropped bool
 }
 
-// ClaimStatus is the one answer of a Claim (docs/DESIGN.md, "The record and its
-// lifecycle").
-type ClaimStatus string
-
-const (
-	StatusClaimed              ClaimStatus = "claimed" // dispatch: an attempt is reserved
-	StatusHeld                 ClaimStatus = "held"    // awaiting approval; no dispatch
-	StatusReplay               ClaimStatus = "replay"  // final result stored; replay it
-	StatusRequestMismatch      ClaimStatus = "request_mismatch"
-	StatusDestinationConflict  ClaimStatus = "destination_conflict"
-	StatusInProgress           ClaimStatus = "in_progress"
-	StatusDenied               ClaimStatus = "denied"
-	StatusOutcomeUnknown       ClaimStatus = "outcome_unknown"
-	StatusScopeVersionConflict ClaimStatus = "scope_version_conflict"
-	// StatusRefused answers a claim with Refuse set whose record is not
-	// final: nothing was written.
-	StatusRefused ClaimStatus = "refused"
-	// StatusNoRecord answers a claim with NoCreate set when no live record
-	// is under its key: nothing was written.
-	StatusNoRecord ClaimStatus = "no_record"
-)
-
-// Attempt timeouts (ClaimRequest.Timeout, ReserveRequest.Timeout).
-const (
-	DefaultAttemptTimeout = effectspec.DefaultAttemptTimeout
-	MaxAttemptTimeout     = effectspec.MaxAttemptTimeout
-)
-
-// DefaultVendorWindow is ClaimRequest.VendorWindow when it is zero.
-const DefaultVendorWindow = effectspec.DefaultVendorWindow
-
 // VendorWindow returns the vendor window a claim asks for: d, or
-// DefaultVendorWindow when d is zero. A negative d is ErrInvalidVendorWindow.
+// [effectspec.DefaultVendorWindow] when d is zero. A negative d is
+// [ErrInvalidRequest].
 func VendorWindow(d time.Duration) (time.Duration, error) {
 	switch {
 	case d == 0:
-		return DefaultVendorWindow, nil
+		return effectspec.DefaultVendorWindow, nil
 	case d < 0:
-		return 0, ErrInvalidVendorWindow
+		return 0, fmt.Errorf("%w: negative vendor window", ErrInvalidRequest)
 	}
 	return d, nil
 }
 
-// DefaultMaxAttempts is ClaimRequest.MaxAttempts when it is zero.
-const DefaultMaxAttempts = effectspec.DefaultMaxAttempts
-
 // MaxAttempts returns the max_attempts a request asks for: n, or
-// DefaultMaxAttempts when n is zero. A negative n is ErrInvalidMaxAttempts.
+// [effectspec.DefaultMaxAttempts] when n is zero. A negative n is
+// [ErrInvalidRequest].
 func MaxAttempts(n int) (int, error) {
 	switch {
 	case n == 0:
-		return DefaultMaxAttempts, nil
+		return effectspec.DefaultMaxAttempts, nil
 	case n < 0:
-		return 0, ErrInvalidMaxAttempts
+		return 0, fmt.Errorf("%w: negative max_attempts", ErrInvalidRequest)
 	}
 	return n, nil
 }
 
 // AttemptTimeout returns the attempt timeout a request asks for: d, or
-// DefaultAttemptTimeout when d is zero. A negative d or one over
-// MaxAttemptTimeout is ErrInvalidTimeout.
+// [effectspec.DefaultAttemptTimeout] when d is zero. A negative d or one
+// over [effectspec.MaxAttemptTimeout] is [ErrInvalidRequest].
 func AttemptTimeout(d time.Duration) (time.Duration, error) {
 	switch {
 	case d == 0:
-		return DefaultAttemptTimeout, nil
-	case d < 0 || d > MaxAttemptTimeout:
-		return 0, ErrInvalidTimeout
+		return effectspec.DefaultAttemptTimeout, nil
+	case d < 0 || d > effectspec.MaxAttemptTimeout:
+		return 0, fmt.Errorf("%w: attempt timeout %v out of range", ErrInvalidRequest, d)
 	}
 	return d, nil
 }
 
-// ClaimRequest asks for the key in Scope for one request.
+// ClaimRequest asks for the key in [Scope] for one request.
 type ClaimRequest struct {
 	Scope       Scope
 	Key         Key
@@ -167,7 +136,7 @@ type ClaimRequest struct {
 	// that never sent, an unknown record with a vendor binding) needs the
 	// record's approval too: without it the record is held again (StatusHeld
 	// with its ticket), keeping its state; an approval covers every later
-	// redispatch of the slot, a denial answers StatusDenied wherever a claim
+	// redispatch of the slot, a denial answers [StatusDenied] wherever a claim
 	// would dispatch (docs/DESIGN.md, "The record and its lifecycle").
 	ApprovalRequired bool
 	// Ticket resumes a held record: only a claim that presents the record's
@@ -179,7 +148,7 @@ type ClaimRequest struct {
 	// StatusRefused and writes nothing, and creates no record.
 	Refuse bool
 	// NoCreate forbids the claim to create a record: when no live record
-	// is under the key (the row "none"), it answers StatusNoRecord and
+	// is under the key (the row "none"), it answers [StatusNoRecord] and
 	// writes nothing. Any existing record is claimed as without it (a
 	// replay, in_progress, a redispatch, an approved resume): a retry of a
 	// call that may have acted always reaches its record. A gateway sets it
@@ -192,20 +161,20 @@ type ClaimRequest struct {
 	// or negative, an error that changes nothing.
 	Timeout time.Duration
 	// VendorWindow is how long the vendor deduplicates on the vendor key
-	// (effectspec.Spec.VendorWindow), for a header or body_pointer binding:
+	// ([effectspec.Spec.VendorWindow]), for a header or body_pointer binding:
 	// an unknown record whose first attempt that may have left is older
 	// (the new attempt's lease would end outside it) answers
 	// StatusOutcomeUnknown instead of another attempt. If zero,
-	// DefaultVendorWindow; negative, ErrInvalidVendorWindow (nothing changes).
+	// [effectspec.DefaultVendorWindow]; negative, [ErrInvalidRequest] (nothing changes).
 	VendorWindow time.Duration
 	// MaxAttempts bounds the attempts of the slot that may reach the vendor
 	// over its whole life (SentAttempts, not tokens: attempts that never
 	// left do not count; effectspec.Spec.MaxAttempts). A redispatch past it
-	// answers StatusOutcomeUnknown with MaxAttemptsReached; one before its
+	// answers [StatusOutcomeUnknown] with MaxAttemptsReached; one before its
 	// backoff ends (Lease x 2^(n-1) after the latest reservation, n the
 	// attempts that may have left, at most an hour) StatusOutcomeUnknown
 	// with RetryAfter. If zero, DefaultMaxAttempts; negative,
-	// ErrInvalidMaxAttempts (nothing changes).
+	// [ErrInvalidRequest] (nothing changes).
 	MaxAttempts int
 	// OpID identifies this operation. Sending the same claim again with the
 	// same OpID after a lost reply answers the original result with
@@ -215,7 +184,7 @@ type ClaimRequest struct {
 
 // ClaimResult is the answer of a Claim.
 type ClaimResult struct {
-	Status ClaimStatus
+	Status Status
 	// Token is the fencing token (the attempt number) reserved, when Claimed.
 	Token int
 	// VendorKey is the record's vendor key, when Claimed: the key every
@@ -253,7 +222,7 @@ type ClaimResult struct {
 }
 
 // Err returns the refusal sentinel of a non-dispatching status, or nil for
-// Claimed and Replay. Held returns ErrHeld.
+// Claimed and Replay. Held returns [ErrHeld].
 func (r ClaimResult) Err() error {
 	switch r.Status {
 	case StatusClaimed, StatusReplay:
@@ -294,10 +263,10 @@ type ReserveRequest struct {
 	// the slot open (docs/DESIGN.md, "The record and its lifecycle").
 	PreviousNeverSent bool
 	// Incarnation is ClaimResult.Incarnation of the claim that reserved
-	// Token: another one answers ErrStale.
+	// Token: another one answers [ErrStale].
 	Incarnation string
 	// MaxAttempts is ClaimRequest.MaxAttempts: an attempt that would be one
-	// more than it to leave is not reserved (ErrStale, no second attempt).
+	// more than it to leave is not reserved ([ErrStale], no second attempt).
 	MaxAttempts int
 	OpID        string
 }
@@ -316,7 +285,7 @@ type RenewRequest struct {
 	Key   Key
 	Token int
 	// Incarnation is ClaimResult.Incarnation of the claim that reserved
-	// Token: another one answers ErrNotFound (the worker's record is gone).
+	// Token: another one answers [ErrNotFound] (the worker's record is gone).
 	Incarnation string
 	OpID        string
 }
@@ -335,7 +304,7 @@ type FinalizeRequest struct {
 	// if no other attempt may have left; the token is never reused.
 	NeverSent bool
 	// Incarnation is ClaimResult.Incarnation of the claim that reserved
-	// Token: another one answers ErrStale and changes nothing.
+	// Token: another one answers [ErrStale] and changes nothing.
 	Incarnation string
 	OpID        string
 }
@@ -349,9 +318,9 @@ type FinalizeRequest struct {
 // with no finalize or settle since (the lease-expiry path), and only when the
 // claim that reserved Token had ClaimOpID. The record becomes unknown with the
 // attempt taken back, so the next claim re-opens the slot if no other attempt
-// may have left. Anything else is ErrStale and changes nothing.
+// may have left. Anything else is [ErrStale] and changes nothing.
 //
-// Token must come from a StatusClaimed answer to the claim with ClaimOpID,
+// Token must come from a [StatusClaimed] answer to the claim with ClaimOpID,
 // never from Lookup: a token read from a record may be one that a client's
 // retry claimed and sent meanwhile.
 type GiveBackRequest struct {
@@ -380,9 +349,6 @@ type Ticket struct {
 	// not read the record.
 	KeySource KeySource
 }
-
-// Approved reports whether the ticket was approved.
-func (t Ticket) Approved() bool { return t.Status == TicketApproved }
 
 // TicketStatus is the decision state of a ticket.
 type TicketStatus string

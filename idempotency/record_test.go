@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -13,10 +14,10 @@ func TestAttemptTimeout(t *testing.T) {
 		in, want time.Duration
 		ok       bool
 	}{
-		{0, idempotency.DefaultAttemptTimeout, true},
+		{0, effectspec.DefaultAttemptTimeout, true},
 		{time.Millisecond, time.Millisecond, true},
-		{idempotency.MaxAttemptTimeout, idempotency.MaxAttemptTimeout, true},
-		{idempotency.MaxAttemptTimeout + 1, 0, false},
+		{effectspec.MaxAttemptTimeout, effectspec.MaxAttemptTimeout, true},
+		{effectspec.MaxAttemptTimeout + 1, 0, false},
 		{-1, 0, false},
 		{1 << 62, 0, false},
 	} {
@@ -24,11 +25,11 @@ func TestAttemptTimeout(t *testing.T) {
 		if c.ok != (err == nil) || got != c.want {
 			t.Errorf("AttemptTimeout(%v) = %v, %v; want %v, ok %v", c.in, got, err, c.want, c.ok)
 		}
-		if !c.ok && !errors.Is(err, idempotency.ErrInvalidTimeout) {
-			t.Errorf("AttemptTimeout(%v): %v, want ErrInvalidTimeout", c.in, err)
+		if !c.ok && !errors.Is(err, idempotency.ErrInvalidRequest) {
+			t.Errorf("AttemptTimeout(%v): %v, want ErrInvalidRequest", c.in, err)
 		}
 	}
-	if idempotency.DefaultAttemptTimeout != 30*time.Second || idempotency.MaxAttemptTimeout != 15*time.Minute {
+	if effectspec.DefaultAttemptTimeout != 30*time.Second || effectspec.MaxAttemptTimeout != 15*time.Minute {
 		t.Fatal("attempt timeouts differ from DESIGN.md section 7")
 	}
 }

@@ -27,15 +27,15 @@ const ScopeVersion = 1
 
 // Scope is what a key is unique within: a workspace, the resolved connection
 // and the tool. A Scope whose Tool starts with "cap." is a capability call; its
-// Connection must be empty and renders as Unresolved.
+// Connection must be empty and renders as [Unresolved].
 type Scope struct {
 	Workspace  string
 	Connection string
 	Tool       string
 }
 
-// IsCapability reports whether the scope is a capability (cap.*) call.
-func (s Scope) IsCapability() bool { return strings.HasPrefix(s.Tool, "cap.") }
+// isCapability reports whether the scope is a capability (cap.*) call.
+func (s Scope) isCapability() bool { return strings.HasPrefix(s.Tool, "cap.") }
 
 // Validate checks every segment: 1 to 128 bytes of [A-Za-z0-9_.-].
 // Segments are validated, not escaped: a ':' would let two tenants render
@@ -48,7 +48,7 @@ func (s Scope) Validate() error {
 	if s.Tool == "" {
 		return fmt.Errorf("%w: tool: must not be empty", ErrInvalidScope)
 	}
-	if s.IsCapability() {
+	if s.isCapability() {
 		if s.Connection != "" {
 			return fmt.Errorf("%w: connection: a capability call is scoped as %q, not by a connection", ErrInvalidScope, Unresolved)
 		}
@@ -82,10 +82,10 @@ func ValidatePrefix(p string) error {
 	return nil
 }
 
-// ToolHash is the tool segment of a storage key: xxhash64 of the tool name as
+// toolHash is the tool segment of a storage key: xxhash64 of the tool name as
 // 16 lowercase hex digits. The route fingerprint names the tool too, so even
 // a 64-bit collision cannot reuse another tool's record.
-func ToolHash(tool string) string {
+func toolHash(tool string) string {
 	var b [16]byte
 	h := strconv.AppendUint(b[:0], xxhash.Sum64String(tool), 16)
 	const zeros = "0000000000000000"
@@ -105,7 +105,7 @@ func (s Scope) StorageKey(prefix string, k Key) (string, error) {
 		return "", fmt.Errorf("%w: zero key", ErrMalformedKey)
 	}
 	conn := s.Connection
-	if s.IsCapability() {
+	if s.isCapability() {
 		conn = Unresolved
 	}
 	var b strings.Builder
@@ -116,7 +116,7 @@ func (s Scope) StorageKey(prefix string, k Key) (string, error) {
 	b.WriteByte(':')
 	b.WriteString(conn)
 	b.WriteByte(':')
-	b.WriteString(ToolHash(s.Tool))
+	b.WriteString(toolHash(s.Tool))
 	b.WriteByte(':')
 	b.WriteString(k.s)
 	return b.String(), nil

@@ -11,19 +11,19 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 )
 
-// Settler is the operator's side of a Store (docs/DESIGN.md, "The record and
+// Settler is the operator's side of a [Store] (docs/DESIGN.md, "The record and
 // its lifecycle", "Resolving unknown" and "Listing"): it settles unknown
 // records and lists them per workspace. It is a separate interface so that a
 // Store need not offer it.
 type Settler interface {
 	// Settle moves an unknown record (or an in-flight one whose lease has
-	// lapsed) to effectspec.Accepted or effectspec.DefinitelyRejected, by compare-and-set
+	// lapsed) to [effectspec.Accepted] or [effectspec.DefinitelyRejected], by compare-and-set
 	// on that state and on SettleRequest.Attempts. From any other state it is
-	// ErrNotUnknown, and after a redispatch ErrStale; both change nothing.
+	// ErrNotUnknown, and after a redispatch [ErrStale]; both change nothing.
 	// A record whose attempt may still be running at its gateway (in
 	// flight under a lapsed lease, or turned unknown by the lease-expiry
 	// path, until its attempt deadline plus the store's lease) is refused
-	// with an *AttemptRunningError (matching ErrInProgress): its owner's
+	// with an *AttemptRunningError (matching [ErrInProgress]): its owner's
 	// finalize is still to come. A record of another scope version is
 	// ErrScopeVersionConflict. It never shortens the record's TTL. It
 	// returns the record without the result body.
@@ -50,7 +50,7 @@ var ErrNotUnknown = errors.New("idempotency: record is not unknown")
 // be running at its gateway: the lease lapsed (a failover, failed renewals,
 // a paused gateway) but the attempt deadline has not passed, so the vendor
 // may not have answered yet and the owner's finalize may still land. It
-// matches ErrInProgress. The attempt deadline is the gateway's give-up
+// matches [ErrInProgress]. The attempt deadline is the gateway's give-up
 // time, not proof that the vendor has finished.
 type AttemptRunningError struct {
 	// SettleAfter is when the record becomes settleable (the store's
@@ -64,7 +64,7 @@ func (e *AttemptRunningError) Error() string {
 	return "idempotency: settle: the attempt may still be running until its deadline"
 }
 
-// Unwrap returns ErrInProgress.
+// Unwrap returns [ErrInProgress].
 func (e *AttemptRunningError) Unwrap() error { return ErrInProgress }
 
 // SettleRequest settles the record of Key in Scope.
@@ -72,10 +72,10 @@ type SettleRequest struct {
 	Scope Scope
 	Key   Key
 	// Attempts is the record's AttemptCount as the operator saw it: a
-	// reservation made since then makes the settle ErrStale.
+	// reservation made since then makes the settle [ErrStale].
 	Attempts int
 	Outcome  effectspec.Outcome // effectspec.Accepted or DefinitelyRejected
-	// By is who settles: 1 to MaxByBytes bytes. By and Note are UTF-8
+	// By is who settles: 1 to [MaxByBytes] bytes. By and Note are UTF-8
 	// without control characters, Unicode format characters (category
 	// Cf) or U+2028/U+2029.
 	By   string
@@ -136,12 +136,12 @@ type ListRequest struct {
 	// Cursor continues a listing: UnknownPage.Cursor of the previous page.
 	// If empty, the listing starts at its beginning (in the store's order).
 	Cursor string
-	// Limit is the most records a page holds. If zero or over MaxPageSize,
+	// Limit is the most records a page holds. If zero or over [MaxPageSize],
 	// MaxPageSize.
 	Limit int
 }
 
-// PageLimit returns the page size r asks for, bounded by MaxPageSize.
+// PageLimit returns the page size r asks for, bounded by [MaxPageSize].
 func (r ListRequest) PageLimit() int {
 	if r.Limit <= 0 || r.Limit > MaxPageSize {
 		return MaxPageSize
@@ -163,7 +163,7 @@ type UnknownRecord struct {
 	Record Record
 	// SettleAfter, when not zero, is when the record becomes settleable:
 	// its attempt may still be running at its gateway until its attempt
-	// deadline plus the store's lease (see AttemptRunningError). Zero: it
+	// deadline plus the store's lease (see [AttemptRunningError]). Zero: it
 	// may be settled now.
 	SettleAfter time.Time
 }

@@ -19,14 +19,14 @@ const vendorKeyDomain = "obol/vendor-key/v2"
 // reaches the vendor.
 //
 // deployment is the fleet's DeploymentID; requestHash is the "sha256:..."
-// text of RequestHash. A Store derives the vendor key once, when it creates
+// text of [RequestHash]. A [Store] derives the vendor key once, when it creates
 // the record, and stores it: every attempt of the slot sends the same one.
 func VendorKey(deployment string, scope Scope, key Key, requestHash string) Key {
 	return NewVendorKeys(deployment, scope).Key(key, requestHash)
 }
 
-// VendorKeys derives the vendor keys of one scope (VendorKey) with the
-// scope's part of the input made once: a Store that writes a scope again and
+// VendorKeys derives the vendor keys of one scope ([VendorKey]) with the
+// scope's part of the input made once: a [Store] that writes a scope again and
 // again keeps one. The zero value is not usable; make one with
 // NewVendorKeys.
 type VendorKeys struct {
@@ -36,20 +36,20 @@ type VendorKeys struct {
 // NewVendorKeys returns the vendor keys of scope in fleet deployment.
 func NewVendorKeys(deployment string, scope Scope) VendorKeys {
 	conn := scope.Connection
-	if scope.IsCapability() {
+	if scope.isCapability() {
 		conn = Unresolved
 	}
 	return VendorKeys{base: vendorKeyDomain + "\x00" + deployment + "\x00" + scope.Workspace + "\x00" + conn + "\x00" +
-		ToolHash(scope.Tool) + "\x00"}
+		toolHash(scope.Tool) + "\x00"}
 }
 
-// Key is VendorKey of the scope, key and requestHash.
+// Key is [VendorKey] of the scope, key and requestHash.
 func (v VendorKeys) Key(key Key, requestHash string) Key {
 	sum := v.sum(key, requestHash)
 	return Key{s: keyPrefix + hex.EncodeToString(sum[:keyHexLen/2])}
 }
 
-// Raw is Key's 16 bytes, as a record stores them, without the hex text.
+// Raw is [VendorKeys.Key]'s 16 bytes, as a record stores them, without the hex text.
 func (v VendorKeys) Raw(key Key, requestHash string) [keyHexLen / 2]byte {
 	sum := v.sum(key, requestHash)
 	return [keyHexLen / 2]byte(sum[:keyHexLen/2])
@@ -63,8 +63,8 @@ func (v VendorKeys) sum(key Key, requestHash string) [sha256.Size]byte {
 }
 
 // NewDeploymentID mints a deployment id: 32 lowercase hex digits from
-// crypto/rand, made once per fleet and kept by its Store.
+// crypto/rand, made once per fleet and kept by its [Store].
 func NewDeploymentID() string { return NewKey().s[len(keyPrefix):] }
 
-// ValidDeploymentID reports whether s is 32 lowercase hex digits.
-func ValidDeploymentID(s string) bool { return validKey(keyPrefix + s) }
+// validDeploymentID reports whether s is 32 lowercase hex digits.
+func validDeploymentID(s string) bool { return validKey(keyPrefix + s) }

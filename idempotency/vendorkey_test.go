@@ -15,7 +15,7 @@ func TestVendorKeyDerivation(t *testing.T) {
 
 	// The derivation of docs/DESIGN.md, "The key on the vendor hop", written
 	// out byte by byte.
-	input := "obol/vendor-key/v2\x00" + dep + "\x00ws_acme\x00conn_pay\x00" + ToolHash("payments.create_charge") +
+	input := "obol/vendor-key/v2\x00" + dep + "\x00ws_acme\x00conn_pay\x00" + toolHash("payments.create_charge") +
 		"\x00idt_00000000000000000000000000000001\x00" + rh
 	sum := sha256.Sum256([]byte(input))
 	want := "idt_" + hex.EncodeToString(sum[:16])
@@ -53,11 +53,11 @@ func TestVendorKeyDerivation(t *testing.T) {
 
 func TestDeploymentID(t *testing.T) {
 	a, b := NewDeploymentID(), NewDeploymentID()
-	if !ValidDeploymentID(a) || a == b {
+	if !validDeploymentID(a) || a == b {
 		t.Fatalf("deployment ids %q, %q: want two distinct 32-hex ids", a, b)
 	}
 	for _, bad := range []string{"", "idt_" + a, a[:31], a + "0", "0123456789ABCDEF0123456789abcdef"} {
-		if ValidDeploymentID(bad) {
+		if validDeploymentID(bad) {
 			t.Fatalf("ValidDeploymentID(%q) = true", bad)
 		}
 	}
@@ -68,11 +68,11 @@ func TestDeploymentID(t *testing.T) {
 func TestVendorKeysDerivation(t *testing.T) {
 	reference := func(deployment string, scope Scope, key Key, requestHash string) string {
 		conn := scope.Connection
-		if scope.IsCapability() {
+		if scope.isCapability() {
 			conn = Unresolved
 		}
 		h := sha256.New()
-		for i, part := range []string{"obol/vendor-key/v2", deployment, scope.Workspace, conn, ToolHash(scope.Tool), key.String(), requestHash} {
+		for i, part := range []string{"obol/vendor-key/v2", deployment, scope.Workspace, conn, toolHash(scope.Tool), key.String(), requestHash} {
 			if i > 0 {
 				h.Write([]byte{0})
 			}

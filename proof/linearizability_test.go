@@ -161,7 +161,7 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 		switch {
 		case !st.Exists:
 			return out == linOutput{Status: "not_found"}, st
-		case st.S != inFlight || st.N != in.Token || st.Cycle >= 2 || !st.Live || st.N >= idempotency.DefaultMaxAttempts:
+		case st.S != inFlight || st.N != in.Token || st.Cycle >= 2 || !st.Live || st.N >= effectspec.DefaultMaxAttempts:
 			return out == linOutput{Status: "stale"}, st
 		}
 		next := st
@@ -207,7 +207,7 @@ func linStep(st linState, in linInput, out linOutput) (bool, linState) {
 // refused too, but for the claim that made the current cycle (K), which
 // the backoff exempts.
 func linLimited(st linState, in linInput) bool {
-	return st.N >= idempotency.DefaultMaxAttempts || st.N >= 2 && st.ClaimOp != in.Op
+	return st.N >= effectspec.DefaultMaxAttempts || st.N >= 2 && st.ClaimOp != in.Op
 }
 
 var linModel = porcupine.Model{

@@ -75,7 +75,7 @@ type Orchestrator struct {
 	// errors they get hold no secret.
 	//
 	// OnClaim, if non-nil, is called with every claim's answer.
-	OnClaim func(call *Call, status idempotency.ClaimStatus)
+	OnClaim func(call *Call, status idempotency.Status)
 	// OnAttempt, if non-nil, is called after every attempt with what the
 	// wire showed. res's Body and Header are the vendor's as received, not
 	// yet scrubbed of the call's secrets: do not log them.

@@ -294,7 +294,7 @@ func (e *env) benchArgs(w *workload, c, n int) []string {
 		Route: w.packed, KeySource: a.ks, Op: a.op, Lease: "10000", Retention: strconv.FormatInt((24 * time.Hour).Milliseconds(), 10),
 		VendorKey: argv(a.vk), URetention: strconv.FormatInt((7 * 24 * time.Hour).Milliseconds(), 10), Timeout: 30000,
 		Member: w.member, Window: int((24 * time.Hour).Milliseconds()), Incarnation: benchIncarnation, Gen: 0,
-		MaxAttempts: idempotency.DefaultMaxAttempts,
+		MaxAttempts: effectspec.DefaultMaxAttempts,
 	})...)
 }
 

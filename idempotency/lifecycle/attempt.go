@@ -1,16 +1,21 @@
 package lifecycle
 
+import (
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+)
+
 // ReserveRequest is the one immediate second attempt of a cycle
 // (internal/scriptargs.Reserve, by meaning).
 type ReserveRequest struct {
-	Token       int64 // the owner's current token
-	Op          string
-	Lease       int64
-	URetention  int64
-	Timeout     int64
-	PrevNever   bool   // the previous attempt never left
-	Incarnation string // the owner's, '' not compared
-	MaxAttempts int64  // the tool's max_attempts (at least 1)
+	Token            int64 // the owner's current token
+	Op               string
+	Lease            int64
+	UnknownRetention int64
+	Timeout          int64
+	PrevNever        bool   // the previous attempt never left
+	Incarnation      string // the owner's, '' not compared
+	MaxAttempts      int64  // the tool's max_attempts (at least 1)
 }
 
 // Reserve is Reserve-next at now.
@@ -26,26 +31,26 @@ type ReserveRequest struct {
 // lease, attempt deadline[, applied]}.
 func Reserve(cur *Record, q ReserveRequest, now int64) (Result, Write) {
 	if cur == nil {
-		return Result{Status: NotFound}, Write{}
+		return Result{Status: idempotency.StatusNotFound}, Write{}
 	}
 	if cur.fenced(q.Incarnation) {
-		return Result{Status: Stale}, Write{}
+		return Result{Status: idempotency.StatusStale}, Write{}
 	}
 	r := cur.Clone()
 	if r.Op == q.Op {
-		r.Expires = now + q.URetention
-		return Result{Status: Reserved, Token: r.Attempts, Lease: r.Lease, AttemptDeadline: r.AttemptDeadline, Applied: true},
+		r.Expires = now + q.UnknownRetention
+		return Result{Status: idempotency.StatusReserved, Token: r.Attempts, Lease: r.Lease, AttemptDeadline: r.AttemptDeadline, Applied: true},
 			written(r, IndexAdd, false)
 	}
 	switch {
-	case r.State != InFlight || r.Attempts != q.Token:
-		return Result{Status: Stale}, Write{}
+	case r.State != effectspec.InProgress || r.Attempts != q.Token:
+		return Result{Status: idempotency.StatusStale}, Write{}
 	case r.Cycle >= 2:
-		return Result{Status: CycleExhausted}, Write{}
+		return Result{Status: idempotency.StatusCycleExhausted}, Write{}
 	case r.Lease <= now:
-		return Result{Status: LeaseExpired}, Write{}
+		return Result{Status: idempotency.StatusLeaseExpired}, Write{}
 	case !q.PrevNever && r.Sent >= q.MaxAttempts:
-		return Result{Status: MaxAttempts}, Write{}
+		return Result{Status: idempotency.StatusMaxAttempts}, Write{}
 	}
 	if !q.PrevNever {
 		r.keepDeadline() // the attempt replaced may have left
@@ -60,8 +65,8 @@ func Reserve(cur *Record, q ReserveRequest, now int64) (Result, Write) {
 	} else {
 		r.Sent++
 	}
-	r.Expires = now + q.URetention
-	return Result{Status: Reserved, Token: r.Attempts, Lease: r.Lease, AttemptDeadline: r.AttemptDeadline},
+	r.Expires = now + q.UnknownRetention
+	return Result{Status: idempotency.StatusReserved, Token: r.Attempts, Lease: r.Lease, AttemptDeadline: r.AttemptDeadline},
 		written(r, IndexAdd, true)
 }
 
@@ -83,15 +88,15 @@ type RenewRequest struct {
 // renewal answers the lease it set. Reply: renewed {lease[, applied]}.
 func Renew(cur *Record, q RenewRequest, now int64) (Result, Write) {
 	if cur == nil || cur.fenced(q.Incarnation) {
-		return Result{Status: NotFound}, Write{}
+		return Result{Status: idempotency.StatusNotFound}, Write{}
 	}
 	switch {
-	case cur.State != InFlight || cur.Attempts != q.Token:
-		return Result{Status: Stale}, Write{}
+	case cur.State != effectspec.InProgress || cur.Attempts != q.Token:
+		return Result{Status: idempotency.StatusStale}, Write{}
 	case cur.Lease <= now:
-		return Result{Status: LeaseExpired}, Write{}
+		return Result{Status: idempotency.StatusLeaseExpired}, Write{}
 	case cur.RenewOp == q.Op:
-		return Result{Status: Renewed, Lease: cur.Lease, Applied: true}, Write{}
+		return Result{Status: idempotency.StatusRenewed, Lease: cur.Lease, Applied: true}, Write{}
 	}
 	r := cur.Clone()
 	nl := now + q.Lease
@@ -100,13 +105,13 @@ func Renew(cur *Record, q RenewRequest, now int64) (Result, Write) {
 	}
 	r.Lease = max(r.Lease, nl)
 	r.RenewOp = q.Op
-	return Result{Status: Renewed, Lease: r.Lease}, Write{Record: r}
+	return Result{Status: idempotency.StatusRenewed, Lease: r.Lease}, Write{Record: r}
 }
 
 // FinalizeRequest is an attempt's outcome (internal/scriptargs.Finalize).
 type FinalizeRequest struct {
 	Token       int64
-	State       State // Accepted, Rejected or Unknown
+	State       effectspec.Outcome // effectspec.Accepted, effectspec.DefinitelyRejected or effectspec.Unknown
 	Op          string
 	TTL         int64 // the record's retention from now
 	Never       bool  // the attempt never left
@@ -126,13 +131,13 @@ type FinalizeRequest struct {
 // {record without body[, applied]}.
 func Finalize(cur *Record, q FinalizeRequest, now int64) (Result, Write) {
 	if cur == nil {
-		return Result{Status: NotFound}, Write{}
+		return Result{Status: idempotency.StatusNotFound}, Write{}
 	}
 	if cur.Op == q.Op {
-		return Result{Status: Finalized, Record: cur.Head(), Applied: true}, Write{}
+		return Result{Status: idempotency.StatusFinalized, Record: cur.head(), Applied: true}, Write{}
 	}
 	if cur.Attempts != q.Token || cur.fenced(q.Incarnation) || !cur.open() {
-		return Result{Status: Stale}, Write{}
+		return Result{Status: idempotency.StatusStale}, Write{}
 	}
 	r := cur.Clone()
 	was := r.State
@@ -141,25 +146,25 @@ func Finalize(cur *Record, q FinalizeRequest, now int64) (Result, Write) {
 	r.State, r.Finalized, r.FinalizedAfter, r.Op = q.State, true, now-r.Created, q.Op
 	r.dropCycle()
 	r.setResult(q.Result)
-	if q.Never && was == InFlight && r.Sent > 0 {
+	if q.Never && was == effectspec.InProgress && r.Sent > 0 {
 		r.Sent--
 	}
 	r.Expires = now + q.TTL
 	w := written(r, IndexRemove, false)
-	if q.State == Unknown {
+	if q.State == effectspec.Unknown {
 		w = written(r, IndexAdd, false)
 	}
-	return Result{Status: Finalized, Record: r.Head()}, w
+	return Result{Status: idempotency.StatusFinalized, Record: r.head()}, w
 }
 
 // GiveBackRequest gives back a claim's attempt that nobody sent
 // (internal/scriptargs.GiveBack).
 type GiveBackRequest struct {
-	Token       int64
-	ClaimOp     string // the claim's op tag
-	Op          string
-	URetention  int64
-	Incarnation string
+	Token            int64
+	ClaimOp          string // the claim's op tag
+	Op               string
+	UnknownRetention int64
+	Incarnation      string
 }
 
 // GiveBack is the give-back of the claim q.ClaimOp's token at now.
@@ -173,26 +178,26 @@ type GiveBackRequest struct {
 // stale. Reply: given_back [applied].
 func GiveBack(cur *Record, q GiveBackRequest, now int64) (Result, Write) {
 	if cur == nil {
-		return Result{Status: NotFound}, Write{}
+		return Result{Status: idempotency.StatusNotFound}, Write{}
 	}
 	if cur.Op == q.Op {
-		return Result{Status: GivenBack, Applied: true}, Write{}
+		return Result{Status: idempotency.StatusGivenBack, Applied: true}, Write{}
 	}
 	if cur.fenced(q.Incarnation) {
-		return Result{Status: Stale}, Write{}
+		return Result{Status: idempotency.StatusStale}, Write{}
 	}
 	if cur.ClaimOp == "" || cur.ClaimOp != q.ClaimOp || cur.GivenBack || cur.ClaimToken != q.Token ||
 		cur.Attempts != q.Token || !cur.open() {
-		return Result{Status: Stale}, Write{}
+		return Result{Status: idempotency.StatusStale}, Write{}
 	}
 	r := cur.Clone()
 	r.endAttempt()
-	r.State, r.Finalized, r.FinalizedAfter, r.Op, r.GivenBack = Unknown, true, now-r.Created, q.Op, true
+	r.State, r.Finalized, r.FinalizedAfter, r.Op, r.GivenBack = effectspec.Unknown, true, now-r.Created, q.Op, true
 	if r.Sent > 0 {
 		r.Sent--
 	}
-	r.Expires = now + q.URetention
-	return Result{Status: GivenBack}, written(r, IndexAdd, false)
+	r.Expires = now + q.UnknownRetention
+	return Result{Status: idempotency.StatusGivenBack}, written(r, IndexAdd, false)
 }
 
 // Expire is the record cur at now: nil once its retention ran out.
@@ -211,5 +216,5 @@ func Expire(cur *Record, now int64) *Record {
 // Lapsed reports whether r is in flight under a lease that ran out at
 // now: it counts as unknown for listing and settling.
 func Lapsed(r *Record, now int64) bool {
-	return r.State == InFlight && r.Lease <= now
+	return r.State == effectspec.InProgress && r.Lease <= now
 }

@@ -1,28 +1,33 @@
 package lifecycle
 
+import (
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+)
+
 // ClaimRequest is a claim's input (internal/scriptargs.Claim, by meaning).
 // Durations are milliseconds.
 type ClaimRequest struct {
-	ScopeVersion int64
-	RequestHash  string
-	Binding      byte
-	Fingerprint  string
-	Route        string // the route fields as the record stores them
-	KeySource    byte
-	Approval     bool   // the tool requires approval
-	Presented    string // the caller's ticket, or ''
-	Fresh        string // a new ticket, used if the claim holds
-	Op           string // op tag
-	Lease        int64
-	Retention    int64
-	VendorKey    string // '' for an unsupported binding
-	URetention   int64
-	Timeout      int64 // the attempt timeout
-	Refuse       bool  // answer refused rather than write a record that is not final
-	NoCreate     bool  // answer no_record rather than create a record (the row "none")
-	Window       int64 // how long the vendor deduplicates on the key
-	Incarnation  string
-	MaxAttempts  int64 // the tool's max_attempts (at least 1)
+	ScopeVersion     int64
+	RequestHash      string
+	Binding          effectspec.BindingKind
+	Fingerprint      string
+	Route            string // the route fields as the record stores them
+	KeySource        byte
+	ApprovalRequired bool   // the tool requires approval
+	Ticket           string // the caller's ticket, or ''
+	NewTicket        string // a new ticket, used if the claim holds
+	Op               string // op tag
+	Lease            int64
+	Retention        int64
+	VendorKey        string // '' for an unsupported binding
+	UnknownRetention int64
+	Timeout          int64 // the attempt timeout
+	Refuse           bool  // answer refused rather than write a record that is not final
+	NoCreate         bool  // answer no_record rather than create a record (the row "none")
+	Window           int64 // how long the vendor deduplicates on the key
+	Incarnation      string
+	MaxAttempts      int64 // the tool's max_attempts (at least 1)
 }
 
 // Claim is one claim of the slot whose record is cur (nil: none) at now.
@@ -47,93 +52,93 @@ func Claim(cur *Record, q ClaimRequest, now int64) (Result, Write) {
 	}
 	r := cur.Clone()
 	if r.ScopeVersion != q.ScopeVersion {
-		return Result{Status: ScopeConflict}, Write{}
+		return Result{Status: idempotency.StatusScopeVersionConflict}, Write{}
 	}
 	if r.RequestHash != q.RequestHash {
-		return Result{Status: RequestMismatch}, Write{}
+		return Result{Status: idempotency.StatusRequestMismatch}, Write{}
 	}
 	sameRoute := r.Binding == q.Binding && r.Fingerprint == q.Fingerprint
 
 	// A re-sent claim whose first send was applied answers what it answered.
 	if r.Op == q.Op {
 		switch r.State {
-		case InFlight:
-			r.Expires = now + q.URetention
+		case effectspec.InProgress:
+			r.Expires = now + q.UnknownRetention
 			return claimed(r, true), written(r, IndexAdd, false)
-		case Held:
+		case effectspec.Held:
 			r.Expires = now + q.Retention
-			return Result{Status: HeldReply, Ticket: r.Ticket, Applied: true}, Write{Record: r}
-		case Unknown:
+			return Result{Status: idempotency.StatusHeld, Ticket: r.Ticket, Applied: true}, Write{Record: r}
+		case effectspec.Unknown:
 			if holdsClaim(r, q.Op) {
 				break // another claim's lease-expiry path kept o: the copy below answers the token
 			}
-			r.Expires = now + q.URetention
-			return Result{Status: OutcomeUnknown, Applied: true}, written(r, IndexAdd, false)
+			r.Expires = now + q.UnknownRetention
+			return Result{Status: idempotency.StatusOutcomeUnknown, Applied: true}, written(r, IndexAdd, false)
 		}
 	}
 	if r.State.Final() {
-		return Result{Status: Replay, Record: cur.Clone()}, Write{}
+		return Result{Status: idempotency.StatusReplay, Record: cur.Clone()}, Write{}
 	}
 	if q.Refuse {
-		return Result{Status: Refused}, Write{}
+		return Result{Status: idempotency.StatusRefused}, Write{}
 	}
 	// A copy of the claim that made this cycle: its open token again, or,
 	// after its give-back, outcome_unknown; otherwise judged by the rows.
 	if r.ClaimOp != "" && r.ClaimOp == q.Op && r.GivenBack {
-		return Result{Status: OutcomeUnknown, Applied: true}, Write{}
+		return Result{Status: idempotency.StatusOutcomeUnknown, Applied: true}, Write{}
 	}
 	if holdsClaim(r, q.Op) {
-		r.Expires = now + q.URetention
+		r.Expires = now + q.UnknownRetention
 		return claimed(r, true), written(r, IndexAdd, false)
 	}
 
 	switch {
-	case r.State == InFlight && r.Lease > now:
-		return Result{Status: InProgress, AttemptDeadline: r.AttemptDeadline}, Write{}
-	case r.State == Held:
-		if q.Presented != "" && q.Presented == r.Ticket && r.Approval == "1" {
+	case r.State == effectspec.InProgress && r.Lease > now:
+		return Result{Status: idempotency.StatusInProgress, AttemptDeadline: r.AttemptDeadline}, Write{}
+	case r.State == effectspec.Held:
+		if q.Ticket != "" && q.Ticket == r.Ticket && r.Approved {
 			if !sameRoute {
-				return Result{Status: DestinationConflict}, Write{}
+				return Result{Status: idempotency.StatusDestinationConflict}, Write{}
 			}
 			return reserveNext(r, q, now)
 		}
-		return Result{Status: HeldReply, Ticket: r.Ticket}, Write{}
-	case r.State == Denied:
-		return Result{Status: DeniedReply}, Write{}
-	case r.State != Unknown && r.State != InFlight:
-		return Result{Status: BadState}, Write{}
+		return Result{Status: idempotency.StatusHeld, Ticket: r.Ticket}, Write{}
+	case r.State == effectspec.Denied:
+		return Result{Status: idempotency.StatusDenied}, Write{}
+	case r.State != effectspec.Unknown && r.State != effectspec.InProgress:
+		return Result{Status: idempotency.StatusCorrupt}, Write{}
 	}
 
 	// Unknown, or in flight with an expired lease.
 	if !sameRoute {
-		if r.State == InFlight {
+		if r.State == effectspec.InProgress {
 			lapse(r, q, now, false)
-			return Result{Status: DestinationConflict}, written(r, IndexAdd, false)
+			return Result{Status: idempotency.StatusDestinationConflict}, written(r, IndexAdd, false)
 		}
-		return Result{Status: DestinationConflict}, Write{}
+		return Result{Status: idempotency.StatusDestinationConflict}, Write{}
 	}
-	if r.Sent == 0 || Redispatchable(q.Binding) && now+q.Lease < r.first()+q.Window {
+	if r.Sent == 0 || redispatchable(q.Binding) && now+q.Lease < r.first()+q.Window {
 		switch {
-		case r.Approval == "0":
-			return Result{Status: DeniedReply}, Write{}
-		case q.Approval && r.Approval != "1":
+		case r.ApprovalDenied:
+			return Result{Status: idempotency.StatusDenied}, Write{}
+		case q.ApprovalRequired && !r.Approved:
 			// Held again: a ticket (once); state, TTL and index entry stay.
 			if r.Ticket == "" {
-				r.Ticket = q.Fresh
-				return Result{Status: HeldReply, Ticket: r.Ticket}, Write{Record: r}
+				r.Ticket = q.NewTicket
+				return Result{Status: idempotency.StatusHeld, Ticket: r.Ticket}, Write{Record: r}
 			}
-			return Result{Status: HeldReply, Ticket: r.Ticket}, Write{}
+			return Result{Status: idempotency.StatusHeld, Ticket: r.Ticket}, Write{}
 		}
 		if res, w, refused := limited(r, q, now); refused {
 			return res, w
 		}
 		return reserveNext(r, q, now)
 	}
-	if r.State == InFlight {
+	if r.State == effectspec.InProgress {
 		lapse(r, q, now, true)
-		return Result{Status: OutcomeUnknown}, written(r, IndexAdd, false)
+		return Result{Status: idempotency.StatusOutcomeUnknown}, written(r, IndexAdd, false)
 	}
-	return Result{Status: OutcomeUnknown}, Write{}
+	return Result{Status: idempotency.StatusOutcomeUnknown}, Write{}
 }
 
 // holdsClaim reports whether the claim op made r's current cycle and its
@@ -147,52 +152,52 @@ func holdsClaim(r *Record, op string) bool {
 // then no_record (nothing written) when asked not to create a record.
 func claimFresh(q ClaimRequest, now int64) (Result, Write) {
 	if q.Refuse {
-		return Result{Status: Refused}, Write{}
+		return Result{Status: idempotency.StatusRefused}, Write{}
 	}
 	if q.NoCreate {
-		return Result{Status: NoRecord}, Write{}
+		return Result{Status: idempotency.StatusNoRecord}, Write{}
 	}
 	r := &Record{KeySource: q.KeySource, Binding: q.Binding, ScopeVersion: q.ScopeVersion, RequestHash: q.RequestHash,
 		Fingerprint: q.Fingerprint, Route: q.Route, VendorKey: q.VendorKey, Incarnation: q.Incarnation,
 		Created: now, Updated: now, Op: q.Op}
-	if q.Approval {
-		r.State, r.Ticket, r.Expires = Held, q.Fresh, now+q.Retention
-		return Result{Status: HeldReply, Ticket: q.Fresh}, Write{Record: r}
+	if q.ApprovalRequired {
+		r.State, r.Ticket, r.Expires = effectspec.Held, q.NewTicket, now+q.Retention
+		return Result{Status: idempotency.StatusHeld, Ticket: q.NewTicket}, Write{Record: r}
 	}
-	r.State, r.Attempts, r.Sent, r.Cycle = InFlight, 1, 1, 1
+	r.State, r.Attempts, r.Sent, r.Cycle = effectspec.InProgress, 1, 1, 1
 	r.Lease, r.AttemptDeadline = minLease(now, q.Lease, q.Timeout)
 	r.ClaimOp, r.ClaimToken = q.Op, 1
-	r.Expires = now + q.URetention
+	r.Expires = now + q.UnknownRetention
 	return claimed(r, false), written(r, IndexAdd, true)
 }
 
 // claimed is the claimed reply for r's current token.
 func claimed(r *Record, applied bool) Result {
-	return Result{Status: Claimed, Token: r.Attempts, Lease: r.Lease, AttemptDeadline: r.AttemptDeadline,
+	return Result{Status: idempotency.StatusClaimed, Token: r.Attempts, Lease: r.Lease, AttemptDeadline: r.AttemptDeadline,
 		Applied: applied, VendorKey: r.VendorKey, Incarnation: r.Incarnation}
 }
 
 // limited refuses a redispatch past the slot's max_attempts (the attempts
 // that may have left, not tokens) or before its backoff ends: lease x
 // 2^(n-1) after the latest reservation, n >= 2 the attempts that may have
-// left, at most BackoffCap (the first redispatch goes once no lease is
+// left, at most backoffCap (the first redispatch goes once no lease is
 // live, as ever). A slot that sent at most one attempt, and the copy of
 // the cycle's claim, do not wait. The refusal records no op; a lapsed record
 // first becomes unknown.
 func limited(r *Record, q ClaimRequest, now int64) (Result, Write, bool) {
-	res := Result{Status: OutcomeUnknown}
+	res := Result{Status: idempotency.StatusOutcomeUnknown}
 	switch {
 	case r.Sent >= q.MaxAttempts:
-		res.Limit = MaxAttempts
+		res.Limit = idempotency.StatusMaxAttempts
 	case r.Sent > 1 && r.ClaimOp != q.Op:
 		if wait := r.reserved() + backoff(q.Lease, r.Sent) - now; wait > 0 {
-			res.Limit, res.RetryAfter = Backoff, wait
+			res.Limit, res.RetryAfter = idempotency.StatusBackoff, wait
 		}
 	}
 	if res.Limit == "" {
 		return Result{}, Write{}, false
 	}
-	if r.State == InFlight {
+	if r.State == effectspec.InProgress {
 		lapse(r, q, now, false)
 		return res, written(r, IndexAdd, false), true
 	}
@@ -210,10 +215,10 @@ func reserveNext(r *Record, q ClaimRequest, now int64) (Result, Write) {
 	if r.Sent == 0 {
 		r.FirstSent = now // the first attempt that may leave
 	}
-	r.State, r.Attempts, r.Sent, r.Cycle = InFlight, r.Attempts+1, r.Sent+1, 1
+	r.State, r.Attempts, r.Sent, r.Cycle = effectspec.InProgress, r.Attempts+1, r.Sent+1, 1
 	r.Updated, r.Op, r.RenewOp = now, q.Op, ""
 	r.ClaimOp, r.ClaimToken, r.GivenBack = q.Op, r.Attempts, false
-	r.Expires = now + q.URetention
+	r.Expires = now + q.UnknownRetention
 	return claimed(r, false), written(r, IndexAdd, true)
 }
 
@@ -222,9 +227,9 @@ func reserveNext(r *Record, q ClaimRequest, now int64) (Result, Write) {
 // run at its gateway). setOp records the claim's op, so that its re-send
 // answers outcome_unknown again.
 func lapse(r *Record, q ClaimRequest, now int64, setOp bool) {
-	r.State, r.Updated, r.Lease, r.Cycle, r.RenewOp = Unknown, now, 0, 0, ""
+	r.State, r.Updated, r.Lease, r.Cycle, r.RenewOp = effectspec.Unknown, now, 0, 0, ""
 	if setOp {
 		r.Op = q.Op
 	}
-	r.Expires = now + q.URetention
+	r.Expires = now + q.UnknownRetention
 }

@@ -1,12 +1,17 @@
 package lifecycle
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
+)
 
 // SettleRequest is an operator's resolution of an unknown record
 // (internal/scriptargs.Settle, by meaning).
 type SettleRequest struct {
-	Attempts     int64 // the attempt count the operator saw
-	State        State // Accepted or Rejected
+	Attempts     int64              // the attempt count the operator saw
+	State        effectspec.Outcome // effectspec.Accepted or effectspec.DefinitelyRejected
 	Op           string
 	Retention    int64
 	Who, Note    string
@@ -29,17 +34,17 @@ type SettleRequest struct {
 func Settle(cur *Record, q SettleRequest, now int64) (Result, Write) {
 	switch {
 	case cur == nil:
-		return Result{Status: NotFound}, Write{}
+		return Result{Status: idempotency.StatusNotFound}, Write{}
 	case cur.Op == q.Op:
-		return Result{Status: Settled, Record: cur.Head(), Applied: true}, Write{}
+		return Result{Status: idempotency.StatusSettled, Record: cur.head(), Applied: true}, Write{}
 	case cur.ScopeVersion != q.ScopeVersion:
-		return Result{Status: ScopeConflict}, Write{}
-	case !(cur.State == Unknown || Lapsed(cur, now)):
-		return Result{Status: NotUnknown}, Write{}
+		return Result{Status: idempotency.StatusScopeVersionConflict}, Write{}
+	case !(cur.State == effectspec.Unknown || Lapsed(cur, now)):
+		return Result{Status: idempotency.StatusNotUnknown}, Write{}
 	case cur.Attempts != q.Attempts:
-		return Result{Status: Stale}, Write{}
+		return Result{Status: idempotency.StatusStale}, Write{}
 	case cur.runsUntil() != 0 && now <= cur.runsUntil()+q.Margin:
-		return Result{Status: InProgress, SettleAt: cur.runsUntil() + q.Margin, Now: now}, Write{}
+		return Result{Status: idempotency.StatusInProgress, SettleAt: cur.runsUntil() + q.Margin, Now: now}, Write{}
 	}
 	r := cur.Clone()
 	r.clearResult()
@@ -51,7 +56,7 @@ func Settle(cur *Record, q SettleRequest, now int64) (Result, Write) {
 	if r.Expires != 0 && r.Expires-now < q.Retention {
 		r.Expires = now + q.Retention
 	}
-	return Result{Status: Settled, Record: r.Head()}, written(r, IndexRemove, false)
+	return Result{Status: idempotency.StatusSettled, Record: r.head()}, written(r, IndexRemove, false)
 }
 
 // DecideRequest is an approval decision on a ticket
@@ -78,21 +83,21 @@ type DecideRequest struct {
 // Replies: approved or denied [applied], conflict {standing}.
 func Decide(cur *Record, q DecideRequest, now int64) (Result, Write) {
 	if cur == nil || cur.Ticket == "" || cur.Ticket != q.Ticket {
-		return Result{Status: NotFound}, Write{}
+		return Result{Status: idempotency.StatusNotFound}, Write{}
 	}
 	if cur.ScopeVersion != q.ScopeVersion {
-		return Result{Status: ScopeConflict}, Write{}
+		return Result{Status: idempotency.StatusScopeVersionConflict}, Write{}
 	}
-	var standing Reply
+	var standing idempotency.Status
 	switch {
-	case cur.State == Denied || cur.Approval == "0":
-		standing = DeniedReply
-	case cur.Approval == "1":
-		standing = Approved
+	case cur.State == effectspec.Denied || cur.ApprovalDenied:
+		standing = idempotency.StatusDenied
+	case cur.Approved:
+		standing = idempotency.StatusApproved
 	}
-	decision := DeniedReply
+	decision := idempotency.StatusDenied
 	if q.Approve {
-		decision = Approved
+		decision = idempotency.StatusApproved
 	}
 	if standing != "" {
 		switch {
@@ -101,26 +106,23 @@ func Decide(cur *Record, q DecideRequest, now int64) (Result, Write) {
 		case standing == decision:
 			return Result{Status: standing}, Write{}
 		}
-		return Result{Status: Conflict, Standing: standing}, Write{}
+		return Result{Status: idempotency.StatusConflict, Standing: standing}, Write{}
 	}
 	if cur.State.Final() {
 		// Settled while re-held, say: nothing awaits a decision, and
 		// nothing is written.
-		return Result{Status: NotFound}, Write{}
+		return Result{Status: idempotency.StatusNotFound}, Write{}
 	}
 	r := cur.Clone()
-	if r.State != Held {
-		r.Approval = "0"
-		if q.Approve {
-			r.Approval = "1"
-		}
+	if r.State != effectspec.Held {
+		r.Approved, r.ApprovalDenied = q.Approve, !q.Approve
 		return Result{Status: decision}, Write{Record: r}
 	}
 	r.Updated, r.Op, r.Expires = now, q.Op, now+q.Retention
 	if q.Approve {
-		r.Approval = "1"
+		r.Approved = true
 		return Result{Status: decision}, Write{Record: r}
 	}
-	r.State = Denied
+	r.State = effectspec.Denied
 	return Result{Status: decision}, Write{Record: r, Index: IndexRemove}
 }

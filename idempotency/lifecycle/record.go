@@ -2,48 +2,27 @@ package lifecycle
 
 import (
 	"maps"
-	"strconv"
+
+	"github.com/obol-gateway/obol/effectspec"
 )
 
-// State is a record's state, as the record stores it (tag m, byte 0).
-type State byte
-
-// The states of DESIGN, section "The record and its lifecycle".
-const (
-	Held     State = 'h'
-	InFlight State = 'f'
-	Accepted State = 'a'
-	Rejected State = 'r' // definitely_rejected
-	Unknown  State = 'u'
-	Denied   State = 'd'
-)
-
-// Final reports whether a record in state s replays its stored result.
-func (s State) Final() bool { return s == Accepted || s == Rejected }
-
-// Binding codes, as the record stores them (tag m, byte 2).
-const (
-	BindingHeader      byte = 'h'
-	BindingBodyPointer byte = 'p'
-	BindingUnsupported byte = 'u'
-	BindingKeyed       byte = 'k' // keyed in-process
-)
-
-// Redispatchable reports whether a slot with binding b whose attempt may
+// redispatchable reports whether a slot with binding b whose attempt may
 // have left may be dispatched again (inside the vendor's window): only
 // the bindings whose receiver deduplicates on our key. It is an allow-list:
 // a binding not named here (unsupported, federated, any new one) is never
 // sent twice.
-func Redispatchable(b byte) bool {
-	return b == BindingHeader || b == BindingBodyPointer || b == BindingKeyed
+func redispatchable(b effectspec.BindingKind) bool {
+	return b == effectspec.BindingHeader || b == effectspec.BindingBodyPointer || b == effectspec.BindingInProcessKeyed
 }
 
-// Record is one stored record. Times are milliseconds of the store's
-// clock; a zero number is a field the record does not hold.
+// Record is one stored record, its fields by meaning: the state is an
+// [effectspec.Outcome] and the binding an [effectspec.BindingKind] (their
+// bytes in field m are the store's codec). Times are milliseconds of the
+// store's clock; a zero number is a field the record does not hold.
 type Record struct {
-	State     State
-	KeySource byte // m byte 1: 's' supplied, 'm' minted
-	Binding   byte // m byte 2
+	State     effectspec.Outcome     // m byte 0
+	KeySource byte                   // m byte 1: 's' supplied, 'm' minted
+	Binding   effectspec.BindingKind // m byte 2
 
 	ScopeVersion int64  // w
 	RequestHash  string // q (32 bytes)
@@ -59,8 +38,11 @@ type Record struct {
 	AttemptDeadline int64  // e: the attempt's give-up time
 	RenewOp         string // O: the last renewal's op tag
 
-	Ticket   string // t
-	Approval string // a: "1" approved, "0" denied (a re-held record), "" none
+	Ticket string // t
+	// Approved and ApprovalDenied are a: the decision on the ticket. A
+	// held record that is denied turns Denied instead; ApprovalDenied is
+	// the denial of a record a claim re-held in another state.
+	Approved, ApprovalDenied bool
 
 	Created   int64 // C
 	Updated   int64 // U (until finalized)
@@ -110,24 +92,12 @@ func (r *Record) Clone() *Record {
 	return &c
 }
 
-// Head is r without its body, as the finalize and settle replies carry
+// head is r without its body, as the finalize and settle replies carry
 // it (the caller has the body it sent).
-func (r *Record) Head() *Record {
+func (r *Record) head() *Record {
 	c := r.Clone()
 	c.Result.Body, c.Result.Size = "", ""
 	return c
-}
-
-// ClaimField is field K as stored: the claim's op tag, then its token in
-// decimal or 'g' once given back; ” when the record has none.
-func (r *Record) ClaimField() string {
-	switch {
-	case r.ClaimOp == "":
-		return ""
-	case r.GivenBack:
-		return r.ClaimOp + "g"
-	}
-	return r.ClaimOp + strconv.FormatInt(r.ClaimToken, 10)
 }
 
 // first is when the slot's first attempt that may have left was reserved:
@@ -143,7 +113,7 @@ func (r *Record) first() int64 {
 // owner's finalize or give-back: in flight, or turned unknown by the
 // lease-expiry path (no F).
 func (r *Record) open() bool {
-	return r.State == InFlight || r.State == Unknown && !r.Finalized
+	return r.State == effectspec.InProgress || r.State == effectspec.Unknown && !r.Finalized
 }
 
 // fenced reports whether a caller's incarnation inc is another record's;

@@ -164,11 +164,11 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 	if len(arr) == 0 {
 		return idempotency.ClaimResult{}, errors.New("empty script reply")
 	}
-	st, err := arr[0].ToString()
+	st, err := status(arr)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	res := idempotency.ClaimResult{Status: idempotency.ClaimStatus(st)}
+	res := idempotency.ClaimResult{Status: st}
 	applied := func(i int) bool {
 		if len(arr) <= i {
 			return false
@@ -178,29 +178,29 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 	}
 	switch res.Status {
 	case idempotency.StatusClaimed:
-		if len(arr) < 3 {
+		if len(arr) <= claimedLease {
 			return res, errors.New("short claim reply")
 		}
-		n, err1 := arr[1].AsInt64()
-		l, err2 := arr[2].AsInt64()
+		n, err1 := arr[claimedToken].AsInt64()
+		l, err2 := arr[claimedLease].AsInt64()
 		if err := errors.Join(err1, err2); err != nil {
 			return res, err
 		}
-		res.Token, res.LeaseDeadline, res.AlreadyApplied = int(n), time.UnixMilli(l).UTC(), applied(3)
-		if len(arr) > 5 {
-			if res.AttemptDeadline, err = deadline(arr[5]); err != nil {
+		res.Token, res.LeaseDeadline, res.AlreadyApplied = int(n), time.UnixMilli(l).UTC(), applied(claimedApplied)
+		if len(arr) > claimedDeadline {
+			if res.AttemptDeadline, err = deadline(arr[claimedDeadline]); err != nil {
 				return res, err
 			}
 		}
-		if len(arr) > 6 {
-			inc, err := arr[6].ToString()
+		if len(arr) > claimedIncarnation {
+			inc, err := arr[claimedIncarnation].ToString()
 			if err != nil {
 				return res, err
 			}
 			res.Incarnation = hex.EncodeToString([]byte(inc))
 		}
-		if len(arr) > 4 {
-			vk, err := arr[4].ToString()
+		if len(arr) > claimedVendorKey {
+			vk, err := arr[claimedVendorKey].ToString()
 			if err != nil {
 				return res, err
 			}
@@ -225,14 +225,14 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 		// why, for a redispatch refused by its limit, and for a backoff
 		// how long until it is allowed.
 		if len(arr) > 3 {
-			why, err := arr[3].ToString()
+			why, err := statusAt(arr, 3)
 			if err != nil {
 				return res, err
 			}
 			switch why {
-			case "max_attempts":
+			case idempotency.StatusMaxAttempts:
 				res.MaxAttemptsReached = true
-			case "backoff":
+			case idempotency.StatusBackoff:
 				if len(arr) < 5 {
 					return res, errors.New("short claim reply")
 				}

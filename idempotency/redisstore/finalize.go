@@ -35,11 +35,11 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		return idempotency.Record{}, err
 	}
 	switch st {
-	case "not_found":
+	case idempotency.StatusNotFound:
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", idempotency.ErrNotFound)
-	case "stale":
+	case idempotency.StatusStale:
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
-	case "finalized":
+	case idempotency.StatusFinalized:
 		rec, err := storedRecord("finalize", req.Scope, req.Key, arr)
 		if err == nil && !applied(arr, 2) {
 			head, _ := arr[1].ToString()

@@ -150,7 +150,7 @@ func (s *Store) genReply(ctx context.Context, slot, seen int, epoch int64, arr [
 	if a == nil {
 		return inner, nil
 	}
-	if st, _ := status(inner); st == "data_lost" {
+	if st, _ := status(inner); st == statusDataLost {
 		if e := a.gens.epoch.Load(); e != epoch || e%2 == 1 {
 			// The generations were reset (an acknowledgement) since seen
 			// was read: no proof of a loss; nothing was written.

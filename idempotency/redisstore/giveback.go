@@ -56,11 +56,11 @@ func (s *Store) GiveBack(ctx context.Context, req idempotency.GiveBackRequest) e
 		return opError("giveback", err)
 	}
 	switch st {
-	case "not_found":
+	case idempotency.StatusNotFound:
 		return fmt.Errorf("redisstore: give back: %w", idempotency.ErrNotFound)
-	case "stale":
+	case idempotency.StatusStale:
 		return fmt.Errorf("redisstore: give back: attempt %d is not the claim's unsent attempt: %w", req.Token, idempotency.ErrStale)
-	case "given_back":
+	case idempotency.StatusGivenBack:
 		return nil
 	}
 	return opError("giveback", fmt.Errorf("unexpected reply %q", st))

@@ -106,7 +106,7 @@ func (m *mini) recordKey(t testing.TB, k idempotency.Key) string {
 	return rk
 }
 
-func mustClaim(t testing.TB, s idempotency.Store, req idempotency.ClaimRequest, want idempotency.ClaimStatus) idempotency.ClaimResult {
+func mustClaim(t testing.TB, s idempotency.Store, req idempotency.ClaimRequest, want idempotency.Status) idempotency.ClaimResult {
 	t.Helper()
 	res, err := s.Claim(context.Background(), req)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
 	"github.com/obol-gateway/obol/internal/redistest"
 	"github.com/obol-gateway/obol/internal/scriptargs"
@@ -200,8 +202,8 @@ func (o diffOp) String() string {
 	switch o.script {
 	case "claim":
 		q := o.claim
-		return fmt.Sprintf("claim(op=%x sv=%d rh=%x b=%c fp=%x approval=%v presented=%q refuse=%v nocreate=%v lease=%d timeout=%d window=%d maxatt=%d)",
-			q.Op, q.ScopeVersion, q.RequestHash[:2], q.Binding, q.Fingerprint[:2], q.Approval, q.Presented, q.Refuse, q.NoCreate,
+		return fmt.Sprintf("claim(op=%x sv=%d rh=%x b=%s fp=%x approval=%v ticket=%q refuse=%v nocreate=%v lease=%d timeout=%d window=%d maxatt=%d)",
+			q.Op, q.ScopeVersion, q.RequestHash[:2], q.Binding, q.Fingerprint[:2], q.ApprovalRequired, q.Ticket, q.Refuse, q.NoCreate,
 			q.Lease, q.Timeout, q.Window, q.MaxAttempts)
 	case "reserve":
 		return fmt.Sprintf("reserve(op=%x token=%d prevNever=%v inc=%x maxatt=%d)", o.res.Op, o.res.Token, o.res.PrevNever,
@@ -209,14 +211,14 @@ func (o diffOp) String() string {
 	case "renew":
 		return fmt.Sprintf("renew(op=%x token=%d inc=%x)", o.renew.Op, o.renew.Token, o.renew.Incarnation)
 	case "finalize":
-		return fmt.Sprintf("finalize(op=%x token=%d state=%c never=%v ttl=%d inc=%x result=%+v)", o.fin.Op, o.fin.Token, o.fin.State, o.fin.Never,
+		return fmt.Sprintf("finalize(op=%x token=%d state=%s never=%v ttl=%d inc=%x result=%+v)", o.fin.Op, o.fin.Token, o.fin.State, o.fin.Never,
 			o.fin.TTL, o.fin.Incarnation, o.fin.Result)
 	case "giveback":
 		return fmt.Sprintf("giveback(op=%x token=%d cop=%x inc=%x)", o.gb.Op, o.gb.Token, o.gb.ClaimOp, o.gb.Incarnation)
 	case "decide":
 		return fmt.Sprintf("decide(op=%x ticket=%q approve=%v sv=%d)", o.dec.Op, o.dec.Ticket, o.dec.Approve, o.dec.ScopeVersion)
 	case "settle":
-		return fmt.Sprintf("settle(op=%x attempts=%d state=%c sv=%d)", o.set.Op, o.set.Attempts, o.set.State, o.set.ScopeVersion)
+		return fmt.Sprintf("settle(op=%x attempts=%d state=%s sv=%d)", o.set.Op, o.set.Attempts, o.set.State, o.set.ScopeVersion)
 	}
 	return o.script
 }
@@ -252,38 +254,70 @@ func (o diffOp) argv() []string {
 	case "claim":
 		q := o.claim
 		return scriptargs.ClaimSpec.Argv(&scriptargs.Claim{ScopeVersion: itoa(q.ScopeVersion), RequestHash: q.RequestHash,
-			Binding: string(q.Binding), Fingerprint: q.Fingerprint, Route: q.Route, KeySource: string(q.KeySource),
-			Approval: q.Approval, Presented: q.Presented, Fresh: q.Fresh, Op: q.Op, Lease: itoa(q.Lease),
-			Retention: itoa(q.Retention), VendorKey: q.VendorKey, URetention: itoa(q.URetention), Timeout: int(q.Timeout),
+			Binding: recordBinding(q.Binding), Fingerprint: q.Fingerprint, Route: q.Route, KeySource: string(q.KeySource),
+			Approval: q.ApprovalRequired, Presented: q.Ticket, Fresh: q.NewTicket, Op: q.Op, Lease: itoa(q.Lease),
+			Retention: itoa(q.Retention), VendorKey: q.VendorKey, URetention: itoa(q.UnknownRetention), Timeout: int(q.Timeout),
 			Refuse: q.Refuse, NoCreate: q.NoCreate, Member: diffMember, Window: int(q.Window), Incarnation: q.Incarnation,
 			MaxAttempts: int(q.MaxAttempts), Gen: 1})
 	case "reserve":
 		q := o.res
 		return scriptargs.ReserveSpec.Argv(&scriptargs.Reserve{Token: int(q.Token), Op: q.Op, Lease: itoa(q.Lease),
-			URetention: itoa(q.URetention), Timeout: int(q.Timeout), PrevNever: q.PrevNever, Member: diffMember, Incarnation: q.Incarnation,
+			URetention: itoa(q.UnknownRetention), Timeout: int(q.Timeout), PrevNever: q.PrevNever, Member: diffMember, Incarnation: q.Incarnation,
 			MaxAttempts: int(q.MaxAttempts), Gen: 1})
 	case "renew":
 		q := o.renew
 		return scriptargs.RenewSpec.Argv(&scriptargs.Renew{Token: int(q.Token), Op: q.Op, Lease: itoa(q.Lease), Incarnation: q.Incarnation})
 	case "finalize":
 		q := o.fin
-		return scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: int(q.Token), State: string(q.State), Op: q.Op, TTL: itoa(q.TTL),
+		return scriptargs.FinalizeSpec.Argv(&scriptargs.Finalize{Token: int(q.Token), State: stateCodes[q.State], Op: q.Op, TTL: itoa(q.TTL),
 			Never: q.Never, Member: diffMember, Incarnation: q.Incarnation, Result: resultArgs(q.Result)})
 	case "giveback":
 		q := o.gb
 		return scriptargs.GiveBackSpec.Argv(&scriptargs.GiveBack{Token: int(q.Token), ClaimOp: q.ClaimOp, Op: q.Op,
-			URetention: itoa(q.URetention), Member: diffMember, Incarnation: q.Incarnation})
+			URetention: itoa(q.UnknownRetention), Member: diffMember, Incarnation: q.Incarnation})
 	case "decide":
 		q := o.dec
 		return scriptargs.DecideSpec.Argv(&scriptargs.Decide{Ticket: q.Ticket, Approve: q.Approve, Op: q.Op,
 			Retention: itoa(q.Retention), Member: diffMember, ScopeVersion: itoa(q.ScopeVersion)})
 	case "settle":
 		q := o.set
-		return scriptargs.SettleSpec.Argv(&scriptargs.Settle{Attempts: int(q.Attempts), State: string(q.State), Op: q.Op,
+		return scriptargs.SettleSpec.Argv(&scriptargs.Settle{Attempts: int(q.Attempts), State: stateCodes[q.State], Op: q.Op,
 			Retention: itoa(q.Retention), By: q.Who, Note: q.Note, Member: diffMember, Margin: itoa(q.Margin),
 			ScopeVersion: itoa(q.ScopeVersion), Result: resultArgs(q.Result)})
 	}
 	panic("unknown script " + o.script)
+}
+
+// recordBinding is b's code in a record, as redisstore writes it; a
+// binding no script knows ("x") is written as it is.
+func recordBinding(b effectspec.BindingKind) string {
+	if c, ok := bindingCode(b); ok {
+		return c
+	}
+	return string(b)
+}
+
+// claimField is field K of r as stored: the claim's op tag, then its token in
+// decimal or 'g' once given back; ” when the record has none.
+func claimField(r *lifecycle.Record) string {
+	switch {
+	case r.ClaimOp == "":
+		return ""
+	case r.GivenBack:
+		return r.ClaimOp + "g"
+	}
+	return r.ClaimOp + strconv.FormatInt(r.ClaimToken, 10)
+}
+
+// approvalField is field a of r: "1" approved, "0" denied, "" undecided.
+func approvalField(r *lifecycle.Record) string {
+	switch {
+	case r.Approved:
+		return "1"
+	case r.ApprovalDenied:
+		return "0"
+	}
+	return ""
 }
 
 // step is the op through lifecycle.
@@ -319,44 +353,44 @@ func wantReply(script string, r lifecycle.Result) []string {
 		}
 	}
 	switch r.Status {
-	case lifecycle.Claimed:
+	case idempotency.StatusClaimed:
 		a := "0"
 		if r.Applied {
 			a = "1"
 		}
 		out = append(out, itoa(r.Token), itoa(r.Lease), a, r.VendorKey, itoa(r.AttemptDeadline), r.Incarnation)
-	case lifecycle.HeldReply:
+	case idempotency.StatusHeld:
 		out = append(out, r.Ticket)
 		applied()
-	case lifecycle.Replay:
+	case idempotency.StatusReplay:
 		out = append(out, recordSlot)
-	case lifecycle.InProgress:
+	case idempotency.StatusInProgress:
 		if script == "settle" {
 			out = append(out, itoa(r.SettleAt), itoa(r.Now))
 		} else {
 			out = append(out, itoa(r.AttemptDeadline))
 		}
-	case lifecycle.OutcomeUnknown:
+	case idempotency.StatusOutcomeUnknown:
 		switch {
-		case r.Limit == lifecycle.Backoff:
+		case r.Limit == idempotency.StatusBackoff:
 			out = append(out, "0", string(r.Limit), itoa(r.RetryAfter))
 		case r.Limit != "":
 			out = append(out, "0", string(r.Limit))
 		default:
 			applied()
 		}
-	case lifecycle.GivenBack, lifecycle.Approved, lifecycle.DeniedReply:
+	case idempotency.StatusGivenBack, idempotency.StatusApproved, idempotency.StatusDenied:
 		applied()
-	case lifecycle.Reserved:
+	case idempotency.StatusReserved:
 		out = append(out, itoa(r.Token), itoa(r.Lease), itoa(r.AttemptDeadline))
 		applied()
-	case lifecycle.Renewed:
+	case idempotency.StatusRenewed:
 		out = append(out, itoa(r.Lease))
 		applied()
-	case lifecycle.Finalized, lifecycle.Settled:
+	case idempotency.StatusFinalized, idempotency.StatusSettled:
 		out = append(out, recordSlot)
 		applied()
-	case lifecycle.Conflict:
+	case idempotency.StatusConflict:
 		out = append(out, string(r.Standing))
 	}
 	return out
@@ -368,7 +402,7 @@ func fieldsOf(r *lifecycle.Record) map[string]string {
 	if r == nil {
 		return nil
 	}
-	f := map[string]string{"m": string([]byte{byte(r.State), r.KeySource, r.Binding}), "w": itoa(r.ScopeVersion),
+	f := map[string]string{"m": stateCodes[r.State] + string([]byte{r.KeySource}) + recordBinding(r.Binding), "w": itoa(r.ScopeVersion),
 		"q": r.RequestHash, "f": r.Fingerprint, "n": itoa(r.Attempts), "C": itoa(r.Created)}
 	route, _, err := unpack("\x02" + r.Route)
 	if err != nil {
@@ -397,7 +431,7 @@ func fieldsOf(r *lifecycle.Record) map[string]string {
 	num("e", r.AttemptDeadline)
 	opt("O", r.RenewOp)
 	opt("t", r.Ticket)
-	opt("a", r.Approval)
+	opt("a", approvalField(r))
 	num("U", r.Updated)
 	num("W", r.FirstSent)
 	num("A", r.ReservedAt)
@@ -417,7 +451,7 @@ func fieldsOf(r *lifecycle.Record) map[string]string {
 	}
 	maps.Copy(f, r.Result.Headers)
 	opt("o", r.Op)
-	opt("K", r.ClaimField())
+	opt("K", claimField(r))
 	opt("R", r.Resolution)
 	return f
 }
@@ -531,7 +565,7 @@ func (d *diffRun) apply(ctx context.Context, o diffOp) error {
 		msgs, err = genInner(msgs) // gen_wrap's reply (lua/common.lua)
 	}
 	if err != nil {
-		if res.Status == lifecycle.BadState && strings.Contains(err.Error(), "unknown state") {
+		if res.Status == idempotency.StatusCorrupt && strings.Contains(err.Error(), "unknown state") {
 			return nil
 		}
 		return d.fail("%s: Lua failed: %v (lifecycle: %+v)", o.script, err, res)
@@ -587,9 +621,9 @@ func (d *diffRun) movedTail(script string, res lifecycle.Result, got []string, b
 	}
 	var moved string
 	switch {
-	case res.Status == lifecycle.Claimed && len(got) == 8:
+	case res.Status == idempotency.StatusClaimed && len(got) == 8:
 		got, moved = got[:7], got[7]
-	case (res.Status == lifecycle.OutcomeUnknown || res.Status == lifecycle.DestinationConflict) && len(got) >= 3 && got[1] == "0":
+	case (res.Status == idempotency.StatusOutcomeUnknown || res.Status == idempotency.StatusDestinationConflict) && len(got) >= 3 && got[1] == "0":
 		moved = got[2]
 		if got = slices.Delete(slices.Clone(got), 2, 3); len(got) == 2 {
 			got = got[:1] // no limit: lifecycle answers the bare status
@@ -690,7 +724,7 @@ func pendingWant(cur *lifecycle.Record) (want, known bool) {
 	switch {
 	case cur == nil || cur.Ticket == "":
 		return false, false
-	case cur.Approval != "" || cur.State == lifecycle.Denied:
+	case cur.Approved || cur.ApprovalDenied || cur.State == effectspec.Denied:
 		return false, true
 	case cur.State.Final():
 		return false, false
@@ -766,7 +800,8 @@ var (
 	diffHashes  = []string{strings.Repeat("\x11", 32), strings.Repeat("\x12", 32)}
 	diffFPs     = []string{strings.Repeat("\x21", 32), strings.Repeat("\x22", 32)}
 	diffRoutes  = []string{"c\x05conn1p\x06stripeM\x04POST", "c\x05conn2H\x07api.xyzP\x03/v1"}
-	diffBinding = []byte{'h', 'p', 'u', 'k', 'x'}
+	diffBinding = []effectspec.BindingKind{effectspec.BindingHeader, effectspec.BindingBodyPointer, effectspec.BindingUnsupported,
+		effectspec.BindingInProcessKeyed, "x"}
 )
 
 func (g *diffGen) result() lifecycle.StoredResult {
@@ -833,9 +868,9 @@ func (g *diffGen) next(cur *lifecycle.Record) diffOp {
 	}
 	switch {
 	case k < 5:
-		q := lifecycle.ClaimRequest{ScopeVersion: sv, RequestHash: diffHashes[0], Binding: 'h', Fingerprint: diffFPs[0],
-			Route: diffRoutes[0], KeySource: 's', Lease: g.p.lease, Retention: g.p.retention, URetention: g.p.uretention,
-			Timeout: g.p.timeout, Window: g.p.window, Op: g.op8(), Fresh: "apt_" + itoa(int64(g.ops)),
+		q := lifecycle.ClaimRequest{ScopeVersion: sv, RequestHash: diffHashes[0], Binding: effectspec.BindingHeader, Fingerprint: diffFPs[0],
+			Route: diffRoutes[0], KeySource: 's', Lease: g.p.lease, Retention: g.p.retention, UnknownRetention: g.p.uretention,
+			Timeout: g.p.timeout, Window: g.p.window, Op: g.op8(), NewTicket: "apt_" + itoa(int64(g.ops)),
 			Incarnation: "INC" + itoa(int64(g.ops)), MaxAttempts: g.maxAttempts()}
 		if cur != nil {
 			q.Binding = cur.Binding
@@ -854,15 +889,15 @@ func (g *diffGen) next(cur *lifecycle.Record) diffOp {
 		case 4:
 			q.Route, q.KeySource = diffRoutes[1], 'm'
 		}
-		if q.Binding != 'u' {
+		if q.Binding != effectspec.BindingUnsupported {
 			q.VendorKey = strings.Repeat("\x05", 16)
 		}
-		q.Approval = g.pick(4) == 0
+		q.ApprovalRequired = g.pick(4) == 0
 		switch g.pick(3) {
 		case 0:
-			q.Presented = ticket
+			q.Ticket = ticket
 		case 1:
-			q.Presented = "apt_other"
+			q.Ticket = "apt_other"
 		}
 		q.Refuse = g.pick(10) == 0
 		q.NoCreate = g.pick(6) == 0
@@ -872,14 +907,14 @@ func (g *diffGen) next(cur *lifecycle.Record) diffOp {
 		o = diffOp{script: "claim", claim: q}
 	case k < 8:
 		o = diffOp{script: "reserve", res: lifecycle.ReserveRequest{Token: token(), Op: g.op8(), Lease: g.p.lease,
-			URetention: g.p.uretention, Timeout: g.p.timeout, PrevNever: g.pick(2) == 0, Incarnation: inc(),
+			UnknownRetention: g.p.uretention, Timeout: g.p.timeout, PrevNever: g.pick(2) == 0, Incarnation: inc(),
 			MaxAttempts: g.maxAttempts()}}
 	case k < 10:
 		o = diffOp{script: "renew", renew: lifecycle.RenewRequest{Token: token(), Op: g.op8(), Lease: g.p.lease, Incarnation: inc()}}
 	case k < 12:
-		q := lifecycle.FinalizeRequest{Token: token(), State: []lifecycle.State{lifecycle.Accepted, lifecycle.Rejected,
-			lifecycle.Unknown}[g.pick(3)], Op: g.op8(), TTL: g.p.retention, Incarnation: inc()}
-		if q.State == lifecycle.Unknown {
+		q := lifecycle.FinalizeRequest{Token: token(), State: []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected,
+			effectspec.Unknown}[g.pick(3)], Op: g.op8(), TTL: g.p.retention, Incarnation: inc()}
+		if q.State == effectspec.Unknown {
 			q.TTL = g.p.uretention
 			q.Never = g.pick(2) == 0
 		}
@@ -893,7 +928,7 @@ func (g *diffGen) next(cur *lifecycle.Record) diffOp {
 			cop = "COPother"
 		}
 		o = diffOp{script: "giveback", gb: lifecycle.GiveBackRequest{Token: token(), ClaimOp: cop, Op: g.op8(),
-			URetention: g.p.uretention, Incarnation: inc()}}
+			UnknownRetention: g.p.uretention, Incarnation: inc()}}
 	case k < 14:
 		t := ticket
 		if t == "" || g.pick(6) == 0 {
@@ -902,7 +937,7 @@ func (g *diffGen) next(cur *lifecycle.Record) diffOp {
 		o = diffOp{script: "decide", dec: lifecycle.DecideRequest{Ticket: t, Approve: g.pick(3) > 0, Op: g.op8(),
 			Retention: g.p.retention, ScopeVersion: sv + int64(min(1, g.pick(10)/9))}}
 	default:
-		q := lifecycle.SettleRequest{Attempts: n, State: []lifecycle.State{lifecycle.Accepted, lifecycle.Rejected}[g.pick(2)],
+		q := lifecycle.SettleRequest{Attempts: n, State: []effectspec.Outcome{effectspec.Accepted, effectspec.DefinitelyRejected}[g.pick(2)],
 			Op: g.op8(), Retention: g.p.retention, Who: "ops@x", Note: "checked", Margin: g.p.lease, ScopeVersion: sv,
 			Result: g.result()}
 		if g.pick(5) == 0 {
@@ -920,7 +955,7 @@ func (g *diffGen) next(cur *lifecycle.Record) diffOp {
 // observe learns from a step what the next ops of a plausible caller
 // carry.
 func (g *diffGen) observe(o diffOp, res lifecycle.Result) {
-	if o.script == "claim" && res.Status == lifecycle.Claimed {
+	if o.script == "claim" && res.Status == idempotency.StatusClaimed {
 		g.lastInc, g.lastCop = res.Incarnation, o.claim.Op
 	}
 }
@@ -1105,20 +1140,20 @@ var diffDirected = []struct {
 	}},
 	{"claim-copy-after-finalize", func(x *diffSeq) []any {
 		c := x.claim()
-		return []any{c, 500, x.finalize(1, lifecycle.Unknown), x.claimCopy(c), 4000, x.claimCopy(c)}
+		return []any{c, 500, x.finalize(1, effectspec.Unknown), x.claimCopy(c), 4000, x.claimCopy(c)}
 	}},
 	{"claim-copy-after-accepted", func(x *diffSeq) []any {
 		c := x.claim()
-		return []any{c, x.finalize(1, lifecycle.Accepted), x.claimCopy(c)}
+		return []any{c, x.finalize(1, effectspec.Accepted), x.claimCopy(c)}
 	}},
 	{"rehold-keeps-ttl", func(x *diffSeq) []any {
 		c := x.claim()
 		h := x.claim()
-		h.claim.Approval = true
-		return []any{c, x.finalize(1, lifecycle.Unknown), 7000, h, 3000, x.decide(h.claim.Fresh, true)}
+		h.claim.ApprovalRequired = true
+		return []any{c, x.finalize(1, effectspec.Unknown), 7000, h, 3000, x.decide(h.claim.NewTicket, true)}
 	}},
 	{"settle-keeps-longer-ttl", func(x *diffSeq) []any {
-		return []any{x.claim(), x.finalize(1, lifecycle.Unknown), 6000, x.settle(1)}
+		return []any{x.claim(), x.finalize(1, effectspec.Unknown), 6000, x.settle(1)}
 	}},
 	{"giveback-ttl", func(x *diffSeq) []any {
 		c := x.claim()
@@ -1127,22 +1162,22 @@ var diffDirected = []struct {
 	{"window-edge", func(x *diffSeq) []any {
 		// The new attempt's lease would end exactly at the window's end:
 		// outside it.
-		return []any{x.claim(), x.finalize(1, lifecycle.Unknown), x.p.window - x.p.lease, x.claim()}
+		return []any{x.claim(), x.finalize(1, effectspec.Unknown), x.p.window - x.p.lease, x.claim()}
 	}},
 	{"window-edge-minus-one", func(x *diffSeq) []any {
-		return []any{x.claim(), x.finalize(1, lifecycle.Unknown), x.p.window - x.p.lease - 1, x.claim()}
+		return []any{x.claim(), x.finalize(1, effectspec.Unknown), x.p.window - x.p.lease - 1, x.claim()}
 	}},
 	{"backoff-and-max-attempts", func(x *diffSeq) []any {
-		out := []any{x.claim(), x.finalize(1, lifecycle.Unknown), x.claim(), 100, x.finalize(2, lifecycle.Unknown)}
+		out := []any{x.claim(), x.finalize(1, effectspec.Unknown), x.claim(), 100, x.finalize(2, effectspec.Unknown)}
 		// Refused until attempt 2's reservation + 2 leases, then allowed;
 		// then 4 leases; max_attempts 4 ends it.
-		out = append(out, x.claim(), 2*x.p.lease-101, x.claim(), 1, x.claim(), x.finalize(3, lifecycle.Unknown),
-			x.claim(), 4*x.p.lease, x.claim(), x.finalize(4, lifecycle.Unknown), 100*x.p.lease, x.claim())
+		out = append(out, x.claim(), 2*x.p.lease-101, x.claim(), 1, x.claim(), x.finalize(3, effectspec.Unknown),
+			x.claim(), 4*x.p.lease, x.claim(), x.finalize(4, effectspec.Unknown), 100*x.p.lease, x.claim())
 		return out
 	}},
 	{"settle-waits-for-earlier-attempt", func(x *diffSeq) []any {
 		c2 := x.claim()
-		return []any{x.claim(), x.p.lease + 1, c2, x.finalize(2, lifecycle.Unknown), x.settle(2),
+		return []any{x.claim(), x.p.lease + 1, c2, x.finalize(2, effectspec.Unknown), x.settle(2),
 			x.p.timeout - x.p.lease, x.settle(2), x.p.lease, x.settle(2)}
 	}},
 	{"settle-waits-after-giveback", func(x *diffSeq) []any {
@@ -1151,8 +1186,8 @@ var diffDirected = []struct {
 	}},
 	{"decide-on-final-record", func(x *diffSeq) []any {
 		h := x.claim()
-		h.claim.Approval = true
-		return []any{x.claim(), x.finalize(1, lifecycle.Unknown), h, x.settle(1), x.decide(h.claim.Fresh, true)}
+		h.claim.ApprovalRequired = true
+		return []any{x.claim(), x.finalize(1, effectspec.Unknown), h, x.settle(1), x.decide(h.claim.NewTicket, true)}
 	}},
 }
 
@@ -1170,9 +1205,9 @@ func (x *diffSeq) op() string {
 
 func (x *diffSeq) claim() diffOp {
 	op := x.op()
-	return diffOp{script: "claim", claim: lifecycle.ClaimRequest{ScopeVersion: 1, RequestHash: diffHashes[0], Binding: 'h',
+	return diffOp{script: "claim", claim: lifecycle.ClaimRequest{ScopeVersion: 1, RequestHash: diffHashes[0], Binding: effectspec.BindingHeader,
 		Fingerprint: diffFPs[0], Route: diffRoutes[0], KeySource: 's', Lease: x.p.lease, Retention: x.p.retention,
-		URetention: x.p.uretention, Timeout: x.p.timeout, Window: x.p.window, Op: op, Fresh: "apt_" + op,
+		UnknownRetention: x.p.uretention, Timeout: x.p.timeout, Window: x.p.window, Op: op, NewTicket: "apt_" + op,
 		Incarnation: "INC00001", VendorKey: strings.Repeat("\x05", 16), MaxAttempts: x.p.maxAttempts}}
 }
 
@@ -1181,12 +1216,12 @@ func (x *diffSeq) claimCopy(c diffOp) diffOp { return c }
 
 func (x *diffSeq) reserve(token int64, never bool) diffOp {
 	return diffOp{script: "reserve", res: lifecycle.ReserveRequest{Token: token, Op: x.op(), Lease: x.p.lease,
-		URetention: x.p.uretention, Timeout: x.p.timeout, PrevNever: never, Incarnation: "INC00001", MaxAttempts: x.p.maxAttempts}}
+		UnknownRetention: x.p.uretention, Timeout: x.p.timeout, PrevNever: never, Incarnation: "INC00001", MaxAttempts: x.p.maxAttempts}}
 }
 
-func (x *diffSeq) finalize(token int64, st lifecycle.State) diffOp {
+func (x *diffSeq) finalize(token int64, st effectspec.Outcome) diffOp {
 	ttl := x.p.retention
-	if st == lifecycle.Unknown {
+	if st == effectspec.Unknown {
 		ttl = x.p.uretention
 	}
 	return diffOp{script: "finalize", fin: lifecycle.FinalizeRequest{Token: token, State: st, Op: x.op(), TTL: ttl,
@@ -1195,7 +1230,7 @@ func (x *diffSeq) finalize(token int64, st lifecycle.State) diffOp {
 
 func (x *diffSeq) giveback(c diffOp, token int64) diffOp {
 	return diffOp{script: "giveback", gb: lifecycle.GiveBackRequest{Token: token, ClaimOp: c.claim.Op, Op: x.op(),
-		URetention: x.p.uretention, Incarnation: "INC00001"}}
+		UnknownRetention: x.p.uretention, Incarnation: "INC00001"}}
 }
 
 func (x *diffSeq) decide(ticket string, approve bool) diffOp {
@@ -1204,7 +1239,7 @@ func (x *diffSeq) decide(ticket string, approve bool) diffOp {
 }
 
 func (x *diffSeq) settle(attempts int64) diffOp {
-	return diffOp{script: "settle", set: lifecycle.SettleRequest{Attempts: attempts, State: lifecycle.Rejected, Op: x.op(),
+	return diffOp{script: "settle", set: lifecycle.SettleRequest{Attempts: attempts, State: effectspec.DefinitelyRejected, Op: x.op(),
 		Retention: x.p.retention, Who: "ops@x", Note: "checked", Margin: x.p.lease, ScopeVersion: 1}}
 }
 

@@ -54,10 +54,10 @@ func parseLookup(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Red
 	if err != nil {
 		return idempotency.Record{}, opError("lookup", err)
 	}
-	if st == "not_found" {
+	if st == idempotency.StatusNotFound {
 		return idempotency.Record{}, fmt.Errorf("redisstore: lookup: %w", idempotency.ErrNotFound)
 	}
-	if st != "found" || len(arr) < 3 {
+	if st != idempotency.StatusFound || len(arr) < 3 {
 		return idempotency.Record{}, opError("lookup", fmt.Errorf("unexpected reply %q", st))
 	}
 	now, err1 := arr[1].AsInt64()

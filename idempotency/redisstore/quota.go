@@ -456,7 +456,7 @@ func (s *Store) accountClaim(req idempotency.ClaimRequest, res idempotency.Claim
 	n := claimBytes(c.key, c.route, len(c.vk), c.bucket, c.member)
 	switch res.Status {
 	case idempotency.StatusClaimed:
-		if moved, ok := replyInt(arr, 7); ok && moved > 0 {
+		if moved, ok := replyInt(arr, claimedMoved); ok && moved > 0 {
 			s.acct.move(ws, moved, u, n)
 		} else if res.Token == 1 {
 			s.acct.add(ws, u, n)

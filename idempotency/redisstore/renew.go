@@ -40,13 +40,13 @@ func (s *Store) Renew(ctx context.Context, req idempotency.RenewRequest) (time.T
 		return time.Time{}, opError("renew", err)
 	}
 	switch st {
-	case "not_found":
+	case idempotency.StatusNotFound:
 		return time.Time{}, fmt.Errorf("redisstore: renew: %w", idempotency.ErrNotFound)
-	case "stale":
+	case idempotency.StatusStale:
 		return time.Time{}, fmt.Errorf("redisstore: renew: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
-	case "lease_expired":
+	case idempotency.StatusLeaseExpired:
 		return time.Time{}, fmt.Errorf("redisstore: renew: the lease of attempt %d has lapsed: %w", req.Token, idempotency.ErrStale)
-	case "renewed":
+	case idempotency.StatusRenewed:
 		if len(arr) < 2 {
 			return time.Time{}, opError("renew", errors.New("short renew reply"))
 		}

@@ -50,7 +50,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 			return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 		}
 	}
-	var st string
+	var st idempotency.Status
 	if err == nil {
 		st, err = status(arr)
 	}
@@ -58,23 +58,23 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 		return idempotency.Reservation{}, opError("reserve", err)
 	}
 	switch st {
-	case "not_found":
+	case idempotency.StatusNotFound:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", idempotency.ErrNotFound)
-	case "stale":
+	case idempotency.StatusStale:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
-	case "lease_expired":
+	case idempotency.StatusLeaseExpired:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: the lease of attempt %d has expired: %w", req.Token, idempotency.ErrStale)
-	case "cycle_exhausted":
+	case idempotency.StatusCycleExhausted:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: this cycle already had two attempts: %w", idempotency.ErrStale)
-	case "max_attempts":
+	case idempotency.StatusMaxAttempts:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: the slot's attempts reached max_attempts %d: %w", maxAtt, idempotency.ErrStale)
-	case "reserved":
-		if len(arr) < 4 {
+	case idempotency.StatusReserved:
+		if len(arr) <= reservedDeadline {
 			return idempotency.Reservation{}, opError("reserve", errors.New("short reserve reply"))
 		}
-		n, err1 := arr[1].AsInt64()
-		l, err2 := arr[2].AsInt64()
-		e, err3 := deadline(arr[3])
+		n, err1 := arr[reservedToken].AsInt64()
+		l, err2 := arr[reservedLease].AsInt64()
+		e, err3 := deadline(arr[reservedDeadline])
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return idempotency.Reservation{}, opError("reserve", err)
 		}
@@ -82,7 +82,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 			s.neverSent(ctx, key, bucket, member, int(n), inc)
 			return idempotency.Reservation{}, opError("reserve", err)
 		}
-		return idempotency.Reservation{Token: int(n), LeaseDeadline: msTime(l), AttemptDeadline: e, AlreadyApplied: len(arr) > 4}, nil
+		return idempotency.Reservation{Token: int(n), LeaseDeadline: msTime(l), AttemptDeadline: e, AlreadyApplied: applied(arr, reservedApplied)}, nil
 	}
 	return idempotency.Reservation{}, opError("reserve", fmt.Errorf("unexpected reply %q", st))
 }

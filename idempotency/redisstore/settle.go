@@ -108,15 +108,15 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		return idempotency.Record{}, err
 	}
 	switch st {
-	case "not_found":
+	case idempotency.StatusNotFound:
 		return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", idempotency.ErrNotFound)
-	case "not_unknown":
+	case idempotency.StatusNotUnknown:
 		return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", idempotency.ErrNotUnknown)
-	case "stale":
+	case idempotency.StatusStale:
 		return idempotency.Record{}, fmt.Errorf("redisstore: settle: the record had another attempt since: %w", idempotency.ErrStale)
-	case "scope_version_conflict":
+	case idempotency.StatusScopeVersionConflict:
 		return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", idempotency.ErrScopeVersionConflict)
-	case "in_progress":
+	case idempotency.StatusInProgress:
 		if len(arr) < 3 {
 			return idempotency.Record{}, opError("settle", errors.New("short settle reply"))
 		}
@@ -127,7 +127,7 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		}
 		return idempotency.Record{}, fmt.Errorf("redisstore: %w", &idempotency.AttemptRunningError{
 			SettleAfter: msTime(at), RetryAfter: time.Duration(at-now) * time.Millisecond})
-	case "settled":
+	case idempotency.StatusSettled:
 		rec, err := storedRecord("settle", req.Scope, req.Key, arr)
 		if err == nil && !applied(arr, 2) {
 			// A settle never shortens the TTL: counted as long as the

@@ -489,16 +489,9 @@ func (s *Store) neverSent(ctx context.Context, key, bucket, member string, token
 	s.execKeys(ctx, s.sc.finalize, []string{key, bucket}, args, false)
 }
 
-func status(arr []rueidis.RedisMessage) (string, error) {
-	if len(arr) == 0 {
-		return "", errors.New("empty script reply")
-	}
-	return arr[0].ToString()
-}
-
 // runStatus is execKeys followed by status: a failure of either is an
 // [OpError] of op.
-func (s *Store) runStatus(ctx context.Context, op string, sc *script, keys, args []string, wait bool) (arr []rueidis.RedisMessage, acks int64, st string, err error) {
+func (s *Store) runStatus(ctx context.Context, op string, sc *script, keys, args []string, wait bool) (arr []rueidis.RedisMessage, acks int64, st idempotency.Status, err error) {
 	arr, acks, err = s.execKeys(ctx, sc, keys, args, wait)
 	if err == nil {
 		st, err = status(arr)

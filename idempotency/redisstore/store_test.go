@@ -68,7 +68,7 @@ func TestContendersGetBareAnswers(t *testing.T) {
 	binding.Binding = effectspec.BindingBodyPointer
 	refused := claimReq(k)
 	refused.Refuse = true
-	attemptDeadline := t0.Add(idempotency.DefaultAttemptTimeout)
+	attemptDeadline := t0.Add(effectspec.DefaultAttemptTimeout)
 	for _, c := range []struct {
 		name string
 		req  idempotency.ClaimRequest
@@ -95,7 +95,7 @@ func TestContendersGetBareAnswers(t *testing.T) {
 				Fingerprint: mustDigest(t, c.req.Route.Fingerprint), Route: "\x1fstripe\x1fstripe.create_charge\x1fPOST\x1fapi.stripe.com\x1f/v1/charges", KeySource: "s",
 				Op: opTag('c', idempotency.NewOpID()), Lease: "30000", Retention: "86400000", URetention: "604800000", Timeout: 30000,
 				Refuse: c.req.Refuse, Member: member(c.req.Key), Window: 86400000, Incarnation: "incarnat",
-				MaxAttempts: idempotency.DefaultMaxAttempts,
+				MaxAttempts: effectspec.DefaultMaxAttempts,
 			})).ToArray()
 			if err == nil {
 				arr, err = genInner(arr) // the slot's generation beside it is no caller's
@@ -204,7 +204,7 @@ func TestHeldApprovalResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk.Key != k || tk.Scope != testScope || tk.Status != idempotency.TicketPending || tk.Approved() || tk.KeySource != req.KeySource {
+	if tk.Key != k || tk.Scope != testScope || tk.Status != idempotency.TicketPending || tk.Status == idempotency.TicketApproved || tk.KeySource != req.KeySource {
 		t.Fatalf("ticket = %+v", tk)
 	}
 	// Later claims see the same ticket; a crash that lost the ticket key is
@@ -223,7 +223,7 @@ func TestHeldApprovalResume(t *testing.T) {
 	mustClaim(t, m.store, resume, idempotency.StatusHeld)
 
 	tk, err = m.store.Decide(ctx, idempotency.DecideRequest{Ticket: h.Ticket, Approve: true})
-	if err != nil || tk.Status != idempotency.TicketApproved || !tk.Approved() {
+	if err != nil || tk.Status != idempotency.TicketApproved {
 		t.Fatalf("approve = %+v, %v", tk, err)
 	}
 	// Approved, but a claim without the ticket does not dispatch.
@@ -240,7 +240,7 @@ func TestHeldApprovalResume(t *testing.T) {
 	if _, err := m.store.Decide(ctx, idempotency.DecideRequest{Ticket: h.Ticket, Approve: false}); !errors.Is(err, idempotency.ErrStale) {
 		t.Fatalf("deny after approve: %v, want ErrStale", err)
 	}
-	if tk, err := m.store.Decide(ctx, idempotency.DecideRequest{Ticket: h.Ticket, Approve: true}); err != nil || !tk.Approved() {
+	if tk, err := m.store.Decide(ctx, idempotency.DecideRequest{Ticket: h.Ticket, Approve: true}); err != nil || tk.Status != idempotency.TicketApproved {
 		t.Fatalf("approve again: %+v, %v", tk, err)
 	}
 	rec, _ := m.store.Lookup(ctx, testScope, k)
@@ -277,7 +277,7 @@ func TestDenied(t *testing.T) {
 func TestUnknownRow(t *testing.T) {
 	for _, c := range []struct {
 		binding effectspec.BindingKind
-		want    idempotency.ClaimStatus
+		want    idempotency.Status
 	}{
 		{effectspec.BindingHeader, idempotency.StatusClaimed},
 		{effectspec.BindingBodyPointer, idempotency.StatusClaimed},
@@ -316,7 +316,7 @@ func TestUnknownRow(t *testing.T) {
 func TestExpiredLease(t *testing.T) {
 	for _, c := range []struct {
 		binding effectspec.BindingKind
-		want    idempotency.ClaimStatus
+		want    idempotency.Status
 	}{
 		{effectspec.BindingHeader, idempotency.StatusClaimed},
 		{effectspec.BindingUnsupported, idempotency.StatusOutcomeUnknown},
@@ -495,7 +495,7 @@ func TestOpIDResendHeldAndDecide(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := m.snapshot(t)
-	if tk, err := m.store.Decide(ctx, d); err != nil || !tk.Approved() {
+	if tk, err := m.store.Decide(ctx, d); err != nil || tk.Status != idempotency.TicketApproved {
 		t.Fatalf("re-sent decide = %+v, %v", tk, err)
 	}
 	if m.snapshot(t) != snap {

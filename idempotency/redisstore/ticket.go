@@ -127,20 +127,20 @@ func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idem
 	}
 	var ts idempotency.TicketStatus
 	switch st {
-	case "not_found":
+	case idempotency.StatusNotFound:
 		return idempotency.Ticket{}, fmt.Errorf("redisstore: decide: record: %w", idempotency.ErrNotFound)
-	case "scope_version_conflict":
+	case idempotency.StatusScopeVersionConflict:
 		return idempotency.Ticket{}, fmt.Errorf("redisstore: decide: %w", idempotency.ErrScopeVersionConflict)
-	case "approved":
+	case idempotency.StatusApproved:
 		ts = idempotency.TicketApproved
-	case "denied":
+	case idempotency.StatusDenied:
 		ts = idempotency.TicketDenied
-	case "conflict":
-		standing := ""
+	case idempotency.StatusConflict:
+		var standing idempotency.Status
 		if len(arr) > 1 {
-			standing, _ = arr[1].ToString()
+			standing, _ = statusAt(arr, 1)
 		}
-		if standing == "denied" {
+		if standing == idempotency.StatusDenied {
 			return idempotency.Ticket{}, fmt.Errorf("redisstore: decide: the ticket was already denied: %w", idempotency.ErrDenied)
 		}
 		return idempotency.Ticket{}, fmt.Errorf("redisstore: decide: the ticket was already approved: %w", idempotency.ErrStale)

@@ -14,7 +14,7 @@ import (
 func TestDeploymentIsSharedPerPrefix(t *testing.T) {
 	m := newMini(t, Options{})
 	dep := m.store.Deployment()
-	if !idempotency.ValidDeploymentID(dep) {
+	if ValidateDeploymentID(dep) != nil || len(dep) != 32 {
 		t.Fatalf("deployment %q: want 32 lowercase hex digits", dep)
 	}
 	if got, _ := m.mr.Get("obol:meta:deployment"); got != dep {

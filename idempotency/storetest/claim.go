@@ -68,7 +68,7 @@ func testClaimNew(t *testing.T, h Harness) {
 	// The lease is the configured one, counted from the claim on the store's
 	// clock (a second of slack for stores that keep coarser times), and ends
 	// at the attempt deadline at the latest.
-	want := min(e.cfg.Lease, idempotency.DefaultAttemptTimeout)
+	want := min(e.cfg.Lease, effectspec.DefaultAttemptTimeout)
 	if d := rec.LeaseDeadline.Sub(rec.CreatedAt); d < want-time.Second || d > want+time.Second {
 		t.Fatalf("lease deadline is %v after creation, want the configured lease %v (at most the attempt timeout)", d, want)
 	}
@@ -76,8 +76,8 @@ func testClaimNew(t *testing.T, h Harness) {
 		t.Fatalf("Lease() = %v, want the configured %v", e.s.Lease(), e.cfg.Lease)
 	}
 	// Timeout zero is the default attempt timeout.
-	if d := rec.AttemptDeadline.Sub(rec.CreatedAt); d < idempotency.DefaultAttemptTimeout-time.Second || d > idempotency.DefaultAttemptTimeout+time.Second {
-		t.Fatalf("attempt deadline is %v after creation, want the default %v", d, idempotency.DefaultAttemptTimeout)
+	if d := rec.AttemptDeadline.Sub(rec.CreatedAt); d < effectspec.DefaultAttemptTimeout-time.Second || d > effectspec.DefaultAttemptTimeout+time.Second {
+		t.Fatalf("attempt deadline is %v after creation, want the default %v", d, effectspec.DefaultAttemptTimeout)
 	}
 	if !r.AttemptDeadline.Equal(rec.AttemptDeadline) {
 		t.Fatalf("claim answered attempt deadline %v, record has %v", r.AttemptDeadline, rec.AttemptDeadline)
@@ -110,7 +110,7 @@ func testClaimNewHeld(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("Ticket: %v", err)
 	}
-	if tk.ID != r.Ticket || tk.Scope != req.Scope || tk.Key != req.Key || tk.Status != idempotency.TicketPending || tk.Approved() {
+	if tk.ID != r.Ticket || tk.Scope != req.Scope || tk.Key != req.Key || tk.Status != idempotency.TicketPending || tk.Status == idempotency.TicketApproved {
 		t.Fatalf("Ticket = %+v; want id %q, scope %+v, key %q, pending", tk, r.Ticket, req.Scope, req.Key)
 	}
 }

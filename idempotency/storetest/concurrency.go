@@ -50,7 +50,7 @@ func testConcurrentOneKey(t *testing.T, h Harness) {
 			_, errs[i] = e.s.Finalize(e.ctx, idempotency.FinalizeRequest{Scope: req.Scope, Key: req.Key, Token: r.Token, Outcome: effectspec.Accepted, Result: want})
 		}
 	})
-	count := map[idempotency.ClaimStatus]int{}
+	count := map[idempotency.Status]int{}
 	for i, r := range results {
 		if errs[i] != nil {
 			t.Fatalf("caller %d: %v", i, errs[i])

@@ -139,10 +139,10 @@ func testBadTicketID(t *testing.T, h Harness) {
 }
 
 // testBadTimeout: an attempt timeout that is negative or over
-// idempotency.MaxAttemptTimeout is an error that writes nothing.
+// effectspec.MaxAttemptTimeout is an error that writes nothing.
 func testBadTimeout(t *testing.T, h Harness) {
 	e := std(t, h)
-	for _, d := range []time.Duration{-time.Second, idempotency.MaxAttemptTimeout + time.Millisecond} {
+	for _, d := range []time.Duration{-time.Second, effectspec.MaxAttemptTimeout + time.Millisecond} {
 		req := call(effectspec.BindingHeader)
 		req.Timeout = d
 		if _, err := e.s.Claim(e.ctx, req); err == nil {
@@ -158,8 +158,8 @@ func testBadTimeout(t *testing.T, h Harness) {
 		})
 	}
 	req := call(effectspec.BindingHeader)
-	req.Timeout = idempotency.MaxAttemptTimeout
-	if r := e.claimed(req); r.AttemptDeadline.Sub(r.LeaseDeadline) < idempotency.MaxAttemptTimeout-e.cfg.Lease-time.Second {
+	req.Timeout = effectspec.MaxAttemptTimeout
+	if r := e.claimed(req); r.AttemptDeadline.Sub(r.LeaseDeadline) < effectspec.MaxAttemptTimeout-e.cfg.Lease-time.Second {
 		t.Fatalf("timeout %v: attempt deadline %v, lease %v", req.Timeout, r.AttemptDeadline, r.LeaseDeadline)
 	}
 }

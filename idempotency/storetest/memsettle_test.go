@@ -23,20 +23,20 @@ func (m *memStore) Settle(ctx context.Context, req idempotency.SettleRequest) (i
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
-	res, w := m.rules.settle(cur(r), lifecycle.SettleRequest{Attempts: int64(req.Attempts), State: stateCodes[req.Outcome],
+	res, w := m.rules.settle(cur(r), lifecycle.SettleRequest{Attempts: int64(req.Attempts), State: req.Outcome,
 		Op: opTag("s", req.OpID), Retention: m.cfg.Retention.Milliseconds(), Who: req.By, Note: req.Note,
 		Margin: m.cfg.Lease.Milliseconds(), ScopeVersion: idempotency.ScopeVersion, Result: m.result(req.Result)}, m.ms())
 	switch res.Status {
-	case lifecycle.NotFound:
+	case idempotency.StatusNotFound:
 		return idempotency.Record{}, idempotency.ErrNotFound
-	case lifecycle.ScopeConflict:
+	case idempotency.StatusScopeVersionConflict:
 		return idempotency.Record{}, idempotency.ErrScopeVersionConflict
-	case lifecycle.NotUnknown:
+	case idempotency.StatusNotUnknown:
 		return idempotency.Record{}, idempotency.ErrNotUnknown
-	case lifecycle.InProgress:
+	case idempotency.StatusInProgress:
 		at := ms(res.SettleAt)
 		return idempotency.Record{}, &idempotency.AttemptRunningError{SettleAfter: at, RetryAfter: at.Sub(m.now)}
-	case lifecycle.Settled:
+	case idempotency.StatusSettled:
 		m.put(k, r, w)
 		return m.record(r, res.Record, false), nil
 	}

@@ -51,7 +51,7 @@ type rules struct {
 // listing), each a point a mutant may replace.
 type hooks struct {
 	retention   func(m *memStore, timeout time.Duration) error
-	binding     func(b effectspec.BindingKind) (byte, bool)
+	binding     func(b effectspec.BindingKind) (effectspec.BindingKind, bool)
 	vendorKey   func(req idempotency.ClaimRequest) idempotency.Key
 	beforeWrite func(m *memStore) // between reading a missing record and writing it, under the lock
 	replay      func(rec *idempotency.Record, req idempotency.ClaimRequest)
@@ -72,7 +72,7 @@ func newMemStore(cfg Config, mutant string) *memStore {
 	m := &memStore{cfg: cfg, now: time.Unix(1_700_000_000, 0).UTC(), recs: map[string]*memRec{}, tickets: map[string]string{},
 		rules: rules{claim: lifecycle.Claim, reserve: lifecycle.Reserve, renew: lifecycle.Renew, finalize: lifecycle.Finalize,
 			giveback: lifecycle.GiveBack, decide: lifecycle.Decide, settle: lifecycle.Settle},
-		hooks: hooks{retention: checkRetention, binding: bindingCode, vendorKey: vendorKey, beforeWrite: func(*memStore) {},
+		hooks: hooks{retention: checkRetention, binding: knownBinding, vendorKey: vendorKey, beforeWrite: func(*memStore) {},
 			replay: func(*idempotency.Record, idempotency.ClaimRequest) {}, validate: idempotency.SettleRequest.Validate,
 			pageLimit: idempotency.ListRequest.PageLimit, listState: viewState, settleAfter: settleAfter}}
 	if mutant != "" {
@@ -108,28 +108,14 @@ func vendorKey(req idempotency.ClaimRequest) idempotency.Key {
 
 var hashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
-// bindingInProcess is the record code of binding in_process, as
-// redisstore writes it; lifecycle names no constant for it because no rule
-// names it (it is off the redispatch allow-list, like any unnamed code).
-const bindingInProcess byte = 'i'
-
-// bindingCodes are the bindings a record may hold. A binding not listed is
-// refused: stored under another code, it would take that code's rules.
-var bindingCodes = map[effectspec.BindingKind]byte{
-	effectspec.BindingHeader:         lifecycle.BindingHeader,
-	effectspec.BindingBodyPointer:    lifecycle.BindingBodyPointer,
-	effectspec.BindingUnsupported:    lifecycle.BindingUnsupported,
-	effectspec.BindingInProcess:      bindingInProcess,
-	effectspec.BindingInProcessKeyed: lifecycle.BindingKeyed,
+// bindings are the bindings a record may hold. A binding not listed is
+// refused, as redisstore refuses one it has no record code for.
+var bindings = map[effectspec.BindingKind]bool{
+	effectspec.BindingHeader: true, effectspec.BindingBodyPointer: true, effectspec.BindingUnsupported: true,
+	effectspec.BindingInProcess: true, effectspec.BindingInProcessKeyed: true,
 }
 
-func bindingCode(b effectspec.BindingKind) (byte, bool) { c, ok := bindingCodes[b]; return c, ok }
-
-var stateCodes = map[effectspec.Outcome]lifecycle.State{
-	effectspec.Held: lifecycle.Held, effectspec.InProgress: lifecycle.InFlight,
-	effectspec.Accepted: lifecycle.Accepted, effectspec.DefinitelyRejected: lifecycle.Rejected,
-	effectspec.Unknown: lifecycle.Unknown, effectspec.Denied: lifecycle.Denied,
-}
+func knownBinding(b effectspec.BindingKind) (effectspec.BindingKind, bool) { return b, bindings[b] }
 
 func ms(v int64) time.Time {
 	if v == 0 {
@@ -185,12 +171,7 @@ func viewState(m *memStore, r *lifecycle.Record) effectspec.Outcome {
 	if lifecycle.Lapsed(r, m.ms()) {
 		return effectspec.Unknown
 	}
-	for s, c := range stateCodes {
-		if c == r.State {
-			return s
-		}
-	}
-	return effectspec.Outcome("?" + string(r.State))
+	return r.State
 }
 
 // settleAfter is when a record whose attempt may still run at its gateway
@@ -208,16 +189,12 @@ func (m *memStore) record(r *memRec, lr *lifecycle.Record, body bool) idempotenc
 		KeySource: idempotency.KeySupplied, RequestHash: lr.RequestHash, Route: r.route,
 		VendorKey: parseKey(lr.VendorKey), AttemptCount: int(lr.Attempts), SentAttempts: int(lr.Sent),
 		LeaseDeadline: ms(lr.Lease), AttemptDeadline: ms(lr.AttemptDeadline), EarlierDeadline: ms(lr.EarlierDeadline), Ticket: lr.Ticket,
-		Approved: lr.Approval == "1", ApprovalDenied: lr.Approval == "0", CreatedAt: ms(lr.Created), UpdatedAt: ms(lr.Updated)}
+		Approved: lr.Approved, ApprovalDenied: lr.ApprovalDenied, CreatedAt: ms(lr.Created), UpdatedAt: ms(lr.Updated)}
 	rec.Route.Fingerprint = lr.Fingerprint
 	if lr.KeySource == 'm' {
 		rec.KeySource = idempotency.KeyMinted
 	}
-	for b, c := range bindingCodes {
-		if c == lr.Binding {
-			rec.Binding = b
-		}
-	}
+	rec.Binding = lr.Binding
 	if lr.Finalized {
 		rec.FinalizedAt = ms(lr.Created + lr.FinalizedAfter)
 		rec.UpdatedAt = rec.FinalizedAt
@@ -293,17 +270,17 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 		return idempotency.ClaimResult{}, err
 	}
 	q := lifecycle.ClaimRequest{ScopeVersion: idempotency.ScopeVersion, RequestHash: req.RequestHash, Binding: b,
-		Fingerprint: req.Route.Fingerprint, KeySource: 's', Approval: req.ApprovalRequired, Presented: req.Ticket,
+		Fingerprint: req.Route.Fingerprint, KeySource: 's', ApprovalRequired: req.ApprovalRequired, Ticket: req.Ticket,
 		Op: opTag("c", req.OpID), Lease: m.cfg.Lease.Milliseconds(), Retention: m.cfg.Retention.Milliseconds(),
-		URetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(), Refuse: req.Refuse, NoCreate: req.NoCreate,
+		UnknownRetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(), Refuse: req.Refuse, NoCreate: req.NoCreate,
 		Window: window.Milliseconds(), Incarnation: idempotency.NewOpID()[:16], MaxAttempts: int64(maxAtt)}
 	if req.KeySource == idempotency.KeyMinted {
 		q.KeySource = 'm'
 	}
 	if req.ApprovalRequired {
-		q.Fresh = idempotency.NewTicketID()
+		q.NewTicket = idempotency.NewTicketID()
 	}
-	if b != lifecycle.BindingUnsupported {
+	if b != effectspec.BindingUnsupported {
 		q.VendorKey = m.hooks.vendorKey(req).String()
 	}
 	m.mu.Lock()
@@ -320,16 +297,16 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 		r = &memRec{scope: req.Scope, key: req.Key, route: req.Route}
 	}
 	m.put(k, r, w)
-	out := idempotency.ClaimResult{Status: idempotency.ClaimStatus(res.Status), Token: int(res.Token),
+	out := idempotency.ClaimResult{Status: idempotency.Status(res.Status), Token: int(res.Token),
 		LeaseDeadline: ms(res.Lease), AttemptDeadline: ms(res.AttemptDeadline), VendorKey: parseKey(res.VendorKey),
 		Incarnation: res.Incarnation, Ticket: res.Ticket, AlreadyApplied: res.Applied,
-		RetryAfter: time.Duration(res.RetryAfter) * time.Millisecond, MaxAttemptsReached: res.Limit == lifecycle.MaxAttempts}
+		RetryAfter: time.Duration(res.RetryAfter) * time.Millisecond, MaxAttemptsReached: res.Limit == idempotency.StatusMaxAttempts}
 	switch res.Status {
-	case lifecycle.BadState:
+	case idempotency.StatusCorrupt:
 		return idempotency.ClaimResult{}, errors.New("memstore: record of an unknown state")
-	case lifecycle.HeldReply:
+	case idempotency.StatusHeld:
 		m.tickets[res.Ticket] = k
-	case lifecycle.Replay:
+	case idempotency.StatusReplay:
 		rec := m.record(r, res.Record, true)
 		m.hooks.replay(&rec, req)
 		out.Record = &rec
@@ -350,11 +327,11 @@ func (m *memStore) GiveBack(ctx context.Context, req idempotency.GiveBackRequest
 	defer m.mu.Unlock()
 	r := m.get(k)
 	res, w := m.rules.giveback(cur(r), lifecycle.GiveBackRequest{Token: int64(req.Token), ClaimOp: opTag("c", req.ClaimOpID),
-		Op: opTag("g", req.OpID), URetention: m.cfg.UnknownRetention.Milliseconds(), Incarnation: req.Incarnation}, m.ms())
+		Op: opTag("g", req.OpID), UnknownRetention: m.cfg.UnknownRetention.Milliseconds(), Incarnation: req.Incarnation}, m.ms())
 	switch res.Status {
-	case lifecycle.NotFound:
+	case idempotency.StatusNotFound:
 		return idempotency.ErrNotFound
-	case lifecycle.GivenBack:
+	case idempotency.StatusGivenBack:
 		m.put(k, r, w)
 		return nil
 	}
@@ -381,12 +358,12 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 	defer m.mu.Unlock()
 	r := m.get(k)
 	res, w := m.rules.reserve(cur(r), lifecycle.ReserveRequest{Token: int64(req.Token), Op: opTag("r", req.OpID),
-		Lease: m.cfg.Lease.Milliseconds(), URetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(),
+		Lease: m.cfg.Lease.Milliseconds(), UnknownRetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(),
 		PrevNever: req.PreviousNeverSent, Incarnation: req.Incarnation, MaxAttempts: int64(maxAtt)}, m.ms())
 	switch res.Status {
-	case lifecycle.NotFound:
+	case idempotency.StatusNotFound:
 		return idempotency.Reservation{}, idempotency.ErrNotFound
-	case lifecycle.Reserved:
+	case idempotency.StatusReserved:
 		m.put(k, r, w)
 		return idempotency.Reservation{Token: int(res.Token), LeaseDeadline: ms(res.Lease), AttemptDeadline: ms(res.AttemptDeadline),
 			AlreadyApplied: res.Applied}, nil
@@ -419,14 +396,14 @@ func (m *memStore) Finalize(ctx context.Context, req idempotency.FinalizeRequest
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.get(k)
-	res, w := m.rules.finalize(cur(r), lifecycle.FinalizeRequest{Token: int64(req.Token), State: stateCodes[req.Outcome],
+	res, w := m.rules.finalize(cur(r), lifecycle.FinalizeRequest{Token: int64(req.Token), State: req.Outcome,
 		Op: opTag("f", req.OpID), TTL: ttl.Milliseconds(), Never: req.NeverSent, Incarnation: req.Incarnation,
 		Result: m.result(req.Result)}, m.ms())
 	m.put(k, r, w) // a write may come with any answer (a mutant's)
 	switch res.Status {
-	case lifecycle.NotFound:
+	case idempotency.StatusNotFound:
 		return idempotency.Record{}, idempotency.ErrNotFound
-	case lifecycle.Finalized:
+	case idempotency.StatusFinalized:
 		return m.record(r, res.Record, false), nil
 	}
 	return idempotency.Record{}, idempotency.ErrStale
@@ -446,9 +423,9 @@ func (m *memStore) Renew(ctx context.Context, req idempotency.RenewRequest) (tim
 	res, w := m.rules.renew(cur(r), lifecycle.RenewRequest{Token: int64(req.Token), Op: opTag("n", req.OpID),
 		Lease: m.cfg.Lease.Milliseconds(), Incarnation: req.Incarnation}, m.ms())
 	switch res.Status {
-	case lifecycle.NotFound:
+	case idempotency.StatusNotFound:
 		return time.Time{}, idempotency.ErrNotFound
-	case lifecycle.Renewed:
+	case idempotency.StatusRenewed:
 		m.put(k, r, w)
 		return ms(res.Lease), nil
 	}
@@ -472,9 +449,9 @@ func (m *memStore) Lookup(ctx context.Context, scope idempotency.Scope, key idem
 func (m *memStore) ticket(id string, r *memRec) idempotency.Ticket {
 	tk := idempotency.Ticket{ID: id, Scope: r.scope, Key: r.key, Status: idempotency.TicketPending}
 	switch {
-	case r.rec.State == lifecycle.Denied || r.rec.Approval == "0":
+	case r.rec.State == effectspec.Denied || r.rec.ApprovalDenied:
 		tk.Status = idempotency.TicketDenied
-	case r.rec.Approval == "1":
+	case r.rec.Approved:
 		tk.Status = idempotency.TicketApproved
 	}
 	return tk
@@ -504,12 +481,12 @@ func (m *memStore) Decide(ctx context.Context, req idempotency.DecideRequest) (i
 	res, w := m.rules.decide(cur(r), lifecycle.DecideRequest{Ticket: req.Ticket, Approve: req.Approve, Op: opTag("d", req.OpID),
 		Retention: m.cfg.Retention.Milliseconds(), ScopeVersion: idempotency.ScopeVersion}, m.ms())
 	switch res.Status {
-	case lifecycle.NotFound:
+	case idempotency.StatusNotFound:
 		return idempotency.Ticket{}, idempotency.ErrNotFound
-	case lifecycle.ScopeConflict:
+	case idempotency.StatusScopeVersionConflict:
 		return idempotency.Ticket{}, idempotency.ErrScopeVersionConflict
-	case lifecycle.Conflict:
-		if res.Standing == lifecycle.DeniedReply {
+	case idempotency.StatusConflict:
+		if res.Standing == idempotency.StatusDenied {
 			return idempotency.Ticket{}, idempotency.ErrDenied
 		}
 		return idempotency.Ticket{}, idempotency.ErrStale
@@ -623,7 +600,7 @@ func keepExpiry(cur *lifecycle.Record, w *lifecycle.Write) {
 // claimAs runs the claim of a record with binding from as if it had
 // binding to, and keeps from on the record: it breaks the binding's rules
 // and nothing else.
-func claimAs(from, to byte) func(*memStore) {
+func claimAs(from, to effectspec.BindingKind) func(*memStore) {
 	return func(m *memStore) {
 		next := m.rules.claim
 		m.rules.claim = func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64) (lifecycle.Result, lifecycle.Write) {
@@ -644,12 +621,12 @@ func claimAs(from, to byte) func(*memStore) {
 }
 
 func lapsedOrUnknown(c *lifecycle.Record, now int64) bool {
-	return c != nil && (c.State == lifecycle.Unknown || lifecycle.Lapsed(c, now))
+	return c != nil && (c.State == effectspec.Unknown || lifecycle.Lapsed(c, now))
 }
 
 var memMutants = map[string]func(*memStore){
 	"leak-token": claimOut(func(cur *lifecycle.Record, _ lifecycle.ClaimRequest, _ int64, res *lifecycle.Result, _ *lifecycle.Write) {
-		if cur != nil && res.Status != lifecycle.Claimed {
+		if cur != nil && res.Status != idempotency.StatusClaimed {
 			res.Token = cur.Attempts
 		}
 	}),
@@ -661,8 +638,8 @@ var memMutants = map[string]func(*memStore){
 	"no-cas-finalize": finalizeIn(func(c *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) {
 		if c != nil {
 			q.Token, q.Incarnation = c.Attempts, ""
-			if c.State != lifecycle.InFlight {
-				c.State, c.Finalized = lifecycle.Unknown, false
+			if c.State != effectspec.InProgress {
+				c.State, c.Finalized = effectspec.Unknown, false
 			}
 		}
 	}),
@@ -673,7 +650,7 @@ var memMutants = map[string]func(*memStore){
 	}),
 	"no-opid": claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) { q.Op = opTag("c", "") }),
 	"lease-never-expires": claimIn(func(c *lifecycle.Record, _ *lifecycle.ClaimRequest, now int64) {
-		if c != nil && c.State == lifecycle.InFlight {
+		if c != nil && c.State == effectspec.InProgress {
 			c.Lease = max(c.Lease, now+1)
 		}
 	}),
@@ -701,7 +678,7 @@ var memMutants = map[string]func(*memStore){
 		next := m.rules.claim
 		m.rules.claim = func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64) (lifecycle.Result, lifecycle.Write) {
 			if cur != nil && cur.State.Final() && (cur.Binding != q.Binding || cur.Fingerprint != q.Fingerprint) {
-				return lifecycle.Result{Status: lifecycle.DestinationConflict}, lifecycle.Write{}
+				return lifecycle.Result{Status: idempotency.StatusDestinationConflict}, lifecycle.Write{}
 			}
 			return next(cur, q, now)
 		}
@@ -732,7 +709,7 @@ var memMutants = map[string]func(*memStore){
 		next := m.rules.finalize
 		m.rules.finalize = func(cur *lifecycle.Record, q lifecycle.FinalizeRequest, now int64) (lifecycle.Result, lifecycle.Write) {
 			res, w := next(cur, q, now)
-			if q.Never && cur != nil && cur.Sent > 0 && res.Status == lifecycle.Stale {
+			if q.Never && cur != nil && cur.Sent > 0 && res.Status == idempotency.StatusStale {
 				c := cur.Clone()
 				c.Sent--
 				w = lifecycle.Write{Record: c}
@@ -741,7 +718,7 @@ var memMutants = map[string]func(*memStore){
 		}
 	},
 	"renew-revives": renewIn(func(c *lifecycle.Record, _ *lifecycle.RenewRequest, now int64) {
-		if c != nil && c.State == lifecycle.InFlight && c.Lease <= now {
+		if c != nil && c.State == effectspec.InProgress && c.Lease <= now {
 			c.Lease = now + 1
 		}
 	}),
@@ -749,7 +726,7 @@ var memMutants = map[string]func(*memStore){
 		next := m.rules.renew
 		m.rules.renew = func(cur *lifecycle.Record, q lifecycle.RenewRequest, now int64) (lifecycle.Result, lifecycle.Write) {
 			res, w := next(cur, q, now)
-			if res.Status == lifecycle.Renewed && w.Record != nil {
+			if res.Status == idempotency.StatusRenewed && w.Record != nil {
 				w.Record.Lease = max(cur.Lease, now+q.Lease)
 				res.Lease = w.Record.Lease
 			}
@@ -778,34 +755,34 @@ var memMutants = map[string]func(*memStore){
 		next := m.rules.claim
 		m.rules.claim = func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64) (lifecycle.Result, lifecycle.Write) {
 			if q.NoCreate {
-				return lifecycle.Result{Status: lifecycle.NoRecord}, lifecycle.Write{}
+				return lifecycle.Result{Status: idempotency.StatusNoRecord}, lifecycle.Write{}
 			}
 			return next(cur, q, now)
 		}
 	},
 	"reservation-retention": func(m *memStore) {
 		both(claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
-			q.URetention = m.cfg.Retention.Milliseconds()
+			q.UnknownRetention = m.cfg.Retention.Milliseconds()
 		}),
 			reserveIn(func(_ *lifecycle.Record, q *lifecycle.ReserveRequest, _ int64) {
-				q.URetention = m.cfg.Retention.Milliseconds()
+				q.UnknownRetention = m.cfg.Retention.Milliseconds()
 			}))(m)
 	},
 	"unknown-retention": func(m *memStore) {
 		finalizeIn(func(_ *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) {
-			if q.State == lifecycle.Unknown {
+			if q.State == effectspec.Unknown {
 				q.TTL = m.cfg.Retention.Milliseconds()
 			}
 		})(m)
 	},
 	"expiry-finalize-stale": finalizeIn(func(c *lifecycle.Record, _ *lifecycle.FinalizeRequest, _ int64) {
-		if c != nil && c.State == lifecycle.Unknown {
+		if c != nil && c.State == effectspec.Unknown {
 			c.Finalized = true
 		}
 	}),
 	"settle-any-state": settleIn(func(c *lifecycle.Record, _ *lifecycle.SettleRequest, now int64) {
 		if c != nil && !lapsedOrUnknown(c, now) {
-			c.State = lifecycle.Unknown
+			c.State = effectspec.Unknown
 		}
 	}),
 	"settle-no-cas": settleIn(func(c *lifecycle.Record, q *lifecycle.SettleRequest, _ int64) {
@@ -835,7 +812,7 @@ var memMutants = map[string]func(*memStore){
 	}),
 	"list-ignores-lapsed": func(m *memStore) {
 		m.hooks.listState = func(m *memStore, r *lifecycle.Record) effectspec.Outcome {
-			if r.State == lifecycle.InFlight {
+			if r.State == effectspec.InProgress {
 				return effectspec.InProgress
 			}
 			return viewState(m, r)
@@ -847,7 +824,7 @@ var memMutants = map[string]func(*memStore){
 		}
 	}),
 	"giveback-after-finalize": givebackIn(func(c *lifecycle.Record, _ *lifecycle.GiveBackRequest) {
-		if c != nil && c.State == lifecycle.Unknown {
+		if c != nil && c.State == effectspec.Unknown {
 			c.Finalized = false
 		}
 	}),
@@ -855,27 +832,27 @@ var memMutants = map[string]func(*memStore){
 		next := m.rules.claim
 		m.rules.claim = func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64) (lifecycle.Result, lifecycle.Write) {
 			if cur != nil && cur.ClaimOp == q.Op && cur.GivenBack {
-				return lifecycle.Result{Status: lifecycle.Claimed, Token: cur.ClaimToken, Applied: true, VendorKey: cur.VendorKey,
+				return lifecycle.Result{Status: idempotency.StatusClaimed, Token: cur.ClaimToken, Applied: true, VendorKey: cur.VendorKey,
 					Incarnation: cur.Incarnation}, lifecycle.Write{}
 			}
 			return next(cur, q, now)
 		}
 	},
 	"no-rehold": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
-		if c != nil && c.State != lifecycle.Held {
-			q.Approval = false
+		if c != nil && c.State != effectspec.Held {
+			q.ApprovalRequired = false
 		}
 	}),
 	"rehold-moves-state": claimOut(func(cur *lifecycle.Record, _ lifecycle.ClaimRequest, _ int64, res *lifecycle.Result, w *lifecycle.Write) {
-		if cur != nil && cur.State != lifecycle.Held && res.Status == lifecycle.HeldReply {
+		if cur != nil && cur.State != effectspec.Held && res.Status == idempotency.StatusHeld {
 			if w.Record == nil {
 				w.Record = cur.Clone()
 			}
-			w.Record.State = lifecycle.Held
+			w.Record.State = effectspec.Held
 		}
 	}),
 	"rehold-retention": claimOut(func(cur *lifecycle.Record, q lifecycle.ClaimRequest, now int64, res *lifecycle.Result, w *lifecycle.Write) {
-		if cur != nil && cur.State != lifecycle.Held && res.Status == lifecycle.HeldReply {
+		if cur != nil && cur.State != effectspec.Held && res.Status == idempotency.StatusHeld {
 			if w.Record == nil {
 				w.Record = cur.Clone()
 			}
@@ -886,8 +863,8 @@ var memMutants = map[string]func(*memStore){
 		next := m.rules.decide
 		m.rules.decide = func(cur *lifecycle.Record, q lifecycle.DecideRequest, now int64) (lifecycle.Result, lifecycle.Write) {
 			res, w := next(cur, q, now)
-			if cur != nil && cur.State != lifecycle.Held && res.Status == lifecycle.DeniedReply && w.Record != nil {
-				w.Record.State = lifecycle.Denied
+			if cur != nil && cur.State != effectspec.Held && res.Status == idempotency.StatusDenied && w.Record != nil {
+				w.Record.State = effectspec.Denied
 			}
 			return res, w
 		}
@@ -908,13 +885,13 @@ var memMutants = map[string]func(*memStore){
 		m.hooks.settleAfter = func(*memStore, *lifecycle.Record) time.Time { return time.Time{} }
 	},
 	"conflict-keeps-in-flight": claimOut(func(cur *lifecycle.Record, _ lifecycle.ClaimRequest, _ int64, res *lifecycle.Result, w *lifecycle.Write) {
-		if cur != nil && cur.State == lifecycle.InFlight && res.Status == lifecycle.DestinationConflict {
+		if cur != nil && cur.State == effectspec.InProgress && res.Status == idempotency.StatusDestinationConflict {
 			*w = lifecycle.Write{}
 		}
 	}),
 	"lease-past-deadline": func(m *memStore) {
 		claimOut(func(_ *lifecycle.Record, q lifecycle.ClaimRequest, now int64, res *lifecycle.Result, w *lifecycle.Write) {
-			if res.Status == lifecycle.Claimed && !res.Applied {
+			if res.Status == idempotency.StatusClaimed && !res.Applied {
 				w.Record.Lease, res.Lease = now+q.Lease, now+q.Lease
 			}
 		})(m)
@@ -925,30 +902,32 @@ var memMutants = map[string]func(*memStore){
 		renewIn(func(_ *lifecycle.Record, q *lifecycle.RenewRequest, _ int64) { q.Incarnation = "" }),
 		finalizeIn(func(_ *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) { q.Incarnation = "" }),
 		givebackIn(func(_ *lifecycle.Record, q *lifecycle.GiveBackRequest) { q.Incarnation = "" })),
-	"redispatch-in-process":    claimAs(bindingInProcess, lifecycle.BindingKeyed),
-	"keyed-never-redispatched": claimAs(lifecycle.BindingKeyed, bindingInProcess),
+	"redispatch-in-process":    claimAs(effectspec.BindingInProcess, effectspec.BindingInProcessKeyed),
+	"keyed-never-redispatched": claimAs(effectspec.BindingInProcessKeyed, effectspec.BindingInProcess),
 	"keyed-window-ignored": claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
-		if q.Binding == lifecycle.BindingKeyed {
+		if q.Binding == effectspec.BindingInProcessKeyed {
 			q.Window = 1 << 50
 		}
 	}),
 	"in-process-as-unsupported": func(m *memStore) {
-		m.hooks.binding = func(b effectspec.BindingKind) (byte, bool) {
+		m.hooks.binding = func(b effectspec.BindingKind) (effectspec.BindingKind, bool) {
 			if b == effectspec.BindingInProcess {
 				b = effectspec.BindingUnsupported
 			}
-			return bindingCode(b)
+			return knownBinding(b)
 		}
 	},
 	"in-process-never-sent-burns": finalizeIn(func(c *lifecycle.Record, q *lifecycle.FinalizeRequest, _ int64) {
-		if c != nil && c.Binding == bindingInProcess {
+		if c != nil && c.Binding == effectspec.BindingInProcess {
 			q.Never = false
 		}
 	}),
 	// A slot's in-process binding declared the other way round counts as the
 	// same destination.
 	"in-process-keyed-alike": claimIn(func(c *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
-		inproc := func(b byte) bool { return b == bindingInProcess || b == lifecycle.BindingKeyed }
+		inproc := func(b effectspec.BindingKind) bool {
+			return b == effectspec.BindingInProcess || b == effectspec.BindingInProcessKeyed
+		}
 		if c != nil && inproc(c.Binding) && inproc(q.Binding) && c.Binding != q.Binding {
 			q.Binding, q.Fingerprint = c.Binding, c.Fingerprint
 		}

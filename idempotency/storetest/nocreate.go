@@ -67,10 +67,10 @@ func testNoCreateExisting(t *testing.T, h Harness) {
 	e := short(t, h)
 	type row struct {
 		setup func(req idempotency.ClaimRequest) idempotency.ClaimRequest // the claim to send
-		want  map[effectspec.BindingKind]idempotency.ClaimStatus
+		want  map[effectspec.BindingKind]idempotency.Status
 	}
-	same := func(s idempotency.ClaimStatus) map[effectspec.BindingKind]idempotency.ClaimStatus {
-		return map[effectspec.BindingKind]idempotency.ClaimStatus{effectspec.BindingHeader: s, effectspec.BindingUnsupported: s}
+	same := func(s idempotency.Status) map[effectspec.BindingKind]idempotency.Status {
+		return map[effectspec.BindingKind]idempotency.Status{effectspec.BindingHeader: s, effectspec.BindingUnsupported: s}
 	}
 	rows := map[string]row{
 		"in flight": {func(req idempotency.ClaimRequest) idempotency.ClaimRequest { e.claimed(req); return req },
@@ -84,7 +84,7 @@ func testNoCreateExisting(t *testing.T, h Harness) {
 			e.claimed(req)
 			e.expireLease()
 			return req
-		}, map[effectspec.BindingKind]idempotency.ClaimStatus{effectspec.BindingHeader: idempotency.StatusClaimed,
+		}, map[effectspec.BindingKind]idempotency.Status{effectspec.BindingHeader: idempotency.StatusClaimed,
 			effectspec.BindingUnsupported: idempotency.StatusOutcomeUnknown}},
 		"never sent": {func(req idempotency.ClaimRequest) idempotency.ClaimRequest {
 			e.claimed(req)

@@ -220,7 +220,7 @@ func (e *env) claim(req idempotency.ClaimRequest) idempotency.ClaimResult {
 }
 
 // claimWant claims and checks the status.
-func (e *env) claimWant(req idempotency.ClaimRequest, want idempotency.ClaimStatus) idempotency.ClaimResult {
+func (e *env) claimWant(req idempotency.ClaimRequest, want idempotency.Status) idempotency.ClaimResult {
 	e.t.Helper()
 	r := e.claim(req)
 	if r.Status != want {

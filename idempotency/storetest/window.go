@@ -109,8 +109,8 @@ func testWindowInvalid(t *testing.T, h Harness) {
 	e := std(t, h)
 	req := call(effectspec.BindingHeader)
 	req.VendorWindow = -time.Second
-	if _, err := e.s.Claim(e.ctx, req); !errors.Is(err, idempotency.ErrInvalidVendorWindow) {
-		t.Fatalf("Claim with a negative window: %v, want ErrInvalidVendorWindow", err)
+	if _, err := e.s.Claim(e.ctx, req); !errors.Is(err, idempotency.ErrInvalidRequest) {
+		t.Fatalf("Claim with a negative window: %v, want ErrInvalidRequest", err)
 	}
 	e.absent(req)
 }

@@ -156,7 +156,7 @@ func (m *Metrics) orchestrator(o *retry.Orchestrator) {
 		o.Store = newTimedStore(o.Store, m.storeSeconds)
 	}
 	onClaim := o.OnClaim
-	o.OnClaim = func(c *retry.Call, st idempotency.ClaimStatus) {
+	o.OnClaim = func(c *retry.Call, st idempotency.Status) {
 		m.claims.WithLabelValues(string(st)).Inc()
 		if onClaim != nil {
 			onClaim(c, st)

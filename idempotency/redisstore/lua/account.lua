@@ -1,3 +1,4 @@
+-- Implements docs/DESIGN.md 6a, "Quotas and headroom": the stored-bytes counters.
 -- account: KEYS[1] is a workspace's stored-bytes counters
 -- ({prefix}qb:{workspace}), a hash whose fields are the end of an expiry
 -- bucket (ms of Redis TIME: every record counted in it is gone by then)

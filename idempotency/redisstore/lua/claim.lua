@@ -1,3 +1,4 @@
+-- Implements docs/DESIGN.md 6, "The record and its lifecycle": the claim table (lifecycle.Claim).
 -- claim: arguments (internal/scriptargs.Claim) sv scope version, rh
 -- request hash, b binding, fp fingerprint, route the route record (its
 -- fields c, p, T, M, H, P as stored: tag, length, value; the record's

@@ -1,3 +1,6 @@
+-- Implements docs/DESIGN.md 6, "The record and its lifecycle": the record's
+-- encoding, "Script arguments", the unknown index and, for "Store amnesia",
+-- the generation sentinel.
 -- Shared by every script (prepended at build time). KEYS[1] is the record;
 -- the scripts that reserve an attempt or make a record final also get
 -- KEYS[2], the bucket of the record's workspace's unknown index that lives
@@ -106,6 +109,13 @@ local key = KEYS[1]
 -- maxmemory). The reply is {the body's reply, the
 -- slot's generation now} (0 when the check is off; -1 for a sentinel gone). The body runs as a
 -- closure: Lua 5.1 allows it 60 upvalues (claim.lua uses some 35).
+-- The layouts of the replies that reserve an attempt, by field position
+-- (reply.go mirrors them; TestReplyLayout checks both):
+-- {claimed, token, lease deadline, applied, vendor key, attempt deadline,
+-- incarnation, moved} and {reserved, token, lease deadline, attempt
+-- deadline[, applied]}.
+local CLAIMED = {token = 2, lease = 3, applied = 4, vk = 5, deadline = 6, inc = 7, moved = 8}
+local RESERVED = {token = 2, lease = 3, deadline = 4, applied = 5}
 local function gen_wrap(k, seen, body)
   if seen < 0 then
     return {body(), 0}
@@ -120,7 +130,7 @@ local function gen_wrap(k, seen, body)
   if reply.err then
     return reply
   end
-  if reply[1] == 'claimed' and reply[4] ~= 1 or reply[1] == 'reserved' and reply[5] ~= 1 then
+  if reply[1] == 'claimed' and reply[CLAIMED.applied] ~= 1 or reply[1] == 'reserved' and reply[RESERVED.applied] ~= 1 then
     g = redis.call('INCR', k)
   end
   return {reply, g}

@@ -1,3 +1,4 @@
+-- Implements docs/DESIGN.md 6, "The record and its lifecycle", "Approval on a redispatch" (lifecycle.Decide).
 -- decide: arguments (internal/scriptargs.Decide) ticket, approve, op tag,
 -- retention (ms), member the record's member in its unknown index bucket
 -- (KEYS[2]) and its pending approvals bucket (KEYS[3]), sv the scope version (a record of another is

@@ -1,3 +1,4 @@
+-- Implements docs/DESIGN.md 6, "The record and its lifecycle": Finalize (lifecycle.Finalize).
 -- finalize: arguments (internal/scriptargs.Finalize) token, state (a, r,
 -- u), op tag, ttl (ms), never (never sent), member the record's member in
 -- its unknown index bucket (KEYS[2]), inc the caller's incarnation

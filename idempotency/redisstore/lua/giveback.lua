@@ -1,3 +1,4 @@
+-- Implements docs/DESIGN.md 6, "The record and its lifecycle", "Settling a claim" (lifecycle.GiveBack).
 -- giveback: arguments (internal/scriptargs.GiveBack) token, cop the
 -- claim's op tag, op tag, uretention unknown retention (ms), member the
 -- record's member in its unknown index bucket (KEYS[2]), inc the record's

@@ -1,3 +1,4 @@
+-- Implements docs/DESIGN.md 6, "The record and its lifecycle", "Listing": the unknown index.
 -- index: KEYS[1] is one bucket of a workspace's unknown index (or the
 -- per-workspace key of a previous release), a sorted set of record members
 -- scored by expiry (ms). The record scripts add and remove entries

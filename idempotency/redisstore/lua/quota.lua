@@ -1,3 +1,4 @@
+-- Implements docs/DESIGN.md 6a, "Quotas and headroom": the token bucket.
 -- quota: KEYS[1] is a workspace's token bucket ({prefix}quota:{workspace}),
 -- a hash of tok (the tokens left, a decimal) and ts (when tok was counted,
 -- ms of Redis TIME). Arguments (internal/scriptargs.Quota): rate (tokens

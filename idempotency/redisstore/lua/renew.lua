@@ -1,3 +1,4 @@
+-- Implements docs/DESIGN.md 6, "The record and its lifecycle", "Leases" (lifecycle.Renew).
 -- renew: arguments (internal/scriptargs.Renew) token, op tag, lease (ms),
 -- inc the caller's incarnation (another
 -- record's answers not_found: the worker's record is gone, and this one is

@@ -1,3 +1,4 @@
+-- Implements docs/DESIGN.md 6, "The record and its lifecycle": Reserve-next (lifecycle.Reserve).
 -- reserve: arguments (internal/scriptargs.Reserve) token, op tag, lease
 -- (ms), uretention unknown retention (ms), timeout attempt timeout (ms),
 -- prev_never previous never sent (attempt token is taken back), member the

@@ -1,3 +1,4 @@
+-- Implements docs/DESIGN.md 6, "The record and its lifecycle", "Resolving unknown" (lifecycle.Settle).
 -- settle: arguments (internal/scriptargs.Settle) attempts the operator
 -- saw, state (a, r), op tag, retention (ms), who, note, member the record's
 -- member in its unknown index bucket (KEYS[2]), which a settle removes,

@@ -1,3 +1,4 @@
+-- Implements docs/DESIGN.md 6a, "Quotas and headroom": the stored-bytes sum.
 -- storedbytes: KEYS[1] is a workspace's stored-bytes counters (account.lua).
 -- It sums the buckets that have not ended by Redis TIME and removes those
 -- that have (their records are gone). No arguments

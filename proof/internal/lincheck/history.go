@@ -75,7 +75,7 @@ func (l *Lane) record(ticket int, k keyRef, out Output) {
 	if out.Status == statusAmbiguous {
 		l.amb++
 	}
-	tag := op.in.Kind.String() + ":" + out.Status
+	tag := op.in.Kind.String() + ":" + string(out.Status)
 	if out.Applied {
 		tag += "+applied"
 	}

@@ -281,7 +281,7 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 		if err != nil {
 			return ambiguous(err)
 		}
-		out := Output{Status: string(res.Status), Applied: res.AlreadyApplied}
+		out := Output{Status: res.Status, Applied: res.AlreadyApplied}
 		switch res.Status {
 		case idempotency.StatusClaimed:
 			out.Token, out.Lease, out.Deadline, out.VendorKey = res.Token, unixNano(res.LeaseDeadline), unixNano(res.AttemptDeadline), res.VendorKey.String()
@@ -300,13 +300,13 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 		if err != nil {
 			return refusal(err)
 		}
-		return Output{Status: statusReserved, Token: r.Token, Applied: r.AlreadyApplied, Lease: unixNano(r.LeaseDeadline), Deadline: unixNano(r.AttemptDeadline)}
+		return Output{Status: idempotency.StatusReserved, Token: r.Token, Applied: r.AlreadyApplied, Lease: unixNano(r.LeaseDeadline), Deadline: unixNano(r.AttemptDeadline)}
 	case Renew:
 		d, err := st.Renew(ctx, idempotency.RenewRequest{Scope: l.scope, Key: k.key, Token: in.Token, OpID: in.Op})
 		if err != nil {
 			return refusal(err)
 		}
-		return Output{Status: statusRenewed, Lease: unixNano(d)}
+		return Output{Status: idempotency.StatusRenewed, Lease: unixNano(d)}
 	case Finalize:
 		req := idempotency.FinalizeRequest{Scope: l.scope, Key: k.key, Token: in.Token, Outcome: in.Outcome, NeverSent: in.NeverSent, OpID: in.Op}
 		if in.Body != "" {
@@ -316,7 +316,7 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 		if err != nil {
 			return refusal(err)
 		}
-		out := Output{Status: statusFinalized}
+		out := Output{Status: idempotency.StatusFinalized}
 		fill(&out, rec)
 		out.Body, out.Settled = "", false // Finalize returns no body
 		return out
@@ -330,7 +330,7 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 		if err != nil {
 			return refusal(err)
 		}
-		out := Output{Status: statusSettled}
+		out := Output{Status: idempotency.StatusSettled}
 		fill(&out, rec)
 		out.Body, out.Settled = "", false
 		return out
@@ -339,7 +339,7 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 		if err != nil {
 			return refusal(err)
 		}
-		out := Output{Status: statusFound}
+		out := Output{Status: idempotency.StatusFound}
 		fill(&out, rec)
 		return out
 	}
@@ -372,14 +372,14 @@ func statusCode(s effectspec.Outcome) int {
 func refusal(err error) Output {
 	switch {
 	case errors.Is(err, idempotency.ErrStale):
-		return Output{Status: statusStale}
+		return Output{Status: idempotency.StatusStale}
 	case errors.Is(err, idempotency.ErrNotFound):
-		return Output{Status: statusNotFound}
+		return Output{Status: idempotency.StatusNotFound}
 	case errors.Is(err, idempotency.ErrNotUnknown):
-		return Output{Status: statusNotUnk}
+		return Output{Status: idempotency.StatusNotUnknown}
 	case errors.Is(err, idempotency.ErrInProgress):
 		// A settle of a record whose attempt may still run.
-		return Output{Status: string(idempotency.StatusInProgress)}
+		return Output{Status: idempotency.StatusInProgress}
 	}
 	return ambiguous(err)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
 )
 
@@ -21,17 +22,6 @@ const (
 	agreeRetain = int64(3_600_000)
 )
 
-var lcStates = map[lifecycle.State]effectspec.Outcome{
-	lifecycle.Held: effectspec.Held, lifecycle.InFlight: effectspec.InProgress,
-	lifecycle.Accepted: effectspec.Accepted, lifecycle.Rejected: effectspec.DefinitelyRejected,
-	lifecycle.Unknown: effectspec.Unknown, lifecycle.Denied: effectspec.Denied,
-}
-
-var lcCodes = map[effectspec.Outcome]lifecycle.State{
-	effectspec.Accepted: lifecycle.Accepted, effectspec.DefinitelyRejected: lifecycle.Rejected,
-	effectspec.Unknown: lifecycle.Unknown,
-}
-
 // agreeRun is one sequence: lifecycle's record and the model's states.
 type agreeRun struct {
 	now    int64 // ms
@@ -43,36 +33,36 @@ type agreeRun struct {
 // outputOf is lifecycle's answer as the lane records it.
 func (a *agreeRun) outputOf(in Input, res lifecycle.Result) Output {
 	ns := func(v int64) int64 { return v * ms }
-	out := Output{Status: string(res.Status), Applied: res.Applied, Return: ns(a.now)}
-	record := func(r *lifecycle.Record, status string) {
-		out.Status, out.State, out.Attempts, out.Sent = status, lcStates[r.State], int(r.Attempts), int(r.Sent)
+	out := Output{Status: res.Status, Applied: res.Applied, Return: ns(a.now)}
+	record := func(r *lifecycle.Record, status idempotency.Status) {
+		out.Status, out.State, out.Attempts, out.Sent = status, r.State, int(r.Attempts), int(r.Sent)
 		out.Body, out.Settled = r.Result.Body, r.Resolution != ""
 	}
 	switch res.Status {
-	case lifecycle.Claimed, lifecycle.Reserved:
+	case idempotency.StatusClaimed, idempotency.StatusReserved:
 		out.Token, out.Applied, out.Lease, out.Deadline, out.VendorKey = int(res.Token), res.Applied, ns(res.Lease),
 			ns(res.AttemptDeadline), res.VendorKey
-	case lifecycle.Renewed:
+	case idempotency.StatusRenewed:
 		out.Lease = ns(res.Lease)
-	case lifecycle.InProgress:
+	case idempotency.StatusInProgress:
 		out.Deadline = ns(res.AttemptDeadline)
-	case lifecycle.Replay:
+	case idempotency.StatusReplay:
 		record(res.Record, out.Status)
-	case lifecycle.Finalized, lifecycle.Settled:
+	case idempotency.StatusFinalized, idempotency.StatusSettled:
 		record(res.Record, out.Status)
-	case lifecycle.Stale, lifecycle.LeaseExpired, lifecycle.CycleExhausted, lifecycle.MaxAttempts:
-		out.Status = statusStale
-	case lifecycle.NotUnknown:
-		out.Status = statusNotUnk
+	case idempotency.StatusStale, idempotency.StatusLeaseExpired, idempotency.StatusCycleExhausted, idempotency.StatusMaxAttempts:
+		out.Status = idempotency.StatusStale
+	case idempotency.StatusNotUnknown:
+		out.Status = idempotency.StatusNotUnknown
 	}
 	if in.Kind == Lookup {
 		if a.cur == nil {
-			return Output{Status: statusNotFound, Return: ns(a.now)}
+			return Output{Status: idempotency.StatusNotFound, Return: ns(a.now)}
 		}
-		record(a.cur, statusFound)
+		record(a.cur, idempotency.StatusFound)
 		if lifecycle.Lapsed(a.cur, a.now) {
 			out.State = effectspec.Unknown
-		} else if a.cur.State == lifecycle.InFlight {
+		} else if a.cur.State == effectspec.InProgress {
 			out.Lease = ns(a.cur.Lease)
 		}
 	}
@@ -81,10 +71,10 @@ func (a *agreeRun) outputOf(in Input, res lifecycle.Result) Output {
 
 // step runs in through lifecycle and returns its answer.
 func (a *agreeRun) step(in Input) lifecycle.Result {
-	var b byte = lifecycle.BindingHeader
+	b := effectspec.BindingHeader
 	vk := "vk"
 	if in.Unsupported {
-		b, vk = lifecycle.BindingUnsupported, ""
+		b, vk = effectspec.BindingUnsupported, ""
 	}
 	var res lifecycle.Result
 	var w lifecycle.Write
@@ -92,18 +82,18 @@ func (a *agreeRun) step(in Input) lifecycle.Result {
 	case Claim:
 		res, w = lifecycle.Claim(a.cur, lifecycle.ClaimRequest{ScopeVersion: 1, RequestHash: fmt.Sprint("rh", in.Req),
 			Binding: b, Fingerprint: fmt.Sprint("fp", in.Route), KeySource: 's', Op: "c:" + in.Op, Lease: agreeLease,
-			Retention: agreeRetain, VendorKey: vk, URetention: agreeRetain, Timeout: in.Timeout / ms, Window: agreeWindow,
+			Retention: agreeRetain, VendorKey: vk, UnknownRetention: agreeRetain, Timeout: in.Timeout / ms, Window: agreeWindow,
 			Incarnation: "inc", MaxAttempts: maxAttempts}, a.now)
 	case Reserve:
 		res, w = lifecycle.Reserve(a.cur, lifecycle.ReserveRequest{Token: int64(in.Token), Op: "r:" + in.Op, Lease: agreeLease,
-			URetention: agreeRetain, Timeout: in.Timeout / ms, PrevNever: in.NeverSent, MaxAttempts: maxAttempts}, a.now)
+			UnknownRetention: agreeRetain, Timeout: in.Timeout / ms, PrevNever: in.NeverSent, MaxAttempts: maxAttempts}, a.now)
 	case Renew:
 		res, w = lifecycle.Renew(a.cur, lifecycle.RenewRequest{Token: int64(in.Token), Op: "n:" + in.Op, Lease: agreeLease}, a.now)
 	case Finalize:
-		res, w = lifecycle.Finalize(a.cur, lifecycle.FinalizeRequest{Token: int64(in.Token), State: lcCodes[in.Outcome],
+		res, w = lifecycle.Finalize(a.cur, lifecycle.FinalizeRequest{Token: int64(in.Token), State: in.Outcome,
 			Op: "f:" + in.Op, TTL: agreeRetain, Never: in.NeverSent, Result: lifecycle.StoredResult{Body: in.Body}}, a.now)
 	case Settle:
-		res, w = lifecycle.Settle(a.cur, lifecycle.SettleRequest{Attempts: int64(in.Attempts), State: lcCodes[in.Outcome],
+		res, w = lifecycle.Settle(a.cur, lifecycle.SettleRequest{Attempts: int64(in.Attempts), State: in.Outcome,
 			Op: "s:" + in.Op, Retention: agreeRetain, Who: "ops", Margin: agreeLease, ScopeVersion: 1,
 			Result: lifecycle.StoredResult{Body: in.Body}}, a.now)
 	case Lookup:
@@ -183,7 +173,7 @@ func TestModelMatchesLifecycle(t *testing.T) {
 			res := a.step(in)
 			out := a.outputOf(in, res)
 			a.log = append(a.log, describe(in, out))
-			seen[in.Kind.String()+"/"+out.Status]++
+			seen[in.Kind.String()+"/"+string(out.Status)]++
 			next := a.accepts(in, out)
 			if len(next) == 0 {
 				t.Fatalf("seed %d: the model rejects lifecycle's answer %s\nafter:\n  %v\nfrom states %+v", seed, describe(in, out),
@@ -211,11 +201,11 @@ func TestModelMatchesLifecycle(t *testing.T) {
 func offByOne(out Output) []Output {
 	var wrong []Output
 	switch out.Status {
-	case "claimed", statusReserved:
+	case idempotency.StatusClaimed, idempotency.StatusReserved:
 		w := out
 		w.Token++
 		wrong = append(wrong, w)
-	case "replay", statusFinalized, statusSettled, statusFound:
+	case idempotency.StatusReplay, idempotency.StatusFinalized, idempotency.StatusSettled, idempotency.StatusFound:
 		w := out
 		w.Attempts++
 		wrong = append(wrong, w)

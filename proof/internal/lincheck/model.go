@@ -39,18 +39,9 @@ func (k Kind) String() string {
 // any point after its call, or not at all.
 const never = math.MaxInt64
 
-// Statuses of an Output besides the claim statuses of idempotency.
-const (
-	statusAmbiguous = "ambiguous" // the store failed: the op may or may not have happened
-	statusReserved  = "reserved"
-	statusRenewed   = "renewed"
-	statusFinalized = "finalized"
-	statusSettled   = "settled"
-	statusFound     = "found"
-	statusStale     = "stale"
-	statusNotFound  = "not_found"
-	statusNotUnk    = "not_unknown"
-)
+// statusAmbiguous is an Output's status when the store failed: the op may
+// or may not have happened. Every other status is the store's answer.
+const statusAmbiguous idempotency.Status = "ambiguous"
 
 // Input is one operation as the lane called it. Times are Unix nanoseconds
 // of the lane's wall clock, which is the clock the store's Redis TIME reads
@@ -76,9 +67,9 @@ type Input struct {
 // Output is what the store answered. Deadlines are Unix nanoseconds of the
 // store's (millisecond) deadlines.
 type Output struct {
-	Status    string // a claim status, or one of the statuses above
-	Token     int    // claimed, reserved
-	Applied   bool   // claimed, reserved: AlreadyApplied
+	Status    idempotency.Status // the store's answer, or statusAmbiguous
+	Token     int                // claimed, reserved
+	Applied   bool               // claimed, reserved: AlreadyApplied
 	State     effectspec.Outcome
 	Attempts  int    // replay, finalized, settled, found: AttemptCount
 	Sent      int    // the same: SentAttempts
@@ -143,7 +134,7 @@ type model struct {
 
 // maxAttempts is the lane's max_attempts: the store's default (the lane's
 // claims and reserves set none).
-const maxAttempts = idempotency.DefaultMaxAttempts
+const maxAttempts = effectspec.DefaultMaxAttempts
 
 // msSlack: the store's deadlines are whole milliseconds, its clock read
 // rounded down to one; a deadline may be up to 1 ms before call + lease.
@@ -318,7 +309,7 @@ func withHidden(amb bool, st state) []state {
 // out matches every answer; the states it may leave are all returned.
 func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 	amb := out.Status == statusAmbiguous
-	is := func(status string) bool { return amb || out.Status == status }
+	is := func(status idempotency.Status) bool { return amb || out.Status == status }
 	one := func(ok bool, s state) []state {
 		if !ok {
 			return nil
@@ -326,7 +317,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		return []state{s}
 	}
 	if !st.Exists && in.Kind != Claim {
-		return one(is(statusNotFound), st)
+		return one(is(idempotency.StatusNotFound), st)
 	}
 	inFlight := st.S == effectspec.InProgress
 	if inFlight && dependsOnLease(in.Kind) {
@@ -343,17 +334,17 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		switch {
 		case st.LastOp == "r:"+in.Op:
 			// A re-sent reservation answers what it answered.
-			ok := amb || out.Status == statusReserved && out.Token == st.N && out.Applied && sameLease(&st, out.Lease) && sameDeadline(&st, out.Deadline)
+			ok := amb || out.Status == idempotency.StatusReserved && out.Token == st.N && out.Applied && sameLease(&st, out.Lease) && sameDeadline(&st, out.Deadline)
 			if !ok {
 				return nil
 			}
 			return withHidden(amb, st)
 		case !inFlight || st.N != in.Token || st.Cycle >= 2 || lapsed:
-			return one(is(statusStale), st)
+			return one(is(idempotency.StatusStale), st)
 		}
 		if !in.NeverSent && st.Sent >= maxAttempts {
 			// One more attempt that may leave would pass max_attempts.
-			return one(is(statusStale), st)
+			return one(is(idempotency.StatusStale), st)
 		}
 		next := st
 		keepDeadline(&next, !in.NeverSent)
@@ -362,14 +353,14 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		if in.NeverSent {
 			next.Sent-- // attempt Token never left
 		}
-		ok := amb || out.Status == statusReserved && out.Token == next.N && !out.Applied
+		ok := amb || out.Status == idempotency.StatusReserved && out.Token == next.N && !out.Applied
 		if !ok || !m.freshLease(&next, in, out) {
 			return nil
 		}
 		return withHidden(amb, next)
 	case Renew:
 		if !inFlight || st.N != in.Token || lapsed {
-			return one(is(statusStale), st)
+			return one(is(idempotency.StatusStale), st)
 		}
 		if amb {
 			// It may have moved the lease to any time up to its point + lease.
@@ -377,7 +368,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 			next.LMax, next.LastRenew = never, in.Op
 			return []state{next}
 		}
-		if out.Status != statusRenewed || out.Lease < st.LMin {
+		if out.Status != idempotency.StatusRenewed || out.Lease < st.LMin {
 			return nil // a lease never shrinks
 		}
 		if st.LastRenew == in.Op {
@@ -400,12 +391,12 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 	case Finalize:
 		switch {
 		case st.LastOp == "f:"+in.Op:
-			return one(amb || m.record(st, out, statusFinalized), st)
+			return one(amb || m.record(st, out, idempotency.StatusFinalized), st)
 		case st.N != in.Token || !(inFlight || st.S == effectspec.Unknown && st.Open):
 			// The token is the fence: a lapsed lease nobody took over still
 			// takes its owner's outcome, also once the expiry path turned
 			// the record unknown; nothing else does.
-			return one(is(statusStale), st)
+			return one(is(idempotency.StatusStale), st)
 		}
 		next := st
 		next.S, next.Open, next.Body, next.LastOp = in.Outcome, false, in.Body, "f:"+in.Op
@@ -416,16 +407,16 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 			}
 		}
 		endLease(&next)
-		return one(amb || m.record(next, out, statusFinalized), next)
+		return one(amb || m.record(next, out, idempotency.StatusFinalized), next)
 	case Settle:
 		switch {
 		case st.LastOp == "s:"+in.Op:
-			return one(amb || m.record(st, out, statusSettled), st)
+			return one(amb || m.record(st, out, idempotency.StatusSettled), st)
 		case !(st.S == effectspec.Unknown || inFlight && lapsed):
-			return one(is(statusNotUnk), st)
+			return one(is(idempotency.StatusNotUnknown), st)
 		case st.N != in.Attempts:
-			return one(is(statusStale), st)
-		case ((inFlight || st.Open) && st.E == 0 || st.EEUnk) && out.Status == string(idempotency.StatusInProgress):
+			return one(is(idempotency.StatusStale), st)
+		case ((inFlight || st.Open) && st.E == 0 || st.EEUnk) && out.Status == idempotency.StatusInProgress:
 			// A deadline the checker never learnt (an ambiguous
 			// reservation's): the attempt may still run.
 			return []state{st}
@@ -440,7 +431,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 			}
 			canRun := st.Floor <= until+m.eps
 			canEnd := out.Return == never || out.Return > until-m.eps
-			if out.Status == string(idempotency.StatusInProgress) {
+			if out.Status == idempotency.StatusInProgress {
 				return one(canRun, st)
 			}
 			if !amb && !canEnd {
@@ -453,7 +444,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		next := st
 		next.S, next.Open, next.Settled, next.Body, next.LastOp = in.Outcome, false, true, in.Body, "s:"+in.Op
 		endLease(&next)
-		return one(amb || m.record(next, out, statusSettled), next)
+		return one(amb || m.record(next, out, idempotency.StatusSettled), next)
 	case Lookup:
 		if amb {
 			return []state{st} // a read changes nothing
@@ -462,7 +453,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		if inFlight && lapsed {
 			shown.S = effectspec.Unknown // a lapsed lease reads unknown
 		}
-		if !m.record(shown, out, statusFound) || out.Body != st.Body || out.Settled != st.Settled {
+		if !m.record(shown, out, idempotency.StatusFound) || out.Body != st.Body || out.Settled != st.Settled {
 			return nil
 		}
 		if shown.S == effectspec.InProgress && !sameLease(&st, out.Lease) {
@@ -474,7 +465,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 }
 
 // record checks the counts a returned record carries.
-func (m model) record(st state, out Output, status string) bool {
+func (m model) record(st state, out Output, status idempotency.Status) bool {
 	return out.Status == status && out.State == st.S && out.Attempts == st.N && out.Sent == st.Sent
 }
 
@@ -485,7 +476,7 @@ func (m model) record(st state, out Output, status string) bool {
 // seconds, so the window's outcome_unknown row never applies).
 func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 	amb := out.Status == statusAmbiguous
-	is := func(status string) bool { return amb || out.Status == status }
+	is := func(status idempotency.Status) bool { return amb || out.Status == status }
 	keep := func(ok bool) []state {
 		if !ok {
 			return nil
@@ -497,7 +488,7 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		next := state{Exists: true, Req: in.Req, Route: in.Route, Cycle: 1, Floor: st.Floor}
 		newAttempt(&next, op)
 		next.ClaimOp, next.ClaimTok = op, next.N
-		if !amb && !(out.Status == string(idempotency.StatusClaimed) && out.Token == 1 && !out.Applied && m.vendorKey(&next, in, out)) {
+		if !amb && !(out.Status == idempotency.StatusClaimed && out.Token == 1 && !out.Applied && m.vendorKey(&next, in, out)) {
 			return nil
 		}
 		if !m.freshLease(&next, in, out) {
@@ -508,11 +499,11 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 	inFlight := st.S == effectspec.InProgress
 	switch {
 	case in.Req != st.Req:
-		return keep(is(string(idempotency.StatusRequestMismatch)))
+		return keep(is(idempotency.StatusRequestMismatch))
 	case st.LastOp == op && inFlight:
 		// A re-sent claim whose first send was applied answers it again,
 		// lapsed lease or not.
-		ok := amb || out.Status == string(idempotency.StatusClaimed) && out.Token == st.N && out.Applied &&
+		ok := amb || out.Status == idempotency.StatusClaimed && out.Token == st.N && out.Applied &&
 			m.vendorKey(&st, in, out) && sameLease(&st, out.Lease) && sameDeadline(&st, out.Deadline)
 		if !ok {
 			return nil
@@ -521,15 +512,15 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 	case st.LastOp == op && st.S == effectspec.Unknown && !(st.ClaimOp == op && st.ClaimTok == st.N && st.Open):
 		// (Unknown on the token this claim reserved, by another claim's
 		// lease-expiry path: the copy of the cycle's claim, below.)
-		return keep(amb || out.Status == string(idempotency.StatusOutcomeUnknown) && out.Applied)
+		return keep(amb || out.Status == idempotency.StatusOutcomeUnknown && out.Applied)
 	case st.S.Final():
-		ok := amb || out.Status == string(idempotency.StatusReplay) && out.State == st.S && out.Attempts == st.N &&
+		ok := amb || out.Status == idempotency.StatusReplay && out.State == st.S && out.Attempts == st.N &&
 			out.Sent == st.Sent && out.Body == st.Body && out.Settled == st.Settled
 		return keep(ok)
 	case st.ClaimOp == op && st.ClaimTok == st.N && inFlight:
 		// A copy of the claim that made this cycle learns its token while
 		// it is open, lapsed lease or not, and never reserves.
-		ok := amb || out.Status == string(idempotency.StatusClaimed) && out.Token == st.N && out.Applied &&
+		ok := amb || out.Status == idempotency.StatusClaimed && out.Token == st.N && out.Applied &&
 			m.vendorKey(&st, in, out) && sameLease(&st, out.Lease) && sameDeadline(&st, out.Deadline)
 		if !ok {
 			return nil
@@ -539,7 +530,7 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		// The same over the lease-expiry path, which keeps no lease. A WAIT
 		// that fell short finalizes it never sent, which takes nothing back
 		// from an unknown record.
-		ok := amb || out.Status == string(idempotency.StatusClaimed) && out.Token == st.N && out.Applied && m.vendorKey(&st, in, out)
+		ok := amb || out.Status == idempotency.StatusClaimed && out.Token == st.N && out.Applied && m.vendorKey(&st, in, out)
 		if !ok {
 			return nil
 		}
@@ -550,13 +541,13 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		h.Open, h.Body, h.LastOp = false, "", hiddenOp
 		return []state{st, h}
 	case inFlight && !lapsed:
-		return keep(amb || out.Status == string(idempotency.StatusInProgress) && sameDeadline(&st, out.Deadline))
+		return keep(amb || out.Status == idempotency.StatusInProgress && sameDeadline(&st, out.Deadline))
 	case in.Route != st.Route:
 		// Unknown, or in flight with its lease lapsed: only a dispatch is
 		// left, and it would go elsewhere. A lapsed attempt first becomes
 		// unknown (its deadline kept, its owner's finalize still applies);
 		// the claim's op is not recorded.
-		if !is(string(idempotency.StatusDestinationConflict)) {
+		if !is(idempotency.StatusDestinationConflict) {
 			return nil
 		}
 		if !inFlight {
@@ -566,12 +557,12 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		next.S, next.Open = effectspec.Unknown, true
 		lapseKeep(&next)
 		return []state{next}
-	case st.Sent > 1 && !in.Unsupported && (st.Sent >= maxAttempts || !amb && out.Status == string(idempotency.StatusOutcomeUnknown)):
+	case st.Sent > 1 && !in.Unsupported && (st.Sent >= maxAttempts || !amb && out.Status == idempotency.StatusOutcomeUnknown):
 		// The redispatch's limits: past max_attempts it is refused; before
 		// its backoff ends (lease x 2^(n-1) after the latest reservation,
 		// from n = 2, which the checker does not time) it may be. No op is recorded; a
 		// lapsed attempt becomes unknown, its deadline kept.
-		if !is(string(idempotency.StatusOutcomeUnknown)) || !amb && out.Applied {
+		if !is(idempotency.StatusOutcomeUnknown) || !amb && out.Applied {
 			return nil
 		}
 		if st.Sent < maxAttempts && st.ClaimOp == op {
@@ -590,7 +581,7 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		newAttempt(&next, op)
 		next.Cycle, next.Open, next.Body = 1, false, ""
 		next.ClaimOp, next.ClaimTok = op, next.N
-		if !amb && !(out.Status == string(idempotency.StatusClaimed) && out.Token == next.N && !out.Applied && m.vendorKey(&next, in, out)) {
+		if !amb && !(out.Status == idempotency.StatusClaimed && out.Token == next.N && !out.Applied && m.vendorKey(&next, in, out)) {
 			return nil
 		}
 		if !m.freshLease(&next, in, out) {
@@ -606,7 +597,7 @@ func (m model) claim(st state, in Input, out Output, lapsed bool) []state {
 		}
 		return states
 	}
-	if !is(string(idempotency.StatusOutcomeUnknown)) || !amb && out.Applied {
+	if !is(idempotency.StatusOutcomeUnknown) || !amb && out.Applied {
 		return nil
 	}
 	next := st
@@ -665,15 +656,15 @@ func describe(in Input, out Output) string {
 	switch out.Status {
 	case statusAmbiguous:
 		fmt.Fprintf(&b, " (%s)", out.Err)
-	case string(idempotency.StatusClaimed), statusReserved:
+	case idempotency.StatusClaimed, idempotency.StatusReserved:
 		fmt.Fprintf(&b, " token=%d applied=%v lease=%s deadline=%s", out.Token, out.Applied, clock(out.Lease), clock(out.Deadline))
-	case statusRenewed:
+	case idempotency.StatusRenewed:
 		fmt.Fprintf(&b, " lease=%s", clock(out.Lease))
-	case string(idempotency.StatusInProgress):
+	case idempotency.StatusInProgress:
 		fmt.Fprintf(&b, " deadline=%s", clock(out.Deadline))
-	case string(idempotency.StatusOutcomeUnknown):
+	case idempotency.StatusOutcomeUnknown:
 		fmt.Fprintf(&b, " applied=%v", out.Applied)
-	case string(idempotency.StatusReplay), statusFinalized, statusSettled, statusFound:
+	case idempotency.StatusReplay, idempotency.StatusFinalized, idempotency.StatusSettled, idempotency.StatusFound:
 		fmt.Fprintf(&b, " state=%s attempts=%d sent=%d", out.State, out.Attempts, out.Sent)
 		if out.Lease != 0 {
 			fmt.Fprintf(&b, " lease=%s", clock(out.Lease))

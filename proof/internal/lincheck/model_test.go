@@ -42,23 +42,23 @@ func claimIn(op string) Input { return Input{Kind: Claim, Op: op} }
 func claimU(op string) Input  { return Input{Kind: Claim, Op: op, Unsupported: true} }
 
 func claimed(tok int, lease float64) Output {
-	return Output{Status: "claimed", Token: tok, Lease: at(lease), VendorKey: "vk"}
+	return Output{Status: idempotency.StatusClaimed, Token: tok, Lease: at(lease), VendorKey: "vk"}
 }
 
 func claimedU(tok int, lease float64) Output {
-	return Output{Status: "claimed", Token: tok, Lease: at(lease)}
+	return Output{Status: idempotency.StatusClaimed, Token: tok, Lease: at(lease)}
 }
 
-func status(s idempotency.ClaimStatus) Output { return Output{Status: string(s)} }
+func status(s idempotency.Status) Output { return Output{Status: s} }
 
-func rec(status string, s effectspec.Outcome, n, sent int) Output {
+func rec(status idempotency.Status, s effectspec.Outcome, n, sent int) Output {
 	return Output{Status: status, State: s, Attempts: n, Sent: sent}
 }
 
 var (
 	inProgress = status(idempotency.StatusInProgress)
 	outUnknown = status(idempotency.StatusOutcomeUnknown)
-	stale      = Output{Status: statusStale}
+	stale      = Output{Status: idempotency.StatusStale}
 	accepted   = effectspec.Accepted
 	unknown    = effectspec.Unknown
 	inFlight   = effectspec.InProgress
@@ -70,7 +70,9 @@ func fin(tok int, outcome effectspec.Outcome) Input {
 
 func renew(tok int) Input { return Input{Kind: Renew, Token: tok} }
 
-func renewed(lease float64) Output { return Output{Status: statusRenewed, Lease: at(lease)} }
+func renewed(lease float64) Output {
+	return Output{Status: idempotency.StatusRenewed, Lease: at(lease)}
+}
 
 func settle(attempts int) Input {
 	return Input{Kind: Settle, Attempts: attempts, Outcome: accepted}
@@ -79,7 +81,7 @@ func settle(attempts int) Input {
 func reserve(tok int) Input { return Input{Kind: Reserve, Token: tok} }
 
 func reserved(tok int, lease float64) Output {
-	return Output{Status: statusReserved, Token: tok, Lease: at(lease)}
+	return Output{Status: idempotency.StatusReserved, Token: tok, Lease: at(lease)}
 }
 
 func lookup() Input { return Input{Kind: Lookup} }
@@ -90,7 +92,7 @@ func claimT(op string) Input {
 }
 
 func claimedT(tok int, call float64) Output {
-	return Output{Status: "claimed", Token: tok, Lease: at(call + 100.5), Deadline: at(call + 1000.5)}
+	return Output{Status: idempotency.StatusClaimed, Token: tok, Lease: at(call + 100.5), Deadline: at(call + 1000.5)}
 }
 
 var running = status(idempotency.StatusInProgress)
@@ -99,7 +101,7 @@ var running = status(idempotency.StatusInProgress)
 func claimHT(op string) Input { return Input{Kind: Claim, Op: op, Timeout: 1000 * ms} }
 
 func claimedHT(tok int, call float64) Output {
-	return Output{Status: "claimed", Token: tok, Lease: at(call + 100.5), Deadline: at(call + 1000.5), VendorKey: "vk"}
+	return Output{Status: idempotency.StatusClaimed, Token: tok, Lease: at(call + 100.5), Deadline: at(call + 1000.5), VendorKey: "vk"}
 }
 
 // TestModel shows that the model accepts histories the contract allows and
@@ -127,7 +129,7 @@ func TestModel(t *testing.T) {
 			add(0, claimIn("a"), claimed(1, 300), 0, 1)},
 		{"the vendor key changes within a record", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, claimIn("b"), Output{Status: "claimed", Token: 2, Lease: at(250.5), VendorKey: "other"}, 150, 151)},
+			add(1, claimIn("b"), Output{Status: idempotency.StatusClaimed, Token: 2, Lease: at(250.5), VendorKey: "other"}, 150, 151)},
 		{"claimed twice while the lease is live (unsupported)", false, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), claimedU(2, 150.5), 50, 51)},
@@ -137,15 +139,15 @@ func TestModel(t *testing.T) {
 		{"outcome unknown after the lapse, then the owner's finalize still applies", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 150, 151).
-			add(0, fin(1, accepted), rec(statusFinalized, accepted, 1, 1), 160, 161).
-			add(1, claimU("c"), Output{Status: "replay", State: accepted, Attempts: 1, Sent: 1, Body: ""}, 170, 171)},
+			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 1, 1), 160, 161).
+			add(1, claimU("c"), Output{Status: idempotency.StatusReplay, State: accepted, Attempts: 1, Sent: 1, Body: ""}, 170, 171)},
 		{"outcome unknown while the lease is live", false, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 50, 51)},
 		{"a finalize with a stale token applied", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(1, claimIn("b"), claimed(2, 250.5), 150, 151).
-			add(0, fin(1, accepted), rec(statusFinalized, accepted, 2, 2), 160, 161)},
+			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 2, 2), 160, 161)},
 		{"a finalize with a stale token is refused", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(1, claimIn("b"), claimed(2, 250.5), 150, 151).
@@ -157,13 +159,13 @@ func TestModel(t *testing.T) {
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(0, renew(1), renewed(150.5), 50, 51).
 			add(1, claimIn("b"), inProgress, 120, 121).
-			add(1, lookup(), Output{Status: statusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(150.5)}, 130, 131)},
+			add(1, lookup(), Output{Status: idempotency.StatusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(150.5)}, 130, 131)},
 		{"a renewal revives a lapsed lease", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(0, renew(1), renewed(250.5), 150, 151)},
 		{"a renewal after a lookup saw the lease lapsed", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, lookup(), rec(statusFound, unknown, 1, 1), 99, 103).
+			add(1, lookup(), rec(idempotency.StatusFound, unknown, 1, 1), 99, 103).
 			add(0, renew(1), renewed(199.8), 99.5, 104)},
 		{"a renewal shrinks the lease", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
@@ -186,117 +188,117 @@ func TestModel(t *testing.T) {
 		{"two attempts never sent re-open an unsupported slot", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(0, Input{Kind: Reserve, Token: 1, NeverSent: true}, reserved(2, 102.5), 2, 3).
-			add(0, Input{Kind: Finalize, Token: 2, Outcome: unknown, NeverSent: true}, rec(statusFinalized, unknown, 2, 0), 4, 5).
+			add(0, Input{Kind: Finalize, Token: 2, Outcome: unknown, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 2, 0), 4, 5).
 			add(1, claimU("b"), claimedU(3, 106.5), 6, 7)},
 		{"a slot re-opens although the first attempt may have left", false, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(0, reserve(1), reserved(2, 102.5), 2, 3).
-			add(0, Input{Kind: Finalize, Token: 2, Outcome: unknown, NeverSent: true}, rec(statusFinalized, unknown, 2, 1), 4, 5).
+			add(0, Input{Kind: Finalize, Token: 2, Outcome: unknown, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 2, 1), 4, 5).
 			add(1, claimU("b"), claimedU(3, 106.5), 6, 7)},
 		{"a copy of the claim learns its token over the expiry path", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 150, 151).
-			add(0, claimU("a"), Output{Status: "claimed", Token: 1, Applied: true}, 160, 161)},
+			add(0, claimU("a"), Output{Status: idempotency.StatusClaimed, Token: 1, Applied: true}, 160, 161)},
 		{"a copy of the claim reserves again over the expiry path", false, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 150, 151).
 			add(0, claimU("a"), claimedU(2, 260.5), 160, 161)},
 		{"a copy of the claim after its attempt was taken back is judged afresh", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
-			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(statusFinalized, unknown, 1, 0), 2, 3).
+			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 1, 0), 2, 3).
 			add(0, claimU("a"), claimedU(2, 104.5), 4, 5)},
 		{"settle from accepted", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, fin(1, accepted), rec(statusFinalized, accepted, 1, 1), 2, 3).
-			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 4, 5)},
+			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 1, 1), 2, 3).
+			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 4, 5)},
 		{"settle from accepted is refused", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, fin(1, accepted), rec(statusFinalized, accepted, 1, 1), 2, 3).
-			add(1, settle(1), Output{Status: statusNotUnk}, 4, 5)},
+			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 1, 1), 2, 3).
+			add(1, settle(1), Output{Status: idempotency.StatusNotUnknown}, 4, 5)},
 		{"settle with a wrong attempt count", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, fin(1, unknown), rec(statusFinalized, unknown, 1, 1), 2, 3).
-			add(1, settle(2), rec(statusSettled, accepted, 1, 1), 4, 5)},
+			add(0, fin(1, unknown), rec(idempotency.StatusFinalized, unknown, 1, 1), 2, 3).
+			add(1, settle(2), rec(idempotency.StatusSettled, accepted, 1, 1), 4, 5)},
 		{"settle of unknown, then every claim replays it", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, fin(1, unknown), rec(statusFinalized, unknown, 1, 1), 2, 3).
+			add(0, fin(1, unknown), rec(idempotency.StatusFinalized, unknown, 1, 1), 2, 3).
 			add(1, settle(2), stale, 4, 5).
-			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 6, 7).
-			add(1, claimIn("b"), Output{Status: "replay", State: accepted, Attempts: 1, Sent: 1, Settled: true}, 8, 9)},
+			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 6, 7).
+			add(1, claimIn("b"), Output{Status: idempotency.StatusReplay, State: accepted, Attempts: 1, Sent: 1, Settled: true}, 8, 9)},
 		{"settle of a live lease", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 10, 11)},
+			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 10, 11)},
 		{"settle of a lapsed lease, then the owner's finalize is stale", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 150, 151).
+			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 150, 151).
 			add(0, fin(1, effectspec.DefinitelyRejected), stale, 160, 161)},
 		{"a lapsed lease before the attempt deadline: settle waits, the owner's finalize lands", true, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, settle(1), running, 150, 151).
-			add(0, fin(1, accepted), rec(statusFinalized, accepted, 1, 1), 500, 501)},
+			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 1, 1), 500, 501)},
 		{"a lapsed lease settled before the attempt deadline", false, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
-			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 150, 151)},
+			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 150, 151)},
 		{"the expiry path keeps the attempt running for settle", true, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, claimT("b"), outUnknown, 150, 151).
 			add(2, settle(1), running, 200, 201).
-			add(2, settle(1), rec(statusSettled, accepted, 1, 1), 1200, 1201).
+			add(2, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 1200, 1201).
 			add(0, fin(1, accepted), stale, 1300, 1301)},
 		{"settled after the expiry path, before the attempt deadline", false, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, claimT("b"), outUnknown, 150, 151).
-			add(2, settle(1), rec(statusSettled, accepted, 1, 1), 200, 201)},
+			add(2, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 200, 201)},
 		{"in progress past the attempt deadline and margin", false, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, settle(1), running, 1200, 1201)},
 		{"a redispatch replaced attempt 1's deadline, attempt 2 ended unknown: settle waits for attempt 1", true, h{}.
 			add(0, claimHT("a"), claimedHT(1, 0), 0, 1).
 			add(1, claimHT("b"), claimedHT(2, 150), 150, 151).
-			add(1, fin(2, unknown), rec(statusFinalized, unknown, 2, 2), 160, 161).
+			add(1, fin(2, unknown), rec(idempotency.StatusFinalized, unknown, 2, 2), 160, 161).
 			add(2, settle(2), running, 170, 171).
-			add(2, settle(2), rec(statusSettled, accepted, 2, 2), 1200, 1201)},
+			add(2, settle(2), rec(idempotency.StatusSettled, accepted, 2, 2), 1200, 1201)},
 		{"settled while a replaced attempt may still run", false, h{}.
 			add(0, claimHT("a"), claimedHT(1, 0), 0, 1).
 			add(1, claimHT("b"), claimedHT(2, 150), 150, 151).
-			add(1, fin(2, unknown), rec(statusFinalized, unknown, 2, 2), 160, 161).
-			add(2, settle(2), rec(statusSettled, accepted, 2, 2), 170, 171)},
+			add(1, fin(2, unknown), rec(idempotency.StatusFinalized, unknown, 2, 2), 160, 161).
+			add(2, settle(2), rec(idempotency.StatusSettled, accepted, 2, 2), 170, 171)},
 		{"settled while a replaced attempt may still run, after the later one's never-sent finalize", false, h{}.
 			add(0, claimHT("a"), claimedHT(1, 0), 0, 1).
 			add(1, claimHT("b"), claimedHT(2, 150), 150, 151).
-			add(1, Input{Kind: Finalize, Token: 2, NeverSent: true}, rec(statusFinalized, unknown, 2, 1), 160, 161).
-			add(2, settle(2), rec(statusSettled, accepted, 2, 1), 170, 171)},
+			add(1, Input{Kind: Finalize, Token: 2, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 2, 1), 160, 161).
+			add(2, settle(2), rec(idempotency.StatusSettled, accepted, 2, 1), 170, 171)},
 		{"an owner's unknown finalize is settleable at once", true, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
-			add(0, fin(1, unknown), rec(statusFinalized, unknown, 1, 1), 2, 3).
-			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 4, 5)},
+			add(0, fin(1, unknown), rec(idempotency.StatusFinalized, unknown, 1, 1), 2, 3).
+			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 4, 5)},
 		{"a lapsed lease met by another route turns unknown, its attempt still running", true, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, Input{Kind: Claim, Op: "b", Unsupported: true, Timeout: 1000 * ms, Route: 1}, status(idempotency.StatusDestinationConflict), 150, 151).
 			add(2, settle(1), running, 200, 201).
-			add(0, fin(1, accepted), rec(statusFinalized, accepted, 1, 1), 500, 501)},
+			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 1, 1), 500, 501)},
 		{"the first lease past the attempt deadline", false, h{}.
-			add(0, Input{Kind: Claim, Op: "a", Unsupported: true, Timeout: 50 * ms}, Output{Status: "claimed", Token: 1, Lease: at(100.5), Deadline: at(50.5)}, 0, 1)},
+			add(0, Input{Kind: Claim, Op: "a", Unsupported: true, Timeout: 50 * ms}, Output{Status: idempotency.StatusClaimed, Token: 1, Lease: at(100.5), Deadline: at(50.5)}, 0, 1)},
 		{"the first lease at the attempt deadline", true, h{}.
-			add(0, Input{Kind: Claim, Op: "a", Unsupported: true, Timeout: 50 * ms}, Output{Status: "claimed", Token: 1, Lease: at(50.5), Deadline: at(50.5)}, 0, 1)},
+			add(0, Input{Kind: Claim, Op: "a", Unsupported: true, Timeout: 50 * ms}, Output{Status: idempotency.StatusClaimed, Token: 1, Lease: at(50.5), Deadline: at(50.5)}, 0, 1)},
 		{"a finalize over a settled record", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 150, 151).
-			add(0, fin(1, effectspec.DefinitelyRejected), rec(statusFinalized, effectspec.DefinitelyRejected, 1, 1), 160, 161)},
+			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 150, 151).
+			add(0, fin(1, effectspec.DefinitelyRejected), rec(idempotency.StatusFinalized, effectspec.DefinitelyRejected, 1, 1), 160, 161)},
 		{"a lookup sees a lapsed lease live", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, lookup(), Output{Status: statusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 150, 151)},
+			add(1, lookup(), Output{Status: idempotency.StatusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 150, 151)},
 		{"a lookup sees a live lease lapsed", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, lookup(), rec(statusFound, unknown, 1, 1), 50, 51)},
+			add(1, lookup(), rec(idempotency.StatusFound, unknown, 1, 1), 50, 51)},
 		{"a lookup at the deadline may see either", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, lookup(), rec(statusFound, unknown, 1, 1), 99, 101).
-			add(2, lookup(), Output{Status: statusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 99, 101)},
+			add(1, lookup(), rec(idempotency.StatusFound, unknown, 1, 1), 99, 101).
+			add(2, lookup(), Output{Status: idempotency.StatusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 99, 101)},
 		{"a replay shows another op's result", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "mine"}, rec(statusFinalized, accepted, 1, 1), 2, 3).
-			add(1, claimIn("b"), Output{Status: "replay", State: accepted, Attempts: 1, Sent: 1, Body: "other"}, 4, 5)},
+			add(0, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "mine"}, rec(idempotency.StatusFinalized, accepted, 1, 1), 2, 3).
+			add(1, claimIn("b"), Output{Status: idempotency.StatusReplay, State: accepted, Attempts: 1, Sent: 1, Body: "other"}, 4, 5)},
 		{"another request is a mismatch", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(1, Input{Kind: Claim, Op: "b", Req: 1}, status(idempotency.StatusRequestMismatch), 2, 3)},
@@ -309,14 +311,14 @@ func TestModel(t *testing.T) {
 		{"a re-sent claim answers already applied", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(0, renew(1), renewed(150.5), 50, 51).
-			add(0, claimIn("a"), Output{Status: "claimed", Token: 1, Applied: true, Lease: at(150.5), VendorKey: "vk"}, 60, 61)},
+			add(0, claimIn("a"), Output{Status: idempotency.StatusClaimed, Token: 1, Applied: true, Lease: at(150.5), VendorKey: "vk"}, 60, 61)},
 		{"a re-sent claim is applied twice", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(0, claimIn("a"), claimed(2, 250.5), 150, 151)},
 		{"an ambiguous claim that was applied", true, h{}.
 			add(0, claimIn("a"), Output{}, 0, -1).
 			add(1, claimIn("b"), inProgress, 5, 6).
-			add(0, claimIn("a"), Output{Status: "claimed", Token: 1, Applied: true, Lease: at(100.5), VendorKey: "vk"}, 10, 11)},
+			add(0, claimIn("a"), Output{Status: idempotency.StatusClaimed, Token: 1, Applied: true, Lease: at(100.5), VendorKey: "vk"}, 10, 11)},
 		{"an ambiguous claim that never happened", true, h{}.
 			add(0, claimIn("a"), Output{}, 0, -1).
 			add(1, claimIn("b"), claimed(1, 105.5), 5, 6)},
@@ -333,27 +335,27 @@ func TestModel(t *testing.T) {
 			add(0, renew(1), Output{}, 90, -1).
 			add(1, claimIn("b"), inProgress, 120, 121)},
 		{"the attempt deadline is not read with the lease", false, h{}.
-			add(0, Input{Kind: Claim, Op: "a", Timeout: 150 * ms}, Output{Status: "claimed", Token: 1, Lease: at(100.5), Deadline: at(160.5), VendorKey: "vk"}, 0, 1)},
+			add(0, Input{Kind: Claim, Op: "a", Timeout: 150 * ms}, Output{Status: idempotency.StatusClaimed, Token: 1, Lease: at(100.5), Deadline: at(160.5), VendorKey: "vk"}, 0, 1)},
 		{"a renewal is capped at the attempt deadline", true, h{}.
-			add(0, Input{Kind: Claim, Op: "a", Timeout: 150 * ms}, Output{Status: "claimed", Token: 1, Lease: at(100.5), Deadline: at(150.5), VendorKey: "vk"}, 0, 1).
+			add(0, Input{Kind: Claim, Op: "a", Timeout: 150 * ms}, Output{Status: idempotency.StatusClaimed, Token: 1, Lease: at(100.5), Deadline: at(150.5), VendorKey: "vk"}, 0, 1).
 			add(0, renew(1), renewed(150.5), 80, 81).
-			add(1, claimIn("b"), Output{Status: "in_progress", Deadline: at(150.5)}, 120, 121)},
+			add(1, claimIn("b"), Output{Status: idempotency.StatusInProgress, Deadline: at(150.5)}, 120, 121)},
 		{"a renewal passes the attempt deadline", false, h{}.
-			add(0, Input{Kind: Claim, Op: "a", Timeout: 150 * ms}, Output{Status: "claimed", Token: 1, Lease: at(100.5), Deadline: at(150.5), VendorKey: "vk"}, 0, 1).
+			add(0, Input{Kind: Claim, Op: "a", Timeout: 150 * ms}, Output{Status: idempotency.StatusClaimed, Token: 1, Lease: at(100.5), Deadline: at(150.5), VendorKey: "vk"}, 0, 1).
 			add(0, renew(1), renewed(180.5), 80, 81)},
 		{"a never-sent finalize after the expiry path keeps the count", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 150, 151).
-			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(statusFinalized, unknown, 1, 1), 160, 161).
+			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 1, 1), 160, 161).
 			add(1, claimU("c"), outUnknown, 170, 171)},
 		{"a never-sent finalize after the expiry path takes the attempt back", false, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 150, 151).
-			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(statusFinalized, unknown, 1, 0), 160, 161)},
+			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 1, 0), 160, 161)},
 		{"a re-sent claim that turned the lease unknown answers it again", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 150, 151).
-			add(1, claimU("b"), Output{Status: "outcome_unknown", Applied: true}, 152, 153)},
+			add(1, claimU("b"), Output{Status: idempotency.StatusOutcomeUnknown, Applied: true}, 152, 153)},
 		{"a re-sent claim that turned the lease unknown is not applied", false, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 150, 151).
@@ -361,18 +363,18 @@ func TestModel(t *testing.T) {
 		{"an ambiguous finalize that landed late", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(0, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "f"}, Output{}, 2, -1).
-			add(1, lookup(), Output{Status: statusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 10, 11).
-			add(1, claimIn("b"), Output{Status: "replay", State: accepted, Attempts: 1, Sent: 1, Body: "f"}, 20, 21)},
+			add(1, lookup(), Output{Status: idempotency.StatusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 10, 11).
+			add(1, claimIn("b"), Output{Status: idempotency.StatusReplay, State: accepted, Attempts: 1, Sent: 1, Body: "f"}, 20, 21)},
 		{"an ambiguous finalize's result appears after another's", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(0, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "f"}, Output{}, 2, -1).
-			add(1, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "g", Op: "g"}, rec(statusFinalized, accepted, 1, 1), 10, 11).
-			add(1, claimIn("b"), Output{Status: "replay", State: accepted, Attempts: 1, Sent: 1, Body: "f"}, 20, 21)},
+			add(1, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "g", Op: "g"}, rec(idempotency.StatusFinalized, accepted, 1, 1), 10, 11).
+			add(1, claimIn("b"), Output{Status: idempotency.StatusReplay, State: accepted, Attempts: 1, Sent: 1, Body: "f"}, 20, 21)},
 		{"a settled record reads without its resolution", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, fin(1, unknown), rec(statusFinalized, unknown, 1, 1), 2, 3).
-			add(1, settle(1), rec(statusSettled, accepted, 1, 1), 4, 5).
-			add(1, lookup(), rec(statusFound, accepted, 1, 1), 6, 7)},
+			add(0, fin(1, unknown), rec(idempotency.StatusFinalized, unknown, 1, 1), 2, 3).
+			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 4, 5).
+			add(1, lookup(), rec(idempotency.StatusFound, accepted, 1, 1), 6, 7)},
 	} {
 		res := porcupine.CheckOperationsTimeout(pm, tc.h, 10*time.Second)
 		if res == porcupine.Unknown {
@@ -389,7 +391,7 @@ func TestReportNamesTheKey(t *testing.T) {
 	hist := h{}.
 		add(0, claimIn("a"), claimed(1, 100.5), 0, 10).
 		add(1, claimIn("b"), claimed(1, 100.5), 1, 11).
-		add(2, lookup(), rec(statusFound, inFlight, 1, 1), 20, 21)
+		add(2, lookup(), rec(idempotency.StatusFound, inFlight, 1, 1), 20, 21)
 	k := keyRef{name: "k", key: idempotency.NewKey()}
 	res := checkParts(testModel, []*partition{{ref: k, ops: hist}}, time.Minute)
 	if res.Violations != 1 || res.Undecided != 0 {

@@ -115,12 +115,12 @@ func (w *worker) serve(ctx context.Context, o *owned) {
 		w.finalize(ctx, o.k, o.token)
 	case planReserve:
 		in := Input{Kind: Reserve, Token: o.token, NeverSent: w.rng.IntN(2) == 0, Timeout: w.timeout()}
-		if out := w.do(ctx, o.k, in); out.Status == statusReserved {
+		if out := w.do(ctx, o.k, in); out.Status == idempotency.StatusReserved {
 			w.adopt(o.k, out.Token)
 		}
 	case planRenew:
 		out := w.do(ctx, o.k, Input{Kind: Renew, Token: o.token})
-		if o.renews--; o.renews > 0 && out.Status == statusRenewed {
+		if o.renews--; o.renews > 0 && out.Status == idempotency.StatusRenewed {
 			o.due = time.Now().Add(w.frac(1.0 / 3))
 			w.held = append(w.held, o)
 			return
@@ -159,7 +159,7 @@ func (w *worker) timeout() int64 {
 	case 1:
 		return int64(2 * w.l.cfg.Lease)
 	}
-	return int64(idempotency.DefaultAttemptTimeout)
+	return int64(effectspec.DefaultAttemptTimeout)
 }
 
 // background is an operation of a client that holds nothing: a claim, a
@@ -181,12 +181,12 @@ func (w *worker) background(ctx context.Context) {
 		}
 	case p < 48 && w.last != nil:
 		in := *w.last
-		if out := w.do(ctx, w.lastKey, in); (out.Status == "claimed" || out.Status == statusReserved) && out.Token > 0 {
+		if out := w.do(ctx, w.lastKey, in); (out.Status == "claimed" || out.Status == idempotency.StatusReserved) && out.Token > 0 {
 			w.adopt(w.lastKey, out.Token)
 		}
 	case p < 65:
 		out := w.do(ctx, k, Input{Kind: Lookup})
-		if out.Status == statusFound {
+		if out.Status == idempotency.StatusFound {
 			w.seen[k.name], w.lastSeen = out.Attempts, k
 		}
 	case p < 77 && w.l.cfg.Settler != nil:
