@@ -3,6 +3,7 @@ package mcpgo_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -287,5 +288,59 @@ func TestMintedKeyEchoed(t *testing.T) {
 	res, err = callTool(c, "notes.count", `{}`, nil)
 	if err != nil || res.Meta != nil && res.Meta.AdditionalFields[mcpgateway.MetaReceipt] != nil {
 		t.Errorf("plain tool: %v, _meta %+v", err, res.Meta)
+	}
+}
+
+// A handler's rejection is definitely_rejected and replayed; the
+// production policy refuses an in_process write before it runs.
+func TestRejectAndPolicy(t *testing.T) {
+	store, closeStore := exampleStore()
+	t.Cleanup(closeStore)
+	runs := 0
+	s := server.NewMCPServer("notes", "1.0.0")
+	s.AddTool(mcp.NewTool("notes.create"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		runs++
+		return nil, mcpgateway.Reject(errors.New("notebook full"))
+	})
+	spec, err := effectspec.Parse([]byte(`{"tool": "notes.create", "effect": "write", "idempotency": {"binding": "in_process"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range []effectspec.Environment{effectspec.Development, effectspec.Production} {
+		h, err := mcpgo.New(s, mcpgo.Config{Specs: []effectspec.Spec{spec},
+			Orchestrator: &retry.Orchestrator{Store: store, Policy: effectspec.Policy{Environment: env}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		c := connect(t, srv.URL, nil)
+		key := idempotency.NewKey().String()
+		for i := range 2 {
+			res, err := callTool(c, "notes.create", `{}`, map[string]any{mcpgateway.MetaKey: key})
+			if env == effectspec.Production {
+				if err == nil || !strings.Contains(err.Error(), effectspec.ReasonPolicyDenied) {
+					t.Fatalf("production: %v, want %s", err, effectspec.ReasonPolicyDenied)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc, _ := receiptOf(t, res)
+			if !res.IsError || rc["outcome"] != "definitely_rejected" || rc["replayed"] != (i == 1) ||
+				!strings.Contains(res.Content[0].(mcp.TextContent).Text, "notebook full") {
+				t.Errorf("call %d: isError %v, receipt %v, content %v", i, res.IsError, rc, res.Content)
+			}
+		}
+		// New wraps the handler it finds: serve a fresh server next.
+		s = server.NewMCPServer("notes", "1.0.0")
+		s.AddTool(mcp.NewTool("notes.create"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			runs++
+			return mcp.NewToolResultText("saved"), nil
+		})
+	}
+	if runs != 1 {
+		t.Errorf("%d runs, want 1", runs)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -32,7 +33,12 @@ func (t target) Send(ctx context.Context, a retry.Attempt) retry.Result {
 		return retry.Result{Phase: retry.BeforeSend, Err: &retry.Error{Phase: retry.BeforeSend, Op: "handler",
 			Reason: "send deadline passed", Err: retry.ErrSendDeadline}}
 	}
-	req, _ := ctx.Value(requestKey{}).(mcp.CallToolRequest)
+	req, ok := ctx.Value(requestKey{}).(mcp.CallToolRequest)
+	if !ok {
+		// Only wrap's calls carry mcp-go's request: nothing to run.
+		return retry.Result{Phase: retry.BeforeSend, Err: &retry.Error{Phase: retry.BeforeSend, Op: "handler",
+			Reason: "no mcp-go request", Err: errors.New("mcpgo: attempt without the call's mcp-go request")}}
+	}
 	ctx = context.WithValue(ctx, attemptKey{}, a)
 	done := make(chan answer, 1)
 	go func() {
@@ -56,7 +62,7 @@ func (t target) Send(ctx context.Context, a retry.Attempt) retry.Result {
 	case errors.Is(ans.err, mcpgateway.ErrNotRun):
 		return retry.Result{Phase: retry.BeforeSend, Err: &retry.Error{Phase: retry.BeforeSend, Op: "handler", Reason: "not run", Err: ans.err}}
 	case errors.Is(ans.err, mcpgateway.ErrRejected):
-		return stored(effectspec.InProcessRejected, mcp.NewToolResultError(ans.err.Error()))
+		return stored(effectspec.InProcessRejected, mcp.NewToolResultError(strings.TrimPrefix(ans.err.Error(), mcpgateway.ErrRejected.Error()+": ")))
 	case ans.err != nil:
 		return unknown("error", ans.err)
 	case ans.res == nil:
