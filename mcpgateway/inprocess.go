@@ -15,14 +15,14 @@ import (
 	"github.com/obol-gateway/obol/retry"
 )
 
-// inProcessConnection is the scope's connection segment of every in-process
+// InProcessConnection is the scope's connection segment of every in-process
 // tool (DESIGN, section "In-process tools"): the tool runs in the gateway,
 // no connection is resolved.
-const inProcessConnection = "inproc"
+const InProcessConnection = "inproc"
 
-// defaultInProcessServer names the server of an in-process tool whose
+// DefaultInProcessServer names the server of an in-process tool whose
 // [InProcessTool.Server] is empty: the route's host and provider.
-const defaultInProcessServer = "local"
+const DefaultInProcessServer = "local"
 
 // A Handler runs one attempt of an in-process tool: the call's arguments in
 // a.Arguments, and in a.Key the attempt's vendor key, which a keyed tool
@@ -87,14 +87,14 @@ func InProcess(t InProcessTool) (Tool, error) {
 	}
 	server := t.Server
 	if server == "" {
-		server = defaultInProcessServer
+		server = DefaultInProcessServer
 	}
-	route, err := idempotency.NewRoute(t.Spec, idempotency.RouteTarget{Connection: inProcessConnection, Provider: server,
+	route, err := idempotency.NewRoute(t.Spec, idempotency.RouteTarget{Connection: InProcessConnection, Provider: server,
 		Server: server, Credential: t.Credential})
 	if err != nil {
 		return Tool{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return Tool{Spec: t.Spec, Description: t.Description, InputSchema: t.InputSchema, Connection: inProcessConnection,
+	return Tool{Spec: t.Spec, Description: t.Description, InputSchema: t.InputSchema, Connection: InProcessConnection,
 		Route: route, Target: inProcessTarget{t.Handler}}, nil
 }
 

@@ -33,7 +33,7 @@ type Config struct {
 	// "default".
 	Workspace func(r *http.Request) (workspace string, ok bool)
 	// Server names the server whose handlers run the tools, in their
-	// routes' fingerprints. If empty, [mcpgateway.DefaultServer].
+	// routes' fingerprints. If empty, [mcpgateway.DefaultInProcessServer].
 	Server string
 	// MaxBodyBytes bounds a request body. If zero, 4 MiB.
 	MaxBodyBytes int
@@ -51,7 +51,7 @@ const (
 // wrapped tool's handler runs as the call's one attempt (as an
 // [mcpgateway.Handler] does): a result is accepted, an error wrapping
 // [mcpgateway.ErrRejected] ([mcpgateway.Reject]) definitely_rejected, one
-// wrapping [mcpgateway.ErrNotRun] not run, anything else (an IsError
+// wrapping [mcpgateway.ErrNothingDone] not run, anything else (an IsError
 // result, another error, a panic) unknown. A refusal of the core
 // (request_mismatch, in_progress, ...) is a JSON-RPC error whose message
 // starts with its reason.
@@ -63,7 +63,7 @@ func New(s *server.MCPServer, cfg Config) (http.Handler, error) {
 		cfg.Workspace = func(*http.Request) (string, bool) { return defaultWorkspace, true }
 	}
 	if cfg.Server == "" {
-		cfg.Server = mcpgateway.DefaultServer
+		cfg.Server = mcpgateway.DefaultInProcessServer
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = defaultMaxBodyBytes
@@ -77,7 +77,7 @@ func New(s *server.MCPServer, cfg Config) (http.Handler, error) {
 		if !spec.Idempotency.Kind.InProcess() {
 			return nil, fmt.Errorf("mcpgo: tool %q: binding %q is not in_process or in_process_keyed", spec.Tool, spec.Idempotency.Kind)
 		}
-		route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{Connection: mcpgateway.ConnectionInProcess,
+		route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{Connection: mcpgateway.InProcessConnection,
 			Provider: cfg.Server, Server: cfg.Server, Credential: idempotency.NoCredential})
 		if err != nil {
 			return nil, fmt.Errorf("mcpgo: tool %q: %w", spec.Tool, err)
@@ -132,7 +132,7 @@ func wrap(o *retry.Orchestrator, d *retry.Dispatch) server.ToolHandlerFunc {
 		}
 		ctx = context.WithValue(ctx, requestKey{}, req)
 		out, err := o.Do(ctx, retry.Call{
-			Scope:     idempotency.Scope{Workspace: c.workspace, Tool: req.Params.Name, Connection: mcpgateway.ConnectionInProcess},
+			Scope:     idempotency.Scope{Workspace: c.workspace, Tool: req.Params.Name, Connection: mcpgateway.InProcessConnection},
 			Key:       c.key,
 			KeySource: c.source,
 			Arguments: c.args,

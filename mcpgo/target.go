@@ -59,7 +59,7 @@ func (t target) Send(ctx context.Context, a retry.Attempt) retry.Result {
 	switch {
 	case ans.panicked:
 		return unknown("panic", errors.New("mcpgo: handler panicked"))
-	case errors.Is(ans.err, mcpgateway.ErrNotRun):
+	case errors.Is(ans.err, mcpgateway.ErrNothingDone):
 		return retry.Result{Phase: retry.BeforeSend, Err: &retry.Error{Phase: retry.BeforeSend, Op: "handler", Reason: "not run", Err: ans.err}}
 	case errors.Is(ans.err, mcpgateway.ErrRejected):
 		return stored(effectspec.InProcessRejected, mcp.NewToolResultError(strings.TrimPrefix(ans.err.Error(), mcpgateway.ErrRejected.Error()+": ")))
