@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency"
 )
 
 // healthSrc is a script with a shebang and no flags: Redis 7 refuses such a
@@ -14,29 +16,6 @@ import (
 // under noeviction, a read-only replica, loading, a cluster that is down or
 // failing over), which is where a claim would fail. It touches no key.
 const healthSrc = "#!lua\nreturn 1\n"
-
-// UnhealthyError says why a claim could not be written now.
-type UnhealthyError struct {
-	// Reason is one of "unreachable", "out_of_memory", "read_only",
-	// "loading", "failing_over", "error", "scope_version_conflict"
-	// (the fleet's scope version is not this store's: it stops claiming),
-	// or "store_data_lost" (Redis lost data under a running gateway; it
-	// stops claiming until an operator acknowledges: Store.DataLoss).
-	Reason string
-	// Node is the address of the node that failed; empty for
-	// scope_version_conflict and store_data_lost.
-	Node string
-	Err  error
-}
-
-func (e *UnhealthyError) Error() string {
-	if e.Node == "" {
-		return "redisstore: health: " + e.Reason
-	}
-	return "redisstore: health: node " + e.Node + ": " + e.Reason
-}
-
-func (e *UnhealthyError) Unwrap() error { return e.Err }
 
 // Health reports whether a claim could be written now on every master: nil,
 // or an *UnhealthyError. Unlike a read or a PING, it fails where writes do:
@@ -49,13 +28,13 @@ func (e *UnhealthyError) Unwrap() error { return e.Err }
 // again at the next check or claim (it may come back empty).
 func (s *Store) Health(ctx context.Context) error {
 	switch err := s.scope.check(ctx); {
-	case errors.Is(err, ErrDataLost):
-		return &UnhealthyError{Reason: "store_data_lost", Err: err}
-	case errors.Is(err, ErrScopeVersion):
-		return &UnhealthyError{Reason: "scope_version_conflict", Err: err}
+	case errors.Is(err, idempotency.ErrStoreDataLost):
+		return &idempotency.UnhealthyError{Reason: "store_data_lost", Err: err}
+	case errors.Is(err, idempotency.ErrScopeVersionChanged):
+		return &idempotency.UnhealthyError{Reason: "scope_version_conflict", Err: err}
 	}
 	err := s.health(ctx)
-	var ue *UnhealthyError
+	var ue *idempotency.UnhealthyError
 	if errors.As(err, &ue) && (ue.Reason == "unreachable" || ue.Reason == "loading") {
 		s.scope.stale.Store(true)
 	}
@@ -111,7 +90,7 @@ func unhealthy(addr string, err error) error {
 	} else if errors.Is(err, context.Canceled) {
 		reason = "error"
 	}
-	return &UnhealthyError{Reason: reason, Node: addr, Err: err}
+	return &idempotency.UnhealthyError{Reason: reason, Node: addr, Err: err}
 }
 
 // Durability is what the masters persist.

@@ -16,9 +16,9 @@ func reasonOf(t *testing.T, err error) string {
 	if err == nil {
 		return ""
 	}
-	var ue *UnhealthyError
+	var ue *idempotency.UnhealthyError
 	if !errors.As(err, &ue) {
-		t.Fatalf("health error %v is not an *UnhealthyError", err)
+		t.Fatalf("health error %v is not an *idempotency.UnhealthyError", err)
 	}
 	return ue.Reason
 }

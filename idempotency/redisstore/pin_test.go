@@ -126,7 +126,7 @@ func TestPinStoreUnavailable(t *testing.T) {
 	m.mr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var oe *OpError
+	var oe *unavailableError
 	if _, _, err := m.store.Pin(ctx, "cap.mail"); !errors.Is(err, idempotency.ErrStoreUnavailable) || !errors.As(err, &oe) || oe.Op != "pin" {
 		t.Errorf("Pin with Redis down: %v", err)
 	}

@@ -46,7 +46,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 		Gen: gen})
 	arr, acks, err := s.execKeys(ctx, s.sc.reserve, []string{key, bucket, s.genKeyOf(slot)}, args, true)
 	if err == nil {
-		if arr, err = s.genReply(ctx, slot, gen, epoch, arr); errors.Is(err, ErrDataLost) {
+		if arr, err = s.genReply(ctx, slot, gen, epoch, arr); errors.Is(err, idempotency.ErrStoreDataLost) {
 			return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 		}
 	}

@@ -20,9 +20,10 @@ import (
 // The fleet's scope version (docs/DESIGN.md, "The record and its lifecycle")
 // lives at {prefix}meta:scope_version as a decimal number. New reads it: the
 // same as idempotency.ScopeVersion starts the store; another value refuses
-// (ErrScopeVersion). An absent key is written (SET NX) only when no record
-// exists under the prefix (a SCAN of every master); otherwise New refuses
-// (ErrScopeVersionUnset), since those records may be of another version.
+// ([idempotency.ErrScopeVersionChanged]). An absent key is written (SET NX)
+// only when no record exists under the prefix (a SCAN of every master);
+// otherwise New refuses (the same error), since those records may be of
+// another version.
 //
 // A running store re-reads the key at most once per lease, on the claim
 // path: the first claim that finds the last reading older than a lease
@@ -31,7 +32,7 @@ import (
 // every other claim stays one round trip. A key that reads anything but
 // this store's version (another number, or a closing mark written by the
 // operator) stops claiming: Claim fails with an error matching
-// ErrScopeVersion and idempotency.ErrScopeVersionChanged (503
+// [idempotency.ErrScopeVersionChanged] (503
 // scope_version_conflict) and writes nothing. Reserve, Renew and Finalize
 // go on, so that calls already in flight end. A key that is gone (deleted,
 // or a flushed Redis) changes nothing here: only a gateway that finds no
@@ -114,12 +115,12 @@ func (c *scopeCheck) errFor(v *scopeVerdict) error {
 	if v == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %s now holds %s, this gateway's is %s; it stops claiming: %w",
-		ErrScopeVersion, c.key, versionText(v.fleet), c.want, idempotency.ErrScopeVersionChanged)
+	return fmt.Errorf("redisstore: %w: %s now holds %s, this gateway's is %s; it stops claiming",
+		idempotency.ErrScopeVersionChanged, c.key, versionText(v.fleet), c.want)
 }
 
 // check answers whether claims may go on, reading the key again when the
-// latest reading is older than a lease. A failed reading is an *OpError
+// latest reading is older than a lease. A failed reading is an *unavailableError
 // (nothing was claimed); the next claim reads again.
 func (c *scopeCheck) check(ctx context.Context) error {
 	for {
@@ -235,8 +236,8 @@ func initScope(ctx context.Context, client rueidis.Client, opts Options, write b
 		return nil, err
 	}
 	if v != c.want {
-		return nil, fmt.Errorf("%w: %s holds %s, this gateway's is %s: drain the fleet of the other version first (README: Upgrading the key scope)",
-			ErrScopeVersion, c.key, versionText(v), c.want)
+		return nil, fmt.Errorf("redisstore: %w: %s holds %s, this gateway's is %s: drain the fleet of the other version first (README: Upgrading the key scope)",
+			idempotency.ErrScopeVersionChanged, c.key, versionText(v), c.want)
 	}
 	c.readAt.Store(int64(start))
 	return c, nil
@@ -251,9 +252,9 @@ func (c *scopeCheck) create(ctx context.Context, prefix string, adopt bool) (str
 		return "", err
 	}
 	if found && !adopt {
-		return "", fmt.Errorf("%w: records exist under the prefix %q but %s is absent: count the live records by scope version "+
+		return "", fmt.Errorf("redisstore: %w: records exist under the prefix %q but %s is absent: count the live records by scope version "+
 			"(refserver scope-status), and once every live record is of version %s, run refserver store init -adopt-records",
-			ErrScopeVersionUnset, prefix, c.key, c.want)
+			idempotency.ErrScopeVersionChanged, prefix, c.key, c.want)
 	}
 	old, err := c.client.Do(ctx, c.client.B().Set().Key(c.key).Value(c.want).Nx().Get().Build()).ToString()
 	switch {
@@ -324,19 +325,6 @@ func anyRecord(ctx context.Context, client rueidis.Client, prefix string) (bool,
 	return found, err
 }
 
-// RecordCount is how many live records of one scope version are in one
-// state.
-type RecordCount struct {
-	// Version is the record's scope version; 0 for a record written before
-	// records carried one.
-	Version int
-	// State is the record's state; an in-flight record whose lease has
-	// lapsed counts as unknown. Empty for keys under the prefix that are not
-	// readable records.
-	State   effectspec.Outcome
-	Records int
-}
-
 // CountOptions configure CountRecords. The zero value counts under
 // idempotency.DefaultPrefix without progress reports.
 type CountOptions struct {
@@ -357,7 +345,7 @@ type CountOptions struct {
 // never writes or deletes a key, and works whether or not the fleet's scope
 // version is set (it needs no Store). A record that expires while it runs is
 // not counted. The counts come sorted by version, then state.
-func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions) ([]RecordCount, error) {
+func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions) ([]idempotency.RecordCount, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
@@ -427,9 +415,9 @@ func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]RecordCount, 0, len(counts))
+	out := make([]idempotency.RecordCount, 0, len(counts))
 	for b, c := range counts {
-		out = append(out, RecordCount{Version: b.v, State: b.s, Records: c})
+		out = append(out, idempotency.RecordCount{Version: b.v, State: b.s, Records: c})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Version != out[j].Version {

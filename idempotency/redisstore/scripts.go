@@ -23,7 +23,7 @@ var luaFS embed.FS
 // node did not run it), and when ClientOption.ConnLifetime expires a
 // connection (see New). Mutating scripts are therefore plain
 // rueidis.NewLuaScript scripts, never a Retryable or NoSha variant: a write
-// whose reply was lost comes back as an error (an *OpError), never silently
+// whose reply was lost comes back as an error (idempotency.ErrStoreUnavailable), never silently
 // a second time. A TRYAGAIN (a migrating slot: Redis ran
 // nothing) is re-sent by the store itself, bounded (Store.execKeys).
 type script struct {

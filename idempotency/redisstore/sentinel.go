@@ -34,8 +34,8 @@ import (
 //     it again), is a loss. A scope version that moves, a closing mark or an
 //     advance is not; a sentinel that cannot be read now (its master is
 //     failing over) is judged at the next reading.
-//   - On a loss the store stops claiming (ErrDataLost, which matches
-//     idempotency.ErrStoreDataLost: 503 store_data_lost), Health reports
+//   - On a loss the store stops claiming ([idempotency.ErrStoreDataLost]:
+//     503 store_data_lost), Health reports
 //     it, the function given to Store.NotifyDataLoss is called, and the data-lost marker
 //     {prefix}meta:data_lost is written, so that every gateway of the fleet
 //     stops at its next reading and one that starts later starts stopped.
@@ -87,17 +87,6 @@ redis.call('SET', KEYS[1], ARGV[1])
 return false
 `
 
-// DataLoss is a store's data-loss state.
-type DataLoss struct {
-	// Lost: the store stops claiming until an operator acknowledges.
-	Lost bool
-	// Detail says what was seen: which sentinel vanished, or that the
-	// fleet's marker records a loss. It names keys, never values.
-	Detail string
-	// Since is when this store saw it.
-	Since time.Time
-}
-
 // amnesia is a store's watch of its sentinels.
 type amnesia struct {
 	client  rueidis.Client
@@ -114,7 +103,7 @@ type amnesia struct {
 	gen     string            // the acknowledgement known ("ack:G"), or ""
 	epoch   int               // moves at each adoption: older readings are dropped
 
-	lost atomic.Pointer[DataLoss] // nil while no loss is known
+	lost atomic.Pointer[idempotency.DataLoss] // nil while no loss is known
 }
 
 // initAmnesia reads the marker and, with opts.RequireInit, the generation
@@ -177,15 +166,15 @@ func (a *amnesia) placeAll(ctx context.Context) error {
 // err is the error a claim gets while a loss is known.
 func (a *amnesia) err() error {
 	if l := a.lost.Load(); l != nil {
-		return fmt.Errorf("%w: %s; this gateway stops claiming until an operator acknowledges the loss: %w",
-			ErrDataLost, l.Detail, idempotency.ErrStoreDataLost)
+		return fmt.Errorf("redisstore: %w: %s; this gateway stops claiming until an operator acknowledges the loss",
+			idempotency.ErrStoreDataLost, l.Detail)
 	}
 	return nil
 }
 
 // setLost records a loss once and tells NotifyDataLoss's function.
 func (a *amnesia) setLost(detail string) {
-	l := &DataLoss{Lost: true, Detail: detail, Since: time.Now()}
+	l := &idempotency.DataLoss{Lost: true, Detail: detail, Since: time.Now()}
 	if a.lost.CompareAndSwap(nil, l) {
 		if f := a.onLoss.Load(); f != nil {
 			(*f)(a.err())
@@ -464,14 +453,14 @@ func readClusterMap(ctx context.Context, client rueidis.Client) (clusterMap, err
 // stopped claiming; the zero DataLoss when the check is off
 // (Options.SkipDataLossCheck). It reads nothing: the state is the latest
 // reading's (docs/DESIGN.md, "The record and its lifecycle", Store amnesia).
-func (s *Store) DataLoss() DataLoss {
+func (s *Store) DataLoss() idempotency.DataLoss {
 	if s.scope.amnesia == nil {
-		return DataLoss{}
+		return idempotency.DataLoss{}
 	}
 	if l := s.scope.amnesia.lost.Load(); l != nil {
 		return *l
 	}
-	return DataLoss{}
+	return idempotency.DataLoss{}
 }
 
 // NotifyDataLoss has f called with the error claims get whenever the store
@@ -491,17 +480,6 @@ func (s *Store) NotifyDataLoss(f func(error)) {
 	}
 }
 
-// Acknowledgement is the answer of Store.AcknowledgeDataLoss.
-type Acknowledgement struct {
-	// Acknowledged: a loss was known and is acknowledged now; false when
-	// none was (nothing was written).
-	Acknowledged bool
-	// Detail is what was lost (DataLoss.Detail).
-	Detail string
-	// Sentinels is how many sentinels are watched from now on.
-	Sentinels int
-}
-
 // AcknowledgeDataLoss is an operator's acknowledgement that the store lost
 // data: calls whose records were lost may be dispatched again (a vendor
 // with a binding deduplicates them only if the deployment id is unchanged,
@@ -514,18 +492,19 @@ type Acknowledgement struct {
 // generation.go), places the sentinels again and writes the
 // acknowledgement to the marker, which every gateway of the fleet reads at
 // its next reading and claims again, forgetting the generations it
-// remembered. It fails with ErrInvalidOptions when the check is off.
-func (s *Store) AcknowledgeDataLoss(ctx context.Context) (Acknowledgement, error) {
+// remembered. It fails with [idempotency.ErrInvalidRequest] when the check
+// is off.
+func (s *Store) AcknowledgeDataLoss(ctx context.Context) (idempotency.DataLossAcknowledgement, error) {
 	a := s.scope.amnesia
 	if a == nil {
-		return Acknowledgement{}, fmt.Errorf("%w: the data-loss check is off (SkipDataLossCheck)", ErrInvalidOptions)
+		return idempotency.DataLossAcknowledgement{}, fmt.Errorf("redisstore: acknowledge: %w: the data-loss check is off (SkipDataLossCheck)", idempotency.ErrInvalidRequest)
 	}
 	if err := s.scope.read(ctx); err != nil {
-		return Acknowledgement{}, opError("acknowledge", err)
+		return idempotency.DataLossAcknowledgement{}, opError("acknowledge", err)
 	}
 	l := a.lost.Load()
 	if l == nil {
-		return Acknowledgement{Sentinels: len(a.watchedKeys())}, nil
+		return idempotency.DataLossAcknowledgement{Sentinels: len(a.watchedKeys())}, nil
 	}
 	// The fleet's keys first: a gateway that starts once the marker is
 	// lifted finds them as the fleet had them.
@@ -538,14 +517,14 @@ func (s *Store) AcknowledgeDataLoss(ctx context.Context) (Acknowledgement, error
 	restore := rueidis.Commands{s.client.B().Set().Key(s.scope.key).Value(s.scope.want).Nx().Build(), dep}
 	for _, r := range s.client.DoMulti(ctx, restore...) {
 		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
-			return Acknowledgement{}, opError("acknowledge", err)
+			return idempotency.DataLossAcknowledgement{}, opError("acknowledge", err)
 		}
 	}
 	watched, _, err := a.acknowledge(ctx)
 	if err != nil {
-		return Acknowledgement{}, opError("acknowledge", err)
+		return idempotency.DataLossAcknowledgement{}, opError("acknowledge", err)
 	}
-	return Acknowledgement{Acknowledged: true, Detail: l.Detail, Sentinels: len(watched)}, nil
+	return idempotency.DataLossAcknowledgement{Acknowledged: true, Detail: l.Detail, Sentinels: len(watched)}, nil
 }
 
 // watchedKeys lists the watched sentinels, sorted.

@@ -108,7 +108,7 @@ type Options struct {
 	// one does not exist, so Redis ran nothing. A fresh claim in a migrating
 	// slot is answered so until the slot has moved. The re-sends back off
 	// from 2ms, doubling, to 100ms, and end at ctx's deadline if that is
-	// earlier; after MigrationWait the TRYAGAIN is returned as an *OpError.
+	// earlier; after MigrationWait the TRYAGAIN is returned as an error matching idempotency.ErrStoreUnavailable.
 	// If zero, DefaultMigrationWait (5s): the move of a slot of some
 	// thousands of keys at the pace of redis-cli --cluster reshard (a
 	// MIGRATE of 10 keys per round trip). See docs/DESIGN.md, "Scope and
@@ -497,7 +497,7 @@ func status(arr []rueidis.RedisMessage) (string, error) {
 }
 
 // runStatus is execKeys followed by status: a failure of either is an
-// [OpError] of op.
+// [unavailableError] of op.
 func (s *Store) runStatus(ctx context.Context, op string, sc *script, keys, args []string, wait bool) (arr []rueidis.RedisMessage, acks int64, st string, err error) {
 	arr, acks, err = s.execKeys(ctx, sc, keys, args, wait)
 	if err == nil {
@@ -510,7 +510,7 @@ func (s *Store) runStatus(ctx context.Context, op string, sc *script, keys, args
 }
 
 // storedRecord decodes the record a finalize or settle script answers after
-// its status: a short or unreadable reply is an [OpError] of op.
+// its status: a short or unreadable reply is an [unavailableError] of op.
 func storedRecord(op string, scope idempotency.Scope, key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.Record, error) {
 	if len(arr) < 2 {
 		return idempotency.Record{}, opError(op, errors.New("short "+op+" reply"))

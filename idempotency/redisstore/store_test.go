@@ -598,7 +598,7 @@ func TestRedisErrorsAreStoreUnavailable(t *testing.T) {
 	m := newMini(t, Options{})
 	m.mr.SetError("LOADING server is loading")
 	_, err := m.store.Claim(ctx, claimReq(idempotency.NewKey()))
-	var oe *OpError
+	var oe *unavailableError
 	if !errors.Is(err, idempotency.ErrStoreUnavailable) || !errors.As(err, &oe) || oe.Op != "claim" {
 		t.Fatalf("claim error %v", err)
 	}

@@ -39,7 +39,7 @@ type InitResult struct {
 // or a fresh one; a configured one that differs from the stored one is
 // ErrDeploymentMismatch), the sentinels and the generation sentinels, each
 // only where it is missing. A store initialised already is left as it is
-// (InitResult.Wrote false). It refuses (ErrDataLost) while the fleet's marker
+// (InitResult.Wrote false). It refuses (idempotency.ErrStoreDataLost) while the fleet's marker
 // records a loss nobody acknowledged: the acknowledgement, not a new start,
 // is what lets the fleet claim again.
 func Init(ctx context.Context, client rueidis.Client, opts Options, iopts InitOptions) (InitResult, error) {
@@ -56,8 +56,8 @@ func Init(ctx context.Context, client rueidis.Client, opts Options, iopts InitOp
 	case err != nil:
 		return InitResult{}, fmt.Errorf("redisstore: data-loss marker: %w", err)
 	case !strings.HasPrefix(m, markerAck):
-		return InitResult{}, fmt.Errorf("%w: %s records a loss of data that no operator has acknowledged: "+
-			"acknowledge it (refserver store acknowledge-data-loss) instead of initialising the store", ErrDataLost, markerKey(opts.Prefix))
+		return InitResult{}, fmt.Errorf("redisstore: %w: %s records a loss of data that no operator has acknowledged: "+
+			"acknowledge it (refserver store acknowledge-data-loss) instead of initialising the store", idempotency.ErrStoreDataLost, markerKey(opts.Prefix))
 	}
 	var res InitResult
 
@@ -74,7 +74,7 @@ func Init(ctx context.Context, client rueidis.Client, opts Options, iopts InitOp
 		return InitResult{}, fmt.Errorf("redisstore: scope version: %w", err)
 	}
 	if v != c.want {
-		return InitResult{}, fmt.Errorf("%w: %s holds %s, this build's is %s", ErrScopeVersion, c.key, versionText(v), c.want)
+		return InitResult{}, fmt.Errorf("redisstore: %w: %s holds %s, this build's is %s", idempotency.ErrScopeVersionChanged, c.key, versionText(v), c.want)
 	}
 	res.ScopeVersion = v
 

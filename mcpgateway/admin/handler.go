@@ -15,7 +15,6 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/ident"
 	"github.com/obol-gateway/obol/internal/strictjson"
 	"github.com/obol-gateway/obol/mcpgateway"
@@ -30,34 +29,15 @@ type Store interface {
 	Ticket(ctx context.Context, id string) (idempotency.Ticket, error)
 }
 
-// The optional parts of a [Config.Store]: an endpoint whose part the store
-// lacks refuses (501 not_implemented; 400 for the data-loss one).
-// *redisstore.Store has every part.
-type (
-	// PendingLister lists a workspace's pending approvals.
-	PendingLister interface {
-		ListPending(ctx context.Context, req idempotency.ListRequest) (redisstore.PendingPage, error)
-	}
-	// ScopeAdvancer runs one step of the scope version advance.
-	ScopeAdvancer interface {
-		AdvanceScope(ctx context.Context, req redisstore.AdvanceRequest) (redisstore.Advance, error)
-	}
-	// DataLossAcknowledger lifts the fleet's data-lost marker.
-	DataLossAcknowledger interface {
-		AcknowledgeDataLoss(ctx context.Context) (redisstore.Acknowledgement, error)
-	}
-	// Healther proves a claim could be written now.
-	Healther interface {
-		Health(ctx context.Context) error
-	}
-)
-
 // Config configures a [Handler]. Store and Approver are required; every
 // other zero field has the default its comment names.
 type Config struct {
-	// Store decides tickets and answers receipts; an [idempotency.Settler],
-	// [PendingLister], [ScopeAdvancer], [DataLossAcknowledger] or [Healther]
-	// serves the endpoints of that part.
+	// Store decides tickets and answers receipts. The endpoints of a store's
+	// optional part are served when it has the part (an
+	// [idempotency.Settler], [idempotency.PendingLister],
+	// [idempotency.ScopeAdvancer], [idempotency.DataLossWatcher] or
+	// [idempotency.HealthChecker]; redisstore's Store has every one), and
+	// refused otherwise (501 not_implemented; 400 for the data-loss one).
 	Store Store
 	// Approver names the approver whose key token is.
 	Approver func(token string) (name string, ok bool)
@@ -483,7 +463,7 @@ func quoteName(s string) string {
 	return strconv.Quote(s)
 }
 
-// health proves the store can claim (a [Healther]), or reads one ticket
+// health proves the store can claim (an [idempotency.HealthChecker]), or reads one ticket
 // that cannot exist: not found means the store answers.
 func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	body := map[string]string{"status": "ok"}
@@ -491,7 +471,7 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 		body["durability"] = h.cfg.Durability
 	}
 	var err error
-	if hs, ok := h.cfg.Store.(Healther); ok {
+	if hs, ok := h.cfg.Store.(idempotency.HealthChecker); ok {
 		err = hs.Health(r.Context())
 	} else if _, err = h.cfg.Store.Ticket(r.Context(), "apt_00000000000000000000000000000000"); errors.Is(err, idempotency.ErrNotFound) {
 		err = nil
@@ -499,7 +479,7 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.cfg.OnStoreError("health")
 		reason := "unreachable"
-		var ue *redisstore.UnhealthyError
+		var ue *idempotency.UnhealthyError
 		if errors.As(err, &ue) {
 			reason = ue.Reason
 		}
@@ -517,14 +497,14 @@ const DataLossWarning = "calls whose records were lost can be dispatched again; 
 // acknowledge is an operator's acknowledgement that Redis lost data: every
 // gateway of the fleet claims again at its next reading.
 func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request) {
-	st, by, ok := part[DataLossAcknowledger](h, w, r, false,
+	st, by, ok := part[idempotency.DataLossWatcher](h, w, r, false,
 		refuse("invalid_request", http.StatusBadRequest, "this store does not watch for lost data"))
 	if !ok {
 		return
 	}
 	ack, err := st.AcknowledgeDataLoss(r.Context())
 	switch {
-	case errors.Is(err, redisstore.ErrInvalidOptions):
+	case errors.Is(err, idempotency.ErrInvalidRequest):
 		h.refuse(w, refuse("invalid_request", http.StatusBadRequest, "the store's data-loss check is off"))
 	case err != nil:
 		rf := h.storeRefusal("acknowledge", err)

@@ -62,7 +62,7 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 // workspace (?workspace=) or of every configured one, a page at a time,
 // from the store's pending approvals index.
 func (h *Handler) listApprovals(w http.ResponseWriter, r *http.Request) {
-	pl, _, ok := part[PendingLister](h, w, r, true,
+	pl, _, ok := part[idempotency.PendingLister](h, w, r, true,
 		refuse("not_implemented", http.StatusNotImplemented, "the store cannot list pending approvals"))
 	if !ok {
 		return
