@@ -12,7 +12,7 @@ import (
 // retry_after_ms) and once advanced; 409 records_live with the count to
 // strand, conflict when the key holds something else, migrating while a
 // Cluster slot moves.
-func (h *Handler) advance(w http.ResponseWriter, r *http.Request) {
+func (h *handler) advance(w http.ResponseWriter, r *http.Request) {
 	adv, by, ok := part[idempotency.ScopeAdvancer](h, w, r, true,
 		refuse("not_implemented", http.StatusNotImplemented, "the store cannot advance the scope version"))
 	if !ok {

@@ -29,7 +29,7 @@ type Store interface {
 	Ticket(ctx context.Context, id string) (idempotency.Ticket, error)
 }
 
-// Config configures a [Handler]. Store and Approver are required; every
+// Config configures the handler of [New]. Store and Approver are required; every
 // other zero field has the default its comment names.
 type Config struct {
 	// Store decides tickets and answers receipts. The endpoints of a store's
@@ -85,23 +85,25 @@ type Config struct {
 	Durability string
 }
 
-// Default bounds of a [Config].
+// Default bounds of a Config.
 const (
-	DefaultStoreTimeout   = 2 * time.Second
-	DefaultAdvanceTimeout = 20 * time.Second
+	defaultStoreTimeout   = 2 * time.Second
+	defaultAdvanceTimeout = 20 * time.Second
 )
 
-// MaxBodyBytes bounds a request body.
-const MaxBodyBytes = 64 << 10
+// maxBodyBytes bounds a request body.
+const maxBodyBytes = 64 << 10
 
-// Handler serves the admin API: the /v1 endpoints and GET /healthz.
-type Handler struct {
+// handler serves the admin API of [New].
+type handler struct {
 	cfg Config
 	mux *http.ServeMux
 }
 
-// New returns the handler of cfg, or an error wrapping [ErrConfig].
-func New(cfg Config) (*Handler, error) {
+// New returns the handler of cfg, which serves the admin API (the /v1
+// endpoints and GET /healthz; any other path is 404), or an error wrapping
+// [ErrConfig].
+func New(cfg Config) (http.Handler, error) {
 	if cfg.Store == nil || cfg.Approver == nil {
 		return nil, fmt.Errorf("%w: Store and Approver are required", ErrConfig)
 	}
@@ -129,12 +131,12 @@ func New(cfg Config) (*Handler, error) {
 		cfg.OnSettle = func(effectspec.Outcome) {}
 	}
 	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = DefaultStoreTimeout
+		cfg.StoreTimeout = defaultStoreTimeout
 	}
 	if cfg.AdvanceTimeout <= 0 {
-		cfg.AdvanceTimeout = DefaultAdvanceTimeout
+		cfg.AdvanceTimeout = defaultAdvanceTimeout
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux()}
+	h := &handler{cfg: cfg, mux: http.NewServeMux()}
 	if h.cfg.Classify == nil {
 		h.cfg.Classify = h.classify
 	}
@@ -160,7 +162,7 @@ func New(cfg Config) (*Handler, error) {
 }
 
 // ServeHTTP serves the API's paths; any other path is 404.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 func bounded(d time.Duration, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -188,7 +190,7 @@ var (
 	errBadLimit     = refuse("invalid_request", http.StatusBadRequest, "query parameter limit must be 1 to "+strconv.Itoa(idempotency.MaxPageSize))
 )
 
-func (h *Handler) refuse(w http.ResponseWriter, r refusal) {
+func (h *handler) refuse(w http.ResponseWriter, r refusal) {
 	h.cfg.OnRefusal(r.Reason)
 	if r.detail != "" && r.Status >= http.StatusInternalServerError {
 		// The caller reads the message, fixed text; the cause is for the log.
@@ -202,7 +204,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r refusal) {
 
 // storeRefusal is the refusal of a store error of op, counted as a store
 // error when the store was unavailable.
-func (h *Handler) storeRefusal(op string, err error) refusal {
+func (h *handler) storeRefusal(op string, err error) refusal {
 	c := h.cfg.Classify(err)
 	rf := refusal{Error: Error{Reason: c.Reason, Status: c.Status, Message: c.Message, SafeNewKey: c.SafeNewKey,
 		RetryAfterMS: c.RetryAfter.Milliseconds()}, detail: c.Detail}
@@ -221,7 +223,7 @@ func (rf refusal) logText() string {
 
 // classify is the default Config.Classify: fixed text, the error's own
 // (redacted) for the log only.
-func (h *Handler) classify(err error) mcpgateway.Refusal {
+func (h *handler) classify(err error) mcpgateway.Refusal {
 	detail := h.cfg.Redact(err.Error())
 	if reason, status := idempotency.Reason(err); reason != "" {
 		return mcpgateway.Refusal{Reason: reason, Status: status, Message: strings.ReplaceAll(reason, "_", " "), Detail: detail}
@@ -250,8 +252,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // body reads a request body into v with the strict decoder (no repeated or
 // case-variant member, no unknown field; its error names a field, never a
 // value). An empty body is an error unless optional.
-func (h *Handler) body(w http.ResponseWriter, r *http.Request, v any, form string, optional bool) bool {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+func (h *handler) body(w http.ResponseWriter, r *http.Request, v any, form string, optional bool) bool {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		h.refuse(w, errTooLarge)
 		return false
@@ -271,7 +273,7 @@ func (h *Handler) body(w http.ResponseWriter, r *http.Request, v any, form strin
 // which is what a decision logs and a settle records as "by": nothing
 // derived from the key. Without one it refuses: 403 for a workspace key
 // when workspaceForbidden, else 401.
-func (h *Handler) approver(w http.ResponseWriter, r *http.Request, workspaceForbidden bool) (string, bool) {
+func (h *handler) approver(w http.ResponseWriter, r *http.Request, workspaceForbidden bool) (string, bool) {
 	tok, ok := mcpgateway.BearerToken(r.Header)
 	if ok {
 		if name, ok := h.cfg.Approver(tok); ok {
@@ -288,7 +290,7 @@ func (h *Handler) approver(w http.ResponseWriter, r *http.Request, workspaceForb
 
 // part returns the request's approver and the store's part P; without
 // either it refuses the request (missing when the store lacks P).
-func part[P any](h *Handler, w http.ResponseWriter, r *http.Request, workspaceForbidden bool, missing refusal) (P, string, bool) {
+func part[P any](h *handler, w http.ResponseWriter, r *http.Request, workspaceForbidden bool, missing refusal) (P, string, bool) {
 	var p P
 	by, ok := h.approver(w, r, workspaceForbidden)
 	if !ok {
@@ -302,7 +304,7 @@ func part[P any](h *Handler, w http.ResponseWriter, r *http.Request, workspaceFo
 
 // workspaces are the workspaces a listing covers: the one ?workspace=
 // names, else every configured one.
-func (h *Handler) workspaces(w http.ResponseWriter, r *http.Request) ([]string, bool) {
+func (h *handler) workspaces(w http.ResponseWriter, r *http.Request) ([]string, bool) {
 	if !r.URL.Query().Has("workspace") {
 		return h.cfg.Workspaces, true
 	}
@@ -311,7 +313,7 @@ func (h *Handler) workspaces(w http.ResponseWriter, r *http.Request) ([]string, 
 }
 
 // workspaceParam reads ?workspace=, which must name a configured workspace.
-func (h *Handler) workspaceParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (h *handler) workspaceParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	ws := r.URL.Query().Get("workspace")
 	for _, id := range h.cfg.Workspaces {
 		if id == ws {
@@ -323,7 +325,7 @@ func (h *Handler) workspaceParam(w http.ResponseWriter, r *http.Request) (string
 }
 
 // limitParam reads ?limit=, 1 to idempotency.MaxPageSize (def when absent).
-func (h *Handler) limitParam(w http.ResponseWriter, r *http.Request, def int) (int, bool) {
+func (h *handler) limitParam(w http.ResponseWriter, r *http.Request, def int) (int, bool) {
 	v := r.URL.Query().Get("limit")
 	if v == "" {
 		return def, true
@@ -338,7 +340,7 @@ func (h *Handler) limitParam(w http.ResponseWriter, r *http.Request, def int) (i
 
 // keyAndTool reads the {key} path segment and the ?tool= of a receipt
 // endpoint, and the call's scope in ws.
-func (h *Handler) keyAndTool(w http.ResponseWriter, r *http.Request, ws string) (idempotency.Key, idempotency.Scope, bool) {
+func (h *handler) keyAndTool(w http.ResponseWriter, r *http.Request, ws string) (idempotency.Key, idempotency.Scope, bool) {
 	key, err := idempotency.ParseKey(r.PathValue("key"))
 	if err != nil {
 		h.refuse(w, h.storeRefusal("parse", err))
@@ -354,7 +356,7 @@ func (h *Handler) keyAndTool(w http.ResponseWriter, r *http.Request, ws string) 
 
 // decide approves or denies a held call. The first decision is final;
 // repeating it answers the ticket again.
-func (h *Handler) decide(approve bool) http.HandlerFunc {
+func (h *handler) decide(approve bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		by, ok := h.approver(w, r, false)
 		if !ok {
@@ -385,7 +387,7 @@ func (h *Handler) decide(approve bool) http.HandlerFunc {
 
 // receipt answers the receipt of a key in the caller's workspace. Another
 // workspace's key is simply not found: scopes never cross.
-func (h *Handler) receipt(w http.ResponseWriter, r *http.Request) {
+func (h *handler) receipt(w http.ResponseWriter, r *http.Request) {
 	tok, ok := mcpgateway.BearerToken(r.Header)
 	ws := ""
 	if ok {
@@ -414,7 +416,7 @@ func (h *Handler) receipt(w http.ResponseWriter, r *http.Request) {
 // pin moves a capability to another provider, in the store, so every
 // gateway routes new keys there. Keys claimed before keep their route
 // (docs/DESIGN.md, "Scope and the Redis key").
-func (h *Handler) pin(w http.ResponseWriter, r *http.Request) {
+func (h *handler) pin(w http.ResponseWriter, r *http.Request) {
 	by, ok := h.approver(w, r, false)
 	if !ok {
 		return
@@ -425,7 +427,7 @@ func (h *Handler) pin(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, refuse("unknown_tool", http.StatusNotFound, "no capability named "+quoteName(name)))
 		return
 	}
-	var req PinRequest
+	var req pinRequest
 	if !h.body(w, r, &req, `{"provider": "tool.name"}`, false) {
 		return
 	}
@@ -465,7 +467,7 @@ func quoteName(s string) string {
 
 // health proves the store can claim (an [idempotency.HealthChecker]), or reads one ticket
 // that cannot exist: not found means the store answers.
-func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
+func (h *handler) health(w http.ResponseWriter, r *http.Request) {
 	body := map[string]string{"status": "ok"}
 	if h.cfg.Durability != "" {
 		body["durability"] = h.cfg.Durability
@@ -490,13 +492,13 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-// DataLossWarning is what an acknowledgement of lost data logs and answers.
-const DataLossWarning = "calls whose records were lost can be dispatched again; vendors with a binding " +
+// dataLossWarning is what an acknowledgement of lost data logs and answers.
+const dataLossWarning = "calls whose records were lost can be dispatched again; vendors with a binding " +
 	"(header, body_pointer) deduplicate them only if the deployment id is unchanged (deployment_id in the config)"
 
 // acknowledge is an operator's acknowledgement that Redis lost data: every
 // gateway of the fleet claims again at its next reading.
-func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request) {
+func (h *handler) acknowledge(w http.ResponseWriter, r *http.Request) {
 	st, by, ok := part[idempotency.DataLossWatcher](h, w, r, false,
 		refuse("invalid_request", http.StatusBadRequest, "this store does not watch for lost data"))
 	if !ok {
@@ -514,8 +516,8 @@ func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request) {
 		h.cfg.Logger.Info("data loss acknowledgement: no loss is recorded", "by", by)
 		writeJSON(w, http.StatusOK, Acknowledgement{Sentinels: ack.Sentinels, Message: "no loss of data is recorded; nothing changed"})
 	default:
-		h.cfg.Logger.Warn("store data loss acknowledged: the fleet claims again; "+DataLossWarning, "by", by, "lost", ack.Detail)
+		h.cfg.Logger.Warn("store data loss acknowledged: the fleet claims again; "+dataLossWarning, "by", by, "lost", ack.Detail)
 		writeJSON(w, http.StatusOK, Acknowledgement{Acknowledged: true, Lost: ack.Detail, Sentinels: ack.Sentinels,
-			Message: "acknowledged: every gateway claims again at its next reading of the store; " + DataLossWarning})
+			Message: "acknowledged: every gateway claims again at its next reading of the store; " + dataLossWarning})
 	}
 }

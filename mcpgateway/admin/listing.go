@@ -17,7 +17,7 @@ import (
 // every configured workspace's (fleetPage), a page at a time (?cursor=,
 // ?limit= up to idempotency.MaxPageSize). An approver key only: a
 // workspace's own key may not list or settle its calls.
-func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
+func (h *handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 	st, _, ok := part[idempotency.Settler](h, w, r, true, errNoSettler)
 	if !ok {
 		return
@@ -61,7 +61,7 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 // listApprovals lists the calls awaiting an approver's decision, of one
 // workspace (?workspace=) or of every configured one, a page at a time,
 // from the store's pending approvals index.
-func (h *Handler) listApprovals(w http.ResponseWriter, r *http.Request) {
+func (h *handler) listApprovals(w http.ResponseWriter, r *http.Request) {
 	pl, _, ok := part[idempotency.PendingLister](h, w, r, true,
 		refuse("not_implemented", http.StatusNotImplemented, "the store cannot list pending approvals"))
 	if !ok {
@@ -92,7 +92,7 @@ func (h *Handler) listApprovals(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, PendingPage{Pending: append([]Pending{}, pending...), Cursor: cursor})
 }
 
-func (h *Handler) listRefusal(err error) refusal {
+func (h *handler) listRefusal(err error) refusal {
 	rf := h.storeRefusal("list", err)
 	if rf.Reason == "invalid_request" {
 		rf.Message = "malformed cursor"
@@ -154,7 +154,7 @@ const resolveForm = `{"outcome": "accepted"|"definitely_rejected", "attempt_coun
 // answers its receipt with the resolution. A note is scrubbed of every
 // configured secret (Config.Redact); the store refuses one holding a
 // Unicode format character, changing nothing.
-func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
+func (h *handler) resolve(w http.ResponseWriter, r *http.Request) {
 	st, by, ok := part[idempotency.Settler](h, w, r, true, errNoSettler)
 	if !ok {
 		return
@@ -192,7 +192,7 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec.Receipt(scope, false))
 }
 
-func (h *Handler) resolveRefusal(err error) refusal {
+func (h *handler) resolveRefusal(err error) refusal {
 	var running *idempotency.AttemptRunningError
 	switch {
 	case errors.As(err, &running):
