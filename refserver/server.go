@@ -51,7 +51,7 @@ type server struct {
 	storeTimeout time.Duration
 
 	// durability is what /healthz reports of the store's persistence
-	// (redisstore.Durability), set at startup.
+	// (redisstore.Description.Durability), set at startup.
 	durability string
 
 	mu   sync.RWMutex

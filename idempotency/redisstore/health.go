@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -91,44 +90,4 @@ func unhealthy(addr string, err error) error {
 		reason = "error"
 	}
 	return &idempotency.UnhealthyError{Reason: reason, Node: addr, Err: err}
-}
-
-// Durability is what the masters persist.
-type Durability struct {
-	// AOF: every master has appendonly yes.
-	AOF bool
-	// RDB: every master has at least one save point.
-	RDB bool
-}
-
-// None reports that a master persists nothing: a restart of it loses every
-// claim, and a retry after that dispatches again.
-func (d Durability) None() bool { return !d.AOF && !d.RDB }
-
-func (d Durability) String() string {
-	switch {
-	case d.AOF && d.RDB:
-		return "aof+rdb"
-	case d.AOF:
-		return "aof"
-	case d.RDB:
-		return "rdb"
-	}
-	return "none"
-}
-
-// Durability reads the persistence settings of every node that is a master
-// (CONFIG GET appendonly and save), so an operator can be told when a Redis
-// restart would lose claims. It fails where CONFIG is blocked.
-func (s *Store) Durability(ctx context.Context) (Durability, error) {
-	d := Durability{AOF: true, RDB: true}
-	for addr, n := range s.client.Nodes() {
-		m, err := n.Do(ctx, n.B().ConfigGet().Parameter("appendonly").Parameter("save").Build()).AsStrMap()
-		if err != nil {
-			return Durability{}, fmt.Errorf("redisstore: durability: CONFIG GET on %s: %w", addr, err)
-		}
-		d.AOF = d.AOF && m["appendonly"] == "yes"
-		d.RDB = d.RDB && strings.TrimSpace(m["save"]) != ""
-	}
-	return d, nil
 }

@@ -72,7 +72,7 @@ func (s *Store) pending(ctx context.Context, workspace string, entries []listCur
 		var rec idempotency.Record
 		gone := false
 		if err == nil {
-			// One read per entry: a page is at most idempotency.MaxPageSize.
+			// One read per entry: a page is at most [idempotency.MaxPageSize].
 			rec, err = s.Lookup(ctx, scope, k)
 			if errors.Is(err, idempotency.ErrNotFound) {
 				gone, err = true, nil

@@ -10,7 +10,7 @@ import (
 )
 
 // Reserve reserves attempt Token+1, the one immediate second attempt of a
-// cycle, in one script (WAITed as a claim, see Options.WaitReplicas). It
+// cycle, in one script (WAITed as a claim, see [Options.WaitReplicas]). It
 // extends the work, so it needs a live lease.
 func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (idempotency.Reservation, error) {
 	key, err := req.Scope.StorageKey(s.prefix, req.Key)

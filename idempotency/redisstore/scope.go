@@ -18,11 +18,11 @@ import (
 )
 
 // The fleet's scope version (docs/DESIGN.md, "The record and its lifecycle")
-// lives at {prefix}meta:scope_version as a decimal number. New reads it: the
-// same as idempotency.ScopeVersion starts the store; another value refuses
+// lives at {prefix}meta:scope_version as a decimal number. [New] reads it: the
+// same as [idempotency.ScopeVersion] starts the store; another value refuses
 // ([idempotency.ErrScopeVersionChanged]). An absent key is written (SET NX)
 // only when no record exists under the prefix (a SCAN of every master);
-// otherwise New refuses (the same error), since those records may be of
+// otherwise [New] refuses (the same error), since those records may be of
 // another version.
 //
 // A running store re-reads the key at most once per lease, on the claim
@@ -101,7 +101,7 @@ type scopeCheck struct {
 	// unreachable or loading: it may come back empty).
 	stale atomic.Bool
 	// amnesia watches the sentinels in the same readings (sentinel.go); nil
-	// with Options.SkipDataLossCheck.
+	// with [Options.SkipDataLossCheck].
 	amnesia *amnesia
 
 	mu      sync.Mutex
@@ -201,7 +201,7 @@ func (c *scopeCheck) read(ctx context.Context) error {
 	return nil
 }
 
-// get reads the fleet's scope version alone (New).
+// get reads the fleet's scope version alone ([New]).
 func (c *scopeCheck) get(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -244,7 +244,7 @@ func initScope(ctx context.Context, client rueidis.Client, opts Options, write b
 }
 
 // create writes this store's version on a prefix without records (or with
-// records, when adopt: the operator counted them, Init) and returns the
+// records, when adopt: the operator counted them, [Init]) and returns the
 // version now stored: its own, or that of a gateway that wrote first.
 func (c *scopeCheck) create(ctx context.Context, prefix string, adopt bool) (string, error) {
 	found, err := anyRecord(ctx, c.client, prefix)
@@ -325,10 +325,10 @@ func anyRecord(ctx context.Context, client rueidis.Client, prefix string) (bool,
 	return found, err
 }
 
-// CountOptions configure CountRecords. The zero value counts under
-// idempotency.DefaultPrefix without progress reports.
+// CountOptions configure [CountRecords]. The zero value counts under
+// [idempotency.DefaultPrefix] without progress reports.
 type CountOptions struct {
-	// Prefix starts every key. If empty, idempotency.DefaultPrefix.
+	// Prefix starts every key. If empty, [idempotency.DefaultPrefix].
 	Prefix string
 	// Progress, if non-nil, is called with the number of keys read so far
 	// each time it passes a multiple of ProgressEvery.
@@ -343,7 +343,7 @@ type CountOptions struct {
 // each record's version, state and lease (the record's head, or HMGET of a
 // schema 1 hash), judging leases by the node's own TIME. It only reads: it
 // never writes or deletes a key, and works whether or not the fleet's scope
-// version is set (it needs no Store). A record that expires while it runs is
+// version is set (it needs no [Store]). A record that expires while it runs is
 // not counted. The counts come sorted by version, then state.
 func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions) ([]idempotency.RecordCount, error) {
 	if client == nil {
@@ -428,13 +428,13 @@ func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions)
 	return out, nil
 }
 
-// versionState is one line of CountRecords' table.
+// versionState is one line of [CountRecords]' table.
 type versionState struct {
 	v int
 	s effectspec.Outcome
 }
 
-// headBytes is what CountRecords reads of a record string: its schema byte
+// headBytes is what [CountRecords] reads of a record string: its schema byte
 // and first fields (m, w, l: at most 3+3+9 bytes) fit.
 const headBytes = 32
 

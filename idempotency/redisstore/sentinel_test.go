@@ -293,7 +293,7 @@ func TestDeploymentIDRefused(t *testing.T) {
 		"0101010101010101010101010101010a", // 3 distinct digits
 		strings.Repeat("3f9a1c07d2e84b6a", 5)[:65],
 	} {
-		err := Options{DeploymentID: id}.Validate()
+		err := Options{DeploymentID: id}.validate()
 		if id == "" {
 			if err != nil {
 				t.Fatalf("no id: %v", err)

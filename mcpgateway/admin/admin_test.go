@@ -435,7 +435,7 @@ func TestHealth(t *testing.T) {
 // ticket reads and decisions fail with it, or wait for their context to
 // end when err is context.DeadlineExceeded.
 type bare struct {
-	admin.Store
+	idempotency.Store
 	err error
 }
 
@@ -483,7 +483,7 @@ func TestStoreWithoutParts(t *testing.T) {
 
 // parts is a store whose advance and acknowledgement answer as set.
 type parts struct {
-	admin.Store
+	idempotency.Store
 	adv idempotency.Advance
 	ack idempotency.DataLossAcknowledgement
 	err error

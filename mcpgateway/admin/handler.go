@@ -21,14 +21,6 @@ import (
 	"github.com/obol-gateway/obol/receipt"
 )
 
-// Store is what the handler needs of every store: decisions, receipts and
-// ticket reads. An [idempotency.Store] is one.
-type Store interface {
-	Decide(ctx context.Context, req idempotency.DecideRequest) (idempotency.Ticket, error)
-	Lookup(ctx context.Context, scope idempotency.Scope, key idempotency.Key) (idempotency.Record, error)
-	Ticket(ctx context.Context, id string) (idempotency.Ticket, error)
-}
-
 // Config configures the handler of [New]. Store and Approver are required; every
 // other zero field has the default its comment names.
 type Config struct {
@@ -38,7 +30,7 @@ type Config struct {
 	// [idempotency.ScopeAdvancer], [idempotency.DataLossWatcher] or
 	// [idempotency.HealthChecker]; redisstore's Store has every one), and
 	// refused otherwise (501 not_implemented; 400 for the data-loss one).
-	Store Store
+	Store idempotency.Store
 	// Approver names the approver whose key token is.
 	Approver func(token string) (name string, ok bool)
 	// Workspace names the workspace whose API key token is. If nil, no
@@ -81,7 +73,7 @@ type Config struct {
 	// 20s.
 	AdvanceTimeout time.Duration
 	// Durability is what /healthz reports of the store's persistence
-	// (redisstore.Durability); "" reports none.
+	// (redisstore.Description.Durability, say); "" reports none.
 	Durability string
 }
 
