@@ -110,7 +110,7 @@ const (
 // AdvanceRequest asks [ScopeAdvancer.AdvanceScope] to move the fleet from
 // [ScopeVersion] to To.
 type AdvanceRequest struct {
-	// To is the new version; it must be above ScopeVersion.
+	// To is the new version; it must be above [ScopeVersion].
 	To int
 	// Strand, when not negative, is the count of live old records that the
 	// caller accepts to leave: the Live of an earlier answer. The advance

@@ -23,7 +23,7 @@ var (
 	// generation sentinel: the store was never initialised ([Init]), or it
 	// lost everything while no gateway ran. [New] refuses to start rather
 	// than start the store over (docs/DESIGN.md, "The record and its
-	// lifecycle", [Store] amnesia).
+	// lifecycle", Store amnesia).
 	ErrUninitialized = errors.New("redisstore: the store is not initialised")
 	// ErrDeploymentMismatch: [Options].DeploymentID differs from the
 	// fleet's deployment id stored in Redis. [New] refuses to start and

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Generations (docs/DESIGN.md, "The record and its lifecycle", [Store]
+// Generations (docs/DESIGN.md, "The record and its lifecycle", Store
 // amnesia): the per-master sentinels (sentinel.go) see a Redis that came
 // back empty within a lease, but not one that went back in time (a restored
 // snapshot, DEBUG RELOAD of an older RDB, a promoted replica that missed

@@ -16,7 +16,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// Store amnesia (docs/DESIGN.md, "The record and its lifecycle", [Store]
+// Store amnesia (docs/DESIGN.md, "The record and its lifecycle", Store
 // amnesia): a Redis that lost its data (restarted without persistence, a
 // failover to a replica that had not synced, a FLUSHALL) forgets every
 // claim, and a retry would dispatch again. So the store watches sentinels:
@@ -450,7 +450,7 @@ func readClusterMap(ctx context.Context, client rueidis.Client) (clusterMap, err
 // DataLoss reports whether this store knows of a loss of data and has
 // stopped claiming; the zero DataLoss when the check is off
 // ([Options.SkipDataLossCheck]). It reads nothing: the state is the latest
-// reading's (docs/DESIGN.md, "The record and its lifecycle", [Store] amnesia).
+// reading's (docs/DESIGN.md, "The record and its lifecycle", Store amnesia).
 func (s *Store) DataLoss() idempotency.DataLoss {
 	if s.scope.amnesia == nil {
 		return idempotency.DataLoss{}
@@ -462,7 +462,7 @@ func (s *Store) DataLoss() idempotency.DataLoss {
 }
 
 // NotifyDataLoss has f called with the error claims get whenever the store
-// sees a loss of data (docs/DESIGN.md, "The record and its lifecycle", [Store] amnesia): at once if it knows
+// sees a loss of data (docs/DESIGN.md, "The record and its lifecycle", Store amnesia): at once if it knows
 // of one now (the fleet's marker, read by [New]), and once per loss from then
 // on (a loss after an acknowledgement calls it again). f runs on the path
 // of the claim or health check that saw the loss and must not block. It

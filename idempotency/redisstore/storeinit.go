@@ -34,7 +34,7 @@ type InitResult struct {
 
 // Init initialises a store explicitly, as a production fleet requires
 // ([Options.RequireInit]; docs/DESIGN.md, "The record and its lifecycle",
-// [Store] amnesia): the fleet's scope version (on a prefix without records,
+// Store amnesia): the fleet's scope version (on a prefix without records,
 // or with [InitOptions.AdoptRecords]), its deployment id ([Options.DeploymentID],
 // or a fresh one; a configured one that differs from the stored one is
 // [ErrDeploymentMismatch]), the sentinels and the generation sentinels, each

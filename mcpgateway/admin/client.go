@@ -23,7 +23,7 @@ type Client struct {
 	BaseURL string
 	// Key is the approver key, sent as "Authorization: Bearer <key>" only.
 	Key string
-	// HTTP sends the requests. If nil, http.DefaultClient.
+	// HTTP sends the requests. If nil, [http.DefaultClient].
 	HTTP *http.Client
 }
 
@@ -110,7 +110,7 @@ func (c *Client) AcknowledgeDataLoss(ctx context.Context) (Acknowledgement, erro
 const maxAnswerBytes = 64 << 20
 
 // do sends one request and decodes a 2xx answer into out. A refusal is an
-// *Error; its body is decoded into out as well (an advance's refusal
+// *[Error]; its body is decoded into out as well (an advance's refusal
 // carries the advance).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	var rd io.Reader

@@ -77,7 +77,7 @@ type Config struct {
 	Durability string
 }
 
-// Default bounds of a Config.
+// Default bounds of a [Config].
 const (
 	defaultStoreTimeout   = 2 * time.Second
 	defaultAdvanceTimeout = 20 * time.Second
@@ -213,7 +213,7 @@ func (rf refusal) logText() string {
 	return rf.Message
 }
 
-// classify is the default Config.Classify: fixed text, the error's own
+// classify is the default [Config.Classify]: fixed text, the error's own
 // (redacted) for the log only.
 func (h *handler) classify(err error) mcpgateway.Refusal {
 	detail := h.cfg.Redact(err.Error())
@@ -316,7 +316,7 @@ func (h *handler) workspaceParam(w http.ResponseWriter, r *http.Request) (string
 	return "", false
 }
 
-// limitParam reads ?limit=, 1 to idempotency.MaxPageSize (def when absent).
+// limitParam reads ?limit=, 1 to [idempotency.MaxPageSize] (def when absent).
 func (h *handler) limitParam(w http.ResponseWriter, r *http.Request, def int) (int, bool) {
 	v := r.URL.Query().Get("limit")
 	if v == "" {

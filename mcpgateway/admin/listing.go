@@ -15,7 +15,7 @@ import (
 
 // listUnknown lists a workspace's unknown calls, or without ?workspace=
 // every configured workspace's (fleetPage), a page at a time (?cursor=,
-// ?limit= up to idempotency.MaxPageSize). An approver key only: a
+// ?limit= up to [idempotency.MaxPageSize]). An approver key only: a
 // workspace's own key may not list or settle its calls.
 func (h *handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 	st, _, ok := part[idempotency.Settler](h, w, r, true, errNoSettler)
@@ -101,7 +101,7 @@ func (h *handler) listRefusal(err error) refusal {
 }
 
 // fleetPage lists the workspaces wss in order, from each one's index
-// (never a SCAN of records), up to limit items (idempotency.MaxPageSize
+// (never a SCAN of records), up to limit items ([idempotency.MaxPageSize]
 // when 0). Its cursor is "f<position in wss>:<that workspace's cursor>",
 // and a page stops at a workspace boundary once bound is spent, so that a
 // fleet of many workspaces answers in time, a page at a time.
@@ -152,7 +152,7 @@ const resolveForm = `{"outcome": "accepted"|"definitely_rejected", "attempt_coun
 
 // resolve settles one unknown call as accepted or definitely_rejected, and
 // answers its receipt with the resolution. A note is scrubbed of every
-// configured secret (Config.Redact); the store refuses one holding a
+// configured secret ([Config.Redact]); the store refuses one holding a
 // Unicode format character, changing nothing.
 func (h *handler) resolve(w http.ResponseWriter, r *http.Request) {
 	st, by, ok := part[idempotency.Settler](h, w, r, true, errNoSettler)
