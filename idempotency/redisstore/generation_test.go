@@ -88,7 +88,7 @@ func TestGenerationRollback(t *testing.T) {
 	}
 	for i, k := range keys {
 		_, err := m.store.Claim(ctx, unsupportedReq(k))
-		if !errors.Is(err, idempotency.ErrStoreDataLost) || !errors.Is(err, idempotency.ErrStoreDataLost) {
+		if !errors.Is(err, idempotency.ErrStoreDataLost) {
 			t.Fatalf("retry %d after the rollback: %v, want store_data_lost", i, err)
 		}
 		if m.mr.Exists(m.recordKey(t, k)) {
@@ -156,7 +156,7 @@ func TestGenerationReserveRefused(t *testing.T) {
 	m.mr.Set(m.genName(t, k), strconv.FormatInt(g-1, 10))
 	before := m.snapshot(t)
 	_, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: res.Token, Incarnation: res.Incarnation})
-	if !errors.Is(err, idempotency.ErrStoreDataLost) || !errors.Is(err, idempotency.ErrStoreDataLost) {
+	if !errors.Is(err, idempotency.ErrStoreDataLost) {
 		t.Fatalf("reserve: %v, want store_data_lost", err)
 	}
 	if after := withoutMarker(m.snapshot(t)); after != before {

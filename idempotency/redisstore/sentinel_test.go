@@ -22,7 +22,7 @@ func wantDataLost(t *testing.T, s *Store, m *mini) {
 	t.Helper()
 	k := idempotency.NewKey()
 	_, err := s.Claim(ctx, claimReq(k))
-	if !errors.Is(err, idempotency.ErrStoreDataLost) || !errors.Is(err, idempotency.ErrStoreDataLost) {
+	if !errors.Is(err, idempotency.ErrStoreDataLost) {
 		t.Fatalf("claim after the loss: %v, want idempotency.ErrStoreDataLost", err)
 	}
 	if r, code := idempotency.Reason(err); r != "store_data_lost" || code != 503 {

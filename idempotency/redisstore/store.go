@@ -170,7 +170,17 @@ func (s *Store) readCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, s.readTimeout)
 }
 
-var _ idempotency.Store = (*Store)(nil)
+// A Store has every optional part that package idempotency declares.
+var _ interface {
+	idempotency.Store
+	idempotency.Settler
+	idempotency.PendingLister
+	idempotency.QuotaStore
+	idempotency.PinStore
+	idempotency.ScopeAdvancer
+	idempotency.DataLossWatcher
+	idempotency.HealthChecker
+} = (*Store)(nil)
 
 // New checks opts and the server (maxmemory-policy on every node the
 // client knows, replicas too since one may be promoted, unless
