@@ -45,10 +45,12 @@ var (
 	// ErrScopeVersionConflict: a live record was written under another key-scope
 	// version; it is neither rewritten nor redispatched.
 	ErrScopeVersionConflict = errors.New("idempotency: scope version conflict")
-	// ErrScopeVersionChanged: the fleet's scope version changed while this
-	// gateway ran, so it stops claiming (another gateway may serve); nothing
-	// was written.
-	ErrScopeVersionChanged = errors.New("idempotency: the fleet's scope version changed")
+	// ErrScopeVersionChanged: the fleet's scope version is not this
+	// gateway's [ScopeVersion]. It changed while this gateway ran, so it
+	// stops claiming (another gateway may serve), or a store refuses to
+	// start on a fleet of another version, or on records of a version it
+	// cannot tell. Nothing was written.
+	ErrScopeVersionChanged = errors.New("idempotency: the fleet's scope version is not this gateway's")
 	// ErrStoreDataLost: the store lost data under a running gateway (a Redis
 	// restarted empty, a failover to an empty replica, a FLUSHALL), so a
 	// retry could dispatch a call that already ran; the store stops claiming

@@ -8,7 +8,7 @@ import (
 // Store keeps claim records. Every method is one atomic step on one record,
 // except Decide and Ticket, which first resolve the ticket.
 //
-// A Store never dispatches: it tells the caller whether it may. An error from
+// A [Store] never dispatches: it tells the caller whether it may. An error from
 // Claim or Reserve means "do not send": the step may or may not have been
 // applied, so the caller re-sends it with the same OpID (which answers
 // AlreadyApplied if it had been) until the store answers. A claimed answer
@@ -17,8 +17,8 @@ import (
 type Store interface {
 	// Claim is one claim of the state table of docs/DESIGN.md, "The record
 	// and its lifecycle", in one atomic step; the answer is one of its rows'
-	// (ClaimResult.Status). A claimed answer carries the token, the lease and
-	// attempt deadlines, the record's VendorKey (docs/DESIGN.md, "The key on
+	// ([ClaimResult.Status]). A claimed answer carries the token, the lease and
+	// attempt deadlines, the record's [VendorKey] (docs/DESIGN.md, "The key on
 	// the vendor hop") and its Incarnation; a replay the stored record. A
 	// claim whose Timeout plus the lease reaches the store's unknown
 	// retention is [ErrRetentionTooShort] and writes nothing.
@@ -26,10 +26,10 @@ type Store interface {
 	// Reserve is Reserve-next (docs/DESIGN.md, "The record and its
 	// lifecycle"): attempt Token+1, or [ErrStale] (a stale token or
 	// incarnation, a lapsed lease, a cycle that had its two attempts);
-	// ErrRetentionTooShort as for Claim.
+	// [ErrRetentionTooShort] as for Claim.
 	Reserve(ctx context.Context, req ReserveRequest) (Reservation, error)
 	// Renew extends the lease of attempt Token and returns its deadline
-	// (docs/DESIGN.md, "The record and its lifecycle", leases): ErrStale
+	// (docs/DESIGN.md, "The record and its lifecycle", leases): [ErrStale]
 	// when the compare-and-set fails, [ErrNotFound] when the caller's record
 	// is gone (no record, another Incarnation), which is fatal for its
 	// attempt.
@@ -44,7 +44,7 @@ type Store interface {
 	// the record moved on, [ErrNotFound] without a record.
 	GiveBack(ctx context.Context, req GiveBackRequest) error
 	// Lookup reads a record without changing it ([ErrNotFound] if none). An
-	// in-flight record whose lease has expired reads as effectspec.Unknown.
+	// in-flight record whose lease has expired reads as [effectspec.Unknown].
 	Lookup(ctx context.Context, scope Scope, key Key) (Record, error)
 	// Ticket resolves an approval ticket ([ErrNotFound] if none).
 	Ticket(ctx context.Context, id string) (Ticket, error)

@@ -174,7 +174,7 @@ type Config struct {
 	// memory in the background; required by CallsPerSecond and
 	// StoredBytes. With one, new records are refused store_full while the
 	// store's memory is above StoreFullFraction of its maxmemory.
-	QuotaStore QuotaStore
+	QuotaStore idempotency.QuotaStore
 	// StoreFullFraction is the headroom kept for finalizes, renewals and
 	// settles: above 0, at most 1. If zero, DefaultStoreFullFraction.
 	StoreFullFraction float64

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/obol-gateway/obol/idempotency"
 )
 
 // WorkspaceQuota is a workspace's fair share (docs/DESIGN.md, "Quotas and
@@ -17,14 +19,14 @@ import (
 // record. Nothing refuses a finalize, a renewal or a settle.
 type WorkspaceQuota struct {
 	// CallsPerSecond and Burst are a token bucket shared by every gateway
-	// on the store ([QuotaStore.TakeTokens]): every tools/call takes a
+	// on the store ([idempotency.QuotaStore.TakeTokens]): every tools/call takes a
 	// token before its claim (a new call, a replay, a redispatch), and
 	// one over it is refused quota_exceeded before its claim. Burst zero
 	// is CallsPerSecond rounded up.
 	CallsPerSecond float64
 	Burst          int
 	// StoredBytes bounds the bytes of the workspace's live records, fleet
-	// wide, as [QuotaStore.StoredBytes] reads them: a call over it may not
+	// wide, as [idempotency.QuotaStore.StoredBytes] reads them: a call over it may not
 	// create a record (a key that has one proceeds).
 	StoredBytes int64
 	// InFlight bounds the calls of the workspace running at once in this
@@ -34,25 +36,6 @@ type WorkspaceQuota struct {
 }
 
 func (q WorkspaceQuota) zero() bool { return q == WorkspaceQuota{} }
-
-// QuotaStore is what quotas read from the shared store: *redisstore.Store
-// is one. The gateway calls it from background goroutines, and on a
-// call's path only MemoryEstimate, which makes no store call.
-type QuotaStore interface {
-	// TakeTokens takes up to n tokens from the workspace's bucket (rate
-	// per second, burst deep), and says how long until the next one when
-	// it grants fewer than n.
-	TakeTokens(ctx context.Context, workspace string, rate float64, burst, n int) (granted int, retryAfter time.Duration, err error)
-	// StoredBytes is the bytes of the workspace's live records.
-	StoredBytes(ctx context.Context, workspace string) (int64, error)
-	// MemoryFraction reads the highest used/maxmemory over the store's
-	// masters (0 when none has a maxmemory).
-	MemoryFraction(ctx context.Context) (float64, error)
-	// MemoryEstimate is the last MemoryFraction read plus what the
-	// store's own writes have added since, as a fraction of the same
-	// maxmemory: no store call, so the gateway asks it on every call.
-	MemoryEstimate() float64
-}
 
 // DefaultStoreFullFraction is [Config.StoreFullFraction] when zero.
 const DefaultStoreFullFraction = 0.9
@@ -85,7 +68,7 @@ const (
 // and written under a mutex on each call, and goroutines that lease tokens
 // and read the store behind it.
 type quotas struct {
-	store    QuotaStore
+	store    idempotency.QuotaStore
 	def      WorkspaceQuota
 	per      map[string]WorkspaceQuota
 	fullFrac float64

@@ -36,7 +36,7 @@ func TestClusterFailover(t *testing.T) {
 	release()
 	// cluster-node-timeout is 1s: the replica takes over within a few. Until
 	// the old master is back as its replica, the new master has none, so
-	// WAIT 1 fails and its reservations fail closed (ErrReplicas).
+	// WAIT 1 fails and its reservations fail closed.
 	waitFor(t, "the killed master's replica takes over", func() bool {
 		info, err := cl.Replica(0, 0).Do("INFO", "replication")
 		s, _ := info.(string)

@@ -4,16 +4,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency"
 )
-
-// dataLossStore is the part of *redisstore.Store that sees a loss of Redis
-// data (docs/DESIGN.md, "The record and its lifecycle", Store amnesia); the
-// admin API acknowledges it.
-type dataLossStore interface {
-	NotifyDataLoss(func(error))
-	DataLoss() redisstore.DataLoss
-}
 
 const dataLostBanner = `
 ************************************************************************
@@ -25,8 +17,9 @@ const dataLostBanner = `
 `
 
 // watchDataLoss says loudly, on stderr and in the log, when the store sees
-// a loss of data (or starts while the fleet's marker records one).
-func (s *server) watchDataLoss(st dataLossStore, stderr io.Writer) {
+// a loss of data (or starts while the fleet's marker records one); the
+// admin API acknowledges it.
+func (s *server) watchDataLoss(st idempotency.DataLossWatcher, stderr io.Writer) {
 	s.metrics.setDataLost(func() bool { return st.DataLoss().Lost })
 	st.NotifyDataLoss(func(err error) {
 		fmt.Fprint(stderr, dataLostBanner)

@@ -7,14 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/mcpgateway"
 	"github.com/obol-gateway/obol/mcpgateway/otelhooks"
 	"github.com/obol-gateway/obol/receipt"
@@ -45,37 +44,29 @@ type server struct {
 	// messages and settlement notes.
 	redact receipt.Redactor
 
-	pinned pinStore // where pins are shared; nil keeps them in this process
+	pinned idempotency.PinStore // where pins are shared; nil keeps them in this process
 
 	// storeTimeout bounds the store calls of every admin request
 	// (admin.Config.StoreTimeout); the store's own ReadTimeout bounds reads everywhere.
 	storeTimeout time.Duration
 
 	// durability is what /healthz reports of the store's persistence
-	// (redisstore.Durability), set at startup.
+	// (redisstore.Description.Durability), set at startup.
 	durability string
 
 	mu   sync.RWMutex
 	pins map[string]string // capability -> the pin last read or written here
 }
 
-// pinStore keeps capability pins where every gateway on the store sees them.
-// *redisstore.Store is one.
-type pinStore interface {
-	Pin(ctx context.Context, capability string) (provider string, ok bool, err error)
-	SetPin(ctx context.Context, capability, provider string) (previous string, err error)
-	InitPin(ctx context.Context, capability, provider string) (pin string, err error)
-}
-
 // newServer serves cfg on store. Pins are read from and written to pins;
 // with nil pins (tests of other parts only) they stay in this process.
-func newServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Logger) *server {
+func newServer(cfg *config, store idempotency.Store, pins idempotency.PinStore, log *slog.Logger) *server {
 	return newTracedServer(cfg, store, pins, log, nil)
 }
 
 // newTracedServer is newServer that traces every call with tp, if not nil
 // (otelhooks).
-func newTracedServer(cfg *config, store idempotency.Store, pins pinStore, log *slog.Logger, tp trace.TracerProvider) *server {
+func newTracedServer(cfg *config, store idempotency.Store, pins idempotency.PinStore, log *slog.Logger, tp trace.TracerProvider) *server {
 	s := &server{
 		cfg:     cfg,
 		store:   store,
@@ -125,7 +116,7 @@ func newTracedServer(cfg *config, store idempotency.Store, pins pinStore, log *s
 	gc := cfg.Gateway()
 	gc.Orchestrator, gc.Name, gc.Logger, gc.Redact, gc.OutOfMemory, gc.Pin = s.orch, "obol-refserver", log, s.redact.String, outOfMemory, s.currentPin
 	gc.OnFrontRefusal = func(reason string, status int) { s.logFrontRefusal(refusal{reason: reason, status: status}) }
-	if qs, ok := store.(mcpgateway.QuotaStore); ok {
+	if qs, ok := store.(idempotency.QuotaStore); ok {
 		gc.QuotaStore = qs
 	} else {
 		// A store that keeps no fleet-wide counts (tests of other parts):
@@ -265,12 +256,9 @@ type refusal struct {
 	status int
 }
 
-// outOfMemory reports whether err holds Redis's OOM error reply (a write
-// refused over maxmemory, also from inside a script).
-func outOfMemory(err error) bool {
-	var re *rueidis.RedisError
-	return errors.As(err, &re) && strings.Contains(re.Error(), "OOM ")
-}
+// outOfMemory reports whether err is the store refusing a write over
+// maxmemory.
+func outOfMemory(err error) bool { return errors.Is(err, redisstore.ErrOutOfMemory) }
 
 // frontLogEvery bounds the log lines of front-door refusals: one line per
 // reason per interval, with the count of the ones it stands for.

@@ -104,18 +104,18 @@ func checkDurability(ctx context.Context, st *redisstore.Store, embedded bool, e
 	if embedded {
 		return "none (embedded store)"
 	}
-	d, err := st.Durability(ctx)
+	d, err := st.Describe(ctx)
 	switch {
-	case err != nil:
+	case err != nil || d.Durability == "":
 		log.Warn("could not read the Redis persistence settings (CONFIG GET blocked?): a Redis restart may forget claims")
 		return "unknown"
-	case d.None() && env == effectspec.Production:
+	case d.Durability == "none" && env == effectspec.Production:
 		fmt.Fprint(stderr, noPersistenceBanner)
-		log.Error("Redis persists nothing: a restart forgets every claim", "durability", d.String())
-	case d.None():
-		log.Warn("Redis persists nothing: a restart forgets every claim", "durability", d.String())
+		log.Error("Redis persists nothing: a restart forgets every claim", "durability", d.Durability)
+	case d.Durability == "none":
+		log.Warn("Redis persists nothing: a restart forgets every claim", "durability", d.Durability)
 	}
-	return d.String()
+	return d.Durability
 }
 
 // logStore writes the startup line that names the store: its addresses

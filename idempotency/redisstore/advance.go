@@ -11,55 +11,6 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// AdvancePhase is where an advance of the fleet's scope version stands.
-type AdvancePhase string
-
-const (
-	// AdvanceClosing: the old version is marked closing (its gateways stop
-	// claiming within a lease); the advance cannot finish before that lease
-	// has passed. Run it again after Advance.RetryAfterMS.
-	AdvanceClosing AdvancePhase = "closing"
-	// AdvanceRecordsLive: live records of the old version remain
-	// (Advance.Live); the advance finishes only when none do, or when the
-	// caller strands exactly that many (AdvanceRequest.Strand).
-	AdvanceRecordsLive AdvancePhase = "records_live"
-	// AdvanceMigrating: a Cluster slot is migrating; a SCAN may miss the
-	// keys in flight between nodes, so nothing is counted or finished.
-	AdvanceMigrating AdvancePhase = "migrating"
-	// AdvanceConflict: the key holds neither this build's version, its
-	// closing mark, nor the target: another operator or fleet is at work.
-	// Nothing was written.
-	AdvanceConflict AdvancePhase = "conflict"
-	// AdvanceDone: the key holds the new version.
-	AdvanceDone AdvancePhase = "advanced"
-)
-
-// AdvanceRequest asks AdvanceScope to move the fleet from
-// idempotency.ScopeVersion to To.
-type AdvanceRequest struct {
-	// To is the new version; it must be above idempotency.ScopeVersion.
-	To int
-	// Strand, when not negative, is the count of live old records that the
-	// caller accepts to leave: the Live of an earlier answer. The advance
-	// finishes only if the count is still exactly that.
-	Strand int
-}
-
-// Advance is the answer of AdvanceScope.
-type Advance struct {
-	Phase AdvancePhase
-	From  int
-	To    int
-	// Live counts the live records of every version but To (unreadable keys
-	// under the prefix included); Counts has them by version and state.
-	Live   int
-	Counts []RecordCount
-	// RetryAfterMS is how long until a closing advance can finish.
-	RetryAfterMS int64
-	// Fleet describes what the key held when the answer is a conflict.
-	Fleet string
-}
-
 // advanceCAS sets KEYS[1] to ARGV[2] only if it holds ARGV[1].
 const advanceCAS = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) return 1 end return 0`
 
@@ -78,9 +29,9 @@ func closingMark(v int, ms int64) string {
 // caller strands exactly the count it saw. It never deletes a record, and
 // it refuses while a Cluster slot migrates. Repeating it after it finished
 // answers AdvanceDone.
-func (s *Store) AdvanceScope(ctx context.Context, req AdvanceRequest) (Advance, error) {
+func (s *Store) AdvanceScope(ctx context.Context, req idempotency.AdvanceRequest) (idempotency.Advance, error) {
 	from := idempotency.ScopeVersion
-	a := Advance{From: from, To: req.To}
+	a := idempotency.Advance{From: from, To: req.To}
 	if req.To <= from {
 		return a, fmt.Errorf("%w: advance to %d: the new version must be above %d", ErrInvalidConfig, req.To, from)
 	}
@@ -92,10 +43,10 @@ func (s *Store) AdvanceScope(ctx context.Context, req AdvanceRequest) (Advance, 
 	want, closing := strconv.Itoa(from), strconv.Itoa(from)+" closing"
 	switch {
 	case v == strconv.Itoa(req.To):
-		a.Phase = AdvanceDone
+		a.Phase = idempotency.AdvanceDone
 		return a, nil
 	case v != want && v != closing && !strings.HasPrefix(v, closing+" "):
-		a.Phase, a.Fleet = AdvanceConflict, versionText(v)
+		a.Phase, a.Fleet = idempotency.AdvanceConflict, versionText(v)
 		if rueidis.IsRedisNil(err) {
 			a.Fleet = "nothing"
 		}
@@ -116,7 +67,7 @@ func (s *Store) AdvanceScope(ctx context.Context, req AdvanceRequest) (Advance, 
 	if m, err := migrating(ctx, s.client); err != nil {
 		return a, opError("advance", err)
 	} else if m != "" {
-		a.Phase, a.Fleet = AdvanceMigrating, m
+		a.Phase, a.Fleet = idempotency.AdvanceMigrating, m
 		return a, nil
 	}
 	counts, err := CountRecords(ctx, s.client, CountOptions{Prefix: s.prefix})
@@ -130,22 +81,22 @@ func (s *Store) AdvanceScope(ctx context.Context, req AdvanceRequest) (Advance, 
 		}
 	}
 	if wait := since + s.leaseD.Milliseconds() - now; wait > 0 {
-		a.Phase, a.RetryAfterMS = AdvanceClosing, wait
+		a.Phase, a.RetryAfterMS = idempotency.AdvanceClosing, wait
 		return a, nil
 	}
 	if a.Live > 0 && req.Strand != a.Live {
-		a.Phase = AdvanceRecordsLive
+		a.Phase = idempotency.AdvanceRecordsLive
 		return a, nil
 	}
 	mark, _ := s.client.Do(ctx, s.client.B().Get().Key(key).Build()).ToString()
 	if _, ok := closedSince(mark, closing); !ok {
-		a.Phase, a.Fleet = AdvanceConflict, versionText(mark)
+		a.Phase, a.Fleet = idempotency.AdvanceConflict, versionText(mark)
 		return a, nil
 	}
 	if err := s.cas(ctx, key, mark, strconv.Itoa(req.To)); err != nil {
 		return a, err
 	}
-	a.Phase = AdvanceDone
+	a.Phase = idempotency.AdvanceDone
 	return a, nil
 }
 

@@ -76,7 +76,7 @@ func TestAdvanceScope(t *testing.T) {
 			}
 			return v
 		}
-		if _, err := st.AdvanceScope(ctx, redisstore.AdvanceRequest{To: from, Strand: -1}); err == nil {
+		if _, err := st.AdvanceScope(ctx, idempotency.AdvanceRequest{To: from, Strand: -1}); err == nil {
 			t.Fatal("an advance to the same version was accepted")
 		}
 		for i := 0; i < 3; i++ {
@@ -84,9 +84,9 @@ func TestAdvanceScope(t *testing.T) {
 				t.Fatalf("claim: %+v %v", res, err)
 			}
 		}
-		req := redisstore.AdvanceRequest{To: from + 1, Strand: -1}
+		req := idempotency.AdvanceRequest{To: from + 1, Strand: -1}
 		a, err := st.AdvanceScope(ctx, req)
-		if err != nil || a.Phase != redisstore.AdvanceClosing || a.Live != 3 || a.RetryAfterMS <= 0 || a.RetryAfterMS > lease.Milliseconds() {
+		if err != nil || a.Phase != idempotency.AdvanceClosing || a.Live != 3 || a.RetryAfterMS <= 0 || a.RetryAfterMS > lease.Milliseconds() {
 			t.Fatalf("first run: %+v %v", a, err)
 		}
 		mark := get()
@@ -98,7 +98,7 @@ func TestAdvanceScope(t *testing.T) {
 		if _, err := st.Claim(ctx, opClaim(idempotency.NewKey())); !strings.Contains(errText(err), "scope version") {
 			t.Fatalf("claim after the closing mark: %v", err)
 		}
-		if a, err := st.AdvanceScope(ctx, req); err != nil || a.Phase != redisstore.AdvanceRecordsLive || a.Live != 3 || get() != mark {
+		if a, err := st.AdvanceScope(ctx, req); err != nil || a.Phase != idempotency.AdvanceRecordsLive || a.Live != 3 || get() != mark {
 			t.Fatalf("records live: %+v %v, key %q", a, err, get())
 		}
 		if b.cluster != nil {
@@ -115,29 +115,29 @@ func TestAdvanceScope(t *testing.T) {
 			if _, err2 := m.Do("CLUSTER", "SETSLOT", slot, "STABLE"); err2 != nil {
 				t.Fatal(err2)
 			}
-			if err != nil || a.Phase != redisstore.AdvanceMigrating || get() != mark {
+			if err != nil || a.Phase != idempotency.AdvanceMigrating || get() != mark {
 				t.Fatalf("migrating: %+v %v", a, err)
 			}
 		}
 		strand := req
 		strand.Strand = 2
-		if a, err := st.AdvanceScope(ctx, strand); err != nil || a.Phase != redisstore.AdvanceRecordsLive || get() != mark {
+		if a, err := st.AdvanceScope(ctx, strand); err != nil || a.Phase != idempotency.AdvanceRecordsLive || get() != mark {
 			t.Fatalf("strand another count: %+v %v", a, err)
 		}
 		strand.Strand = 3
-		if a, err := st.AdvanceScope(ctx, strand); err != nil || a.Phase != redisstore.AdvanceDone || a.Live != 3 {
+		if a, err := st.AdvanceScope(ctx, strand); err != nil || a.Phase != idempotency.AdvanceDone || a.Live != 3 {
 			t.Fatalf("strand the count: %+v %v", a, err)
 		}
 		if v := get(); v != strconv.Itoa(from+1) {
 			t.Fatalf("key %q after the advance", v)
 		}
-		if a, err := st.AdvanceScope(ctx, req); err != nil || a.Phase != redisstore.AdvanceDone {
+		if a, err := st.AdvanceScope(ctx, req); err != nil || a.Phase != idempotency.AdvanceDone {
 			t.Fatalf("repeated: %+v %v", a, err)
 		}
 		if err := b.client.Do(ctx, b.client.B().Set().Key("adv:meta:scope_version").Value("7").Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
-		if a, err := st.AdvanceScope(ctx, req); err != nil || a.Phase != redisstore.AdvanceConflict || a.Fleet != "7" || get() != "7" {
+		if a, err := st.AdvanceScope(ctx, req); err != nil || a.Phase != idempotency.AdvanceConflict || a.Fleet != "7" || get() != "7" {
 			t.Fatalf("conflict: %+v %v", a, err)
 		}
 	})

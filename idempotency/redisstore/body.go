@@ -13,15 +13,10 @@ import (
 // (RFC 1951, klauspost/compress level 7) and the preset dictionary jsonDict
 // when that makes them smaller; the record keeps the size before
 // compression (field z), so a replay returns the exact bytes and decoding
-// never makes more than that. Measured on Stripe-like charge JSON (ids,
-// timestamps, nested objects, varied per record): 1 KiB stores in 684-694 B
-// with DEFLATE alone against zstd's 707 B (best level: 697 B), brotli's 666
-// B (quality 5, 7 times the time) and s2's ~950 B, and in 586-616 B with the
-// dictionary; at 64 KiB zstd is 6% smaller, but most stored answers are
-// small, and a raw DEFLATE stream has no frame to pay for. Level 7 stores
-// such a body 15 B smaller than level 5 (560 B against 574 on average) for
-// 1.5-2.5 us more per body; levels 8 and 9 gain under 1 B more and cost
-// 3-5 us.
+// never makes more than that. Most stored answers are small, where raw
+// DEFLATE (no frame to pay for) with the dictionary beats zstd, brotli and
+// s2; level 7 is where a higher level stops gaining (README.md,
+// Measurements).
 //
 // A body compressed with the dictionary starts with dictMarker, a byte that
 // never starts a DEFLATE stream (its block type would be 3, reserved by RFC

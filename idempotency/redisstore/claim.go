@@ -46,7 +46,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)
 	}
-	if arr, err = s.genReply(ctx, c.slot, c.gen, c.epoch, arr); errors.Is(err, ErrDataLost) {
+	if arr, err = s.genReply(ctx, c.slot, c.gen, c.epoch, arr); errors.Is(err, idempotency.ErrStoreDataLost) {
 		return idempotency.ClaimResult{}, err
 	} else if err != nil {
 		return idempotency.ClaimResult{}, opError("claim", err)

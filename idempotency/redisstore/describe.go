@@ -10,17 +10,22 @@ import (
 )
 
 // Description names the Redis a store runs on, for a gateway's startup
-// line: node addresses (host:port, never a password), the Redis version
-// and the topology.
+// line: node addresses (host:port, never a password), the Redis version,
+// the topology and what it persists.
 type Description struct {
 	Addrs    []string
 	Version  string
 	Topology string // "standalone", or "cluster of N masters"
 	Prefix   string
+	// Durability is what every master persists: "aof+rdb", "aof", "rdb",
+	// or "none", when a restart of a master loses every claim and a retry
+	// after it dispatches again; "" when CONFIG is blocked.
+	Durability string
 }
 
-// Describe reads what Description holds: INFO server and cluster of one
-// master, and the masters the client sees.
+// Describe reads what [Description] holds: INFO server and cluster of one
+// master, the masters the client sees, and CONFIG GET appendonly and save
+// of every master. A failed CONFIG GET only leaves Durability empty.
 func (s *Store) Describe(ctx context.Context) (Description, error) {
 	d := Description{Prefix: s.prefix, Topology: "standalone"}
 	for addr := range s.client.Nodes() {
@@ -41,7 +46,31 @@ func (s *Store) Describe(ctx context.Context) (Description, error) {
 	if fields["cluster_enabled"] == "1" {
 		d.Topology = "cluster of " + strconv.Itoa(len(masters(ctx, s.client))) + " masters"
 	}
+	d.Durability = s.durability(ctx)
 	return d, nil
+}
+
+// durability reads the persistence settings of every node (see
+// [Description.Durability]), "" where CONFIG is blocked.
+func (s *Store) durability(ctx context.Context) string {
+	aof, rdb := true, true
+	for _, n := range s.client.Nodes() {
+		m, err := n.Do(ctx, n.B().ConfigGet().Parameter("appendonly").Parameter("save").Build()).AsStrMap()
+		if err != nil {
+			return ""
+		}
+		aof = aof && m["appendonly"] == "yes"
+		rdb = rdb && strings.TrimSpace(m["save"]) != ""
+	}
+	switch {
+	case aof && rdb:
+		return "aof+rdb"
+	case aof:
+		return "aof"
+	case rdb:
+		return "rdb"
+	}
+	return "none"
 }
 
 // CountUnknown counts a workspace's unknown index entries that have not

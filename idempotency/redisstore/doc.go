@@ -7,7 +7,7 @@
 //	client, err := rueidis.NewClient(opt)                    // no ConnLifetime
 //	store, err := redisstore.New(ctx, client, redisstore.Options{})
 //
-// and then use store as the idempotency.Store of a retry.Orchestrator. The
+// and then use store as the [idempotency.Store] of a retry.Orchestrator. The
 // zero [Options] are the defaults (see each field). ExampleNew runs the same
 // on miniredis, an embedded, non-durable store for tests and demos.
 //
@@ -21,6 +21,9 @@
 //     connection re-sends in-flight writes (see [New]). [ParseURL] never
 //     sets it.
 //
+// Besides the claims of an [idempotency.Store], a [Store] has every optional
+// part that package idempotency declares (settling and listing, pending
+// approvals, quotas, pins, the scope version advance, data loss, health).
 // Each [Store] method says what it costs and guarantees; [Store.ListUnknown]
 // describes the unknown index; how the Lua scripts get their arguments is in
 // the folder's README.md. The contract (states, leases, fencing, retention,

@@ -21,7 +21,7 @@ import (
 //
 // With NeverSent the Outcome must be unknown or empty, with no Result: the
 // record is stored as unknown with a field s (the attempts that may have
-// left) below n, and Lookup reports effectspec.Unknown with SentAttempts. On a
+// left) below n, and Lookup reports [effectspec.Unknown] with SentAttempts. On a
 // record the expiry path already marked unknown it records unknown without
 // taking the attempt back.
 func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (idempotency.Record, error) {

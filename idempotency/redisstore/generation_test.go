@@ -88,7 +88,7 @@ func TestGenerationRollback(t *testing.T) {
 	}
 	for i, k := range keys {
 		_, err := m.store.Claim(ctx, unsupportedReq(k))
-		if !errors.Is(err, ErrDataLost) || !errors.Is(err, idempotency.ErrStoreDataLost) {
+		if !errors.Is(err, idempotency.ErrStoreDataLost) {
 			t.Fatalf("retry %d after the rollback: %v, want store_data_lost", i, err)
 		}
 		if m.mr.Exists(m.recordKey(t, k)) {
@@ -96,12 +96,12 @@ func TestGenerationRollback(t *testing.T) {
 		}
 	}
 	if l := m.store.DataLoss(); !l.Lost || !strings.Contains(l.Detail, "meta:gen:") {
-		t.Fatalf("DataLoss %+v", l)
+		t.Fatalf("idempotency.DataLoss %+v", l)
 	}
 	if v, _ := m.mr.Get(markerName); !strings.HasPrefix(v, "lost:") {
 		t.Fatalf("marker %q, want a recorded loss", v)
 	}
-	var ue *UnhealthyError
+	var ue *idempotency.UnhealthyError
 	if err := m.store.Health(ctx); !errors.As(err, &ue) || ue.Reason != "store_data_lost" {
 		t.Fatalf("Health: %v, want store_data_lost", err)
 	}
@@ -116,11 +116,11 @@ func TestGenerationBehind(t *testing.T) {
 	g := genOf(t, m.client, m.genName(t, k))
 	m.mr.Set(m.genName(t, k), strconv.FormatInt(g-1, 10))
 	before := m.snapshot(t)
-	if _, err := m.store.Claim(ctx, unsupportedReq(k)); !errors.Is(err, ErrDataLost) {
+	if _, err := m.store.Claim(ctx, unsupportedReq(k)); !errors.Is(err, idempotency.ErrStoreDataLost) {
 		t.Fatalf("claim: %v, want store_data_lost", err)
 	}
 	if l := m.store.DataLoss(); !strings.Contains(l.Detail, "behind") || !strings.Contains(l.Detail, "back in time") {
-		t.Fatalf("DataLoss %+v", l)
+		t.Fatalf("idempotency.DataLoss %+v", l)
 	}
 	if after := withoutMarker(m.snapshot(t)); after != before {
 		t.Fatalf("a refused claim wrote:\n%s\nwas\n%s", after, before)
@@ -134,7 +134,7 @@ func TestGenerationGone(t *testing.T) {
 	k := idempotency.NewKey()
 	mustClaim(t, m.store, unsupportedReq(k), idempotency.StatusClaimed)
 	m.mr.FlushAll()
-	if _, err := m.store.Claim(ctx, unsupportedReq(k)); !errors.Is(err, ErrDataLost) {
+	if _, err := m.store.Claim(ctx, unsupportedReq(k)); !errors.Is(err, idempotency.ErrStoreDataLost) {
 		t.Fatalf("the retry: %v, want store_data_lost", err)
 	}
 	if m.mr.Exists(m.recordKey(t, k)) {
@@ -142,7 +142,7 @@ func TestGenerationGone(t *testing.T) {
 	}
 	wantDataLost(t, m.store, m) // every claim from then on
 	if l := m.store.DataLoss(); !strings.Contains(l.Detail, "is gone") {
-		t.Fatalf("DataLoss %+v", l)
+		t.Fatalf("idempotency.DataLoss %+v", l)
 	}
 }
 
@@ -156,7 +156,7 @@ func TestGenerationReserveRefused(t *testing.T) {
 	m.mr.Set(m.genName(t, k), strconv.FormatInt(g-1, 10))
 	before := m.snapshot(t)
 	_, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: res.Token, Incarnation: res.Incarnation})
-	if !errors.Is(err, ErrDataLost) || !errors.Is(err, idempotency.ErrStoreDataLost) {
+	if !errors.Is(err, idempotency.ErrStoreDataLost) {
 		t.Fatalf("reserve: %v, want store_data_lost", err)
 	}
 	if after := withoutMarker(m.snapshot(t)); after != before {
@@ -224,7 +224,7 @@ func TestRequireInit(t *testing.T) {
 	// writes no fleet key; the acknowledgement restores its id.
 	m.mr.FlushAll()
 	m.mr.Set(markerName, "lost:1:x")
-	if _, err := Init(ctx, m.client, Options{DeploymentID: dep}, InitOptions{}); !errors.Is(err, ErrDataLost) ||
+	if _, err := Init(ctx, m.client, Options{DeploymentID: dep}, InitOptions{}); !errors.Is(err, idempotency.ErrStoreDataLost) ||
 		!strings.Contains(err.Error(), "acknowledge") {
 		t.Fatalf("Init during a loss: %v", err)
 	}
@@ -255,7 +255,7 @@ func TestInitAdoptRecords(t *testing.T) {
 	mustClaim(t, m.store, claimReq(idempotency.NewKey()), idempotency.StatusClaimed)
 	m.mr.Del(scopeKey)
 	_, err := Init(ctx, m.client, Options{}, InitOptions{})
-	if !errors.Is(err, ErrScopeVersionUnset) || !strings.Contains(err.Error(), "-adopt-records") || strings.Contains(err.Error(), "SET ") {
+	if !errors.Is(err, idempotency.ErrScopeVersionChanged) || !strings.Contains(err.Error(), "-adopt-records") || strings.Contains(err.Error(), "SET ") {
 		t.Fatalf("Init over records: %v", err)
 	}
 	if _, err := New(ctx, m.client, Options{SkipEvictionCheck: true}); err == nil || strings.Contains(err.Error(), "SET ") {
@@ -283,7 +283,7 @@ func TestAcknowledgeLetsOthersResume(t *testing.T) {
 	mustClaim(t, m.store, claimReq(idempotency.NewKey()), idempotency.StatusClaimed)
 	m.mr.Del(m.recordKey(t, k))
 	m.mr.Set(m.genName(t, k), "0") // back in time
-	if _, err := m.store.Claim(ctx, claimReq(k)); !errors.Is(err, ErrDataLost) {
+	if _, err := m.store.Claim(ctx, claimReq(k)); !errors.Is(err, idempotency.ErrStoreDataLost) {
 		t.Fatalf("the retry: %v, want store_data_lost", err)
 	}
 	otherAdvance(time.Second)
@@ -331,7 +331,7 @@ func TestGenerationDebugReload(t *testing.T) {
 			t.Fatalf("retry %d after the reload: %+v, %v; want store_data_lost", i, res, err)
 		}
 	}
-	var ue *UnhealthyError
+	var ue *idempotency.UnhealthyError
 	if err := s.Health(ctx); !errors.As(err, &ue) || ue.Reason != "store_data_lost" {
 		t.Fatalf("Health: %v, want store_data_lost", err)
 	}
@@ -384,7 +384,7 @@ func TestGenerationCluster(t *testing.T) {
 	if err := c.Do(ctx, c.B().Del().Key(rk).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim(ctx, unsupportedReq(keys[0])); !errors.Is(err, ErrDataLost) {
+	if _, err := s.Claim(ctx, unsupportedReq(keys[0])); !errors.Is(err, idempotency.ErrStoreDataLost) {
 		t.Fatalf("the retry on a slot back in time: %v", err)
 	}
 	if ack, err := s.AcknowledgeDataLoss(ctx); err != nil || !ack.Acknowledged {
@@ -400,9 +400,9 @@ func TestGenerationCluster(t *testing.T) {
 		t.Fatalf("a start with one master's data lost: %v", err)
 	}
 	if l := later.DataLoss(); !l.Lost || !strings.Contains(l.Detail, "generation sentinels") {
-		t.Fatalf("DataLoss %+v", l)
+		t.Fatalf("idempotency.DataLoss %+v", l)
 	}
-	if _, err := Init(ctx, c, opts, InitOptions{}); !errors.Is(err, ErrDataLost) {
+	if _, err := Init(ctx, c, opts, InitOptions{}); !errors.Is(err, idempotency.ErrStoreDataLost) {
 		t.Fatalf("Init during the loss: %v", err)
 	}
 }
@@ -430,14 +430,14 @@ func TestGenerationResetMeanwhile(t *testing.T) {
 	}
 	m.store.scope.amnesia.gens.reset(false)
 	_, err = m.store.genReply(ctx, c.slot, c.gen, c.epoch, arr)
-	if err == nil || errors.Is(err, ErrDataLost) {
+	if err == nil || errors.Is(err, idempotency.ErrStoreDataLost) {
 		t.Fatalf("a data_lost answer read across a reset: %v, want a retry, not a loss", err)
 	}
 	if m.store.DataLoss().Lost || m.mr.Exists(markerName) {
 		t.Fatal("a reset meanwhile was taken for a loss")
 	}
 	// Without the reset the same answer is a loss.
-	if _, err := m.store.genReply(ctx, c.slot, c.gen, m.store.scope.amnesia.gens.epoch.Load(), arr); !errors.Is(err, ErrDataLost) {
-		t.Fatalf("data_lost in the same epoch: %v, want ErrDataLost", err)
+	if _, err := m.store.genReply(ctx, c.slot, c.gen, m.store.scope.amnesia.gens.epoch.Load(), arr); !errors.Is(err, idempotency.ErrStoreDataLost) {
+		t.Fatalf("data_lost in the same epoch: %v, want idempotency.ErrStoreDataLost", err)
 	}
 }

@@ -3,10 +3,11 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/redis/rueidis"
+
+	"github.com/obol-gateway/obol/idempotency"
 )
 
 // healthSrc is a script with a shebang and no flags: Redis 7 refuses such a
@@ -14,29 +15,6 @@ import (
 // under noeviction, a read-only replica, loading, a cluster that is down or
 // failing over), which is where a claim would fail. It touches no key.
 const healthSrc = "#!lua\nreturn 1\n"
-
-// UnhealthyError says why a claim could not be written now.
-type UnhealthyError struct {
-	// Reason is one of "unreachable", "out_of_memory", "read_only",
-	// "loading", "failing_over", "error", "scope_version_conflict"
-	// (the fleet's scope version is not this store's: it stops claiming),
-	// or "store_data_lost" (Redis lost data under a running gateway; it
-	// stops claiming until an operator acknowledges: Store.DataLoss).
-	Reason string
-	// Node is the address of the node that failed; empty for
-	// scope_version_conflict and store_data_lost.
-	Node string
-	Err  error
-}
-
-func (e *UnhealthyError) Error() string {
-	if e.Node == "" {
-		return "redisstore: health: " + e.Reason
-	}
-	return "redisstore: health: node " + e.Node + ": " + e.Reason
-}
-
-func (e *UnhealthyError) Unwrap() error { return e.Err }
 
 // Health reports whether a claim could be written now on every master: nil,
 // or an *UnhealthyError. Unlike a read or a PING, it fails where writes do:
@@ -49,13 +27,13 @@ func (e *UnhealthyError) Unwrap() error { return e.Err }
 // again at the next check or claim (it may come back empty).
 func (s *Store) Health(ctx context.Context) error {
 	switch err := s.scope.check(ctx); {
-	case errors.Is(err, ErrDataLost):
-		return &UnhealthyError{Reason: "store_data_lost", Err: err}
-	case errors.Is(err, ErrScopeVersion):
-		return &UnhealthyError{Reason: "scope_version_conflict", Err: err}
+	case errors.Is(err, idempotency.ErrStoreDataLost):
+		return &idempotency.UnhealthyError{Reason: "store_data_lost", Err: err}
+	case errors.Is(err, idempotency.ErrScopeVersionChanged):
+		return &idempotency.UnhealthyError{Reason: "scope_version_conflict", Err: err}
 	}
 	err := s.health(ctx)
-	var ue *UnhealthyError
+	var ue *idempotency.UnhealthyError
 	if errors.As(err, &ue) && (ue.Reason == "unreachable" || ue.Reason == "loading") {
 		s.scope.stale.Store(true)
 	}
@@ -111,45 +89,5 @@ func unhealthy(addr string, err error) error {
 	} else if errors.Is(err, context.Canceled) {
 		reason = "error"
 	}
-	return &UnhealthyError{Reason: reason, Node: addr, Err: err}
-}
-
-// Durability is what the masters persist.
-type Durability struct {
-	// AOF: every master has appendonly yes.
-	AOF bool
-	// RDB: every master has at least one save point.
-	RDB bool
-}
-
-// None reports that a master persists nothing: a restart of it loses every
-// claim, and a retry after that dispatches again.
-func (d Durability) None() bool { return !d.AOF && !d.RDB }
-
-func (d Durability) String() string {
-	switch {
-	case d.AOF && d.RDB:
-		return "aof+rdb"
-	case d.AOF:
-		return "aof"
-	case d.RDB:
-		return "rdb"
-	}
-	return "none"
-}
-
-// Durability reads the persistence settings of every node that is a master
-// (CONFIG GET appendonly and save), so an operator can be told when a Redis
-// restart would lose claims. It fails where CONFIG is blocked.
-func (s *Store) Durability(ctx context.Context) (Durability, error) {
-	d := Durability{AOF: true, RDB: true}
-	for addr, n := range s.client.Nodes() {
-		m, err := n.Do(ctx, n.B().ConfigGet().Parameter("appendonly").Parameter("save").Build()).AsStrMap()
-		if err != nil {
-			return Durability{}, fmt.Errorf("redisstore: durability: CONFIG GET on %s: %w", addr, err)
-		}
-		d.AOF = d.AOF && m["appendonly"] == "yes"
-		d.RDB = d.RDB && strings.TrimSpace(m["save"]) != ""
-	}
-	return d, nil
+	return &idempotency.UnhealthyError{Reason: reason, Node: addr, Err: err}
 }

@@ -16,9 +16,9 @@ func reasonOf(t *testing.T, err error) string {
 	if err == nil {
 		return ""
 	}
-	var ue *UnhealthyError
+	var ue *idempotency.UnhealthyError
 	if !errors.As(err, &ue) {
-		t.Fatalf("health error %v is not an *UnhealthyError", err)
+		t.Fatalf("health error %v is not an *idempotency.UnhealthyError", err)
 	}
 	return ue.Reason
 }
@@ -101,16 +101,16 @@ func TestHealthOnCluster(t *testing.T) {
 func TestDurability(t *testing.T) {
 	srv := redistest.Start(t)
 	s := realStore(t, realClient(t, srv.Addr()), Options{})
-	d, err := s.Durability(t.Context())
-	if err != nil || !d.None() || d.String() != "none" {
+	d, err := s.Describe(t.Context())
+	if err != nil || d.Durability != "none" {
 		t.Fatalf("save \"\" and appendonly no: %+v (%v), want none", d, err)
 	}
 	// Persistence from the start: turning AOF on at run time forks a
 	// rewrite that may still write into the test's directory at cleanup.
 	durable := redistest.Start(t, "--appendonly", "yes", "--save", "3600 1")
 	s = realStore(t, realClient(t, durable.Addr()), Options{})
-	d, err = s.Durability(t.Context())
-	if err != nil || d.None() || d.String() != "aof+rdb" {
+	d, err = s.Describe(t.Context())
+	if err != nil || d.Durability != "aof+rdb" {
 		t.Fatalf("appendonly yes, save 3600 1: %+v (%v), want aof+rdb", d, err)
 	}
 }

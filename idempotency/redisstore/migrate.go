@@ -14,7 +14,7 @@ import (
 )
 
 // Re-sends of a script answered TRYAGAIN back off from migrationBackoff,
-// doubling, to migrationBackoffMax (Options.MigrationWait bounds them all).
+// doubling, to migrationBackoffMax ([Options.MigrationWait] bounds them all).
 const (
 	migrationBackoff    = 2 * time.Millisecond
 	migrationBackoffMax = 100 * time.Millisecond
@@ -36,7 +36,7 @@ func (s *Store) exec(ctx context.Context, sc *script, key string, args []string,
 // execKeys is exec on the keys of one slot: the record and its index
 // bucket. A send that Redis did not run because the slot is migrating
 // (TRYAGAIN; on the WAIT path also an ASK or MOVED it could not follow) is
-// sent again after a backoff, until Options.MigrationWait or ctx ends. Only
+// sent again after a backoff, until [Options.MigrationWait] or ctx ends. Only
 // those answers are re-sent: Redis ran nothing, so the re-send is the first
 // time the script runs. A lost reply (a timeout, a cut connection) is
 // returned as it is, since the script may have run; its caller re-sends

@@ -8,38 +8,33 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// Defaults of the zero Options: a zero field means its default. A program
+// Defaults of the zero [Options]: a zero field means its default. A program
 // that configures the store (a configuration file, flags) leaves a field
-// unset by passing zero, or shows these when it documents its own defaults.
+// unset by passing zero, or shows these when it documents its own defaults;
+// [Options.Resolve] fills in every one.
 const (
-	// DefaultRetention is Options.Retention when zero: how long a final
+	// DefaultRetention is [Options.Retention] when zero: how long a final
 	// record lives after its last change.
 	DefaultRetention = 24 * time.Hour
-	// DefaultUnknownRetention is Options.UnknownRetention when zero, unless
+	// DefaultUnknownRetention is [Options.UnknownRetention] when zero, unless
 	// Retention is longer (then Retention).
 	DefaultUnknownRetention = 7 * 24 * time.Hour
-	// DefaultLease is Options.Lease when zero.
+	// DefaultLease is [Options.Lease] when zero.
 	DefaultLease = 10 * time.Second
-	// DefaultMaxResultBytes is Options.MaxResultBytes when zero (64 KiB).
-	DefaultMaxResultBytes = 64 << 10
-	// DefaultWaitTimeout is Options.WaitTimeout when zero.
+	// DefaultWaitTimeout is [Options.WaitTimeout] when zero.
 	DefaultWaitTimeout = time.Second
-	// DefaultReadTimeout is Options.ReadTimeout when zero.
-	DefaultReadTimeout = 5 * time.Second
-	// DefaultMigrationWait is Options.MigrationWait when zero.
-	DefaultMigrationWait = 5 * time.Second
+
+	defaultMaxResultBytes = 64 << 10
+	defaultReadTimeout    = 5 * time.Second
+	defaultMigrationWait  = 5 * time.Second
 )
 
-// Bounds of Options, besides the relations below (MinRetentionLeases, and
-// UnknownRetention at least Retention, WaitTimeout at most half the lease
-// with WaitReplicas).
+// Bounds of [Options], besides [MinRetentionLeases] and the relations it
+// states (UnknownRetention at least Retention, WaitTimeout at most half
+// the lease with WaitReplicas).
 const (
-	// MinLease is the shortest Options.Lease: the scripts count in
-	// milliseconds.
-	MinLease = time.Millisecond
-	// MinWaitTimeout is the shortest Options.WaitTimeout: WAIT counts in
-	// milliseconds.
-	MinWaitTimeout = time.Millisecond
+	minLease       = time.Millisecond // the scripts count in milliseconds
+	minWaitTimeout = time.Millisecond // WAIT counts in milliseconds
 )
 
 // MinRetentionLeases is how many leases Retention must span at least. A
@@ -54,13 +49,13 @@ const (
 // retention to exceed the largest tool timeout plus the lease. The store sees each attempt's timeout (ClaimRequest.Timeout,
 // ReserveRequest.Timeout): a claim or reservation whose timeout plus the
 // lease reaches UnknownRetention, the TTL a reservation sets, is refused
-// with idempotency.ErrRetentionTooShort before anything is sent, since the
+// with [idempotency.ErrRetentionTooShort] before anything is sent, since the
 // record would expire under the live attempt and a new claim would restart
 // its fencing tokens. The defaults (7 days against at most 15m) never do.
 const MinRetentionLeases = 2
 
-// OptionError is a refusal of one field of Options, by New, Options.Resolve
-// or Options.Validate. It wraps ErrInvalidConfig (and, for Prefix, the
+// OptionError is a refusal of one field of [Options], by [New] or
+// [Options.Resolve]. It wraps [ErrInvalidConfig] (and, for Prefix, the
 // idempotency error that refuses the prefix). Its message names the field
 // in words and shows the value: "redisstore: invalid options: retention
 // 10s: must be at least 2 times the lease 10s".
@@ -71,7 +66,7 @@ type OptionError struct {
 	// for the field.
 	Option string
 	// Relative is the field the bound is relative to, by its Go name, when
-	// it is one ("Lease" for a Retention shorter than MinRetentionLeases
+	// it is one ("Lease" for a Retention shorter than [MinRetentionLeases]
 	// leases, "Retention" for a shorter UnknownRetention), or "". Its value
 	// is the resolved one, default included.
 	Relative string
@@ -89,7 +84,7 @@ func (e *OptionError) Error() string {
 	return fmt.Sprintf("%v: %s %s: %s", ErrInvalidConfig, optionWords[e.Option], e.value, e.Reason)
 }
 
-// Unwrap returns ErrInvalidConfig and the cause, if any.
+// Unwrap returns [ErrInvalidConfig] and the cause, if any.
 func (e *OptionError) Unwrap() []error {
 	if e.err != nil {
 		return []error{ErrInvalidConfig, e.err}
@@ -116,19 +111,11 @@ func refuse(option string, value any, relative, format string, args ...any) *Opt
 	return &OptionError{Option: option, Relative: relative, Reason: fmt.Sprintf(format, args...), value: fmt.Sprint(value)}
 }
 
-// Validate reports whether New accepts o, before New would send anything:
-// nil, or the first refusal, an *OptionError. It is Resolve without the
-// result.
-func (o Options) Validate() error {
-	_, err := o.Resolve()
-	return err
-}
-
-// Resolve returns o as New uses it: every zero field set to its default
-// (DefaultLease, DefaultRetention, ...; Prefix to idempotency.DefaultPrefix),
+// Resolve returns o as [New] uses it: every zero field set to its default
+// ([DefaultLease], [DefaultRetention], ...; Prefix to [idempotency.DefaultPrefix]),
 // checked that the store can keep its promises with the result. On a
-// refusal it returns an *OptionError that wraps ErrInvalidConfig and names
-// the field, and Options that are not to be used. New calls it before
+// refusal it returns an *[OptionError] that wraps [ErrInvalidConfig] and names
+// the field, and [Options] that are not to be used. [New] calls it before
 // sending anything.
 func (o Options) Resolve() (Options, error) {
 	for _, d := range []struct {
@@ -163,22 +150,22 @@ func (o Options) Resolve() (Options, error) {
 		o.Lease = DefaultLease
 	}
 	if o.MaxResultBytes == 0 {
-		o.MaxResultBytes = DefaultMaxResultBytes
+		o.MaxResultBytes = defaultMaxResultBytes
 	}
 	if o.WaitTimeout == 0 {
 		o.WaitTimeout = DefaultWaitTimeout
 	}
 	if o.ReadTimeout == 0 {
-		o.ReadTimeout = DefaultReadTimeout
+		o.ReadTimeout = defaultReadTimeout
 	}
 	if o.MigrationWait == 0 {
-		o.MigrationWait = DefaultMigrationWait
+		o.MigrationWait = defaultMigrationWait
 	}
 	// Divisions, not products: a product of two huge durations overflows
 	// into a negative one and would pass.
 	switch {
-	case o.Lease < MinLease:
-		return o, refuse("Lease", o.Lease, "", "must be at least %v", MinLease)
+	case o.Lease < minLease:
+		return o, refuse("Lease", o.Lease, "", "must be at least %v", minLease)
 	case o.Retention/MinRetentionLeases < o.Lease:
 		return o, refuse("Retention", o.Retention, "Lease", "must be at least %d times the lease %v", MinRetentionLeases, o.Lease)
 	case o.UnknownRetention < o.Retention:
@@ -189,8 +176,8 @@ func (o Options) Resolve() (Options, error) {
 		return o, refuse("MaxResultBytes", o.MaxResultBytes, "", "at most %d (what decoding a stored body may allocate)", maxBodyBytes)
 	case o.WaitReplicas < 0:
 		return o, refuse("WaitReplicas", o.WaitReplicas, "", "must not be negative")
-	case o.WaitTimeout < MinWaitTimeout:
-		return o, refuse("WaitTimeout", o.WaitTimeout, "", "must be at least %v", MinWaitTimeout)
+	case o.WaitTimeout < minWaitTimeout:
+		return o, refuse("WaitTimeout", o.WaitTimeout, "", "must be at least %v", minWaitTimeout)
 	case o.WaitReplicas > 0 && o.WaitTimeout > o.Lease/2:
 		// A WAIT that may take the whole lease leaves no time to send.
 		return o, refuse("WaitTimeout", o.WaitTimeout, "Lease", "must be at most half the lease %v", o.Lease)
@@ -203,7 +190,7 @@ func (o Options) Resolve() (Options, error) {
 	return o, nil
 }
 
-// Deployment ids (Options.DeploymentID): 128 to 256 random bits. Two fleets
+// Deployment ids ([Options.DeploymentID]): 128 to 256 random bits. Two fleets
 // that share one share vendor keys, and their tenants could be served each
 // other's answers at a shared vendor account, so an id that a person typed
 // (a placeholder, a pattern) is refused: `openssl rand -hex 16` makes one.

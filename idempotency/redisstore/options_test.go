@@ -182,7 +182,7 @@ func TestOptionError(t *testing.T) {
 		{Options{ReadTimeout: -1}, "ReadTimeout", "", "must not be negative"},
 		{Options{MigrationWait: -1}, "MigrationWait", "", "must not be negative"},
 	} {
-		err := c.o.Validate()
+		err := c.o.validate()
 		var oe *OptionError
 		if !errors.As(err, &oe) || !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%+v: %v, want an *OptionError wrapping ErrInvalidConfig", c.o, err)
@@ -192,7 +192,7 @@ func TestOptionError(t *testing.T) {
 			t.Errorf("%+v: option %q relative %q reason %q, want %q %q %q", c.o, oe.Option, oe.Relative, oe.Reason, c.option, c.relative, c.reason)
 		}
 	}
-	err := Options{Prefix: "{obol}:"}.Validate()
+	err := Options{Prefix: "{obol}:"}.validate()
 	var oe *OptionError
 	if !errors.As(err, &oe) || oe.Option != "Prefix" || !errors.Is(err, idempotency.ErrInvalidScope) {
 		t.Errorf("bad prefix: %v, want an *OptionError for Prefix wrapping idempotency.ErrInvalidScope", err)
@@ -200,7 +200,7 @@ func TestOptionError(t *testing.T) {
 	// Validate and New agree: every refused case refuses, every accepted
 	// one passes.
 	for _, c := range refusedOptions {
-		if err := c.o.Validate(); !errors.As(err, &oe) || !strings.Contains(err.Error(), c.want) {
+		if err := c.o.validate(); !errors.As(err, &oe) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: Validate %v, want %q", c.o, err, c.want)
 		}
 	}
@@ -214,8 +214,8 @@ func TestResolveDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Options{Prefix: idempotency.DefaultPrefix, Retention: DefaultRetention, UnknownRetention: DefaultUnknownRetention,
-		Lease: DefaultLease, MaxResultBytes: DefaultMaxResultBytes, WaitTimeout: DefaultWaitTimeout, ReadTimeout: DefaultReadTimeout,
-		MigrationWait: DefaultMigrationWait}
+		Lease: DefaultLease, MaxResultBytes: defaultMaxResultBytes, WaitTimeout: DefaultWaitTimeout, ReadTimeout: defaultReadTimeout,
+		MigrationWait: defaultMigrationWait}
 	if o != want {
 		t.Errorf("resolved %+v, want %+v", o, want)
 	}
@@ -226,4 +226,10 @@ func TestResolveDefaults(t *testing.T) {
 	if again, err := o.Resolve(); err != nil || again != o {
 		t.Errorf("resolved twice: %+v, %v", again, err)
 	}
+}
+
+// validate is Resolve without the result.
+func (o Options) validate() error {
+	_, err := o.Resolve()
+	return err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
@@ -20,25 +19,6 @@ import (
 // held record, or a re-held one when it mints its ticket) and prunes the
 // bucket's expired entries; the decide script removes it. The listing
 // drops entries whose record is gone or no longer awaits a decision.
-
-// PendingApproval is a call awaiting an approver's decision.
-type PendingApproval struct {
-	Scope  idempotency.Scope
-	Key    idempotency.Key
-	Ticket string
-	// State is effectspec.Held for a held call; a re-held one (a redispatch
-	// that needs approval) keeps its own state, unknown most often.
-	State effectspec.Outcome
-	// HeldAt is when the record was made (held) or last changed (re-held).
-	HeldAt time.Time
-}
-
-// PendingPage is one page of ListPending.
-type PendingPage struct {
-	Approvals []PendingApproval
-	// Cursor continues the listing; empty when it is complete.
-	Cursor string
-}
 
 // pendingKey is the pending approvals bucket of listing position pos (1 +
 // slot, as the unknown listing's).
@@ -64,35 +44,35 @@ func (s *Store) pendingOf(workspace, rk string) string {
 // page (req.PageLimit) at a time, from the pending approvals index: never
 // a SCAN. It reads at most 10 pages' worth of entries per call (a page may
 // come back short, with a cursor).
-func (s *Store) ListPending(ctx context.Context, req idempotency.ListRequest) (PendingPage, error) {
+func (s *Store) ListPending(ctx context.Context, req idempotency.ListRequest) (idempotency.PendingPage, error) {
 	if err := (idempotency.Scope{Workspace: req.Workspace, Tool: "-", Connection: "-"}).Validate(); err != nil {
-		return PendingPage{}, fmt.Errorf("redisstore: pending: %w", err)
+		return idempotency.PendingPage{}, fmt.Errorf("redisstore: pending: %w", err)
 	}
 	cur, err := parseCursor(req.Cursor)
 	if err != nil {
-		return PendingPage{}, err
+		return idempotency.PendingPage{}, err
 	}
 	if cur.pos == 0 {
 		cur = listCursor{pos: 1} // position 0 is the unknown index's old key
 	}
 	approvals, next, err := listPage(ctx, s, s.pendingKey, req.Workspace, cur, req.PageLimit(), s.pending)
 	if err != nil {
-		return PendingPage{}, err
+		return idempotency.PendingPage{}, err
 	}
-	return PendingPage{Approvals: approvals, Cursor: next}, nil
+	return idempotency.PendingPage{Approvals: approvals, Cursor: next}, nil
 }
 
 // pending reads the records of pending entries and returns those awaiting
 // a decision now, in order; it drops the entries whose record can never be
 // pending again (gone, decided, final).
-func (s *Store) pending(ctx context.Context, workspace string, entries []listCursor) ([]PendingApproval, error) {
-	var out []PendingApproval
+func (s *Store) pending(ctx context.Context, workspace string, entries []listCursor) ([]idempotency.PendingApproval, error) {
+	var out []idempotency.PendingApproval
 	for _, e := range entries {
 		scope, k, _, err := s.entryRecord(workspace, e)
 		var rec idempotency.Record
 		gone := false
 		if err == nil {
-			// One read per entry: a page is at most idempotency.MaxPageSize.
+			// One read per entry: a page is at most [idempotency.MaxPageSize].
 			rec, err = s.Lookup(ctx, scope, k)
 			if errors.Is(err, idempotency.ErrNotFound) {
 				gone, err = true, nil
@@ -111,7 +91,7 @@ func (s *Store) pending(ctx context.Context, workspace string, entries []listCur
 		if rec.State == effectspec.Held {
 			at = rec.CreatedAt
 		}
-		out = append(out, PendingApproval{Scope: scope, Key: k, Ticket: rec.Ticket, State: rec.State, HeldAt: at})
+		out = append(out, idempotency.PendingApproval{Scope: scope, Key: k, Ticket: rec.Ticket, State: rec.State, HeldAt: at})
 	}
 	return out, nil
 }

@@ -22,9 +22,9 @@ func TestPendingApprovals(t *testing.T) {
 	eachBackend(t, redisstore.Options{Prefix: "pend:", Lease: time.Second}, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		st := b.store
-		list := func(limit int) []redisstore.PendingApproval {
+		list := func(limit int) []idempotency.PendingApproval {
 			t.Helper()
-			var all []redisstore.PendingApproval
+			var all []idempotency.PendingApproval
 			seen := map[string]bool{}
 			cursor := ""
 			for pages := 0; ; pages++ {
@@ -47,7 +47,7 @@ func TestPendingApprovals(t *testing.T) {
 				}
 			}
 		}
-		tickets := func(as []redisstore.PendingApproval) []string {
+		tickets := func(as []idempotency.PendingApproval) []string {
 			var out []string
 			for _, a := range as {
 				out = append(out, a.Ticket+"/"+string(a.State))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/ident"
 )
 
@@ -33,7 +34,7 @@ func (s *Store) Pin(ctx context.Context, capability string) (provider string, ok
 		return "", false, opError("pin", err)
 	}
 	if validProvider(v) != nil {
-		return "", false, fmt.Errorf("redisstore: pin: %w: the pin of %s is not a tool name", ErrCorruptRecord, capability)
+		return "", false, fmt.Errorf("redisstore: pin: %w: the pin of %s is not a tool name", errCorruptRecord, capability)
 	}
 	return v, true, nil
 }
@@ -82,7 +83,7 @@ func (s *Store) setPin(ctx context.Context, op, capability, provider string, nx 
 		return "", opError(op, err)
 	}
 	if validProvider(prev) != nil {
-		return "", fmt.Errorf("redisstore: %s: %w: the previous pin of %s is not a tool name", op, ErrCorruptRecord, capability)
+		return "", fmt.Errorf("redisstore: %s: %w: the previous pin of %s is not a tool name", op, errCorruptRecord, capability)
 	}
 	return prev, nil
 }
@@ -92,7 +93,7 @@ func (s *Store) setPin(ctx context.Context, op, capability, provider string, nx 
 // its own slot and cannot be read as another key.
 func validCapability(name string) error {
 	if !strings.HasPrefix(name, "cap.") || len(name) == len("cap.") {
-		return fmt.Errorf("%w: capability: must be cap. followed by a tool name", ErrInvalidPin)
+		return fmt.Errorf("redisstore: pin: %w: capability: must be cap. followed by a tool name", idempotency.ErrInvalidRequest)
 	}
 	return validName("capability", name)
 }
@@ -100,16 +101,16 @@ func validCapability(name string) error {
 // validProvider checks a provider: a tool name that is not a capability.
 func validProvider(name string) error {
 	if strings.HasPrefix(name, "cap.") {
-		return fmt.Errorf("%w: provider: must be a tool, not a capability", ErrInvalidPin)
+		return fmt.Errorf("redisstore: pin: %w: provider: must be a tool, not a capability", idempotency.ErrInvalidRequest)
 	}
 	return validName("provider", name)
 }
 
-// validName applies the segment rules of idempotency.Scope: 1 to 128 bytes
+// validName applies the segment rules of [idempotency.Scope]: 1 to 128 bytes
 // of [A-Za-z0-9_.-]. The error names the byte, never echoes the input.
 func validName(field, v string) error {
 	if err := ident.Check(v); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrInvalidPin, field, err)
+		return fmt.Errorf("redisstore: pin: %w: %s: %v", idempotency.ErrInvalidRequest, field, err)
 	}
 	return nil
 }

@@ -75,25 +75,25 @@ func TestPinRefusesBadNamesAndChangesNothing(t *testing.T) {
 	before := m.snapshot(t)
 	badCaps := []string{"", "cap.", "mail", "Cap.mail", "cap.{x}", "cap.a:b", "cap.a b", "cap.\x00", "cap." + strings.Repeat("a", 125)}
 	for _, name := range badCaps {
-		if _, _, err := m.store.Pin(ctx, name); !errors.Is(err, ErrInvalidPin) {
-			t.Errorf("Pin(%q): %v, want ErrInvalidPin", name, err)
+		if _, _, err := m.store.Pin(ctx, name); !errors.Is(err, idempotency.ErrInvalidRequest) {
+			t.Errorf("Pin(%q): %v, want ErrInvalidRequest", name, err)
 		}
-		if _, err := m.store.SetPin(ctx, name, "mail.b"); !errors.Is(err, ErrInvalidPin) {
-			t.Errorf("SetPin(%q): %v, want ErrInvalidPin", name, err)
+		if _, err := m.store.SetPin(ctx, name, "mail.b"); !errors.Is(err, idempotency.ErrInvalidRequest) {
+			t.Errorf("SetPin(%q): %v, want ErrInvalidRequest", name, err)
 		}
-		if _, err := m.store.InitPin(ctx, name, "mail.b"); !errors.Is(err, ErrInvalidPin) {
-			t.Errorf("InitPin(%q): %v, want ErrInvalidPin", name, err)
+		if _, err := m.store.InitPin(ctx, name, "mail.b"); !errors.Is(err, idempotency.ErrInvalidRequest) {
+			t.Errorf("InitPin(%q): %v, want ErrInvalidRequest", name, err)
 		}
 	}
 	badProviders := []string{"", "cap.mail", "mail{b}", "mail:b", "mail\nb", strings.Repeat("m", 129)}
 	for _, p := range badProviders {
-		if _, err := m.store.SetPin(ctx, "cap.mail", p); !errors.Is(err, ErrInvalidPin) {
-			t.Errorf("SetPin(provider %q): %v, want ErrInvalidPin", p, err)
+		if _, err := m.store.SetPin(ctx, "cap.mail", p); !errors.Is(err, idempotency.ErrInvalidRequest) {
+			t.Errorf("SetPin(provider %q): %v, want ErrInvalidRequest", p, err)
 		} else if strings.Contains(err.Error(), p) && p != "" && p != "cap.mail" {
 			t.Errorf("the error echoes the input: %v", err)
 		}
-		if _, err := m.store.InitPin(ctx, "cap.other", p); !errors.Is(err, ErrInvalidPin) {
-			t.Errorf("InitPin(provider %q): %v, want ErrInvalidPin", p, err)
+		if _, err := m.store.InitPin(ctx, "cap.other", p); !errors.Is(err, idempotency.ErrInvalidRequest) {
+			t.Errorf("InitPin(provider %q): %v, want ErrInvalidRequest", p, err)
 		}
 	}
 	if after := m.snapshot(t); after != before {
@@ -110,11 +110,11 @@ func TestPinCorruptValue(t *testing.T) {
 	m := newMini(t, Options{})
 	ctx := context.Background()
 	m.mr.Set("obol:pin:cap.mail", "not a {tool}")
-	if _, _, err := m.store.Pin(ctx, "cap.mail"); !errors.Is(err, ErrCorruptRecord) || errors.Is(err, idempotency.ErrStoreUnavailable) {
-		t.Errorf("Pin of a corrupt value: %v, want ErrCorruptRecord only", err)
+	if _, _, err := m.store.Pin(ctx, "cap.mail"); !errors.Is(err, errCorruptRecord) || errors.Is(err, idempotency.ErrStoreUnavailable) {
+		t.Errorf("Pin of a corrupt value: %v, want errCorruptRecord only", err)
 	}
-	if _, err := m.store.InitPin(ctx, "cap.mail", "mail.a"); !errors.Is(err, ErrCorruptRecord) {
-		t.Errorf("InitPin over a corrupt value: %v, want ErrCorruptRecord", err)
+	if _, err := m.store.InitPin(ctx, "cap.mail", "mail.a"); !errors.Is(err, errCorruptRecord) {
+		t.Errorf("InitPin over a corrupt value: %v, want errCorruptRecord", err)
 	}
 	if v, _ := m.mr.Get("obol:pin:cap.mail"); v != "not a {tool}" {
 		t.Errorf("InitPin overwrote a stored value: %q", v)
@@ -126,7 +126,7 @@ func TestPinStoreUnavailable(t *testing.T) {
 	m.mr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var oe *OpError
+	var oe *unavailableError
 	if _, _, err := m.store.Pin(ctx, "cap.mail"); !errors.Is(err, idempotency.ErrStoreUnavailable) || !errors.As(err, &oe) || oe.Op != "pin" {
 		t.Errorf("Pin with Redis down: %v", err)
 	}

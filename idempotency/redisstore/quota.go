@@ -73,7 +73,7 @@ func (s *Store) TakeTokens(ctx context.Context, workspace string, rate float64, 
 // StoredBytes is about how many bytes the workspace's live records hold,
 // fleet-wide: the sum of its expiry buckets that have not ended (those
 // that have are removed), plus what this store has counted and not yet
-// flushed. It counts what stores with Options.AccountBytes wrote: each
+// flushed. It counts what stores with [Options.AccountBytes] wrote: each
 // record a claim creates (its encoded size, plus the key and index entry),
 // and each result a finalize or settle stores, in the bucket of the
 // record's expiry. It is approximate, and errs high: a record finalized
@@ -102,7 +102,7 @@ func (s *Store) StoredBytes(ctx context.Context, workspace string) (int64, error
 
 // MemoryFraction is the highest used_memory/maxmemory over the masters the
 // client knows (INFO memory), 0 for a master without maxmemory, and for
-// one that refuses INFO under Options.SkipEvictionCheck (miniredis). A gateway
+// one that refuses INFO under [Options.SkipEvictionCheck] (miniredis). A gateway
 // refuses dispatches above a fraction of it (MemoryEstimate between two
 // reads), so that finalizes, renewals and settles keep room: under
 // noeviction Redis refuses every write at maxmemory, and an accepted call
@@ -138,7 +138,7 @@ func (s *Store) MemoryFraction(ctx context.Context) (float64, error) {
 // MemoryEstimate is the last MemoryFraction reading plus the bytes this
 // store's scripts have written since (records created, results stored:
 // the estimates of the stored-bytes accounting, counted whether or not
-// Options.AccountBytes is set), as a fraction of the same maxmemory; 0
+// [Options.AccountBytes] is set), as a fraction of the same maxmemory; 0
 // before the first reading and without maxmemory. It makes no store call:
 // a gateway asks it on every call, and refuses on it between two reads
 // (docs/DESIGN.md, "Quotas and headroom"). What this store wrote is
@@ -233,7 +233,7 @@ func memoryUse(info string) (used, limit int64, master bool, err error) {
 }
 
 // accounting counts the bytes a store writes per workspace and record TTL
-// and flushes them in the background (Options.AccountBytes): a call never
+// and flushes them in the background ([Options.AccountBytes]): a call never
 // waits for it.
 type accounting struct {
 	s       *Store
@@ -364,7 +364,7 @@ func (a *accounting) close() {
 }
 
 // Close stops the store's background work (the flusher of
-// Options.AccountBytes, after a last flush). The client stays open; a
+// [Options.AccountBytes], after a last flush). The client stays open; a
 // closed store's calls still work, but count no more bytes. It is
 // idempotent.
 func (s *Store) Close() { s.acct.close() }

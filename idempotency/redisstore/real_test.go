@@ -272,8 +272,8 @@ func TestWaitReplicas(t *testing.T) {
 		t.Fatalf("reserve with one replica: %v", err)
 	}
 	// More than the master has can never pass: refused at startup.
-	if _, err := New(t.Context(), c, Options{WaitReplicas: 2, WaitTimeout: 20 * time.Millisecond}); !errors.Is(err, ErrReplicaCount) {
-		t.Fatalf("New wanting two replicas of one: %v, want ErrReplicaCount", err)
+	if _, err := New(t.Context(), c, Options{WaitReplicas: 2, WaitTimeout: 20 * time.Millisecond}); !errors.Is(err, errReplicaCount) {
+		t.Fatalf("New wanting two replicas of one: %v, want errReplicaCount", err)
 	}
 	// The replica leaves: reservations fall short, are refused, and are
 	// finalized as never sent.
@@ -293,14 +293,14 @@ func TestWaitReplicas(t *testing.T) {
 	}
 	k = idempotency.NewKey()
 	_, err := short.Claim(t.Context(), claimReq(k))
-	if !errors.Is(err, ErrReplicas) || !errors.Is(err, idempotency.ErrStoreUnavailable) {
+	if !errors.Is(err, errReplicas) || !errors.Is(err, idempotency.ErrStoreUnavailable) {
 		t.Fatalf("claim without its replica: %v", err)
 	}
 	if rec, err := short.Lookup(t.Context(), testScope, k); err != nil || rec.State != effectspec.Unknown || rec.SentAttempts != 0 {
 		t.Fatalf("after a refused reservation: %+v, %v; want unknown with nothing sent", rec, err)
 	}
-	if _, err := New(t.Context(), c, Options{WaitReplicas: 1}); !errors.Is(err, ErrReplicaCount) {
-		t.Fatalf("New wanting a replica that left: %v, want ErrReplicaCount", err)
+	if _, err := New(t.Context(), c, Options{WaitReplicas: 1}); !errors.Is(err, errReplicaCount) {
+		t.Fatalf("New wanting a replica that left: %v, want errReplicaCount", err)
 	}
 }
 

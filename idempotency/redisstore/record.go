@@ -23,7 +23,7 @@ import (
 // What it takes in memory is measured in examples/bench/README.md (row 5).
 //
 // Schema 1 was a hash of the same fields (legacySchema): every script and
-// CountRecords read it as it is, and the first script that changes one
+// [CountRecords] read it as it is, and the first script that changes one
 // writes it back as schema 2, with its TTL. So a gateway of this version
 // can join a schema 1 fleet, but not the other way round (README.md,
 // "Upgrading the record layout").
@@ -47,7 +47,7 @@ const numericTags = "wnsyleCUFxzWAE"
 func unpackRecord(raw string) ([]string, error) {
 	flat, cut, err := unpack(raw)
 	if err == nil && cut {
-		err = fmt.Errorf("%w: cut short", ErrCorruptRecord)
+		err = fmt.Errorf("%w: cut short", errCorruptRecord)
 	}
 	return flat, err
 }
@@ -65,7 +65,7 @@ func unpack(raw string) (flat []string, cut bool, err error) {
 		return unpackFinal(raw)
 	}
 	if raw == "" || raw[0] != schemaVersion {
-		return nil, false, fmt.Errorf("%w: not a record of schema %d", ErrCorruptRecord, schemaVersion)
+		return nil, false, fmt.Errorf("%w: not a record of schema %d", errCorruptRecord, schemaVersion)
 	}
 	flat = make([]string, 0, 40)
 	if _, cut, err = unpackFields(raw, 1, false, &flat); err != nil {
@@ -84,7 +84,7 @@ func unpackFields(raw string, i int, stop bool, flat *[]string) (next int, cut b
 		}
 		n, w := binary.Uvarint([]byte(raw[i+1 : min(len(raw), i+1+binary.MaxVarintLen64)]))
 		if w < 0 {
-			return i, false, fmt.Errorf("%w: field %q: length overflows", ErrCorruptRecord, tag)
+			return i, false, fmt.Errorf("%w: field %q: length overflows", errCorruptRecord, tag)
 		}
 		if w == 0 || n > uint64(len(raw)-i-1-w) {
 			return i, true, nil
@@ -95,7 +95,7 @@ func unpackFields(raw string, i int, stop bool, flat *[]string) (next int, cut b
 		switch {
 		case strings.IndexByte(numericTags, tag) >= 0:
 			if len(v) > 7 { // beyond 2^53, more than the scripts' numbers hold
-				return i, false, fmt.Errorf("%w: field %q: number of %d bytes", ErrCorruptRecord, tag, len(v))
+				return i, false, fmt.Errorf("%w: field %q: number of %d bytes", errCorruptRecord, tag, len(v))
 			}
 			var x uint64
 			for j := 0; j < len(v); j++ {
@@ -105,7 +105,7 @@ func unpackFields(raw string, i int, stop bool, flat *[]string) (next int, cut b
 		case tag == ':':
 			name, hv, ok := strings.Cut(v, ":")
 			if !ok || name == "" {
-				return i, false, fmt.Errorf("%w: header field without a name", ErrCorruptRecord)
+				return i, false, fmt.Errorf("%w: header field without a name", errCorruptRecord)
 			}
 			*flat = append(*flat, ":"+name, hv)
 			continue
@@ -146,7 +146,7 @@ func unpackFinal(raw string) (flat []string, cut bool, err error) {
 	// m), bits 2-4 the binding (finalBindings).
 	mb, flags := raw[1], raw[2]
 	if int(mb>>2) >= len(finalBindings) {
-		return nil, false, fmt.Errorf("%w: final form: meta byte 0x%02x", ErrCorruptRecord, mb)
+		return nil, false, fmt.Errorf("%w: final form: meta byte 0x%02x", errCorruptRecord, mb)
 	}
 	flat = append(flat, "m", string([]byte{"ar"[mb&1], "sm"[mb>>1&1], finalBindings[mb>>2]}))
 	i := 3
@@ -157,7 +157,7 @@ func unpackFinal(raw string) (flat []string, cut bool, err error) {
 		}
 		i += w
 		if x >= 1<<53 {
-			err = fmt.Errorf("%w: field %s: %d beyond 2^53", ErrCorruptRecord, tag, x)
+			err = fmt.Errorf("%w: field %s: %d beyond 2^53", errCorruptRecord, tag, x)
 			return false
 		}
 		flat = append(flat, tag, strconv.FormatUint(x, 10))
@@ -197,7 +197,7 @@ func unpackFinal(raw string) (flat []string, cut bool, err error) {
 		}
 		if mc := int(flags / finalMethod); mc > 0 {
 			if mc > len(methodCodes) {
-				return nil, false, fmt.Errorf("%w: method code %d", ErrCorruptRecord, mc)
+				return nil, false, fmt.Errorf("%w: method code %d", errCorruptRecord, mc)
 			}
 			flat = append(flat, "M", methodCodes[mc-1])
 		}
@@ -369,7 +369,7 @@ func packKey(k idempotency.Key) string {
 
 func unpackKey(v string) (idempotency.Key, error) {
 	if len(v) != 16 {
-		return idempotency.Key{}, fmt.Errorf("%w: vendor key of %d bytes, want 16", ErrCorruptRecord, len(v))
+		return idempotency.Key{}, fmt.Errorf("%w: vendor key of %d bytes, want 16", errCorruptRecord, len(v))
 	}
 	return idempotency.ParseKey(hexText("idt_", v))
 }
@@ -395,7 +395,7 @@ func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 // caller does not judge leases.
 func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, nowMS int64, version int) (idempotency.Record, error) {
 	if len(flat)%2 != 0 {
-		return idempotency.Record{}, fmt.Errorf("%w: odd field list", ErrCorruptRecord)
+		return idempotency.Record{}, fmt.Errorf("%w: odd field list", errCorruptRecord)
 	}
 	r := idempotency.Record{Key: key, SchemaVersion: version}
 	var res idempotency.StoredResult
@@ -494,21 +494,21 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 			res.Header[name] = strings.Split(v, "\n")
 		}
 		if err != nil {
-			return idempotency.Record{}, fmt.Errorf("%w: field %s: %v", ErrCorruptRecord, f, err)
+			return idempotency.Record{}, fmt.Errorf("%w: field %s: %v", errCorruptRecord, f, err)
 		}
 	}
 	if size >= 0 {
 		if res.Body == nil {
-			return idempotency.Record{}, fmt.Errorf("%w: a body size without a body", ErrCorruptRecord)
+			return idempotency.Record{}, fmt.Errorf("%w: a body size without a body", errCorruptRecord)
 		}
 		b, err := decompressBody(res.Body, size)
 		if err != nil {
-			return idempotency.Record{}, fmt.Errorf("%w: %v", ErrCorruptRecord, err)
+			return idempotency.Record{}, fmt.Errorf("%w: %v", errCorruptRecord, err)
 		}
 		res.Body = b
 	}
 	if r.State == "" {
-		return idempotency.Record{}, fmt.Errorf("%w: no state", ErrCorruptRecord)
+		return idempotency.Record{}, fmt.Errorf("%w: no state", errCorruptRecord)
 	}
 	r.Route.Connection = unscopeFact(scope.Connection, r.Route.Connection, hasConn)
 	r.Route.Tool = unscopeFact(scope.Tool, r.Route.Tool, hasTool)
@@ -567,7 +567,7 @@ func decodeMeta(r *idempotency.Record, m string) error {
 
 // encodeResult turns a result into finalize arguments: status, dropped flag,
 // body (compressed, see compressBody), its size before compression or "",
-// then header field/value pairs. Only idempotency.SafeHeader headers are
+// then header field/value pairs. Only [idempotency.SafeHeader] headers are
 // kept. When body and headers exceed max bytes the body is dropped (and
 // BodyDropped set); headers that alone exceed max are dropped too.
 func encodeResult(res *idempotency.StoredResult, max int) []string {
@@ -645,7 +645,7 @@ func decodeResolution(v string) (*receipt.Resolution, error) {
 // as decimal text and the body decompressed, as HGETALL showed a schema 1
 // record: for audits that read Redis directly, such as scans for secrets,
 // which would not see into a compressed body. The field names are those of
-// lua/common.lua. It returns ErrCorruptRecord for anything else.
+// lua/common.lua. It returns errCorruptRecord for anything else.
 func RecordFields(value string) ([]string, error) {
 	flat, err := unpackRecord(value)
 	if err != nil {
@@ -656,7 +656,7 @@ func RecordFields(value string) ([]string, error) {
 		switch flat[i] {
 		case "z":
 			if size, err = strconv.Atoi(flat[i+1]); err != nil {
-				return nil, fmt.Errorf("%w: field z: %v", ErrCorruptRecord, err)
+				return nil, fmt.Errorf("%w: field z: %v", errCorruptRecord, err)
 			}
 		case "B":
 			body = i + 1
@@ -665,7 +665,7 @@ func RecordFields(value string) ([]string, error) {
 	if size >= 0 && body >= 0 {
 		b, err := decompressBody([]byte(flat[body]), size)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrCorruptRecord, err)
+			return nil, fmt.Errorf("%w: %v", errCorruptRecord, err)
 		}
 		flat[body] = string(b)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // FuzzDecodeRecord feeds the record decoder any bytes, as a corrupted or
-// hostile Redis could hold them: it returns a record or ErrCorruptRecord,
+// hostile Redis could hold them: it returns a record or errCorruptRecord,
 // never panics, and never holds a body larger than the size the record
 // states (a compressed body cannot expand past it). Its seeds are records
 // the store writes (testdata/fuzz/FuzzDecodeRecord).
@@ -47,8 +47,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		rec, err := decodeStored(testScope, idempotency.Key{}, raw, 0, schemaVersion)
 		if err != nil {
-			if !errors.Is(err, ErrCorruptRecord) {
-				t.Fatalf("error %v is not ErrCorruptRecord", err)
+			if !errors.Is(err, errCorruptRecord) {
+				t.Fatalf("error %v is not errCorruptRecord", err)
 			}
 			return
 		}

@@ -10,7 +10,7 @@ import (
 )
 
 // Reserve reserves attempt Token+1, the one immediate second attempt of a
-// cycle, in one script (WAITed as a claim, see Options.WaitReplicas). It
+// cycle, in one script (WAITed as a claim, see [Options.WaitReplicas]). It
 // extends the work, so it needs a live lease.
 func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (idempotency.Reservation, error) {
 	key, err := req.Scope.StorageKey(s.prefix, req.Key)
@@ -46,7 +46,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 		Gen: gen})
 	arr, acks, err := s.execKeys(ctx, s.sc.reserve, []string{key, bucket, s.genKeyOf(slot)}, args, true)
 	if err == nil {
-		if arr, err = s.genReply(ctx, slot, gen, epoch, arr); errors.Is(err, ErrDataLost) {
+		if arr, err = s.genReply(ctx, slot, gen, epoch, arr); errors.Is(err, idempotency.ErrStoreDataLost) {
 			return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 		}
 	}

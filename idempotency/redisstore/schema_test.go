@@ -78,7 +78,7 @@ func TestSchemaOneRecords(t *testing.T) {
 
 // TestBodyRoundTrip: bodies compressed or not replay byte for byte; a
 // record whose compressed body is corrupt or longer than it says is
-// refused with ErrCorruptRecord, never a wrong body.
+// refused with errCorruptRecord, never a wrong body.
 func TestBodyRoundTrip(t *testing.T) {
 	m := newMini(t, Options{MaxResultBytes: 1 << 20})
 	big := chargeList(rand.New(rand.NewPCG(3, 3)), 62)
@@ -107,8 +107,8 @@ func TestBodyRoundTrip(t *testing.T) {
 	} {
 		orig := recordFields(t, m.mr, rk)
 		editRecord(t, m.mr, rk, edit)
-		if _, err := m.store.Lookup(ctx, testScope, k); !errors.Is(err, ErrCorruptRecord) {
-			t.Errorf("%s: lookup: %v, want ErrCorruptRecord", name, err)
+		if _, err := m.store.Lookup(ctx, testScope, k); !errors.Is(err, errCorruptRecord) {
+			t.Errorf("%s: lookup: %v, want errCorruptRecord", name, err)
 		}
 		editRecord(t, m.mr, rk, func(f map[string]string) { clear(f); maps.Copy(f, orig) })
 	}
@@ -184,7 +184,7 @@ func TestRecordFields(t *testing.T) {
 	if !strings.Contains(strings.Join(flat, "\n"), body) {
 		t.Fatalf("fields %q do not show the body", flat)
 	}
-	if _, err := RecordFields("not a record"); !errors.Is(err, ErrCorruptRecord) {
+	if _, err := RecordFields("not a record"); !errors.Is(err, errCorruptRecord) {
 		t.Fatalf("RecordFields of junk: %v", err)
 	}
 }

@@ -18,11 +18,12 @@ import (
 )
 
 // The fleet's scope version (docs/DESIGN.md, "The record and its lifecycle")
-// lives at {prefix}meta:scope_version as a decimal number. New reads it: the
-// same as idempotency.ScopeVersion starts the store; another value refuses
-// (ErrScopeVersion). An absent key is written (SET NX) only when no record
-// exists under the prefix (a SCAN of every master); otherwise New refuses
-// (ErrScopeVersionUnset), since those records may be of another version.
+// lives at {prefix}meta:scope_version as a decimal number. [New] reads it: the
+// same as [idempotency.ScopeVersion] starts the store; another value refuses
+// ([idempotency.ErrScopeVersionChanged]). An absent key is written (SET NX)
+// only when no record exists under the prefix (a SCAN of every master);
+// otherwise [New] refuses (the same error), since those records may be of
+// another version.
 //
 // A running store re-reads the key at most once per lease, on the claim
 // path: the first claim that finds the last reading older than a lease
@@ -31,7 +32,7 @@ import (
 // every other claim stays one round trip. A key that reads anything but
 // this store's version (another number, or a closing mark written by the
 // operator) stops claiming: Claim fails with an error matching
-// ErrScopeVersion and idempotency.ErrScopeVersionChanged (503
+// [idempotency.ErrScopeVersionChanged] (503
 // scope_version_conflict) and writes nothing. Reserve, Renew and Finalize
 // go on, so that calls already in flight end. A key that is gone (deleted,
 // or a flushed Redis) changes nothing here: only a gateway that finds no
@@ -100,7 +101,7 @@ type scopeCheck struct {
 	// unreachable or loading: it may come back empty).
 	stale atomic.Bool
 	// amnesia watches the sentinels in the same readings (sentinel.go); nil
-	// with Options.SkipDataLossCheck.
+	// with [Options.SkipDataLossCheck].
 	amnesia *amnesia
 
 	mu      sync.Mutex
@@ -114,12 +115,12 @@ func (c *scopeCheck) errFor(v *scopeVerdict) error {
 	if v == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %s now holds %s, this gateway's is %s; it stops claiming: %w",
-		ErrScopeVersion, c.key, versionText(v.fleet), c.want, idempotency.ErrScopeVersionChanged)
+	return fmt.Errorf("redisstore: %w: %s now holds %s, this gateway's is %s; it stops claiming",
+		idempotency.ErrScopeVersionChanged, c.key, versionText(v.fleet), c.want)
 }
 
 // check answers whether claims may go on, reading the key again when the
-// latest reading is older than a lease. A failed reading is an *OpError
+// latest reading is older than a lease. A failed reading is an *unavailableError
 // (nothing was claimed); the next claim reads again.
 func (c *scopeCheck) check(ctx context.Context) error {
 	for {
@@ -200,7 +201,7 @@ func (c *scopeCheck) read(ctx context.Context) error {
 	return nil
 }
 
-// get reads the fleet's scope version alone (New).
+// get reads the fleet's scope version alone ([New]).
 func (c *scopeCheck) get(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -235,15 +236,15 @@ func initScope(ctx context.Context, client rueidis.Client, opts Options, write b
 		return nil, err
 	}
 	if v != c.want {
-		return nil, fmt.Errorf("%w: %s holds %s, this gateway's is %s: drain the fleet of the other version first (README: Upgrading the key scope)",
-			ErrScopeVersion, c.key, versionText(v), c.want)
+		return nil, fmt.Errorf("redisstore: %w: %s holds %s, this gateway's is %s: drain the fleet of the other version first (README: Upgrading the key scope)",
+			idempotency.ErrScopeVersionChanged, c.key, versionText(v), c.want)
 	}
 	c.readAt.Store(int64(start))
 	return c, nil
 }
 
 // create writes this store's version on a prefix without records (or with
-// records, when adopt: the operator counted them, Init) and returns the
+// records, when adopt: the operator counted them, [Init]) and returns the
 // version now stored: its own, or that of a gateway that wrote first.
 func (c *scopeCheck) create(ctx context.Context, prefix string, adopt bool) (string, error) {
 	found, err := anyRecord(ctx, c.client, prefix)
@@ -251,9 +252,9 @@ func (c *scopeCheck) create(ctx context.Context, prefix string, adopt bool) (str
 		return "", err
 	}
 	if found && !adopt {
-		return "", fmt.Errorf("%w: records exist under the prefix %q but %s is absent: count the live records by scope version "+
+		return "", fmt.Errorf("redisstore: %w: records exist under the prefix %q but %s is absent: count the live records by scope version "+
 			"(refserver scope-status), and once every live record is of version %s, run refserver store init -adopt-records",
-			ErrScopeVersionUnset, prefix, c.key, c.want)
+			idempotency.ErrScopeVersionChanged, prefix, c.key, c.want)
 	}
 	old, err := c.client.Do(ctx, c.client.B().Set().Key(c.key).Value(c.want).Nx().Get().Build()).ToString()
 	switch {
@@ -324,23 +325,10 @@ func anyRecord(ctx context.Context, client rueidis.Client, prefix string) (bool,
 	return found, err
 }
 
-// RecordCount is how many live records of one scope version are in one
-// state.
-type RecordCount struct {
-	// Version is the record's scope version; 0 for a record written before
-	// records carried one.
-	Version int
-	// State is the record's state; an in-flight record whose lease has
-	// lapsed counts as unknown. Empty for keys under the prefix that are not
-	// readable records.
-	State   effectspec.Outcome
-	Records int
-}
-
-// CountOptions configure CountRecords. The zero value counts under
-// idempotency.DefaultPrefix without progress reports.
+// CountOptions configure [CountRecords]. The zero value counts under
+// [idempotency.DefaultPrefix] without progress reports.
 type CountOptions struct {
-	// Prefix starts every key. If empty, idempotency.DefaultPrefix.
+	// Prefix starts every key. If empty, [idempotency.DefaultPrefix].
 	Prefix string
 	// Progress, if non-nil, is called with the number of keys read so far
 	// each time it passes a multiple of ProgressEvery.
@@ -355,9 +343,9 @@ type CountOptions struct {
 // each record's version, state and lease (the record's head, or HMGET of a
 // schema 1 hash), judging leases by the node's own TIME. It only reads: it
 // never writes or deletes a key, and works whether or not the fleet's scope
-// version is set (it needs no Store). A record that expires while it runs is
+// version is set (it needs no [Store]). A record that expires while it runs is
 // not counted. The counts come sorted by version, then state.
-func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions) ([]RecordCount, error) {
+func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions) ([]idempotency.RecordCount, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
@@ -427,9 +415,9 @@ func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]RecordCount, 0, len(counts))
+	out := make([]idempotency.RecordCount, 0, len(counts))
 	for b, c := range counts {
-		out = append(out, RecordCount{Version: b.v, State: b.s, Records: c})
+		out = append(out, idempotency.RecordCount{Version: b.v, State: b.s, Records: c})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Version != out[j].Version {
@@ -440,13 +428,13 @@ func CountRecords(ctx context.Context, client rueidis.Client, opts CountOptions)
 	return out, nil
 }
 
-// versionState is one line of CountRecords' table.
+// versionState is one line of [CountRecords]' table.
 type versionState struct {
 	v int
 	s effectspec.Outcome
 }
 
-// headBytes is what CountRecords reads of a record string: its schema byte
+// headBytes is what [CountRecords] reads of a record string: its schema byte
 // and first fields (m, w, l: at most 3+3+9 bytes) fit.
 const headBytes = 32
 

@@ -64,8 +64,8 @@ func TestScopeVersionOtherRefuses(t *testing.T) {
 			mr.Set(scopeKey, tc.stored)
 			before := fmt.Sprint(mr.Keys())
 			_, err := New(ctx, c, Options{SkipEvictionCheck: true})
-			if !errors.Is(err, ErrScopeVersion) {
-				t.Fatalf("New: %v, want ErrScopeVersion", err)
+			if !errors.Is(err, idempotency.ErrScopeVersionChanged) {
+				t.Fatalf("New: %v, want idempotency.ErrScopeVersionChanged", err)
 			}
 			msg := err.Error()
 			if !strings.Contains(msg, tc.named) || !strings.Contains(msg, "this gateway's is 1") {
@@ -93,8 +93,8 @@ func TestScopeVersionRecordsWithoutKey(t *testing.T) {
 	m.mr.Del(scopeKey)
 	before := m.snapshot(t)
 	_, err := New(ctx, m.client, Options{SkipEvictionCheck: true})
-	if !errors.Is(err, ErrScopeVersionUnset) {
-		t.Fatalf("New: %v, want ErrScopeVersionUnset", err)
+	if !errors.Is(err, idempotency.ErrScopeVersionChanged) {
+		t.Fatalf("New: %v, want idempotency.ErrScopeVersionChanged", err)
 	}
 	for _, want := range []string{"scope-status", "refserver store init -adopt-records"} {
 		if !strings.Contains(err.Error(), want) {
@@ -171,8 +171,8 @@ func TestScopeVersionChangeStopsClaims(t *testing.T) {
 	k := idempotency.NewKey()
 	before := m.snapshot(t)
 	_, err := m.store.Claim(ctx, claimReq(k))
-	if !errors.Is(err, ErrScopeVersion) || !errors.Is(err, idempotency.ErrScopeVersionChanged) {
-		t.Fatalf("claim after the change: %v, want ErrScopeVersion and ErrScopeVersionChanged", err)
+	if !errors.Is(err, idempotency.ErrScopeVersionChanged) {
+		t.Fatalf("claim after the change: %v, want ErrScopeVersionChanged", err)
 	}
 	if errors.Is(err, idempotency.ErrStoreUnavailable) {
 		t.Errorf("claim after the change is a store failure (a caller would retry it): %v", err)
@@ -244,7 +244,7 @@ func TestScopeVersionReadFails(t *testing.T) {
 		t.Fatalf("%d keys after a failed reading: %v", n, m.mr.Keys())
 	}
 	m.mr.Set(scopeKey, "3")
-	if _, err := m.store.Claim(ctx, claimReq(k)); !errors.Is(err, ErrScopeVersion) {
+	if _, err := m.store.Claim(ctx, claimReq(k)); !errors.Is(err, idempotency.ErrScopeVersionChanged) {
 		t.Fatalf("claim after a failed reading: %v, want the key read again", err)
 	}
 	// A canceled claim waiting for nothing returns at once.
@@ -271,7 +271,7 @@ func TestScopeVersionOnRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := New(t.Context(), c, Options{})
-	if !errors.Is(err, ErrScopeVersion) || !strings.Contains(err.Error(), "holds 7") || !strings.Contains(err.Error(), "this gateway's is 1") {
+	if !errors.Is(err, idempotency.ErrScopeVersionChanged) || !strings.Contains(err.Error(), "holds 7") || !strings.Contains(err.Error(), "this gateway's is 1") {
 		t.Fatalf("New under version 7: %v", err)
 	}
 	advance := manualClock(s)
@@ -283,7 +283,7 @@ func TestScopeVersionOnRedis(t *testing.T) {
 	if _, err := srv.Do("DEL", scopeKey); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(t.Context(), c, Options{}); !errors.Is(err, ErrScopeVersionUnset) {
+	if _, err := New(t.Context(), c, Options{}); !errors.Is(err, idempotency.ErrScopeVersionChanged) {
 		t.Fatalf("New with records and no key: %v", err)
 	}
 	if v, err := srv.Do("EXISTS", scopeKey); err != nil || v != int64(0) {
@@ -324,8 +324,8 @@ func TestScopeVersionClusterEveryMaster(t *testing.T) {
 		}
 		mustClaim(t, s, claimReq(k), idempotency.StatusClaimed)
 		del(scopeKey)
-		if _, err := New(t.Context(), c, Options{}); !errors.Is(err, ErrScopeVersionUnset) {
-			t.Fatalf("record on master %d: New: %v, want ErrScopeVersionUnset", i, err)
+		if _, err := New(t.Context(), c, Options{}); !errors.Is(err, idempotency.ErrScopeVersionChanged) {
+			t.Fatalf("record on master %d: New: %v, want idempotency.ErrScopeVersionChanged", i, err)
 		}
 		del(rk)
 		if _, err := New(t.Context(), c, Options{}); err != nil {
@@ -336,7 +336,7 @@ func TestScopeVersionClusterEveryMaster(t *testing.T) {
 	if err := c.Do(t.Context(), c.B().Set().Key(scopeKey).Value("2").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(t.Context(), c, Options{}); !errors.Is(err, ErrScopeVersion) || !strings.Contains(err.Error(), "holds 2") ||
+	if _, err := New(t.Context(), c, Options{}); !errors.Is(err, idempotency.ErrScopeVersionChanged) || !strings.Contains(err.Error(), "holds 2") ||
 		!strings.Contains(err.Error(), "this gateway's is 1") {
 		t.Fatalf("New under version 2 on a Cluster: %v", err)
 	}
@@ -349,7 +349,7 @@ func TestScopeVersionClusterEveryMaster(t *testing.T) {
 // knownRecords writes records of known versions and states through s (on
 // mr, whose clock it moves on) and returns the table CountRecords must
 // print.
-func knownRecords(t *testing.T, s *Store, mr *miniredis.Miniredis) []RecordCount {
+func knownRecords(t *testing.T, s *Store, mr *miniredis.Miniredis) []idempotency.RecordCount {
 	t.Helper()
 	claim := func(mod func(*idempotency.ClaimRequest)) (idempotency.Key, idempotency.ClaimResult) {
 		k := idempotency.NewKey()
@@ -397,16 +397,16 @@ func knownRecords(t *testing.T, s *Store, mr *miniredis.Miniredis) []RecordCount
 	mr.HSet(s.prefix+"idem:odd2", "m", "ash", "w", "one")
 	// Not records: another prefix, tickets, meta keys.
 	mr.HSet("other:idem:x", "m", "ash", "w", "1")
-	return []RecordCount{
-		{0, "", 3},
-		{0, effectspec.InProgress, 1},
-		{1, effectspec.Accepted, 2},
-		{1, effectspec.DefinitelyRejected, 1},
-		{1, effectspec.Denied, 1},
-		{1, effectspec.Held, 1},
-		{1, effectspec.InProgress, 1},
-		{1, effectspec.Unknown, 2},
-		{2, effectspec.Accepted, 1},
+	return []idempotency.RecordCount{
+		{Version: 0, State: "", Records: 3},
+		{Version: 0, State: effectspec.InProgress, Records: 1},
+		{Version: 1, State: effectspec.Accepted, Records: 2},
+		{Version: 1, State: effectspec.DefinitelyRejected, Records: 1},
+		{Version: 1, State: effectspec.Denied, Records: 1},
+		{Version: 1, State: effectspec.Held, Records: 1},
+		{Version: 1, State: effectspec.InProgress, Records: 1},
+		{Version: 1, State: effectspec.Unknown, Records: 2},
+		{Version: 2, State: effectspec.Accepted, Records: 1},
 	}
 }
 
@@ -478,8 +478,8 @@ func TestScopeVersionHealth(t *testing.T) {
 	}
 	m.mr.Set(scopeKey, "2")
 	advance(time.Second)
-	var ue *UnhealthyError
-	if err := m.store.Health(ctx); !errors.As(err, &ue) || ue.Reason != "scope_version_conflict" || !errors.Is(err, ErrScopeVersion) {
+	var ue *idempotency.UnhealthyError
+	if err := m.store.Health(ctx); !errors.As(err, &ue) || ue.Reason != "scope_version_conflict" || !errors.Is(err, idempotency.ErrScopeVersionChanged) {
 		t.Fatalf("health under version 2: %v", err)
 	}
 	m.mr.Set(scopeKey, "1")

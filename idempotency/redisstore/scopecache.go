@@ -9,13 +9,13 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// scopeCacheSize is the number of scopes whose strings a Store keeps:
+// scopeCacheSize is the number of scopes whose strings a [Store] keeps:
 // direct-mapped, so a gateway of many scopes only recomputes more often.
 const scopeCacheSize = 256
 
 // scopeStrings are the parts of a scope's keys and index member that every
 // claim and finalize of the scope writes again: the storage key up to the
-// key (after idempotency.Scope.StorageKey validated the scope), the unknown
+// key (after [idempotency.Scope.StorageKey] validated the scope), the unknown
 // index and pending buckets up to the slot's tag, and the index member up
 // to the key.
 type scopeStrings struct {

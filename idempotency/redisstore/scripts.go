@@ -19,13 +19,13 @@ var luaFS embed.FS
 // script is one embedded Lua script, sent as EVALSHA with an EVAL fallback
 // on NOSCRIPT. rueidis re-sends a command by itself only when it is
 // read-only or marked retryable, after a network error (and then until ctx
-// ends: see Options.ReadTimeout), on MOVED/ASK redirects (the redirecting
+// ends: see [Options.ReadTimeout]), on MOVED/ASK redirects (the redirecting
 // node did not run it), and when ClientOption.ConnLifetime expires a
-// connection (see New). Mutating scripts are therefore plain
-// rueidis.NewLuaScript scripts, never a Retryable or NoSha variant: a write
-// whose reply was lost comes back as an error (an *OpError), never silently
+// connection (see [New]). Mutating scripts are therefore plain
+// [rueidis.NewLuaScript] scripts, never a Retryable or NoSha variant: a write
+// whose reply was lost comes back as an error ([idempotency.ErrStoreUnavailable]), never silently
 // a second time. A TRYAGAIN (a migrating slot: Redis ran
-// nothing) is re-sent by the store itself, bounded (Store.execKeys).
+// nothing) is re-sent by the store itself, bounded ([Store].execKeys).
 type script struct {
 	src string
 	sha string
@@ -35,7 +35,7 @@ type script struct {
 	rw *rueidis.Lua
 }
 
-// scriptSource is the source of the script name as the Store sends it:
+// scriptSource is the source of the script name as the [Store] sends it:
 // lua/common.lua unless alone (a script that reads no record, the index,
 // skips the shared chunk, which every call runs), then the prologue
 // generated from the script's arguments (internal/scriptargs), then
@@ -84,7 +84,7 @@ func loadScript(name string, readOnly, alone bool) *script {
 	return s
 }
 
-// scripts are parsed once per Store; they are immutable after New.
+// scripts are parsed once per [Store]; they are immutable after [New].
 type scripts struct {
 	claim, reserve, renew, finalize, lookup, decide, settle, index *script
 	giveback                                                       *script
@@ -109,14 +109,14 @@ func newScripts() scripts {
 	}
 }
 
-// ScriptInfo is one of the Lua scripts a Store runs, as it sends them.
+// ScriptInfo is one of the Lua scripts a [Store] runs, as it sends them.
 type ScriptInfo struct {
 	Name   string // "claim", "reserve", "renew", "finalize", "lookup", "decide", "settle", "index", "giveback", "quota", "account", "storedbytes"
 	SHA1   string // hex, as EVALSHA sends it
 	Source string // as EVAL sends it
 }
 
-// Scripts lists the scripts a Store of this build runs, for tools that
+// Scripts lists the scripts a [Store] of this build runs, for tools that
 // watch or replay its commands (a fault-injecting proxy, a load generator,
 // a MONITOR reader): they recognize a script by its SHA1, never by its
 // arguments, whose layout is internal and changes with the SHA.
@@ -134,6 +134,6 @@ func Scripts() []ScriptInfo {
 	return out
 }
 
-// scopeVersion is idempotency.ScopeVersion as the scripts compare it with a
+// scopeVersion is [idempotency.ScopeVersion] as the scripts compare it with a
 // record's (w).
 var scopeVersion = strconv.Itoa(idempotency.ScopeVersion)

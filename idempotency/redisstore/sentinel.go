@@ -34,8 +34,8 @@ import (
 //     it again), is a loss. A scope version that moves, a closing mark or an
 //     advance is not; a sentinel that cannot be read now (its master is
 //     failing over) is judged at the next reading.
-//   - On a loss the store stops claiming (ErrDataLost, which matches
-//     idempotency.ErrStoreDataLost: 503 store_data_lost), Health reports
+//   - On a loss the store stops claiming ([idempotency.ErrStoreDataLost]:
+//     503 store_data_lost), Health reports
 //     it, the function given to Store.NotifyDataLoss is called, and the data-lost marker
 //     {prefix}meta:data_lost is written, so that every gateway of the fleet
 //     stops at its next reading and one that starts later starts stopped.
@@ -59,10 +59,8 @@ import (
 // Its data is watched from then on; a loss before that is not seen.
 //
 // Cost: one reading per lease, on one claim (concurrent claims wait for
-// it). Measured on loopback (logReadingCost, a loaded 2-core machine): 63µs
-// against 49µs for the scope version alone on one Redis; 0.3 to 0.8 ms
-// against 30µs on a 3-master Cluster (three nodes in the pipeline, and
-// CLUSTER SLOTS, about 0.25 ms of it).
+// it); on a Cluster it spans every master and CLUSTER SLOTS (README.md,
+// Measurements).
 
 // markerKey is the fleet's data-lost marker.
 func markerKey(prefix string) string { return prefix + "meta:data_lost" }
@@ -87,17 +85,6 @@ redis.call('SET', KEYS[1], ARGV[1])
 return false
 `
 
-// DataLoss is a store's data-loss state.
-type DataLoss struct {
-	// Lost: the store stops claiming until an operator acknowledges.
-	Lost bool
-	// Detail says what was seen: which sentinel vanished, or that the
-	// fleet's marker records a loss. It names keys, never values.
-	Detail string
-	// Since is when this store saw it.
-	Since time.Time
-}
-
 // amnesia is a store's watch of its sentinels.
 type amnesia struct {
 	client  rueidis.Client
@@ -105,7 +92,7 @@ type amnesia struct {
 	cluster bool
 	onLoss  atomic.Pointer[func(error)]
 	// gens: the generation sentinels and the highest generation seen in
-	// each (generation.go); require: Options.RequireInit.
+	// each (generation.go); require: [Options.RequireInit].
 	gens    *gens
 	require bool
 
@@ -114,7 +101,7 @@ type amnesia struct {
 	gen     string            // the acknowledgement known ("ack:G"), or ""
 	epoch   int               // moves at each adoption: older readings are dropped
 
-	lost atomic.Pointer[DataLoss] // nil while no loss is known
+	lost atomic.Pointer[idempotency.DataLoss] // nil while no loss is known
 }
 
 // initAmnesia reads the marker and, with opts.RequireInit, the generation
@@ -164,7 +151,7 @@ func initAmnesia(ctx context.Context, client rueidis.Client, opts Options) (*amn
 	return a, nil
 }
 
-// placeAll places the sentinels (New, once the fleet's keys are read).
+// placeAll places the sentinels ([New], once the fleet's keys are read).
 func (a *amnesia) placeAll(ctx context.Context) error {
 	watched, err := a.place(ctx, nil)
 	if err != nil {
@@ -177,15 +164,15 @@ func (a *amnesia) placeAll(ctx context.Context) error {
 // err is the error a claim gets while a loss is known.
 func (a *amnesia) err() error {
 	if l := a.lost.Load(); l != nil {
-		return fmt.Errorf("%w: %s; this gateway stops claiming until an operator acknowledges the loss: %w",
-			ErrDataLost, l.Detail, idempotency.ErrStoreDataLost)
+		return fmt.Errorf("redisstore: %w: %s; this gateway stops claiming until an operator acknowledges the loss",
+			idempotency.ErrStoreDataLost, l.Detail)
 	}
 	return nil
 }
 
 // setLost records a loss once and tells NotifyDataLoss's function.
 func (a *amnesia) setLost(detail string) {
-	l := &DataLoss{Lost: true, Detail: detail, Since: time.Now()}
+	l := &idempotency.DataLoss{Lost: true, Detail: detail, Since: time.Now()}
 	if a.lost.CompareAndSwap(nil, l) {
 		if f := a.onLoss.Load(); f != nil {
 			(*f)(a.err())
@@ -373,7 +360,7 @@ func (a *amnesia) placeSlots(ctx context.Context, slots []int) (map[string]strin
 	return out, nil
 }
 
-// acknowledge is Store.AcknowledgeDataLoss after its reading.
+// acknowledge is [Store.AcknowledgeDataLoss] after its reading.
 func (a *amnesia) acknowledge(ctx context.Context) (map[string]string, string, error) {
 	watched, err := a.place(ctx, nil)
 	if err != nil {
@@ -462,24 +449,24 @@ func readClusterMap(ctx context.Context, client rueidis.Client) (clusterMap, err
 
 // DataLoss reports whether this store knows of a loss of data and has
 // stopped claiming; the zero DataLoss when the check is off
-// (Options.SkipDataLossCheck). It reads nothing: the state is the latest
+// ([Options.SkipDataLossCheck]). It reads nothing: the state is the latest
 // reading's (docs/DESIGN.md, "The record and its lifecycle", Store amnesia).
-func (s *Store) DataLoss() DataLoss {
+func (s *Store) DataLoss() idempotency.DataLoss {
 	if s.scope.amnesia == nil {
-		return DataLoss{}
+		return idempotency.DataLoss{}
 	}
 	if l := s.scope.amnesia.lost.Load(); l != nil {
 		return *l
 	}
-	return DataLoss{}
+	return idempotency.DataLoss{}
 }
 
 // NotifyDataLoss has f called with the error claims get whenever the store
 // sees a loss of data (docs/DESIGN.md, "The record and its lifecycle", Store amnesia): at once if it knows
-// of one now (the fleet's marker, read by New), and once per loss from then
+// of one now (the fleet's marker, read by [New]), and once per loss from then
 // on (a loss after an acknowledgement calls it again). f runs on the path
 // of the claim or health check that saw the loss and must not block. It
-// does nothing when the check is off (Options.SkipDataLossCheck).
+// does nothing when the check is off ([Options.SkipDataLossCheck]).
 func (s *Store) NotifyDataLoss(f func(error)) {
 	a := s.scope.amnesia
 	if a == nil || f == nil {
@@ -491,41 +478,31 @@ func (s *Store) NotifyDataLoss(f func(error)) {
 	}
 }
 
-// Acknowledgement is the answer of Store.AcknowledgeDataLoss.
-type Acknowledgement struct {
-	// Acknowledged: a loss was known and is acknowledged now; false when
-	// none was (nothing was written).
-	Acknowledged bool
-	// Detail is what was lost (DataLoss.Detail).
-	Detail string
-	// Sentinels is how many sentinels are watched from now on.
-	Sentinels int
-}
-
 // AcknowledgeDataLoss is an operator's acknowledgement that the store lost
 // data: calls whose records were lost may be dispatched again (a vendor
 // with a binding deduplicates them only if the deployment id is unchanged,
-// Options.DeploymentID). It first reads the sentinels and the marker as a
+// [Options.DeploymentID]). It first reads the sentinels and the marker as a
 // claim would (so a loss not seen yet is seen); if no loss is known it
 // writes nothing. Otherwise it restores the fleet's scope version if it is
 // gone (SET NX), writes the deployment id back (the configured one,
-// Options.DeploymentID, over any other; without one, only if it is gone),
+// [Options.DeploymentID], over any other; without one, only if it is gone),
 // makes the generation sentinels that are gone again (with RequireInit;
 // generation.go), places the sentinels again and writes the
 // acknowledgement to the marker, which every gateway of the fleet reads at
 // its next reading and claims again, forgetting the generations it
-// remembered. It fails with ErrInvalidConfig when the check is off.
-func (s *Store) AcknowledgeDataLoss(ctx context.Context) (Acknowledgement, error) {
+// remembered. It fails with [idempotency.ErrInvalidRequest] when the check
+// is off.
+func (s *Store) AcknowledgeDataLoss(ctx context.Context) (idempotency.DataLossAcknowledgement, error) {
 	a := s.scope.amnesia
 	if a == nil {
-		return Acknowledgement{}, fmt.Errorf("%w: the data-loss check is off (SkipDataLossCheck)", ErrInvalidConfig)
+		return idempotency.DataLossAcknowledgement{}, fmt.Errorf("redisstore: acknowledge: %w: the data-loss check is off (SkipDataLossCheck)", idempotency.ErrInvalidRequest)
 	}
 	if err := s.scope.read(ctx); err != nil {
-		return Acknowledgement{}, opError("acknowledge", err)
+		return idempotency.DataLossAcknowledgement{}, opError("acknowledge", err)
 	}
 	l := a.lost.Load()
 	if l == nil {
-		return Acknowledgement{Sentinels: len(a.watchedKeys())}, nil
+		return idempotency.DataLossAcknowledgement{Sentinels: len(a.watchedKeys())}, nil
 	}
 	// The fleet's keys first: a gateway that starts once the marker is
 	// lifted finds them as the fleet had them.
@@ -538,14 +515,14 @@ func (s *Store) AcknowledgeDataLoss(ctx context.Context) (Acknowledgement, error
 	restore := rueidis.Commands{s.client.B().Set().Key(s.scope.key).Value(s.scope.want).Nx().Build(), dep}
 	for _, r := range s.client.DoMulti(ctx, restore...) {
 		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
-			return Acknowledgement{}, opError("acknowledge", err)
+			return idempotency.DataLossAcknowledgement{}, opError("acknowledge", err)
 		}
 	}
 	watched, _, err := a.acknowledge(ctx)
 	if err != nil {
-		return Acknowledgement{}, opError("acknowledge", err)
+		return idempotency.DataLossAcknowledgement{}, opError("acknowledge", err)
 	}
-	return Acknowledgement{Acknowledged: true, Detail: l.Detail, Sentinels: len(watched)}, nil
+	return idempotency.DataLossAcknowledgement{Acknowledged: true, Detail: l.Detail, Sentinels: len(watched)}, nil
 }
 
 // watchedKeys lists the watched sentinels, sorted.

@@ -22,8 +22,8 @@ func wantDataLost(t *testing.T, s *Store, m *mini) {
 	t.Helper()
 	k := idempotency.NewKey()
 	_, err := s.Claim(ctx, claimReq(k))
-	if !errors.Is(err, ErrDataLost) || !errors.Is(err, idempotency.ErrStoreDataLost) {
-		t.Fatalf("claim after the loss: %v, want ErrDataLost", err)
+	if !errors.Is(err, idempotency.ErrStoreDataLost) {
+		t.Fatalf("claim after the loss: %v, want idempotency.ErrStoreDataLost", err)
 	}
 	if r, code := idempotency.Reason(err); r != "store_data_lost" || code != 503 {
 		t.Fatalf("Reason = %s %d, want store_data_lost 503", r, code)
@@ -42,7 +42,7 @@ func TestDataLossAfterFlush(t *testing.T) {
 	advance := manualClock(m.store)
 	var notified atomic.Int32
 	m.store.NotifyDataLoss(func(err error) {
-		if errors.Is(err, ErrDataLost) {
+		if errors.Is(err, idempotency.ErrStoreDataLost) {
 			notified.Add(1)
 		}
 	})
@@ -57,12 +57,12 @@ func TestDataLossAfterFlush(t *testing.T) {
 	if v, err := m.mr.Get(markerName); err != nil || !strings.HasPrefix(v, "lost:") {
 		t.Fatalf("marker %q, %v; want a recorded loss", v, err)
 	}
-	var ue *UnhealthyError
+	var ue *idempotency.UnhealthyError
 	if err := m.store.Health(ctx); !errors.As(err, &ue) || ue.Reason != "store_data_lost" {
 		t.Fatalf("Health: %v, want store_data_lost", err)
 	}
 	if l := m.store.DataLoss(); !l.Lost || !strings.Contains(l.Detail, "meta:sentinel:") {
-		t.Fatalf("DataLoss %+v", l)
+		t.Fatalf("idempotency.DataLoss %+v", l)
 	}
 	advance(time.Second)
 	wantDataLost(t, m.store, m)
@@ -186,11 +186,11 @@ func TestScopeVersionMovesAreNoLoss(t *testing.T) {
 		}
 		advance(time.Second)
 		_, err := m.store.Claim(ctx, claimReq(idempotency.NewKey()))
-		if errors.Is(err, ErrDataLost) || m.store.DataLoss().Lost {
+		if errors.Is(err, idempotency.ErrStoreDataLost) || m.store.DataLoss().Lost {
 			t.Fatalf("scope version %q: %v, a loss", v, err)
 		}
-		if v != "" && !errors.Is(err, ErrScopeVersion) {
-			t.Fatalf("scope version %q: %v, want ErrScopeVersion", v, err)
+		if v != "" && !errors.Is(err, idempotency.ErrScopeVersionChanged) {
+			t.Fatalf("scope version %q: %v, want idempotency.ErrScopeVersionChanged", v, err)
 		}
 	}
 	if m.mr.Exists(markerName) {
@@ -230,7 +230,7 @@ func TestSkipDataLossCheck(t *testing.T) {
 	if err := m.store.Health(ctx); err != nil {
 		t.Fatalf("Health: %v", err)
 	}
-	if _, err := m.store.AcknowledgeDataLoss(ctx); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := m.store.AcknowledgeDataLoss(ctx); !errors.Is(err, idempotency.ErrInvalidRequest) {
 		t.Fatalf("acknowledge with the check off: %v", err)
 	}
 }
@@ -293,7 +293,7 @@ func TestDeploymentIDRefused(t *testing.T) {
 		"0101010101010101010101010101010a", // 3 distinct digits
 		strings.Repeat("3f9a1c07d2e84b6a", 5)[:65],
 	} {
-		err := Options{DeploymentID: id}.Validate()
+		err := Options{DeploymentID: id}.validate()
 		if id == "" {
 			if err != nil {
 				t.Fatalf("no id: %v", err)
@@ -347,7 +347,7 @@ func waitLost(t *testing.T, s *Store) {
 		hctx, cancel := context.WithTimeout(ctx, time.Second)
 		err := s.Health(hctx)
 		cancel()
-		var ue *UnhealthyError
+		var ue *idempotency.UnhealthyError
 		if errors.As(err, &ue) && ue.Reason == "store_data_lost" {
 			return
 		}

@@ -78,13 +78,13 @@ func (s *Store) opEntry(opID string, scope idempotency.Scope, key idempotency.Ke
 	return op, bucket, member, err
 }
 
-// Settle settles an unknown record (idempotency.Settler): one script on
+// Settle settles an unknown record ([idempotency.Settler]): one script on
 // the record and its index bucket. A record whose attempt may still be
 // running at its gateway (it still has an attempt deadline: in flight
 // under a lapsed lease, or turned unknown by the lease-expiry path) is
 // refused until that deadline plus the lease, by the Redis clock, with an
-// *idempotency.AttemptRunningError; a record of another scope version with
-// idempotency.ErrScopeVersionConflict.
+// *[idempotency.AttemptRunningError]; a record of another scope version with
+// [idempotency.ErrScopeVersionConflict].
 func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idempotency.Record, error) {
 	rk, err := req.Scope.StorageKey(s.prefix, req.Key)
 	if err != nil {
@@ -139,7 +139,7 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 	return idempotency.Record{}, opError("settle", fmt.Errorf("unexpected reply %q", st))
 }
 
-// ListUnknown lists a workspace's unknown records (idempotency.Settler).
+// ListUnknown lists a workspace's unknown records ([idempotency.Settler]).
 //
 // The unknown index (docs/DESIGN.md, "The record and its lifecycle",
 // "Listing"): per workspace, one sorted set per Cluster slot, the bucket

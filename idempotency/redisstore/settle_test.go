@@ -444,7 +444,7 @@ func TestSettleCorruptResolution(t *testing.T) {
 		t.Fatalf("resolution %+v, want by ops at the Redis time", r)
 	}
 	m.mr.HSet(m.recordKey(t, k), "R", "ops")
-	if _, err := m.store.Lookup(context.Background(), testScope, k); !errors.Is(err, ErrCorruptRecord) {
-		t.Fatalf("lookup of a bad resolution: %v, want ErrCorruptRecord", err)
+	if _, err := m.store.Lookup(context.Background(), testScope, k); !errors.Is(err, errCorruptRecord) {
+		t.Fatalf("lookup of a bad resolution: %v, want errCorruptRecord", err)
 	}
 }

@@ -19,57 +19,56 @@ import (
 	"github.com/obol-gateway/obol/receipt"
 )
 
-// Options configure a Store. The zero value is ready to use: a zero field
-// means its Default constant (options.go). New refuses, with an
-// *OptionError wrapping ErrInvalidConfig, a negative duration or count and
-// the other limits below; Options.Validate tells the same in advance.
+// Options configure a [Store]. The zero value is ready to use: a zero field
+// means its default (see each field). [New] refuses, with an
+// *[OptionError] wrapping [ErrInvalidConfig], a negative duration or count
+// and the other limits below; [Options.Resolve] tells the same in advance.
 type Options struct {
-	// Prefix starts every key. If empty, idempotency.DefaultPrefix ("obol:").
+	// Prefix starts every key. If empty, [idempotency.DefaultPrefix] ("obol:").
 	Prefix string
 	// Retention is how long a record lives after its last change: a final
 	// outcome sets it, and a held or denied record keeps it. If zero,
-	// DefaultRetention (24h). It must be at least MinRetentionLeases times
-	// Lease, and should
-	// exceed the largest tool timeout plus Lease (docs/DESIGN.md, "EffectSpec (JSON, one object per tool)").
+	// [DefaultRetention] (24h). It must be at least [MinRetentionLeases]
+	// times Lease, and should exceed the largest tool timeout plus Lease
+	// (docs/DESIGN.md, "EffectSpec (JSON, one object per tool)").
 	// UnknownRetention must: a claim or reservation of a longer attempt is
-	// refused (idempotency.ErrRetentionTooShort).
+	// refused ([idempotency.ErrRetentionTooShort]).
 	Retention time.Duration
 	// UnknownRetention is how long a record lives after a reservation or an
 	// unknown outcome: a key that expires re-opens its slot, and an unknown
 	// call is the one whose retry is most dangerous. A final outcome sets
-	// Retention. If zero, DefaultUnknownRetention (7 days), or Retention if
+	// Retention. If zero, [DefaultUnknownRetention] (7 days), or Retention if
 	// that is longer; at least Retention.
 	UnknownRetention time.Duration
 	// Lease bounds one reserved attempt until its owner renews it (Renew).
-	// If zero, DefaultLease (10s); at least MinLease (1ms).
+	// If zero, [DefaultLease] (10s); at least 1ms.
 	Lease time.Duration
 	// MaxResultBytes caps the stored result (body plus kept headers). Over
 	// it, the status and receipt are kept, the body is dropped and a replay
 	// says BodyDropped; headers that alone exceed it are dropped too. Only
-	// idempotency.SafeHeader headers are stored. If zero,
-	// DefaultMaxResultBytes (64 KiB); at most 64 MiB, which bounds what decoding a stored (compressed) body may
+	// [idempotency.SafeHeader] headers are stored. If zero, 64 KiB; at most
+	// 64 MiB, which bounds what decoding a stored (compressed) body may
 	// allocate.
 	MaxResultBytes int
 	// WaitReplicas, if > 0, makes every reservation (a claimed Claim and a
 	// Reserve) wait until that many replicas acknowledged it, on the same
 	// connection, in the same round trip. If fewer do within WaitTimeout the
-	// call fails with ErrReplicas: the reservation is not to be used, and
+	// call fails (store unavailable): the reservation is not to be used, and
 	// the store finalizes it as never sent (best effort, right after), so
 	// that the next claim re-opens the slot with the next token and waits
-	// again. New refuses a WaitReplicas above the replicas connected to any
-	// master (ErrReplicaCount). With fewer WaitReplicas than replicas, a
+	// again. [New] refuses a WaitReplicas above the replicas connected to any
+	// master. With fewer WaitReplicas than replicas, a
 	// failover may promote a replica that lacks a reservation: the slot then
 	// looks free, or as before the attempt, and may be dispatched again.
 	// After a failover the promoted master has no replica until one rejoins
 	// (the old master, restarted, say); until then every reservation on its
-	// slots fails closed with ErrReplicas. Finalizes are not WAITed: a
+	// slots fails closed. Finalizes are not WAITed: a
 	// failover may roll a finalized record back to in flight, which then
 	// reads unknown once its lease ends, never accepted by mistake.
 	WaitReplicas int
-	// WaitTimeout bounds the WAIT. If zero, DefaultWaitTimeout (1s); at least
-	// MinWaitTimeout (1ms). With
-	// WaitReplicas it must be at most half the lease: the WAIT is spent out of
-	// the dispatch time.
+	// WaitTimeout bounds the WAIT. If zero, [DefaultWaitTimeout] (1s); at
+	// least 1ms. With WaitReplicas it must be at most half the lease: the
+	// WAIT is spent out of the dispatch time.
 	WaitTimeout time.Duration
 	// SkipEvictionCheck skips the check that every node runs with
 	// maxmemory-policy noeviction. Only for services that block CONFIG GET
@@ -80,23 +79,22 @@ type Options struct {
 	// ReadTimeout bounds each read-only call (Lookup, Ticket, Pin) whose ctx
 	// has no earlier deadline. rueidis retries read-only commands on
 	// connection errors and LOADING replies until ctx ends, so an unbounded
-	// ctx could wait forever on a Redis that is starting. If zero,
-	// DefaultReadTimeout (5s).
+	// ctx could wait forever on a Redis that is starting. If zero, 5s.
 	ReadTimeout time.Duration
 	// DeploymentID, if set, is the fleet's deployment id, an input of every
 	// vendor key (docs/DESIGN.md, "The key on the vendor hop"): 32 to 64
-	// lowercase hex digits (ValidateDeploymentID). Kept stable when Redis
+	// lowercase hex digits ([ValidateDeploymentID]). Kept stable when Redis
 	// is rebuilt, it keeps the vendor keys of retried calls the same, so
-	// vendors go on deduplicating them. New stores it when Redis holds
-	// none and refuses to start (ErrDeploymentMismatch) when Redis holds
-	// another; empty, New adopts the stored one or makes one.
+	// vendors go on deduplicating them. [New] stores it when Redis holds
+	// none and refuses to start ([ErrDeploymentMismatch]) when Redis holds
+	// another; empty, [New] adopts the stored one or makes one.
 	DeploymentID string
 	// SkipDataLossCheck turns off the sentinels that see Redis lose data
 	// (sentinel.go, generation.go): only for tests that flush Redis under a
 	// store.
 	SkipDataLossCheck bool
-	// RequireInit makes New refuse a store that Init has not initialised
-	// (ErrUninitialized: no generation sentinel) instead of initialising
+	// RequireInit makes [New] refuse a store that [Init] has not initialised
+	// ([ErrUninitialized]: no generation sentinel) instead of initialising
 	// it, and start stopped (a loss of data) on one that holds only some:
 	// an empty Redis is then never taken for a fresh one. Production
 	// gateways set it. Without it a slot's first reservation writes its
@@ -108,9 +106,9 @@ type Options struct {
 	// one does not exist, so Redis ran nothing. A fresh claim in a migrating
 	// slot is answered so until the slot has moved. The re-sends back off
 	// from 2ms, doubling, to 100ms, and end at ctx's deadline if that is
-	// earlier; after MigrationWait the TRYAGAIN is returned as an *OpError.
-	// If zero, DefaultMigrationWait (5s): the move of a slot of some
-	// thousands of keys at the pace of redis-cli --cluster reshard (a
+	// earlier; after MigrationWait the TRYAGAIN is returned as an error
+	// matching [idempotency.ErrStoreUnavailable]. If zero, 5s: the move of
+	// a slot of some thousands of keys at the pace of redis-cli --cluster reshard (a
 	// MIGRATE of 10 keys per round trip). See docs/DESIGN.md, "Scope and
 	// the Redis key".
 	MigrationWait time.Duration
@@ -123,11 +121,11 @@ type Options struct {
 	AccountBytes time.Duration
 }
 
-// Store is an idempotency.Store on Redis or Redis Cluster. It is safe for
+// Store is an [idempotency.Store] on Redis or Redis Cluster. It is safe for
 // concurrent use.
 //
 // Every operation is one Lua script (scripts.go) on the record that
-// idempotency.Scope.StorageKey names and, for the scripts that reserve an
+// [idempotency.Scope.StorageKey] names and, for the scripts that reserve an
 // attempt or make a record final, the unknown index bucket of the same
 // Cluster slot (ListUnknown), so it is valid on Redis Cluster and records
 // spread over all slots. Time inside scripts is Redis TIME. Op ids are at
@@ -159,12 +157,12 @@ type Store struct {
 	// noInfo: SkipEvictionCheck, where a server that refuses INFO memory
 	// (miniredis) has no memory to watch.
 	noInfo bool
-	// deploymentSet: the id is Options.DeploymentID, which an
+	// deploymentSet: the id is [Options.DeploymentID], which an
 	// acknowledged loss writes back.
 	deploymentSet bool
 }
 
-// readCtx bounds a read-only call; see Options.ReadTimeout.
+// readCtx bounds a read-only call; see [Options.ReadTimeout].
 func (s *Store) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.readTimeout {
 		return ctx, func() {}
@@ -172,12 +170,22 @@ func (s *Store) readCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, s.readTimeout)
 }
 
-var _ idempotency.Store = (*Store)(nil)
+// A Store has every optional part that package idempotency declares.
+var _ interface {
+	idempotency.Store
+	idempotency.Settler
+	idempotency.PendingLister
+	idempotency.QuotaStore
+	idempotency.PinStore
+	idempotency.ScopeAdvancer
+	idempotency.DataLossWatcher
+	idempotency.HealthChecker
+} = (*Store)(nil)
 
 // New checks opts and the server (maxmemory-policy on every node the
 // client knows, replicas too since one may be promoted, unless
 // SkipEvictionCheck; with WaitReplicas, the replicas connected to every
-// master, INFO replication), loads the scripts and returns a Store. The client stays
+// master, INFO replication), loads the scripts and returns a [Store]. The client stays
 // owned by the caller; it must not set ConnLifetime, since an expiring
 // connection makes rueidis re-send in-flight commands, writes included.
 func New(ctx context.Context, client rueidis.Client, opts Options) (*Store, error) {
@@ -284,13 +292,13 @@ func checkReplicas(ctx context.Context, nodes map[string]rueidis.Client, want in
 			continue
 		}
 		if connected < want {
-			return fmt.Errorf("%w: master %s has %d connected, wait replicas is %d", ErrReplicaCount, addr, max(connected, 0), want)
+			return fmt.Errorf("%w: master %s has %d connected, wait replicas is %d", errReplicaCount, addr, max(connected, 0), want)
 		}
 	}
 	return nil
 }
 
-// Lease returns the configured lease (Options.Lease).
+// Lease returns the configured lease ([Options.Lease]).
 func (s *Store) Lease() time.Duration { return s.leaseD }
 
 // deploymentKey holds the fleet's deployment id.
@@ -321,7 +329,7 @@ func initDeployment(ctx context.Context, client rueidis.Client, prefix, configur
 	case !write && configured != "":
 		return configured, nil
 	case !validDeployment(old):
-		return "", fmt.Errorf("%w: %s is not 32 to 64 lowercase hex digits", ErrCorruptRecord, deploymentKey(prefix))
+		return "", fmt.Errorf("%w: %s is not 32 to 64 lowercase hex digits", errCorruptRecord, deploymentKey(prefix))
 	case configured != "" && old != configured:
 		return "", fmt.Errorf("%w: %s holds %s, the configured deployment id is %s: configure the stored one (it names this fleet "+
 			"in every vendor key), or use another key prefix or Redis for another fleet", ErrDeploymentMismatch, deploymentKey(prefix), old, configured)
@@ -331,12 +339,12 @@ func initDeployment(ctx context.Context, client rueidis.Client, prefix, configur
 
 // Deployment returns the fleet's deployment id (docs/DESIGN.md, "The key on the
 // vendor hop"): made once per key prefix on a Redis deployment, by the first
-// Store, and read by every later one.
+// [Store], and read by every later one.
 func (s *Store) Deployment() string { return s.deployment }
 
 func (s *Store) checkAcks(acks int64) error {
 	if acks >= 0 && acks < s.waitN {
-		return fmt.Errorf("%w: %d of %d", ErrReplicas, acks, s.waitN)
+		return fmt.Errorf("%w: %d of %d", errReplicas, acks, s.waitN)
 	}
 	return nil
 }
@@ -490,7 +498,7 @@ func (s *Store) neverSent(ctx context.Context, key, bucket, member string, token
 }
 
 // runStatus is execKeys followed by status: a failure of either is an
-// [OpError] of op.
+// [unavailableError] of op.
 func (s *Store) runStatus(ctx context.Context, op string, sc *script, keys, args []string, wait bool) (arr []rueidis.RedisMessage, acks int64, st idempotency.Status, err error) {
 	arr, acks, err = s.execKeys(ctx, sc, keys, args, wait)
 	if err == nil {
@@ -503,7 +511,7 @@ func (s *Store) runStatus(ctx context.Context, op string, sc *script, keys, args
 }
 
 // storedRecord decodes the record a finalize or settle script answers after
-// its status: a short or unreadable reply is an [OpError] of op.
+// its status: a short or unreadable reply is an [unavailableError] of op.
 func storedRecord(op string, scope idempotency.Scope, key idempotency.Key, arr []rueidis.RedisMessage) (idempotency.Record, error) {
 	if len(arr) < 2 {
 		return idempotency.Record{}, opError(op, errors.New("short "+op+" reply"))

@@ -598,7 +598,7 @@ func TestRedisErrorsAreStoreUnavailable(t *testing.T) {
 	m := newMini(t, Options{})
 	m.mr.SetError("LOADING server is loading")
 	_, err := m.store.Claim(ctx, claimReq(idempotency.NewKey()))
-	var oe *OpError
+	var oe *unavailableError
 	if !errors.Is(err, idempotency.ErrStoreUnavailable) || !errors.As(err, &oe) || oe.Op != "claim" {
 		t.Fatalf("claim error %v", err)
 	}
@@ -621,7 +621,7 @@ func TestWaitReplicasShortfallIsNotTrusted(t *testing.T) {
 	m.store.waitN = 1
 	k := idempotency.NewKey()
 	_, err := m.store.Claim(ctx, claimReq(k))
-	if !errors.Is(err, ErrReplicas) || !errors.Is(err, idempotency.ErrStoreUnavailable) {
+	if !errors.Is(err, errReplicas) || !errors.Is(err, idempotency.ErrStoreUnavailable) {
 		t.Fatalf("claim without replicas: %v", err)
 	}
 	rec, err := m.store.Lookup(ctx, testScope, k)
@@ -630,7 +630,7 @@ func TestWaitReplicasShortfallIsNotTrusted(t *testing.T) {
 	}
 	unsupported := claimReq(idempotency.NewKey())
 	unsupported.Binding = effectspec.BindingUnsupported
-	if _, err := m.store.Claim(ctx, unsupported); !errors.Is(err, ErrReplicas) {
+	if _, err := m.store.Claim(ctx, unsupported); !errors.Is(err, errReplicas) {
 		t.Fatalf("claim without replicas: %v", err)
 	}
 	m.store.waitN = 0
@@ -641,7 +641,7 @@ func TestWaitReplicasShortfallIsNotTrusted(t *testing.T) {
 		}
 	}
 	m.store.waitN = 1
-	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: 2}); !errors.Is(err, ErrReplicas) {
+	if _, err := m.store.Reserve(ctx, idempotency.ReserveRequest{Scope: testScope, Key: k, Token: 2}); !errors.Is(err, errReplicas) {
 		t.Fatalf("reserve without replicas: %v", err)
 	}
 	if rec, err := m.store.Lookup(ctx, testScope, k); err != nil || rec.State != effectspec.Unknown || rec.AttemptCount != 3 || rec.SentAttempts != 1 {

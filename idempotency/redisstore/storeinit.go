@@ -12,34 +12,34 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// InitOptions are Init's choices beyond the store's Options.
+// InitOptions are [Init]'s choices beyond the store's [Options].
 type InitOptions struct {
 	// AdoptRecords writes the fleet's scope version on a prefix that holds
 	// records but no scope version (written before the key existed): the
-	// operator counted them (CountRecords, refserver scope-status) and
+	// operator counted them ([CountRecords], refserver scope-status) and
 	// found every live one of this build's version.
 	AdoptRecords bool
 }
 
-// InitResult is what Init did.
+// InitResult is what [Init] did.
 type InitResult struct {
-	// Wrote: Init wrote something; false when the store was initialised
+	// Wrote: [Init] wrote something; false when the store was initialised
 	// already (nothing written).
 	Wrote bool
-	// Generations is how many generation sentinels Init wrote.
+	// Generations is how many generation sentinels [Init] wrote.
 	Generations int
 	// ScopeVersion and Deployment are the fleet's, as stored now.
 	ScopeVersion, Deployment string
 }
 
 // Init initialises a store explicitly, as a production fleet requires
-// (Options.RequireInit; docs/DESIGN.md, "The record and its lifecycle",
+// ([Options.RequireInit]; docs/DESIGN.md, "The record and its lifecycle",
 // Store amnesia): the fleet's scope version (on a prefix without records,
-// or with InitOptions.AdoptRecords), its deployment id (Options.DeploymentID,
+// or with [InitOptions.AdoptRecords]), its deployment id ([Options.DeploymentID],
 // or a fresh one; a configured one that differs from the stored one is
-// ErrDeploymentMismatch), the sentinels and the generation sentinels, each
+// [ErrDeploymentMismatch]), the sentinels and the generation sentinels, each
 // only where it is missing. A store initialised already is left as it is
-// (InitResult.Wrote false). It refuses (ErrDataLost) while the fleet's marker
+// ([InitResult.Wrote] false). It refuses ([idempotency.ErrStoreDataLost]) while the fleet's marker
 // records a loss nobody acknowledged: the acknowledgement, not a new start,
 // is what lets the fleet claim again.
 func Init(ctx context.Context, client rueidis.Client, opts Options, iopts InitOptions) (InitResult, error) {
@@ -56,12 +56,12 @@ func Init(ctx context.Context, client rueidis.Client, opts Options, iopts InitOp
 	case err != nil:
 		return InitResult{}, fmt.Errorf("redisstore: data-loss marker: %w", err)
 	case !strings.HasPrefix(m, markerAck):
-		return InitResult{}, fmt.Errorf("%w: %s records a loss of data that no operator has acknowledged: "+
-			"acknowledge it (refserver store acknowledge-data-loss) instead of initialising the store", ErrDataLost, markerKey(opts.Prefix))
+		return InitResult{}, fmt.Errorf("redisstore: %w: %s records a loss of data that no operator has acknowledged: "+
+			"acknowledge it (refserver store acknowledge-data-loss) instead of initialising the store", idempotency.ErrStoreDataLost, markerKey(opts.Prefix))
 	}
 	var res InitResult
 
-	// The scope version, as New writes it, or over records if adopted.
+	// The scope version, as [New] writes it, or over records if adopted.
 	c := &scopeCheck{client: client, key: scopeVersionKey(opts.Prefix), want: strconv.Itoa(idempotency.ScopeVersion), timeout: opts.ReadTimeout}
 	v, err := c.get(ctx)
 	switch {
@@ -74,7 +74,7 @@ func Init(ctx context.Context, client rueidis.Client, opts Options, iopts InitOp
 		return InitResult{}, fmt.Errorf("redisstore: scope version: %w", err)
 	}
 	if v != c.want {
-		return InitResult{}, fmt.Errorf("%w: %s holds %s, this build's is %s", ErrScopeVersion, c.key, versionText(v), c.want)
+		return InitResult{}, fmt.Errorf("redisstore: %w: %s holds %s, this build's is %s", idempotency.ErrScopeVersionChanged, c.key, versionText(v), c.want)
 	}
 	res.ScopeVersion = v
 

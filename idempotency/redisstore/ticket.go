@@ -44,17 +44,17 @@ func (s *Store) resolve(ctx context.Context, op, id string) (ticketValue, idempo
 	}
 	var tv ticketValue
 	if err := json.Unmarshal([]byte(raw), &tv); err != nil {
-		return ticketValue{}, idempotency.Key{}, fmt.Errorf("redisstore: %s: %w: ticket", op, ErrCorruptRecord)
+		return ticketValue{}, idempotency.Key{}, fmt.Errorf("redisstore: %s: %w: ticket", op, errCorruptRecord)
 	}
 	k, err := idempotency.ParseKey(tv.Key)
 	if err != nil {
-		return ticketValue{}, idempotency.Key{}, fmt.Errorf("redisstore: %s: %w: ticket key", op, ErrCorruptRecord)
+		return ticketValue{}, idempotency.Key{}, fmt.Errorf("redisstore: %s: %w: ticket key", op, errCorruptRecord)
 	}
 	// The record key is derived again, so that a ticket can only ever point at
 	// the record of its own scope and key under this prefix.
 	rk, err := idempotency.Scope{Workspace: tv.Workspace, Connection: tv.Connection, Tool: tv.Tool}.StorageKey(s.prefix, k)
 	if err != nil || rk != tv.Record {
-		return ticketValue{}, idempotency.Key{}, fmt.Errorf("redisstore: %s: %w: ticket scope", op, ErrCorruptRecord)
+		return ticketValue{}, idempotency.Key{}, fmt.Errorf("redisstore: %s: %w: ticket scope", op, errCorruptRecord)
 	}
 	return tv, k, nil
 }

@@ -40,8 +40,8 @@ func TestCorruptDeploymentRefusesToStart(t *testing.T) {
 	m := newMini(t, Options{})
 	m.mr.Set("obol:meta:deployment", "not-hex")
 	_, err := New(ctx, m.client, Options{SkipEvictionCheck: true})
-	if !errors.Is(err, ErrCorruptRecord) {
-		t.Fatalf("New over a corrupt deployment id: %v, want ErrCorruptRecord", err)
+	if !errors.Is(err, errCorruptRecord) {
+		t.Fatalf("New over a corrupt deployment id: %v, want errCorruptRecord", err)
 	}
 	if strings.Contains(err.Error(), "not-hex") {
 		t.Fatalf("error quotes the stored value: %v", err)

@@ -435,7 +435,7 @@ func TestHealth(t *testing.T) {
 // ticket reads and decisions fail with it, or wait for their context to
 // end when err is context.DeadlineExceeded.
 type bare struct {
-	admin.Store
+	idempotency.Store
 	err error
 }
 
@@ -483,21 +483,25 @@ func TestStoreWithoutParts(t *testing.T) {
 
 // parts is a store whose advance and acknowledgement answer as set.
 type parts struct {
-	admin.Store
-	adv redisstore.Advance
-	ack redisstore.Acknowledgement
+	idempotency.Store
+	adv idempotency.Advance
+	ack idempotency.DataLossAcknowledgement
 	err error
 }
 
-func (p *parts) AdvanceScope(_ context.Context, req redisstore.AdvanceRequest) (redisstore.Advance, error) {
+func (p *parts) AdvanceScope(_ context.Context, req idempotency.AdvanceRequest) (idempotency.Advance, error) {
 	a := p.adv
 	a.To = req.To
 	return a, p.err
 }
 
-func (p *parts) AcknowledgeDataLoss(context.Context) (redisstore.Acknowledgement, error) {
+func (p *parts) AcknowledgeDataLoss(context.Context) (idempotency.DataLossAcknowledgement, error) {
 	return p.ack, p.err
 }
+
+func (p *parts) DataLoss() idempotency.DataLoss { return idempotency.DataLoss{} }
+
+func (p *parts) NotifyDataLoss(func(error)) {}
 
 func (p *parts) ListUnknown(ctx context.Context, req idempotency.ListRequest) (idempotency.UnknownPage, error) {
 	return p.Store.(idempotency.Settler).ListUnknown(ctx, req)
@@ -526,28 +530,28 @@ func TestAdvanceAndAcknowledge(t *testing.T) {
 	if code, m := f.send("POST", "/v1/scope-version/advance", keyOne, ``); code != 403 {
 		t.Errorf("advance with a workspace key: %d %v", code, m)
 	}
-	st.adv = redisstore.Advance{Phase: redisstore.AdvanceClosing, From: idempotency.ScopeVersion, RetryAfterMS: 1500}
+	st.adv = idempotency.Advance{Phase: idempotency.AdvanceClosing, From: idempotency.ScopeVersion, RetryAfterMS: 1500}
 	if a, err := f.api.AdvanceScope(ctx, admin.AdvanceRequest{}); err != nil || a.Phase != "closing" || a.RetryAfterMS != 1500 ||
 		a.To != idempotency.ScopeVersion+1 || a.Counts == nil {
 		t.Errorf("closing: %v %+v", err, a)
 	}
-	st.adv = redisstore.Advance{Phase: redisstore.AdvanceRecordsLive, Live: 3,
-		Counts: []redisstore.RecordCount{{Version: idempotency.ScopeVersion, State: effectspec.Unknown, Records: 3}}}
+	st.adv = idempotency.Advance{Phase: idempotency.AdvanceRecordsLive, Live: 3,
+		Counts: []idempotency.RecordCount{{Version: idempotency.ScopeVersion, State: effectspec.Unknown, Records: 3}}}
 	a, err := f.api.AdvanceScope(ctx, admin.AdvanceRequest{})
 	if reasonOf(err) != "records_live" || a.Live != 3 || len(a.Counts) != 1 || a.Counts[0].State != "unknown" || a.Status != 409 {
 		t.Errorf("records_live: %v %+v", err, a)
 	}
 
-	st.ack = redisstore.Acknowledgement{Sentinels: 2}
+	st.ack = idempotency.DataLossAcknowledgement{Sentinels: 2}
 	if ack, err := f.api.AcknowledgeDataLoss(ctx); err != nil || ack.Acknowledged || !strings.Contains(ack.Message, "nothing changed") {
 		t.Errorf("nothing to acknowledge: %v %+v", err, ack)
 	}
-	st.ack = redisstore.Acknowledgement{Acknowledged: true, Detail: "sentinel 0 vanished", Sentinels: 2}
+	st.ack = idempotency.DataLossAcknowledgement{Acknowledged: true, Detail: "sentinel 0 vanished", Sentinels: 2}
 	if ack, err := f.api.AcknowledgeDataLoss(ctx); err != nil || !ack.Acknowledged || ack.Lost != "sentinel 0 vanished" ||
-		!strings.Contains(ack.Message, admin.DataLossWarning) {
+		!strings.Contains(ack.Message, "deduplicate them only if the deployment id is unchanged") {
 		t.Errorf("acknowledged: %v %+v", err, ack)
 	}
-	st.err = redisstore.ErrInvalidConfig
+	st.err = idempotency.ErrInvalidRequest
 	if _, err := f.api.AcknowledgeDataLoss(ctx); reasonOf(err) != "invalid_request" {
 		t.Errorf("check off: %v", err)
 	}
@@ -590,14 +594,6 @@ func TestClientNotAnAnswer(t *testing.T) {
 	if !errors.Is(err, admin.ErrNotAnswer) || strings.Contains(err.Error(), "\x1b") || !strings.HasPrefix(err.Error(), "HTTP 502: ") ||
 		len(err.Error()) > 300 {
 		t.Errorf("error %q", err)
-	}
-	for _, bad := range []string{"ftp://h", "http://", "http://u:p@h", "http://h/?q=1", "http://h/#f"} {
-		if _, err := admin.ParseBaseURL(bad); err == nil {
-			t.Errorf("ParseBaseURL(%q) accepted", bad)
-		}
-	}
-	if u, err := admin.ParseBaseURL("http://127.0.0.1:8080/"); err != nil || u != "http://127.0.0.1:8080" {
-		t.Errorf("ParseBaseURL: %q %v", u, err)
 	}
 }
 

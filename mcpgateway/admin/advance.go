@@ -5,16 +5,15 @@ import (
 	"net/http"
 
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/idempotency/redisstore"
 )
 
 // advance runs one step of the scope version advance
-// (redisstore.Store.AdvanceScope): 200 while closing (run it again after
+// ([idempotency.ScopeAdvancer]): 200 while closing (run it again after
 // retry_after_ms) and once advanced; 409 records_live with the count to
 // strand, conflict when the key holds something else, migrating while a
 // Cluster slot moves.
-func (h *Handler) advance(w http.ResponseWriter, r *http.Request) {
-	adv, by, ok := part[ScopeAdvancer](h, w, r, true,
+func (h *handler) advance(w http.ResponseWriter, r *http.Request) {
+	adv, by, ok := part[idempotency.ScopeAdvancer](h, w, r, true,
 		refuse("not_implemented", http.StatusNotImplemented, "the store cannot advance the scope version"))
 	if !ok {
 		return
@@ -23,7 +22,7 @@ func (h *Handler) advance(w http.ResponseWriter, r *http.Request) {
 	if !h.body(w, r, &req, `{"to": N, "strand": N} (both optional)`, true) {
 		return
 	}
-	ar := redisstore.AdvanceRequest{To: idempotency.ScopeVersion + 1, Strand: -1}
+	ar := idempotency.AdvanceRequest{To: idempotency.ScopeVersion + 1, Strand: -1}
 	if req.To != nil {
 		ar.To = *req.To
 	}
@@ -57,16 +56,16 @@ func (h *Handler) advance(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusOK
 	switch a.Phase {
-	case redisstore.AdvanceRecordsLive:
+	case idempotency.AdvanceRecordsLive:
 		status, v.Reason, v.Message = http.StatusConflict, "records_live",
 			"live records of the old version remain; finish when none do, or strand exactly this count"
-	case redisstore.AdvanceConflict:
+	case idempotency.AdvanceConflict:
 		status, v.Reason, v.Message = http.StatusConflict, "conflict",
 			"the fleet's scope version key holds "+a.Fleet+", not this gateway's version or its closing mark"
-	case redisstore.AdvanceMigrating:
+	case idempotency.AdvanceMigrating:
 		status, v.Reason, v.Message = http.StatusConflict, "migrating",
 			"a Cluster slot is migrating ("+a.Fleet+"): a count now could miss records; run it again once resharding is done"
-	case redisstore.AdvanceClosing:
+	case idempotency.AdvanceClosing:
 		v.Message = "the old version is closing: its gateways stop claiming within a lease; run the advance again after retry_after_ms"
 	}
 	if status != http.StatusOK {

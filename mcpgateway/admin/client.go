@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/obol-gateway/obol/internal/printable"
 )
 
 // Client calls a gateway's admin API with an approver key. Its methods
@@ -17,32 +19,12 @@ import (
 // reason and message (and, for an advance refused records_live, the
 // [Advance] too).
 type Client struct {
-	// BaseURL is the gateway's URL (see [ParseBaseURL]).
+	// BaseURL is the gateway's URL, without a trailing slash.
 	BaseURL string
 	// Key is the approver key, sent as "Authorization: Bearer <key>" only.
 	Key string
-	// HTTP sends the requests. If nil, http.DefaultClient.
+	// HTTP sends the requests. If nil, [http.DefaultClient].
 	HTTP *http.Client
-}
-
-// ParseBaseURL checks a gateway URL: http or https, a host, no user or
-// password (a secret on a command line), no query or fragment. It returns
-// it without a trailing slash.
-func ParseBaseURL(s string) (string, error) {
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return "", errors.New("not a URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "", errors.New("must start with http:// or https://")
-	case u.Host == "":
-		return "", errors.New("names no host")
-	case u.User != nil:
-		return "", errors.New("must not hold a user or password")
-	case u.RawQuery != "" || u.Fragment != "":
-		return "", errors.New("must not hold a query or fragment")
-	}
-	return strings.TrimRight(u.String(), "/"), nil
 }
 
 // ListRequest names a page of a listing: one workspace's ("" for every
@@ -105,7 +87,7 @@ func (c *Client) Decide(ctx context.Context, ticket string, approve bool) (Ticke
 // PinCapability is POST /v1/capabilities/{name}/pin.
 func (c *Client) PinCapability(ctx context.Context, capability, provider string) (Pin, error) {
 	var p Pin
-	err := c.do(ctx, "POST", "/v1/capabilities/"+url.PathEscape(capability)+"/pin", nil, PinRequest{provider}, &p)
+	err := c.do(ctx, "POST", "/v1/capabilities/"+url.PathEscape(capability)+"/pin", nil, pinRequest{provider}, &p)
 	return p, err
 }
 
@@ -128,7 +110,7 @@ func (c *Client) AcknowledgeDataLoss(ctx context.Context) (Acknowledgement, erro
 const maxAnswerBytes = 64 << 20
 
 // do sends one request and decodes a 2xx answer into out. A refusal is an
-// *Error; its body is decoded into out as well (an advance's refusal
+// *[Error]; its body is decoded into out as well (an advance's refusal
 // carries the advance).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	var rd io.Reader
@@ -182,7 +164,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return e
 	}
 	// Not a gateway's answer (a proxy's page, say): say so, briefly.
-	return &Error{Status: resp.StatusCode, Message: strings.TrimPrefix(ErrNotAnswer.Error(), "admin: ") + ": " + Printable(string(raw), 200), Body: raw}
+	return &Error{Status: resp.StatusCode, Message: strings.TrimPrefix(ErrNotAnswer.Error(), "admin: ") + ": " + printable.Cut(string(raw), 200), Body: raw}
 }
 
 // Unwrap makes an answer that is not the API's match [ErrNotAnswer].

@@ -15,50 +15,22 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/internal/ident"
 	"github.com/obol-gateway/obol/internal/strictjson"
 	"github.com/obol-gateway/obol/mcpgateway"
 	"github.com/obol-gateway/obol/receipt"
 )
 
-// Store is what the handler needs of every store: decisions, receipts and
-// ticket reads. An [idempotency.Store] is one.
-type Store interface {
-	Decide(ctx context.Context, req idempotency.DecideRequest) (idempotency.Ticket, error)
-	Lookup(ctx context.Context, scope idempotency.Scope, key idempotency.Key) (idempotency.Record, error)
-	Ticket(ctx context.Context, id string) (idempotency.Ticket, error)
-}
-
-// The optional parts of a [Config.Store]: an endpoint whose part the store
-// lacks refuses (501 not_implemented; 400 for the data-loss one).
-// *redisstore.Store has every part.
-type (
-	// PendingLister lists a workspace's pending approvals.
-	PendingLister interface {
-		ListPending(ctx context.Context, req idempotency.ListRequest) (redisstore.PendingPage, error)
-	}
-	// ScopeAdvancer runs one step of the scope version advance.
-	ScopeAdvancer interface {
-		AdvanceScope(ctx context.Context, req redisstore.AdvanceRequest) (redisstore.Advance, error)
-	}
-	// DataLossAcknowledger lifts the fleet's data-lost marker.
-	DataLossAcknowledger interface {
-		AcknowledgeDataLoss(ctx context.Context) (redisstore.Acknowledgement, error)
-	}
-	// Healther proves a claim could be written now.
-	Healther interface {
-		Health(ctx context.Context) error
-	}
-)
-
-// Config configures a [Handler]. Store and Approver are required; every
+// Config configures the handler of [New]. Store and Approver are required; every
 // other zero field has the default its comment names.
 type Config struct {
-	// Store decides tickets and answers receipts; an [idempotency.Settler],
-	// [PendingLister], [ScopeAdvancer], [DataLossAcknowledger] or [Healther]
-	// serves the endpoints of that part.
-	Store Store
+	// Store decides tickets and answers receipts. The endpoints of a store's
+	// optional part are served when it has the part (an
+	// [idempotency.Settler], [idempotency.PendingLister],
+	// [idempotency.ScopeAdvancer], [idempotency.DataLossWatcher] or
+	// [idempotency.HealthChecker]; redisstore's Store has every one), and
+	// refused otherwise (501 not_implemented; 400 for the data-loss one).
+	Store idempotency.Store
 	// Approver names the approver whose key token is.
 	Approver func(token string) (name string, ok bool)
 	// Workspace names the workspace whose API key token is. If nil, no
@@ -101,27 +73,29 @@ type Config struct {
 	// 20s.
 	AdvanceTimeout time.Duration
 	// Durability is what /healthz reports of the store's persistence
-	// (redisstore.Durability); "" reports none.
+	// (redisstore.Description.Durability, say); "" reports none.
 	Durability string
 }
 
 // Default bounds of a [Config].
 const (
-	DefaultStoreTimeout   = 2 * time.Second
-	DefaultAdvanceTimeout = 20 * time.Second
+	defaultStoreTimeout   = 2 * time.Second
+	defaultAdvanceTimeout = 20 * time.Second
 )
 
-// MaxBodyBytes bounds a request body.
-const MaxBodyBytes = 64 << 10
+// maxBodyBytes bounds a request body.
+const maxBodyBytes = 64 << 10
 
-// Handler serves the admin API: the /v1 endpoints and GET /healthz.
-type Handler struct {
+// handler serves the admin API of [New].
+type handler struct {
 	cfg Config
 	mux *http.ServeMux
 }
 
-// New returns the handler of cfg, or an error wrapping [ErrInvalidConfig].
-func New(cfg Config) (*Handler, error) {
+// New returns the handler of cfg, which serves the admin API (the /v1
+// endpoints and GET /healthz; any other path is 404), or an error wrapping
+// [ErrInvalidConfig].
+func New(cfg Config) (http.Handler, error) {
 	if cfg.Store == nil || cfg.Approver == nil {
 		return nil, fmt.Errorf("%w: Store and Approver are required", ErrInvalidConfig)
 	}
@@ -149,12 +123,12 @@ func New(cfg Config) (*Handler, error) {
 		cfg.OnSettle = func(effectspec.Outcome) {}
 	}
 	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = DefaultStoreTimeout
+		cfg.StoreTimeout = defaultStoreTimeout
 	}
 	if cfg.AdvanceTimeout <= 0 {
-		cfg.AdvanceTimeout = DefaultAdvanceTimeout
+		cfg.AdvanceTimeout = defaultAdvanceTimeout
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux()}
+	h := &handler{cfg: cfg, mux: http.NewServeMux()}
 	if h.cfg.Classify == nil {
 		h.cfg.Classify = h.classify
 	}
@@ -180,7 +154,7 @@ func New(cfg Config) (*Handler, error) {
 }
 
 // ServeHTTP serves the API's paths; any other path is 404.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 func bounded(d time.Duration, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -208,7 +182,7 @@ var (
 	errBadLimit     = refuse("invalid_request", http.StatusBadRequest, "query parameter limit must be 1 to "+strconv.Itoa(idempotency.MaxPageSize))
 )
 
-func (h *Handler) refuse(w http.ResponseWriter, r refusal) {
+func (h *handler) refuse(w http.ResponseWriter, r refusal) {
 	h.cfg.OnRefusal(r.Reason)
 	if r.detail != "" && r.Status >= http.StatusInternalServerError {
 		// The caller reads the message, fixed text; the cause is for the log.
@@ -222,7 +196,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r refusal) {
 
 // storeRefusal is the refusal of a store error of op, counted as a store
 // error when the store was unavailable.
-func (h *Handler) storeRefusal(op string, err error) refusal {
+func (h *handler) storeRefusal(op string, err error) refusal {
 	c := h.cfg.Classify(err)
 	rf := refusal{Error: Error{Reason: c.Reason, Status: c.Status, Message: c.Message, SafeNewKey: c.SafeNewKey,
 		RetryAfterMS: c.RetryAfter.Milliseconds()}, detail: c.Detail}
@@ -239,9 +213,9 @@ func (rf refusal) logText() string {
 	return rf.Message
 }
 
-// classify is the default Config.Classify: fixed text, the error's own
+// classify is the default [Config.Classify]: fixed text, the error's own
 // (redacted) for the log only.
-func (h *Handler) classify(err error) mcpgateway.Refusal {
+func (h *handler) classify(err error) mcpgateway.Refusal {
 	detail := h.cfg.Redact(err.Error())
 	if reason, status := idempotency.Reason(err); reason != "" {
 		return mcpgateway.Refusal{Reason: reason, Status: status, Message: strings.ReplaceAll(reason, "_", " "), Detail: detail}
@@ -270,8 +244,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // body reads a request body into v with the strict decoder (no repeated or
 // case-variant member, no unknown field; its error names a field, never a
 // value). An empty body is an error unless optional.
-func (h *Handler) body(w http.ResponseWriter, r *http.Request, v any, form string, optional bool) bool {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+func (h *handler) body(w http.ResponseWriter, r *http.Request, v any, form string, optional bool) bool {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		h.refuse(w, errTooLarge)
 		return false
@@ -291,7 +265,7 @@ func (h *Handler) body(w http.ResponseWriter, r *http.Request, v any, form strin
 // which is what a decision logs and a settle records as "by": nothing
 // derived from the key. Without one it refuses: 403 for a workspace key
 // when workspaceForbidden, else 401.
-func (h *Handler) approver(w http.ResponseWriter, r *http.Request, workspaceForbidden bool) (string, bool) {
+func (h *handler) approver(w http.ResponseWriter, r *http.Request, workspaceForbidden bool) (string, bool) {
 	tok, ok := mcpgateway.BearerToken(r.Header)
 	if ok {
 		if name, ok := h.cfg.Approver(tok); ok {
@@ -308,7 +282,7 @@ func (h *Handler) approver(w http.ResponseWriter, r *http.Request, workspaceForb
 
 // part returns the request's approver and the store's part P; without
 // either it refuses the request (missing when the store lacks P).
-func part[P any](h *Handler, w http.ResponseWriter, r *http.Request, workspaceForbidden bool, missing refusal) (P, string, bool) {
+func part[P any](h *handler, w http.ResponseWriter, r *http.Request, workspaceForbidden bool, missing refusal) (P, string, bool) {
 	var p P
 	by, ok := h.approver(w, r, workspaceForbidden)
 	if !ok {
@@ -322,7 +296,7 @@ func part[P any](h *Handler, w http.ResponseWriter, r *http.Request, workspaceFo
 
 // workspaces are the workspaces a listing covers: the one ?workspace=
 // names, else every configured one.
-func (h *Handler) workspaces(w http.ResponseWriter, r *http.Request) ([]string, bool) {
+func (h *handler) workspaces(w http.ResponseWriter, r *http.Request) ([]string, bool) {
 	if !r.URL.Query().Has("workspace") {
 		return h.cfg.Workspaces, true
 	}
@@ -331,7 +305,7 @@ func (h *Handler) workspaces(w http.ResponseWriter, r *http.Request) ([]string, 
 }
 
 // workspaceParam reads ?workspace=, which must name a configured workspace.
-func (h *Handler) workspaceParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (h *handler) workspaceParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	ws := r.URL.Query().Get("workspace")
 	for _, id := range h.cfg.Workspaces {
 		if id == ws {
@@ -342,8 +316,8 @@ func (h *Handler) workspaceParam(w http.ResponseWriter, r *http.Request) (string
 	return "", false
 }
 
-// limitParam reads ?limit=, 1 to idempotency.MaxPageSize (def when absent).
-func (h *Handler) limitParam(w http.ResponseWriter, r *http.Request, def int) (int, bool) {
+// limitParam reads ?limit=, 1 to [idempotency.MaxPageSize] (def when absent).
+func (h *handler) limitParam(w http.ResponseWriter, r *http.Request, def int) (int, bool) {
 	v := r.URL.Query().Get("limit")
 	if v == "" {
 		return def, true
@@ -358,7 +332,7 @@ func (h *Handler) limitParam(w http.ResponseWriter, r *http.Request, def int) (i
 
 // keyAndTool reads the {key} path segment and the ?tool= of a receipt
 // endpoint, and the call's scope in ws.
-func (h *Handler) keyAndTool(w http.ResponseWriter, r *http.Request, ws string) (idempotency.Key, idempotency.Scope, bool) {
+func (h *handler) keyAndTool(w http.ResponseWriter, r *http.Request, ws string) (idempotency.Key, idempotency.Scope, bool) {
 	key, err := idempotency.ParseKey(r.PathValue("key"))
 	if err != nil {
 		h.refuse(w, h.storeRefusal("parse", err))
@@ -374,7 +348,7 @@ func (h *Handler) keyAndTool(w http.ResponseWriter, r *http.Request, ws string) 
 
 // decide approves or denies a held call. The first decision is final;
 // repeating it answers the ticket again.
-func (h *Handler) decide(approve bool) http.HandlerFunc {
+func (h *handler) decide(approve bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		by, ok := h.approver(w, r, false)
 		if !ok {
@@ -405,7 +379,7 @@ func (h *Handler) decide(approve bool) http.HandlerFunc {
 
 // receipt answers the receipt of a key in the caller's workspace. Another
 // workspace's key is simply not found: scopes never cross.
-func (h *Handler) receipt(w http.ResponseWriter, r *http.Request) {
+func (h *handler) receipt(w http.ResponseWriter, r *http.Request) {
 	tok, ok := mcpgateway.BearerToken(r.Header)
 	ws := ""
 	if ok {
@@ -434,7 +408,7 @@ func (h *Handler) receipt(w http.ResponseWriter, r *http.Request) {
 // pin moves a capability to another provider, in the store, so every
 // gateway routes new keys there. Keys claimed before keep their route
 // (docs/DESIGN.md, "Scope and the Redis key").
-func (h *Handler) pin(w http.ResponseWriter, r *http.Request) {
+func (h *handler) pin(w http.ResponseWriter, r *http.Request) {
 	by, ok := h.approver(w, r, false)
 	if !ok {
 		return
@@ -445,7 +419,7 @@ func (h *Handler) pin(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, refuse("unknown_tool", http.StatusNotFound, "no capability named "+quoteName(name)))
 		return
 	}
-	var req PinRequest
+	var req pinRequest
 	if !h.body(w, r, &req, `{"provider": "tool.name"}`, false) {
 		return
 	}
@@ -483,15 +457,15 @@ func quoteName(s string) string {
 	return strconv.Quote(s)
 }
 
-// health proves the store can claim (a [Healther]), or reads one ticket
+// health proves the store can claim (an [idempotency.HealthChecker]), or reads one ticket
 // that cannot exist: not found means the store answers.
-func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
+func (h *handler) health(w http.ResponseWriter, r *http.Request) {
 	body := map[string]string{"status": "ok"}
 	if h.cfg.Durability != "" {
 		body["durability"] = h.cfg.Durability
 	}
 	var err error
-	if hs, ok := h.cfg.Store.(Healther); ok {
+	if hs, ok := h.cfg.Store.(idempotency.HealthChecker); ok {
 		err = hs.Health(r.Context())
 	} else if _, err = h.cfg.Store.Ticket(r.Context(), "apt_00000000000000000000000000000000"); errors.Is(err, idempotency.ErrNotFound) {
 		err = nil
@@ -499,7 +473,7 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.cfg.OnStoreError("health")
 		reason := "unreachable"
-		var ue *redisstore.UnhealthyError
+		var ue *idempotency.UnhealthyError
 		if errors.As(err, &ue) {
 			reason = ue.Reason
 		}
@@ -510,21 +484,21 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-// DataLossWarning is what an acknowledgement of lost data logs and answers.
-const DataLossWarning = "calls whose records were lost can be dispatched again; vendors with a binding " +
+// dataLossWarning is what an acknowledgement of lost data logs and answers.
+const dataLossWarning = "calls whose records were lost can be dispatched again; vendors with a binding " +
 	"(header, body_pointer) deduplicate them only if the deployment id is unchanged (deployment_id in the config)"
 
 // acknowledge is an operator's acknowledgement that Redis lost data: every
 // gateway of the fleet claims again at its next reading.
-func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request) {
-	st, by, ok := part[DataLossAcknowledger](h, w, r, false,
+func (h *handler) acknowledge(w http.ResponseWriter, r *http.Request) {
+	st, by, ok := part[idempotency.DataLossWatcher](h, w, r, false,
 		refuse("invalid_request", http.StatusBadRequest, "this store does not watch for lost data"))
 	if !ok {
 		return
 	}
 	ack, err := st.AcknowledgeDataLoss(r.Context())
 	switch {
-	case errors.Is(err, redisstore.ErrInvalidConfig):
+	case errors.Is(err, idempotency.ErrInvalidRequest):
 		h.refuse(w, refuse("invalid_request", http.StatusBadRequest, "the store's data-loss check is off"))
 	case err != nil:
 		rf := h.storeRefusal("acknowledge", err)
@@ -534,8 +508,8 @@ func (h *Handler) acknowledge(w http.ResponseWriter, r *http.Request) {
 		h.cfg.Logger.Info("data loss acknowledgement: no loss is recorded", "by", by)
 		writeJSON(w, http.StatusOK, Acknowledgement{Sentinels: ack.Sentinels, Message: "no loss of data is recorded; nothing changed"})
 	default:
-		h.cfg.Logger.Warn("store data loss acknowledged: the fleet claims again; "+DataLossWarning, "by", by, "lost", ack.Detail)
+		h.cfg.Logger.Warn("store data loss acknowledged: the fleet claims again; "+dataLossWarning, "by", by, "lost", ack.Detail)
 		writeJSON(w, http.StatusOK, Acknowledgement{Acknowledged: true, Lost: ack.Detail, Sentinels: ack.Sentinels,
-			Message: "acknowledged: every gateway claims again at its next reading of the store; " + DataLossWarning})
+			Message: "acknowledged: every gateway claims again at its next reading of the store; " + dataLossWarning})
 	}
 }

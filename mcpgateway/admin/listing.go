@@ -15,9 +15,9 @@ import (
 
 // listUnknown lists a workspace's unknown calls, or without ?workspace=
 // every configured workspace's (fleetPage), a page at a time (?cursor=,
-// ?limit= up to idempotency.MaxPageSize). An approver key only: a
+// ?limit= up to [idempotency.MaxPageSize]). An approver key only: a
 // workspace's own key may not list or settle its calls.
-func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
+func (h *handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 	st, _, ok := part[idempotency.Settler](h, w, r, true, errNoSettler)
 	if !ok {
 		return
@@ -61,8 +61,8 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 // listApprovals lists the calls awaiting an approver's decision, of one
 // workspace (?workspace=) or of every configured one, a page at a time,
 // from the store's pending approvals index.
-func (h *Handler) listApprovals(w http.ResponseWriter, r *http.Request) {
-	pl, _, ok := part[PendingLister](h, w, r, true,
+func (h *handler) listApprovals(w http.ResponseWriter, r *http.Request) {
+	pl, _, ok := part[idempotency.PendingLister](h, w, r, true,
 		refuse("not_implemented", http.StatusNotImplemented, "the store cannot list pending approvals"))
 	if !ok {
 		return
@@ -92,7 +92,7 @@ func (h *Handler) listApprovals(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, PendingPage{Pending: append([]Pending{}, pending...), Cursor: cursor})
 }
 
-func (h *Handler) listRefusal(err error) refusal {
+func (h *handler) listRefusal(err error) refusal {
 	rf := h.storeRefusal("list", err)
 	if rf.Reason == "invalid_request" {
 		rf.Message = "malformed cursor"
@@ -101,7 +101,7 @@ func (h *Handler) listRefusal(err error) refusal {
 }
 
 // fleetPage lists the workspaces wss in order, from each one's index
-// (never a SCAN of records), up to limit items (idempotency.MaxPageSize
+// (never a SCAN of records), up to limit items ([idempotency.MaxPageSize]
 // when 0). Its cursor is "f<position in wss>:<that workspace's cursor>",
 // and a page stops at a workspace boundary once bound is spent, so that a
 // fleet of many workspaces answers in time, a page at a time.
@@ -152,9 +152,9 @@ const resolveForm = `{"outcome": "accepted"|"definitely_rejected", "attempt_coun
 
 // resolve settles one unknown call as accepted or definitely_rejected, and
 // answers its receipt with the resolution. A note is scrubbed of every
-// configured secret (Config.Redact); the store refuses one holding a
+// configured secret ([Config.Redact]); the store refuses one holding a
 // Unicode format character, changing nothing.
-func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
+func (h *handler) resolve(w http.ResponseWriter, r *http.Request) {
 	st, by, ok := part[idempotency.Settler](h, w, r, true, errNoSettler)
 	if !ok {
 		return
@@ -192,7 +192,7 @@ func (h *Handler) resolve(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec.Receipt(scope, false))
 }
 
-func (h *Handler) resolveRefusal(err error) refusal {
+func (h *handler) resolveRefusal(err error) refusal {
 	var running *idempotency.AttemptRunningError
 	switch {
 	case errors.As(err, &running):

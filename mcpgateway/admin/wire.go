@@ -3,10 +3,9 @@ package admin
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
 
+	"github.com/obol-gateway/obol/internal/printable"
 	"github.com/obol-gateway/obol/receipt"
 )
 
@@ -35,27 +34,9 @@ type Error struct {
 // the API's (a proxy's page) has no reason.
 func (e *Error) Error() string {
 	if e.Reason == "" {
-		return fmt.Sprintf("HTTP %d: %s", e.Status, Printable(e.Message, 1000))
+		return fmt.Sprintf("HTTP %d: %s", e.Status, printable.Cut(e.Message, 1000))
 	}
-	return fmt.Sprintf("%s (HTTP %d): %s", Printable(e.Reason, 64), e.Status, Printable(e.Message, 1000))
-}
-
-// Printable is s without control or format characters (a terminal would
-// act on them), cut to at most n runes.
-func Printable(s string, n int) string {
-	var b strings.Builder
-	for _, r := range s {
-		if n == 0 {
-			b.WriteString("...")
-			break
-		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
-			r = ' '
-		}
-		b.WriteRune(r)
-		n--
-	}
-	return b.String()
+	return fmt.Sprintf("%s (HTTP %d): %s", printable.Cut(e.Reason, 64), e.Status, printable.Cut(e.Message, 1000))
 }
 
 // Ticket is the answer of POST /v1/approvals/{ticket}/approve and /deny.
@@ -150,8 +131,8 @@ type Resolve struct {
 	AttemptCount *int   `json:"attempt_count"`
 }
 
-// PinRequest is the body of POST /v1/capabilities/{name}/pin.
-type PinRequest struct {
+// pinRequest is the body of POST /v1/capabilities/{name}/pin.
+type pinRequest struct {
 	Provider string `json:"provider"`
 }
 

@@ -36,7 +36,7 @@ import (
 // from redisstore ([redisstore.Options.Resolve]); only the file's own are here.
 const (
 	// minLease is the file's floor for lease, stricter than the store's
-	// ([redisstore.MinLease]).
+	// (1ms).
 	minLease       = time.Second
 	maxConfigBytes = 4 << 20
 	minAPIKeyLen   = 8

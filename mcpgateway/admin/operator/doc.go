@@ -11,9 +11,10 @@
 //		os.Exit(code)
 //	}
 //
-// Each subcommand talks to the admin API at -url (default [DefaultURL]),
-// prints a table for people or JSON with -json, and takes the approver key
-// from the environment variable [EnvApproverKey] only: a flag would put it
-// in argv, which every user of the machine can read. The commands and
-// their flags are in docs/DESIGN.md, "refserver wire contract".
+// Each subcommand talks to the admin API at -url (default
+// http://127.0.0.1:8080), prints a table for people or JSON with -json, and
+// takes the approver key from the environment variable [EnvApproverKey]
+// only: a flag would put it in argv, which every user of the machine can
+// read. The commands and their flags are in docs/DESIGN.md, "refserver
+// wire contract".
 package operator

@@ -13,15 +13,17 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/obol-gateway/obol/internal/baseurl"
+	"github.com/obol-gateway/obol/internal/printable"
 	"github.com/obol-gateway/obol/mcpgateway/admin"
 )
 
 // EnvApproverKey names the environment variable that holds the approver key.
 const EnvApproverKey = "OBOL_APPROVER_KEY"
 
-// DefaultURL is where a gateway started with no -addr listens: the -url
+// defaultURL is where a gateway started with no -addr listens: the -url
 // flag's default.
-const DefaultURL = "http://127.0.0.1:8080"
+const defaultURL = "http://127.0.0.1:8080"
 
 // cliTimeout bounds each request of a subcommand: an admin endpoint answers
 // within its store bound (2s), so a longer wait is a gateway that is gone.
@@ -75,7 +77,7 @@ func (c *cli) flags(sub string) (*flag.FlagSet, *string) {
 	c.name += " " + sub
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	u := fs.String("url", DefaultURL, "the gateway's `URL` (its -addr)")
+	u := fs.String("url", defaultURL, "the gateway's `URL` (its -addr)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the gateway's JSON answer instead of a table")
 	return fs, u
 }
@@ -97,14 +99,14 @@ func (c *cli) parse(fs *flag.FlagSet, u *string, args []string, maxPos int) (pos
 		args = fs.Args()[1:]
 	}
 	if maxPos >= 0 && len(pos) > maxPos {
-		c.usage("unexpected argument %q", admin.Printable(pos[maxPos], 40))
+		c.usage("unexpected argument %q", printable.Cut(pos[maxPos], 40))
 		return nil, false
 	}
-	base, err := admin.ParseBaseURL(*u)
+	base, err := baseurl.Parse(*u)
+	if errors.Is(err, baseurl.ErrCredentials) {
+		err = errors.New("must not hold a user or password; the approver key comes from " + EnvApproverKey)
+	}
 	if err != nil {
-		if strings.Contains(err.Error(), "user or password") {
-			err = errors.New(err.Error() + "; the approver key comes from " + EnvApproverKey)
-		}
 		c.usage("-url: %v", err)
 		return nil, false
 	}
@@ -113,7 +115,7 @@ func (c *cli) parse(fs *flag.FlagSet, u *string, args []string, maxPos int) (pos
 		c.usage("set %s to an approver key (approver_keys in the gateway's configuration); it is never taken as a flag", EnvApproverKey)
 		return nil, false
 	}
-	c.api = admin.Client{BaseURL: base, Key: key, HTTP: &http.Client{Timeout: cliTimeout}}
+	c.api = admin.Client{BaseURL: base.String(), Key: key, HTTP: &http.Client{Timeout: cliTimeout}}
 	return pos, true
 }
 
@@ -149,7 +151,7 @@ func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return admin.Printable(s, 200)
+	return printable.Cut(s, 200)
 }
 
 // dispatch runs the subcommand of args among subs.
@@ -159,7 +161,7 @@ func (c *cli) dispatch(args []string, subs map[string]func([]string) int, names 
 	}
 	f, ok := subs[args[0]]
 	if !ok {
-		return c.usage("unknown subcommand %q (%s)", admin.Printable(args[0], 40), names)
+		return c.usage("unknown subcommand %q (%s)", printable.Cut(args[0], 40), names)
 	}
 	return f(args[1:])
 }
@@ -415,12 +417,12 @@ func (c *cli) acknowledge(args []string) int {
 	} else {
 		fmt.Fprintf(c.stdout, "store data loss acknowledged (%d sentinels placed", a.Sentinels)
 		if a.Lost != "" {
-			fmt.Fprintf(c.stdout, "; lost: %s", admin.Printable(a.Lost, 200))
+			fmt.Fprintf(c.stdout, "; lost: %s", printable.Cut(a.Lost, 200))
 		}
 		fmt.Fprint(c.stdout, ")")
 	}
 	if a.Message != "" {
-		fmt.Fprintf(c.stdout, ": %s", admin.Printable(a.Message, 1000))
+		fmt.Fprintf(c.stdout, ": %s", printable.Cut(a.Message, 1000))
 	}
 	fmt.Fprintln(c.stdout)
 	return 0
