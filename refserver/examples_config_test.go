@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/redistest"
+	"github.com/obol-gateway/obol/internal/refservertest"
 	"github.com/obol-gateway/obol/internal/strictjson"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -84,12 +86,35 @@ func memberNames(t *testing.T, data []byte) []string {
 	return names
 }
 
+// placeholder marks the example's keys; production refuses them.
+const placeholder = "REPLACE_ME"
+
+// replacePlaceholders is the example with its keys replaced, as the README
+// asks before a start.
+func replacePlaceholders(data []byte) []byte {
+	return bytes.ReplaceAll(data, []byte(placeholder), []byte("k3y_of_our_own"))
+}
+
 func TestExampleConfigShape(t *testing.T) {
 	data, fc := readExampleConfig(t)
 	setExampleSecrets(t, fc, e2eSecret)
-	cfg, err := loadConfigFile(exampleConfigPath, &retry.Executor{})
+	// As shipped, production refuses every placeholder key, each by its
+	// field, and nothing else.
+	_, err := loadConfig(data, os.LookupEnv, &retry.Executor{})
+	if err == nil {
+		t.Fatalf("production loads %s with its placeholder keys", exampleConfigPath)
+	}
+	if got, want := strings.Count(err.Error(), "the template's REPLACE_ME placeholder"), bytes.Count(data, []byte(placeholder)); got != want || strings.Count(err.Error(), "\n") != want-1 {
+		t.Errorf("%d placeholder problems, want %d and nothing else: %v", got, want, err)
+	}
+	for _, field := range []string{"workspaces[0].api_keys[0]", "workspaces[1].api_keys[0]", "approver_keys[0].key"} {
+		if !strings.Contains(err.Error(), field+": the template's REPLACE_ME placeholder") {
+			t.Errorf("%s not named: %v", field, err)
+		}
+	}
+	cfg, err := loadConfig(replacePlaceholders(data), os.LookupEnv, &retry.Executor{})
 	if err != nil {
-		t.Fatalf("the loader refuses %s: %v", exampleConfigPath, err)
+		t.Fatalf("the loader refuses %s with its keys replaced: %v", exampleConfigPath, err)
 	}
 
 	if cfg.Environment != effectspec.Production {
@@ -190,10 +215,26 @@ func TestExampleConfigServes(t *testing.T) {
 	if err := os.WriteFile(cfgPath, local, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// As shipped, its placeholder keys refuse the start, each by its field.
+	cmd := exec.Command(refservertest.Build(t), "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	cmd.Env = append(os.Environ(), "OBOL_DEPLOYMENT_ID="+e2eDeployment)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("started with the template's keys:\n%s", out)
+	}
+	for _, field := range []string{"workspaces[0].api_keys[0]", "workspaces[1].api_keys[0]", "approver_keys[0].key"} {
+		if !strings.Contains(string(out), field+": the template's REPLACE_ME placeholder") {
+			t.Errorf("%s not named:\n%s", field, out)
+		}
+	}
+	// With its keys replaced, it starts.
+	if err := os.WriteFile(cfgPath, replacePlaceholders(local), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	p := startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
 
-	apiKey := fc.Workspaces[0].APIKeys[0]
+	apiKey := string(replacePlaceholders([]byte(fc.Workspaces[0].APIKeys[0])))
 	key := idempotency.NewKey().String()
 	s := p.session(t, apiKey, key)
 	a := call(t, s, "payments.create_charge", map[string]any{"amount": 1200, "currency": "usd"}, "")

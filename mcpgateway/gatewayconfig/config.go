@@ -244,6 +244,11 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 			bad("%s: %s", where, why)
 			return h, false
 		}
+		if strings.Contains(k, placeholderMark) && (env == effectspec.Production || env == effectspec.Staging) {
+			// Never the value: it is a key, if a published one.
+			bad("%s: the template's %s placeholder: replace it with a key of your own (%s refuses it)", where, placeholderMark, env)
+			return h, false
+		}
 		if prev, dup := seenKey[h]; dup {
 			bad("%s: the same key as %s", where, prev)
 			return h, false
@@ -685,6 +690,11 @@ func optionProblem(err error) string {
 }
 
 // checkAPIKey returns why k cannot be an API key, or "".
+// placeholderMark marks the keys of a shipped template (examples/obol.json):
+// published, so anyone may know them. Production and staging refuse a key
+// that holds it, so a template cannot go live by accident.
+const placeholderMark = "REPLACE_ME"
+
 func checkAPIKey(k string) string {
 	if len(k) < minAPIKeyLen || len(k) > 256 {
 		return fmt.Sprintf("must be %d to 256 bytes", minAPIKeyLen)

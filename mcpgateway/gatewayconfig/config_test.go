@@ -234,6 +234,10 @@ func TestLoadConfigBad(t *testing.T) {
 		{"bad workspace id", edit(t, `"id": "ws_acme"`, `"id": "ws:acme"`), []string{"workspaces[0].id"}},
 		{"duplicate workspace", edit(t, `"id": "ws_globex"`, `"id": "ws_acme"`), []string{"workspaces[1].id: duplicate"}},
 		{"short api key", edit(t, `"ob_live_globex"`, `"short"`), []string{"workspaces[1].api_keys[0]: must be 8 to 256 bytes"}},
+		{"placeholder api key", edit(t, `"ob_live_globex"`, `"ob_live_REPLACE_ME_globex"`),
+			[]string{"workspaces[1].api_keys[0]: the template's REPLACE_ME placeholder"}},
+		{"placeholder approver key", edit(t, `"key": "ob_admin_key_1"`, `"key": "ob_admin_REPLACE_ME_1"`),
+			[]string{"approver_keys[0].key: the template's REPLACE_ME placeholder"}},
 		{"key shared with approver", edit(t, `"key": "ob_admin_key_1"`, `"key": "ob_live_globex"`),
 			[]string{"approver_keys[0].key: the same key as workspaces[1].api_keys[0]"}},
 		{"bare approver key", edit(t, `"approver_keys": [{"name": "ops-admin", "key": "ob_admin_key_1"}]`, `"approver_keys": ["ob_admin_4242"]`),
@@ -593,5 +597,37 @@ func TestConfigMaxAttempts(t *testing.T) {
 	c, err = loadConfig([]byte(edit(t, `"lease": "10s"`, `"lease": "10s", "max_attempts": 3`)), testEnv, &retry.Executor{})
 	if err != nil || c.MaxAttempts != 3 {
 		t.Fatalf("max_attempts 3: %v, max attempts %d", err, c.MaxAttempts)
+	}
+}
+
+// TestPlaceholderKeys: production and staging refuse every key that holds
+// the template's placeholder, each by its field and all at once; the
+// other environments load them.
+func TestPlaceholderKeys(t *testing.T) {
+	conf := strings.NewReplacer(`"ob_live_globex"`, `"ob_live_REPLACE_ME_globex"`,
+		`"key": "ob_admin_key_1"`, `"key": "ob_admin_REPLACE_ME_1"`).Replace(goodConfig)
+	for _, env := range []string{"production", "staging", "development", "test"} {
+		t.Run(env, func(t *testing.T) {
+			_, err := loadConfig([]byte(strings.Replace(conf, `"environment": "production"`, `"environment": "`+env+`"`, 1)),
+				testEnv, &retry.Executor{})
+			if env == "development" || env == "test" {
+				if err != nil {
+					t.Fatalf("%s refuses the placeholders: %v", env, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			msg := err.Error()
+			for _, want := range []string{"workspaces[1].api_keys[0]: the template's REPLACE_ME placeholder", "approver_keys[0].key: the template's REPLACE_ME placeholder", env + " refuses it"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("%q not in %s", want, msg)
+				}
+			}
+			if strings.Contains(msg, "ob_live_REPLACE_ME_globex") || strings.Contains(msg, "ob_admin_REPLACE_ME_1") {
+				t.Errorf("a key quoted: %s", msg)
+			}
+		})
 	}
 }

@@ -89,14 +89,17 @@ func Example() {
 }
 
 // A file with problems is refused whole: every problem, by field path, and
-// never a value (a value may be a key).
+// never a value (a value may be a key). Production and staging refuse a
+// key that holds the template's REPLACE_ME placeholder.
 func ExampleError() {
-	_, err := gatewayconfig.Load([]byte(`{"lease": "soon", "workspaces": [{"id": "ws acme", "api_keys": ["short"]}]}`),
+	_, err := gatewayconfig.Load([]byte(`{"environment": "production", "lease": "soon",
+	  "workspaces": [{"id": "ws acme", "api_keys": ["short", "ob_live_REPLACE_ME_acme"]}]}`),
 		gatewayconfig.Options{})
 	fmt.Println(err)
 	// Output:
 	// gatewayconfig: lease: "soon" is not a positive duration such as "30s"
 	//   workspaces[0].id: must be 1 to 128 of [A-Za-z0-9_.-]
 	//   workspaces[0].api_keys[0]: must be 8 to 256 bytes
+	//   workspaces[0].api_keys[1]: the template's REPLACE_ME placeholder: replace it with a key of your own (production refuses it)
 	//   tools: at least one is required
 }
