@@ -124,7 +124,9 @@ func TestOperatorCommands(t *testing.T) {
 			return runCLI(t, bin, e2eKeyAdmin, "unknown", "settle", one, "-workspace", "ws_one", "-tool", "mail.a",
 				"-outcome", "accepted", "-attempts", attempts, "-note", "vendor dashboard shows it", url)
 		}
-		if code, stdout, stderr := settle("2"); code != 1 || !strings.Contains(stderr, "stale (HTTP 409)") || stdout != "" {
+		// A mistyped -attempts says what was given and what the record holds.
+		if code, stdout, stderr := settle("2"); code != 1 || !strings.Contains(stderr, "stale (HTTP 409)") || stdout != "" ||
+			!strings.Contains(stderr, "-attempts 2 was given; the record holds 1") {
 			t.Fatalf("wrong attempt count: exit %d\n%s%s", code, stdout, stderr)
 		}
 		code, stdout, stderr := settle("1")
@@ -210,6 +212,11 @@ func TestOperatorCommands(t *testing.T) {
 		}
 		if v, err := redis.Do("GET", "e2e:meta:scope_version"); err != nil || !strings.HasPrefix(fmt.Sprint(v), fmt.Sprintf("%d closing ", idempotency.ScopeVersion)) {
 			t.Fatalf("scope version key after the first run: %v %v", v, err)
+		}
+		// scope-status prints the closing state it reads.
+		if code, stdout, stderr := runCLI(t, bin, "", "scope-status", "-redis", "redis://"+redis.Addr(), "-prefix", "e2e:"); code != 0 ||
+			!strings.Contains(stdout, fmt.Sprintf("fleet scope version %d, closing since ", idempotency.ScopeVersion)) {
+			t.Errorf("scope-status during the advance: exit %d\n%s%s", code, stdout, stderr)
 		}
 		// Within a lease the gateway stops claiming.
 		deadline := time.Now().Add(5 * time.Second)

@@ -39,6 +39,18 @@ func main() {
 // -redis and OBOL_REDIS_URL are set, -redis wins and the server warns that
 // OBOL_REDIS_URL is ignored.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) > 0 && isHelp(args[0]):
+		fs, _ := newServerFlags()
+		fs.SetOutput(stdout)
+		fmt.Fprint(stdout, subcommands)
+		fs.PrintDefaults()
+		return 0
+	case len(args) > 0 && args[0] == "version":
+		return version(stdout)
+	case len(args) > 1 && args[0] == "config" && args[1] == "check":
+		return configCheck(ctx, args[2:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "scope-status" {
 		return scopeStatus(ctx, args[1:], stdout, stderr)
 	}
@@ -48,13 +60,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := operator.Run(ctx, "refserver", args, stdout, stderr, os.Getenv); ok {
 		return code
 	}
-	fs := flag.NewFlagSet("refserver", flag.ContinueOnError)
+	fs, f := newServerFlags()
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "configuration `file` (JSON, DESIGN.md section 11); default: the demo configuration and demo vendor")
-	redisURL := fs.String("redis", "", "Redis `URL`: redis://, rediss://, or comma-separated Cluster seeds; default: $"+envRedisURL+", else an embedded, NOT durable store")
-	addr := fs.String("addr", "127.0.0.1:8080", "listen `address` host:port")
-	cpuProfile := fs.String("cpuprofile", "", "diagnosis: write a CPU profile of serving (listen to shutdown) to `file`")
-	execTrace := fs.String("exectrace", "", "diagnosis: write a runtime execution trace of serving to `file` (go tool trace)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, subcommands)
+		fs.PrintDefaults()
+	}
+	configPath, redisURL, addr, cpuProfile, execTrace := f.config, f.redis, f.addr, f.cpuProfile, f.execTrace
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -100,10 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			cfg, err = vendor.config(exec)
 		}
 	}
-	if err == nil {
-		err = cfg.resolveDeployment(os.Getenv, *redisURL == "")
-	}
-	if err != nil {
+	if err = checkStart(cfg, err, *redisURL == ""); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
@@ -233,4 +242,20 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// serverFlags are the server's flags.
+type serverFlags struct {
+	config, redis, addr, cpuProfile, execTrace *string
+}
+
+func newServerFlags() (*flag.FlagSet, serverFlags) {
+	fs := flag.NewFlagSet("refserver", flag.ContinueOnError)
+	return fs, serverFlags{
+		config:     fs.String("config", "", "configuration `file` (JSON, DESIGN.md section 11); default: the demo configuration and demo vendor"),
+		redis:      fs.String("redis", "", "Redis `URL`: redis://, rediss://, or comma-separated Cluster seeds; default: $"+envRedisURL+", else an embedded, NOT durable store"),
+		addr:       fs.String("addr", "127.0.0.1:8080", "listen `address` host:port"),
+		cpuProfile: fs.String("cpuprofile", "", "diagnosis: write a CPU profile of serving (listen to shutdown) to `file`"),
+		execTrace:  fs.String("exectrace", "", "diagnosis: write a runtime execution trace of serving to `file` (go tool trace)"),
+	}
 }

@@ -68,7 +68,9 @@ func TestLargeAnswersMemory(t *testing.T) {
 		whole bool
 	}{{"default limit", "0", true}, {"limit below the answer", "1048576", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := strings.Replace(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendor.URL), `{`, `{"max_response_bytes": `+tc.limit+`, `, 1)
+			// Development: production refuses the embedded store.
+			cfg := strings.NewReplacer("{{VENDOR}}", vendor.URL, `"environment": "production"`, `"environment": "development"`).Replace(e2eConfig)
+			cfg = strings.Replace(cfg, `{`, `{"max_response_bytes": `+tc.limit+`, `, 1)
 			path := filepath.Join(t.TempDir(), "config.json")
 			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 				t.Fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 
 	"github.com/obol-gateway/obol/mcpgateway"
@@ -19,9 +20,9 @@ func TestDemoAndExampleQuotas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, fc := readExampleConfig(t)
+	data, fc := readExampleConfig(t)
 	setExampleSecrets(t, fc, e2eSecret)
-	example, err := loadConfigFile(exampleConfigPath, &retry.Executor{})
+	example, err := loadConfig(replacePlaceholders(data), os.LookupEnv, &retry.Executor{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,6 +24,12 @@ import (
 func scopeStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("refserver scope-status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: refserver scope-status [-redis URL] [-prefix P] [-progress N]\n\n"+
+			"Reads (never writes) the fleet's scope version and counts its records by version and state.\n"+
+			"Environment: "+envRedisURL+" (as -redis).\n\nFlags:")
+		fs.PrintDefaults()
+	}
 	redisURL := fs.String("redis", "", "Redis `URL` (as for the server); default: $"+envRedisURL)
 	prefix := fs.String("prefix", idempotency.DefaultPrefix, "the fleet's key `prefix` (key_prefix in its configuration)")
 	every := fs.Int("progress", 100000, "print a progress line on stderr every `n` keys read")
@@ -69,9 +76,7 @@ func scopeStatus(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "refserver scope-status: %v\n", err)
 		return 1
 	default:
-		if _, perr := strconv.Atoi(fleet); perr != nil {
-			fleet = "not a version number"
-		}
+		fleet = fleetVersionText(fleet)
 	}
 	start := time.Now()
 	counts, err := redisstore.CountRecords(ctx, client, redisstore.CountOptions{
@@ -104,4 +109,30 @@ func scopeStatus(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	tw.Flush()
 	fmt.Fprintln(stdout, "(in_progress counts live leases only; a lapsed one is unknown)")
 	return 0
+}
+
+// fleetVersionText describes the stored scope version: a number, or a
+// number closing since a Redis time (an advance between its two runs,
+// redisstore's "V closing MS"). Anything else is described, never quoted.
+func fleetVersionText(v string) string {
+	num, rest, _ := strings.Cut(v, " ")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 1 || strconv.Itoa(n) != num {
+		return "not a version number"
+	}
+	switch word, ms, _ := strings.Cut(rest, " "); {
+	case rest == "":
+		return num
+	case word != "closing":
+		return "not a version number"
+	case ms == "":
+		return num + ", closing (an advance is in progress: refserver scope-version advance again finishes it)"
+	default:
+		t, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil || t < 0 {
+			return "not a version number"
+		}
+		return fmt.Sprintf("%s, closing since %s (an advance is in progress: refserver scope-version advance again finishes it)",
+			num, time.UnixMilli(t).UTC().Format(time.RFC3339))
+	}
 }

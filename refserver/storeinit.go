@@ -25,6 +25,12 @@ import (
 func storeInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("refserver store init", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: refserver store init -config FILE [-redis URL] [-adopt-records]\n\n"+
+			"Initialises the fleet's Redis once, before the first production gateway starts.\n"+
+			"Environment: "+envRedisURL+" (as -redis), "+envDeploymentID+" (the fleet's deployment id), each secret_env of FILE.\n\nFlags:")
+		fs.PrintDefaults()
+	}
 	configPath := fs.String("config", "", "the fleet's configuration `file` (as for the server)")
 	redisURL := fs.String("redis", "", "Redis `URL` (as for the server); default: $"+envRedisURL)
 	adopt := fs.Bool("adopt-records", false, "write the scope version over existing records: only after refserver scope-status "+

@@ -125,7 +125,9 @@ func newTraceVendor(t *testing.T) *traceVendor {
 func startTraced(t *testing.T, vendorURL string) (base string, stderr *syncBuffer, stop func() int) {
 	t.Helper()
 	cfgPath := filepath.Join(t.TempDir(), "config.json")
-	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(e2eConfig, "{{VENDOR}}", vendorURL)), 0o600); err != nil {
+	// Development: production refuses the embedded store.
+	conf := strings.NewReplacer("{{VENDOR}}", vendorURL, `"environment": "production"`, `"environment": "development"`).Replace(e2eConfig)
+	if err := os.WriteFile(cfgPath, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("E2E_VENDOR_SECRET", e2eSecret)

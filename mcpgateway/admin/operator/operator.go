@@ -72,11 +72,21 @@ func (c *cli) usage(format string, args ...any) int {
 	return 2
 }
 
-// flags is a FlagSet with the flags every subcommand shares.
-func (c *cli) flags(sub string) (*flag.FlagSet, *string) {
+// flags is a FlagSet with the flags every subcommand shares. positional
+// names the subcommand's positional arguments for its -h ("" for none).
+func (c *cli) flags(sub, positional string) (*flag.FlagSet, *string) {
 	c.name += " " + sub
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
+	fs.Usage = func() {
+		if positional != "" {
+			fmt.Fprintf(c.stderr, "Usage: %s %s [flags]\n\n", c.name, positional)
+		} else {
+			fmt.Fprintf(c.stderr, "Usage: %s [flags]\n\n", c.name)
+		}
+		fmt.Fprintf(c.stderr, "Environment: %s, the approver key (approver_keys in the gateway's configuration; never a flag).\n\nFlags:\n", EnvApproverKey)
+		fs.PrintDefaults()
+	}
 	u := fs.String("url", defaultURL, "the gateway's `URL` (its -addr)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the gateway's JSON answer instead of a table")
 	return fs, u
@@ -154,10 +164,16 @@ func cell(s string) string {
 	return printable.Cut(s, 200)
 }
 
-// dispatch runs the subcommand of args among subs.
-func (c *cli) dispatch(args []string, subs map[string]func([]string) int, names string) int {
+// dispatch runs the subcommand of args among subs. synopsis is -h's text:
+// one line per subcommand with its positional arguments.
+func (c *cli) dispatch(args []string, subs map[string]func([]string) int, names, synopsis string) int {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintf(c.stdout, "Usage:\n%s\nEnvironment: %s, the approver key (approver_keys in the gateway's configuration; never a flag).\n"+
+			"\"%s SUBCOMMAND -h\" lists a subcommand's flags.\n", synopsis, EnvApproverKey, c.name)
+		return 0
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return c.usage("name a subcommand: %s", names)
+		return c.usage("name a subcommand: %s (-h describes them)", names)
 	}
 	f, ok := subs[args[0]]
 	if !ok {
@@ -178,7 +194,7 @@ type listing[T any] struct {
 // list is a list subcommand: every page from -cursor, up to -max items,
 // then the cursor that continues.
 func list[T any](c *cli, args []string, l listing[T]) int {
-	fs, u := c.flags("list")
+	fs, u := c.flags("list", "")
 	ws := fs.String("workspace", "", "list one `workspace`'s "+l.noun+"; default: every workspace")
 	most := fs.Int("max", 1000, "stop after `n` items and print the cursor that continues")
 	cursor := fs.String("cursor", "", "continue a listing from its `cursor`")
@@ -237,7 +253,10 @@ func (c *cli) unknown(args []string) int {
 			})
 		},
 		"settle": c.unknownSettle,
-	}, "list, settle")
+	}, "list, settle",
+		"  "+c.name+" list [-workspace W] [-max N] [-cursor C]      the unknown calls, with their attempt counts\n"+
+			"  "+c.name+" settle KEY -workspace W -tool T -outcome accepted|definitely_rejected -attempts N [-note TEXT]\n"+
+			"      settle the call of idempotency key KEY, after asking the vendor what it did; N is the listed attempt count\n")
 }
 
 // timeText is a time as the API writes it; "" for none.
@@ -249,7 +268,7 @@ func timeText(t time.Time) string {
 }
 
 func (c *cli) unknownSettle(args []string) int {
-	fs, u := c.flags("settle")
+	fs, u := c.flags("settle", "KEY")
 	ws := fs.String("workspace", "", "the call's `workspace` (required)")
 	tool := fs.String("tool", "", "the call's `tool` (required)")
 	outcome := fs.String("outcome", "", "what the vendor did: `accepted` or definitely_rejected (required)")
@@ -277,6 +296,9 @@ func (c *cli) unknownSettle(args []string) int {
 		if errors.As(err, &e) && e.Reason == "in_progress" && e.RetryAfterMS > 0 {
 			err = fmt.Errorf("%w (retry in %s)", err, (time.Duration(e.RetryAfterMS) * time.Millisecond).Round(time.Millisecond))
 		}
+		if errors.As(err, &e) && e.Reason == "stale" {
+			err = fmt.Errorf("%w: -attempts %d was given; %s", err, *attempts, c.attemptsNow(*ws, *tool, pos[0]))
+		}
 		return c.fail(err)
 	}
 	if c.asJSON {
@@ -289,6 +311,28 @@ func (c *cli) unknownSettle(args []string) int {
 	fmt.Fprintf(c.stdout, "settled %s (%s, %s): %s by %s at %s\n", cell(rc.IdempotencyKey), cell(rc.Workspace), cell(rc.Tool),
 		cell(string(rc.Outcome)), cell(by), cell(at))
 	return 0
+}
+
+// attemptsNow says what the listing holds for the unknown call of key: its
+// attempt count, for a settle refused because -attempts differs.
+func (c *cli) attemptsNow(ws, tool, key string) string {
+	req := admin.ListRequest{Workspace: ws}
+	for range 100 { // pages; a fleet with more unknown calls has other problems
+		p, err := request(c, func(ctx context.Context) (admin.UnknownPage, error) { return c.api.ListUnknown(ctx, req) })
+		if err != nil {
+			return "the record's attempt count could not be read: " + err.Error()
+		}
+		for _, r := range p.Unknown {
+			if r.Tool == tool && r.IdempotencyKey == key {
+				return fmt.Sprintf("the record holds %d (%s unknown list)", r.AttemptCount, c.program)
+			}
+		}
+		if p.Cursor == "" {
+			break
+		}
+		req.Cursor = p.Cursor
+	}
+	return "the call is no longer listed as unknown"
 }
 
 // approvals is "approvals list|approve|deny".
@@ -310,11 +354,14 @@ func (c *cli) approvals(args []string) int {
 		},
 		"approve": func(args []string) int { return c.decide("approve", args) },
 		"deny":    func(args []string) int { return c.decide("deny", args) },
-	}, "list, approve, deny")
+	}, "list, approve, deny",
+		"  "+c.name+" list [-workspace W] [-max N] [-cursor C]   the calls held for approval, with their tickets\n"+
+			"  "+c.name+" approve TICKET                               run the held call of TICKET (apt_...)\n"+
+			"  "+c.name+" deny TICKET                                  refuse it\n")
 }
 
 func (c *cli) decide(sub string, args []string) int {
-	fs, u := c.flags(sub)
+	fs, u := c.flags(sub, "TICKET")
 	pos, ok := c.parse(fs, u, args, -1)
 	if !ok {
 		return 2
@@ -335,11 +382,12 @@ func (c *cli) decide(sub string, args []string) int {
 
 // scopeVersion is "scope-version advance".
 func (c *cli) scopeVersion(args []string) int {
-	return c.dispatch(args, map[string]func([]string) int{"advance": c.advance}, "advance")
+	return c.dispatch(args, map[string]func([]string) int{"advance": c.advance}, "advance",
+		"  "+c.name+" advance [-to V] [-strand N]   advance the fleet's scope version (run again to finish)\n")
 }
 
 func (c *cli) advance(args []string) int {
-	fs, u := c.flags("advance")
+	fs, u := c.flags("advance", "")
 	to := fs.Int("to", 0, "the new scope `version`; default: the gateway's version + 1")
 	strand := fs.Int("strand", -1, "finish although `n` live records of the old version remain: the count an earlier run printed")
 	if _, ok := c.parse(fs, u, args, 0); !ok {
@@ -395,11 +443,12 @@ func (c *cli) advance(args []string) int {
 
 // storeCmd is "store acknowledge-data-loss".
 func (c *cli) storeCmd(args []string) int {
-	return c.dispatch(args, map[string]func([]string) int{"acknowledge-data-loss": c.acknowledge}, "acknowledge-data-loss")
+	return c.dispatch(args, map[string]func([]string) int{"acknowledge-data-loss": c.acknowledge}, "acknowledge-data-loss",
+		"  "+c.name+" acknowledge-data-loss   acknowledge the store's recorded loss of data, so that fresh claims resume\n")
 }
 
 func (c *cli) acknowledge(args []string) int {
-	fs, u := c.flags("acknowledge-data-loss")
+	fs, u := c.flags("acknowledge-data-loss", "")
 	if _, ok := c.parse(fs, u, args, 0); !ok {
 		return 2
 	}
