@@ -138,7 +138,9 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 	// otherwise nothing is written and nothing sent (docs/DESIGN.md, "Scope and
 	// the Redis key").
 	var schemaRefusal *refusal
+	var spec effectspec.Spec // the dispatched tool's, for a policy denial's text
 	if t := g.tools[p.Name]; t != nil {
+		spec = t.Spec
 		schemaRefusal = t.InputSchema.check(args)
 		call.Scope.Connection = t.Connection
 		call.Dispatch = g.dispatch[p.Name]
@@ -155,6 +157,7 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 			return nil, retry.Answer{}, r
 		}
 		pt := g.tools[pin]
+		spec = pt.Spec
 		if schemaRefusal == nil {
 			schemaRefusal = pt.InputSchema.check(args)
 		}
@@ -179,6 +182,9 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 	adm.done()
 	if err != nil {
 		r := g.classify(err)
+		if r.reason == effectspec.ReasonPolicyDenied {
+			r.msg = policyDeniedText(spec)
+		}
 		return nil, out, &r
 	}
 	return result(out, ci), out, nil

@@ -11,7 +11,7 @@
 // [idempotency.NewRoute] and a target, served by a [Gateway]:
 //
 //	gw, err := mcpgateway.New(mcpgateway.Config{
-//		Orchestrator: &retry.Orchestrator{Store: store},
+//		Orchestrator: &retry.Orchestrator{Store: store}, // zero Policy: production
 //		Authenticate: func(token string) (string, bool) { ... }, // token -> workspace
 //		Tools: []mcpgateway.Tool{{Spec: spec, Connection: "conn_pay", Route: route, Target: target}},
 //	})
@@ -21,6 +21,16 @@
 // in_process_keyed): [InProcess] turns a [Handler] into a [Tool] whose
 // handler is the call's one attempt (DESIGN, section "In-process tools"):
 // returned is accepted, [Reject] definitely_rejected, anything else unknown.
+// An in_process tool cannot be redispatched, so the production policy (the
+// zero [retry.Orchestrator].Policy) denies its writes: spell out the policy
+// that runs it, as [ExampleInProcess] does:
+//
+//	spec, _ := effectspec.Parse([]byte(`{"tool": "notes.create", "effect": "write", "idempotency": {"binding": "in_process"}}`))
+//	tool, err := mcpgateway.InProcess(mcpgateway.InProcessTool{Spec: spec, Handler: handler})
+//	gw, err := mcpgateway.New(mcpgateway.Config{Tools: []mcpgateway.Tool{tool},
+//		Orchestrator: &retry.Orchestrator{Store: store, Policy: effectspec.Policy{Environment: effectspec.Development}}})
+//
+// [New] warns (Config.Logger) of a tool the policy denies on every new call.
 //
 // Logging, metrics and tracing are hooks of [Config]; the package pulls in
 // no metrics or tracing SDK. Every protocol version the go-sdk speaks is

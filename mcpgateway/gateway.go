@@ -134,7 +134,12 @@ type Config struct {
 	// [DefaultMaxArgumentBytes]).
 	MaxBodyBytes, MaxArgumentBytes int
 	// Logger receives a line per call and refusal, with the key and never
-	// an argument. If nil, nothing is logged.
+	// an argument, and New's warnings: a tool that the Orchestrator's
+	// Policy denies on every new call (a zero Policy is production, which
+	// denies a write the vendor cannot deduplicate, an in_process tool
+	// among them) is served, for its replays, and warned of. To run such a
+	// tool, set Orchestrator.Policy: Environment development, staging or
+	// test, or AllowUnsupportedWrites. If nil, nothing is logged.
 	Logger *slog.Logger
 	// Redact scrubs secrets from what is logged of an error. If nil, the
 	// text is logged as is: set it when any error may hold a secret.
@@ -245,6 +250,18 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	// The SDK logs every session at Info; it gets warnings only.
 	g.sdkLog = slog.New(warnOnly{g.log.Handler()})
+	// A tool the policy denies on every new call is served anyway: a key
+	// whose record is final still replays (DESIGN 4). Said once, here.
+	for _, t := range cfg.Tools {
+		if err := cfg.Orchestrator.Policy.Check(t.Spec); err != nil {
+			env := cfg.Orchestrator.Policy.Environment
+			if env == "" {
+				env = effectspec.Production // the zero Policy's
+			}
+			g.log.Warn("the policy denies every new call of this tool (policy_denied); set Orchestrator.Policy to allow it",
+				"tool", t.Spec.Tool, "binding", string(t.Spec.Idempotency.Kind), "environment", string(env))
+		}
+	}
 	for i := range cfg.Tools {
 		t := &cfg.Tools[i]
 		name := t.Spec.Tool

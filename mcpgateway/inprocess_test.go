@@ -1,9 +1,12 @@
 package mcpgateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -322,5 +325,58 @@ func TestInProcessNeverAfterSendDeadline(t *testing.T) {
 	res = target.Send(retry.WithSendDeadline(context.Background(), time.Now().Add(time.Minute)), retry.Attempt{})
 	if !ran || res.Phase != retry.Responded || res.Status != effectspec.InProcessAccepted {
 		t.Errorf("in time: ran %v, result %+v", ran, res)
+	}
+}
+
+// TestInProcessPolicyWarnsAndNamesBinding: under the zero Policy
+// (production) New warns of an in_process tool, whose every new call is
+// then denied with a text naming the binding, not a vendor; an
+// in_process_keyed tool is neither warned of nor denied.
+func TestInProcessPolicyWarnsAndNamesBinding(t *testing.T) {
+	var logs bytes.Buffer
+	var tools []Tool
+	for _, b := range []string{"in_process", "in_process_keyed"} {
+		sp, err := effectspec.Parse([]byte(`{"tool": "t.` + b + `", "effect": "write", "idempotency": {"binding": "` + b + `"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tool, err := InProcess(InProcessTool{Spec: sp, Handler: func(context.Context, retry.Attempt) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools = append(tools, tool)
+	}
+	gw, err := New(Config{Orchestrator: &retry.Orchestrator{Store: miniStore(t)}, Tools: tools,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "tool=t.in_process binding=in_process environment=production") ||
+		!strings.Contains(out, "set Orchestrator.Policy to allow it") || strings.Contains(out, "tool=t.in_process_keyed") {
+		t.Errorf("New's log:\n%s", out)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	for _, tc := range []struct{ tool, want string }{
+		{"t.in_process", `"message":"the policy denies this call: binding in_process cannot be redispatched`},
+		{"t.in_process_keyed", `"result":`},
+	} {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tc.tool + `","arguments":{}}}`
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(HeaderKey, idempotency.NewKey().String())
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(answer), tc.want) || tc.tool == "t.in_process" && strings.Contains(string(answer), "vendor") {
+			t.Errorf("%s: %s", tc.tool, answer)
+		}
 	}
 }

@@ -229,6 +229,20 @@ const (
 const recordLostText = "the store lost the call's record while its attempt ran (Redis lost data, or the record expired): " +
 	"whether the vendor acted is not known"
 
+// policyDeniedText is policy_denied's text for a call of spec: the binding
+// that makes the write unsafe to allow, in the tenant's terms.
+func policyDeniedText(spec effectspec.Spec) string {
+	switch {
+	case spec.Route == effectspec.RouteFederated:
+		return "the policy denies this call: a write on a federated route cannot be deduplicated"
+	case spec.Idempotency.Kind == effectspec.BindingInProcess:
+		return "the policy denies this call: binding in_process cannot be redispatched (a call whose outcome is unknown never runs again)"
+	case spec.Idempotency.Kind == "" || spec.Idempotency.Kind == effectspec.BindingUnsupported:
+		return "the policy denies this call: binding unsupported: its vendor cannot deduplicate writes"
+	}
+	return tenantText(effectspec.ReasonPolicyDenied, http.StatusForbidden)
+}
+
 // tenantText is the fixed text of a lifecycle refusal.
 func tenantText(reason string, status int) string {
 	switch reason {

@@ -116,15 +116,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	// Tools whose writes the policy denies here are logged now and refused
-	// per call with policy_denied.
-	for _, name := range cfg.ToolOrder {
-		if t := cfg.Tools[name]; t != nil {
-			if err := cfg.Policy.Check(t.Spec); err != nil {
-				log.Warn("tool will be refused with policy_denied in this environment", "tool", name, "environment", string(cfg.Environment))
-			}
-		}
-	}
+	// Tools whose writes the policy denies here are refused per call with
+	// policy_denied; mcpgateway.New warns of each at start.
 
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
