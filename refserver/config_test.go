@@ -45,15 +45,6 @@ var goodConfig = func() string {
 	return string(b)
 }()
 
-// loadConfigFile loads the file at path with the process environment.
-func loadConfigFile(path string, exec *retry.Executor) (*config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return loadConfig(data, os.LookupEnv, exec)
-}
-
 func TestLoadConfigDemo(t *testing.T) {
 	v, err := startDemoVendor()
 	if err != nil {
