@@ -62,7 +62,7 @@ func TestInUse(t *testing.T) {
 		"retryable":           {Retryable: []int{409}, InUse: []int{409}},
 	} {
 		bad := Spec{Tool: "t", Idempotency: Binding{Kind: BindingHeader, Header: "Idempotency-Key"}, Status: st}
-		if err := bad.Validate(); !errors.Is(err, ErrInvalidSpec) {
+		if err := bad.check(); !errors.Is(err, ErrInvalidSpec) {
 			t.Errorf("409 in use and %s: Validate = %v", name, err)
 		}
 		if got := bad.Classify(409); got != Unknown {

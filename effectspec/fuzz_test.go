@@ -131,7 +131,7 @@ func FuzzParse(f *testing.F) {
 			checkErr(err)
 			return
 		}
-		if err := s.Validate(); err != nil {
+		if err := s.check(); err != nil {
 			t.Fatalf("Parse accepted what Validate refuses: %v", err)
 		}
 		if !s.Validated() {
