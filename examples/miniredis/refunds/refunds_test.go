@@ -145,7 +145,7 @@ func storedReceipt(t *testing.T, store idempotency.Store, key string) receipt.Re
 }
 
 func TestSpecIsValid(t *testing.T) {
-	if err := spec.Validate(); err != nil {
+	if _, err := effectspec.New(spec); err != nil {
 		t.Fatal(err)
 	}
 }
