@@ -1,6 +1,15 @@
 // Package nearmiss is the near-miss rule of the MCP fronts (mcpgateway and
-// mcpgo), one copy for both.
-//
+// mcpgo), one copy for both: a name spelled like one the front reads but not
+// exactly it is refused as malformed_key.
+package nearmiss
+
+import (
+	"bytes"
+	"net/http"
+	"unicode"
+	"unicode/utf8"
+)
+
 // A key under a name the gateway does not read would be silently ignored:
 // the call gets a minted key, and its retry another one, so the vendor acts
 // twice for what the client meant as one call. A ticket under such a name
@@ -38,14 +47,6 @@
 // If the protocol ever reserves io.modelcontextprotocol/idempotency-key, it
 // becomes a second accepted spelling of the key, read like ours, never
 // ignored.
-package nearmiss
-
-import (
-	"bytes"
-	"net/http"
-	"unicode"
-	"unicode/utf8"
-)
 
 // Stems of the names, as skeleton leaves them. The key's stem takes the
 // word in its three English forms (idempotency, idempotence, idempotent)
