@@ -33,7 +33,7 @@ func (s Spec) Apply(h http.Header, body []byte, key string) ([]byte, Propagation
 		return body, PropagationNone, nil
 	}
 	if !validKey(key) {
-		return body, PropagationNone, fmt.Errorf("%w: must be non-empty printable ASCII", ErrInvalidKey)
+		return body, PropagationNone, fmt.Errorf("%w: must be non-empty printable ASCII", errInvalidKey)
 	}
 	switch prop {
 	case PropagationHeader:

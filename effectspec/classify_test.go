@@ -62,7 +62,7 @@ func TestInUse(t *testing.T) {
 		"retryable":           {Retryable: []int{409}, InUse: []int{409}},
 	} {
 		bad := Spec{Tool: "t", Idempotency: Binding{Kind: BindingHeader, Header: "Idempotency-Key"}, Status: st}
-		if err := bad.Validate(); !errors.Is(err, ErrInvalidSpec) {
+		if err := bad.check(); !errors.Is(err, ErrInvalidSpec) {
 			t.Errorf("409 in use and %s: Validate = %v", name, err)
 		}
 		if got := bad.Classify(409); got != Unknown {
@@ -234,7 +234,7 @@ func TestApplyBodyPointer(t *testing.T) {
 	}
 	in := []byte(`{"meta": "flat"}`)
 	out, prop, err = s.Apply(h, in, "idt_k")
-	if !errors.Is(err, ErrNoTarget) || prop != PropagationNone || string(out) != `{"meta": "flat"}` {
+	if !errors.Is(err, errNoTarget) || prop != PropagationNone || string(out) != `{"meta": "flat"}` {
 		t.Errorf("crossing a string: %s %s %v", out, prop, err)
 	}
 }
@@ -260,7 +260,7 @@ func TestApplyRefuses(t *testing.T) {
 	s := mustParse(t, stripeSpec)
 	for _, key := range []string{"", "idt_k\r\nX-Evil: 1", "idt k", "idt_é"} {
 		h := http.Header{}
-		if _, _, err := s.Apply(h, nil, key); !errors.Is(err, ErrInvalidKey) || len(h) != 0 {
+		if _, _, err := s.Apply(h, nil, key); !errors.Is(err, errInvalidKey) || len(h) != 0 {
 			t.Errorf("key %q: %v %v", key, err, h)
 		} else if strings.Contains(err.Error(), key) && key != "" {
 			t.Errorf("error quotes the key: %v", err)

@@ -23,15 +23,18 @@ var (
 	// ErrInvalidPointer: the pointer is not a writable RFC 6901 JSON Pointer
 	// (bad syntax, invalid UTF-8, or the document root).
 	ErrInvalidPointer = errors.New("effectspec: invalid JSON pointer")
-	// ErrInvalidBody: the body is not a single valid JSON object or array.
-	ErrInvalidBody = errors.New("effectspec: body is not a JSON object or array")
-	// ErrNoTarget: RFC 6901 gives the pointer no place in this body: it
+	// The other failures of [SetAtPointer] and [Spec.Apply]: no caller
+	// tells them apart, so their texts name them.
+
+	// errInvalidBody: the body is not a single valid JSON object or array.
+	errInvalidBody = errors.New("effectspec: body is not a JSON object or array")
+	// errNoTarget: RFC 6901 gives the pointer no place in this body: it
 	// crosses a string, number, boolean or null, names an array element that
 	// does not exist, or names a member that occurs more than once.
-	ErrNoTarget = errors.New("effectspec: pointer has no target in body")
-	// ErrInvalidKey: the key handed to Apply or SetAtPointer cannot be written
+	errNoTarget = errors.New("effectspec: pointer has no target in body")
+	// errInvalidKey: the key handed to Apply or SetAtPointer cannot be written
 	// safely (empty, or not printable ASCII).
-	ErrInvalidKey = errors.New("effectspec: invalid key")
+	errInvalidKey = errors.New("effectspec: invalid key")
 )
 
 // ReasonPolicyDenied is the stable wire reason of ErrPolicyDenied.

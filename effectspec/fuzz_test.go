@@ -40,8 +40,8 @@ func FuzzSetAtPointer(f *testing.F) {
 			}
 			return
 		case !utf8.ValidString(value):
-			if !errors.Is(err, ErrInvalidKey) {
-				t.Fatalf("value %q: got %v, want ErrInvalidKey", value, err)
+			if !errors.Is(err, errInvalidKey) {
+				t.Fatalf("value %q: got %v, want errInvalidKey", value, err)
 			}
 			return
 		}
@@ -50,22 +50,22 @@ func FuzzSetAtPointer(f *testing.F) {
 		}
 		doc, derr := strictDecode(in)
 		if derr != nil || !utf8.Valid(in) {
-			if !errors.Is(err, ErrInvalidBody) {
-				t.Fatalf("body %q: got %v, want ErrInvalidBody", in, err)
+			if !errors.Is(err, errInvalidBody) {
+				t.Fatalf("body %q: got %v, want errInvalidBody", in, err)
 			}
 			return
 		}
 		switch doc.(type) {
 		case map[string]any, []any:
 		default:
-			if !errors.Is(err, ErrInvalidBody) {
-				t.Fatalf("scalar body %q: got %v, want ErrInvalidBody", in, err)
+			if !errors.Is(err, errInvalidBody) {
+				t.Fatalf("scalar body %q: got %v, want errInvalidBody", in, err)
 			}
 			return
 		}
 		want, merr := modelSet(doc, tokens, value)
 		if err != nil {
-			if !errors.Is(err, ErrNoTarget) {
+			if !errors.Is(err, errNoTarget) {
 				t.Fatalf("%q at %q: unexpected %v", in, pointer, err)
 			}
 			if merr == nil && !strings.Contains(err.Error(), " occurs ") {
@@ -131,7 +131,7 @@ func FuzzParse(f *testing.F) {
 			checkErr(err)
 			return
 		}
-		if err := s.Validate(); err != nil {
+		if err := s.check(); err != nil {
 			t.Fatalf("Parse accepted what Validate refuses: %v", err)
 		}
 		if !s.Validated() {

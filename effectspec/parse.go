@@ -15,7 +15,7 @@ import (
 // Parse loads one spec from a JSON object and validates it. Member names are
 // matched exactly (case-sensitive; encoding/json alone would accept "Tool");
 // an unknown or repeated member, a null, a value of the wrong type, trailing
-// data after the object and every rule Validate checks are errors. An absent
+// data after the object and every rule [New] checks are errors. An absent
 // effect, route, approval or idempotency.binding takes its zero default
 // (write, native, none, unsupported); an explicit "" is an error, because it
 // is more likely a templating slip than a choice. All
@@ -162,7 +162,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// parseSpec decodes one spec object; the returned problems include Validate's.
+// parseSpec decodes one spec object; the returned problems include check's.
 func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 	var s Spec
 	// The tool is read first so that every later problem names it.
@@ -212,7 +212,7 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 			case n == 0:
 				p.add(name, "must be at least 1 (omit the field for the gateway's default)")
 			default:
-				s.MaxAttempts = n // Validate checks the range
+				s.MaxAttempts = n // check checks the range
 			}
 		case "idempotency":
 			object(p, name, v, []string{"binding", "header", "pointer", "window"}, func(n string, v json.RawMessage) {
@@ -227,7 +227,7 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 						s.Idempotency.Header = t
 					}
 				case "pointer":
-					// "" is a valid RFC 6901 pointer (the root); Validate
+					// "" is a valid RFC 6901 pointer (the root); check
 					// refuses it with a precise message.
 					if t, ok := str(p, f, v, false); ok {
 						s.Idempotency.Pointer = t
@@ -278,7 +278,7 @@ func str(p *problems, field string, v json.RawMessage, enum bool) (string, bool)
 }
 
 // duration decodes a Go duration string. Zero and negative durations are
-// refused here, because Validate reads a zero Timeout as the default: an
+// refused here, because check reads a zero Timeout as the default: an
 // explicit "0s" is a mistake, not a request for the default.
 func duration(p *problems, field, text string) time.Duration {
 	return durationDefault(p, field, text, DefaultAttemptTimeout)
@@ -298,7 +298,7 @@ func durationDefault(p *problems, field, text string, def time.Duration) time.Du
 	return d
 }
 
-// ints decodes a JSON array of integer literals; the range is Validate's.
+// ints decodes a JSON array of integer literals; the range is check's.
 func ints(p *problems, field string, v json.RawMessage) []int {
 	var elems []json.RawMessage
 	if v[0] != '[' || json.Unmarshal(v, &elems) != nil {
@@ -320,7 +320,7 @@ func ints(p *problems, field string, v json.RawMessage) []int {
 		codes[i] = n
 	}
 	if bad {
-		// Leave the list out rather than let Validate report shifted indexes.
+		// Leave the list out rather than let check report shifted indexes.
 		return nil
 	}
 	return codes

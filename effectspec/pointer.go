@@ -74,21 +74,22 @@ func sjsonKey(b *strings.Builder, name string) {
 // created as objects (a created "0" or "-" is a member name, never an index).
 // An empty body reads as {}.
 //
-// Errors: ErrInvalidPointer for a malformed pointer or the root;
-// ErrInvalidBody for a body that is not one valid JSON object or array;
-// ErrNoTarget when the pointer crosses a string, number, boolean or null,
-// names an array index that does not exist (or has leading zeros: no padding
-// with nulls; "-" appends), or names a
-// member that occurs more than once on its way (RFC 8259 leaves such a
-// document's meaning open); ErrInvalidKey when value is not valid UTF-8.
-// Errors never quote the body or the value.
+// Errors: [ErrInvalidPointer] for a malformed pointer or the root; an error
+// whose text begins "effectspec: body is not a JSON object or array" for a
+// body that is not one valid JSON object or array, "effectspec: pointer has
+// no target in body" when the pointer crosses a string, number, boolean or
+// null, names an array index that does not exist (or has leading zeros: no
+// padding with nulls; "-" appends), or names a member that occurs more than
+// once on its way (RFC 8259 leaves such a document's meaning open), and
+// "effectspec: invalid key" when value is not valid UTF-8. Errors never
+// quote the body or the value.
 func SetAtPointer(body []byte, pointer string, value string) ([]byte, error) {
 	tokens, err := parsePointer(pointer)
 	if err != nil {
 		return nil, err
 	}
 	if !utf8.ValidString(value) {
-		return nil, fmt.Errorf("%w: value is not valid UTF-8", ErrInvalidKey)
+		return nil, fmt.Errorf("%w: value is not valid UTF-8", errInvalidKey)
 	}
 	if len(body) == 0 {
 		body = []byte("{}")
@@ -116,7 +117,7 @@ func SetAtPointer(body []byte, pointer string, value string) ([]byte, error) {
 		}
 		repl, err = sjson.SetBytes([]byte(cur.Raw), path.String(), value)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrNoTarget, pointer, err)
+			return nil, fmt.Errorf("%w: %s: %v", errNoTarget, pointer, err)
 		}
 	}
 	out := make([]byte, 0, len(body)-len(cur.Raw)+len(repl))
@@ -131,15 +132,15 @@ func SetAtPointer(body []byte, pointer string, value string) ([]byte, error) {
 // exists). The result's Index is its offset in body.
 func locate(body []byte, tokens []string) (gjson.Result, int, error) {
 	if !json.Valid(body) {
-		return gjson.Result{}, 0, fmt.Errorf("%w: invalid JSON", ErrInvalidBody)
+		return gjson.Result{}, 0, fmt.Errorf("%w: invalid JSON", errInvalidBody)
 	}
 	if !utf8.Valid(body) {
-		return gjson.Result{}, 0, fmt.Errorf("%w: not valid UTF-8", ErrInvalidBody)
+		return gjson.Result{}, 0, fmt.Errorf("%w: not valid UTF-8", errInvalidBody)
 	}
 	start := len(body) - len(bytes.TrimLeft(body, " \t\r\n"))
 	end := len(bytes.TrimRight(body, " \t\r\n"))
 	if c := body[start]; c != '{' && c != '[' {
-		return gjson.Result{}, 0, fmt.Errorf("%w: top-level value is a %s", ErrInvalidBody, kindOf(gjson.ParseBytes(body)))
+		return gjson.Result{}, 0, fmt.Errorf("%w: top-level value is a %s", errInvalidBody, kindOf(gjson.ParseBytes(body)))
 	}
 	cur := gjson.Result{Type: gjson.JSON, Raw: string(body[start:end]), Index: start}
 	for i, tok := range tokens {
@@ -147,7 +148,7 @@ func locate(body []byte, tokens []string) (gjson.Result, int, error) {
 		case cur.IsObject():
 			next, n := member(cur, tok)
 			if n > 1 {
-				return gjson.Result{}, 0, fmt.Errorf("%w: member %s occurs %d times", ErrNoTarget, escapePointer(tokens[:i+1]), n)
+				return gjson.Result{}, 0, fmt.Errorf("%w: member %s occurs %d times", errNoTarget, escapePointer(tokens[:i+1]), n)
 			}
 			if n == 0 {
 				return cur, i, nil
@@ -159,15 +160,15 @@ func locate(body []byte, tokens []string) (gjson.Result, int, error) {
 			}
 			idx, ok := arrayIndex(tok)
 			if !ok {
-				return gjson.Result{}, 0, fmt.Errorf("%w: %s: %s is not an array index", ErrNoTarget, escapePointer(tokens[:i+1]), quoteTrunc(tok))
+				return gjson.Result{}, 0, fmt.Errorf("%w: %s: %s is not an array index", errNoTarget, escapePointer(tokens[:i+1]), quoteTrunc(tok))
 			}
 			next, ok := element(cur, idx)
 			if !ok {
-				return gjson.Result{}, 0, fmt.Errorf("%w: %s: index out of range", ErrNoTarget, escapePointer(tokens[:i+1]))
+				return gjson.Result{}, 0, fmt.Errorf("%w: %s: index out of range", errNoTarget, escapePointer(tokens[:i+1]))
 			}
 			cur = next
 		default:
-			return gjson.Result{}, 0, fmt.Errorf("%w: %s crosses a %s", ErrNoTarget, escapePointer(tokens[:i]), kindOf(cur))
+			return gjson.Result{}, 0, fmt.Errorf("%w: %s crosses a %s", errNoTarget, escapePointer(tokens[:i]), kindOf(cur))
 		}
 	}
 	return cur, len(tokens), nil

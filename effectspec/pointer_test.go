@@ -165,7 +165,7 @@ func TestSetAtPointerValueEncoding(t *testing.T) {
 			t.Errorf("%q: wrote %s (%v)", v, out, err)
 		}
 	}
-	if _, err := SetAtPointer([]byte(`{}`), "/k", "\xff"); !errors.Is(err, ErrInvalidKey) {
+	if _, err := SetAtPointer([]byte(`{}`), "/k", "\xff"); !errors.Is(err, errInvalidKey) {
 		t.Errorf("invalid UTF-8 value: got %v", err)
 	}
 }
@@ -181,29 +181,29 @@ func TestSetAtPointerErrors(t *testing.T) {
 		{`{}`, `/a~`, ErrInvalidPointer, `effectspec: invalid JSON pointer: "/a~": '~' must be followed by '0' or '1'`},
 		{`{}`, `/a~2`, ErrInvalidPointer, ``},
 		{`{}`, "/\xff", ErrInvalidPointer, `effectspec: invalid JSON pointer: must be valid UTF-8`},
-		{`"str"`, `/a`, ErrInvalidBody, `effectspec: body is not a JSON object or array: top-level value is a string`},
-		{`5`, `/a`, ErrInvalidBody, ``},
-		{`null`, `/a`, ErrInvalidBody, ``},
-		{`   `, `/a`, ErrInvalidBody, `effectspec: body is not a JSON object or array: invalid JSON`},
-		{`{"a":1`, `/a`, ErrInvalidBody, ``},
-		{`{"a":1}x`, `/a`, ErrInvalidBody, ``},
-		{`{"a":1} {}`, `/a`, ErrInvalidBody, ``},
-		{"{\"a\":\"\xff\"}", `/b`, ErrInvalidBody, `effectspec: body is not a JSON object or array: not valid UTF-8`},
-		{`{"a":"s"}`, `/a/b`, ErrNoTarget, `effectspec: pointer has no target in body: /a crosses a string`},
-		{`{"a":1}`, `/a/b`, ErrNoTarget, `effectspec: pointer has no target in body: /a crosses a number`},
-		{`{"a":true}`, `/a/0`, ErrNoTarget, `effectspec: pointer has no target in body: /a crosses a boolean`},
-		{`{"a":null}`, `/a/b/c`, ErrNoTarget, `effectspec: pointer has no target in body: /a crosses a null`},
-		{`{"a":[1]}`, `/a/1`, ErrNoTarget, `effectspec: pointer has no target in body: /a/1: index out of range`},
-		{`{"a":[1]}`, `/a/5/x`, ErrNoTarget, ``},
-		{`{"a":[1,2]}`, `/a/01`, ErrNoTarget, `effectspec: pointer has no target in body: /a/01: "01" is not an array index`},
-		{`{"a":[1]}`, `/a/-1`, ErrNoTarget, ``},
-		{`{"a":[1]}`, `/a/x`, ErrNoTarget, ``},
-		{`{"a":[1]}`, `/a/`, ErrNoTarget, ``},
-		{`{"a":[1]}`, `/a/99999999999999999999999`, ErrNoTarget, ``},
-		{`[1]`, `/1`, ErrNoTarget, ``},
-		{`{"a":1,"a":2}`, `/a`, ErrNoTarget, `effectspec: pointer has no target in body: member /a occurs 2 times`},
-		{`{"a":{"b":1},"a":{}}`, `/a/b`, ErrNoTarget, ``},
-		{`{"a\u0062":1,"ab":2}`, `/ab`, ErrNoTarget, ``},
+		{`"str"`, `/a`, errInvalidBody, `effectspec: body is not a JSON object or array: top-level value is a string`},
+		{`5`, `/a`, errInvalidBody, ``},
+		{`null`, `/a`, errInvalidBody, ``},
+		{`   `, `/a`, errInvalidBody, `effectspec: body is not a JSON object or array: invalid JSON`},
+		{`{"a":1`, `/a`, errInvalidBody, ``},
+		{`{"a":1}x`, `/a`, errInvalidBody, ``},
+		{`{"a":1} {}`, `/a`, errInvalidBody, ``},
+		{"{\"a\":\"\xff\"}", `/b`, errInvalidBody, `effectspec: body is not a JSON object or array: not valid UTF-8`},
+		{`{"a":"s"}`, `/a/b`, errNoTarget, `effectspec: pointer has no target in body: /a crosses a string`},
+		{`{"a":1}`, `/a/b`, errNoTarget, `effectspec: pointer has no target in body: /a crosses a number`},
+		{`{"a":true}`, `/a/0`, errNoTarget, `effectspec: pointer has no target in body: /a crosses a boolean`},
+		{`{"a":null}`, `/a/b/c`, errNoTarget, `effectspec: pointer has no target in body: /a crosses a null`},
+		{`{"a":[1]}`, `/a/1`, errNoTarget, `effectspec: pointer has no target in body: /a/1: index out of range`},
+		{`{"a":[1]}`, `/a/5/x`, errNoTarget, ``},
+		{`{"a":[1,2]}`, `/a/01`, errNoTarget, `effectspec: pointer has no target in body: /a/01: "01" is not an array index`},
+		{`{"a":[1]}`, `/a/-1`, errNoTarget, ``},
+		{`{"a":[1]}`, `/a/x`, errNoTarget, ``},
+		{`{"a":[1]}`, `/a/`, errNoTarget, ``},
+		{`{"a":[1]}`, `/a/99999999999999999999999`, errNoTarget, ``},
+		{`[1]`, `/1`, errNoTarget, ``},
+		{`{"a":1,"a":2}`, `/a`, errNoTarget, `effectspec: pointer has no target in body: member /a occurs 2 times`},
+		{`{"a":{"b":1},"a":{}}`, `/a/b`, errNoTarget, ``},
+		{`{"a\u0062":1,"ab":2}`, `/ab`, errNoTarget, ``},
 	}
 	for _, tc := range tests {
 		body := []byte(tc.body)

@@ -330,14 +330,14 @@ func TestReservedHeaders(t *testing.T) {
 		"Proxy-Authenticate", "Authorization", "Cookie", "Expect", "Content-Type",
 		"content-encoding", "AUTHORIZATION"} {
 		s := Spec{Tool: "t", Idempotency: Binding{Kind: BindingHeader, Header: h}}
-		probs := problemsOf(t, s.Validate())
+		probs := problemsOf(t, s.check())
 		if len(probs) != 1 || probs[0].Field != "idempotency.header" || !strings.Contains(probs[0].Problem, "may not carry the key") {
 			t.Errorf("%s: got %v", h, probs)
 		}
 	}
 	for _, h := range []string{"Idempotency-Key", "X-Request-Id", "x-idempotency-key", "Nango-Proxy-Idempotency-Key", "a!#$%&'*+-.^_`|~z"} {
 		s := Spec{Tool: "t", Idempotency: Binding{Kind: BindingHeader, Header: h}}
-		if err := s.Validate(); err != nil {
+		if err := s.check(); err != nil {
 			t.Errorf("%s: %v", h, err)
 		}
 	}
@@ -363,17 +363,17 @@ func TestValidBindings(t *testing.T) {
 			t.Errorf("%s: %v", doc, err)
 			continue
 		}
-		if err := s.Validate(); err != nil {
+		if err := s.check(); err != nil {
 			t.Errorf("%s: Validate after Parse: %v", doc, err)
 		}
 	}
 }
 
 func TestValidateZeroDefaults(t *testing.T) {
-	if err := (Spec{Tool: "t"}).Validate(); err != nil {
+	if err := (Spec{Tool: "t"}).check(); err != nil {
 		t.Fatal(err)
 	}
-	probs := problemsOf(t, Spec{}.Validate())
+	probs := problemsOf(t, Spec{}.check())
 	if len(probs) != 1 || probs[0].Error() != "effectspec: tool: must not be empty" || probs[0].Subject != "" {
 		t.Fatalf("got %+v", probs)
 	}
@@ -564,7 +564,7 @@ func TestParseVendorWindow(t *testing.T) {
 	}
 	// A Go value: a window is checked whatever its source.
 	s := Spec{Tool: "t", Idempotency: Binding{Kind: BindingHeader, Header: "K", Window: -time.Hour}}
-	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "idempotency.window") {
+	if err := s.check(); err == nil || !strings.Contains(err.Error(), "idempotency.window") {
 		t.Errorf("negative window: %v", err)
 	}
 }

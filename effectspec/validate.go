@@ -65,15 +65,9 @@ func checkPointer(p string) string {
 	return ""
 }
 
-// Validate checks every rule of the contract and reports all problems at
-// once, each a [*FieldError] that unwraps to [ErrInvalidSpec].
-//
-// Validate only checks: use New for a spec marked validated.
-//
-// Validate reads a Go value, so an empty Effect, Route, Approval or Binding
-// Kind is its documented zero default and valid; only Parse can tell an
-// explicit "" from an absent field, and it refuses the explicit one.
-func (s Spec) Validate() error {
+// check checks every rule of the contract and reports all problems at
+// once, as [New] documents; it does not mark s validated.
+func (s Spec) check() error {
 	p := newProblems(s.Tool, -1)
 	s.validate(&p)
 	return p.err()

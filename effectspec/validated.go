@@ -4,9 +4,12 @@ import "slices"
 
 // New validates s as Parse does a JSON spec and returns it marked validated:
 // the way to build a Spec in Go code. On error it returns the zero Spec and
-// every problem ([Spec.Validate]).
+// every problem, each a [*FieldError] that unwraps to [ErrInvalidSpec]. A Go
+// value's empty Effect, Route, Approval or Binding Kind is its documented
+// zero default and valid; only Parse can tell an explicit "" from an absent
+// field, and it refuses the explicit one.
 func New(s Spec) (Spec, error) {
-	if err := s.Validate(); err != nil {
+	if err := s.check(); err != nil {
 		return Spec{}, err
 	}
 	return s.seal(), nil

@@ -46,7 +46,7 @@ func TestValidatedOnlyFromValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	checked := Spec{Tool: "t"}
-	if err := checked.Validate(); err != nil {
+	if err := checked.check(); err != nil {
 		t.Fatal(err)
 	}
 	for name, s := range map[string]Spec{

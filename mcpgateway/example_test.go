@@ -8,32 +8,23 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/mcpgateway"
 	"github.com/obol-gateway/obol/retry"
 )
 
 // exampleStore is a store on an in-process miniredis.
 func exampleStore() (*redisstore.Store, func()) {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	store, closeStore, err := embedded.New(context.Background(), redisstore.Options{})
 	if err != nil {
 		panic(err)
 	}
-	store, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true})
-	if err != nil {
-		panic(err)
-	}
-	return store, func() { client.Close(); mr.Close() }
+	return store, closeStore
 }
 
 // A gateway in front of a vendor that deduplicates on the Idempotency-Key

@@ -23,7 +23,7 @@ import (
 // that touches no store state.
 const (
 	defaultMaxRequestBytes   = 1 << 20   // a whole POST /mcp request body
-	DefaultMaxArgumentBytes  = 256 << 10 // the arguments of one tools/call
+	defaultMaxArgumentBytes  = 256 << 10 // the arguments of one tools/call
 	unauthenticatedWorkspace = "local"   // the workspace of a gateway without authentication
 	defaultName              = "obol-mcpgateway"
 	defaultInstructionsIntro = "Every tools/call is idempotent per key: the Idempotency-Key header, or params._meta "
@@ -130,8 +130,7 @@ type Config struct {
 	// "obol-mcpgateway" and "0.1.0".
 	Name, Version string
 	// MaxBodyBytes bounds a POST /mcp request's body (if zero, 1 MiB),
-	// MaxArgumentBytes a call's arguments (if zero,
-	// [DefaultMaxArgumentBytes]).
+	// MaxArgumentBytes a call's arguments (if zero, 256 KiB).
 	MaxBodyBytes, MaxArgumentBytes int
 	// Logger receives a line per call and refusal, with the key and never
 	// an argument, and New's warnings: a tool that the Orchestrator's
@@ -235,7 +234,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.MaxBodyBytes = defaultMaxRequestBytes
 	}
 	if cfg.MaxArgumentBytes <= 0 {
-		cfg.MaxArgumentBytes = DefaultMaxArgumentBytes
+		cfg.MaxArgumentBytes = defaultMaxArgumentBytes
 	}
 	if cfg.Redact == nil {
 		cfg.Redact = func(s string) string { return s }

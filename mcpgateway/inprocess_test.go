@@ -15,13 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -29,16 +28,11 @@ import (
 // miniStore is a redisstore on a fresh miniredis.
 func miniStore(t testing.TB) *redisstore.Store {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	st, closeStore, err := embedded.New(context.Background(), redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(client.Close)
-	st, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(closeStore)
 	return st
 }
 

@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"net/http/httptest"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/mcpgateway"
 	"github.com/obol-gateway/obol/mcpgo"
 	"github.com/obol-gateway/obol/retry"
@@ -21,19 +20,11 @@ import (
 
 // exampleStore is a store on an in-process miniredis.
 func exampleStore() (*redisstore.Store, func()) {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	store, closeStore, err := embedded.New(context.Background(), redisstore.Options{})
 	if err != nil {
 		panic(err)
 	}
-	store, err := redisstore.New(context.Background(), rc, redisstore.Options{SkipEvictionCheck: true})
-	if err != nil {
-		panic(err)
-	}
-	return store, func() { rc.Close(); mr.Close() }
+	return store, closeStore
 }
 
 // An mcp-go server whose notes.create tool is idempotent: two calls under

@@ -3,13 +3,13 @@ module github.com/obol-gateway/obol/mcpgo
 go 1.26.0
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/obol-gateway/obol v0.0.0
 	github.com/redis/rueidis v1.0.79
 )
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -14,11 +15,31 @@ import (
 
 // The file format and its checks are gatewayconfig's, tested there; these
 // are the names this package's tests use for them.
-type (
-	fileConfig     = gatewayconfig.File
-	configError    = gatewayconfig.Error
-	approverConfig = gatewayconfig.ApproverEntry
-)
+type configError = gatewayconfig.Error
+
+// fileConfig holds the members of the configuration file that this
+// package's tests read (gatewayconfig's loader checks the rest).
+type fileConfig struct {
+	Workspaces []struct {
+		ID      string   `json:"id"`
+		APIKeys []string `json:"api_keys"`
+	} `json:"workspaces"`
+	ApproverKeys []json.RawMessage `json:"approver_keys"`
+	Connections  []struct {
+		ID        string `json:"id"`
+		BaseURL   string `json:"base_url"`
+		SecretEnv string `json:"secret_env"`
+	} `json:"connections"`
+	Brokers []struct {
+		SecretEnv string `json:"secret_env"`
+	} `json:"brokers"`
+}
+
+// approverConfig is an approver_keys entry.
+type approverConfig struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
 
 // envOTLPEndpoint turns tracing on (otelhooks.FromEnv).
 const envOTLPEndpoint = otelhooks.EnvEndpoint

@@ -14,7 +14,7 @@ const (
 )
 
 const (
-	maxArgBytes          = mcpgateway.DefaultMaxArgumentBytes
+	maxArgBytes          = 256 << 10 // mcpgateway.Config.MaxArgumentBytes when zero
 	retryNote            = mcpgateway.RetryNote
 	storeUnavailableText = "store_unavailable: the idempotency store is unavailable; retry with the same key"
 	outOfMemoryText      = "out_of_memory: the idempotency store is out of memory; retry later with the same key"

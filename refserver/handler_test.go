@@ -10,11 +10,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
-
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -31,16 +29,11 @@ func inProcessLog(t *testing.T, configJSON string, env func(string) (string, boo
 	if err != nil {
 		t.Fatal(err)
 	}
-	mr := miniredis.RunT(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	st, closeStore, err := embedded.New(context.Background(), redisstore.Options{Prefix: cfg.Store.Prefix, Lease: cfg.Store.Lease, ReadTimeout: storeReadTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(client.Close)
-	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Store.Prefix, Lease: cfg.Store.Lease, ReadTimeout: storeReadTimeout, SkipEvictionCheck: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(closeStore)
 	srv := httptest.NewServer(newServer(cfg, st, st, log).handler())
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -27,14 +27,15 @@ func TestDemoAndExampleQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]*config{"demo": demo, "example": example} {
+		gc := c.Gateway()
 		for _, ws := range c.Workspaces {
-			q := c.Quotas.Workspaces[ws]
+			q := gc.Quotas[ws]
 			if q.CallsPerSecond <= 0 || q.Burst <= 0 || q.InFlight <= 0 {
 				t.Errorf("%s: %s has quota %+v", name, ws, q)
 			}
 		}
-		if c.Quotas.StoreFullFraction != mcpgateway.DefaultStoreFullFraction {
-			t.Errorf("%s: store_full_fraction %v", name, c.Quotas.StoreFullFraction)
+		if gc.StoreFullFraction != mcpgateway.DefaultStoreFullFraction {
+			t.Errorf("%s: store_full_fraction %v", name, gc.StoreFullFraction)
 		}
 	}
 }

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/internal/refservertest"
 	"github.com/obol-gateway/obol/internal/secrettest"
 	"github.com/obol-gateway/obol/receipt"
@@ -135,16 +135,12 @@ func TestVendorEchoesNoSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	mr := miniredis.RunT(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	st, closeStore, err := embedded.On(context.Background(), mr, redisstore.Options{Prefix: cfg.Store.Prefix,
+		Lease: cfg.Store.Lease, ReadTimeout: storeReadTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(client.Close)
-	st, err := redisstore.New(context.Background(), client, redisstore.Options{Prefix: cfg.Store.Prefix, Lease: cfg.Store.Lease,
-		ReadTimeout: storeReadTimeout, SkipEvictionCheck: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(closeStore)
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv := httptest.NewServer(newServer(cfg, st, st, log).handler())

@@ -122,8 +122,9 @@ func newTracedServer(cfg *config, store idempotency.Store, pins idempotency.PinS
 		// A store that keeps no fleet-wide counts (tests of other parts):
 		// only the per-gateway limit holds.
 		gc.DefaultQuota = mcpgateway.WorkspaceQuota{InFlight: gc.DefaultQuota.InFlight}
+		quotas := gc.Quotas
 		gc.Quotas = map[string]mcpgateway.WorkspaceQuota{}
-		for ws, q := range cfg.Quotas.Workspaces {
+		for ws, q := range quotas {
 			gc.Quotas[ws] = mcpgateway.WorkspaceQuota{InFlight: q.InFlight}
 		}
 	}

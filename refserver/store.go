@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 )
 
 const notDurableBanner = `
@@ -25,34 +25,22 @@ const notDurableBanner = `
 
 // openStore connects the store: Redis at redisURL, or the embedded
 // miniredis when redisURL is empty, reached over loopback; it is not
-// durable and not shared, which the server says loudly on start. release frees everything it opened.
-func openStore(ctx context.Context, opts redisstore.Options, redisURL string, stderr io.Writer) (_ *redisstore.Store, release func(), err error) {
+// durable and not shared, which the server says loudly on start. The
+// returned function frees everything it opened.
+func openStore(ctx context.Context, opts redisstore.Options, redisURL string, stderr io.Writer) (*redisstore.Store, func(), error) {
 	opts = brokenStore(opts) // the identity unless built with -tags obolmutant
-	var (
-		clientOpt rueidis.ClientOption
-		mr        *miniredis.Miniredis
-	)
 	if redisURL == "" {
-		mr = miniredis.NewMiniRedis()
-		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		st, release, err := embedded.New(ctx, opts)
+		if err != nil {
 			return nil, nil, fmt.Errorf("refserver: embedded store: %w", err)
 		}
 		fmt.Fprint(stderr, notDurableBanner)
-		// miniredis ages TTLs only when told: follow the wall clock so that
-		// retention is honoured. (Leases use Redis TIME, which is real.)
-		mr.ClockTTL(true)
-		clientOpt = rueidis.ClientOption{InitAddress: []string{mr.Addr()}}
-		// miniredis has no CONFIG and never evicts.
-		opts.SkipEvictionCheck = true
-	} else {
-		clientOpt, err = redisstore.ParseURL(redisURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("refserver: -redis: %w", err)
-		}
+		return st, release, nil
 	}
-	// Server-assisted client caching is of no use to scripts and miniredis
-	// lacks it.
-	clientOpt.DisableCache = true
+	clientOpt, err := redisstore.ParseURL(redisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("refserver: -redis: %w", err)
+	}
 	// Latency first: every agent waits for every call. An auto-pipelined
 	// connection hands each command to a writer and a reader goroutine
 	// (three wake-ups per command); pooled connections let the caller write
@@ -64,27 +52,14 @@ func openStore(ctx context.Context, opts redisstore.Options, redisURL string, st
 	clientOpt.DisableAutoPipelining = true
 	client, err := rueidis.NewClient(clientOpt)
 	if err != nil {
-		if mr != nil {
-			mr.Close()
-		}
 		return nil, nil, fmt.Errorf("refserver: redis: %w", err)
 	}
-	var st *redisstore.Store
-	release = func() {
-		if st != nil {
-			st.Close() // the stored-bytes flusher
-		}
-		client.Close()
-		if mr != nil {
-			mr.Close()
-		}
-	}
-	st, err = redisstore.New(ctx, client, opts)
+	st, err := redisstore.New(ctx, client, opts)
 	if err != nil {
-		release()
+		client.Close()
 		return nil, nil, fmt.Errorf("refserver: %w", err)
 	}
-	return st, release, nil
+	return st, func() { st.Close(); client.Close() }, nil
 }
 
 const noPersistenceBanner = `

@@ -20,8 +20,7 @@
 // [idempotency.ErrOutcomeUnknown], [effectspec.ErrPolicyDenied], ..., and
 // a [*RefusalError] says when to retry or whether a new key is safe.
 // Otherwise the [Answer]'s Receipt says what happened and its Result holds
-// the vendor's answer (fresh or replayed). The [idempotency.Route] must hold
-// every fact the claim's fingerprint covers (see [Call]).
+// the vendor's answer (fresh or replayed).
 //
 // What must not leak: every credential a [Target] sends is reported as a
 // [SecretHolder] or in Call.Secrets, so that it is scrubbed from the vendor's

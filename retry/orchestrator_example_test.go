@@ -8,12 +8,10 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
-
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -21,21 +19,12 @@ import (
 // and finalizes it; the second, with the same key and arguments, replays the
 // stored answer without a request to the vendor.
 func ExampleOrchestrator_Do() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
-	if err != nil {
-		panic(err)
-	}
-	defer client.Close()
 	ctx := context.Background()
-	store, err := redisstore.New(ctx, client, redisstore.Options{SkipEvictionCheck: true}) // miniredis has no CONFIG
+	store, closeStore, err := embedded.New(ctx, redisstore.Options{})
 	if err != nil {
 		panic(err)
 	}
+	defer closeStore()
 
 	var requests atomic.Int32
 	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

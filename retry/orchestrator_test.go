@@ -739,7 +739,7 @@ func TestUnvalidatedSpecRefused(t *testing.T) {
 		valid := spec(effectspec.BindingHeader)
 		literal := effectspec.Spec{Tool: valid.Tool, Effect: valid.Effect, Route: valid.Route,
 			Idempotency: valid.Idempotency, Status: valid.Status, Approval: valid.Approval}
-		if err := literal.Validate(); err != nil {
+		if _, err := effectspec.New(literal); err != nil {
 			t.Fatal(err)
 		}
 		changed := valid

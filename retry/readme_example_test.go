@@ -12,12 +12,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
-
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -56,21 +54,12 @@ func charge(ctx context.Context, store idempotency.Store, r *http.Request, args 
 // The README's snippet, run twice with one key against a stand-in vendor:
 // one request reaches it, the second call replays.
 func Example_readme() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
-	if err != nil {
-		panic(err)
-	}
-	defer client.Close()
 	ctx := context.Background()
-	store, err := redisstore.New(ctx, client, redisstore.Options{SkipEvictionCheck: true}) // miniredis has no CONFIG
+	store, closeStore, err := embedded.New(ctx, redisstore.Options{})
 	if err != nil {
 		panic(err)
 	}
+	defer closeStore()
 	var requests atomic.Int32
 	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)

@@ -20,12 +20,12 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/internal/secrettest"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
@@ -424,15 +424,11 @@ func (s suite[C]) echoScrubbed(t *testing.T) {
 func miniStore(t *testing.T) (idempotency.Store, *miniredis.Miniredis) {
 	t.Helper()
 	m := miniredis.RunT(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true})
+	st, closeStore, err := embedded.On(context.Background(), m, redisstore.Options{Lease: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(client.Close)
-	st, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true, Lease: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(closeStore)
 	return st, m
 }
 

@@ -13,10 +13,10 @@ import (
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 )
 
 const testVendorKey = "sk_test_never_echoed"
@@ -61,15 +61,11 @@ type env struct {
 func newEnv(t *testing.T, v *vendor) *env {
 	t.Helper()
 	mr := miniredis.RunT(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	store, closeStore, err := embedded.On(context.Background(), mr, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(client.Close)
-	store, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(closeStore)
 	vs := httptest.NewServer(v)
 	t.Cleanup(vs.Close)
 	h, err := newGateway(store, vs.URL, testVendorKey)

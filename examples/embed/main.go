@@ -24,10 +24,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 )
 
 const notDurable = `
@@ -53,36 +53,11 @@ func run(addr, redisURL, vendorURL string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var opt rueidis.ClientOption
-	storeOpts := redisstore.Options{}
-	if redisURL == "" {
-		mr := miniredis.NewMiniRedis()
-		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-			return fmt.Errorf("embed: embedded store: %w", err)
-		}
-		defer mr.Close()
-		fmt.Fprint(os.Stderr, notDurable)
-		// miniredis ages TTLs only when told; with ClockTTL they follow the
-		// wall clock, so records expire after their retention as in Redis.
-		mr.ClockTTL(true)
-		opt.InitAddress = []string{mr.Addr()}
-		storeOpts.SkipEvictionCheck = true // miniredis has no CONFIG and never evicts
-	} else {
-		var err error
-		if opt, err = redisstore.ParseURL(redisURL); err != nil { // never echoes the URL
-			return fmt.Errorf("embed: -redis: %w", err)
-		}
-	}
-	opt.DisableCache = true // miniredis lacks client-side caching (ParseURL sets it for Redis)
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		return fmt.Errorf("embed: redis: %w", err)
-	}
-	defer client.Close()
-	store, err := redisstore.New(ctx, client, storeOpts)
+	store, closeStore, err := openStore(ctx, redisURL)
 	if err != nil {
 		return err
 	}
+	defer closeStore()
 
 	if vendorURL == "" {
 		vendor := httptest.NewServer(demoVendor())
@@ -123,4 +98,31 @@ func demoVendor() http.Handler {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, "{\"id\":\"ch_%d\",\"vendor_requests\":%d}\n", id, id)
 	})
+}
+
+// openStore connects to Redis at redisURL, or starts the embedded, NOT
+// durable miniredis when redisURL is empty.
+func openStore(ctx context.Context, redisURL string) (*redisstore.Store, func(), error) {
+	if redisURL == "" {
+		store, closeStore, err := embedded.New(ctx, redisstore.Options{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("embed: embedded store: %w", err)
+		}
+		fmt.Fprint(os.Stderr, notDurable)
+		return store, closeStore, nil
+	}
+	opt, err := redisstore.ParseURL(redisURL) // never echoes the URL
+	if err != nil {
+		return nil, nil, fmt.Errorf("embed: -redis: %w", err)
+	}
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("embed: redis: %w", err)
+	}
+	store, err := redisstore.New(ctx, client, redisstore.Options{})
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return store, func() { store.Close(); client.Close() }, nil
 }

@@ -6,29 +6,19 @@ import (
 	"log"
 	"net/http"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
-
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 )
 
 // embeddedStore is a store on an in-process miniredis: NOT durable, not
 // shared. A real server connects with redisstore.ParseURL's options instead.
 // It exits the process when the store cannot start.
 func embeddedStore() (*redisstore.Store, func()) {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		log.Fatal(err)
-	}
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	store, closeStore, err := embedded.New(context.Background(), redisstore.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	return store, func() { client.Close(); mr.Close() }
+	return store, closeStore
 }
 
 // listen serves h on -addr until the process ends.

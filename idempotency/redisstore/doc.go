@@ -8,8 +8,8 @@
 //	store, err := redisstore.New(ctx, client, redisstore.Options{})
 //
 // and then use store as the [idempotency.Store] of a retry.Orchestrator. The
-// zero [Options] are the defaults (see each field). ExampleNew runs the same
-// on miniredis, an embedded, non-durable store for tests and demos.
+// zero [Options] are the defaults (see each field). Tests and demos get a
+// store on an in-process miniredis in one call from package embedded.
 //
 // Two things an adopter must not get wrong:
 //

@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/internal/secrettest"
 	"github.com/obol-gateway/obol/receipt"
 )
@@ -41,16 +41,12 @@ func TestLeak(t *testing.T) {
 // every scrub test that reads Redis would pass on a leak.
 func TestDumpRedisSeesIntoCompressedBodies(t *testing.T) {
 	mr := miniredis.RunT(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
 	ctx := context.Background()
-	store, err := redisstore.New(ctx, client, redisstore.Options{SkipEvictionCheck: true})
+	store, closeStore, err := embedded.On(ctx, mr, redisstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(closeStore)
 	const secret = "sk_live_0123456789abcdef"
 	body := []byte(`{"echo":"` + strings.Repeat("header Authorization: Bearer "+secret+"; ", 20) + `"}`)
 	scope := idempotency.Scope{Workspace: "ws_acme", Connection: "conn_stripe", Tool: "stripe.create_charge"}

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 
-	"github.com/alicebob/miniredis/v2"
-
+	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/mcpgateway/admin"
 )
 
@@ -15,12 +15,7 @@ import (
 // Client: an approver's decision on a ticket the store does not hold, and
 // a request with a key that is not an approver's.
 func Example() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	store, closeStore, err := newStore(mr.Addr()) // a *redisstore.Store
+	store, closeStore, err := embedded.New(context.Background(), redisstore.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -66,11 +66,11 @@ type Config struct {
 	// approver key and the metrics_token: what a [receipt.Redactor] scrubs
 	// from logs and notes.
 	Secrets []string
-	// Quotas are default_quota, every workspace's quota (its own members
+	// quotas are default_quota, every workspace's quota (its own members
 	// over default_quota's) and store_full_fraction, as [Config.Gateway]
 	// sets them on [mcpgateway.Config]. When a workspace limits its stored
 	// bytes, Store.AccountBytes is set too.
-	Quotas QuotaSettings
+	quotas quotaSettings
 	// MaxAttempts is max_attempts, resolved: [retry.Orchestrator].MaxAttempts,
 	// the max_attempts of every tool whose spec sets none.
 	MaxAttempts int
@@ -106,7 +106,7 @@ func Load(data []byte, opt Options) (*Config, error) {
 	// and a name in another case ("WORKSPACES" matches "workspaces", so the
 	// two merge); decodeStrict refuses both at every depth, and unknown
 	// members, naming the path, never a value.
-	var fc File
+	var fc fileFormat
 	if err := decodeStrict(data, &fc); err != nil {
 		return nil, &Error{Problems: []string{err.Error()}}
 	}
@@ -144,7 +144,7 @@ func LoadFile(ctx context.Context, path string, opt Options) (*Config, error) {
 // opened with Store, under Policy) and its hooks.
 func (c *Config) Gateway() mcpgateway.Config {
 	gc := mcpgateway.Config{Authenticate: c.Workspace, Redact: receipt.NewRedactor(c.Secrets...).String,
-		DefaultQuota: c.Quotas.Default, Quotas: c.Quotas.Workspaces, StoreFullFraction: c.Quotas.StoreFullFraction}
+		DefaultQuota: c.quotas.Default, Quotas: c.quotas.Workspaces, StoreFullFraction: c.quotas.StoreFullFraction}
 	for _, name := range c.ToolOrder {
 		if t := c.Tools[name]; t != nil {
 			gc.Tools = append(gc.Tools, *t)
@@ -180,7 +180,7 @@ func (c *Config) Approver(k string) (name string, ok bool) {
 	return name, ok
 }
 
-func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor) (*Config, error) {
+func (fc *fileFormat) resolve(getenv func(string) (string, bool), exec *retry.Executor) (*Config, error) {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
@@ -280,12 +280,12 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 		}
 	}
 	quotas, qp := parseQuotas(fc.DefaultQuota, fc.StoreFullFraction, c.Workspaces, workspaceQuotas(fc.Workspaces))
-	c.Quotas, problems = quotas, append(problems, qp...)
+	c.quotas, problems = quotas, append(problems, qp...)
 	c.Store.AccountBytes = quotas.accountBytes()
 	seenApprover := map[string]bool{}
 	for i, raw := range fc.ApproverKeys {
 		where := fmt.Sprintf("approver_keys[%d]", i)
-		var ac ApproverEntry
+		var ac approverEntry
 		if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 			// Never the value: it may be a key.
 			bad("%s: must be an object %s (a bare key is no longer accepted: name the approver)", where, approverForm)
@@ -342,7 +342,7 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 		return v
 	}
 
-	conns := map[string]*ConnectionEntry{}
+	conns := map[string]*connectionEntry{}
 	connSecrets := map[string]string{}
 	connURLs := map[string]*url.URL{}
 	for i := range fc.Connections {
@@ -487,7 +487,7 @@ func (fc *File) resolve(getenv func(string) (string, bool), exec *retry.Executor
 // The scope's connection segment of a federated call is the broker's id.
 var nativeFields = []string{"connection", "method", "path", "spec", "description", "input_schema"}
 
-func resolveTool(i int, raw json.RawMessage, conns map[string]*ConnectionEntry, urls map[string]*url.URL,
+func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionEntry, urls map[string]*url.URL,
 	secrets map[string]string, brokers map[string]broker.Broker, exec *retry.Executor) (*mcpgateway.Tool, []string) {
 	var problems []string
 	where := fmt.Sprintf("tools[%d]", i)

@@ -8,11 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
-
 	"github.com/obol-gateway/obol/idempotency"
-	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/mcpgateway"
 	"github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
 	"github.com/obol-gateway/obol/retry"
@@ -40,22 +37,11 @@ func Example() {
 		panic(err)
 	}
 
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	store, closeStore, err := embedded.New(context.Background(), cfg.Store)
 	if err != nil {
 		panic(err)
 	}
-	defer client.Close()
-	opts := cfg.Store
-	opts.SkipEvictionCheck = true // miniredis has no CONFIG
-	store, err := redisstore.New(context.Background(), client, opts)
-	if err != nil {
-		panic(err)
-	}
+	defer closeStore()
 	gc := cfg.Gateway()
 	gc.Orchestrator = &retry.Orchestrator{Store: store, Policy: cfg.Policy}
 	gw, err := mcpgateway.New(gc)

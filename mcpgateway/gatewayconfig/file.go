@@ -2,9 +2,9 @@ package gatewayconfig
 
 import "encoding/json"
 
-// File is the configuration file as written (docs/DESIGN.md, "refserver
+// fileFormat is the configuration file as written (docs/DESIGN.md, "refserver
 // config (JSON)"): what Load decodes, strictly, before it checks anything.
-type File struct {
+type fileFormat struct {
 	KeyPrefix *string `json:"key_prefix"`
 	Retention string  `json:"retention"`
 	// UnknownRetention keeps unknown records (and records of attempts in
@@ -22,17 +22,17 @@ type File struct {
 	// the explicit opt-in to writes whose vendor cannot deduplicate
 	// (binding unsupported, every federated route) in production.
 	AllowUnsupportedWrites bool             `json:"allow_unsupported_writes"`
-	Workspaces             []WorkspaceEntry `json:"workspaces"`
+	Workspaces             []workspaceEntry `json:"workspaces"`
 	// ApproverKeys are {"name", "key"} objects ([ApproverEntry]); a bare
 	// key is refused with an error that shows the object form.
 	ApproverKeys []json.RawMessage `json:"approver_keys"`
-	Connections  []ConnectionEntry `json:"connections"`
-	Brokers      []BrokerEntry     `json:"brokers"`
+	Connections  []connectionEntry `json:"connections"`
+	Brokers      []brokerEntry     `json:"brokers"`
 	// Tools are tool entries: a native one has connection, method and
 	// path, a federated one names a broker and holds its routing fields;
 	// both have a spec, and may have a description and an input_schema.
 	Tools        []json.RawMessage `json:"tools"`
-	Capabilities []CapabilityEntry `json:"capabilities"`
+	Capabilities []capabilityEntry `json:"capabilities"`
 
 	// MaxResponseBytes is [retry.Executor].MaxResponseBytes of every vendor call
 	// (0: [retry.DefaultMaxResponseBytes], 10 MiB). A larger answer is not read:
@@ -59,20 +59,20 @@ type File struct {
 	MetricsToken string `json:"metrics_token"`
 }
 
-// WorkspaceEntry is a workspaces entry: a tenant and the API keys that
+// workspaceEntry is a workspaces entry: a tenant and the API keys that
 // authenticate it.
-type WorkspaceEntry struct {
+type workspaceEntry struct {
 	ID      string   `json:"id"`
 	APIKeys []string `json:"api_keys"`
 	// Quota overrides DefaultQuota member by member.
 	Quota json.RawMessage `json:"quota"`
 }
 
-// ApproverEntry is one approver_keys entry: a name, which is what a settlement
+// approverEntry is one approver_keys entry: a name, which is what a settlement
 // records as its "by" and what the log lines of an approval or a pin name,
 // and the key the approver authenticates with. The name follows the id rule
 // of docs/DESIGN.md, "Scope and the Redis key", and is unique; the key is never recorded.
-type ApproverEntry struct {
+type approverEntry struct {
 	Name string `json:"name"`
 	Key  string `json:"key"`
 }
@@ -81,27 +81,27 @@ type ApproverEntry struct {
 // error that refuses another.
 const approverForm = `{"name": "ops-alice", "key": "..."}`
 
-// ConnectionEntry is a connections entry: a native connection. Without
+// connectionEntry is a connections entry: a native connection. Without
 // secret_env its calls send no Authorization header.
-type ConnectionEntry struct {
+type connectionEntry struct {
 	ID        string `json:"id"`
 	Provider  string `json:"provider"`
 	BaseURL   string `json:"base_url"`
 	SecretEnv string `json:"secret_env"`
 }
 
-// BrokerEntry is a brokers entry: a federated broker (kind nango or
+// brokerEntry is a brokers entry: a federated broker (kind nango or
 // composio).
-type BrokerEntry struct {
+type brokerEntry struct {
 	ID        string `json:"id"`
 	Kind      string `json:"kind"`
 	BaseURL   string `json:"base_url"`
 	SecretEnv string `json:"secret_env"`
 }
 
-// CapabilityEntry is a capabilities entry: a cap.* tool over
+// capabilityEntry is a capabilities entry: a cap.* tool over
 // interchangeable providers, which Load makes an [mcpgateway.Capability].
-type CapabilityEntry struct {
+type capabilityEntry struct {
 	Name        string          `json:"name"`
 	Providers   []string        `json:"providers"`
 	Pin         string          `json:"pin"`

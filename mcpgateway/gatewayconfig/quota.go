@@ -20,10 +20,10 @@ type quotaConfig struct {
 	InFlight       *int     `json:"in_flight"`
 }
 
-// QuotaSettings are the quota settings of a configuration (default_quota,
+// quotaSettings are the quota settings of a configuration (default_quota,
 // every workspace's quota, store_full_fraction), as [mcpgateway.Config]
 // takes them: each quota an [mcpgateway.WorkspaceQuota].
-type QuotaSettings struct {
+type quotaSettings struct {
 	Default mcpgateway.WorkspaceQuota
 	// Workspaces holds every configured workspace's quota (its own
 	// members over default_quota's).
@@ -42,9 +42,9 @@ const (
 // workspace's quota (quotas[i] of workspace ids[i], nil when absent) and
 // store_full_fraction (nil when absent). It returns the typed values and
 // every problem, each naming its field path and never a value.
-func parseQuotas(defaultQuota json.RawMessage, storeFullFraction *float64, ids []string, quotas []json.RawMessage) (QuotaSettings, []string) {
+func parseQuotas(defaultQuota json.RawMessage, storeFullFraction *float64, ids []string, quotas []json.RawMessage) (quotaSettings, []string) {
 	var problems []string
-	s := QuotaSettings{Workspaces: map[string]mcpgateway.WorkspaceQuota{}}
+	s := quotaSettings{Workspaces: map[string]mcpgateway.WorkspaceQuota{}}
 	s.Default = parseQuota("default_quota", defaultQuota, mcpgateway.WorkspaceQuota{}, &problems)
 	for i, id := range ids {
 		var raw json.RawMessage
@@ -116,7 +116,7 @@ func parseQuota(where string, raw json.RawMessage, base mcpgateway.WorkspaceQuot
 }
 
 // workspaceQuotas is each workspace's quota, as written.
-func workspaceQuotas(ws []WorkspaceEntry) []json.RawMessage {
+func workspaceQuotas(ws []workspaceEntry) []json.RawMessage {
 	raw := make([]json.RawMessage, len(ws))
 	for i := range ws {
 		raw[i] = ws[i].Quota
@@ -131,7 +131,7 @@ const quotaFlush = 250 * time.Millisecond
 
 // accountBytes is redisstore.Options.AccountBytes for s: counted only when
 // some workspace limits its stored bytes.
-func (s QuotaSettings) accountBytes() time.Duration {
+func (s quotaSettings) accountBytes() time.Duration {
 	for _, q := range s.Workspaces {
 		if q.StoredBytes > 0 {
 			return quotaFlush

@@ -32,8 +32,8 @@ func TestQuotaConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Quotas.Default != (mcpgateway.WorkspaceQuota{}) || c.Quotas.Workspaces["ws_acme"] != (mcpgateway.WorkspaceQuota{}) || c.Quotas.StoreFullFraction != 0 {
-		t.Fatalf("quotas of a config without any: %+v", c.Quotas)
+	if c.quotas.Default != (mcpgateway.WorkspaceQuota{}) || c.quotas.Workspaces["ws_acme"] != (mcpgateway.WorkspaceQuota{}) || c.quotas.StoreFullFraction != 0 {
+		t.Fatalf("quotas of a config without any: %+v", c.quotas)
 	}
 	c, err = loadConfig(withQuotas(`{"calls_per_second": 20, "burst": 40, "stored_bytes": 1000000, "in_flight": 8}`,
 		`{"calls_per_second": 2.5, "in_flight": 0}`, `"store_full_fraction": 0.8`), testEnv, &retry.Executor{})
@@ -41,16 +41,16 @@ func TestQuotaConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	def := mcpgateway.WorkspaceQuota{CallsPerSecond: 20, Burst: 40, StoredBytes: 1000000, InFlight: 8}
-	if c.Quotas.Default != def || c.Quotas.Workspaces["ws_acme"] != def {
-		t.Fatalf("default: %+v", c.Quotas)
+	if c.quotas.Default != def || c.quotas.Workspaces["ws_acme"] != def {
+		t.Fatalf("default: %+v", c.quotas)
 	}
 	// A rate of its own takes its own burst (its rate rounded up), not the
 	// default's; stored_bytes is the default's; in_flight 0 is unlimited.
-	if g := c.Quotas.Workspaces["ws_globex"]; g != (mcpgateway.WorkspaceQuota{CallsPerSecond: 2.5, StoredBytes: 1000000}) {
+	if g := c.quotas.Workspaces["ws_globex"]; g != (mcpgateway.WorkspaceQuota{CallsPerSecond: 2.5, StoredBytes: 1000000}) {
 		t.Fatalf("ws_globex: %+v", g)
 	}
-	if c.Quotas.StoreFullFraction != 0.8 {
-		t.Fatalf("store_full_fraction %v", c.Quotas.StoreFullFraction)
+	if c.quotas.StoreFullFraction != 0.8 {
+		t.Fatalf("store_full_fraction %v", c.quotas.StoreFullFraction)
 	}
 	// A stored_bytes limit makes the store count the bytes it writes; the
 	// gateway's config carries every quota.
@@ -58,7 +58,7 @@ func TestQuotaConfig(t *testing.T) {
 		t.Fatal("stored_bytes quota set, but Store.AccountBytes is 0")
 	}
 	gc := c.Gateway()
-	if gc.DefaultQuota != def || gc.Quotas["ws_globex"] != c.Quotas.Workspaces["ws_globex"] || gc.StoreFullFraction != 0.8 {
+	if gc.DefaultQuota != def || gc.Quotas["ws_globex"] != c.quotas.Workspaces["ws_globex"] || gc.StoreFullFraction != 0.8 {
 		t.Fatalf("Gateway() quotas: %+v %+v %v", gc.DefaultQuota, gc.Quotas, gc.StoreFullFraction)
 	}
 }

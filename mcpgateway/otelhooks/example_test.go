@@ -9,14 +9,13 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/mcpgateway"
 	"github.com/obol-gateway/obol/mcpgateway/otelhooks"
 	"github.com/obol-gateway/obol/retry"
@@ -26,20 +25,11 @@ import (
 // the vendor sees the traceparent of the gateway's attempt, and no span
 // holds the key.
 func Example() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	store, closeStore, err := embedded.New(context.Background(), redisstore.Options{})
 	if err != nil {
 		panic(err)
 	}
-	defer client.Close()
-	store, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true})
-	if err != nil {
-		panic(err)
-	}
+	defer closeStore()
 	var vendorTrace string
 	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		vendorTrace = r.Header.Get("Traceparent")

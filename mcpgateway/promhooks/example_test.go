@@ -8,12 +8,10 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
-
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/mcpgateway"
 	"github.com/obol-gateway/obol/mcpgateway/promhooks"
 	"github.com/obol-gateway/obol/retry"
@@ -23,20 +21,11 @@ import (
 // is one claim, one attempt and one replay; a call without credentials is a
 // refusal, which the gateway's own hook still sees.
 func Example() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	store, closeStore, err := embedded.New(context.Background(), redisstore.Options{})
 	if err != nil {
 		panic(err)
 	}
-	defer client.Close()
-	store, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true})
-	if err != nil {
-		panic(err)
-	}
+	defer closeStore()
 	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	}))

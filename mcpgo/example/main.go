@@ -17,13 +17,13 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/mcpgo"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -33,31 +33,11 @@ func main() {
 	redisURL := flag.String("redis", "", "Redis URL of the store; empty: an in-process miniredis (nothing survives a restart)")
 	flag.Parse()
 
-	opt := rueidis.ClientOption{DisableCache: true}
-	storeOpts := redisstore.Options{}
-	if *redisURL == "" {
-		mr := miniredis.NewMiniRedis()
-		if err := mr.Start(); err != nil {
-			log.Fatal(err)
-		}
-		defer mr.Close()
-		opt.InitAddress = []string{mr.Addr()}
-		storeOpts.SkipEvictionCheck = true // miniredis has no maxmemory-policy
-	} else {
-		var err error
-		if opt, err = redisstore.ParseURL(*redisURL); err != nil {
-			log.Fatal(err)
-		}
-	}
-	rc, err := rueidis.NewClient(opt)
+	store, closeStore, err := openStore(context.Background(), *redisURL)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer rc.Close()
-	store, err := redisstore.New(context.Background(), rc, storeOpts)
-	if err != nil {
-		log.Fatal(err)
-	}
+	defer closeStore()
 
 	var mu sync.Mutex
 	var notes []string
@@ -87,4 +67,26 @@ func main() {
 	mux.Handle("/mcp", h)
 	log.Printf("serving POST http://%s/mcp", *addr)
 	log.Fatal(http.ListenAndServe(*addr, mux))
+}
+
+// openStore connects to Redis at url, or starts an in-process miniredis
+// when url is empty.
+func openStore(ctx context.Context, url string) (*redisstore.Store, func(), error) {
+	if url == "" {
+		return embedded.New(ctx, redisstore.Options{})
+	}
+	opt, err := redisstore.ParseURL(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := redisstore.New(ctx, rc, redisstore.Options{})
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return store, func() { store.Close(); rc.Close() }, nil
 }

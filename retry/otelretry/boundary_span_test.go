@@ -85,7 +85,7 @@ func TestServerSpan(t *testing.T) {
 				return
 			}
 			if len(links) != 1 || links[0].SpanContext.TraceID().String() != clientTrace || links[0].SpanContext.SpanID().String() != clientParent ||
-				links[0].SpanContext.TraceState().Len() != 0 || fmt.Sprint(links[0].Attributes) != fmt.Sprint([]attribute.KeyValue{attribute.String(otelretry.AttrLinkKind, otelretry.LinkClient)}) {
+				links[0].SpanContext.TraceState().Len() != 0 || fmt.Sprint(links[0].Attributes) != fmt.Sprint([]attribute.KeyValue{attribute.String("obol.link", "client")}) {
 				t.Errorf("links %+v, want one to the client's span without tracestate", links)
 			}
 		})

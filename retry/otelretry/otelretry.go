@@ -97,7 +97,7 @@ func Inject(ctx context.Context, h http.Header) {
 // span is a new root, so the trace the vendor sees and the sampling
 // decision are the gateway's (a client's "not sampled" flag cannot hide a
 // call, nor its trace id join the vendor's logs to the client's), and a
-// valid traceparent of the client's becomes a link, without its
+// valid traceparent of the client's becomes a link (attribute obol.link=client), without its
 // tracestate. Pass them to [trace.Tracer].Start with the span kind and
 // attributes.
 func ServerSpan(h http.Header) []trace.SpanStartOption {
@@ -108,13 +108,14 @@ func ServerSpan(h http.Header) []trace.SpanStartOption {
 	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(h))
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc.WithTraceState(trace.TraceState{}),
-			Attributes: []attribute.KeyValue{attribute.String(AttrLinkKind, LinkClient)}}))
+			Attributes: []attribute.KeyValue{attribute.String(attrLinkKind, linkClient)}}))
 	}
 	return opts
 }
 
-// The attribute [ServerSpan] puts on the link to a client's span.
+// The attribute [ServerSpan] puts on the link to a client's span:
+// obol.link=client.
 const (
-	AttrLinkKind = "obol.link"
-	LinkClient   = "client"
+	attrLinkKind = "obol.link"
+	linkClient   = "client"
 )

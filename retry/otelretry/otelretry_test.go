@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -23,6 +21,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/internal/secrettest"
 	"github.com/obol-gateway/obol/retry"
 	"github.com/obol-gateway/obol/retry/otelretry"
@@ -38,16 +37,11 @@ var args = []byte(`{"amount":` + argNum + `,"memo":"` + argValue + `"}`)
 
 func store(t *testing.T) idempotency.Store {
 	t.Helper()
-	m := miniredis.RunT(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true})
+	st, closeStore, err := embedded.New(context.Background(), redisstore.Options{Lease: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
-	st, err := redisstore.New(context.Background(), c, redisstore.Options{Lease: 5 * time.Second, SkipEvictionCheck: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(closeStore)
 	return st
 }
 

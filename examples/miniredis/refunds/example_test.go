@@ -8,10 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
-
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -19,20 +17,11 @@ import (
 // A handler on a store in miniredis: the second call with the key replays
 // the first answer, and the vendor sees one request.
 func ExampleHandler() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	store, closeStore, err := embedded.New(context.Background(), redisstore.Options{})
 	if err != nil {
 		panic(err)
 	}
-	defer client.Close()
-	store, err := redisstore.New(context.Background(), client, redisstore.Options{SkipEvictionCheck: true})
-	if err != nil {
-		panic(err)
-	}
+	defer closeStore()
 
 	v := &vendor{} // a fake retry.Target; production uses a *retry.HTTPTarget
 	h := &Handler{Orchestrator: &retry.Orchestrator{Store: store}, Vendor: v}

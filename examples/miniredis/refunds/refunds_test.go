@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
+	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -38,25 +38,14 @@ func newStore(t testing.TB) (*redisstore.Store, *miniredis.Miniredis) {
 	// ClockTTL, TTLs move only with FastForward.
 	mr.SetTime(t0)
 	mr.ClockTTL(true)
-	client, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress: []string{mr.Addr()},
-		// miniredis has no CLIENT TRACKING; rueidis refuses to connect
-		// without this.
-		DisableCache: true,
-	})
+	// embedded.On sets what miniredis needs (no client-side caching, no
+	// eviction check); against Redis, open the store with
+	// redisstore.ParseURL and redisstore.New.
+	store, closeStore, err := embedded.On(context.Background(), mr, redisstore.Options{Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(client.Close)
-	store, err := redisstore.New(context.Background(), client, redisstore.Options{
-		Lease: lease,
-		// miniredis has no CONFIG GET and never evicts. Never set this
-		// against a real Redis that answers CONFIG GET.
-		SkipEvictionCheck: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(closeStore)
 	return store, mr
 }
 
@@ -145,7 +134,7 @@ func storedReceipt(t *testing.T, store idempotency.Store, key string) receipt.Re
 }
 
 func TestSpecIsValid(t *testing.T) {
-	if err := spec.Validate(); err != nil {
+	if _, err := effectspec.New(spec); err != nil {
 		t.Fatal(err)
 	}
 }
