@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 )
@@ -55,22 +53,20 @@ func scopeStatus(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "refserver scope-status: -prefix: %v\n", err)
 		return 2
 	}
-	opt, err := redisstore.ParseURL(*redisURL)
-	if err != nil {
+	if _, err := redisstore.ParseURL(*redisURL); err != nil {
 		fmt.Fprintf(stderr, "refserver scope-status: -redis: %v\n", err)
 		return 2
 	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
+	client, err := redisstore.Dial(*redisURL)
 	if err != nil {
-		fmt.Fprintf(stderr, "refserver scope-status: redis: %v\n", err)
+		fmt.Fprintf(stderr, "refserver scope-status: %v\n", err)
 		return 1
 	}
 	defer client.Close()
 
-	fleet, err := client.Do(ctx, client.B().Get().Key(*prefix+"meta:scope_version").Build()).ToString()
+	fleet, set, err := redisstore.FleetScopeVersion(ctx, client, *prefix)
 	switch {
-	case rueidis.IsRedisNil(err):
+	case err == nil && !set:
 		fleet = "not set"
 	case err != nil:
 		fmt.Fprintf(stderr, "refserver scope-status: %v\n", err)

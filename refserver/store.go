@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/redis/rueidis"
-
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
@@ -37,22 +35,15 @@ func openStore(ctx context.Context, opts redisstore.Options, redisURL string, st
 		fmt.Fprint(stderr, notDurableBanner)
 		return st, release, nil
 	}
-	clientOpt, err := redisstore.ParseURL(redisURL)
-	if err != nil {
+	if _, err := redisstore.ParseURL(redisURL); err != nil {
 		return nil, nil, fmt.Errorf("refserver: -redis: %w", err)
 	}
-	// Latency first: every agent waits for every call. An auto-pipelined
-	// connection hands each command to a writer and a reader goroutine
-	// (three wake-ups per command); pooled connections let the caller write
-	// and read itself. Measured side by side (examples/bench row 4, quiet
-	// 2-core machine): 1 client 953/s -> 1,056/s, 32 clients 2,557/s ->
-	// 3,287/s. The cost is more Redis CPU per command under heavy
-	// concurrency (no batching) and up to one connection per concurrent
-	// call; an embedding that is Redis-bound keeps auto-pipelining.
-	clientOpt.DisableAutoPipelining = true
-	client, err := rueidis.NewClient(clientOpt)
+	// Pooled connections, not auto-pipelining (redisstore.Dial): measured
+	// side by side in examples/bench row 4, 1 client 953/s -> 1,056/s, 32
+	// clients 2,557/s -> 3,287/s.
+	client, err := redisstore.Dial(redisURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("refserver: redis: %w", err)
+		return nil, nil, fmt.Errorf("refserver: %w", err)
 	}
 	st, err := redisstore.New(ctx, client, opts)
 	if err != nil {

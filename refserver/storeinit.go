@@ -8,8 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
 	"github.com/obol-gateway/obol/retry"
@@ -57,15 +55,13 @@ func storeInit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	opt, err := redisstore.ParseURL(*redisURL)
-	if err != nil {
+	if _, err := redisstore.ParseURL(*redisURL); err != nil {
 		fmt.Fprintf(stderr, "refserver store init: -redis: %v\n", err)
 		return 2
 	}
-	opt.DisableCache = true
-	client, err := rueidis.NewClient(opt)
+	client, err := redisstore.Dial(*redisURL)
 	if err != nil {
-		fmt.Fprintf(stderr, "refserver store init: redis: %v\n", err)
+		fmt.Fprintf(stderr, "refserver store init: %v\n", err)
 		return 1
 	}
 	defer client.Close()

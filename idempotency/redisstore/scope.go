@@ -540,3 +540,18 @@ func redisTime(ctx context.Context, n rueidis.Client) (int64, error) {
 	}
 	return sec*1000 + us/1000, nil
 }
+
+// FleetScopeVersion reads the fleet's scope version under prefix (section
+// "Scope version" of docs/DESIGN.md) as it is stored, without a [Store]:
+// ok is false when none is set. An operator's tool reads it beside
+// [CountRecords]; the text may be anything a hand wrote there.
+func FleetScopeVersion(ctx context.Context, client rueidis.Client, prefix string) (v string, ok bool, err error) {
+	v, err = client.Do(ctx, client.B().Get().Key(scopeVersionKey(prefix)).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("redisstore: scope version: %w", err)
+	}
+	return v, true, nil
+}

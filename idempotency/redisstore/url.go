@@ -157,3 +157,23 @@ func redact(err error) string {
 	}
 	return msg
 }
+
+// Dial connects to the Redis that url names ([ParseURL]) the way a gateway
+// wants it: pooled connections rather than auto-pipelining, so that a call
+// writes and reads its own command instead of waking a writer and a reader
+// goroutine (latency first: every agent waits for every call; the cost is
+// more Redis CPU per command under heavy concurrency). An embedding that is
+// Redis-bound may build its own client with [ParseURL] and keep
+// auto-pipelining. The caller closes the client after the [Store].
+func Dial(url string) (rueidis.Client, error) {
+	opt, err := ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	opt.DisableAutoPipelining = true
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: connect: %w", err)
+	}
+	return client, nil
+}
