@@ -30,7 +30,7 @@ const (
 // answers at once, pay.flaky hangs up on the first request for a key, after
 // acting on it, and pay.slow answers when the test releases it.
 const testConfig = `{
-  "key_prefix": "client:", "lease": "10s", "environment": "production",
+  "key_prefix": "client:", "lease": "10s", "environment": "staging",
   "workspaces": [{"id": "ws_client", "api_keys": ["` + testAPIKey + `"]}],
   "approver_keys": [{"name": "client-test", "key": "ob_client_test_approver"}],
   "connections": [{"id": "conn_v", "provider": "testvendor", "base_url": "{{VENDOR}}", "secret_env": "CLIENT_TEST_VENDOR_SECRET"}],
