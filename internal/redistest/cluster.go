@@ -81,7 +81,7 @@ func startCluster(t owner, bin string, masters, replicasPerMaster int, args []st
 	if err := c.assemble(); err != nil {
 		return nil, fmt.Errorf("redistest: assemble cluster: %w", err)
 	}
-	return c, c.Ready(readyTimeout)
+	return c, c.Ready(assembleTimeout)
 }
 
 // Addrs returns the addresses of all nodes, masters first.

@@ -24,7 +24,13 @@ const RequireEnv = "OBOL_REQUIRE_REDIS"
 const (
 	startAttempts = 8                // fresh ports tried before giving up
 	readyTimeout  = 15 * time.Second // a loaded 2-core machine can be slow
-	cmdTimeout    = 15 * time.Second // set-up commands: a starved new node once took over 5 s during assembly
+	// assembleTimeout bounds a new cluster's first agreement. Without
+	// replicas its nodes learn each other's slots only from gossip (one
+	// random ping a second; cluster-node-timeout is 15 s there), and under
+	// a race-built test run on 2 cores one node still reported
+	// cluster_state:fail after 15 s. It returns as soon as every node is ok.
+	assembleTimeout = 60 * time.Second
+	cmdTimeout      = 15 * time.Second // set-up commands: a starved new node once took over 5 s during assembly
 )
 
 // Server is one redis-server process. Its methods are safe for concurrent use.
