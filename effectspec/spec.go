@@ -24,6 +24,10 @@ const (
 	RouteFederated RouteKind = "federated"
 	// RouteInProcess is never a spec's route, only a pinned route's kind.
 	RouteInProcess RouteKind = "in_process"
+	// RouteMCP is never a spec's route either: a native spec whose calls go
+	// to an upstream MCP server (a tools/call per attempt) is pinned with
+	// this kind (docs/DESIGN.md, "Request hash and dispatch fingerprint").
+	RouteMCP RouteKind = "mcp"
 )
 
 // Approval says whether a call must be approved before it is dispatched.
@@ -51,7 +55,17 @@ const (
 	// attempt's key to an idempotent downstream, which deduplicates on it:
 	// the rules of a vendor binding (window, redispatch) hold.
 	BindingInProcessKeyed BindingKind = "in_process_keyed"
+	// BindingMeta: the key reaches an upstream MCP server as the member
+	// Binding.Meta (default [DefaultMetaName]) of the tools/call's
+	// params._meta, where an Obol-fronted upstream deduplicates on it. Only
+	// a tool of an MCP connection may declare it.
+	BindingMeta BindingKind = "meta"
 )
+
+// DefaultMetaName is the params._meta member a meta binding writes the key
+// to when its spec names none: the member an Obol gateway reads a client's
+// key from.
+const DefaultMetaName = "dev.obol/idempotency-key"
 
 // InProcess reports whether b is run by a handler in the gateway's process.
 func (b BindingKind) InProcess() bool { return b == BindingInProcess || b == BindingInProcessKeyed }
@@ -74,6 +88,9 @@ const (
 	// PropagationHandler: the key was handed to an in-process handler
 	// (binding in_process_keyed), which passes it downstream.
 	PropagationHandler Propagation = "handler"
+	// PropagationMeta: the key was sent in params._meta of an upstream MCP
+	// server's tools/call (binding meta).
+	PropagationMeta Propagation = "meta"
 )
 
 // Outcome is what became of a call: the classification of a vendor response
@@ -113,6 +130,9 @@ type Binding struct {
 	// read (Content-Type, Content-Encoding).
 	Header  string `json:"header,omitempty"`
 	Pointer string `json:"pointer,omitempty"`
+	// Meta names the params._meta member of a meta binding, case-sensitive.
+	// If empty, DefaultMetaName.
+	Meta string `json:"meta,omitempty"`
 	// Window is how long the vendor deduplicates on a key (Stripe: 24 hours),
 	// for a header or body_pointer binding: a slot whose first attempt that may
 	// have left is older is never sent again (docs/DESIGN.md, "The record and
@@ -141,6 +161,10 @@ type Statuses struct {
 	// A code in InUse is in no other list; Classify and Retryable read it
 	// so even in a spec that breaks that rule.
 	InUse []int `json:"in_use,omitempty"`
+	// ToolError is the outcome of an MCP tool result with isError true, for
+	// a tool of an MCP connection: DefinitelyRejected or Unknown. If empty,
+	// Unknown: an upstream's tool error may follow a partial effect.
+	ToolError Outcome `json:"tool_error,omitempty"`
 }
 
 const (

@@ -87,6 +87,10 @@ type RouteTarget struct {
 	// Server names the gateway whose handler runs an in-process tool; set
 	// it only for in-process routes.
 	Server string
+	// UpstreamTool names the tool of an upstream MCP server that a native
+	// spec's calls go to; set it only for such a route, whose kind is then
+	// [effectspec.RouteMCP] and whose URL is the upstream's endpoint.
+	UpstreamTool string
 }
 
 // NewRoute returns the Route of spec's calls through t, with every fact its

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -51,6 +52,15 @@ type Result struct {
 	// Err is the failure of a [BeforeSend] or [PostSend] attempt, an [*Error].
 	// It is nil when Responded.
 	Err error
+	// Outcome, when set, is the Target's own classification of a Responded
+	// answer (an MCP upstream's: docs/DESIGN.md, "EffectSpec"); the
+	// [Orchestrator] then does not classify Status by the spec. It is never
+	// Accepted unless Responded.
+	Outcome effectspec.Outcome
+	// Retryable, set by a Target that classifies its own answer, says a
+	// complete Responded answer may earn the one immediate second attempt
+	// (the Target has checked that the vendor deduplicates on the key).
+	Retryable bool
 }
 
 // DefaultMaxResponseBytes is the most of a vendor's response body an
