@@ -27,7 +27,9 @@ type Message struct {
 func (m Message) IsResponse() bool { return m.Method == "" && len(m.ID) > 0 }
 
 // IsRequest reports whether m asks for an answer: a method and an ID.
-func (m Message) IsRequest() bool { return m.Method != "" && len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null")) }
+func (m Message) IsRequest() bool {
+	return m.Method != "" && len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null"))
+}
 
 // ErrorObject is a JSON-RPC error's error member.
 type ErrorObject struct {
