@@ -109,17 +109,38 @@ func proxyRow(ctx context.Context, o *options, e *env, t *table, u *upstream, re
 		who = "1 client"
 	}
 	var ours, limits []callResult
+	var inside []histTotals // refserver's /metrics before and after each of its rounds
 	measure := func(c *child, into *[]callResult) error {
 		if err := e.flush(ctx); err != nil {
 			return err
 		}
 		u.forget()
+		var before histTotals
+		if c == ref {
+			var err error
+			if before, err = scrapeHistograms(ctx, ref.base); err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			if err := e.quiesce(ctx); err != nil {
+				return err
+			}
+		}
 		r, err := measureCalls(ctx, e, c, upstreamLoad(u), clients, o.duration)
 		if err == nil {
 			err = u.checkKeys()
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		if c == ref {
+			after, err := scrapeHistograms(ctx, ref.base)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			if err := e.quiesce(ctx); err != nil {
+				return err
+			}
+			inside = append(inside, before, after)
 		}
 		*into = append(*into, r)
 		return nil
@@ -140,7 +161,7 @@ func proxyRow(ctx context.Context, o *options, e *env, t *table, u *upstream, re
 	}
 	mo, ml := medianCalls(ours), medianCalls(limits)
 	r := mo.perSec / ml.perSec
-	t.add(row{"7", fmt.Sprintf("tools/call to an MCP upstream, %s: refserver in front of it vs the limit (an SDK server running claim, one upstream call, finalize)", who),
+	t.add(row{"7", fmt.Sprintf("tools/call to an MCP upstream, %s: refserver in front of it vs the limit (an SDK server: claim, one upstream call, finalize)", who),
 		mo.String() + spread(ours), ml.String() + spread(limits), fmt.Sprintf("%.2f", r), fmt.Sprintf(">= %.2f", limitTarget), verdict(r >= limitTarget)})
 	cpuRatio := "-"
 	if c, l := medianCPU(ours), medianCPU(limits); c > 0 && l > 0 {
@@ -148,7 +169,31 @@ func proxyRow(ctx context.Context, o *options, e *env, t *table, u *upstream, re
 	}
 	t.add(row{"7", fmt.Sprintf("tools/call to an MCP upstream, %s: CPU time per call, the server's process and Redis (ratio: refserver's process over the limit's)", who),
 		cpuText(ours), cpuText(limits), cpuRatio, "-", info})
+	t.add(row{"7", fmt.Sprintf("tools/call to an MCP upstream, %s, inside refserver per call, means (/metrics)", who),
+		insideText(inside), "-", "-", "-", info})
 	return nil
+}
+
+// insideText is the median over rounds of each insideSeries' mean per
+// call, from pairs of scrapes (before, after); "-" for a series refserver
+// did not report.
+func insideText(scrapes []histTotals) string {
+	parts := make([]string, 0, len(insideSeries))
+	for _, s := range insideSeries {
+		var ds []float64
+		for i := 0; i+1 < len(scrapes); i += 2 {
+			a, b := scrapes[i+1][s.series], scrapes[i][s.series]
+			if n := a[1] - b[1]; n > 0 {
+				ds = append(ds, (a[0]-b[0])/n*float64(time.Second))
+			}
+		}
+		if len(ds) == 0 {
+			parts = append(parts, s.label+" -")
+			continue
+		}
+		parts = append(parts, s.label+" "+dur(time.Duration(median(ds))))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // serveMCPLimit is the limit server of row 7 (the harness starts itself
