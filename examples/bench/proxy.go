@@ -255,11 +255,11 @@ func serveMCPLimit(ctx context.Context, args []string, stdout, stderr io.Writer)
 func newMCPLimit(ctx context.Context, redisURL, upstreamURL string, call *toolsCall) (*limit, error) {
 	return newLimitOf(ctx, redisURL, limitCall{
 		spec: effectspec.Spec{Tool: proxyTool, Effect: effectspec.EffectWrite, Route: effectspec.RouteNative,
-			Idempotency: effectspec.Binding{Kind: effectspec.BindingMeta}},
+			Idempotency: effectspec.Binding{Kind: effectspec.BindingMeta, Meta: effectspec.DefaultMetaName}},
 		target: idempotency.RouteTarget{Connection: "conn_desk", Provider: "benchdesk", URL: upstreamURL,
 			Credential: vendorEnv, UpstreamTool: upstreamTool},
 		args:   `{"title":"Printer on fire","customer":"cus_0"}`,
-		result: &idempotency.StoredResult{Status: http.StatusOK, Body: call.result},
+		result: &idempotency.StoredResult{Status: http.StatusOK, Header: call.resultHeader, Body: call.result},
 	})
 }
 
@@ -277,6 +277,9 @@ type toolsCall struct {
 	parts     [3][]byte // the body before, between and after the two marks
 	argsFirst bool      // the arguments come before the key
 	result    []byte    // the JSON-RPC result of the recorded call
+	// resultHeader is the answer's header that a record keeps
+	// (idempotency.SafeHeader), as refserver stores it.
+	resultHeader http.Header
 }
 
 // body is the POST's body for args and vendor key vk.
@@ -294,11 +297,12 @@ func (c *toolsCall) body(args []byte, vk string) []byte {
 // refserver's MCP target does, and keeps the last tools/call POST and its
 // answer.
 type capture struct {
-	auth string
-	mu   sync.Mutex
-	req  *http.Request
-	body []byte
-	resp []byte
+	auth    string
+	mu      sync.Mutex
+	req     *http.Request
+	body    []byte
+	resp    []byte
+	respHdr http.Header
 }
 
 func (c *capture) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -325,7 +329,7 @@ func (c *capture) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(out))
 	c.mu.Lock()
-	c.req, c.body, c.resp = r, body, out
+	c.req, c.body, c.resp, c.respHdr = r, body, out, resp.Header.Clone()
 	c.mu.Unlock()
 	return resp, nil
 }
@@ -374,6 +378,14 @@ func recordToolsCall(ctx context.Context, url, secret string) (*toolsCall, error
 		return nil, fmt.Errorf("the recorded answer is not a JSON-RPC result (%v): %.300s", err, cp.resp)
 	}
 	c.result = rpc.Result
+	for k, v := range cp.respHdr {
+		if idempotency.SafeHeader(k) {
+			if c.resultHeader == nil {
+				c.resultHeader = http.Header{}
+			}
+			c.resultHeader[k] = v
+		}
+	}
 	return c, nil
 }
 
