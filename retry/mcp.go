@@ -25,8 +25,8 @@ import (
 // POST through Executor (docs/DESIGN.md, "Attempts and retries"). Keep one
 // per upstream server: it caches what the upstream told it once
 // (server/discover, or a 2025-11-25 session) for every tool of the server.
-// It is safe for concurrent use; its fields must not change after first
-// use.
+// It is safe for concurrent use; its fields must not change, and it must
+// not be copied, after first use.
 type MCPUpstream struct {
 	// URL is the upstream's Streamable HTTP endpoint.
 	URL string
