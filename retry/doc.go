@@ -15,9 +15,6 @@
 //		Scope: scope, Key: key, KeySource: source, Arguments: args, Dispatch: tool,
 //	})
 //
-// A tool of an upstream MCP server is a vendor too: its Target is
-// [MCPUpstream].Target, one tools/call per attempt.
-//
 // An error is a refusal, and nothing was sent: errors.Is matches it against
 // [idempotency.ErrRequestMismatch], [idempotency.ErrInProgress],
 // [idempotency.ErrOutcomeUnknown], [effectspec.ErrPolicyDenied], ..., and
