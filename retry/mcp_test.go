@@ -296,7 +296,7 @@ func TestMCPUpstreamLegacySession(t *testing.T) {
 		t.Fatalf("after re-initialize: outcome %s, err %v", res.Outcome, res.Err)
 	}
 	methods, calls := up.seen()
-	want := "server/discover initialize notifications/initialized tools/call tools/call server/discover initialize notifications/initialized tools/call"
+	want := "server/discover initialize notifications/initialized tools/call tools/call initialize notifications/initialized tools/call"
 	if got := strings.Join(methods, " "); got != want {
 		t.Fatalf("methods %s\nwant    %s", got, want)
 	}
