@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strings"
 	"time"
 
@@ -36,8 +35,8 @@ const unavailableRetry = 5 * time.Second
 // upstreamName is the name of t's tool on its upstream MCP server: its
 // route's upstream tool, or the spec's tool when the route names none.
 func upstreamName(t *Tool) string {
-	if f := reflect.ValueOf(t.Route).FieldByName("UpstreamTool"); f.IsValid() && f.String() != "" {
-		return f.String()
+	if t.Route.UpstreamTool != "" {
+		return t.Route.UpstreamTool
 	}
 	return t.Spec.Tool
 }
@@ -247,16 +246,15 @@ func unavailableRefusal() *refusal {
 }
 
 // isUpstreamResult reports whether out is the answer of an upstream MCP
-// server's tool: its stored body is the JSON-RPC result or error object.
+// server's tool, whose stored body is the JSON-RPC result or error object:
+// its record's route, or the tool the route names, names an upstream tool.
 func (g *Gateway) isUpstreamResult(out retry.Answer) bool {
-	rc := out.Receipt
-	if t := g.tools[rc.Route.Tool]; t != nil && t.Upstream != nil {
+	r := out.Receipt.Route
+	if r.UpstreamTool != "" {
 		return true
 	}
-	// A route of an upstream MCP server names no HTTP method; an
-	// in-process one names none either.
-	b := effectspec.BindingKind(rc.Binding)
-	return b == effectspec.BindingMeta || rc.Route.Method == "" && rc.Route.Host != "" && !b.InProcess()
+	t := g.tools[r.Tool]
+	return t != nil && t.Route.UpstreamTool != ""
 }
 
 // upstreamResult renders the stored body of an upstream MCP tool's answer,

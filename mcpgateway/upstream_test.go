@@ -40,7 +40,12 @@ func newUpstreamFixture(t *testing.T, description string, schema string) *upstre
 	tool := Tool{Spec: sp, Connection: "conn_up", Route: rt, Upstream: f.up, Description: description,
 		Target: retry.TargetFunc(func(ctx context.Context, a retry.Attempt) retry.Result {
 			f.sent.Add(1)
-			return retry.Result{Phase: retry.Responded, Status: http.StatusOK, Body: []byte(*f.body.Load())}
+			body := *f.body.Load()
+			outcome := effectspec.Accepted
+			if strings.Contains(body, `"code"`) {
+				outcome = effectspec.DefinitelyRejected
+			}
+			return retry.Result{Phase: retry.Responded, Status: http.StatusOK, Body: []byte(body), Outcome: outcome}
 		})}
 	if schema != "" {
 		if tool.InputSchema, err = ParseInputSchema(json.RawMessage(schema)); err != nil {
@@ -231,13 +236,13 @@ func TestUpstreamResultRendered(t *testing.T) {
 		if rc.Replayed != replayed || f.sent.Load() != 1 {
 			t.Fatalf("call %d: replayed %v, sent %d", i, rc.Replayed, f.sent.Load())
 		}
-		if len(a.result.Content) != 2 || compact(a.result.Content[1]) != `{"text":"p_1","type":"text"}` {
+		if len(a.result.Content) != 2 || string(a.result.Content[1]) != `{"type":"text","text":"p_1"}` {
 			t.Errorf("content %s", compact(a.result.Content))
 		}
 		if string(a.result.StructuredContent) != `{"id":"p_1"}` {
 			t.Errorf("structuredContent %s", a.result.StructuredContent)
 		}
-		if a.result.IsError != (rc.Outcome != effectspec.Accepted) {
+		if a.result.IsError || rc.Outcome != effectspec.Accepted {
 			t.Errorf("isError %v, outcome %s", a.result.IsError, rc.Outcome)
 		}
 		if meta["dev.obol/idempotency-key"] != key1 || meta["vendor.example/trace"] != "t1" || meta["dev.obol/approval"] != nil || rc.IdempotencyKey != key1 {
@@ -247,7 +252,7 @@ func TestUpstreamResultRendered(t *testing.T) {
 	rejected := `{"code":-32602,"message":"amount: must be positive"}`
 	f.body.Store(&rejected)
 	a, _ := postCallMeta(t, f.srv, key2, `{"amount": 5}`)
-	if len(a.result.Content) != 1 || !strings.Contains(string(a.result.Content[0]), `-32602`) || string(a.result.StructuredContent) != rejected {
+	if !a.result.IsError || len(a.result.Content) != 1 || !strings.Contains(string(a.result.Content[0]), `-32602`) || string(a.result.StructuredContent) != rejected {
 		t.Errorf("content %s structured %s", compact(a.result.Content), a.result.StructuredContent)
 	}
 }
