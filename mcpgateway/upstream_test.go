@@ -18,12 +18,11 @@ import (
 // server (tool create_payment, binding body_pointer at /idempotency_key)
 // whose Target answers body and counts its attempts.
 type upstreamFixture struct {
-	gw    *Gateway
-	srv   *httptest.Server
-	up    *retry.MCPUpstream
-	sent  atomic.Int32
-	body  atomic.Pointer[string]
-	input *InputSchema
+	gw   *Gateway
+	srv  *httptest.Server
+	up   *retry.MCPUpstream
+	sent atomic.Int32
+	body atomic.Pointer[string]
 }
 
 func newUpstreamFixture(t *testing.T, description string, schema string) *upstreamFixture {
@@ -41,7 +40,12 @@ func newUpstreamFixture(t *testing.T, description string, schema string) *upstre
 	tool := Tool{Spec: sp, Connection: "conn_up", Route: rt, Upstream: f.up, Description: description,
 		Target: retry.TargetFunc(func(ctx context.Context, a retry.Attempt) retry.Result {
 			f.sent.Add(1)
-			return retry.Result{Phase: retry.Responded, Status: http.StatusOK, Body: []byte(*f.body.Load())}
+			body := *f.body.Load()
+			outcome := effectspec.Accepted
+			if strings.Contains(body, `"code"`) {
+				outcome = effectspec.DefinitelyRejected
+			}
+			return retry.Result{Phase: retry.Responded, Status: http.StatusOK, Body: []byte(body), Outcome: outcome}
 		})}
 	if schema != "" {
 		if tool.InputSchema, err = ParseInputSchema(json.RawMessage(schema)); err != nil {
@@ -134,19 +138,26 @@ func TestImportDropsThePointerProperty(t *testing.T) {
 	}
 }
 
-func TestDropPointerNested(t *testing.T) {
-	in := `{"type":"object","properties":{"payment":{"type":"object","properties":{"key":{"type":"string"},"n":{"type":"number"}},"required":["key","n"]}},"required":["payment"]}`
-	got, err := dropPointer(json.RawMessage(in), "/payment/key")
+// TestImportedSchema: the nested property at the pointer and its required
+// entry are dropped, and every x-mcp-header annotation.
+func TestImportedSchema(t *testing.T) {
+	in := `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},` +
+		`"payment":{"type":"object","properties":{"key":{"type":"string"},"n":{"type":"number"}},"required":["key","n"]}},"required":["payment"]}`
+	got, err := importedSchema(json.RawMessage(in), "/payment/key")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"properties":{"payment":{"properties":{"n":{"type":"number"}},"required":["n"],"type":"object"}},"required":["payment"],"type":"object"}`
+	want := `{"properties":{"payment":{"properties":{"n":{"type":"number"}},"required":["n"],"type":"object"},"region":{"type":"string"}},"required":["payment"],"type":"object"}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	// A pointer the properties do not lead to changes nothing.
-	if got, _ := dropPointer(json.RawMessage(in), "/other/key"); string(got) != in {
-		t.Errorf("changed: %s", got)
+	// A pointer the properties do not lead to drops nothing.
+	want = `{"properties":{"payment":{"properties":{"key":{"type":"string"},"n":{"type":"number"}},"required":["key","n"],"type":"object"},"region":{"type":"string"}},"required":["payment"],"type":"object"}`
+	if got, _ := importedSchema(json.RawMessage(in), "/other/key"); string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if _, err := importedSchema(json.RawMessage(`[]`), ""); err == nil {
+		t.Error("an array schema imported")
 	}
 }
 
@@ -225,13 +236,13 @@ func TestUpstreamResultRendered(t *testing.T) {
 		if rc.Replayed != replayed || f.sent.Load() != 1 {
 			t.Fatalf("call %d: replayed %v, sent %d", i, rc.Replayed, f.sent.Load())
 		}
-		if len(a.result.Content) != 2 || compact(a.result.Content[1]) != `{"text":"p_1","type":"text"}` {
+		if len(a.result.Content) != 2 || string(a.result.Content[1]) != `{"type":"text","text":"p_1"}` {
 			t.Errorf("content %s", compact(a.result.Content))
 		}
 		if string(a.result.StructuredContent) != `{"id":"p_1"}` {
 			t.Errorf("structuredContent %s", a.result.StructuredContent)
 		}
-		if a.result.IsError != (rc.Outcome != effectspec.Accepted) {
+		if a.result.IsError || rc.Outcome != effectspec.Accepted {
 			t.Errorf("isError %v, outcome %s", a.result.IsError, rc.Outcome)
 		}
 		if meta["dev.obol/idempotency-key"] != key1 || meta["vendor.example/trace"] != "t1" || meta["dev.obol/approval"] != nil || rc.IdempotencyKey != key1 {
@@ -241,7 +252,7 @@ func TestUpstreamResultRendered(t *testing.T) {
 	rejected := `{"code":-32602,"message":"amount: must be positive"}`
 	f.body.Store(&rejected)
 	a, _ := postCallMeta(t, f.srv, key2, `{"amount": 5}`)
-	if len(a.result.Content) != 1 || !strings.Contains(string(a.result.Content[0]), `-32602`) || string(a.result.StructuredContent) != rejected {
+	if !a.result.IsError || len(a.result.Content) != 1 || !strings.Contains(string(a.result.Content[0]), `-32602`) || string(a.result.StructuredContent) != rejected {
 		t.Errorf("content %s structured %s", compact(a.result.Content), a.result.StructuredContent)
 	}
 }
