@@ -87,6 +87,9 @@ func proxyRows(ctx context.Context, o *options, e *env, t *table) error {
 	defer lim.stop()
 
 	l := upstreamLoad(u)
+	if err := awaitImport(ctx, ref.base, l); err != nil {
+		return fmt.Errorf("%s: %w", ref.name, err)
+	}
 	warm := min(o.duration/2, time.Second)
 	for _, c := range []*child{ref, lim} {
 		if _, err := loadCalls(ctx, c.base, l, slices.Max(o.mcpClients), warm); err != nil {
@@ -99,6 +102,21 @@ func proxyRows(ctx context.Context, o *options, e *env, t *table) error {
 		}
 	}
 	return e.flush(ctx)
+}
+
+// awaitImport waits until refserver has read the upstream's tools: it
+// imports them in the background at start and refuses their calls
+// vendor_unreachable until then.
+func awaitImport(ctx context.Context, base string, l load) error {
+	hc := &http.Client{Timeout: time.Minute}
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":%q,"arguments":`+l.args+`}}`, l.tool, 0)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		err := callOnce(ctx, hc, base, body)
+		if err == nil || !strings.Contains(err.Error(), `"vendor_unreachable"`) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // proxyRow measures one count of clients of row 7 against both servers,
