@@ -88,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	only := fs.String("rows", "1,2,3,4,5,6,7", "rows to run, comma-separated")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness process (the client side of rows 1-3) to `file`")
 	fs.BoolVar(&o.serverTrace, "refserver-trace", true, "with -refserver-profile, also write the execution trace; false for a CPU profile undistorted by tracing")
-	fs.StringVar(&o.serverProfile, "refserver-profile", "", "write refserver's CPU profile and execution trace of row 4 into `dir` (refserver.cpu.pprof, refserver.trace); tracing slows it, so such a run diagnoses and does not measure")
+	fs.StringVar(&o.serverProfile, "refserver-profile", "", "write refserver's CPU profile and execution trace of row 4 into `dir` (refserver.cpu.pprof, refserver.trace; row 7: refserver-mcp.*), and its references'; tracing slows them, so such a run diagnoses and does not measure")
 	fs.IntVar(&o.pipeline, "P", 16, "redis-benchmark pipeline depth (-P) of the Redis-side limit")
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: 300ms measurements, one round, 2000 memory records")
 	fs.Usage = func() {

@@ -68,8 +68,24 @@ func proxyRows(ctx context.Context, o *options, e *env, t *table) error {
 	if out, err := initCmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("refserver store init: %w: %s", err, bytes.TrimSpace(out))
 	}
+	// With -refserver-profile, both servers profile, as in row 4.
+	profile := func(name string) []string {
+		if o.serverProfile == "" {
+			return nil
+		}
+		args := []string{"-cpuprofile", filepath.Join(o.serverProfile, name+".cpu.pprof")}
+		if o.serverTrace {
+			args = append(args, "-exectrace", filepath.Join(o.serverProfile, name+".trace"))
+		}
+		return args
+	}
+	if o.serverProfile != "" {
+		if err := os.MkdirAll(o.serverProfile, 0o755); err != nil {
+			return err
+		}
+	}
 	ref, err := startChild(ctx, "refserver (MCP upstream)", refservertest.Options{Bin: bin,
-		Args: []string{"-config", cfgPath, "-redis", o.redisURL}, Env: env}, dir)
+		Args: append([]string{"-config", cfgPath, "-redis", o.redisURL}, profile("refserver-mcp")...), Env: env}, dir)
 	if err != nil {
 		return err
 	}
@@ -79,7 +95,7 @@ func proxyRows(ctx context.Context, o *options, e *env, t *table) error {
 		return err
 	}
 	lim, err := startChild(ctx, "MCP limit server", refservertest.Options{Bin: self,
-		Args: []string{"-upstream", u.url, "-redis", o.redisURL},
+		Args: append([]string{"-upstream", u.url, "-redis", o.redisURL}, profile("mcplimit")...),
 		Env:  []string{roleEnv + "=mcplimit", vendorEnv + "=" + vendorSecret}}, dir)
 	if err != nil {
 		return err
@@ -231,6 +247,8 @@ func serveMCPLimit(ctx context.Context, args []string, stdout, stderr io.Writer)
 	upstreamURL := fs.String("upstream", "", "the upstream's Streamable HTTP endpoint `URL`")
 	addr := fs.String("addr", "127.0.0.1:0", "listen `address`")
 	redisURL := fs.String("redis", "", "Redis `URL`, as refserver's -redis")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to `file` until the server stops")
+	execTrace := fs.String("exectrace", "", "write a runtime execution trace to `file` until the server stops")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -255,6 +273,11 @@ func serveMCPLimit(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
+	stopProfiles, err := startProfiles(*cpuProfile, *execTrace)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	defer stopProfiles()
 	hs := &http.Server{Handler: mcpLimitHandler(*upstreamURL, call, lim), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "%s listening on http://%s\n", name, ln.Addr())
 	go func() {
