@@ -3,6 +3,7 @@ package mcpgateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -271,4 +272,23 @@ func postCallMeta(t *testing.T, srv *httptest.Server, key, args string) (wireAns
 		meta = r.Meta
 	})
 	return a, meta
+}
+
+// TestUpstreamNeedsAnMCPRoute: a tool with an Upstream whose route is an
+// HTTP route's is refused: its answers would be rendered as neither.
+func TestUpstreamNeedsAnMCPRoute(t *testing.T) {
+	sp, err := effectspec.Parse([]byte(`{"tool": "t.run", "effect": "read"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := idempotency.NewRoute(sp, idempotency.RouteTarget{Connection: "c", Provider: "p", URL: "http://127.0.0.1:9/x", Credential: idempotency.NoCredential})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &retry.MCPUpstream{URL: "http://127.0.0.1:9/mcp"}
+	_, err = New(Config{Orchestrator: &retry.Orchestrator{Store: miniStore(t)},
+		Tools: []Tool{{Spec: sp, Connection: "c", Route: rt, Target: up.Target("x"), Upstream: up}}})
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "names no upstream tool") {
+		t.Errorf("New: %v", err)
+	}
 }
