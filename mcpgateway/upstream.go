@@ -32,15 +32,6 @@ type toolView struct {
 // upstream's tools were not imported yet.
 const unavailableRetry = 5 * time.Second
 
-// upstreamName is the name of t's tool on its upstream MCP server: its
-// route's upstream tool, or the spec's tool when the route names none.
-func upstreamName(t *Tool) string {
-	if t.Route.UpstreamTool != "" {
-		return t.Route.UpstreamTool
-	}
-	return t.Spec.Tool
-}
-
 // listedTool is the part of an upstream's tools/list entry an import reads.
 type listedTool struct {
 	Name        string               `json:"name"`
@@ -99,9 +90,9 @@ func (g *Gateway) importListed(u *retry.MCPUpstream, listed []json.RawMessage) [
 		if t == nil || t.Upstream != u {
 			continue
 		}
-		lt, ok := byName[upstreamName(t)]
+		lt, ok := byName[t.Route.UpstreamTool]
 		if !ok {
-			errs = append(errs, fmt.Errorf("mcpgateway: import: %s: the upstream lists no tool %s", name, upstreamName(t)))
+			errs = append(errs, fmt.Errorf("mcpgateway: import: %s: the upstream lists no tool %s", name, t.Route.UpstreamTool))
 			continue
 		}
 		v, why := importView(t, lt)

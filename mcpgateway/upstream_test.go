@@ -3,6 +3,7 @@ package mcpgateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -271,4 +272,53 @@ func postCallMeta(t *testing.T, srv *httptest.Server, key, args string) (wireAns
 		meta = r.Meta
 	})
 	return a, meta
+}
+
+// TestUpstreamNeedsAnMCPRoute: a tool with an Upstream whose route is an
+// HTTP route's is refused: its answers would be rendered as neither.
+func TestUpstreamNeedsAnMCPRoute(t *testing.T) {
+	sp, err := effectspec.Parse([]byte(`{"tool": "t.run", "effect": "read"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := idempotency.NewRoute(sp, idempotency.RouteTarget{Connection: "c", Provider: "p", URL: "http://127.0.0.1:9/x", Credential: idempotency.NoCredential})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &retry.MCPUpstream{URL: "http://127.0.0.1:9/mcp"}
+	_, err = New(Config{Orchestrator: &retry.Orchestrator{Store: miniStore(t)},
+		Tools: []Tool{{Spec: sp, Connection: "c", Route: rt, Target: up.Target("x"), Upstream: up}}})
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "names no upstream tool") {
+		t.Errorf("New: %v", err)
+	}
+}
+
+// TestImportWhileServing: imports replace a tool's listing and schema
+// while calls and listings run (the race detector checks the rest).
+func TestImportWhileServing(t *testing.T) {
+	f := newUpstreamFixture(t, "", "")
+	if errs := f.gw.importListed(f.up, []json.RawMessage{json.RawMessage(listed)}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 20 {
+			f.gw.importListed(f.up, []json.RawMessage{json.RawMessage(listed)})
+		}
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			if a := postCall(t, f.srv, idempotency.NewKey().String(), `{"amount": 5}`); a.outcome(t).Outcome != effectspec.Accepted {
+				t.Errorf("outcome %s", a.outcome(t).Outcome)
+			}
+			return
+		default:
+		}
+		if def := f.listTools(t); !strings.Contains(compact(def["inputSchema"]), "amount") {
+			t.Fatalf("listing %d: %s", i, compact(def))
+		}
+		postCall(t, f.srv, idempotency.NewKey().String(), `{"amount": 5}`).outcome(t)
+	}
 }
