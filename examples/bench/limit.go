@@ -220,8 +220,9 @@ func newTemplate(cmd []string, spec scriptargs.Args) (template, error) {
 }
 
 // build returns t's command for another record: key, member, incarnation
-// and vendor key (if t has one and vk is not empty) as given, fresh random bytes of the same
-// length for op ids, and the record's own index buckets (slotBucket).
+// and vendor key (if t has one and vk is not empty) as given, fresh random
+// bytes of the same length for op ids, and the record's own index buckets
+// (slotBucket).
 func (t template) build(c rueidis.Client, recordKey, oldKey, newKey, inc, vk string) rueidis.Completed {
 	cmd := t.args(recordKey, oldKey, newKey, inc)
 	if vk != "" && t.vk >= 0 && cmd[t.vk] != "" {
