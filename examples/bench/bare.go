@@ -124,6 +124,13 @@ func forwardHandler(vendorURL, secret string, around func(ctx context.Context, s
 			out.Content = []mcp.Content{&mcp.TextContent{Text: text}}
 			return out, nil
 		})
+	return sdkHandler(s, quiet)
+}
+
+// sdkHandler serves s as refserver serves its tools: the SDK's stateless
+// handler with JSON answers and refserver's body limit, at /mcp, behind a
+// Bearer check of the bench's API key.
+func sdkHandler(s *mcp.Server, quiet *slog.Logger) http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, MaxRequestBodyBytes: 1 << 20, Logger: quiet,
 	})

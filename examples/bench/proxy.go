@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -465,17 +464,5 @@ func mcpLimitHandler(url string, call *toolsCall, lim *limit) http.Handler {
 			})
 			return out, err
 		})
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
-		Stateless: true, JSONResponse: true, MaxRequestBodyBytes: 1 << 20, Logger: quiet,
-	})
-	want := []byte("Bearer " + mcpAPIKey)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
-			return
-		}
-		sdk.ServeHTTP(w, r)
-	}))
-	return mux
+	return sdkHandler(s, quiet)
 }
