@@ -12,6 +12,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // Claim applies the state table of docs/DESIGN.md, "The record and its
@@ -230,9 +231,9 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 				return res, err
 			}
 			switch why {
-			case idempotency.StatusMaxAttempts:
+			case storereply.MaxAttempts:
 				res.MaxAttemptsReached = true
-			case idempotency.StatusBackoff:
+			case storereply.Backoff:
 				if len(arr) < 5 {
 					return res, errors.New("short claim reply")
 				}

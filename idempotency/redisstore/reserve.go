@@ -7,6 +7,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // Reserve reserves attempt Token+1, the one immediate second attempt of a
@@ -58,17 +59,17 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 		return idempotency.Reservation{}, opError("reserve", err)
 	}
 	switch st {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", idempotency.ErrNotFound)
-	case idempotency.StatusStale:
+	case storereply.Stale:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
-	case idempotency.StatusLeaseExpired:
+	case storereply.LeaseExpired:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: the lease of attempt %d has expired: %w", req.Token, idempotency.ErrStale)
-	case idempotency.StatusCycleExhausted:
+	case storereply.CycleExhausted:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: this cycle already had two attempts: %w", idempotency.ErrStale)
-	case idempotency.StatusMaxAttempts:
+	case storereply.MaxAttempts:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: the slot's attempts reached max_attempts %d: %w", maxAtt, idempotency.ErrStale)
-	case idempotency.StatusReserved:
+	case storereply.Reserved:
 		if len(arr) <= reservedDeadline {
 			return idempotency.Reservation{}, opError("reserve", errors.New("short reserve reply"))
 		}
