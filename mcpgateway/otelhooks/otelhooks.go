@@ -15,6 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/obol-gateway/obol/internal/spanattr"
 	"github.com/obol-gateway/obol/mcpgateway"
 	"github.com/obol-gateway/obol/retry"
 	"github.com/obol-gateway/obol/retry/otelretry"
@@ -78,8 +79,8 @@ func Instrument(gc *mcpgateway.Config, tp trace.TracerProvider) {
 	}
 	prev := gc.OnCall
 	gc.OnCall = func(ctx context.Context, c mcpgateway.CallStart) (context.Context, func(mcpgateway.CallEnd)) {
-		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call"), attribute.String(retry.AttrTool, c.Tool),
-			attribute.String(retry.AttrWorkspace, c.Workspace), attribute.String(retry.AttrKeySource, string(c.KeySource))}
+		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call"), attribute.String(spanattr.Tool, c.Tool),
+			attribute.String(spanattr.Workspace, c.Workspace), attribute.String(spanattr.KeySource, string(c.KeySource))}
 		opts := append(otelretry.ServerSpan(c.Header), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 		ctx, span := tracer.Start(ctx, "tools/call", opts...)
 		var end func(mcpgateway.CallEnd)
@@ -96,10 +97,10 @@ func Instrument(gc *mcpgateway.Config, tp trace.TracerProvider) {
 				span.SetStatus(codes.Error, e.Refusal)
 			}
 			if rc := e.Receipt; rc != nil {
-				span.SetAttributes(attribute.String(retry.AttrOutcome, string(rc.Outcome)), attribute.Int(retry.AttrAttemptCount, rc.AttemptCount),
+				span.SetAttributes(attribute.String(spanattr.Outcome, string(rc.Outcome)), attribute.Int(spanattr.AttemptCount, rc.AttemptCount),
 					attribute.Bool("obol.replayed", rc.Replayed))
 				if rc.Status != 0 {
-					span.SetAttributes(attribute.Int(retry.AttrStatus, rc.Status))
+					span.SetAttributes(attribute.Int(spanattr.Status, rc.Status))
 				}
 			}
 		}
