@@ -14,6 +14,7 @@ import (
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/brokerkit"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -85,7 +86,7 @@ type adapter struct {
 	base   *url.URL
 	apiKey string
 	exec   *retry.Executor
-	core   broker.Adapter[route]
+	core   brokerkit.Adapter[route]
 }
 
 var _ broker.Broker = (*adapter)(nil)
@@ -107,7 +108,7 @@ var _ broker.Broker = (*adapter)(nil)
 // reports the API key as its Secrets, so that it is scrubbed from every
 // answer.
 func New(cfg Config) (broker.Broker, error) {
-	p := broker.Problems{Broker: Kind}
+	p := brokerkit.Problems{Broker: Kind}
 	raw := cfg.BaseURL
 	if raw == "" {
 		raw = defaultBaseURL
@@ -118,7 +119,7 @@ func New(cfg Config) (broker.Broker, error) {
 		return nil, err
 	}
 	b := &adapter{base: base, apiKey: cfg.APIKey, exec: cmp.Or(cfg.Executor, new(retry.Executor))}
-	b.core = broker.Adapter[route]{Parse: parseRouting, Resolve: b.route, Send: b.send, Secrets: b.Secrets}
+	b.core = brokerkit.Adapter[route]{Parse: parseRouting, Resolve: b.route, Send: b.send, Secrets: b.Secrets}
 	return b, nil
 }
 
@@ -134,7 +135,7 @@ type route struct {
 // connected_account_id and user_id. The slug must be 1 to 128 of A-Z a-z 0-9
 // _ -, so it is one path segment that needs no escaping.
 func parseRouting(routing map[string]string) (route, error) {
-	p := broker.Problems{Broker: Kind}
+	p := brokerkit.Problems{Broker: Kind}
 	p.Fields(routing, fieldToolSlug, fieldConnectedAccountID, fieldUserID)
 	r := route{slug: routing[fieldToolSlug], account: routing[fieldConnectedAccountID], user: routing[fieldUserID]}
 	if !validSlug(r.slug) {
@@ -212,7 +213,7 @@ func (b *adapter) send(ctx context.Context, r route, arguments []byte) retry.Res
 		return broker.Refused(fmt.Errorf("%w: Composio arguments must be a JSON object", broker.ErrInvalidArguments))
 	}
 	body := envelope(r, args)
-	req, err := broker.NewRequest(ctx, Kind, fieldToolSlug, http.MethodPost, b.base.Scheme+"://"+b.base.Host+b.executePath(r.slug), body)
+	req, err := brokerkit.NewRequest(ctx, Kind, fieldToolSlug, http.MethodPost, b.base.Scheme+"://"+b.base.Host+b.executePath(r.slug), body)
 	if err != nil {
 		return broker.Refused(err)
 	}

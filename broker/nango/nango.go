@@ -13,6 +13,7 @@ import (
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/brokerkit"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -99,7 +100,7 @@ type adapter struct {
 	base   *url.URL
 	secret string
 	exec   *retry.Executor
-	core   broker.Adapter[route]
+	core   brokerkit.Adapter[route]
 }
 
 var _ broker.Broker = (*adapter)(nil)
@@ -116,7 +117,7 @@ var _ broker.Broker = (*adapter)(nil)
 // Every problem of cfg is reported at once (errors.Join of
 // [*effectspec.FieldError]); none names the secret.
 func New(cfg Config) (broker.Broker, error) {
-	p := broker.Problems{Broker: Kind}
+	p := brokerkit.Problems{Broker: Kind}
 	base := p.BaseURL(cfg.BaseURL, "Secret")
 	p.Secret("Secret", cfg.Secret)
 	if cfg.Retries != 0 {
@@ -139,7 +140,7 @@ func New(cfg Config) (broker.Broker, error) {
 		return nil, err
 	}
 	b := &adapter{base: base, secret: cfg.Secret, exec: cmp.Or(cfg.Executor, new(retry.Executor))}
-	b.core = broker.Adapter[route]{Parse: parseRouting, Resolve: b.route, Send: b.send, Secrets: b.Secrets}
+	b.core = brokerkit.Adapter[route]{Parse: parseRouting, Resolve: b.route, Send: b.send, Secrets: b.Secrets}
 	return b, nil
 }
 
@@ -164,7 +165,7 @@ func (r route) isAction() bool { return r.action != "" }
 // Connection-Id and Provider-Config-Key must be printable ASCII without
 // spaces, at most 256 bytes; an action name, printable text.
 func parseRouting(routing map[string]string) (route, error) {
-	p := broker.Problems{Broker: Kind}
+	p := brokerkit.Problems{Broker: Kind}
 	p.Fields(routing, fieldConnectionID, fieldProviderConfigKey, fieldPath, fieldMethod, fieldAction)
 	r := route{connection: routing[fieldConnectionID], provider: routing[fieldProviderConfigKey]}
 	p.ID(fieldConnectionID, r.connection)
@@ -305,7 +306,7 @@ func (b *adapter) Prepare(tool string, routing map[string]string) (retry.Target,
 // header is ever sent, so none of our headers reaches the vendor: in
 // particular never an idempotency key, which a broker does not propagate.
 func (b *adapter) newRequest(ctx context.Context, method, u string, body []byte, r route) (*http.Request, error) {
-	req, err := broker.NewRequest(ctx, Kind, fieldPath, method, u, body)
+	req, err := brokerkit.NewRequest(ctx, Kind, fieldPath, method, u, body)
 	if err != nil {
 		return nil, err
 	}
