@@ -12,6 +12,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storelimits"
 	"github.com/obol-gateway/obol/internal/storereply"
 )
 
@@ -117,15 +118,15 @@ func (s *Store) claimPrep(req idempotency.ClaimRequest) (claimCall, []string, er
 	if err != nil {
 		return claimCall{}, nil, err
 	}
-	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	timeout, err := storelimits.AttemptTimeout(req.Timeout)
 	if err != nil {
 		return claimCall{}, nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	window, err := idempotency.VendorWindow(req.VendorWindow)
+	window, err := storelimits.VendorWindow(req.VendorWindow)
 	if err != nil {
 		return claimCall{}, nil, fmt.Errorf("redisstore: claim: vendor window: %w", err)
 	}
-	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	maxAtt, err := storelimits.MaxAttempts(req.MaxAttempts)
 	if err != nil {
 		return claimCall{}, nil, fmt.Errorf("redisstore: claim: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storelimits"
 	"github.com/obol-gateway/obol/internal/storereply"
 )
 
@@ -21,7 +22,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if req.Token < 1 {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: token %d: must be at least 1", req.Token)
 	}
-	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	timeout, err := storelimits.AttemptTimeout(req.Timeout)
 	if err != nil {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 	}
@@ -32,7 +33,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if err != nil {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 	}
-	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	maxAtt, err := storelimits.MaxAttempts(req.MaxAttempts)
 	if err != nil {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 	}

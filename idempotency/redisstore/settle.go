@@ -15,6 +15,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storelimits"
 	"github.com/obol-gateway/obol/internal/storereply"
 )
 
@@ -184,7 +185,7 @@ func (s *Store) ListUnknown(ctx context.Context, req idempotency.ListRequest) (i
 	if err != nil {
 		return idempotency.UnknownPage{}, err
 	}
-	records, next, err := listPage(ctx, s, s.listKey, req.Workspace, cur, req.PageLimit(), s.listed)
+	records, next, err := listPage(ctx, s, s.listKey, req.Workspace, cur, storelimits.PageLimit(req.Limit), s.listed)
 	if err != nil {
 		return idempotency.UnknownPage{}, err
 	}

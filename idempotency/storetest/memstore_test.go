@@ -15,6 +15,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
+	"github.com/obol-gateway/obol/internal/storelimits"
 	"github.com/obol-gateway/obol/internal/storereply"
 	"github.com/obol-gateway/obol/receipt"
 )
@@ -75,7 +76,7 @@ func newMemStore(cfg Config, mutant string) *memStore {
 			giveback: lifecycle.GiveBack, decide: lifecycle.Decide, settle: lifecycle.Settle},
 		hooks: hooks{retention: checkRetention, binding: knownBinding, vendorKey: vendorKey, beforeWrite: func(*memStore) {},
 			replay: func(*idempotency.Record, idempotency.ClaimRequest) {}, validate: idempotency.SettleRequest.Validate,
-			pageLimit: idempotency.ListRequest.PageLimit, listState: viewState, settleAfter: settleAfter}}
+			pageLimit: func(req idempotency.ListRequest) int { return storelimits.PageLimit(req.Limit) }, listState: viewState, settleAfter: settleAfter}}
 	if mutant != "" {
 		mutate, ok := memMutants[mutant]
 		if !ok {
@@ -255,15 +256,15 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	if !ok {
 		return idempotency.ClaimResult{}, fmt.Errorf("memstore: claim: unknown binding %q", req.Binding)
 	}
-	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	timeout, err := storelimits.AttemptTimeout(req.Timeout)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	window, err := idempotency.VendorWindow(req.VendorWindow)
+	window, err := storelimits.VendorWindow(req.VendorWindow)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	maxAtt, err := storelimits.MaxAttempts(req.MaxAttempts)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
@@ -344,14 +345,14 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
-	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	timeout, err := storelimits.AttemptTimeout(req.Timeout)
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
 	if err := m.hooks.retention(m, timeout); err != nil {
 		return idempotency.Reservation{}, err
 	}
-	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	maxAtt, err := storelimits.MaxAttempts(req.MaxAttempts)
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
