@@ -9,7 +9,6 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
-	"github.com/obol-gateway/obol/mcpgateway/otelhooks"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -42,7 +41,7 @@ type approverConfig struct {
 }
 
 // envOTLPEndpoint turns tracing on (otelhooks.FromEnv).
-const envOTLPEndpoint = otelhooks.EnvEndpoint
+const envOTLPEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 const testSecret = "sk_test_do_not_print_me_9f8e7d"
 

@@ -21,23 +21,26 @@ import (
 	"github.com/obol-gateway/obol/retry/otelretry"
 )
 
-// EnvEndpoint turns tracing on for [FromEnv]: spans go over OTLP/HTTP to
+// envEndpoint turns tracing on for [FromEnv]: spans go over OTLP/HTTP to
 // this endpoint, and the other OTEL_EXPORTER_OTLP_* variables (headers,
 // timeout, TLS) configure the exporter as OpenTelemetry defines them.
-const EnvEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
+const envEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
-// ScopeName is the instrumentation scope of the tools/call spans.
-const ScopeName = "github.com/obol-gateway/obol/mcpgateway"
+// scopeName is the instrumentation scope of the tools/call spans: the
+// package whose calls they are.
+const scopeName = "github.com/obol-gateway/obol/mcpgateway"
 
 // FromEnv returns a provider exporting over OTLP/HTTP when
-// OTEL_EXPORTER_OTLP_ENDPOINT is set, else nil; the caller flushes it with
-// Shutdown. Its resource is service.name service plus OTEL_RESOURCE_ATTRIBUTES;
-// its sampler OpenTelemetry's default or OTEL_TRACES_SAMPLER's. It routes
+// OTEL_EXPORTER_OTLP_ENDPOINT is set, else nil (the other
+// OTEL_EXPORTER_OTLP_* variables configure the exporter as OpenTelemetry
+// defines them); the caller flushes it with Shutdown. Its resource is
+// service.name service plus OTEL_RESOURCE_ATTRIBUTES; its sampler
+// OpenTelemetry's default or OTEL_TRACES_SAMPLER's. It routes
 // OpenTelemetry's own messages to log as warnings with their fixed text only:
 // they quote the values they could not parse (a header holding an API key,
 // the endpoint). Errors name no variable's value either.
 func FromEnv(ctx context.Context, service string, log *slog.Logger) (*sdktrace.TracerProvider, error) {
-	if os.Getenv(EnvEndpoint) == "" {
+	if os.Getenv(envEndpoint) == "" {
 		return nil, nil
 	}
 	otel.SetLogger(logr.New(otelLog{log}))
@@ -68,7 +71,7 @@ func FromEnv(ctx context.Context, service string, log *slog.Logger) (*sdktrace.T
 // the refusal's reason or the receipt's outcome, attempt count, status and
 // replay flag; never the key, an argument or a credential.
 func Instrument(gc *mcpgateway.Config, tp trace.TracerProvider) {
-	tracer := tp.Tracer(ScopeName)
+	tracer := tp.Tracer(scopeName)
 	if gc.Orchestrator != nil {
 		gc.Orchestrator.Tracer = &otelretry.Tracer{Tracer: tp.Tracer(otelretry.ScopeName)}
 	}
