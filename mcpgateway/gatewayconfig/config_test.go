@@ -370,9 +370,9 @@ func TestLoadConfigFile(t *testing.T) {
 	if _, err := LoadFile(t.Context(), p, Options{}); err == nil || !strings.Contains(err.Error(), "VENDOR_KEY is not set") {
 		t.Errorf("unset secret: %v", err)
 	}
-	var ce *Error
+	var ce *configError
 	if _, err := LoadFile(t.Context(), filepath.Join(dir, "missing.json"), Options{}); !errors.As(err, &ce) || !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("missing file: %v, want an *Error wrapping the read error", err)
+		t.Errorf("missing file: %v, want a configError wrapping the read error", err)
 	}
 }
 
