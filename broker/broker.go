@@ -95,35 +95,6 @@ func Prepare(b Broker, tool string, routing map[string]string) (retry.Target, id
 	return Target(b, tool, routing), rt, nil
 }
 
-// preparedTarget is the Target a Broker's Prepare returns: send carries an
-// attempt's arguments along the routing the broker parsed once. It refuses
-// a spec that ValidateSpec refuses, never passes the key on, and reports
-// secrets (if non-nil) so the orchestrator scrubs them from the answers.
-func preparedTarget(send func(ctx context.Context, arguments []byte) retry.Result, secrets func() []string) retry.Target {
-	return &prepared{send: send, secrets: secrets}
-}
-
-type prepared struct {
-	send    func(ctx context.Context, arguments []byte) retry.Result
-	secrets func() []string
-}
-
-func (p *prepared) Send(ctx context.Context, a retry.Attempt) retry.Result {
-	if err := ValidateSpec(a.Spec); err != nil {
-		return Refused(err)
-	}
-	return p.send(ctx, a.Arguments)
-}
-
-func (p *prepared) Secrets() []string {
-	if p.secrets == nil {
-		return nil
-	}
-	return p.secrets()
-}
-
-var _ retry.SecretHolder = (*prepared)(nil)
-
 type preparer interface {
 	Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error)
 }

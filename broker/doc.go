@@ -21,6 +21,7 @@
 //	})
 //
 // The tool's EffectSpec must declare route "federated" and binding
-// "unsupported" ([ValidateSpec]). An adapter is built on [Adapter] and
-// [Problems], and passes the suite of broker/brokertest.
+// "unsupported" ([ValidateSpec]). An adapter implements [Broker] (and
+// Prepare and Secrets, as [Prepare] and [Target] say) and passes the suite
+// of broker/brokertest.
 package broker

@@ -41,7 +41,7 @@ var (
 const ReasonPolicyDenied = "policy_denied"
 
 // FieldError is one problem with one field: of a spec here, of a
-// configuration or a routing elsewhere ([broker.Problems]). It is the one
+// configuration or a routing elsewhere (a broker adapter's). It is the one
 // shape in which the module's packages refuse a field, each wrapping its
 // own sentinel. Its message never holds a key, a request body or a value
 // that may be a secret.

@@ -1,7 +1,6 @@
 package idempotency
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -82,45 +81,6 @@ type StoredResult struct {
 	// BodyDropped says the body exceeded the store's size limit: the status
 	// and receipt were kept, the body was not.
 	BodyDropped bool
-}
-
-// VendorWindow returns the vendor window a claim asks for: d, or
-// [effectspec.DefaultVendorWindow] when d is zero. A negative d is
-// [ErrInvalidRequest].
-func VendorWindow(d time.Duration) (time.Duration, error) {
-	switch {
-	case d == 0:
-		return effectspec.DefaultVendorWindow, nil
-	case d < 0:
-		return 0, fmt.Errorf("%w: negative vendor window", ErrInvalidRequest)
-	}
-	return d, nil
-}
-
-// MaxAttempts returns the max_attempts a request asks for: n, or
-// [effectspec.DefaultMaxAttempts] when n is zero. A negative n is
-// [ErrInvalidRequest].
-func MaxAttempts(n int) (int, error) {
-	switch {
-	case n == 0:
-		return effectspec.DefaultMaxAttempts, nil
-	case n < 0:
-		return 0, fmt.Errorf("%w: negative max_attempts", ErrInvalidRequest)
-	}
-	return n, nil
-}
-
-// AttemptTimeout returns the attempt timeout a request asks for: d, or
-// [effectspec.DefaultAttemptTimeout] when d is zero. A negative d or one
-// over [effectspec.MaxAttemptTimeout] is [ErrInvalidRequest].
-func AttemptTimeout(d time.Duration) (time.Duration, error) {
-	switch {
-	case d == 0:
-		return effectspec.DefaultAttemptTimeout, nil
-	case d < 0 || d > effectspec.MaxAttemptTimeout:
-		return 0, fmt.Errorf("%w: attempt timeout %v out of range", ErrInvalidRequest, d)
-	}
-	return d, nil
 }
 
 // ClaimRequest asks for the key in [Scope] for one request.

@@ -141,14 +141,6 @@ type ListRequest struct {
 	Limit int
 }
 
-// PageLimit returns the page size r asks for, bounded by [MaxPageSize].
-func (r ListRequest) PageLimit() int {
-	if r.Limit <= 0 || r.Limit > MaxPageSize {
-		return MaxPageSize
-	}
-	return r.Limit
-}
-
 // UnknownPage is one page of a listing.
 type UnknownPage struct {
 	Records []UnknownRecord

@@ -3,8 +3,9 @@ package idempotency
 // Status is the word a store step answers with: the first element of a
 // Lua script's reply, a [lifecycle] transition's Result.Status, and
 // [ClaimResult.Status] (docs/DESIGN.md, "The record and its lifecycle").
-// Each step answers a few of them, as its documentation says; a store
-// turns the others into errors ([ErrStale], [ErrNotFound], ...).
+// The claim's answers are below; the other steps' words ("reserved",
+// "stale", "not_found", ...) are the stores' own, and a store turns them
+// into results or errors ([ErrStale], [ErrNotFound], ...).
 //
 // [lifecycle]: https://pkg.go.dev/github.com/obol-gateway/obol/idempotency/lifecycle
 type Status string
@@ -26,33 +27,4 @@ const (
 	// StatusNoRecord answers a claim with NoCreate set when no live record
 	// is under its key: nothing was written.
 	StatusNoRecord Status = "no_record"
-)
-
-// The limits of a claim's [StatusOutcomeUnknown] that refused a redispatch
-// the vendor could deduplicate ([ClaimResult.MaxAttemptsReached],
-// [ClaimResult.RetryAfter]); [StatusMaxAttempts] is also a reservation's
-// refusal.
-const (
-	StatusMaxAttempts Status = "max_attempts" // the slot's attempts that may leave are used up
-	StatusBackoff     Status = "backoff"      // the redispatch waits for its backoff
-)
-
-// The answers of the steps after a claim.
-const (
-	StatusReserved       Status = "reserved"        // Reserve: the next attempt
-	StatusRenewed        Status = "renewed"         // Renew
-	StatusFinalized      Status = "finalized"       // Finalize
-	StatusGivenBack      Status = "given_back"      // GiveBack
-	StatusSettled        Status = "settled"         // Settle
-	StatusApproved       Status = "approved"        // Decide
-	StatusConflict       Status = "conflict"        // Decide: another decision stands
-	StatusFound          Status = "found"           // Lookup
-	StatusNotFound       Status = "not_found"       // no record, or another incarnation's
-	StatusNotUnknown     Status = "not_unknown"     // Settle: the record is not unknown
-	StatusStale          Status = "stale"           // the fencing token or incarnation moved on
-	StatusCycleExhausted Status = "cycle_exhausted" // Reserve: the cycle had its two attempts
-	StatusLeaseExpired   Status = "lease_expired"   // Reserve, Renew: the lease lapsed
-	// StatusCorrupt is a claim on a record whose state no step knows: the
-	// script fails rather than answer it.
-	StatusCorrupt Status = "error"
 )

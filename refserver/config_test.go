@@ -8,14 +8,11 @@ import (
 	"testing"
 
 	"github.com/obol-gateway/obol/effectspec"
-	"github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
-	"github.com/obol-gateway/obol/mcpgateway/otelhooks"
 	"github.com/obol-gateway/obol/retry"
 )
 
 // The file format and its checks are gatewayconfig's, tested there; these
 // are the names this package's tests use for them.
-type configError = gatewayconfig.Error
 
 // fileConfig holds the members of the configuration file that this
 // package's tests read (gatewayconfig's loader checks the rest).
@@ -42,7 +39,7 @@ type approverConfig struct {
 }
 
 // envOTLPEndpoint turns tracing on (otelhooks.FromEnv).
-const envOTLPEndpoint = otelhooks.EnvEndpoint
+const envOTLPEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 const testSecret = "sk_test_do_not_print_me_9f8e7d"
 

@@ -21,6 +21,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/internal/refservertest"
 	"github.com/obol-gateway/obol/internal/secrettest"
+	"github.com/obol-gateway/obol/mcpgateway/gatewayconfig"
 	"github.com/obol-gateway/obol/receipt"
 	"github.com/obol-gateway/obol/retry"
 )
@@ -227,8 +228,7 @@ func TestShortSecretIsConfigError(t *testing.T) {
 			return secretsEnv(name)
 		}
 		_, err := loadConfig([]byte(strings.ReplaceAll(secretsConfig, "{{V}}", "http://127.0.0.1:1")), getenv, &retry.Executor{})
-		var ce *configError
-		if !errors.As(err, &ce) || !strings.Contains(err.Error(), env) || !strings.Contains(err.Error(), "fewer than 8 bytes") ||
+		if !errors.Is(err, gatewayconfig.ErrInvalidConfig) || !strings.Contains(err.Error(), env) || !strings.Contains(err.Error(), "fewer than 8 bytes") ||
 			strings.Contains(err.Error(), "s3cr3t7") {
 			t.Errorf("%s: %v", env, err)
 		}

@@ -24,7 +24,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/secrettest"
-	"github.com/obol-gateway/obol/retry"
+	"github.com/obol-gateway/obol/internal/spanattr"
 )
 
 // collector stands in for an OpenTelemetry collector: it keeps the bodies
@@ -248,7 +248,7 @@ func TestTracingExportsSpans(t *testing.T) {
 	}
 	var root, refused *tracepb.Span
 	for _, sp := range byName["tools/call"] {
-		if spanAttr(sp, retry.AttrOutcome) == "accepted" {
+		if spanAttr(sp, spanattr.Outcome) == "accepted" {
 			root = sp
 		} else if spanAttr(sp, "obol.refusal") == "request_mismatch" {
 			refused = sp
@@ -257,8 +257,8 @@ func TestTracingExportsSpans(t *testing.T) {
 	if root == nil || refused == nil {
 		t.Fatalf("tools/call spans %v", byName["tools/call"])
 	}
-	for k, want := range map[string]string{retry.AttrTool: "pay.charge", retry.AttrWorkspace: "ws_one",
-		retry.AttrKeySource: "supplied", retry.AttrAttemptCount: "1", retry.AttrStatus: "201"} {
+	for k, want := range map[string]string{spanattr.Tool: "pay.charge", spanattr.Workspace: "ws_one",
+		spanattr.KeySource: "supplied", spanattr.AttemptCount: "1", spanattr.Status: "201"} {
 		if got := spanAttr(root, k); got != want {
 			t.Errorf("tools/call %s = %q, want %q", k, got, want)
 		}
@@ -288,8 +288,8 @@ func TestTracingExportsSpans(t *testing.T) {
 		t.Errorf("%d spans under the call's, want claim, attempt and finalize", children)
 	}
 	attempt := byName["obol.attempt"][0]
-	if !bytes.Equal(attempt.ParentSpanId, root.SpanId) || spanAttr(attempt, retry.AttrBinding) != "header" ||
-		spanAttr(attempt, retry.AttrPhase) != "responded" {
+	if !bytes.Equal(attempt.ParentSpanId, root.SpanId) || spanAttr(attempt, spanattr.Binding) != "header" ||
+		spanAttr(attempt, spanattr.Phase) != "responded" {
 		t.Errorf("attempt span %v", attempt)
 	}
 	vendor.mu.Lock()

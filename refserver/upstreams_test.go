@@ -49,6 +49,14 @@ func newTestUpstream(t *testing.T) *testUpstream {
 				StructuredContent: map[string]any{"id": "p_1"},
 				Meta:              mcp.Meta{"dev.obol/receipt": "forged", "payco/trace": "t1"}}, nil
 		})
+	srv.AddTool(&mcp.Tool{Name: "refund", InputSchema: json.RawMessage(`{"type":"object","properties":{"amount":{"type":"integer"}}}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			key, _ := req.Params.Meta["dev.obol/idempotency-key"].(string)
+			u.mu.Lock()
+			u.runs["meta:"+key]++
+			u.mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded"}}}, nil
+		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u.down.Load() {
@@ -87,21 +95,7 @@ const upstreamConfig = `{
 func TestUpstreamDownAtStartThenUp(t *testing.T) {
 	up := newTestUpstream(t)
 	up.down.Store(true)
-	cfg, err := loadConfig([]byte(strings.ReplaceAll(upstreamConfig, "{{UPSTREAM}}", up.URL)), testEnv, &retry.Executor{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, closeStore, err := embedded.New(context.Background(), redisstore.Options{ReadTimeout: storeReadTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(closeStore)
-	s := newServer(cfg, st, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	srv := httptest.NewServer(s.handler())
-	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := s.startImport(ctx)
-	t.Cleanup(func() { cancel(); <-done })
+	srv, done := upstreamGateway(t, strings.ReplaceAll(upstreamConfig, "{{UPSTREAM}}", up.URL))
 
 	key := idempotency.NewKey().String()
 	sess := newSession(t, srv.URL, e2eKeyOne, key)
@@ -157,6 +151,28 @@ func TestUpstreamDownAtStartThenUp(t *testing.T) {
 	}
 }
 
+// upstreamGateway serves config on the embedded store and starts its
+// import as a start does; done is closed once no import runs.
+func upstreamGateway(t *testing.T, config string) (srv *httptest.Server, done <-chan struct{}) {
+	t.Helper()
+	cfg, err := loadConfig([]byte(config), testEnv, &retry.Executor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, closeStore, err := embedded.New(context.Background(), redisstore.Options{ReadTimeout: storeReadTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeStore)
+	s := newServer(cfg, st, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv = httptest.NewServer(s.handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done = s.startImport(ctx)
+	t.Cleanup(func() { cancel(); <-done })
+	return srv, done
+}
+
 func importStatus(t *testing.T, base, bearer string) int {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/tools/import", nil)
@@ -180,4 +196,32 @@ func compactJSON(t *testing.T, v any) string {
 	json.Unmarshal(b, &m)
 	b, _ = json.Marshal(m)
 	return string(b)
+}
+
+// TestUpstreamMetaBinding: a tool of binding meta gets the slot's vendor
+// key in params._meta, never the client's key; the receipt names the
+// upstream tool; the same key again is a replay, run once upstream.
+func TestUpstreamMetaBinding(t *testing.T) {
+	up := newTestUpstream(t)
+	config := strings.ReplaceAll(upstreamConfig, "{{UPSTREAM}}", up.URL)
+	config = strings.Replace(config, `"tools": [`, `"tools": [{"connection": "conn_pay", "upstream_tool": "refund",
+             "spec": {"tool": "pay.refund", "effect": "write", "idempotency": {"binding": "meta"}}}, `, 1)
+	srv, done := upstreamGateway(t, config)
+	<-done // the upstream is up: read at start
+	base := srv.URL
+	key := idempotency.NewKey().String()
+	sess := newSession(t, base, e2eKeyOne, key)
+	var vendorKey string
+	for _, replayed := range []bool{false, true} {
+		a := call(t, sess, "pay.refund", map[string]any{"amount": 5}, "")
+		a.wantOutcome(t, "accepted", replayed)
+		if a.text != "refunded" || a.rc.Binding != "meta" || a.rc.Propagation != "meta" || a.rc.VendorKey == "" || a.rc.VendorKey == key ||
+			a.rc.Route.UpstreamTool != "refund" {
+			t.Errorf("text %q receipt %+v", a.text, a.rc)
+		}
+		vendorKey = a.rc.VendorKey
+	}
+	if n := up.ran("meta:" + vendorKey); n != 1 || up.ran("meta:"+key) != 0 {
+		t.Errorf("the upstream ran %d times under the vendor key", n)
+	}
 }

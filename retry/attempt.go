@@ -66,7 +66,7 @@ func (o *Orchestrator) reserve(ctx context.Context, call *Call, s slot, res Resu
 		MaxAttempts: o.maxAttempts(call.Spec), OpID: idempotency.NewOpID()}
 	at := time.Now()
 	var rsv idempotency.Reservation
-	rctx, end := o.span(ctx, spanReserve, Attr{AttrAttempt, s.token + 1})
+	rctx, end := o.span(ctx, spanReserve, Attr{attrAttempt, s.token + 1})
 	err := o.storeOp(rctx, call, "reserve", func(ctx context.Context) (err error) {
 		rsv, err = o.Store.Reserve(ctx, req)
 		return err
@@ -84,7 +84,7 @@ func (o *Orchestrator) reserve(ctx context.Context, call *Call, s slot, res Resu
 func (o *Orchestrator) attempt(ctx context.Context, call *Call, s slot) (res Result, gone bool) {
 	lease := o.Store.Lease()
 	sendBy := s.reservedAt.Add(lease - o.margin())
-	sctx, end := o.span(ctx, spanAttempt, Attr{AttrAttempt, s.token}, Attr{AttrBinding, string(call.Route.Binding)})
+	sctx, end := o.span(ctx, spanAttempt, Attr{attrAttempt, s.token}, Attr{attrBinding, string(call.Route.Binding)})
 	actx, cancel := context.WithDeadline(WithSendDeadline(sctx, sendBy), s.reservedAt.Add(call.Spec.AttemptTimeout()))
 	defer cancel()
 	stop := o.renew(ctx, call, s.token, s.inc, lease)
@@ -95,9 +95,9 @@ func (o *Orchestrator) attempt(ctx context.Context, call *Call, s slot) (res Res
 		res = Result{Phase: BeforeSend, Err: newError(BeforeSend, "request", ErrSendDeadline)}
 	}
 	gone = stop()
-	attrs := []Attr{{AttrPhase, string(res.Phase)}}
+	attrs := []Attr{{attrPhase, string(res.Phase)}}
 	if res.Phase == Responded {
-		attrs = append(attrs, Attr{AttrStatus, res.Status})
+		attrs = append(attrs, Attr{attrStatus, res.Status})
 	}
 	end(res.Err, attrs...)
 	if o.OnAttempt != nil {
@@ -231,7 +231,7 @@ func (o *Orchestrator) finalize(ctx context.Context, r *run, s slot, res Result)
 	neverSent := res.Phase == BeforeSend
 	freq := idempotency.FinalizeRequest{Scope: call.Scope, Key: call.Key, Token: s.token, Outcome: state, Result: stored,
 		NeverSent: neverSent, Incarnation: s.inc, OpID: idempotency.NewOpID()}
-	ctx, end := o.span(ctx, spanFinalize, Attr{AttrAttempt, s.token})
+	ctx, end := o.span(ctx, spanFinalize, Attr{attrAttempt, s.token})
 	// The lease was renewed while the attempt ran; a finalize by the current
 	// token applies even after it, while nobody took the slot over.
 	fctx, cancel := context.WithDeadline(ctx, latest(s.reservedAt.Add(o.Store.Lease()), time.Now().Add(max(o.margin(), o.Store.Lease()/2))))
@@ -247,7 +247,7 @@ func (o *Orchestrator) finalize(ctx context.Context, r *run, s slot, res Result)
 		// once the lease ends. Say so rather than guess.
 		return Answer{Key: call.Key, Result: stored}, fmt.Errorf("retry: finalize attempt %d: %w", s.token, err)
 	}
-	end(nil, Attr{AttrOutcome, string(rec.State)}, Attr{AttrAttemptCount, rec.AttemptCount})
+	end(nil, Attr{attrOutcome, string(rec.State)}, Attr{attrAttemptCount, rec.AttemptCount})
 	if neverSent && errors.Is(res.Err, idempotency.ErrInvalidRequest) {
 		// It fails the same way every time: a refusal, not an outcome.
 		return Answer{Key: call.Key}, res.Err

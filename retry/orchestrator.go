@@ -281,8 +281,8 @@ func (o *Orchestrator) claim(ctx context.Context, r *run) (idempotency.ClaimResu
 	call := r.call
 	r.start = time.Now()
 	var claim idempotency.ClaimResult
-	cctx, end := o.span(ctx, spanClaim, Attr{AttrWorkspace, call.Scope.Workspace}, Attr{AttrTool, call.Scope.Tool},
-		Attr{AttrConnection, call.Scope.Connection}, Attr{AttrKeySource, string(call.KeySource)}, Attr{AttrBinding, string(r.req.Binding)})
+	cctx, end := o.span(ctx, spanClaim, Attr{attrWorkspace, call.Scope.Workspace}, Attr{attrTool, call.Scope.Tool},
+		Attr{attrConnection, call.Scope.Connection}, Attr{attrKeySource, string(call.KeySource)}, Attr{attrBinding, string(r.req.Binding)})
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(cctx), o.claimWait())
 	err := o.storeOp(cctx, call, "claim", func(ctx context.Context) (err error) {
 		claim, err = o.Store.Claim(ctx, r.req)
@@ -299,7 +299,7 @@ func (o *Orchestrator) claim(ctx context.Context, r *run) (idempotency.ClaimResu
 		}
 		return claim, err
 	}
-	end(nil, Attr{AttrClaimStatus, string(claim.Status)})
+	end(nil, Attr{attrClaimStatus, string(claim.Status)})
 	if o.OnClaim != nil {
 		o.OnClaim(call, claim.Status)
 	}

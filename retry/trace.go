@@ -1,6 +1,10 @@
 package retry
 
-import "context"
+import (
+	"context"
+
+	"github.com/obol-gateway/obol/internal/spanattr"
+)
 
 // A Tracer records the steps of a call as spans, so that retry needs no
 // tracing library: otelretry adapts OpenTelemetry to it. Start begins a span
@@ -13,10 +17,11 @@ import "context"
 //
 // The spans are named obol.claim, obol.attempt (each attempt),
 // obol.reserve (a second attempt's reservation) and obol.finalize. The
-// [Orchestrator] never passes an argument value, a key or a header:
-// attributes are the Attr* keys below, with the tool, workspace,
-// connection, binding, attempt number, phase, status, claim status, outcome
-// and attempt count. The errors it passes hold no header value or URL, but
+// [Orchestrator] never passes an argument value, a key or a header: the
+// attributes' keys are obol.workspace, obol.tool, obol.connection,
+// obol.key_source, obol.binding, obol.attempt (the attempt number),
+// obol.phase, obol.vendor.status, obol.claim.status, obol.outcome and
+// obol.attempt_count. The errors it passes hold no header value or URL, but
 // one a [Target] made may quote what it sent: redact before recording.
 type Tracer interface {
 	Start(ctx context.Context, name string, attrs ...Attr) (context.Context, func(err error, attrs ...Attr))
@@ -36,19 +41,19 @@ const (
 	spanFinalize = "obol.finalize"
 )
 
-// Attribute keys.
+// Attribute keys: the strings the [Tracer] documentation lists.
 const (
-	AttrWorkspace    = "obol.workspace"
-	AttrTool         = "obol.tool"
-	AttrConnection   = "obol.connection"
-	AttrKeySource    = "obol.key_source"
-	AttrClaimStatus  = "obol.claim.status"
-	AttrBinding      = "obol.binding"
-	AttrAttempt      = "obol.attempt"
-	AttrPhase        = "obol.phase"
-	AttrStatus       = "obol.vendor.status"
-	AttrOutcome      = "obol.outcome"
-	AttrAttemptCount = "obol.attempt_count"
+	attrWorkspace    = spanattr.Workspace
+	attrTool         = spanattr.Tool
+	attrConnection   = spanattr.Connection
+	attrKeySource    = spanattr.KeySource
+	attrClaimStatus  = spanattr.ClaimStatus
+	attrBinding      = spanattr.Binding
+	attrAttempt      = spanattr.Attempt
+	attrPhase        = spanattr.Phase
+	attrStatus       = spanattr.Status
+	attrOutcome      = spanattr.Outcome
+	attrAttemptCount = spanattr.AttemptCount
 )
 
 func noEnd(error, ...Attr) {}

@@ -14,6 +14,7 @@ import (
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/brokerkit"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -41,7 +42,7 @@ const (
 	fieldUserID             = "user_id"              // the Composio user; one of the two ids is required
 )
 
-// Config configures a Broker. Composio's execute endpoint has no retry knob:
+// Config configures the adapter. Composio's execute endpoint has no retry knob:
 // the adapter's single request is the only one.
 type Config struct {
 	// BaseURL is Composio's API root. If empty,
@@ -54,7 +55,7 @@ type Config struct {
 	// in String or in a log value of Config.
 	APIKey string
 
-	// Executor sends each request. If nil, the Broker uses its own zero
+	// Executor sends each request. If nil, the adapter uses its own zero
 	// retry.Executor.
 	Executor *retry.Executor
 }
@@ -80,21 +81,34 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("base_url", c.BaseURL), slog.String("api_key", key))
 }
 
-// Broker executes federated calls as Composio tools. It is safe for
-// concurrent use.
-type Broker struct {
+// adapter executes federated calls as Composio tools.
+type adapter struct {
 	base   *url.URL
 	apiKey string
 	exec   *retry.Executor
-	core   broker.Adapter[route]
+	core   brokerkit.Adapter[route]
 }
 
-var _ broker.Broker = (*Broker)(nil)
+var _ broker.Broker = (*adapter)(nil)
 
-// New validates cfg and returns a Broker. Every problem is reported at once
-// (errors.Join of [*effectspec.FieldError]); none names the API key.
-func New(cfg Config) (*Broker, error) {
-	p := broker.Problems{Broker: Kind}
+// New validates cfg and returns the [broker.Broker] that executes federated
+// calls as Composio tools, safe for concurrent use. Every problem is
+// reported at once (errors.Join of [*effectspec.FieldError]); none names
+// the API key.
+//
+// Its Route returns the dispatch facts of a tool: the connected account
+// (or, without one, the user) as the connection, and the execute path of
+// the tool slug. Its Dispatch is one POST to that endpoint, reporting the
+// Executor's Result with one translation for a 2xx reply: "successful":
+// true keeps the status; "successful": false becomes [StatusToolFailed]
+// (body and headers kept); a body that says neither (not a JSON object
+// with one boolean "successful", or Truncated) becomes post_send with
+// [broker.ErrUndecidableReply], so the outcome is unknown whatever the
+// spec lists. Other statuses are Composio's own and pass through. It
+// reports the API key as its Secrets, so that it is scrubbed from every
+// answer.
+func New(cfg Config) (broker.Broker, error) {
+	p := brokerkit.Problems{Broker: Kind}
 	raw := cfg.BaseURL
 	if raw == "" {
 		raw = defaultBaseURL
@@ -104,14 +118,14 @@ func New(cfg Config) (*Broker, error) {
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	b := &Broker{base: base, apiKey: cfg.APIKey, exec: cmp.Or(cfg.Executor, new(retry.Executor))}
-	b.core = broker.Adapter[route]{Parse: parseRouting, Resolve: b.route, Send: b.send, Secrets: b.Secrets}
+	b := &adapter{base: base, apiKey: cfg.APIKey, exec: cmp.Or(cfg.Executor, new(retry.Executor))}
+	b.core = brokerkit.Adapter[route]{Parse: parseRouting, Resolve: b.route, Send: b.send, Secrets: b.Secrets}
 	return b, nil
 }
 
-// Secrets returns the API key, the one credential the Broker sends, so that
+// Secrets returns the API key, the one credential the adapter sends, so that
 // it is scrubbed from every answer (broker.Target reports it).
-func (b *Broker) Secrets() []string { return []string{b.apiKey} }
+func (b *adapter) Secrets() []string { return []string{b.apiKey} }
 
 type route struct {
 	slug, account, user string
@@ -121,7 +135,7 @@ type route struct {
 // connected_account_id and user_id. The slug must be 1 to 128 of A-Z a-z 0-9
 // _ -, so it is one path segment that needs no escaping.
 func parseRouting(routing map[string]string) (route, error) {
-	p := broker.Problems{Broker: Kind}
+	p := brokerkit.Problems{Broker: Kind}
 	p.Fields(routing, fieldToolSlug, fieldConnectedAccountID, fieldUserID)
 	r := route{slug: routing[fieldToolSlug], account: routing[fieldConnectedAccountID], user: routing[fieldUserID]}
 	if !validSlug(r.slug) {
@@ -141,7 +155,7 @@ func parseRouting(routing map[string]string) (route, error) {
 	return r, nil
 }
 
-func (b *Broker) route(tool string, r route) (idempotency.Route, error) {
+func (b *adapter) route(tool string, r route) (idempotency.Route, error) {
 	conn := r.account
 	if conn == "" {
 		conn = "user:" + r.user
@@ -157,20 +171,20 @@ func (b *Broker) route(tool string, r route) (idempotency.Route, error) {
 // Route validates routing and returns the dispatch facts of tool: the
 // connected account (or, without one, the user) as the connection, and the
 // execute path of the tool slug.
-func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Route, error) {
+func (b *adapter) Route(tool string, routing map[string]string) (idempotency.Route, error) {
 	return b.core.Route(tool, routing)
 }
 
 // executePath is the execute endpoint of API v3, as the contract fixes
 // (Composio also serves v3.1 with the same body). No tool version is sent,
 // so Composio applies its default.
-func (b *Broker) executePath(slug string) string {
+func (b *adapter) executePath(slug string) string {
 	return b.base.Path + "/api/v3/tools/execute/" + slug
 }
 
 // Prepare is what [broker.Prepare] calls: it parses routing once for both
 // the Route and the Target, so the Composio request sent is the one pinned.
-func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
+func (b *adapter) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
 	return b.core.Prepare(tool, routing)
 }
 
@@ -185,21 +199,21 @@ func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, 
 //     spec lists.
 //
 // Other statuses are Composio's own answer and pass through unchanged.
-func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
+func (b *adapter) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	return b.core.Dispatch(ctx, call)
 }
 
 // send makes the one request of an attempt. The arguments must be a JSON
 // object (absent reads as {}), as Composio's "arguments" is; they go into
 // the envelope byte for byte.
-func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Result {
+func (b *adapter) send(ctx context.Context, r route, arguments []byte) retry.Result {
 	args := idempotency.ArgumentsOrEmpty(arguments)
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(args, &obj) != nil || obj == nil {
 		return broker.Refused(fmt.Errorf("%w: Composio arguments must be a JSON object", broker.ErrInvalidArguments))
 	}
 	body := envelope(r, args)
-	req, err := broker.NewRequest(ctx, Kind, fieldToolSlug, http.MethodPost, b.base.Scheme+"://"+b.base.Host+b.executePath(r.slug), body)
+	req, err := brokerkit.NewRequest(ctx, Kind, fieldToolSlug, http.MethodPost, b.base.Scheme+"://"+b.base.Host+b.executePath(r.slug), body)
 	if err != nil {
 		return broker.Refused(err)
 	}

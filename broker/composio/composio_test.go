@@ -25,7 +25,7 @@ const apiKey = "ak_composio_7d1e-THE-SECRET"
 const okReply = `{"data":{"id":1},"error":null,"successful":true,"log_id":"log_1"}`
 const failReply = `{"data":{},"error":"Issue creation failed: 422","successful":false,"log_id":"log_2"}`
 
-func newBroker(t testing.TB, base string) *composio.Broker {
+func newBroker(t testing.TB, base string) broker.Broker {
 	t.Helper()
 	b, err := composio.New(composio.Config{BaseURL: base, APIKey: apiKey})
 	if err != nil {

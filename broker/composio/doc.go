@@ -1,5 +1,5 @@
 // Package composio is the broker adapter for Composio tool execution.
-// Build a [Broker] with [New] and prepare each tool's routing with
+// Build the [broker.Broker] with [New] and prepare each tool's routing with
 // [broker.Prepare]:
 //
 //	b, err := composio.New(composio.Config{APIKey: os.Getenv("COMPOSIO_API_KEY")})
@@ -11,7 +11,7 @@
 // One request per attempt: POST {BaseURL}/api/v3/tools/execute/{tool_slug}
 // with the x-api-key header and the connected account, user and arguments
 // as the JSON body. Composio answers HTTP 200 for a tool run that failed,
-// with "successful": false: [Broker.Dispatch] reports that as
+// with "successful": false: its Dispatch reports that as
 // [StatusToolFailed], and a 2xx reply that says neither as unknown
 // ([broker.ErrUndecidableReply]). Every other status is Composio's own and
 // passes through; [parseReply] reads the envelope for callers who want the

@@ -2,8 +2,9 @@
 // synchronous actions, with Nango's own retries off.
 //
 // A routing with "path" goes to the proxy; one with "action" triggers an
-// action. Both need "connection_id" and "provider_config_key". Build a
-// [Broker] with [New] and prepare each tool's routing with [broker.Prepare]:
+// action. Both need "connection_id" and "provider_config_key". Build the
+// [broker.Broker] with [New] and prepare each tool's routing with
+// [broker.Prepare]:
 //
 //	b, err := nango.New(nango.Config{BaseURL: "https://api.nango.dev", Secret: os.Getenv("NANGO_SECRET_KEY")})
 //	...

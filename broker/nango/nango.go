@@ -13,6 +13,7 @@ import (
 	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/brokerkit"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -28,7 +29,7 @@ const (
 	fieldAction            = "action"              // action: the action name
 )
 
-// Config configures a Broker. Only BaseURL and Secret are needed; the retry
+// Config configures the adapter. Only BaseURL and Secret are needed; the retry
 // fields exist so that a configuration which asks Nango to retry is refused
 // loudly instead of being ignored.
 type Config struct {
@@ -60,7 +61,7 @@ type Config struct {
 	// the adapter never sends X-Max-Retries.
 	MaxRetries int
 
-	// Executor sends each request. If nil, the Broker uses its own zero
+	// Executor sends each request. If nil, the adapter uses its own zero
 	// retry.Executor. Share one Executor with the native routes to share
 	// its limits and keep-alive connections.
 	Executor *retry.Executor
@@ -94,21 +95,29 @@ func redacted(secret string) string {
 	return "[redacted]"
 }
 
-// Broker dispatches federated calls through Nango: the proxy, or synchronous
-// actions. It is safe for concurrent use.
-type Broker struct {
+// adapter dispatches federated calls through Nango.
+type adapter struct {
 	base   *url.URL
 	secret string
 	exec   *retry.Executor
-	core   broker.Adapter[route]
+	core   brokerkit.Adapter[route]
 }
 
-var _ broker.Broker = (*Broker)(nil)
+var _ broker.Broker = (*adapter)(nil)
 
-// New validates cfg and returns a Broker. Every problem is reported at once
-// (errors.Join of [*effectspec.FieldError]); none names the secret.
-func New(cfg Config) (*Broker, error) {
-	p := broker.Problems{Broker: Kind}
+// New validates cfg and returns the [broker.Broker] that dispatches
+// federated calls through Nango, the proxy or synchronous actions, safe
+// for concurrent use. Its Route returns the Nango connection and
+// integration, the method and the path under the base URL (an action's
+// is "/action/trigger/" and the escaped action name, so that another
+// action is another destination); its Dispatch returns the Executor's
+// Result unchanged, and it reports the secret key as its Secrets, so that
+// it is scrubbed from every answer.
+//
+// Every problem of cfg is reported at once (errors.Join of
+// [*effectspec.FieldError]); none names the secret.
+func New(cfg Config) (broker.Broker, error) {
+	p := brokerkit.Problems{Broker: Kind}
 	base := p.BaseURL(cfg.BaseURL, "Secret")
 	p.Secret("Secret", cfg.Secret)
 	if cfg.Retries != 0 {
@@ -130,14 +139,14 @@ func New(cfg Config) (*Broker, error) {
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	b := &Broker{base: base, secret: cfg.Secret, exec: cmp.Or(cfg.Executor, new(retry.Executor))}
-	b.core = broker.Adapter[route]{Parse: parseRouting, Resolve: b.route, Send: b.send, Secrets: b.Secrets}
+	b := &adapter{base: base, secret: cfg.Secret, exec: cmp.Or(cfg.Executor, new(retry.Executor))}
+	b.core = brokerkit.Adapter[route]{Parse: parseRouting, Resolve: b.route, Send: b.send, Secrets: b.Secrets}
 	return b, nil
 }
 
-// Secrets returns the Nango secret key, the one credential the Broker sends,
+// Secrets returns the Nango secret key, the one credential the adapter sends,
 // so that it is scrubbed from every answer (broker.Target reports it).
-func (b *Broker) Secrets() []string { return []string{b.secret} }
+func (b *adapter) Secrets() []string { return []string{b.secret} }
 
 // route is a validated set of routing fields.
 type route struct {
@@ -156,7 +165,7 @@ func (r route) isAction() bool { return r.action != "" }
 // Connection-Id and Provider-Config-Key must be printable ASCII without
 // spaces, at most 256 bytes; an action name, printable text.
 func parseRouting(routing map[string]string) (route, error) {
-	p := broker.Problems{Broker: Kind}
+	p := brokerkit.Problems{Broker: Kind}
 	p.Fields(routing, fieldConnectionID, fieldProviderConfigKey, fieldPath, fieldMethod, fieldAction)
 	r := route{connection: routing[fieldConnectionID], provider: routing[fieldProviderConfigKey]}
 	p.ID(fieldConnectionID, r.connection)
@@ -203,11 +212,11 @@ func parseRouting(routing map[string]string) (route, error) {
 // connection and integration, the method and the path under the base URL.
 // An action's path is "/action/trigger/" followed by the escaped action name,
 // so that another action is another destination.
-func (b *Broker) Route(tool string, routing map[string]string) (idempotency.Route, error) {
+func (b *adapter) Route(tool string, routing map[string]string) (idempotency.Route, error) {
 	return b.core.Route(tool, routing)
 }
 
-func (b *Broker) route(tool string, r route) (idempotency.Route, error) {
+func (b *adapter) route(tool string, r route) (idempotency.Route, error) {
 	t := idempotency.RouteTarget{Broker: Kind, Connection: r.connection, Provider: r.provider, Method: http.MethodPost}
 	path := b.base.Path + "/proxy/" + r.path
 	if r.isAction() {
@@ -226,11 +235,11 @@ func (b *Broker) route(tool string, r route) (idempotency.Route, error) {
 // body, a synchronous action answers with its output or an error status,
 // and Nango's own refusals (unknown connection, bad secret) are statuses
 // the tool's EffectSpec classifies.
-func (b *Broker) Dispatch(ctx context.Context, call broker.Call) retry.Result {
+func (b *adapter) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	return b.core.Dispatch(ctx, call)
 }
 
-func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Result {
+func (b *adapter) send(ctx context.Context, r route, arguments []byte) retry.Result {
 	args := idempotency.ArgumentsOrEmpty(arguments)
 	if !json.Valid(args) {
 		return broker.Refused(fmt.Errorf("%w: not one JSON value", broker.ErrInvalidArguments))
@@ -250,7 +259,7 @@ func (b *Broker) send(ctx context.Context, r route, arguments []byte) retry.Resu
 	return b.exec.Do(ctx, req)
 }
 
-func (b *Broker) proxyRequest(ctx context.Context, r route, args []byte) (*http.Request, error) {
+func (b *adapter) proxyRequest(ctx context.Context, r route, args []byte) (*http.Request, error) {
 	u := b.base.String() + "/proxy/" + r.path
 	var body []byte
 	if r.method == http.MethodGet {
@@ -266,7 +275,7 @@ func (b *Broker) proxyRequest(ctx context.Context, r route, args []byte) (*http.
 	return b.newRequest(ctx, r.method, u, body, r)
 }
 
-func (b *Broker) actionRequest(ctx context.Context, r route, args []byte) (*http.Request, error) {
+func (b *adapter) actionRequest(ctx context.Context, r route, args []byte) (*http.Request, error) {
 	// The envelope is written by hand so the input is the arguments byte for
 	// byte (json.Marshal would compact and HTML-escape them).
 	name, _ := json.Marshal(r.action) // a string always marshals
@@ -286,7 +295,7 @@ func (b *Broker) actionRequest(ctx context.Context, r route, args []byte) (*http
 
 // Prepare is what [broker.Prepare] calls: it parses routing once for both
 // the Route and the Target, so the Nango request sent is the one pinned.
-func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
+func (b *adapter) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
 	return b.core.Prepare(tool, routing)
 }
 
@@ -296,8 +305,8 @@ func (b *Broker) Prepare(tool string, routing map[string]string) (retry.Target, 
 // a future default becomes; it is harmless where ignored. No Nango-Proxy-
 // header is ever sent, so none of our headers reaches the vendor: in
 // particular never an idempotency key, which a broker does not propagate.
-func (b *Broker) newRequest(ctx context.Context, method, u string, body []byte, r route) (*http.Request, error) {
-	req, err := broker.NewRequest(ctx, Kind, fieldPath, method, u, body)
+func (b *adapter) newRequest(ctx context.Context, method, u string, body []byte, r route) (*http.Request, error) {
+	req, err := brokerkit.NewRequest(ctx, Kind, fieldPath, method, u, body)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func okFake(t *testing.T) *brokertest.Fake {
 	return brokertest.NewFake(t, brokertest.Answer(200, `{"id":7}`))
 }
 
-func newBroker(t testing.TB, base string) *nango.Broker {
+func newBroker(t testing.TB, base string) broker.Broker {
 	t.Helper()
 	b, err := nango.New(nango.Config{BaseURL: base, Secret: secret})
 	if err != nil {

@@ -2,7 +2,7 @@ package lifecycle
 
 import (
 	"github.com/obol-gateway/obol/effectspec"
-	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // ReserveRequest is the one immediate second attempt of a cycle
@@ -31,26 +31,26 @@ type ReserveRequest struct {
 // lease, attempt deadline[, applied]}.
 func Reserve(cur *Record, q ReserveRequest, now int64) (Result, Write) {
 	if cur == nil {
-		return Result{Status: idempotency.StatusNotFound}, Write{}
+		return Result{Status: storereply.NotFound}, Write{}
 	}
 	if cur.fenced(q.Incarnation) {
-		return Result{Status: idempotency.StatusStale}, Write{}
+		return Result{Status: storereply.Stale}, Write{}
 	}
 	r := cur.Clone()
 	if r.Op == q.Op {
 		r.Expires = now + q.UnknownRetention
-		return Result{Status: idempotency.StatusReserved, Token: r.Attempts, Lease: r.Lease, AttemptDeadline: r.AttemptDeadline, Applied: true},
+		return Result{Status: storereply.Reserved, Token: r.Attempts, Lease: r.Lease, AttemptDeadline: r.AttemptDeadline, Applied: true},
 			written(r, IndexAdd, false)
 	}
 	switch {
 	case r.State != effectspec.InProgress || r.Attempts != q.Token:
-		return Result{Status: idempotency.StatusStale}, Write{}
+		return Result{Status: storereply.Stale}, Write{}
 	case r.Cycle >= 2:
-		return Result{Status: idempotency.StatusCycleExhausted}, Write{}
+		return Result{Status: storereply.CycleExhausted}, Write{}
 	case r.Lease <= now:
-		return Result{Status: idempotency.StatusLeaseExpired}, Write{}
+		return Result{Status: storereply.LeaseExpired}, Write{}
 	case !q.PrevNever && r.Sent >= q.MaxAttempts:
-		return Result{Status: idempotency.StatusMaxAttempts}, Write{}
+		return Result{Status: storereply.MaxAttempts}, Write{}
 	}
 	if !q.PrevNever {
 		r.keepDeadline() // the attempt replaced may have left
@@ -66,7 +66,7 @@ func Reserve(cur *Record, q ReserveRequest, now int64) (Result, Write) {
 		r.Sent++
 	}
 	r.Expires = now + q.UnknownRetention
-	return Result{Status: idempotency.StatusReserved, Token: r.Attempts, Lease: r.Lease, AttemptDeadline: r.AttemptDeadline},
+	return Result{Status: storereply.Reserved, Token: r.Attempts, Lease: r.Lease, AttemptDeadline: r.AttemptDeadline},
 		written(r, IndexAdd, true)
 }
 
@@ -88,15 +88,15 @@ type RenewRequest struct {
 // renewal answers the lease it set. Reply: renewed {lease[, applied]}.
 func Renew(cur *Record, q RenewRequest, now int64) (Result, Write) {
 	if cur == nil || cur.fenced(q.Incarnation) {
-		return Result{Status: idempotency.StatusNotFound}, Write{}
+		return Result{Status: storereply.NotFound}, Write{}
 	}
 	switch {
 	case cur.State != effectspec.InProgress || cur.Attempts != q.Token:
-		return Result{Status: idempotency.StatusStale}, Write{}
+		return Result{Status: storereply.Stale}, Write{}
 	case cur.Lease <= now:
-		return Result{Status: idempotency.StatusLeaseExpired}, Write{}
+		return Result{Status: storereply.LeaseExpired}, Write{}
 	case cur.RenewOp == q.Op:
-		return Result{Status: idempotency.StatusRenewed, Lease: cur.Lease, Applied: true}, Write{}
+		return Result{Status: storereply.Renewed, Lease: cur.Lease, Applied: true}, Write{}
 	}
 	r := cur.Clone()
 	nl := now + q.Lease
@@ -105,7 +105,7 @@ func Renew(cur *Record, q RenewRequest, now int64) (Result, Write) {
 	}
 	r.Lease = max(r.Lease, nl)
 	r.RenewOp = q.Op
-	return Result{Status: idempotency.StatusRenewed, Lease: r.Lease}, Write{Record: r}
+	return Result{Status: storereply.Renewed, Lease: r.Lease}, Write{Record: r}
 }
 
 // FinalizeRequest is an attempt's outcome (internal/scriptargs.Finalize).
@@ -131,13 +131,13 @@ type FinalizeRequest struct {
 // {record without body[, applied]}.
 func Finalize(cur *Record, q FinalizeRequest, now int64) (Result, Write) {
 	if cur == nil {
-		return Result{Status: idempotency.StatusNotFound}, Write{}
+		return Result{Status: storereply.NotFound}, Write{}
 	}
 	if cur.Op == q.Op {
-		return Result{Status: idempotency.StatusFinalized, Record: cur.head(), Applied: true}, Write{}
+		return Result{Status: storereply.Finalized, Record: cur.head(), Applied: true}, Write{}
 	}
 	if cur.Attempts != q.Token || cur.fenced(q.Incarnation) || !cur.open() {
-		return Result{Status: idempotency.StatusStale}, Write{}
+		return Result{Status: storereply.Stale}, Write{}
 	}
 	r := cur.Clone()
 	was := r.State
@@ -154,7 +154,7 @@ func Finalize(cur *Record, q FinalizeRequest, now int64) (Result, Write) {
 	if q.State == effectspec.Unknown {
 		w = written(r, IndexAdd, false)
 	}
-	return Result{Status: idempotency.StatusFinalized, Record: r.head()}, w
+	return Result{Status: storereply.Finalized, Record: r.head()}, w
 }
 
 // GiveBackRequest gives back a claim's attempt that nobody sent
@@ -178,17 +178,17 @@ type GiveBackRequest struct {
 // stale. Reply: given_back [applied].
 func GiveBack(cur *Record, q GiveBackRequest, now int64) (Result, Write) {
 	if cur == nil {
-		return Result{Status: idempotency.StatusNotFound}, Write{}
+		return Result{Status: storereply.NotFound}, Write{}
 	}
 	if cur.Op == q.Op {
-		return Result{Status: idempotency.StatusGivenBack, Applied: true}, Write{}
+		return Result{Status: storereply.GivenBack, Applied: true}, Write{}
 	}
 	if cur.fenced(q.Incarnation) {
-		return Result{Status: idempotency.StatusStale}, Write{}
+		return Result{Status: storereply.Stale}, Write{}
 	}
 	if cur.ClaimOp == "" || cur.ClaimOp != q.ClaimOp || cur.GivenBack || cur.ClaimToken != q.Token ||
 		cur.Attempts != q.Token || !cur.open() {
-		return Result{Status: idempotency.StatusStale}, Write{}
+		return Result{Status: storereply.Stale}, Write{}
 	}
 	r := cur.Clone()
 	r.endAttempt()
@@ -197,7 +197,7 @@ func GiveBack(cur *Record, q GiveBackRequest, now int64) (Result, Write) {
 		r.Sent--
 	}
 	r.Expires = now + q.UnknownRetention
-	return Result{Status: idempotency.StatusGivenBack}, written(r, IndexAdd, false)
+	return Result{Status: storereply.GivenBack}, written(r, IndexAdd, false)
 }
 
 // Expire is the record cur at now: nil once its retention ran out.

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // ClaimRequest is a claim's input (internal/scriptargs.Claim, by meaning).
@@ -106,7 +107,7 @@ func Claim(cur *Record, q ClaimRequest, now int64) (Result, Write) {
 	case r.State == effectspec.Denied:
 		return Result{Status: idempotency.StatusDenied}, Write{}
 	case r.State != effectspec.Unknown && r.State != effectspec.InProgress:
-		return Result{Status: idempotency.StatusCorrupt}, Write{}
+		return Result{Status: storereply.Corrupt}, Write{}
 	}
 
 	// Unknown, or in flight with an expired lease.
@@ -188,10 +189,10 @@ func limited(r *Record, q ClaimRequest, now int64) (Result, Write, bool) {
 	res := Result{Status: idempotency.StatusOutcomeUnknown}
 	switch {
 	case r.Sent >= q.MaxAttempts:
-		res.Limit = idempotency.StatusMaxAttempts
+		res.Limit = storereply.MaxAttempts
 	case r.Sent > 1 && r.ClaimOp != q.Op:
 		if wait := r.reserved() + backoff(q.Lease, r.Sent) - now; wait > 0 {
-			res.Limit, res.RetryAfter = idempotency.StatusBackoff, wait
+			res.Limit, res.RetryAfter = storereply.Backoff, wait
 		}
 	}
 	if res.Limit == "" {

@@ -8,6 +8,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 const (
@@ -89,7 +90,7 @@ func TestRedispatchAllowList(t *testing.T) {
 func TestNeverSentReopens(t *testing.T) {
 	cur := lapsed(t, effectspec.BindingUnsupported)
 	res, w := lifecycle.Finalize(cur, lifecycle.FinalizeRequest{Token: 1, State: effectspec.Unknown, Op: "op2", TTL: 1000, Never: true}, t0+1)
-	if res.Status != idempotency.StatusFinalized || w.Record.Sent != 0 {
+	if res.Status != storereply.Finalized || w.Record.Sent != 0 {
 		t.Fatalf("finalize never sent: %s, sent %d", res.Status, w.Record.Sent)
 	}
 	res, w = lifecycle.Claim(w.Record, claimReq("op3", effectspec.BindingUnsupported), t0+2)
@@ -104,15 +105,15 @@ func TestGiveBackThenCopy(t *testing.T) {
 	cur := lapsed(t, effectspec.BindingHeader)
 	gb := lifecycle.GiveBackRequest{Token: 1, ClaimOp: "op1", Op: "gb1", UnknownRetention: 1000, Incarnation: "inc-op1"}
 	res, w := lifecycle.GiveBack(cur, gb, t0+1)
-	if res.Status != idempotency.StatusGivenBack || !w.Record.GivenBack || w.Record.State != effectspec.Unknown {
+	if res.Status != storereply.GivenBack || !w.Record.GivenBack || w.Record.State != effectspec.Unknown {
 		t.Fatalf("give back: %s %+v", res.Status, w.Record)
 	}
 	cur = w.Record
-	if res, _ := lifecycle.GiveBack(cur, gb, t0+2); res.Status != idempotency.StatusGivenBack || !res.Applied {
+	if res, _ := lifecycle.GiveBack(cur, gb, t0+2); res.Status != storereply.GivenBack || !res.Applied {
 		t.Errorf("re-sent give-back: %+v", res)
 	}
 	gb.Op = "gb2"
-	if res, _ := lifecycle.GiveBack(cur, gb, t0+2); res.Status != idempotency.StatusStale {
+	if res, _ := lifecycle.GiveBack(cur, gb, t0+2); res.Status != storereply.Stale {
 		t.Errorf("second give-back: %s, want stale", res.Status)
 	}
 	if res, w := lifecycle.Claim(cur, claimReq("op1", effectspec.BindingHeader), t0+3); res.Status != idempotency.StatusOutcomeUnknown ||
@@ -239,7 +240,7 @@ func unknownAfter(t *testing.T, n int, maxAtt int64) (*lifecycle.Record, int64) 
 		}
 		res, w = lifecycle.Finalize(w.Record, lifecycle.FinalizeRequest{Token: int64(i), State: effectspec.Unknown, Op: fmt.Sprint("f", i),
 			TTL: 604_800_000}, now+1)
-		if res.Status != idempotency.StatusFinalized {
+		if res.Status != storereply.Finalized {
 			t.Fatalf("finalize %d: %+v", i, res)
 		}
 		cur = w.Record
@@ -258,7 +259,7 @@ func TestRedispatchLimits(t *testing.T) {
 	q := claimReq("c3", effectspec.BindingHeader)
 	q.MaxAttempts = 10
 	res, w := lifecycle.Claim(cur, q, last+2*lease-1)
-	if res.Status != idempotency.StatusOutcomeUnknown || res.Limit != idempotency.StatusBackoff || res.RetryAfter != 1 || w.Record != nil {
+	if res.Status != idempotency.StatusOutcomeUnknown || res.Limit != storereply.Backoff || res.RetryAfter != 1 || w.Record != nil {
 		t.Fatalf("before the backoff: %+v, write %+v; want outcome_unknown, backoff, 1 ms, nothing written", res, w.Record)
 	}
 	if res, _ := lifecycle.Claim(cur, q, last+2*lease); res.Status != idempotency.StatusClaimed {
@@ -283,7 +284,7 @@ func TestRedispatchLimits(t *testing.T) {
 	cur, last = unknownAfter(t, 3, 3)
 	q.MaxAttempts = 3
 	res, _ = lifecycle.Claim(cur, q, last+hour)
-	if res.Status != idempotency.StatusOutcomeUnknown || res.Limit != idempotency.StatusMaxAttempts || res.RetryAfter != 0 {
+	if res.Status != idempotency.StatusOutcomeUnknown || res.Limit != storereply.MaxAttempts || res.RetryAfter != 0 {
 		t.Fatalf("at max_attempts: %+v; want outcome_unknown, max_attempts, no retry-after", res)
 	}
 }
@@ -299,7 +300,7 @@ func TestSettleWaitsForEarlierAttempt(t *testing.T) {
 		t.Fatalf("redispatch: %s, earlier deadline %d; want claimed, %d", res.Status, w.Record.EarlierDeadline, e1)
 	}
 	res, w = lifecycle.Finalize(w.Record, lifecycle.FinalizeRequest{Token: 2, State: effectspec.Unknown, Op: "f2", TTL: 1000}, t0+lease+1)
-	if res.Status != idempotency.StatusFinalized || w.Record.AttemptDeadline != 0 || w.Record.EarlierDeadline != e1 {
+	if res.Status != storereply.Finalized || w.Record.AttemptDeadline != 0 || w.Record.EarlierDeadline != e1 {
 		t.Fatalf("finalize: %+v", w.Record)
 	}
 	s := lifecycle.SettleRequest{Attempts: 2, State: effectspec.DefinitelyRejected, Op: "s1", Retention: 1000, Margin: lease, ScopeVersion: 1}
@@ -307,7 +308,7 @@ func TestSettleWaitsForEarlierAttempt(t *testing.T) {
 		t.Fatalf("settle while attempt 1 may run: %+v, want in_progress until %d", res, e1+lease)
 	}
 	res, w = lifecycle.Settle(w.Record, s, e1+lease+1)
-	if res.Status != idempotency.StatusSettled || w.Record.EarlierDeadline != 0 || w.Record.ReservedAt != 0 {
+	if res.Status != storereply.Settled || w.Record.EarlierDeadline != 0 || w.Record.ReservedAt != 0 {
 		t.Fatalf("settle after: %s, %+v; want settled, A and E dropped", res.Status, w.Record)
 	}
 }
@@ -325,11 +326,11 @@ func TestDecideOnFinalRecord(t *testing.T) {
 	cur = w.Record
 	s := lifecycle.SettleRequest{Attempts: 1, State: effectspec.Accepted, Op: "s1", Retention: 1000, Margin: lease, ScopeVersion: 1}
 	res, w = lifecycle.Settle(cur, s, cur.AttemptDeadline+lease+1)
-	if res.Status != idempotency.StatusSettled || w.Record.Ticket == "" {
+	if res.Status != storereply.Settled || w.Record.Ticket == "" {
 		t.Fatalf("settle: %s, ticket %q", res.Status, w.Record.Ticket)
 	}
 	res, w = lifecycle.Decide(w.Record, lifecycle.DecideRequest{Ticket: w.Record.Ticket, Approve: true, Op: "d1", ScopeVersion: 1}, cur.AttemptDeadline+lease+2)
-	if res.Status != idempotency.StatusNotFound || w.Record != nil {
+	if res.Status != storereply.NotFound || w.Record != nil {
 		t.Fatalf("decide on a final record: %s, write %+v; want not_found, nothing", res.Status, w.Record)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // SettleRequest is an operator's resolution of an unknown record
@@ -34,15 +35,15 @@ type SettleRequest struct {
 func Settle(cur *Record, q SettleRequest, now int64) (Result, Write) {
 	switch {
 	case cur == nil:
-		return Result{Status: idempotency.StatusNotFound}, Write{}
+		return Result{Status: storereply.NotFound}, Write{}
 	case cur.Op == q.Op:
-		return Result{Status: idempotency.StatusSettled, Record: cur.head(), Applied: true}, Write{}
+		return Result{Status: storereply.Settled, Record: cur.head(), Applied: true}, Write{}
 	case cur.ScopeVersion != q.ScopeVersion:
 		return Result{Status: idempotency.StatusScopeVersionConflict}, Write{}
 	case !(cur.State == effectspec.Unknown || Lapsed(cur, now)):
-		return Result{Status: idempotency.StatusNotUnknown}, Write{}
+		return Result{Status: storereply.NotUnknown}, Write{}
 	case cur.Attempts != q.Attempts:
-		return Result{Status: idempotency.StatusStale}, Write{}
+		return Result{Status: storereply.Stale}, Write{}
 	case cur.runsUntil() != 0 && now <= cur.runsUntil()+q.Margin:
 		return Result{Status: idempotency.StatusInProgress, SettleAt: cur.runsUntil() + q.Margin, Now: now}, Write{}
 	}
@@ -56,7 +57,7 @@ func Settle(cur *Record, q SettleRequest, now int64) (Result, Write) {
 	if r.Expires != 0 && r.Expires-now < q.Retention {
 		r.Expires = now + q.Retention
 	}
-	return Result{Status: idempotency.StatusSettled, Record: r.head()}, written(r, IndexRemove, false)
+	return Result{Status: storereply.Settled, Record: r.head()}, written(r, IndexRemove, false)
 }
 
 // DecideRequest is an approval decision on a ticket
@@ -83,7 +84,7 @@ type DecideRequest struct {
 // Replies: approved or denied [applied], conflict {standing}.
 func Decide(cur *Record, q DecideRequest, now int64) (Result, Write) {
 	if cur == nil || cur.Ticket == "" || cur.Ticket != q.Ticket {
-		return Result{Status: idempotency.StatusNotFound}, Write{}
+		return Result{Status: storereply.NotFound}, Write{}
 	}
 	if cur.ScopeVersion != q.ScopeVersion {
 		return Result{Status: idempotency.StatusScopeVersionConflict}, Write{}
@@ -93,11 +94,11 @@ func Decide(cur *Record, q DecideRequest, now int64) (Result, Write) {
 	case cur.State == effectspec.Denied || cur.ApprovalDenied:
 		standing = idempotency.StatusDenied
 	case cur.Approved:
-		standing = idempotency.StatusApproved
+		standing = storereply.Approved
 	}
 	decision := idempotency.StatusDenied
 	if q.Approve {
-		decision = idempotency.StatusApproved
+		decision = storereply.Approved
 	}
 	if standing != "" {
 		switch {
@@ -106,12 +107,12 @@ func Decide(cur *Record, q DecideRequest, now int64) (Result, Write) {
 		case standing == decision:
 			return Result{Status: standing}, Write{}
 		}
-		return Result{Status: idempotency.StatusConflict, Standing: standing}, Write{}
+		return Result{Status: storereply.Conflict, Standing: standing}, Write{}
 	}
 	if cur.State.Final() {
 		// Settled while re-held, say: nothing awaits a decision, and
 		// nothing is written.
-		return Result{Status: idempotency.StatusNotFound}, Write{}
+		return Result{Status: storereply.NotFound}, Write{}
 	}
 	r := cur.Clone()
 	if r.State != effectspec.Held {

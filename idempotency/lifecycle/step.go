@@ -18,10 +18,9 @@ type Result struct {
 	SettleAt, Now   int64              // in_progress (settle): settleable from SettleAt
 	Standing        idempotency.Status // conflict (decide): the decision that stands
 	// Limit, on a claim's outcome_unknown that refused a redispatch the
-	// vendor could deduplicate: [idempotency.StatusMaxAttempts] (the
-	// slot's attempts are used up; an operator settles it) or
-	// [idempotency.StatusBackoff] (RetryAfter ms until the redispatch is
-	// allowed).
+	// vendor could deduplicate: "max_attempts" (the slot's attempts are
+	// used up; an operator settles it) or "backoff" (RetryAfter ms until
+	// the redispatch is allowed).
 	Limit      idempotency.Status
 	RetryAfter int64
 }

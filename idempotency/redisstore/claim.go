@@ -12,6 +12,8 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storelimits"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // Claim applies the state table of docs/DESIGN.md, "The record and its
@@ -116,15 +118,15 @@ func (s *Store) claimPrep(req idempotency.ClaimRequest) (claimCall, []string, er
 	if err != nil {
 		return claimCall{}, nil, err
 	}
-	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	timeout, err := storelimits.AttemptTimeout(req.Timeout)
 	if err != nil {
 		return claimCall{}, nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	window, err := idempotency.VendorWindow(req.VendorWindow)
+	window, err := storelimits.VendorWindow(req.VendorWindow)
 	if err != nil {
 		return claimCall{}, nil, fmt.Errorf("redisstore: claim: vendor window: %w", err)
 	}
-	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	maxAtt, err := storelimits.MaxAttempts(req.MaxAttempts)
 	if err != nil {
 		return claimCall{}, nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -230,9 +232,9 @@ func parseClaim(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Redi
 				return res, err
 			}
 			switch why {
-			case idempotency.StatusMaxAttempts:
+			case storereply.MaxAttempts:
 				res.MaxAttemptsReached = true
-			case idempotency.StatusBackoff:
+			case storereply.Backoff:
 				if len(arr) < 5 {
 					return res, errors.New("short claim reply")
 				}

@@ -8,6 +8,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // Finalize records the outcome of attempt Token in one script and returns
@@ -35,11 +36,11 @@ func (s *Store) Finalize(ctx context.Context, req idempotency.FinalizeRequest) (
 		return idempotency.Record{}, err
 	}
 	switch st {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: %w", idempotency.ErrNotFound)
-	case idempotency.StatusStale:
+	case storereply.Stale:
 		return idempotency.Record{}, fmt.Errorf("redisstore: finalize: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
-	case idempotency.StatusFinalized:
+	case storereply.Finalized:
 		rec, err := storedRecord("finalize", req.Scope, req.Key, arr)
 		if err == nil && !applied(arr, 2) {
 			head, _ := arr[1].ToString()

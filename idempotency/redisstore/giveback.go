@@ -7,6 +7,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // GiveBack gives back the attempt that the claim with req.ClaimOpID
@@ -56,11 +57,11 @@ func (s *Store) GiveBack(ctx context.Context, req idempotency.GiveBackRequest) e
 		return opError("giveback", err)
 	}
 	switch st {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return fmt.Errorf("redisstore: give back: %w", idempotency.ErrNotFound)
-	case idempotency.StatusStale:
+	case storereply.Stale:
 		return fmt.Errorf("redisstore: give back: attempt %d is not the claim's unsent attempt: %w", req.Token, idempotency.ErrStale)
-	case idempotency.StatusGivenBack:
+	case storereply.GivenBack:
 		return nil
 	}
 	return opError("giveback", fmt.Errorf("unexpected reply %q", st))

@@ -102,11 +102,11 @@ func TestConflictAfterLapseRefreshesEntry(t *testing.T) {
 	other.Route.Fingerprint = hashOf("another route")
 	other.OpID = "op-conflict"
 	mustClaim(t, m.store, other, idempotency.StatusDestinationConflict)
-	if got, want := m.indexScores(t)[member(req.Key)], float64(t0.Add(2*time.Second+DefaultUnknownRetention).UnixMilli()); got != want {
+	if got, want := m.indexScores(t)[member(req.Key)], float64(t0.Add(2*time.Second+defaultUnknownRetention).UnixMilli()); got != want {
 		t.Fatalf("entry after the conflict: score %v, want %v", got, want)
 	}
-	if ttl := m.mr.TTL(m.recordKey(t, req.Key)); ttl != DefaultUnknownRetention {
-		t.Fatalf("record TTL %v after the conflict, want %v", ttl, DefaultUnknownRetention)
+	if ttl := m.mr.TTL(m.recordKey(t, req.Key)); ttl != defaultUnknownRetention {
+		t.Fatalf("record TTL %v after the conflict, want %v", ttl, defaultUnknownRetention)
 	}
 	rec, err := m.store.Lookup(context.Background(), testScope, req.Key)
 	if err != nil || rec.State != effectspec.Unknown || !rec.AttemptDeadline.Equal(c.AttemptDeadline) {

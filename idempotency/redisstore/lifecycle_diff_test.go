@@ -20,6 +20,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
 	"github.com/obol-gateway/obol/internal/redistest"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // The differential test: random sequences of operations run through the
@@ -372,25 +373,25 @@ func wantReply(script string, r lifecycle.Result) []string {
 		}
 	case idempotency.StatusOutcomeUnknown:
 		switch {
-		case r.Limit == idempotency.StatusBackoff:
+		case r.Limit == storereply.Backoff:
 			out = append(out, "0", string(r.Limit), itoa(r.RetryAfter))
 		case r.Limit != "":
 			out = append(out, "0", string(r.Limit))
 		default:
 			applied()
 		}
-	case idempotency.StatusGivenBack, idempotency.StatusApproved, idempotency.StatusDenied:
+	case storereply.GivenBack, storereply.Approved, idempotency.StatusDenied:
 		applied()
-	case idempotency.StatusReserved:
+	case storereply.Reserved:
 		out = append(out, itoa(r.Token), itoa(r.Lease), itoa(r.AttemptDeadline))
 		applied()
-	case idempotency.StatusRenewed:
+	case storereply.Renewed:
 		out = append(out, itoa(r.Lease))
 		applied()
-	case idempotency.StatusFinalized, idempotency.StatusSettled:
+	case storereply.Finalized, storereply.Settled:
 		out = append(out, recordSlot)
 		applied()
-	case idempotency.StatusConflict:
+	case storereply.Conflict:
 		out = append(out, string(r.Standing))
 	}
 	return out
@@ -565,7 +566,7 @@ func (d *diffRun) apply(ctx context.Context, o diffOp) error {
 		msgs, err = genInner(msgs) // gen_wrap's reply (lua/common.lua)
 	}
 	if err != nil {
-		if res.Status == idempotency.StatusCorrupt && strings.Contains(err.Error(), "unknown state") {
+		if res.Status == storereply.Corrupt && strings.Contains(err.Error(), "unknown state") {
 			return nil
 		}
 		return d.fail("%s: Lua failed: %v (lifecycle: %+v)", o.script, err, res)

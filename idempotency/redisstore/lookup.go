@@ -8,6 +8,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // Lookup reads a record with a read-only script, judging its lease by the
@@ -54,10 +55,10 @@ func parseLookup(scope idempotency.Scope, key idempotency.Key, arr []rueidis.Red
 	if err != nil {
 		return idempotency.Record{}, opError("lookup", err)
 	}
-	if st == idempotency.StatusNotFound {
+	if st == storereply.NotFound {
 		return idempotency.Record{}, fmt.Errorf("redisstore: lookup: %w", idempotency.ErrNotFound)
 	}
-	if st != idempotency.StatusFound || len(arr) < 3 {
+	if st != storereply.Found || len(arr) < 3 {
 		return idempotency.Record{}, opError("lookup", fmt.Errorf("unexpected reply %q", st))
 	}
 	now, err1 := arr[1].AsInt64()

@@ -8,21 +8,18 @@ import (
 	"github.com/obol-gateway/obol/idempotency"
 )
 
-// Defaults of the zero [Options]: a zero field means its default. A program
-// that configures the store (a configuration file, flags) leaves a field
-// unset by passing zero, or shows these when it documents its own defaults;
-// [Options.Resolve] fills in every one.
+// Defaults of the zero [Options]: a zero field means its default, and
+// [Options.Resolve] fills in every one (a program that documents its own
+// defaults shows what Options{}.Resolve returns).
 const (
-	// DefaultRetention is [Options.Retention] when zero: how long a final
+	// defaultRetention is [Options.Retention] when zero: how long a final
 	// record lives after its last change.
-	DefaultRetention = 24 * time.Hour
-	// DefaultUnknownRetention is [Options.UnknownRetention] when zero, unless
+	defaultRetention = 24 * time.Hour
+	// defaultUnknownRetention is [Options.UnknownRetention] when zero, unless
 	// Retention is longer (then Retention).
-	DefaultUnknownRetention = 7 * 24 * time.Hour
-	// DefaultLease is [Options.Lease] when zero.
-	DefaultLease = 10 * time.Second
-	// DefaultWaitTimeout is [Options.WaitTimeout] when zero.
-	DefaultWaitTimeout = time.Second
+	defaultUnknownRetention = 7 * 24 * time.Hour
+	defaultLease            = 10 * time.Second // Options.Lease
+	defaultWaitTimeout      = time.Second      // Options.WaitTimeout
 
 	defaultMaxResultBytes = 64 << 10
 	defaultReadTimeout    = 5 * time.Second
@@ -112,7 +109,7 @@ func refuse(option string, value any, relative, format string, args ...any) *Opt
 }
 
 // Resolve returns o as [New] uses it: every zero field set to its default
-// ([DefaultLease], [DefaultRetention], ...; Prefix to [idempotency.DefaultPrefix]),
+// (Lease 10s, Retention 24h, ...; Prefix [idempotency.DefaultPrefix]),
 // checked that the store can keep its promises with the result. On a
 // refusal it returns an *[OptionError] that wraps [ErrInvalidConfig] and names
 // the field, and [Options] that are not to be used. [New] calls it before
@@ -141,19 +138,19 @@ func (o Options) Resolve() (Options, error) {
 		return o, &OptionError{Option: "Prefix", Reason: err.Error(), value: o.Prefix, err: err}
 	}
 	if o.Retention == 0 {
-		o.Retention = DefaultRetention
+		o.Retention = defaultRetention
 	}
 	if o.UnknownRetention == 0 {
-		o.UnknownRetention = max(DefaultUnknownRetention, o.Retention)
+		o.UnknownRetention = max(defaultUnknownRetention, o.Retention)
 	}
 	if o.Lease == 0 {
-		o.Lease = DefaultLease
+		o.Lease = defaultLease
 	}
 	if o.MaxResultBytes == 0 {
 		o.MaxResultBytes = defaultMaxResultBytes
 	}
 	if o.WaitTimeout == 0 {
-		o.WaitTimeout = DefaultWaitTimeout
+		o.WaitTimeout = defaultWaitTimeout
 	}
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = defaultReadTimeout

@@ -213,13 +213,13 @@ func TestResolveDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{Prefix: idempotency.DefaultPrefix, Retention: DefaultRetention, UnknownRetention: DefaultUnknownRetention,
-		Lease: DefaultLease, MaxResultBytes: defaultMaxResultBytes, WaitTimeout: DefaultWaitTimeout, ReadTimeout: defaultReadTimeout,
+	want := Options{Prefix: idempotency.DefaultPrefix, Retention: defaultRetention, UnknownRetention: defaultUnknownRetention,
+		Lease: defaultLease, MaxResultBytes: defaultMaxResultBytes, WaitTimeout: defaultWaitTimeout, ReadTimeout: defaultReadTimeout,
 		MigrationWait: defaultMigrationWait}
 	if o != want {
 		t.Errorf("resolved %+v, want %+v", o, want)
 	}
-	if DefaultRetention/MinRetentionLeases < DefaultLease || DefaultUnknownRetention < DefaultRetention {
+	if defaultRetention/MinRetentionLeases < defaultLease || defaultUnknownRetention < defaultRetention {
 		t.Error("the defaults break the bounds")
 	}
 	// Resolve is idempotent: resolved Options resolve to themselves.

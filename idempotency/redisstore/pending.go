@@ -8,6 +8,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storelimits"
 )
 
 // The pending approvals index: per workspace, one sorted set per Cluster
@@ -41,8 +42,8 @@ func (s *Store) pendingOf(workspace, rk string) string {
 }
 
 // ListPending lists a workspace's calls awaiting approval, in slot order, a
-// page (req.PageLimit) at a time, from the pending approvals index: never
-// a SCAN. It reads at most 10 pages' worth of entries per call (a page may
+// page (req.Limit, at most [idempotency.MaxPageSize]) at a time, from the
+// pending approvals index: never a SCAN. It reads at most 10 pages' worth of entries per call (a page may
 // come back short, with a cursor).
 func (s *Store) ListPending(ctx context.Context, req idempotency.ListRequest) (idempotency.PendingPage, error) {
 	if err := (idempotency.Scope{Workspace: req.Workspace, Tool: "-", Connection: "-"}).Validate(); err != nil {
@@ -55,7 +56,7 @@ func (s *Store) ListPending(ctx context.Context, req idempotency.ListRequest) (i
 	if cur.pos == 0 {
 		cur = listCursor{pos: 1} // position 0 is the unknown index's old key
 	}
-	approvals, next, err := listPage(ctx, s, s.pendingKey, req.Workspace, cur, req.PageLimit(), s.pending)
+	approvals, next, err := listPage(ctx, s, s.pendingKey, req.Workspace, cur, storelimits.PageLimit(req.Limit), s.pending)
 	if err != nil {
 		return idempotency.PendingPage{}, err
 	}

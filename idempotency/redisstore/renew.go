@@ -8,6 +8,7 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // Renew extends the lease of attempt Token, up to its attempt deadline, in
@@ -40,13 +41,13 @@ func (s *Store) Renew(ctx context.Context, req idempotency.RenewRequest) (time.T
 		return time.Time{}, opError("renew", err)
 	}
 	switch st {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return time.Time{}, fmt.Errorf("redisstore: renew: %w", idempotency.ErrNotFound)
-	case idempotency.StatusStale:
+	case storereply.Stale:
 		return time.Time{}, fmt.Errorf("redisstore: renew: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
-	case idempotency.StatusLeaseExpired:
+	case storereply.LeaseExpired:
 		return time.Time{}, fmt.Errorf("redisstore: renew: the lease of attempt %d has lapsed: %w", req.Token, idempotency.ErrStale)
-	case idempotency.StatusRenewed:
+	case storereply.Renewed:
 		if len(arr) < 2 {
 			return time.Time{}, opError("renew", errors.New("short renew reply"))
 		}

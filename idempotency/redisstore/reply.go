@@ -7,6 +7,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // statusDataLost is gen_wrap's answer (lua/common.lua) when the slot's
@@ -22,11 +23,11 @@ var statuses = func() map[string]idempotency.Status {
 		idempotency.StatusClaimed, idempotency.StatusHeld, idempotency.StatusReplay,
 		idempotency.StatusRequestMismatch, idempotency.StatusDestinationConflict, idempotency.StatusInProgress,
 		idempotency.StatusDenied, idempotency.StatusOutcomeUnknown, idempotency.StatusScopeVersionConflict,
-		idempotency.StatusRefused, idempotency.StatusNoRecord, idempotency.StatusMaxAttempts, idempotency.StatusBackoff,
-		idempotency.StatusReserved, idempotency.StatusRenewed, idempotency.StatusFinalized, idempotency.StatusGivenBack,
-		idempotency.StatusSettled, idempotency.StatusApproved, idempotency.StatusConflict, idempotency.StatusFound,
-		idempotency.StatusNotFound, idempotency.StatusNotUnknown, idempotency.StatusStale,
-		idempotency.StatusCycleExhausted, idempotency.StatusLeaseExpired, statusDataLost,
+		idempotency.StatusRefused, idempotency.StatusNoRecord, storereply.MaxAttempts, storereply.Backoff,
+		storereply.Reserved, storereply.Renewed, storereply.Finalized, storereply.GivenBack,
+		storereply.Settled, storereply.Approved, storereply.Conflict, storereply.Found,
+		storereply.NotFound, storereply.NotUnknown, storereply.Stale,
+		storereply.CycleExhausted, storereply.LeaseExpired, statusDataLost,
 	} {
 		m[string(s)] = s
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storelimits"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // Reserve reserves attempt Token+1, the one immediate second attempt of a
@@ -20,7 +22,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if req.Token < 1 {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: token %d: must be at least 1", req.Token)
 	}
-	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	timeout, err := storelimits.AttemptTimeout(req.Timeout)
 	if err != nil {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 	}
@@ -31,7 +33,7 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 	if err != nil {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 	}
-	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	maxAtt, err := storelimits.MaxAttempts(req.MaxAttempts)
 	if err != nil {
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
 	}
@@ -58,17 +60,17 @@ func (s *Store) Reserve(ctx context.Context, req idempotency.ReserveRequest) (id
 		return idempotency.Reservation{}, opError("reserve", err)
 	}
 	switch st {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: %w", idempotency.ErrNotFound)
-	case idempotency.StatusStale:
+	case storereply.Stale:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: token %d is not the in-flight attempt: %w", req.Token, idempotency.ErrStale)
-	case idempotency.StatusLeaseExpired:
+	case storereply.LeaseExpired:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: the lease of attempt %d has expired: %w", req.Token, idempotency.ErrStale)
-	case idempotency.StatusCycleExhausted:
+	case storereply.CycleExhausted:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: this cycle already had two attempts: %w", idempotency.ErrStale)
-	case idempotency.StatusMaxAttempts:
+	case storereply.MaxAttempts:
 		return idempotency.Reservation{}, fmt.Errorf("redisstore: reserve: the slot's attempts reached max_attempts %d: %w", maxAtt, idempotency.ErrStale)
-	case idempotency.StatusReserved:
+	case storereply.Reserved:
 		if len(arr) <= reservedDeadline {
 			return idempotency.Reservation{}, opError("reserve", errors.New("short reserve reply"))
 		}

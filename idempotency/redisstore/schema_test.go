@@ -60,7 +60,7 @@ func TestSchemaOneRecords(t *testing.T) {
 
 	unknown := idempotency.NewKey()
 	rk := schemaOne(t, m, unknown, "m", "usu", "n", "1", "U", lease)
-	ttl := 2 * DefaultRetention // longer than a settle sets: kept
+	ttl := 2 * defaultRetention // longer than a settle sets: kept
 	m.mr.SetTTL(rk, ttl)
 	rec, err := m.store.Settle(ctx, idempotency.SettleRequest{Scope: testScope, Key: unknown, Attempts: 1,
 		Outcome: effectspec.Accepted, By: "ops", Note: "checked"})

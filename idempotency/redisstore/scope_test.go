@@ -340,7 +340,7 @@ func TestScopeVersionClusterEveryMaster(t *testing.T) {
 		!strings.Contains(err.Error(), "this gateway's is 1") {
 		t.Fatalf("New under version 2 on a Cluster: %v", err)
 	}
-	manualClock(s)(DefaultLease)
+	manualClock(s)(defaultLease)
 	if _, err := s.Claim(t.Context(), claimReq(idempotency.NewKey())); !errors.Is(err, idempotency.ErrScopeVersionChanged) {
 		t.Fatalf("claim under version 2: %v", err)
 	}

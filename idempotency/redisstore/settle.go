@@ -15,6 +15,8 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storelimits"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 var _ idempotency.Settler = (*Store)(nil)
@@ -108,11 +110,11 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		return idempotency.Record{}, err
 	}
 	switch st {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", idempotency.ErrNotFound)
-	case idempotency.StatusNotUnknown:
+	case storereply.NotUnknown:
 		return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", idempotency.ErrNotUnknown)
-	case idempotency.StatusStale:
+	case storereply.Stale:
 		return idempotency.Record{}, fmt.Errorf("redisstore: settle: the record had another attempt since: %w", idempotency.ErrStale)
 	case idempotency.StatusScopeVersionConflict:
 		return idempotency.Record{}, fmt.Errorf("redisstore: settle: %w", idempotency.ErrScopeVersionConflict)
@@ -127,7 +129,7 @@ func (s *Store) Settle(ctx context.Context, req idempotency.SettleRequest) (idem
 		}
 		return idempotency.Record{}, fmt.Errorf("redisstore: %w", &idempotency.AttemptRunningError{
 			SettleAfter: msTime(at), RetryAfter: time.Duration(at-now) * time.Millisecond})
-	case idempotency.StatusSettled:
+	case storereply.Settled:
 		rec, err := storedRecord("settle", req.Scope, req.Key, arr)
 		if err == nil && !applied(arr, 2) {
 			// A settle never shortens the TTL: counted as long as the
@@ -183,7 +185,7 @@ func (s *Store) ListUnknown(ctx context.Context, req idempotency.ListRequest) (i
 	if err != nil {
 		return idempotency.UnknownPage{}, err
 	}
-	records, next, err := listPage(ctx, s, s.listKey, req.Workspace, cur, req.PageLimit(), s.listed)
+	records, next, err := listPage(ctx, s, s.listKey, req.Workspace, cur, storelimits.PageLimit(req.Limit), s.listed)
 	if err != nil {
 		return idempotency.UnknownPage{}, err
 	}

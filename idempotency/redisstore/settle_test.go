@@ -57,7 +57,7 @@ func TestIndexOnReservation(t *testing.T) {
 	m := newMini(t, Options{})
 	k := idempotency.NewKey()
 	res := mustClaim(t, m.store, claimReq(k), idempotency.StatusClaimed)
-	want := float64(t0.Add(DefaultUnknownRetention).UnixMilli())
+	want := float64(t0.Add(defaultUnknownRetention).UnixMilli())
 	if got := m.indexScores(t)[member(k)]; got != want {
 		t.Fatalf("index score after claim: %v, want %v (the record's expiry)", got, want)
 	}
@@ -68,8 +68,8 @@ func TestIndexOnReservation(t *testing.T) {
 	if got := m.indexScores(t)[member(k)]; got != want+1000 {
 		t.Fatalf("index score after reserve: %v, want %v", got, want+1000)
 	}
-	if ttl := m.mr.TTL(m.store.bucketOf(testScope.Workspace, m.recordKey(t, k))); ttl < DefaultUnknownRetention {
-		t.Fatalf("bucket TTL %v, want at least its newest entry's %v", ttl, DefaultUnknownRetention)
+	if ttl := m.mr.TTL(m.store.bucketOf(testScope.Workspace, m.recordKey(t, k))); ttl < defaultUnknownRetention {
+		t.Fatalf("bucket TTL %v, want at least its newest entry's %v", ttl, defaultUnknownRetention)
 	}
 	mustFinalize(t, m.store, k, 2, effectspec.Accepted, nil)
 	if _, ok := m.indexScores(t)[member(k)]; ok {
@@ -218,7 +218,7 @@ func TestLeaseExpiryKeepsEntry(t *testing.T) {
 	mustClaim(t, m.store, req, idempotency.StatusClaimed)
 	m.mr.SetTime(t0.Add(2 * time.Second))
 	mustClaim(t, m.store, req, idempotency.StatusOutcomeUnknown)
-	if got, want := m.indexScores(t)[member(req.Key)], float64(t0.Add(2*time.Second+DefaultUnknownRetention).UnixMilli()); got != want {
+	if got, want := m.indexScores(t)[member(req.Key)], float64(t0.Add(2*time.Second+defaultUnknownRetention).UnixMilli()); got != want {
 		t.Fatalf("entry after the lease-expiry path: score %v, want %v", got, want)
 	}
 	m.mr.SetTime(t0.Add(3 * time.Second))
@@ -380,7 +380,7 @@ func TestListPreviousIndex(t *testing.T) {
 		unknownRecord(t, m, k)
 	}
 	ik := m.store.indexKey(testScope.Workspace)
-	score := float64(t0.Add(DefaultUnknownRetention).UnixMilli())
+	score := float64(t0.Add(defaultUnknownRetention).UnixMilli())
 	// As a previous release left them: old only in the old key, both in
 	// both.
 	m.mr.ZRem(m.store.bucketOf(testScope.Workspace, m.recordKey(t, old)), member(old))

@@ -27,9 +27,8 @@ type Options struct {
 	// Prefix starts every key. If empty, [idempotency.DefaultPrefix] ("obol:").
 	Prefix string
 	// Retention is how long a record lives after its last change: a final
-	// outcome sets it, and a held or denied record keeps it. If zero,
-	// [DefaultRetention] (24h). It must be at least [MinRetentionLeases]
-	// times Lease, and should exceed the largest tool timeout plus Lease
+	// outcome sets it, and a held or denied record keeps it. If zero, 24h.
+	// It must be at least [MinRetentionLeases] times Lease, and should exceed the largest tool timeout plus Lease
 	// (docs/DESIGN.md, "EffectSpec (JSON, one object per tool)").
 	// UnknownRetention must: a claim or reservation of a longer attempt is
 	// refused ([idempotency.ErrRetentionTooShort]).
@@ -37,11 +36,11 @@ type Options struct {
 	// UnknownRetention is how long a record lives after a reservation or an
 	// unknown outcome: a key that expires re-opens its slot, and an unknown
 	// call is the one whose retry is most dangerous. A final outcome sets
-	// Retention. If zero, [DefaultUnknownRetention] (7 days), or Retention if
-	// that is longer; at least Retention.
+	// Retention. If zero, 7 days, or Retention if that is longer; at least
+	// Retention.
 	UnknownRetention time.Duration
 	// Lease bounds one reserved attempt until its owner renews it (Renew).
-	// If zero, [DefaultLease] (10s); at least 1ms.
+	// If zero, 10s; at least 1ms.
 	Lease time.Duration
 	// MaxResultBytes caps the stored result (body plus kept headers). Over
 	// it, the status and receipt are kept, the body is dropped and a replay
@@ -66,9 +65,9 @@ type Options struct {
 	// failover may roll a finalized record back to in flight, which then
 	// reads unknown once its lease ends, never accepted by mistake.
 	WaitReplicas int
-	// WaitTimeout bounds the WAIT. If zero, [DefaultWaitTimeout] (1s); at
-	// least 1ms. With WaitReplicas it must be at most half the lease: the
-	// WAIT is spent out of the dispatch time.
+	// WaitTimeout bounds the WAIT. If zero, 1s; at least 1ms. With
+	// WaitReplicas it must be at most half the lease: the WAIT is spent out
+	// of the dispatch time.
 	WaitTimeout time.Duration
 	// SkipEvictionCheck skips the check that every node runs with
 	// maxmemory-policy noeviction. Only for services that block CONFIG GET

@@ -11,6 +11,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/scriptargs"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // ticketValue is the ticket key's JSON: what Ticket needs to find the record.
@@ -127,15 +128,15 @@ func (s *Store) Decide(ctx context.Context, req idempotency.DecideRequest) (idem
 	}
 	var ts idempotency.TicketStatus
 	switch st {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return idempotency.Ticket{}, fmt.Errorf("redisstore: decide: record: %w", idempotency.ErrNotFound)
 	case idempotency.StatusScopeVersionConflict:
 		return idempotency.Ticket{}, fmt.Errorf("redisstore: decide: %w", idempotency.ErrScopeVersionConflict)
-	case idempotency.StatusApproved:
+	case storereply.Approved:
 		ts = idempotency.TicketApproved
 	case idempotency.StatusDenied:
 		ts = idempotency.TicketDenied
-	case idempotency.StatusConflict:
+	case storereply.Conflict:
 		var standing idempotency.Status
 		if len(arr) > 1 {
 			standing, _ = statusAt(arr, 1)

@@ -8,6 +8,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 var _ idempotency.Settler = (*memStore)(nil)
@@ -27,16 +28,16 @@ func (m *memStore) Settle(ctx context.Context, req idempotency.SettleRequest) (i
 		Op: opTag("s", req.OpID), Retention: m.cfg.Retention.Milliseconds(), Who: req.By, Note: req.Note,
 		Margin: m.cfg.Lease.Milliseconds(), ScopeVersion: idempotency.ScopeVersion, Result: m.result(req.Result)}, m.ms())
 	switch res.Status {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return idempotency.Record{}, idempotency.ErrNotFound
 	case idempotency.StatusScopeVersionConflict:
 		return idempotency.Record{}, idempotency.ErrScopeVersionConflict
-	case idempotency.StatusNotUnknown:
+	case storereply.NotUnknown:
 		return idempotency.Record{}, idempotency.ErrNotUnknown
 	case idempotency.StatusInProgress:
 		at := ms(res.SettleAt)
 		return idempotency.Record{}, &idempotency.AttemptRunningError{SettleAfter: at, RetryAfter: at.Sub(m.now)}
-	case idempotency.StatusSettled:
+	case storereply.Settled:
 		m.put(k, r, w)
 		return m.record(r, res.Record, false), nil
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
+	"github.com/obol-gateway/obol/internal/storelimits"
+	"github.com/obol-gateway/obol/internal/storereply"
 	"github.com/obol-gateway/obol/receipt"
 )
 
@@ -74,7 +76,7 @@ func newMemStore(cfg Config, mutant string) *memStore {
 			giveback: lifecycle.GiveBack, decide: lifecycle.Decide, settle: lifecycle.Settle},
 		hooks: hooks{retention: checkRetention, binding: knownBinding, vendorKey: vendorKey, beforeWrite: func(*memStore) {},
 			replay: func(*idempotency.Record, idempotency.ClaimRequest) {}, validate: idempotency.SettleRequest.Validate,
-			pageLimit: idempotency.ListRequest.PageLimit, listState: viewState, settleAfter: settleAfter}}
+			pageLimit: func(req idempotency.ListRequest) int { return storelimits.PageLimit(req.Limit) }, listState: viewState, settleAfter: settleAfter}}
 	if mutant != "" {
 		mutate, ok := memMutants[mutant]
 		if !ok {
@@ -254,15 +256,15 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	if !ok {
 		return idempotency.ClaimResult{}, fmt.Errorf("memstore: claim: unknown binding %q", req.Binding)
 	}
-	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	timeout, err := storelimits.AttemptTimeout(req.Timeout)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	window, err := idempotency.VendorWindow(req.VendorWindow)
+	window, err := storelimits.VendorWindow(req.VendorWindow)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	maxAtt, err := storelimits.MaxAttempts(req.MaxAttempts)
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
@@ -300,9 +302,9 @@ func (m *memStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (ide
 	out := idempotency.ClaimResult{Status: idempotency.Status(res.Status), Token: int(res.Token),
 		LeaseDeadline: ms(res.Lease), AttemptDeadline: ms(res.AttemptDeadline), VendorKey: parseKey(res.VendorKey),
 		Incarnation: res.Incarnation, Ticket: res.Ticket, AlreadyApplied: res.Applied,
-		RetryAfter: time.Duration(res.RetryAfter) * time.Millisecond, MaxAttemptsReached: res.Limit == idempotency.StatusMaxAttempts}
+		RetryAfter: time.Duration(res.RetryAfter) * time.Millisecond, MaxAttemptsReached: res.Limit == storereply.MaxAttempts}
 	switch res.Status {
-	case idempotency.StatusCorrupt:
+	case storereply.Corrupt:
 		return idempotency.ClaimResult{}, errors.New("memstore: record of an unknown state")
 	case idempotency.StatusHeld:
 		m.tickets[res.Ticket] = k
@@ -329,9 +331,9 @@ func (m *memStore) GiveBack(ctx context.Context, req idempotency.GiveBackRequest
 	res, w := m.rules.giveback(cur(r), lifecycle.GiveBackRequest{Token: int64(req.Token), ClaimOp: opTag("c", req.ClaimOpID),
 		Op: opTag("g", req.OpID), UnknownRetention: m.cfg.UnknownRetention.Milliseconds(), Incarnation: req.Incarnation}, m.ms())
 	switch res.Status {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return idempotency.ErrNotFound
-	case idempotency.StatusGivenBack:
+	case storereply.GivenBack:
 		m.put(k, r, w)
 		return nil
 	}
@@ -343,14 +345,14 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
-	timeout, err := idempotency.AttemptTimeout(req.Timeout)
+	timeout, err := storelimits.AttemptTimeout(req.Timeout)
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
 	if err := m.hooks.retention(m, timeout); err != nil {
 		return idempotency.Reservation{}, err
 	}
-	maxAtt, err := idempotency.MaxAttempts(req.MaxAttempts)
+	maxAtt, err := storelimits.MaxAttempts(req.MaxAttempts)
 	if err != nil {
 		return idempotency.Reservation{}, err
 	}
@@ -361,9 +363,9 @@ func (m *memStore) Reserve(ctx context.Context, req idempotency.ReserveRequest) 
 		Lease: m.cfg.Lease.Milliseconds(), UnknownRetention: m.cfg.UnknownRetention.Milliseconds(), Timeout: timeout.Milliseconds(),
 		PrevNever: req.PreviousNeverSent, Incarnation: req.Incarnation, MaxAttempts: int64(maxAtt)}, m.ms())
 	switch res.Status {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return idempotency.Reservation{}, idempotency.ErrNotFound
-	case idempotency.StatusReserved:
+	case storereply.Reserved:
 		m.put(k, r, w)
 		return idempotency.Reservation{Token: int(res.Token), LeaseDeadline: ms(res.Lease), AttemptDeadline: ms(res.AttemptDeadline),
 			AlreadyApplied: res.Applied}, nil
@@ -401,9 +403,9 @@ func (m *memStore) Finalize(ctx context.Context, req idempotency.FinalizeRequest
 		Result: m.result(req.Result)}, m.ms())
 	m.put(k, r, w) // a write may come with any answer (a mutant's)
 	switch res.Status {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return idempotency.Record{}, idempotency.ErrNotFound
-	case idempotency.StatusFinalized:
+	case storereply.Finalized:
 		return m.record(r, res.Record, false), nil
 	}
 	return idempotency.Record{}, idempotency.ErrStale
@@ -423,9 +425,9 @@ func (m *memStore) Renew(ctx context.Context, req idempotency.RenewRequest) (tim
 	res, w := m.rules.renew(cur(r), lifecycle.RenewRequest{Token: int64(req.Token), Op: opTag("n", req.OpID),
 		Lease: m.cfg.Lease.Milliseconds(), Incarnation: req.Incarnation}, m.ms())
 	switch res.Status {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return time.Time{}, idempotency.ErrNotFound
-	case idempotency.StatusRenewed:
+	case storereply.Renewed:
 		m.put(k, r, w)
 		return ms(res.Lease), nil
 	}
@@ -481,11 +483,11 @@ func (m *memStore) Decide(ctx context.Context, req idempotency.DecideRequest) (i
 	res, w := m.rules.decide(cur(r), lifecycle.DecideRequest{Ticket: req.Ticket, Approve: req.Approve, Op: opTag("d", req.OpID),
 		Retention: m.cfg.Retention.Milliseconds(), ScopeVersion: idempotency.ScopeVersion}, m.ms())
 	switch res.Status {
-	case idempotency.StatusNotFound:
+	case storereply.NotFound:
 		return idempotency.Ticket{}, idempotency.ErrNotFound
 	case idempotency.StatusScopeVersionConflict:
 		return idempotency.Ticket{}, idempotency.ErrScopeVersionConflict
-	case idempotency.StatusConflict:
+	case storereply.Conflict:
 		if res.Standing == idempotency.StatusDenied {
 			return idempotency.Ticket{}, idempotency.ErrDenied
 		}
@@ -709,7 +711,7 @@ var memMutants = map[string]func(*memStore){
 		next := m.rules.finalize
 		m.rules.finalize = func(cur *lifecycle.Record, q lifecycle.FinalizeRequest, now int64) (lifecycle.Result, lifecycle.Write) {
 			res, w := next(cur, q, now)
-			if q.Never && cur != nil && cur.Sent > 0 && res.Status == idempotency.StatusStale {
+			if q.Never && cur != nil && cur.Sent > 0 && res.Status == storereply.Stale {
 				c := cur.Clone()
 				c.Sent--
 				w = lifecycle.Write{Record: c}
@@ -726,7 +728,7 @@ var memMutants = map[string]func(*memStore){
 		next := m.rules.renew
 		m.rules.renew = func(cur *lifecycle.Record, q lifecycle.RenewRequest, now int64) (lifecycle.Result, lifecycle.Write) {
 			res, w := next(cur, q, now)
-			if res.Status == idempotency.StatusRenewed && w.Record != nil {
+			if res.Status == storereply.Renewed && w.Record != nil {
 				w.Record.Lease = max(cur.Lease, now+q.Lease)
 				res.Lease = w.Record.Lease
 			}

@@ -96,11 +96,11 @@ type Options struct {
 // object, API keys shorter than 8 bytes or shared between workspaces,
 // approvers and the metrics_token, store options that redisstore refuses (named by the file's
 // field), an unknown_retention that a tool's timeout plus the lease reaches,
-// and a secret_env that names an unset or empty variable. The error is an
-// [*Error].
+// and a secret_env that names an unset or empty variable. The error wraps
+// [ErrInvalidConfig].
 func Load(data []byte, opt Options) (*Config, error) {
 	if len(data) > maxConfigBytes {
-		return nil, &Error{Problems: []string{fmt.Sprintf("file larger than %d bytes", maxConfigBytes)}}
+		return nil, &configError{problems: []string{fmt.Sprintf("file larger than %d bytes", maxConfigBytes)}}
 	}
 	// encoding/json alone would accept a repeated member (the last wins)
 	// and a name in another case ("WORKSPACES" matches "workspaces", so the
@@ -108,7 +108,7 @@ func Load(data []byte, opt Options) (*Config, error) {
 	// members, naming the path, never a value.
 	var fc fileFormat
 	if err := decodeStrict(data, &fc); err != nil {
-		return nil, &Error{Problems: []string{err.Error()}}
+		return nil, &configError{problems: []string{err.Error()}}
 	}
 	if opt.Getenv == nil {
 		opt.Getenv = os.LookupEnv
@@ -120,20 +120,20 @@ func Load(data []byte, opt Options) (*Config, error) {
 }
 
 // LoadFile reads the file at path, unless ctx is done, and loads it (see
-// [Load]). A file that cannot be read is an [*Error] that wraps the read
-// error.
+// [Load]). A file that cannot be read is an error that wraps
+// [ErrInvalidConfig] and the read error.
 func LoadFile(ctx context.Context, path string, opt Options) (*Config, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, &Error{Problems: []string{err.Error()}, err: err}
+		return nil, &configError{problems: []string{err.Error()}, err: err}
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &Error{Problems: []string{err.Error()}, err: err}
+		return nil, &configError{problems: []string{err.Error()}, err: err}
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
-		return nil, &Error{Problems: []string{err.Error()}, err: err}
+		return nil, &configError{problems: []string{err.Error()}, err: err}
 	}
 	return Load(data, opt)
 }
@@ -491,7 +491,7 @@ func (fc *fileFormat) resolve(getenv func(string) (string, bool), exec *retry.Ex
 	}
 
 	if len(problems) > 0 {
-		return nil, &Error{Problems: problems}
+		return nil, &configError{problems: problems}
 	}
 	c.Secrets = slices.Concat(secrets, keys)
 	return c, nil

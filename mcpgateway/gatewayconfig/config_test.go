@@ -370,9 +370,9 @@ func TestLoadConfigFile(t *testing.T) {
 	if _, err := LoadFile(t.Context(), p, Options{}); err == nil || !strings.Contains(err.Error(), "VENDOR_KEY is not set") {
 		t.Errorf("unset secret: %v", err)
 	}
-	var ce *Error
+	var ce *configError
 	if _, err := LoadFile(t.Context(), filepath.Join(dir, "missing.json"), Options{}); !errors.As(err, &ce) || !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("missing file: %v, want an *Error wrapping the read error", err)
+		t.Errorf("missing file: %v, want a configError wrapping the read error", err)
 	}
 }
 
@@ -428,14 +428,17 @@ func TestUnknownRetentionBound(t *testing.T) {
 // redisstore's defaults, read from redisstore, not copies: a change there is
 // a change here. The values the config keeps are the ones the store
 // resolves from them.
+// storeDefaults are the store's options when none is set.
+var storeDefaults, _ = redisstore.Options{}.Resolve()
+
 func TestConfigStoreDefaults(t *testing.T) {
 	raw := edit(t, `"key_prefix": "gw1:", "retention": "1h", "lease": "10s", `, ``)
 	c, err := loadConfig([]byte(raw), testEnv, &retry.Executor{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Store.Prefix != idempotency.DefaultPrefix || c.Store.Retention != redisstore.DefaultRetention ||
-		c.Store.UnknownRetention != redisstore.DefaultUnknownRetention || c.Store.Lease != redisstore.DefaultLease || c.Store.WaitReplicas != 0 {
+	if c.Store.Prefix != idempotency.DefaultPrefix || c.Store.Retention != storeDefaults.Retention ||
+		c.Store.UnknownRetention != storeDefaults.UnknownRetention || c.Store.Lease != storeDefaults.Lease || c.Store.WaitReplicas != 0 {
 		t.Errorf("prefix %q retention %v unknown retention %v lease %v wait replicas %d, want redisstore's defaults",
 			c.Store.Prefix, c.Store.Retention, c.Store.UnknownRetention, c.Store.Lease, c.Store.WaitReplicas)
 	}
@@ -462,12 +465,12 @@ func TestConfigStoreDefaults(t *testing.T) {
 
 	// The unknown_retention bound against a tool's timeout uses the lease
 	// the store will use, here its default.
-	unknown := 5*time.Minute + redisstore.DefaultLease
+	unknown := 5*time.Minute + storeDefaults.Lease
 	raw = strings.Replace(edit(t, `"retention": "1h", "lease": "10s"`,
-		fmt.Sprintf(`"retention": "%s", "unknown_retention": "%s"`, redisstore.MinRetentionLeases*redisstore.DefaultLease, unknown)),
+		fmt.Sprintf(`"retention": "%s", "unknown_retention": "%s"`, redisstore.MinRetentionLeases*storeDefaults.Lease, unknown)),
 		`"spec": {"tool": "open.send", `, `"spec": {"tool": "open.send", "timeout": "5m", `, 1)
 	_, err = loadConfig([]byte(raw), testEnv, &retry.Executor{})
-	want := fmt.Sprintf("tools[1] (open.send).spec.timeout: the timeout 5m0s plus the lease %s must be less than unknown_retention (%s)", redisstore.DefaultLease, unknown)
+	want := fmt.Sprintf("tools[1] (open.send).spec.timeout: the timeout 5m0s plus the lease %s must be less than unknown_retention (%s)", storeDefaults.Lease, unknown)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("unknown_retention = timeout + default lease: %v, want %q", err, want)
 	}
@@ -476,7 +479,7 @@ func TestConfigStoreDefaults(t *testing.T) {
 // TestConfigStoreOptionRefused: a store option the store would refuse is
 // refused at load, by the store's rule, under the file's field name, once.
 func TestConfigStoreOptionRefused(t *testing.T) {
-	const lease = redisstore.DefaultLease
+	lease := storeDefaults.Lease
 	for _, tc := range []struct {
 		name, old, new, want string
 	}{
@@ -485,8 +488,8 @@ func TestConfigStoreOptionRefused(t *testing.T) {
 		{"unknown_retention under the file's retention", `"retention": "1h"`, `"retention": "1h", "unknown_retention": "30m"`,
 			"unknown_retention: must be at least the retention 1h0m0s"},
 		{"unknown_retention under the default retention", `"retention": "1h", `,
-			fmt.Sprintf(`"unknown_retention": "%s", `, redisstore.DefaultRetention-time.Second),
-			fmt.Sprintf("unknown_retention: must be at least the retention %s", redisstore.DefaultRetention)},
+			fmt.Sprintf(`"unknown_retention": "%s", `, storeDefaults.Retention-time.Second),
+			fmt.Sprintf("unknown_retention: must be at least the retention %s", storeDefaults.Retention)},
 		{"retention under two default leases", `"retention": "1h", "lease": "10s"`,
 			fmt.Sprintf(`"retention": "%s"`, redisstore.MinRetentionLeases*lease-time.Millisecond),
 			fmt.Sprintf("retention: must be at least %d leases (%d times the lease %s)", redisstore.MinRetentionLeases, redisstore.MinRetentionLeases, lease)},
@@ -495,8 +498,8 @@ func TestConfigStoreOptionRefused(t *testing.T) {
 		{"wait_replicas negative", `"lease": "10s"`, `"lease": "10s", "wait_replicas": -2`,
 			"wait_replicas: must not be negative"},
 		{"wait_replicas with a lease too short for the WAIT", `"lease": "10s"`,
-			fmt.Sprintf(`"lease": "%s", "wait_replicas": 1`, redisstore.DefaultWaitTimeout),
-			fmt.Sprintf("wait_replicas: the store's wait timeout %s: must be at most half the lease %[1]s", redisstore.DefaultWaitTimeout)},
+			fmt.Sprintf(`"lease": "%s", "wait_replicas": 1`, storeDefaults.WaitTimeout),
+			fmt.Sprintf("wait_replicas: the store's wait timeout %s: must be at most half the lease %[1]s", storeDefaults.WaitTimeout)},
 		{"key_prefix", `"key_prefix": "gw1:"`, `"key_prefix": "gw 1:"`,
 			"key_prefix: invalid scope: prefix: byte 2 is not allowed"},
 	} {
@@ -515,7 +518,7 @@ func TestConfigStoreOptionRefused(t *testing.T) {
 		})
 	}
 	// wait_replicas with a lease that fits the WAIT loads.
-	fits := 2 * redisstore.DefaultWaitTimeout
+	fits := 2 * storeDefaults.WaitTimeout
 	if _, err := loadConfig([]byte(edit(t, `"lease": "10s"`, fmt.Sprintf(`"lease": "%s", "wait_replicas": 1`, fits))), testEnv, &retry.Executor{}); err != nil {
 		t.Errorf("wait_replicas 1, lease %s: %v", fits, err)
 	}

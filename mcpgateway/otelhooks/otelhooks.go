@@ -15,28 +15,32 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/obol-gateway/obol/internal/spanattr"
 	"github.com/obol-gateway/obol/mcpgateway"
 	"github.com/obol-gateway/obol/retry"
 	"github.com/obol-gateway/obol/retry/otelretry"
 )
 
-// EnvEndpoint turns tracing on for [FromEnv]: spans go over OTLP/HTTP to
+// envEndpoint turns tracing on for [FromEnv]: spans go over OTLP/HTTP to
 // this endpoint, and the other OTEL_EXPORTER_OTLP_* variables (headers,
 // timeout, TLS) configure the exporter as OpenTelemetry defines them.
-const EnvEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
+const envEndpoint = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
-// ScopeName is the instrumentation scope of the tools/call spans.
-const ScopeName = "github.com/obol-gateway/obol/mcpgateway"
+// scopeName is the instrumentation scope of the tools/call spans: the
+// package whose calls they are.
+const scopeName = "github.com/obol-gateway/obol/mcpgateway"
 
 // FromEnv returns a provider exporting over OTLP/HTTP when
-// OTEL_EXPORTER_OTLP_ENDPOINT is set, else nil; the caller flushes it with
-// Shutdown. Its resource is service.name service plus OTEL_RESOURCE_ATTRIBUTES;
-// its sampler OpenTelemetry's default or OTEL_TRACES_SAMPLER's. It routes
+// OTEL_EXPORTER_OTLP_ENDPOINT is set, else nil (the other
+// OTEL_EXPORTER_OTLP_* variables configure the exporter as OpenTelemetry
+// defines them); the caller flushes it with Shutdown. Its resource is
+// service.name service plus OTEL_RESOURCE_ATTRIBUTES; its sampler
+// OpenTelemetry's default or OTEL_TRACES_SAMPLER's. It routes
 // OpenTelemetry's own messages to log as warnings with their fixed text only:
 // they quote the values they could not parse (a header holding an API key,
 // the endpoint). Errors name no variable's value either.
 func FromEnv(ctx context.Context, service string, log *slog.Logger) (*sdktrace.TracerProvider, error) {
-	if os.Getenv(EnvEndpoint) == "" {
+	if os.Getenv(envEndpoint) == "" {
 		return nil, nil
 	}
 	otel.SetLogger(logr.New(otelLog{log}))
@@ -67,7 +71,7 @@ func FromEnv(ctx context.Context, service string, log *slog.Logger) (*sdktrace.T
 // the refusal's reason or the receipt's outcome, attempt count, status and
 // replay flag; never the key, an argument or a credential.
 func Instrument(gc *mcpgateway.Config, tp trace.TracerProvider) {
-	tracer := tp.Tracer(ScopeName)
+	tracer := tp.Tracer(scopeName)
 	if gc.Orchestrator != nil {
 		gc.Orchestrator.Tracer = &otelretry.Tracer{Tracer: tp.Tracer(otelretry.ScopeName)}
 	}
@@ -81,8 +85,8 @@ func Instrument(gc *mcpgateway.Config, tp trace.TracerProvider) {
 	}
 	prev := gc.OnCall
 	gc.OnCall = func(ctx context.Context, c mcpgateway.CallStart) (context.Context, func(mcpgateway.CallEnd)) {
-		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call"), attribute.String(retry.AttrTool, c.Tool),
-			attribute.String(retry.AttrWorkspace, c.Workspace), attribute.String(retry.AttrKeySource, string(c.KeySource))}
+		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", "tools/call"), attribute.String(spanattr.Tool, c.Tool),
+			attribute.String(spanattr.Workspace, c.Workspace), attribute.String(spanattr.KeySource, string(c.KeySource))}
 		opts := append(otelretry.ServerSpan(c.Header), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 		ctx, span := tracer.Start(ctx, "tools/call", opts...)
 		var end func(mcpgateway.CallEnd)
@@ -99,10 +103,10 @@ func Instrument(gc *mcpgateway.Config, tp trace.TracerProvider) {
 				span.SetStatus(codes.Error, e.Refusal)
 			}
 			if rc := e.Receipt; rc != nil {
-				span.SetAttributes(attribute.String(retry.AttrOutcome, string(rc.Outcome)), attribute.Int(retry.AttrAttemptCount, rc.AttemptCount),
+				span.SetAttributes(attribute.String(spanattr.Outcome, string(rc.Outcome)), attribute.Int(spanattr.AttemptCount, rc.AttemptCount),
 					attribute.Bool("obol.replayed", rc.Replayed))
 				if rc.Status != 0 {
-					span.SetAttributes(attribute.Int(retry.AttrStatus, rc.Status))
+					span.SetAttributes(attribute.Int(spanattr.Status, rc.Status))
 				}
 			}
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/obol-gateway/obol/idempotency/redisstore"
 	"github.com/obol-gateway/obol/idempotency/redisstore/embedded"
 	"github.com/obol-gateway/obol/internal/secrettest"
+	"github.com/obol-gateway/obol/internal/spanattr"
 	"github.com/obol-gateway/obol/retry"
 	"github.com/obol-gateway/obol/retry/otelretry"
 )
@@ -152,25 +153,25 @@ func TestSpansOfACall(t *testing.T) {
 		}
 	}
 	claim, a1, rsv, a2, fin := spans[0], spans[1], spans[2], spans[3], spans[4]
-	for k, want := range map[string]string{retry.AttrWorkspace: "ws_acme", retry.AttrTool: "pay.charge",
-		retry.AttrConnection: "conn_pay", retry.AttrKeySource: "supplied", retry.AttrBinding: "header",
-		retry.AttrClaimStatus: string(idempotency.StatusClaimed)} {
+	for k, want := range map[string]string{spanattr.Workspace: "ws_acme", spanattr.Tool: "pay.charge",
+		spanattr.Connection: "conn_pay", spanattr.KeySource: "supplied", spanattr.Binding: "header",
+		spanattr.ClaimStatus: string(idempotency.StatusClaimed)} {
 		if got := attr(claim, k); got != want {
 			t.Errorf("claim %s = %q, want %q", k, got, want)
 		}
 	}
 	for i, s := range []tracetest.SpanStub{a1, a2} {
-		for k, want := range map[string]string{retry.AttrAttempt: fmt.Sprint(i + 1), retry.AttrBinding: "header",
-			retry.AttrPhase: string(retry.Responded), retry.AttrStatus: []string{"503", "201"}[i]} {
+		for k, want := range map[string]string{spanattr.Attempt: fmt.Sprint(i + 1), spanattr.Binding: "header",
+			spanattr.Phase: string(retry.Responded), spanattr.Status: []string{"503", "201"}[i]} {
 			if got := attr(s, k); got != want {
 				t.Errorf("attempt %d: %s = %q, want %q", i+1, k, got, want)
 			}
 		}
 	}
-	if attr(rsv, retry.AttrAttempt) != "2" || rsv.Status.Code == codes.Error {
+	if attr(rsv, spanattr.Attempt) != "2" || rsv.Status.Code == codes.Error {
 		t.Errorf("reserve span %v %v", rsv.Attributes, rsv.Status)
 	}
-	if attr(fin, retry.AttrOutcome) != "accepted" || attr(fin, retry.AttrAttemptCount) != "2" || attr(fin, retry.AttrAttempt) != "2" {
+	if attr(fin, spanattr.Outcome) != "accepted" || attr(fin, spanattr.AttemptCount) != "2" || attr(fin, spanattr.Attempt) != "2" {
 		t.Errorf("finalize span %v", fin.Attributes)
 	}
 
@@ -191,7 +192,7 @@ func TestSpansOfACall(t *testing.T) {
 		t.Fatal(err)
 	}
 	spans = exp.GetSpans()
-	if len(spans) != 1 || spans[0].Name != "obol.claim" || attr(spans[0], retry.AttrClaimStatus) != string(idempotency.StatusReplay) {
+	if len(spans) != 1 || spans[0].Name != "obol.claim" || attr(spans[0], spanattr.ClaimStatus) != string(idempotency.StatusReplay) {
 		t.Errorf("replay spans %v", spans)
 	}
 	if n := len(v.traceparents()); n != 2 {

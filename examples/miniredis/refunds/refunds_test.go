@@ -270,19 +270,21 @@ func TestLeaseExpiry(t *testing.T) {
 // TestRetention moves the clock past the retention: the record is gone and
 // the key is free again.
 func TestRetention(t *testing.T) {
+	defaults, _ := redisstore.Options{}.Resolve()
+	retention := defaults.Retention
 	store, mr := newStore(t)
 	v := &vendor{}
 	h := newHandler(store, v)
 	key := idempotency.NewKey().String()
 	post(t, h, key, `{"charge":"ch_1"}`)
 
-	mr.SetTime(t0.Add(redisstore.DefaultRetention - time.Second))
+	mr.SetTime(t0.Add(retention - time.Second))
 	if got := post(t, h, key, `{"charge":"ch_1"}`); !got.receipt.Replayed {
 		t.Fatalf("within the retention: %+v, want a replay", got.receipt)
 	}
 	// The replay changed nothing, so the record still ends 24h after its
 	// finalize.
-	mr.SetTime(t0.Add(redisstore.DefaultRetention))
+	mr.SetTime(t0.Add(retention))
 	if k, _ := idempotency.ParseKey(key); len(records(mr)) != 0 {
 		_, err := store.Lookup(context.Background(), scope, k)
 		t.Fatalf("after the retention: keys %v, lookup %v", mr.Keys(), err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/storereply"
 	"github.com/obol-gateway/obol/receipt"
 )
 
@@ -309,13 +310,13 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 		if err != nil {
 			return refusal(err)
 		}
-		return Output{Status: idempotency.StatusReserved, Token: r.Token, Applied: r.AlreadyApplied, Lease: unixNano(r.LeaseDeadline), Deadline: unixNano(r.AttemptDeadline)}
+		return Output{Status: storereply.Reserved, Token: r.Token, Applied: r.AlreadyApplied, Lease: unixNano(r.LeaseDeadline), Deadline: unixNano(r.AttemptDeadline)}
 	case Renew:
 		d, err := st.Renew(ctx, idempotency.RenewRequest{Scope: l.scope, Key: k.key, Token: in.Token, OpID: in.Op})
 		if err != nil {
 			return refusal(err)
 		}
-		return Output{Status: idempotency.StatusRenewed, Lease: unixNano(d)}
+		return Output{Status: storereply.Renewed, Lease: unixNano(d)}
 	case Finalize:
 		req := idempotency.FinalizeRequest{Scope: l.scope, Key: k.key, Token: in.Token, Outcome: in.Outcome, NeverSent: in.NeverSent, OpID: in.Op}
 		if in.Body != "" {
@@ -325,7 +326,7 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 		if err != nil {
 			return refusal(err)
 		}
-		out := Output{Status: idempotency.StatusFinalized}
+		out := Output{Status: storereply.Finalized}
 		fill(&out, rec)
 		out.Body, out.Settled = "", false // Finalize returns no body
 		return out
@@ -339,7 +340,7 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 		if err != nil {
 			return refusal(err)
 		}
-		out := Output{Status: idempotency.StatusSettled}
+		out := Output{Status: storereply.Settled}
 		fill(&out, rec)
 		out.Body, out.Settled = "", false
 		return out
@@ -348,7 +349,7 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 		if err != nil {
 			return refusal(err)
 		}
-		out := Output{Status: idempotency.StatusFound}
+		out := Output{Status: storereply.Found}
 		fill(&out, rec)
 		return out
 	}
@@ -381,11 +382,11 @@ func statusCode(s effectspec.Outcome) int {
 func refusal(err error) Output {
 	switch {
 	case errors.Is(err, idempotency.ErrStale):
-		return Output{Status: idempotency.StatusStale}
+		return Output{Status: storereply.Stale}
 	case errors.Is(err, idempotency.ErrNotFound):
-		return Output{Status: idempotency.StatusNotFound}
+		return Output{Status: storereply.NotFound}
 	case errors.Is(err, idempotency.ErrNotUnknown):
-		return Output{Status: idempotency.StatusNotUnknown}
+		return Output{Status: storereply.NotUnknown}
 	case errors.Is(err, idempotency.ErrInProgress):
 		// A settle of a record whose attempt may still run.
 		return Output{Status: idempotency.StatusInProgress}

@@ -8,6 +8,7 @@ import (
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/idempotency/lifecycle"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // The checker's model is a second, independent reading of DESIGN; these
@@ -42,27 +43,27 @@ func (a *agreeRun) outputOf(in Input, res lifecycle.Result) Output {
 		out.Body, out.Settled = r.Result.Body, r.Resolution != ""
 	}
 	switch res.Status {
-	case idempotency.StatusClaimed, idempotency.StatusReserved:
+	case idempotency.StatusClaimed, storereply.Reserved:
 		out.Token, out.Applied, out.Lease, out.Deadline, out.VendorKey = int(res.Token), res.Applied, ns(res.Lease),
 			ns(res.AttemptDeadline), res.VendorKey
-	case idempotency.StatusRenewed:
+	case storereply.Renewed:
 		out.Lease = ns(res.Lease)
 	case idempotency.StatusInProgress:
 		out.Deadline = ns(res.AttemptDeadline)
 	case idempotency.StatusReplay:
 		record(res.Record, out.Status)
-	case idempotency.StatusFinalized, idempotency.StatusSettled:
+	case storereply.Finalized, storereply.Settled:
 		record(res.Record, out.Status)
-	case idempotency.StatusStale, idempotency.StatusLeaseExpired, idempotency.StatusCycleExhausted, idempotency.StatusMaxAttempts:
-		out.Status = idempotency.StatusStale
-	case idempotency.StatusNotUnknown:
-		out.Status = idempotency.StatusNotUnknown
+	case storereply.Stale, storereply.LeaseExpired, storereply.CycleExhausted, storereply.MaxAttempts:
+		out.Status = storereply.Stale
+	case storereply.NotUnknown:
+		out.Status = storereply.NotUnknown
 	}
 	if in.Kind == Lookup {
 		if a.cur == nil {
-			return Output{Status: idempotency.StatusNotFound, Return: ns(a.now)}
+			return Output{Status: storereply.NotFound, Return: ns(a.now)}
 		}
-		record(a.cur, idempotency.StatusFound)
+		record(a.cur, storereply.Found)
 		if lifecycle.Lapsed(a.cur, a.now) {
 			out.State = effectspec.Unknown
 		} else if a.cur.State == effectspec.InProgress {
@@ -207,11 +208,11 @@ func TestModelMatchesLifecycle(t *testing.T) {
 func offByOne(out Output) []Output {
 	var wrong []Output
 	switch out.Status {
-	case idempotency.StatusClaimed, idempotency.StatusReserved:
+	case idempotency.StatusClaimed, storereply.Reserved:
 		w := out
 		w.Token++
 		wrong = append(wrong, w)
-	case idempotency.StatusReplay, idempotency.StatusFinalized, idempotency.StatusSettled, idempotency.StatusFound:
+	case idempotency.StatusReplay, storereply.Finalized, storereply.Settled, storereply.Found:
 		w := out
 		w.Attempts++
 		wrong = append(wrong, w)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // Kind names an operation of the lane.
@@ -317,7 +318,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		return []state{s}
 	}
 	if !st.Exists && in.Kind != Claim {
-		return one(is(idempotency.StatusNotFound), st)
+		return one(is(storereply.NotFound), st)
 	}
 	inFlight := st.S == effectspec.InProgress
 	if inFlight && dependsOnLease(in.Kind) {
@@ -334,17 +335,17 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		switch {
 		case st.LastOp == "r:"+in.Op:
 			// A re-sent reservation answers what it answered.
-			ok := amb || out.Status == idempotency.StatusReserved && out.Token == st.N && out.Applied && sameLease(&st, out.Lease) && sameDeadline(&st, out.Deadline)
+			ok := amb || out.Status == storereply.Reserved && out.Token == st.N && out.Applied && sameLease(&st, out.Lease) && sameDeadline(&st, out.Deadline)
 			if !ok {
 				return nil
 			}
 			return withHidden(amb, st)
 		case !inFlight || st.N != in.Token || st.Cycle >= 2 || lapsed:
-			return one(is(idempotency.StatusStale), st)
+			return one(is(storereply.Stale), st)
 		}
 		if !in.NeverSent && st.Sent >= maxAttempts {
 			// One more attempt that may leave would pass max_attempts.
-			return one(is(idempotency.StatusStale), st)
+			return one(is(storereply.Stale), st)
 		}
 		next := st
 		keepDeadline(&next, !in.NeverSent)
@@ -353,14 +354,14 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		if in.NeverSent {
 			next.Sent-- // attempt Token never left
 		}
-		ok := amb || out.Status == idempotency.StatusReserved && out.Token == next.N && !out.Applied
+		ok := amb || out.Status == storereply.Reserved && out.Token == next.N && !out.Applied
 		if !ok || !m.freshLease(&next, in, out) {
 			return nil
 		}
 		return withHidden(amb, next)
 	case Renew:
 		if !inFlight || st.N != in.Token || lapsed {
-			return one(is(idempotency.StatusStale), st)
+			return one(is(storereply.Stale), st)
 		}
 		if amb {
 			// It may have moved the lease to any time up to its point + lease.
@@ -368,7 +369,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 			next.LMax, next.LastRenew = never, in.Op
 			return []state{next}
 		}
-		if out.Status != idempotency.StatusRenewed || out.Lease < st.LMin {
+		if out.Status != storereply.Renewed || out.Lease < st.LMin {
 			return nil // a lease never shrinks
 		}
 		if st.LastRenew == in.Op {
@@ -391,12 +392,12 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 	case Finalize:
 		switch {
 		case st.LastOp == "f:"+in.Op:
-			return one(amb || m.record(st, out, idempotency.StatusFinalized), st)
+			return one(amb || m.record(st, out, storereply.Finalized), st)
 		case st.N != in.Token || !(inFlight || st.S == effectspec.Unknown && st.Open):
 			// The token is the fence: a lapsed lease nobody took over still
 			// takes its owner's outcome, also once the expiry path turned
 			// the record unknown; nothing else does.
-			return one(is(idempotency.StatusStale), st)
+			return one(is(storereply.Stale), st)
 		}
 		next := st
 		next.S, next.Open, next.Body, next.LastOp = in.Outcome, false, in.Body, "f:"+in.Op
@@ -407,15 +408,15 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 			}
 		}
 		endLease(&next)
-		return one(amb || m.record(next, out, idempotency.StatusFinalized), next)
+		return one(amb || m.record(next, out, storereply.Finalized), next)
 	case Settle:
 		switch {
 		case st.LastOp == "s:"+in.Op:
-			return one(amb || m.record(st, out, idempotency.StatusSettled), st)
+			return one(amb || m.record(st, out, storereply.Settled), st)
 		case !(st.S == effectspec.Unknown || inFlight && lapsed):
-			return one(is(idempotency.StatusNotUnknown), st)
+			return one(is(storereply.NotUnknown), st)
 		case st.N != in.Attempts:
-			return one(is(idempotency.StatusStale), st)
+			return one(is(storereply.Stale), st)
 		case ((inFlight || st.Open) && st.E == 0 || st.EEUnk) && out.Status == idempotency.StatusInProgress:
 			// A deadline the checker never learnt (an ambiguous
 			// reservation's): the attempt may still run.
@@ -444,7 +445,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		next := st
 		next.S, next.Open, next.Settled, next.Body, next.LastOp = in.Outcome, false, true, in.Body, "s:"+in.Op
 		endLease(&next)
-		return one(amb || m.record(next, out, idempotency.StatusSettled), next)
+		return one(amb || m.record(next, out, storereply.Settled), next)
 	case Lookup:
 		if amb {
 			return []state{st} // a read changes nothing
@@ -453,7 +454,7 @@ func (m model) apply(st state, in Input, out Output, lapsed bool) []state {
 		if inFlight && lapsed {
 			shown.S = effectspec.Unknown // a lapsed lease reads unknown
 		}
-		if !m.record(shown, out, idempotency.StatusFound) || out.Body != st.Body || out.Settled != st.Settled {
+		if !m.record(shown, out, storereply.Found) || out.Body != st.Body || out.Settled != st.Settled {
 			return nil
 		}
 		if shown.S == effectspec.InProgress && !sameLease(&st, out.Lease) {
@@ -656,15 +657,15 @@ func describe(in Input, out Output) string {
 	switch out.Status {
 	case statusAmbiguous:
 		fmt.Fprintf(&b, " (%s)", out.Err)
-	case idempotency.StatusClaimed, idempotency.StatusReserved:
+	case idempotency.StatusClaimed, storereply.Reserved:
 		fmt.Fprintf(&b, " token=%d applied=%v lease=%s deadline=%s", out.Token, out.Applied, clock(out.Lease), clock(out.Deadline))
-	case idempotency.StatusRenewed:
+	case storereply.Renewed:
 		fmt.Fprintf(&b, " lease=%s", clock(out.Lease))
 	case idempotency.StatusInProgress:
 		fmt.Fprintf(&b, " deadline=%s", clock(out.Deadline))
 	case idempotency.StatusOutcomeUnknown:
 		fmt.Fprintf(&b, " applied=%v", out.Applied)
-	case idempotency.StatusReplay, idempotency.StatusFinalized, idempotency.StatusSettled, idempotency.StatusFound:
+	case idempotency.StatusReplay, storereply.Finalized, storereply.Settled, storereply.Found:
 		fmt.Fprintf(&b, " state=%s attempts=%d sent=%d", out.State, out.Attempts, out.Sent)
 		if out.Lease != 0 {
 			fmt.Fprintf(&b, " lease=%s", clock(out.Lease))

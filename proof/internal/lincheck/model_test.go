@@ -9,6 +9,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // Hand-written histories on one key, in milliseconds after a base time,
@@ -58,7 +59,7 @@ func rec(status idempotency.Status, s effectspec.Outcome, n, sent int) Output {
 var (
 	inProgress = status(idempotency.StatusInProgress)
 	outUnknown = status(idempotency.StatusOutcomeUnknown)
-	stale      = Output{Status: idempotency.StatusStale}
+	stale      = Output{Status: storereply.Stale}
 	accepted   = effectspec.Accepted
 	unknown    = effectspec.Unknown
 	inFlight   = effectspec.InProgress
@@ -71,7 +72,7 @@ func fin(tok int, outcome effectspec.Outcome) Input {
 func renew(tok int) Input { return Input{Kind: Renew, Token: tok} }
 
 func renewed(lease float64) Output {
-	return Output{Status: idempotency.StatusRenewed, Lease: at(lease)}
+	return Output{Status: storereply.Renewed, Lease: at(lease)}
 }
 
 func settle(attempts int) Input {
@@ -81,7 +82,7 @@ func settle(attempts int) Input {
 func reserve(tok int) Input { return Input{Kind: Reserve, Token: tok} }
 
 func reserved(tok int, lease float64) Output {
-	return Output{Status: idempotency.StatusReserved, Token: tok, Lease: at(lease)}
+	return Output{Status: storereply.Reserved, Token: tok, Lease: at(lease)}
 }
 
 func lookup() Input { return Input{Kind: Lookup} }
@@ -139,7 +140,7 @@ func TestModel(t *testing.T) {
 		{"outcome unknown after the lapse, then the owner's finalize still applies", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 150, 151).
-			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 1, 1), 160, 161).
+			add(0, fin(1, accepted), rec(storereply.Finalized, accepted, 1, 1), 160, 161).
 			add(1, claimU("c"), Output{Status: idempotency.StatusReplay, State: accepted, Attempts: 1, Sent: 1, Body: ""}, 170, 171)},
 		{"outcome unknown while the lease is live", false, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
@@ -147,7 +148,7 @@ func TestModel(t *testing.T) {
 		{"a finalize with a stale token applied", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(1, claimIn("b"), claimed(2, 250.5), 150, 151).
-			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 2, 2), 160, 161)},
+			add(0, fin(1, accepted), rec(storereply.Finalized, accepted, 2, 2), 160, 161)},
 		{"a finalize with a stale token is refused", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(1, claimIn("b"), claimed(2, 250.5), 150, 151).
@@ -159,13 +160,13 @@ func TestModel(t *testing.T) {
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(0, renew(1), renewed(150.5), 50, 51).
 			add(1, claimIn("b"), inProgress, 120, 121).
-			add(1, lookup(), Output{Status: idempotency.StatusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(150.5)}, 130, 131)},
+			add(1, lookup(), Output{Status: storereply.Found, State: inFlight, Attempts: 1, Sent: 1, Lease: at(150.5)}, 130, 131)},
 		{"a renewal revives a lapsed lease", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(0, renew(1), renewed(250.5), 150, 151)},
 		{"a renewal after a lookup saw the lease lapsed", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, lookup(), rec(idempotency.StatusFound, unknown, 1, 1), 99, 103).
+			add(1, lookup(), rec(storereply.Found, unknown, 1, 1), 99, 103).
 			add(0, renew(1), renewed(199.8), 99.5, 104)},
 		{"a renewal shrinks the lease", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
@@ -188,12 +189,12 @@ func TestModel(t *testing.T) {
 		{"two attempts never sent re-open an unsupported slot", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(0, Input{Kind: Reserve, Token: 1, NeverSent: true}, reserved(2, 102.5), 2, 3).
-			add(0, Input{Kind: Finalize, Token: 2, Outcome: unknown, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 2, 0), 4, 5).
+			add(0, Input{Kind: Finalize, Token: 2, Outcome: unknown, NeverSent: true}, rec(storereply.Finalized, unknown, 2, 0), 4, 5).
 			add(1, claimU("b"), claimedU(3, 106.5), 6, 7)},
 		{"a slot re-opens although the first attempt may have left", false, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(0, reserve(1), reserved(2, 102.5), 2, 3).
-			add(0, Input{Kind: Finalize, Token: 2, Outcome: unknown, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 2, 1), 4, 5).
+			add(0, Input{Kind: Finalize, Token: 2, Outcome: unknown, NeverSent: true}, rec(storereply.Finalized, unknown, 2, 1), 4, 5).
 			add(1, claimU("b"), claimedU(3, 106.5), 6, 7)},
 		{"a copy of the claim learns its token over the expiry path", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
@@ -205,99 +206,99 @@ func TestModel(t *testing.T) {
 			add(0, claimU("a"), claimedU(2, 260.5), 160, 161)},
 		{"a copy of the claim after its attempt was taken back is judged afresh", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
-			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 1, 0), 2, 3).
+			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(storereply.Finalized, unknown, 1, 0), 2, 3).
 			add(0, claimU("a"), claimedU(2, 104.5), 4, 5)},
 		{"settle from accepted", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 1, 1), 2, 3).
-			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 4, 5)},
+			add(0, fin(1, accepted), rec(storereply.Finalized, accepted, 1, 1), 2, 3).
+			add(1, settle(1), rec(storereply.Settled, accepted, 1, 1), 4, 5)},
 		{"settle from accepted is refused", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 1, 1), 2, 3).
-			add(1, settle(1), Output{Status: idempotency.StatusNotUnknown}, 4, 5)},
+			add(0, fin(1, accepted), rec(storereply.Finalized, accepted, 1, 1), 2, 3).
+			add(1, settle(1), Output{Status: storereply.NotUnknown}, 4, 5)},
 		{"settle with a wrong attempt count", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, fin(1, unknown), rec(idempotency.StatusFinalized, unknown, 1, 1), 2, 3).
-			add(1, settle(2), rec(idempotency.StatusSettled, accepted, 1, 1), 4, 5)},
+			add(0, fin(1, unknown), rec(storereply.Finalized, unknown, 1, 1), 2, 3).
+			add(1, settle(2), rec(storereply.Settled, accepted, 1, 1), 4, 5)},
 		{"settle of unknown, then every claim replays it", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, fin(1, unknown), rec(idempotency.StatusFinalized, unknown, 1, 1), 2, 3).
+			add(0, fin(1, unknown), rec(storereply.Finalized, unknown, 1, 1), 2, 3).
 			add(1, settle(2), stale, 4, 5).
-			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 6, 7).
+			add(1, settle(1), rec(storereply.Settled, accepted, 1, 1), 6, 7).
 			add(1, claimIn("b"), Output{Status: idempotency.StatusReplay, State: accepted, Attempts: 1, Sent: 1, Settled: true}, 8, 9)},
 		{"settle of a live lease", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 10, 11)},
+			add(1, settle(1), rec(storereply.Settled, accepted, 1, 1), 10, 11)},
 		{"settle of a lapsed lease, then the owner's finalize is stale", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 150, 151).
+			add(1, settle(1), rec(storereply.Settled, accepted, 1, 1), 150, 151).
 			add(0, fin(1, effectspec.DefinitelyRejected), stale, 160, 161)},
 		{"a lapsed lease before the attempt deadline: settle waits, the owner's finalize lands", true, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, settle(1), running, 150, 151).
-			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 1, 1), 500, 501)},
+			add(0, fin(1, accepted), rec(storereply.Finalized, accepted, 1, 1), 500, 501)},
 		{"a lapsed lease settled before the attempt deadline", false, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
-			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 150, 151)},
+			add(1, settle(1), rec(storereply.Settled, accepted, 1, 1), 150, 151)},
 		{"the expiry path keeps the attempt running for settle", true, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, claimT("b"), outUnknown, 150, 151).
 			add(2, settle(1), running, 200, 201).
-			add(2, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 1200, 1201).
+			add(2, settle(1), rec(storereply.Settled, accepted, 1, 1), 1200, 1201).
 			add(0, fin(1, accepted), stale, 1300, 1301)},
 		{"settled after the expiry path, before the attempt deadline", false, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, claimT("b"), outUnknown, 150, 151).
-			add(2, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 200, 201)},
+			add(2, settle(1), rec(storereply.Settled, accepted, 1, 1), 200, 201)},
 		{"in progress past the attempt deadline and margin", false, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, settle(1), running, 1200, 1201)},
 		{"a redispatch replaced attempt 1's deadline, attempt 2 ended unknown: settle waits for attempt 1", true, h{}.
 			add(0, claimHT("a"), claimedHT(1, 0), 0, 1).
 			add(1, claimHT("b"), claimedHT(2, 150), 150, 151).
-			add(1, fin(2, unknown), rec(idempotency.StatusFinalized, unknown, 2, 2), 160, 161).
+			add(1, fin(2, unknown), rec(storereply.Finalized, unknown, 2, 2), 160, 161).
 			add(2, settle(2), running, 170, 171).
-			add(2, settle(2), rec(idempotency.StatusSettled, accepted, 2, 2), 1200, 1201)},
+			add(2, settle(2), rec(storereply.Settled, accepted, 2, 2), 1200, 1201)},
 		{"settled while a replaced attempt may still run", false, h{}.
 			add(0, claimHT("a"), claimedHT(1, 0), 0, 1).
 			add(1, claimHT("b"), claimedHT(2, 150), 150, 151).
-			add(1, fin(2, unknown), rec(idempotency.StatusFinalized, unknown, 2, 2), 160, 161).
-			add(2, settle(2), rec(idempotency.StatusSettled, accepted, 2, 2), 170, 171)},
+			add(1, fin(2, unknown), rec(storereply.Finalized, unknown, 2, 2), 160, 161).
+			add(2, settle(2), rec(storereply.Settled, accepted, 2, 2), 170, 171)},
 		{"settled while a replaced attempt may still run, after the later one's never-sent finalize", false, h{}.
 			add(0, claimHT("a"), claimedHT(1, 0), 0, 1).
 			add(1, claimHT("b"), claimedHT(2, 150), 150, 151).
-			add(1, Input{Kind: Finalize, Token: 2, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 2, 1), 160, 161).
-			add(2, settle(2), rec(idempotency.StatusSettled, accepted, 2, 1), 170, 171)},
+			add(1, Input{Kind: Finalize, Token: 2, NeverSent: true}, rec(storereply.Finalized, unknown, 2, 1), 160, 161).
+			add(2, settle(2), rec(storereply.Settled, accepted, 2, 1), 170, 171)},
 		{"an owner's unknown finalize is settleable at once", true, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
-			add(0, fin(1, unknown), rec(idempotency.StatusFinalized, unknown, 1, 1), 2, 3).
-			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 4, 5)},
+			add(0, fin(1, unknown), rec(storereply.Finalized, unknown, 1, 1), 2, 3).
+			add(1, settle(1), rec(storereply.Settled, accepted, 1, 1), 4, 5)},
 		{"a lapsed lease met by another route turns unknown, its attempt still running", true, h{}.
 			add(0, claimT("a"), claimedT(1, 0), 0, 1).
 			add(1, Input{Kind: Claim, Op: "b", Unsupported: true, Timeout: 1000 * ms, Route: 1}, status(idempotency.StatusDestinationConflict), 150, 151).
 			add(2, settle(1), running, 200, 201).
-			add(0, fin(1, accepted), rec(idempotency.StatusFinalized, accepted, 1, 1), 500, 501)},
+			add(0, fin(1, accepted), rec(storereply.Finalized, accepted, 1, 1), 500, 501)},
 		{"the first lease past the attempt deadline", false, h{}.
 			add(0, Input{Kind: Claim, Op: "a", Unsupported: true, Timeout: 50 * ms}, Output{Status: idempotency.StatusClaimed, Token: 1, Lease: at(100.5), Deadline: at(50.5)}, 0, 1)},
 		{"the first lease at the attempt deadline", true, h{}.
 			add(0, Input{Kind: Claim, Op: "a", Unsupported: true, Timeout: 50 * ms}, Output{Status: idempotency.StatusClaimed, Token: 1, Lease: at(50.5), Deadline: at(50.5)}, 0, 1)},
 		{"a finalize over a settled record", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 150, 151).
-			add(0, fin(1, effectspec.DefinitelyRejected), rec(idempotency.StatusFinalized, effectspec.DefinitelyRejected, 1, 1), 160, 161)},
+			add(1, settle(1), rec(storereply.Settled, accepted, 1, 1), 150, 151).
+			add(0, fin(1, effectspec.DefinitelyRejected), rec(storereply.Finalized, effectspec.DefinitelyRejected, 1, 1), 160, 161)},
 		{"a lookup sees a lapsed lease live", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, lookup(), Output{Status: idempotency.StatusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 150, 151)},
+			add(1, lookup(), Output{Status: storereply.Found, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 150, 151)},
 		{"a lookup sees a live lease lapsed", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, lookup(), rec(idempotency.StatusFound, unknown, 1, 1), 50, 51)},
+			add(1, lookup(), rec(storereply.Found, unknown, 1, 1), 50, 51)},
 		{"a lookup at the deadline may see either", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(1, lookup(), rec(idempotency.StatusFound, unknown, 1, 1), 99, 101).
-			add(2, lookup(), Output{Status: idempotency.StatusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 99, 101)},
+			add(1, lookup(), rec(storereply.Found, unknown, 1, 1), 99, 101).
+			add(2, lookup(), Output{Status: storereply.Found, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 99, 101)},
 		{"a replay shows another op's result", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "mine"}, rec(idempotency.StatusFinalized, accepted, 1, 1), 2, 3).
+			add(0, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "mine"}, rec(storereply.Finalized, accepted, 1, 1), 2, 3).
 			add(1, claimIn("b"), Output{Status: idempotency.StatusReplay, State: accepted, Attempts: 1, Sent: 1, Body: "other"}, 4, 5)},
 		{"another request is a mismatch", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
@@ -346,12 +347,12 @@ func TestModel(t *testing.T) {
 		{"a never-sent finalize after the expiry path keeps the count", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 150, 151).
-			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 1, 1), 160, 161).
+			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(storereply.Finalized, unknown, 1, 1), 160, 161).
 			add(1, claimU("c"), outUnknown, 170, 171)},
 		{"a never-sent finalize after the expiry path takes the attempt back", false, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 150, 151).
-			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(idempotency.StatusFinalized, unknown, 1, 0), 160, 161)},
+			add(0, Input{Kind: Finalize, Token: 1, Outcome: unknown, NeverSent: true}, rec(storereply.Finalized, unknown, 1, 0), 160, 161)},
 		{"a re-sent claim that turned the lease unknown answers it again", true, h{}.
 			add(0, claimU("a"), claimedU(1, 100.5), 0, 1).
 			add(1, claimU("b"), outUnknown, 150, 151).
@@ -363,18 +364,18 @@ func TestModel(t *testing.T) {
 		{"an ambiguous finalize that landed late", true, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(0, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "f"}, Output{}, 2, -1).
-			add(1, lookup(), Output{Status: idempotency.StatusFound, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 10, 11).
+			add(1, lookup(), Output{Status: storereply.Found, State: inFlight, Attempts: 1, Sent: 1, Lease: at(100.5)}, 10, 11).
 			add(1, claimIn("b"), Output{Status: idempotency.StatusReplay, State: accepted, Attempts: 1, Sent: 1, Body: "f"}, 20, 21)},
 		{"an ambiguous finalize's result appears after another's", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
 			add(0, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "f"}, Output{}, 2, -1).
-			add(1, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "g", Op: "g"}, rec(idempotency.StatusFinalized, accepted, 1, 1), 10, 11).
+			add(1, Input{Kind: Finalize, Token: 1, Outcome: accepted, Body: "g", Op: "g"}, rec(storereply.Finalized, accepted, 1, 1), 10, 11).
 			add(1, claimIn("b"), Output{Status: idempotency.StatusReplay, State: accepted, Attempts: 1, Sent: 1, Body: "f"}, 20, 21)},
 		{"a settled record reads without its resolution", false, h{}.
 			add(0, claimIn("a"), claimed(1, 100.5), 0, 1).
-			add(0, fin(1, unknown), rec(idempotency.StatusFinalized, unknown, 1, 1), 2, 3).
-			add(1, settle(1), rec(idempotency.StatusSettled, accepted, 1, 1), 4, 5).
-			add(1, lookup(), rec(idempotency.StatusFound, accepted, 1, 1), 6, 7)},
+			add(0, fin(1, unknown), rec(storereply.Finalized, unknown, 1, 1), 2, 3).
+			add(1, settle(1), rec(storereply.Settled, accepted, 1, 1), 4, 5).
+			add(1, lookup(), rec(storereply.Found, accepted, 1, 1), 6, 7)},
 	} {
 		res := porcupine.CheckOperationsTimeout(pm, tc.h, 10*time.Second)
 		if res == porcupine.Unknown {
@@ -391,7 +392,7 @@ func TestReportNamesTheKey(t *testing.T) {
 	hist := h{}.
 		add(0, claimIn("a"), claimed(1, 100.5), 0, 10).
 		add(1, claimIn("b"), claimed(1, 100.5), 1, 11).
-		add(2, lookup(), rec(idempotency.StatusFound, inFlight, 1, 1), 20, 21)
+		add(2, lookup(), rec(storereply.Found, inFlight, 1, 1), 20, 21)
 	k := keyRef{name: "k", key: idempotency.NewKey()}
 	res := checkParts(testModel, []*partition{{ref: k, ops: hist}}, time.Minute)
 	if res.Violations != 1 || res.Undecided != 0 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/storereply"
 )
 
 // plan is what a worker does with an attempt it reserved, as a gateway
@@ -115,12 +116,12 @@ func (w *worker) serve(ctx context.Context, o *owned) {
 		w.finalize(ctx, o.k, o.token)
 	case planReserve:
 		in := Input{Kind: Reserve, Token: o.token, NeverSent: w.rng.IntN(2) == 0, Timeout: w.timeout()}
-		if out := w.do(ctx, o.k, in); out.Status == idempotency.StatusReserved {
+		if out := w.do(ctx, o.k, in); out.Status == storereply.Reserved {
 			w.adopt(o.k, out.Token)
 		}
 	case planRenew:
 		out := w.do(ctx, o.k, Input{Kind: Renew, Token: o.token})
-		if o.renews--; o.renews > 0 && out.Status == idempotency.StatusRenewed {
+		if o.renews--; o.renews > 0 && out.Status == storereply.Renewed {
 			o.due = time.Now().Add(w.frac(1.0 / 3))
 			w.held = append(w.held, o)
 			return
@@ -181,12 +182,12 @@ func (w *worker) background(ctx context.Context) {
 		}
 	case p < 48 && w.last != nil:
 		in := *w.last
-		if out := w.do(ctx, w.lastKey, in); (out.Status == "claimed" || out.Status == idempotency.StatusReserved) && out.Token > 0 {
+		if out := w.do(ctx, w.lastKey, in); (out.Status == "claimed" || out.Status == storereply.Reserved) && out.Token > 0 {
 			w.adopt(w.lastKey, out.Token)
 		}
 	case p < 65:
 		out := w.do(ctx, k, Input{Kind: Lookup})
-		if out.Status == idempotency.StatusFound {
+		if out.Status == storereply.Found {
 			w.seen[k.name], w.lastSeen = out.Attempts, k
 		}
 	case p < 77 && w.l.cfg.Settler != nil:

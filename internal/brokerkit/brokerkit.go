@@ -1,4 +1,9 @@
-package broker
+// Package brokerkit is what broker/nango and broker/composio share: the
+// [Adapter] that makes a route and each attempt's request from one parse
+// of the routing, [Problems] that reports every configuration and routing
+// problem at once without a secret's value, and [NewRequest], the one
+// request of an attempt (docs/DESIGN.md, "Brokers (federated routes)").
+package brokerkit
 
 import (
 	"bytes"
@@ -11,6 +16,7 @@ import (
 	"net/url"
 	"slices"
 
+	"github.com/obol-gateway/obol/broker"
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 	"github.com/obol-gateway/obol/internal/baseurl"
@@ -31,14 +37,14 @@ type Adapter[R any] struct {
 	// [idempotency.NewRoute]).
 	Resolve func(tool string, r R) (idempotency.Route, error)
 	// Send makes the one request of an attempt along r through a
-	// [retry.Executor], or refuses it ([Refused]).
+	// [retry.Executor], or refuses it ([broker.Refused]).
 	Send func(ctx context.Context, r R, arguments []byte) retry.Result
 	// Secrets returns the credentials Send sends, so that they are scrubbed
 	// from every answer. Nil: none.
 	Secrets func() []string
 }
 
-// Route parses routing and resolves it: the [Broker] method.
+// Route parses routing and resolves it: the [broker.Broker] method.
 func (a Adapter[R]) Route(tool string, routing map[string]string) (idempotency.Route, error) {
 	r, err := a.Parse(routing)
 	if err != nil {
@@ -48,7 +54,7 @@ func (a Adapter[R]) Route(tool string, routing map[string]string) (idempotency.R
 }
 
 // Prepare parses routing once and returns the Target that sends tool along
-// it and the Route the claim pins: the method [Prepare] uses.
+// it and the Route the claim pins: the method [broker.Prepare] uses.
 func (a Adapter[R]) Prepare(tool string, routing map[string]string) (retry.Target, idempotency.Route, error) {
 	r, err := a.Parse(routing)
 	if err != nil {
@@ -63,11 +69,11 @@ func (a Adapter[R]) Prepare(tool string, routing map[string]string) (retry.Targe
 }
 
 // Dispatch parses call's routing and sends it, or refuses it before_send:
-// the [Broker] method.
-func (a Adapter[R]) Dispatch(ctx context.Context, call Call) retry.Result {
+// the [broker.Broker] method.
+func (a Adapter[R]) Dispatch(ctx context.Context, call broker.Call) retry.Result {
 	r, err := a.Parse(call.Routing)
 	if err != nil {
-		return Refused(err)
+		return broker.Refused(err)
 	}
 	return a.Send(ctx, r, call.Arguments)
 }
@@ -97,9 +103,9 @@ func (p *Problems) BaseURL(raw, secretField string) *url.URL {
 	u, err := baseurl.Parse(raw)
 	switch {
 	case errors.Is(err, baseurl.ErrCredentials):
-		p.Add("BaseURL", err.Error()+" (pass it in "+secretField+")", ErrInvalidConfig)
+		p.Add("BaseURL", err.Error()+" (pass it in "+secretField+")", broker.ErrInvalidConfig)
 	case err != nil:
-		p.Add("BaseURL", err.Error(), ErrInvalidConfig)
+		p.Add("BaseURL", err.Error(), broker.ErrInvalidConfig)
 	}
 	return u
 }
@@ -107,17 +113,17 @@ func (p *Problems) BaseURL(raw, secretField string) *url.URL {
 // Secret checks the configuration field that holds the broker's credential:
 // present, printable ASCII without spaces (it goes into a header), and at
 // least [receipt.MinSecretLen] bytes, so that it can be scrubbed from
-// answers. A short one matches both [ErrInvalidConfig] and
+// answers. A short one matches both [broker.ErrInvalidConfig] and
 // [receipt.ErrShortSecret]. No message holds the value.
 func (p *Problems) Secret(field, v string) {
 	switch {
 	case v == "":
-		p.Add(field, "required (read it from the environment)", ErrInvalidConfig)
+		p.Add(field, "required (read it from the environment)", broker.ErrInvalidConfig)
 	case !visibleASCII(v):
-		p.Add(field, "must be printable ASCII without spaces", ErrInvalidConfig)
+		p.Add(field, "must be printable ASCII without spaces", broker.ErrInvalidConfig)
 	case receipt.CheckSecret(v) != nil:
 		p.Add(field, fmt.Sprintf("must be at least %d bytes: a shorter one cannot be scrubbed from answers", receipt.MinSecretLen),
-			fmt.Errorf("%w: %w", ErrInvalidConfig, receipt.ErrShortSecret))
+			fmt.Errorf("%w: %w", broker.ErrInvalidConfig, receipt.ErrShortSecret))
 	}
 }
 
@@ -134,9 +140,9 @@ func (p *Problems) Fields(routing map[string]string, known ...string) {
 }
 
 // Routing records a problem with the routing field field (named
-// "routing.FIELD", sentinel [ErrInvalidRouting]).
+// "routing.FIELD", sentinel [broker.ErrInvalidRouting]).
 func (p *Problems) Routing(field, msg string) {
-	p.Add("routing."+field, msg, ErrInvalidRouting)
+	p.Add("routing."+field, msg, broker.ErrInvalidRouting)
 }
 
 // ID checks a routing id that goes into a header or a JSON body as it is
@@ -155,14 +161,14 @@ func (p *Problems) ID(field, v string) {
 // Content-Type application/json) or none when nil, and no GetBody, since
 // nothing may ever rewind and re-send it. Its error names routingField and
 // not the URL, whose path may be sensitive.
-func NewRequest(ctx context.Context, broker, routingField, method, u string, body []byte) (*http.Request, error) {
+func NewRequest(ctx context.Context, kind, routingField, method, u string, body []byte) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return nil, &effectspec.FieldError{Err: ErrInvalidRouting, Subject: broker, Field: "routing." + routingField, Problem: "does not form a valid URL"}
+		return nil, &effectspec.FieldError{Err: broker.ErrInvalidRouting, Subject: kind, Field: "routing." + routingField, Problem: "does not form a valid URL"}
 	}
 	req.GetBody = nil
 	if body != nil {
@@ -179,3 +185,33 @@ func visibleASCII(s string) bool {
 	}
 	return true
 }
+
+// preparedTarget is the Target an adapter's Prepare returns: send carries
+// an attempt's arguments along the routing the adapter parsed once. It
+// refuses a spec that broker.ValidateSpec refuses, never passes the key
+// on, and reports secrets (if non-nil) so the orchestrator scrubs them
+// from the answers.
+func preparedTarget(send func(ctx context.Context, arguments []byte) retry.Result, secrets func() []string) retry.Target {
+	return &prepared{send: send, secrets: secrets}
+}
+
+type prepared struct {
+	send    func(ctx context.Context, arguments []byte) retry.Result
+	secrets func() []string
+}
+
+func (p *prepared) Send(ctx context.Context, a retry.Attempt) retry.Result {
+	if err := broker.ValidateSpec(a.Spec); err != nil {
+		return broker.Refused(err)
+	}
+	return p.send(ctx, a.Arguments)
+}
+
+func (p *prepared) Secrets() []string {
+	if p.secrets == nil {
+		return nil
+	}
+	return p.secrets()
+}
+
+var _ retry.SecretHolder = (*prepared)(nil)
