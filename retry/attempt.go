@@ -188,8 +188,8 @@ func (r *renewal) stop() bool {
 
 // secondAttempt is the rule of docs/DESIGN.md, "Attempts and retries": a proven
 // before_send failure, or a complete response with a retryable status and a
-// vendor binding. The second attempt has a reservation, and so a lease, of its
-// own.
+// vendor binding, or one its Target found retryable (Result.Retryable). The
+// second attempt has a reservation, and so a lease, of its own.
 func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result) bool {
 	switch res.Phase {
 	case BeforeSend:
@@ -198,7 +198,10 @@ func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result) bool {
 		return !errors.Is(res.Err, context.DeadlineExceeded) && !errors.Is(res.Err, context.Canceled) &&
 			!errors.Is(res.Err, idempotency.ErrInvalidRequest) && !errors.Is(res.Err, ErrSendDeadline)
 	case Responded:
-		return !res.Truncated && spec.Retryable(res.Status)
+		// A Target's own Retryable still needs a binding the vendor
+		// deduplicates on.
+		return !res.Truncated && (spec.Retryable(res.Status) ||
+			res.Retryable && spec.Propagation() != effectspec.PropagationNone)
 	}
 	return false
 }
@@ -210,7 +213,11 @@ func (o *Orchestrator) finalize(ctx context.Context, r *run, s slot, res Result)
 	state := effectspec.Unknown
 	var stored *idempotency.StoredResult
 	if res.Phase == Responded {
-		switch call.Spec.Classify(res.Status) {
+		outcome := res.Outcome
+		if outcome == "" {
+			outcome = call.Spec.Classify(res.Status)
+		}
+		switch outcome {
 		case effectspec.Accepted:
 			state = effectspec.Accepted
 		case effectspec.DefinitelyRejected:

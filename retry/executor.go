@@ -21,7 +21,9 @@ import (
 type Phase string
 
 const (
-	// BeforeSend: proven that no request byte was written to a socket.
+	// BeforeSend: proven that no request byte was written to a socket, or
+	// (a Target's own proof) that the vendor refused the request before
+	// running anything of it, as an MCP upstream's stale-session answer.
 	BeforeSend Phase = "before_send"
 	// PostSend: the attempt failed after request bytes may have left,
 	// including timeouts and a response body cut short.
@@ -378,6 +380,15 @@ func (a *attempt) settle() Phase {
 }
 
 func (e *Executor) send(req *http.Request) Result {
+	return e.exchange(req, readAll)
+}
+
+// exchange makes the one round trip of req and hands a response to read,
+// which reads (or streams) its body: a Target whose answer arrives as a
+// stream reads it as it comes, under the same rules of the round trip.
+// read gets the Executor's response limit and returns Responded, or
+// PostSend for a body that failed; it must not close resp.Body.
+func (e *Executor) exchange(req *http.Request, read func(resp *http.Response, limit int64) Result) Result {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	defer cancel(nil)
 	a := &attempt{cancel: cancel}
@@ -405,11 +416,18 @@ func (e *Executor) send(req *http.Request) Result {
 		return Result{Phase: phase, Err: newError(phase, "round trip", err)}
 	}
 	defer resp.Body.Close()
+	return read(resp, e.maxResponseBytes())
+}
 
-	limit := e.MaxResponseBytes
-	if limit <= 0 {
-		limit = DefaultMaxResponseBytes
+func (e *Executor) maxResponseBytes() int64 {
+	if e.MaxResponseBytes <= 0 {
+		return DefaultMaxResponseBytes
 	}
+	return e.MaxResponseBytes
+}
+
+// readAll reads the whole body of resp, up to limit.
+func readAll(resp *http.Response, limit int64) Result {
 	res := Result{Phase: Responded, Status: resp.StatusCode, Header: resp.Header}
 	if resp.ContentLength > limit && resp.Body != http.NoBody { // HEAD, 204, 304 carry no body
 		res.Truncated = true

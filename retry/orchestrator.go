@@ -247,7 +247,7 @@ func (o *Orchestrator) begin(ctx context.Context, call *Call) (*run, error) {
 	if err := call.Scope.Validate(); err != nil {
 		return nil, err
 	}
-	hash, previous, err := idempotency.RequestHashes(call.Arguments)
+	hash, previous, err := requestHashes(d.route.Binding, d.spec.Idempotency.Pointer, call.Arguments)
 	if err != nil {
 		return nil, err
 	}
