@@ -125,12 +125,13 @@ func importView(t *Tool, lt listedTool) (*toolView, string) {
 		v.def.Description = lt.Description
 	}
 	if v.schema == nil && len(lt.InputSchema) > 0 {
-		raw := lt.InputSchema
+		pointer := ""
 		if t.Spec.Idempotency.Kind == effectspec.BindingBodyPointer {
-			var err error
-			if raw, err = dropPointer(raw, t.Spec.Idempotency.Pointer); err != nil {
-				return nil, "the upstream's input schema is not a JSON object"
-			}
+			pointer = t.Spec.Idempotency.Pointer
+		}
+		raw, err := importedSchema(lt.InputSchema, pointer)
+		if err != nil {
+			return nil, "the upstream's input schema is not a JSON object"
 		}
 		s, why := parseInputSchema(raw)
 		if why != "" {
@@ -141,28 +142,56 @@ func importView(t *Tool, lt listedTool) (*toolView, string) {
 	return v, ""
 }
 
-// dropPointer returns schema without the property that pointer names (a
-// body_pointer binding's: the gateway writes it, so the caller must not)
-// and without its entry in the required list of the object that holds it.
-// A pointer the schema's properties do not lead to changes nothing.
-func dropPointer(schema json.RawMessage, pointer string) (json.RawMessage, error) {
+// importedSchema is an upstream tool's input schema as the gateway lists
+// it: without its x-mcp-header annotations (the gateway sends those
+// headers to the upstream; its own clients send none) and, when pointer
+// is not empty, without the property a body_pointer binding writes (the
+// gateway does, so the caller must not) and that property's entry in the
+// required list of the object that holds it. A pointer the schema's
+// properties do not lead to drops nothing.
+func importedSchema(schema json.RawMessage, pointer string) (json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(schema))
 	dec.UseNumber()
 	var root map[string]any
 	if err := dec.Decode(&root); err != nil || root == nil {
 		return nil, errors.New("not an object")
 	}
+	dropMember(root, "x-mcp-header")
+	if pointer != "" {
+		dropPointer(root, pointer)
+	}
+	return json.Marshal(root)
+}
+
+// dropMember removes every member named name from the objects of v.
+func dropMember(v any, name string) {
+	switch v := v.(type) {
+	case map[string]any:
+		delete(v, name)
+		for _, e := range v {
+			dropMember(e, name)
+		}
+	case []any:
+		for _, e := range v {
+			dropMember(e, name)
+		}
+	}
+}
+
+// dropPointer removes the property pointer names from root, a schema, as
+// importedSchema says.
+func dropPointer(root map[string]any, pointer string) {
 	tokens := strings.Split(strings.TrimPrefix(pointer, "/"), "/")
 	obj := root
 	for i, tok := range tokens {
 		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 		props, _ := obj["properties"].(map[string]any)
 		if props == nil {
-			return schema, nil
+			return
 		}
 		if i < len(tokens)-1 {
 			if obj, _ = props[tok].(map[string]any); obj == nil {
-				return schema, nil
+				return
 			}
 			continue
 		}
@@ -177,7 +206,6 @@ func dropPointer(schema json.RawMessage, pointer string) (json.RawMessage, error
 			obj["required"] = kept
 		}
 	}
-	return json.Marshal(root)
 }
 
 // listing is what tools/list shows of tool t: the description (a generated

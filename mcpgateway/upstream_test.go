@@ -18,12 +18,11 @@ import (
 // server (tool create_payment, binding body_pointer at /idempotency_key)
 // whose Target answers body and counts its attempts.
 type upstreamFixture struct {
-	gw    *Gateway
-	srv   *httptest.Server
-	up    *retry.MCPUpstream
-	sent  atomic.Int32
-	body  atomic.Pointer[string]
-	input *InputSchema
+	gw   *Gateway
+	srv  *httptest.Server
+	up   *retry.MCPUpstream
+	sent atomic.Int32
+	body atomic.Pointer[string]
 }
 
 func newUpstreamFixture(t *testing.T, description string, schema string) *upstreamFixture {
@@ -134,19 +133,26 @@ func TestImportDropsThePointerProperty(t *testing.T) {
 	}
 }
 
-func TestDropPointerNested(t *testing.T) {
-	in := `{"type":"object","properties":{"payment":{"type":"object","properties":{"key":{"type":"string"},"n":{"type":"number"}},"required":["key","n"]}},"required":["payment"]}`
-	got, err := dropPointer(json.RawMessage(in), "/payment/key")
+// TestImportedSchema: the nested property at the pointer and its required
+// entry are dropped, and every x-mcp-header annotation.
+func TestImportedSchema(t *testing.T) {
+	in := `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},` +
+		`"payment":{"type":"object","properties":{"key":{"type":"string"},"n":{"type":"number"}},"required":["key","n"]}},"required":["payment"]}`
+	got, err := importedSchema(json.RawMessage(in), "/payment/key")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"properties":{"payment":{"properties":{"n":{"type":"number"}},"required":["n"],"type":"object"}},"required":["payment"],"type":"object"}`
+	want := `{"properties":{"payment":{"properties":{"n":{"type":"number"}},"required":["n"],"type":"object"},"region":{"type":"string"}},"required":["payment"],"type":"object"}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	// A pointer the properties do not lead to changes nothing.
-	if got, _ := dropPointer(json.RawMessage(in), "/other/key"); string(got) != in {
-		t.Errorf("changed: %s", got)
+	// A pointer the properties do not lead to drops nothing.
+	want = `{"properties":{"payment":{"properties":{"key":{"type":"string"},"n":{"type":"number"}},"required":["key","n"],"type":"object"},"region":{"type":"string"}},"required":["payment"],"type":"object"}`
+	if got, _ := importedSchema(json.RawMessage(in), "/other/key"); string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if _, err := importedSchema(json.RawMessage(`[]`), ""); err == nil {
+		t.Error("an array schema imported")
 	}
 }
 

@@ -144,6 +144,11 @@ func checkRoute(spec effectspec.Spec, r idempotency.Route) error {
 		name = strings.ToLower(spec.Idempotency.Header)
 	case effectspec.BindingBodyPointer:
 		name = spec.Idempotency.Pointer
+	case effectspec.BindingMeta:
+		name = spec.Idempotency.Meta
+		if name == "" && r.BindingName != "" {
+			name = effectspec.DefaultMetaName
+		}
 	}
 	if r.BindingName != name {
 		return fmt.Errorf("retry: Call.Route: %w: %s: BindingName is not the spec's binding", idempotency.ErrWeakRoute, spec.Tool)

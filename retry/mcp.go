@@ -25,8 +25,8 @@ import (
 // POST through Executor (docs/DESIGN.md, "Attempts and retries"). Keep one
 // per upstream server: it caches what the upstream told it once
 // (server/discover, or a 2025-11-25 session) for every tool of the server.
-// It is safe for concurrent use; its fields must not change after first
-// use.
+// It is safe for concurrent use; its fields must not change, and it must
+// not be copied, after first use.
 type MCPUpstream struct {
 	// URL is the upstream's Streamable HTTP endpoint.
 	URL string
@@ -47,6 +47,9 @@ type MCPUpstream struct {
 	gate chan struct{} // held while a session is established
 	mu   sync.Mutex
 	sess *mcpSession // nil until established, and after a not-run answer
+	// legacy: the upstream answered server/discover as an earlier
+	// protocol, so a lost session is made again with initialize alone.
+	legacy atomic.Bool
 }
 
 // The protocol versions the target speaks: 2026-07-28 stateless, else a
@@ -387,6 +390,14 @@ func (u *MCPUpstream) forget(s *mcpSession) {
 // server/discover first; an upstream that answers it with an error, or
 // lists no 2026-07-28, gets the initialize handshake.
 func (u *MCPUpstream) establish(ctx context.Context) (*mcpSession, error) {
+	if u.legacy.Load() {
+		s, err := u.initialize(ctx)
+		if err != nil {
+			// It may speak 2026-07-28 now: the next attempt discovers.
+			u.legacy.Store(false)
+		}
+		return s, err
+	}
 	s := &mcpSession{version: mcpModern, modern: true}
 	p, _ := json.Marshal(map[string]any{"_meta": s.protocolMeta()})
 	ans := u.call(ctx, s, "server/discover", "", p, nil)
@@ -411,7 +422,11 @@ func (u *MCPUpstream) establish(ctx context.Context) (*mcpSession, error) {
 	default:
 		return nil, stepAnswer("server/discover", ans, false)
 	}
-	return u.initialize(ctx)
+	legacy, err := u.initialize(ctx)
+	if err == nil {
+		u.legacy.Store(true)
+	}
+	return legacy, err
 }
 
 // initialize makes a 2025-11-25 session: initialize, then

@@ -296,7 +296,7 @@ func TestMCPUpstreamLegacySession(t *testing.T) {
 		t.Fatalf("after re-initialize: outcome %s, err %v", res.Outcome, res.Err)
 	}
 	methods, calls := up.seen()
-	want := "server/discover initialize notifications/initialized tools/call tools/call server/discover initialize notifications/initialized tools/call"
+	want := "server/discover initialize notifications/initialized tools/call tools/call initialize notifications/initialized tools/call"
 	if got := strings.Join(methods, " "); got != want {
 		t.Fatalf("methods %s\nwant    %s", got, want)
 	}
@@ -578,5 +578,31 @@ func TestMCPUpstreamScrubsSecret(t *testing.T) {
 	_, calls := up.seen()
 	if calls[0].Header.Get("Authorization") != "Bearer "+secret {
 		t.Fatal("the upstream did not get its credential")
+	}
+}
+
+// TestMCPUpstreamConcurrentFirstCalls: calls that start together share one
+// discovery.
+func TestMCPUpstreamConcurrentFirstCalls(t *testing.T) {
+	up := newUpstream(t, false, answer(200, `"result":{"content":[]}`, false))
+	u := &retry.MCPUpstream{URL: up.URL}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			if res, _ := sendMCP(u, mcpSpec(effectspec.BindingMeta, ""), `{}`); res.Outcome != effectspec.Accepted {
+				t.Errorf("outcome %s err %v", res.Outcome, res.Err)
+			}
+		})
+	}
+	wg.Wait()
+	methods, calls := up.seen()
+	discovers := 0
+	for _, m := range methods {
+		if m == "server/discover" {
+			discovers++
+		}
+	}
+	if discovers != 1 || len(calls) != 16 {
+		t.Fatalf("%d discoveries, %d calls; want 1 and 16", discovers, len(calls))
 	}
 }

@@ -27,7 +27,7 @@ func TestMCPConnection(t *testing.T) {
 	c, err := loadConfig([]byte(mcpEdit(t, mcpConn,
 		`{"connection": "conn_up", "upstream_tool": "create_payment", "description": "pay",
 		  "spec": {"tool": "pay.create", "effect": "write", "idempotency": {"binding": "body_pointer", "pointer": "/idempotency_key"}}}`,
-		`{"connection": "conn_up", "spec": {"tool": "pay.list", "effect": "read"}}`)), testEnv, exec)
+		`{"connection": "conn_up", "spec": {"tool": "pay.list", "effect": "read", "idempotency": {"binding": "meta"}, "status": {"tool_error": "definitely_rejected"}}}`)), testEnv, exec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +47,9 @@ func TestMCPConnection(t *testing.T) {
 	}
 	if create.Target == nil || create.Connection != "conn_up" || create.Description != "pay" {
 		t.Errorf("tool %+v", create)
+	}
+	if list.Spec.Idempotency.Kind != effectspec.BindingMeta || list.Spec.Status.ToolError != effectspec.DefinitelyRejected {
+		t.Errorf("spec %+v", list.Spec)
 	}
 	r := create.Route
 	if r.Connection != "conn_up" || r.Provider != "payco" || r.Host != "127.0.0.1:9100" || r.Path != "/mcp" ||
@@ -88,6 +91,11 @@ func TestMCPConfigRefused(t *testing.T) {
 		{"HTTP statuses", mcpEdit(t, mcpConn, tool("", `, "status": {"accepted": [200], "retryable": [503]}`)),
 			[]string{"tools[0] (pay.create).spec.status.accepted: not for a tool of an MCP connection", "spec.status.retryable: not for a tool"}},
 		{"in_use", mcpEdit(t, mcpConn, tool("", `, "status": {"in_use": [409]}`)), []string{"spec.status.in_use: not for a tool of an MCP connection"}},
+		{"bad tool_error", mcpEdit(t, mcpConn, tool("", `, "status": {"tool_error": "accepted"}`)), []string{"tool_error"}},
+		{"meta on HTTP", mcpEdit(t, mcpConn, `{"connection": "conn_open", "path": "/pay", "spec": {"tool": "pay.create", "idempotency": {"binding": "meta"}}}`),
+			[]string{`tools[0] (pay.create).spec.idempotency.binding: meta is only for a tool of an MCP connection ("protocol": "mcp")`}},
+		{"tool_error on HTTP", mcpEdit(t, mcpConn, `{"connection": "conn_open", "path": "/pay", "spec": {"tool": "pay.create", "status": {"tool_error": "unknown"}}}`),
+			[]string{`tools[0] (pay.create).spec.status.tool_error: only for a tool of an MCP connection`}},
 		{"upstream_tool on HTTP", edit(t, `"path": "/send2",`, `"path": "/send2", "upstream_tool": "x",`),
 			[]string{"tools[2] (open.send2).upstream_tool: only a tool of an MCP connection"}},
 	}
