@@ -92,6 +92,9 @@ func startMCPGateway(t *testing.T) *mcpGateway {
 		t.Fatal(err)
 	}
 	g.proc = startRefserver(t, "-config", cfgPath, "-redis", "redis://"+redis.Addr())
+	if log := g.WaitLog("upstream MCP tools imported", 1); !strings.Contains(log, "upstream MCP tools imported") {
+		t.Fatalf("the upstreams' tools were not imported:\n%s", log)
+	}
 	return g
 }
 
@@ -136,6 +139,18 @@ func ticket(t *testing.T, a rawAnswer) string {
 	return sc.ID
 }
 
+// plan queues faults on up for the test, which fails if a fault was
+// never taken: a call meant to meet it did not reach the upstream.
+func plan(t *testing.T, up *upstreamtest.Server, f ...upstreamtest.Fault) {
+	t.Helper()
+	up.Plan(f...)
+	t.Cleanup(func() {
+		if n := up.ClearPlan(); n != 0 {
+			t.Errorf("%d planned faults were not taken", n)
+		}
+	})
+}
+
 // wantCounts checks what an upstream received and executed under the key.
 func wantCounts(t *testing.T, what string, up *upstreamtest.Server, key string, received, executed int) {
 	t.Helper()
@@ -161,7 +176,7 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 	// accepted result, and the upstream executed once.
 	t.Run("lost answer, meta binding", func(t *testing.T) {
 		k := idempotency.NewKey().String()
-		g.up.Plan(upstreamtest.HangUp)
+		plan(t, g.up, upstreamtest.HangUp)
 		want(t, "first call", g.call(t, k, "tickets.create", args), effectspec.Unknown, false)
 		vk := g.vendorKey(t, "tickets.create", k)
 		again := g.call(t, k, "tickets.create", args)
@@ -182,7 +197,7 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 	// same slot: the member at the pointer is not part of the request.
 	t.Run("lost answer, body_pointer binding", func(t *testing.T) {
 		k := idempotency.NewKey().String()
-		g.up.Plan(upstreamtest.HangUp)
+		plan(t, g.up, upstreamtest.HangUp)
 		want(t, "first call", g.call(t, k, "tickets.create_arg", args), effectspec.Unknown, false)
 		vk := g.vendorKey(t, "tickets.create_arg", k)
 		regenerated := map[string]any{"title": "printer on fire", "idempotency_key": "model-made-2"}
@@ -200,9 +215,9 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 	t.Run("lost answer, unsupported binding", func(t *testing.T) {
 		k := idempotency.NewKey().String()
 		before := g.up.Total()
-		g.up.Plan(upstreamtest.HangUp)
+		plan(t, g.up, upstreamtest.HangUp)
 		want(t, "first call", g.call(t, k, "tickets.once", args), effectspec.Unknown, false)
-		if a := g.call(t, k, "tickets.once", args); a.reason() != "outcome_unknown" || a.code != 409 {
+		if a := g.call(t, k, "tickets.once", args); a.reason() != "outcome_unknown" || a.resp.Error.Data.Status != 409 {
 			t.Fatalf("retry: %d %s; want outcome_unknown 409", a.code, a.raw)
 		}
 		if got := g.up.Total(); got.Received != before.Received+1 || got.Executed != before.Executed+1 {
@@ -228,7 +243,7 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 
 		// The same between a lost answer and its retry.
 		k3 := idempotency.NewKey().String()
-		g.old.Plan(upstreamtest.HangUp)
+		plan(t, g.old, upstreamtest.HangUp)
 		want(t, "lost answer", g.call(t, k3, "tickets.old", args), effectspec.Unknown, false)
 		g.old.ExpireSessions()
 		want(t, "retry in a new session", g.call(t, k3, "tickets.old", args), effectspec.Accepted, false)
@@ -247,7 +262,7 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 	// the retry is deduplicated by the upstream.
 	t.Run("stream cut mid-answer", func(t *testing.T) {
 		k := idempotency.NewKey().String()
-		g.sse.Plan(upstreamtest.CutStream)
+		plan(t, g.sse, upstreamtest.CutStream)
 		want(t, "first call", g.call(t, k, "tickets.sse", args), effectspec.Unknown, false)
 		want(t, "retry", g.call(t, k, "tickets.sse", args), effectspec.Accepted, false)
 		wantCounts(t, "cut", g.sse, g.vendorKey(t, "tickets.sse", k), 2, 1)
@@ -257,18 +272,25 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 	// call's result still arrives.
 	t.Run("elicitation on the stream", func(t *testing.T) {
 		k := idempotency.NewKey().String()
-		g.sse.Plan(upstreamtest.Elicit)
+		plan(t, g.sse, upstreamtest.Elicit)
 		want(t, "call", g.call(t, k, "tickets.sse", args), effectspec.Accepted, false)
 		wantCounts(t, "elicit", g.sse, g.vendorKey(t, "tickets.sse", k), 1, 1)
 		if log := g.WaitLog("elicitation/create", 1); !strings.Contains(log, "elicitation/create") {
 			t.Errorf("the log does not name the refused elicitation/create")
+		}
+		refused := false
+		for _, q := range g.sse.Requests("") {
+			refused = refused || q.Method == "" && strings.Contains(string(q.Body), `"id":"elicit-1"`) && strings.Contains(string(q.Body), `"error"`)
+		}
+		if !refused {
+			t.Errorf("the upstream got no error answer to its elicitation/create")
 		}
 	})
 
 	// -32602 is the tool's definitely_rejected: replayed, never sent again.
 	t.Run("invalid params", func(t *testing.T) {
 		k := idempotency.NewKey().String()
-		g.up.Plan(upstreamtest.InvalidParams)
+		plan(t, g.up, upstreamtest.InvalidParams)
 		want(t, "call", g.call(t, k, "tickets.create", args), effectspec.DefinitelyRejected, false)
 		want(t, "again", g.call(t, k, "tickets.create", args), effectspec.DefinitelyRejected, true)
 		wantCounts(t, "-32602", g.up, g.vendorKey(t, "tickets.create", k), 1, 0)
@@ -278,10 +300,10 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 	// definitely_rejected when declared.
 	t.Run("isError", func(t *testing.T) {
 		k := idempotency.NewKey().String()
-		g.up.Plan(upstreamtest.ToolError)
+		plan(t, g.up, upstreamtest.ToolError)
 		want(t, "tool_error unset", g.call(t, k, "tickets.create", args), effectspec.Unknown, false)
 		k2 := idempotency.NewKey().String()
-		g.up.Plan(upstreamtest.ToolError)
+		plan(t, g.up, upstreamtest.ToolError)
 		want(t, "tool_error definitely_rejected", g.call(t, k2, "tickets.strict", args), effectspec.DefinitelyRejected, false)
 		want(t, "its replay", g.call(t, k2, "tickets.strict", args), effectspec.DefinitelyRejected, true)
 		wantCounts(t, "isError declared", g.up, g.vendorKey(t, "tickets.strict", k2), 1, 0)
@@ -291,7 +313,7 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 	// (meta binding): one client call, accepted.
 	t.Run("503 then success", func(t *testing.T) {
 		k := idempotency.NewKey().String()
-		g.up.Plan(upstreamtest.Busy)
+		plan(t, g.up, upstreamtest.Busy)
 		a := g.call(t, k, "tickets.create", args)
 		want(t, "call", a, effectspec.Accepted, false)
 		if rc := a.receipt(t); rc.AttemptCount != 2 {
@@ -301,13 +323,13 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 	})
 
 	// The upstream gets only what the gateway builds: never the client's
-	// key, API key, _meta (its dev.obol/* members or any other), and its
+	// key, API key or _meta (its dev.obol/* members or any other), and its
 	// result's dev.obol/* members never reach the client.
 	t.Run("what crosses the hop", func(t *testing.T) {
 		k := idempotency.NewKey().String()
 		c := refservertest.Client{Base: g.base, APIKey: e2eKeyOne, HTTP: &http.Client{Timeout: time.Minute}}
 		params := map[string]any{"name": "tickets.create", "arguments": args, "_meta": map[string]any{
-			metaKey: k, "dev.obol/forged": "from the client", "acme/client": "c1", "progressToken": "p1"}}
+			metaKey: k, "acme/client": "from the client", "progressToken": "p1"}}
 		r := c.RPC(context.Background(), "tools/call", params, func(h http.Header) { h.Set(headerKey, k) })
 		a := rawAnswer{code: r.HTTPStatus, raw: string(r.Body), resp: r}
 		if r.Err != nil {
@@ -318,7 +340,7 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 
 		for _, q := range g.up.Requests("") {
 			body := string(q.Body)
-			for _, bad := range []string{k, e2eKeyOne, "dev.obol/forged", "acme/client", "from the client"} {
+			for _, bad := range []string{k, e2eKeyOne, "acme/client", "from the client", "progressToken"} {
 				if strings.Contains(body, bad) {
 					t.Errorf("a %s request to the upstream carries %q: %s", q.Method, bad, body)
 				}

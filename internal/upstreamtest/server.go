@@ -187,6 +187,16 @@ func (s *Server) Planned() int {
 	return len(s.plan)
 }
 
+// ClearPlan drops the planned faults no call has taken and returns how
+// many there were.
+func (s *Server) ClearPlan() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.plan)
+	s.plan = nil
+	return n
+}
+
 // ExpireSessions ends every session: a request in one is answered 404.
 func (s *Server) ExpireSessions() {
 	s.mu.Lock()

@@ -156,6 +156,10 @@ func TestFaults(t *testing.T) {
 	if r := post(t, s, "", callBody("k4", "a4"), nil); r.ticket() != "tkt_3" || !strings.Contains(r.body, `"method":"elicitation/create"`) {
 		t.Errorf("Elicit: %d %s", r.status, r.body)
 	}
+	s.Plan(HangUp, Busy)
+	if n := s.ClearPlan(); n != 2 || s.Planned() != 0 {
+		t.Errorf("ClearPlan: %d, then %d planned; want 2, then 0", n, s.Planned())
+	}
 	if s.Planned() != 0 || s.Key("k3") != (Counts{4, 0}) || s.Key("k1") != (Counts{1, 1}) || s.Total() != (Counts{7, 3}) {
 		t.Errorf("planned %d, k3 %+v, k1 %+v, total %+v", s.Planned(), s.Key("k3"), s.Key("k1"), s.Total())
 	}
