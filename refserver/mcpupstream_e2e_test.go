@@ -475,7 +475,14 @@ func tsClientCall(t *testing.T, g *mcpGateway) {
 	if err != nil || strings.Contains(string(out), "FAIL") {
 		t.Fatalf("node upstream.mjs: %v\n%s", err, out)
 	}
-	_, key, _ := strings.Cut(string(out), "key ")
-	key = strings.TrimSpace(key)
+	var key string
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, ok := strings.CutPrefix(line, "KEY="); ok {
+			key = k
+		}
+	}
+	if !strings.HasPrefix(key, "idt_") {
+		t.Fatalf("node upstream.mjs printed no key:\n%s", out)
+	}
 	wantCounts(t, "TypeScript client", g.up, g.vendorKey(t, "tickets.create", key), 1, 1)
 }

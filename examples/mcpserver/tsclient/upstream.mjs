@@ -33,7 +33,7 @@ check(!first.isError && receipt(first).outcome === "accepted" && receipt(first).
 const again = await call();
 check(receipt(again).replayed === true && again.content?.[0]?.text === first.content?.[0]?.text,
   "the same key again is the replay, with the same answer");
-console.log(`key ${key}`);
+console.log(`KEY=${key}`);
 
 await client.close();
 process.exit(failed ? 1 : 0);
