@@ -21,6 +21,18 @@
 // path with a call and its replay; redisstore/embedded gives a store in
 // one call for tests and demos.
 //
+// In front of an upstream MCP server, a tool's Target is the upstream's
+// ([retry.MCPUpstream]), and [Gateway.Import] lists it as the upstream does:
+//
+//	upstream := &retry.MCPUpstream{URL: "https://mcp.payco.example/mcp"}
+//	route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{Connection: "payco", Provider: "payco",
+//		URL: upstream.URL, Credential: idempotency.NoCredential, UpstreamTool: "create"})
+//	tool := mcpgateway.Tool{Spec: spec, Connection: "payco", Route: route, Target: upstream.Target("create"), Upstream: upstream}
+//	gw, err := mcpgateway.New(mcpgateway.Config{Tools: []mcpgateway.Tool{tool}, Orchestrator: orch})
+//	err = gw.Import(ctx) // tools/list: description, input schema, annotations
+//
+// The Import example runs it with a call and its replay.
+//
 // Logging, metrics and tracing are hooks of [Config]; the package pulls in
 // no metrics or tracing SDK. A tools/call the SDK would answer plainly is
 // answered without it, byte for byte the same (internal/mcpdirect).

@@ -221,9 +221,10 @@ type Gateway struct {
 }
 
 // New checks cfg and builds its gateway. A tool without a Route of every
-// fact ([idempotency.Route.Check]) or Target, or whose Spec, Route and
-// Target [retry.NewDispatch] refuses, a capability whose provider is not a
-// tool, or a repeated name is an error.
+// fact ([idempotency.Route.Check]) or Target, with an Upstream whose Route
+// names no upstream tool, or whose Spec, Route and Target
+// [retry.NewDispatch] refuses, a capability whose provider is not a tool,
+// or a repeated name is an error.
 func New(cfg Config) (*Gateway, error) {
 	if cfg.Orchestrator == nil {
 		return nil, fmt.Errorf("%w: Orchestrator is required", ErrInvalidConfig)
@@ -282,6 +283,8 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("%w: tool %s is listed twice", ErrInvalidConfig, name)
 		case t.Target == nil:
 			return nil, fmt.Errorf("%w: tool %s has no Target", ErrInvalidConfig, name)
+		case t.Upstream != nil && t.Route.UpstreamTool == "":
+			return nil, fmt.Errorf("%w: tool %s has an Upstream but its Route names no upstream tool", ErrInvalidConfig, name)
 		}
 		if err := t.Route.Check(); err != nil {
 			return nil, fmt.Errorf("%w: tool %s: %w", ErrInvalidConfig, name, err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strings"
 	"time"
 
@@ -32,15 +31,6 @@ type toolView struct {
 // unavailableRetry is the retry_after of a call refused because its
 // upstream's tools were not imported yet.
 const unavailableRetry = 5 * time.Second
-
-// upstreamName is the name of t's tool on its upstream MCP server: its
-// route's upstream tool, or the spec's tool when the route names none.
-func upstreamName(t *Tool) string {
-	if f := reflect.ValueOf(t.Route).FieldByName("UpstreamTool"); f.IsValid() && f.String() != "" {
-		return f.String()
-	}
-	return t.Spec.Tool
-}
 
 // listedTool is the part of an upstream's tools/list entry an import reads.
 type listedTool struct {
@@ -100,9 +90,9 @@ func (g *Gateway) importListed(u *retry.MCPUpstream, listed []json.RawMessage) [
 		if t == nil || t.Upstream != u {
 			continue
 		}
-		lt, ok := byName[upstreamName(t)]
+		lt, ok := byName[t.Route.UpstreamTool]
 		if !ok {
-			errs = append(errs, fmt.Errorf("mcpgateway: import: %s: the upstream lists no tool %s", name, upstreamName(t)))
+			errs = append(errs, fmt.Errorf("mcpgateway: import: %s: the upstream lists no tool %s", name, t.Route.UpstreamTool))
 			continue
 		}
 		v, why := importView(t, lt)
@@ -247,16 +237,15 @@ func unavailableRefusal() *refusal {
 }
 
 // isUpstreamResult reports whether out is the answer of an upstream MCP
-// server's tool: its stored body is the JSON-RPC result or error object.
+// server's tool, whose stored body is the JSON-RPC result or error object:
+// its record's route, or the tool the route names, names an upstream tool.
 func (g *Gateway) isUpstreamResult(out retry.Answer) bool {
-	rc := out.Receipt
-	if t := g.tools[rc.Route.Tool]; t != nil && t.Upstream != nil {
+	r := out.Receipt.Route
+	if r.UpstreamTool != "" {
 		return true
 	}
-	// A route of an upstream MCP server names no HTTP method; an
-	// in-process one names none either.
-	b := effectspec.BindingKind(rc.Binding)
-	return b == effectspec.BindingMeta || rc.Route.Method == "" && rc.Route.Host != "" && !b.InProcess()
+	t := g.tools[r.Tool]
+	return t != nil && t.Route.UpstreamTool != ""
 }
 
 // upstreamResult renders the stored body of an upstream MCP tool's answer,

@@ -3,6 +3,7 @@ package mcpgateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -40,7 +41,12 @@ func newUpstreamFixture(t *testing.T, description string, schema string) *upstre
 	tool := Tool{Spec: sp, Connection: "conn_up", Route: rt, Upstream: f.up, Description: description,
 		Target: retry.TargetFunc(func(ctx context.Context, a retry.Attempt) retry.Result {
 			f.sent.Add(1)
-			return retry.Result{Phase: retry.Responded, Status: http.StatusOK, Body: []byte(*f.body.Load())}
+			body := *f.body.Load()
+			outcome := effectspec.Accepted
+			if strings.Contains(body, `"code"`) {
+				outcome = effectspec.DefinitelyRejected
+			}
+			return retry.Result{Phase: retry.Responded, Status: http.StatusOK, Body: []byte(body), Outcome: outcome}
 		})}
 	if schema != "" {
 		if tool.InputSchema, err = ParseInputSchema(json.RawMessage(schema)); err != nil {
@@ -231,13 +237,13 @@ func TestUpstreamResultRendered(t *testing.T) {
 		if rc.Replayed != replayed || f.sent.Load() != 1 {
 			t.Fatalf("call %d: replayed %v, sent %d", i, rc.Replayed, f.sent.Load())
 		}
-		if len(a.result.Content) != 2 || compact(a.result.Content[1]) != `{"text":"p_1","type":"text"}` {
+		if len(a.result.Content) != 2 || string(a.result.Content[1]) != `{"type":"text","text":"p_1"}` {
 			t.Errorf("content %s", compact(a.result.Content))
 		}
 		if string(a.result.StructuredContent) != `{"id":"p_1"}` {
 			t.Errorf("structuredContent %s", a.result.StructuredContent)
 		}
-		if a.result.IsError != (rc.Outcome != effectspec.Accepted) {
+		if a.result.IsError || rc.Outcome != effectspec.Accepted {
 			t.Errorf("isError %v, outcome %s", a.result.IsError, rc.Outcome)
 		}
 		if meta["dev.obol/idempotency-key"] != key1 || meta["vendor.example/trace"] != "t1" || meta["dev.obol/approval"] != nil || rc.IdempotencyKey != key1 {
@@ -247,7 +253,7 @@ func TestUpstreamResultRendered(t *testing.T) {
 	rejected := `{"code":-32602,"message":"amount: must be positive"}`
 	f.body.Store(&rejected)
 	a, _ := postCallMeta(t, f.srv, key2, `{"amount": 5}`)
-	if len(a.result.Content) != 1 || !strings.Contains(string(a.result.Content[0]), `-32602`) || string(a.result.StructuredContent) != rejected {
+	if !a.result.IsError || len(a.result.Content) != 1 || !strings.Contains(string(a.result.Content[0]), `-32602`) || string(a.result.StructuredContent) != rejected {
 		t.Errorf("content %s structured %s", compact(a.result.Content), a.result.StructuredContent)
 	}
 }
@@ -266,4 +272,23 @@ func postCallMeta(t *testing.T, srv *httptest.Server, key, args string) (wireAns
 		meta = r.Meta
 	})
 	return a, meta
+}
+
+// TestUpstreamNeedsAnMCPRoute: a tool with an Upstream whose route is an
+// HTTP route's is refused: its answers would be rendered as neither.
+func TestUpstreamNeedsAnMCPRoute(t *testing.T) {
+	sp, err := effectspec.Parse([]byte(`{"tool": "t.run", "effect": "read"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := idempotency.NewRoute(sp, idempotency.RouteTarget{Connection: "c", Provider: "p", URL: "http://127.0.0.1:9/x", Credential: idempotency.NoCredential})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &retry.MCPUpstream{URL: "http://127.0.0.1:9/mcp"}
+	_, err = New(Config{Orchestrator: &retry.Orchestrator{Store: miniStore(t)},
+		Tools: []Tool{{Spec: sp, Connection: "c", Route: rt, Target: up.Target("x"), Upstream: up}}})
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "names no upstream tool") {
+		t.Errorf("New: %v", err)
+	}
 }

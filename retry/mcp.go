@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -635,7 +636,7 @@ func paramAnnotations(tools []json.RawMessage) map[string][]mcpParamHeader {
 		}
 		for name, p := range m {
 			path := append(slices.Clone(prefix), name)
-			if p.XMCPHeader != "" {
+			if isToken(p.XMCPHeader) {
 				out = append(out, mcpParamHeader{path: path, header: p.XMCPHeader})
 			}
 			if len(p.Properties) > 0 {
@@ -660,6 +661,18 @@ func paramAnnotations(tools []json.RawMessage) map[string][]mcpParamHeader {
 		}
 	}
 	return out
+}
+
+// isToken reports whether s is an RFC 9110 token, as a header name must
+// be: the go-sdk client drops a tool whose annotation is not one.
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // paramHeaders are the Mcp-Param-* headers of args, as the go-sdk client

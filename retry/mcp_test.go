@@ -242,10 +242,10 @@ func TestMCPUpstreamClassifies(t *testing.T) {
 // the first call; every attempt is one tools/call POST.
 func TestMCPUpstreamSteps(t *testing.T) {
 	up := newUpstream(t, false, answer(200, `"result":{"content":[]}`, false))
-	up.tools = []string{`{"name":"other"}`, `{"name":"create","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}}`}
+	up.tools = []string{`{"name":"other"}`, `{"name":"create","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"note":{"type":"string","x-mcp-header":"Bad Name"}}}}`}
 	u := &retry.MCPUpstream{URL: up.URL}
 	for range 2 {
-		if res, _ := sendMCP(u, mcpSpec(effectspec.BindingUnsupported, ""), `{"region":"eu west"}`); res.Outcome != effectspec.Accepted {
+		if res, _ := sendMCP(u, mcpSpec(effectspec.BindingUnsupported, ""), `{"region":"eu west","note":"n"}`); res.Outcome != effectspec.Accepted {
 			t.Fatalf("outcome %s, err %v", res.Outcome, res.Err)
 		}
 	}
