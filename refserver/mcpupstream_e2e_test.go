@@ -198,12 +198,13 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 	t.Run("lost answer, body_pointer binding", func(t *testing.T) {
 		k := idempotency.NewKey().String()
 		plan(t, g.up, upstreamtest.HangUp)
-		want(t, "first call", g.call(t, k, "tickets.create_arg", args), effectspec.Unknown, false)
+		first := map[string]any{"title": "printer on fire", "idempotency_key": "model-made-bp-1"}
+		want(t, "first call", g.call(t, k, "tickets.create_arg", first), effectspec.Unknown, false)
 		vk := g.vendorKey(t, "tickets.create_arg", k)
-		regenerated := map[string]any{"title": "printer on fire", "idempotency_key": "model-made-2"}
+		regenerated := map[string]any{"title": "printer on fire", "idempotency_key": "model-made-bp-2"}
 		want(t, "retry", g.call(t, k, "tickets.create_arg", regenerated), effectspec.Accepted, false)
 		wantCounts(t, "body_pointer", g.up, vk, 2, 1)
-		for _, mk := range []string{"model-made-1", "model-made-2", k} {
+		for _, mk := range []string{"model-made-bp-1", "model-made-bp-2", k} {
 			if n := g.up.Key(mk).Received; n != 0 {
 				t.Errorf("the upstream received %q as the key %d times", mk, n)
 			}
@@ -320,6 +321,24 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 			t.Errorf("attempt_count %d, want 2 (the 503, then the result)", rc.AttemptCount)
 		}
 		wantCounts(t, "503", g.up, g.vendorKey(t, "tickets.create", k), 2, 1)
+	})
+
+	// An Obol upstream's refusal that says the call did not run is not an
+	// outcome: the cycle's second attempt goes at once; when neither ran,
+	// the client is told vendor_unreachable and its retry goes through.
+	t.Run("not-run refusal", func(t *testing.T) {
+		k := idempotency.NewKey().String()
+		plan(t, g.up, upstreamtest.QuotaExceeded)
+		want(t, "one refusal", g.call(t, k, "tickets.create_arg", args), effectspec.Accepted, false)
+		wantCounts(t, "one refusal", g.up, g.vendorKey(t, "tickets.create_arg", k), 2, 1)
+
+		k2 := idempotency.NewKey().String()
+		plan(t, g.up, upstreamtest.QuotaExceeded, upstreamtest.QuotaExceeded)
+		if a := g.call(t, k2, "tickets.create_arg", args); a.reason() != "vendor_unreachable" || a.safe(t) != "true" {
+			t.Fatalf("two refusals: %d %s; want vendor_unreachable, safe_new_key true", a.code, a.raw)
+		}
+		want(t, "retry", g.call(t, k2, "tickets.create_arg", args), effectspec.Accepted, false)
+		wantCounts(t, "two refusals", g.up, g.vendorKey(t, "tickets.create_arg", k2), 3, 1)
 	})
 
 	// The upstream gets only what the gateway builds: never the client's
