@@ -311,7 +311,7 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 	})
 
 	// 503 with a complete body earns the one immediate second attempt
-	// (meta binding): one client call, accepted.
+	// (meta binding): one client call, accepted. Not with unsupported.
 	t.Run("503 then success", func(t *testing.T) {
 		k := idempotency.NewKey().String()
 		plan(t, g.up, upstreamtest.Busy)
@@ -321,6 +321,20 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 			t.Errorf("attempt_count %d, want 2 (the 503, then the result)", rc.AttemptCount)
 		}
 		wantCounts(t, "503", g.up, g.vendorKey(t, "tickets.create", k), 2, 1)
+
+		// unsupported: the upstream could not deduplicate a second attempt,
+		// so the 503 is the call's unknown outcome and nothing is sent again.
+		k2 := idempotency.NewKey().String()
+		before := g.up.Total()
+		plan(t, g.up, upstreamtest.Busy)
+		want(t, "unsupported", g.call(t, k2, "tickets.once", args), effectspec.Unknown, false)
+		if a := g.call(t, k2, "tickets.once", args); a.reason() != "outcome_unknown" {
+			t.Errorf("unsupported retry: %d %s; want outcome_unknown", a.code, a.raw)
+		}
+		if got := g.up.Total(); got.Received != before.Received+1 || got.Executed != before.Executed {
+			t.Errorf("unsupported: the upstream received %d and executed %d calls, want 1 and 0",
+				got.Received-before.Received, got.Executed-before.Executed)
+		}
 	})
 
 	// An Obol upstream's refusal that says the call did not run is not an
