@@ -292,3 +292,33 @@ func TestUpstreamNeedsAnMCPRoute(t *testing.T) {
 		t.Errorf("New: %v", err)
 	}
 }
+
+// TestImportWhileServing: imports replace a tool's listing and schema
+// while calls and listings run (the race detector checks the rest).
+func TestImportWhileServing(t *testing.T) {
+	f := newUpstreamFixture(t, "", "")
+	if errs := f.gw.importListed(f.up, []json.RawMessage{json.RawMessage(listed)}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 20 {
+			f.gw.importListed(f.up, []json.RawMessage{json.RawMessage(listed)})
+		}
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			if a := postCall(t, f.srv, idempotency.NewKey().String(), `{"amount": 5}`); a.outcome(t).Outcome != effectspec.Accepted {
+				t.Errorf("outcome %s", a.outcome(t).Outcome)
+			}
+			return
+		default:
+		}
+		if def := f.listTools(t); !strings.Contains(compact(def["inputSchema"]), "amount") {
+			t.Fatalf("listing %d: %s", i, compact(def))
+		}
+		postCall(t, f.srv, idempotency.NewKey().String(), `{"amount": 5}`).outcome(t)
+	}
+}

@@ -172,3 +172,22 @@ func BenchmarkReceiptMarshal(b *testing.B) {
 		})
 	}
 }
+
+// TestReceiptJSONOneAllocation: a receipt with every field set (an MCP
+// route's upstream tool, both bools, both times, the largest ints) and no
+// string that needs an escape encodes in one allocation: the size hint
+// covers every key.
+func TestReceiptJSONOneAllocation(t *testing.T) {
+	r := sample()
+	r.Route.UpstreamTool = "create_payment"
+	r.AttemptCount, r.Status = math.MinInt, math.MinInt
+	r.Replayed, r.SafeNewKey = false, receipt.Safe(false)
+	r.FinalizedAt = r.CreatedAt.Add(time.Second)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := r.MarshalJSON(); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 1 {
+		t.Errorf("MarshalJSON: %v allocations, want 1", n)
+	}
+}

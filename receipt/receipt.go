@@ -110,9 +110,9 @@ func (r Receipt) MarshalJSON() ([]byte, error) {
 // sizeHint bounds the encoding when no string needs an escape, so that
 // MarshalJSON allocates once.
 func (r *Receipt) sizeHint() int {
-	// 350 covers the keys, punctuation and quotes of the strings; 2×20 the
+	// 370 covers the keys, punctuation and quotes of the strings; 2×20 the
 	// ints; 2×26 the quoted times.
-	n := 350 + 2*20 + 2*26 + len(r.IdempotencyKey) + len(r.KeySource) + len(r.RequestHash) + len(r.Tool) +
+	n := 370 + 2*20 + 2*26 + len(r.IdempotencyKey) + len(r.KeySource) + len(r.RequestHash) + len(r.Tool) +
 		len(r.Workspace) + len(r.Route.Connection) + len(r.Route.Provider) + len(r.Route.Tool) +
 		len(r.Route.Method) + len(r.Route.Host) + len(r.Route.Path) + len(r.Route.UpstreamTool) + len(r.Route.Fingerprint) +
 		len(r.Binding) + len(r.Propagation) + len(r.VendorKey) + len(r.Outcome)
