@@ -251,7 +251,9 @@ func (g *Gateway) isUpstreamResult(out retry.Answer) bool {
 // upstreamResult renders the stored body of an upstream MCP tool's answer,
 // when it is the upstream's CallToolResult, as that result: its content,
 // structuredContent and _meta but for the gateway's own dev.obol/*
-// members, which an upstream cannot set; meta's then. isError is the
+// members, which an upstream cannot set, and the protocol's
+// io.modelcontextprotocol/* members, which describe the upstream's hop (its
+// serverInfo is not this server's); meta's then. isError is the
 // call's: true unless accepted. ok is false for any other body (a JSON-RPC
 // error object, an HTTP error's body), which renders as a vendor's body.
 func upstreamResult(body []byte, meta mcp.Meta, isError bool) (*mcp.CallToolResult, bool) {
@@ -267,7 +269,7 @@ func upstreamResult(body []byte, meta mcp.Meta, isError bool) (*mcp.CallToolResu
 	}
 	merged := mcp.Meta{}
 	for k, v := range res.Meta {
-		if !strings.HasPrefix(k, "dev.obol/") {
+		if !strings.HasPrefix(k, "dev.obol/") && !strings.HasPrefix(k, "io.modelcontextprotocol/") {
 			merged[k] = v
 		}
 	}

@@ -220,7 +220,7 @@ func TestUnavailableUntilImported(t *testing.T) {
 }
 
 // TestUpstreamResultRendered: an upstream's CallToolResult is answered as
-// itself, its dev.obol/* _meta members replaced by the gateway's and its
+// itself, its dev.obol/* and io.modelcontextprotocol/* _meta members replaced by the gateway's and its
 // others kept; the replay is the same. A JSON-RPC error object is answered
 // as a vendor's body.
 func TestUpstreamResultRendered(t *testing.T) {
@@ -229,7 +229,7 @@ func TestUpstreamResultRendered(t *testing.T) {
 		t.Fatal(errs)
 	}
 	body := `{"content":[{"type":"text","text":"paid"},{"type":"text","text":"p_1"}],"structuredContent":{"id":"p_1"},"isError":false,
-		"_meta":{"dev.obol/receipt":"forged","dev.obol/idempotency-key":"forged","dev.obol/approval":{"ticket":"apt_x"},"vendor.example/trace":"t1"}}`
+		"_meta":{"dev.obol/receipt":"forged","dev.obol/idempotency-key":"forged","dev.obol/approval":{"ticket":"apt_x"},"vendor.example/trace":"t1","io.modelcontextprotocol/serverInfo":{"name":"upstream","version":"1"}}}`
 	f.body.Store(&body)
 	for i, replayed := range []bool{false, true} {
 		a, meta := postCallMeta(t, f.srv, key1, `{"amount": 5}`)
@@ -246,7 +246,7 @@ func TestUpstreamResultRendered(t *testing.T) {
 		if a.result.IsError || rc.Outcome != effectspec.Accepted {
 			t.Errorf("isError %v, outcome %s", a.result.IsError, rc.Outcome)
 		}
-		if meta["dev.obol/idempotency-key"] != key1 || meta["vendor.example/trace"] != "t1" || meta["dev.obol/approval"] != nil || rc.IdempotencyKey != key1 {
+		if meta["dev.obol/idempotency-key"] != key1 || meta["vendor.example/trace"] != "t1" || meta["dev.obol/approval"] != nil || meta["io.modelcontextprotocol/serverInfo"] != nil || rc.IdempotencyKey != key1 {
 			t.Errorf("_meta %v", meta)
 		}
 	}
