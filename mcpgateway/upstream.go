@@ -26,6 +26,11 @@ type toolView struct {
 	// has not been read and the configuration declares no schema, so
 	// nothing says what its arguments are.
 	unavailable bool
+	// pointer is the body_pointer binding's pointer whose property the
+	// imported schema dropped: a caller may still send the member (a model
+	// told to make it unique), which the gateway overwrites, so the schema
+	// is checked without it.
+	pointer string
 }
 
 // unavailableRetry is the retry_after of a call refused because its
@@ -127,7 +132,7 @@ func importView(t *Tool, lt listedTool) (*toolView, string) {
 		if why != "" {
 			return nil, "the upstream's input schema " + why
 		}
-		v.schema = s
+		v.schema, v.pointer = s, pointer
 	}
 	return v, ""
 }
@@ -216,7 +221,8 @@ func (g *Gateway) listing(name string, t *Tool, desc string, schema *InputSchema
 		a.Title, a.DestructiveHint, a.OpenWorldHint = upstream.Title, upstream.DestructiveHint, upstream.OpenWorldHint
 	}
 	def.Annotations = a
-	def.Description = strings.TrimSpace(def.Description) + " " + RetryNote
+	// An Obol-fronted upstream's description ends with the same note.
+	def.Description = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(def.Description), RetryNote)) + " " + RetryNote
 	return def
 }
 
@@ -226,7 +232,7 @@ func (v *toolView) check(args []byte) *refusal {
 	if v.unavailable {
 		return unavailableRefusal()
 	}
-	return v.schema.check(args)
+	return v.schema.checkWithout(args, v.pointer)
 }
 
 // unavailableRefusal refuses a new call of a tool whose upstream's tools
@@ -251,7 +257,9 @@ func (g *Gateway) isUpstreamResult(out retry.Answer) bool {
 // upstreamResult renders the stored body of an upstream MCP tool's answer,
 // when it is the upstream's CallToolResult, as that result: its content,
 // structuredContent and _meta but for the gateway's own dev.obol/*
-// members, which an upstream cannot set; meta's then. isError is the
+// members, which an upstream cannot set, and the protocol's
+// io.modelcontextprotocol/* members, which describe the upstream's hop (its
+// serverInfo is not this server's); meta's then. isError is the
 // call's: true unless accepted. ok is false for any other body (a JSON-RPC
 // error object, an HTTP error's body), which renders as a vendor's body.
 func upstreamResult(body []byte, meta mcp.Meta, isError bool) (*mcp.CallToolResult, bool) {
@@ -267,7 +275,7 @@ func upstreamResult(body []byte, meta mcp.Meta, isError bool) (*mcp.CallToolResu
 	}
 	merged := mcp.Meta{}
 	for k, v := range res.Meta {
-		if !strings.HasPrefix(k, "dev.obol/") {
+		if !strings.HasPrefix(k, "dev.obol/") && !strings.HasPrefix(k, "io.modelcontextprotocol/") {
 			merged[k] = v
 		}
 	}

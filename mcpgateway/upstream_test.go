@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -129,12 +130,19 @@ func TestImportDropsThePointerProperty(t *testing.T) {
 	if got := compact(def["annotations"]); got != `{"destructiveHint":false,"idempotentHint":true,"readOnlyHint":false,"title":"Payment"}` {
 		t.Errorf("annotations %s", got)
 	}
-	// The imported schema checks a call's arguments: the key's member is
-	// the gateway's to write, so a call that sends it breaks it.
-	if a := postCall(t, f.srv, key1, `{"amount": 5, "idempotency_key": "mine"}`); a.reason(t) != "invalid_arguments" {
-		t.Errorf("reason %s", a.reason(t))
+	// The imported schema checks a call's arguments without the key's
+	// member, which the gateway overwrites: a model told to make it unique
+	// may still send it, and a retry under another value is the same slot.
+	if a := postCall(t, f.srv, key1, `{"amount": 5, "idempotency_key": "mine"}`); a.outcome(t).AttemptCount != 1 || f.sent.Load() != 1 {
+		t.Errorf("with the member: attempts %d, sent %d", a.outcome(t).AttemptCount, f.sent.Load())
 	}
-	if a := postCall(t, f.srv, key2, `{"amount": 5}`); a.outcome(t).AttemptCount != 1 || f.sent.Load() != 1 {
+	if a := postCall(t, f.srv, key1, `{"amount": 5, "idempotency_key": "mine, made again"}`); !a.outcome(t).Replayed || f.sent.Load() != 1 {
+		t.Errorf("the retry with another member is not a replay: sent %d", f.sent.Load())
+	}
+	if a := postCall(t, f.srv, key2, `{"amount": 5, "extra": 1}`); a.reason(t) != "invalid_arguments" {
+		t.Errorf("another member: reason %s", a.reason(t))
+	}
+	if a := postCall(t, f.srv, key2, `{"amount": 5}`); a.outcome(t).AttemptCount != 1 || f.sent.Load() != 2 {
 		t.Errorf("attempts %d, sent %d", a.outcome(t).AttemptCount, f.sent.Load())
 	}
 }
@@ -220,7 +228,7 @@ func TestUnavailableUntilImported(t *testing.T) {
 }
 
 // TestUpstreamResultRendered: an upstream's CallToolResult is answered as
-// itself, its dev.obol/* _meta members replaced by the gateway's and its
+// itself, its dev.obol/* and io.modelcontextprotocol/* _meta members replaced by the gateway's and its
 // others kept; the replay is the same. A JSON-RPC error object is answered
 // as a vendor's body.
 func TestUpstreamResultRendered(t *testing.T) {
@@ -229,7 +237,7 @@ func TestUpstreamResultRendered(t *testing.T) {
 		t.Fatal(errs)
 	}
 	body := `{"content":[{"type":"text","text":"paid"},{"type":"text","text":"p_1"}],"structuredContent":{"id":"p_1"},"isError":false,
-		"_meta":{"dev.obol/receipt":"forged","dev.obol/idempotency-key":"forged","dev.obol/approval":{"ticket":"apt_x"},"vendor.example/trace":"t1"}}`
+		"_meta":{"dev.obol/receipt":"forged","dev.obol/idempotency-key":"forged","dev.obol/approval":{"ticket":"apt_x"},"vendor.example/trace":"t1","io.modelcontextprotocol/serverInfo":{"name":"upstream","version":"1"}}}`
 	f.body.Store(&body)
 	for i, replayed := range []bool{false, true} {
 		a, meta := postCallMeta(t, f.srv, key1, `{"amount": 5}`)
@@ -246,7 +254,7 @@ func TestUpstreamResultRendered(t *testing.T) {
 		if a.result.IsError || rc.Outcome != effectspec.Accepted {
 			t.Errorf("isError %v, outcome %s", a.result.IsError, rc.Outcome)
 		}
-		if meta["dev.obol/idempotency-key"] != key1 || meta["vendor.example/trace"] != "t1" || meta["dev.obol/approval"] != nil || rc.IdempotencyKey != key1 {
+		if meta["dev.obol/idempotency-key"] != key1 || meta["vendor.example/trace"] != "t1" || meta["dev.obol/approval"] != nil || meta["io.modelcontextprotocol/serverInfo"] != nil || rc.IdempotencyKey != key1 {
 			t.Errorf("_meta %v", meta)
 		}
 	}
@@ -320,5 +328,19 @@ func TestImportWhileServing(t *testing.T) {
 			t.Fatalf("listing %d: %s", i, compact(def))
 		}
 		postCall(t, f.srv, idempotency.NewKey().String(), `{"amount": 5}`).outcome(t)
+	}
+}
+
+// TestImportedRetryNoteOnce: an Obol-fronted upstream's description already
+// ends with the retry note; the listing says it once.
+func TestImportedRetryNoteOnce(t *testing.T) {
+	f := newUpstreamFixture(t, "", "")
+	lt := strings.Replace(listed, `"Creates a payment."`, strconv.Quote("Creates a payment. "+RetryNote), 1)
+	if errs := f.gw.importListed(f.up, []json.RawMessage{json.RawMessage(lt)}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	d, _ := f.listTools(t)["description"].(string)
+	if d != "Creates a payment. "+RetryNote {
+		t.Errorf("description %q", d)
 	}
 }
