@@ -82,11 +82,15 @@ func (r reply) final() bool {
 	return o == "accepted" || o == "definitely_rejected"
 }
 
-// callTool sends one tools/call with key as Idempotency-Key, and an approval
-// ticket in _meta when one is given.
-func callTool(ctx context.Context, base, apiKey, tool, key, ticket string, args json.RawMessage) reply {
+// callTool sends one tools/call with key as Idempotency-Key (in _meta with
+// inMeta), and an approval ticket in _meta when one is given.
+func callTool(ctx context.Context, base, apiKey, tool, key, ticket string, inMeta bool, args json.RawMessage) reply {
 	c := refservertest.Client{Base: base, APIKey: apiKey, HTTP: httpClient}
-	a := c.CallTool(ctx, refservertest.Request{Tool: tool, Args: args, Key: key, Ticket: ticket})
+	q := refservertest.Request{Tool: tool, Args: args, Key: key, Ticket: ticket}
+	if inMeta {
+		q.Key, q.MetaKey = "", key
+	}
+	a := c.CallTool(ctx, q)
 	r := reply{httpStatus: a.HTTPStatus, transport: a.Err, result: a.Result, body: a.Body}
 	if a.Error != nil {
 		r.refused, r.reason, r.transport = true, a.Reason(), nil

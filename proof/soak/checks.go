@@ -44,6 +44,9 @@ func (w *world) checkVendorTruth() map[string]map[string]string {
 		if s == nil {
 			continue
 		}
+		if len(t.forwardedMeta) > 0 {
+			add("client_key_at_vendor", id, "the upstream received the client's _meta members %v", t.forwardedMeta)
+		}
 		if s.tool.vendorKB {
 			if len(t.vendorKeys) > 1 || t.effects > 0 && t.vendorKeys[0] == "" {
 				add("duplicates", id, "%d effects under vendor keys %v (one allowed)", t.effects, t.vendorKeys)
@@ -55,6 +58,11 @@ func (w *world) checkVendorTruth() map[string]map[string]string {
 			}
 			if t.foreignKey {
 				add("cross_tenant_results", id, "a vendor key of this slot was first used by another slot")
+			}
+			for _, k := range sortedKeys(t.keyExecutions) {
+				if t.keyExecutions[k] > 1 {
+					add("duplicates", id, "the upstream executed vendor key %s %d times", k, t.keyExecutions[k])
+				}
 			}
 		} else if t.effects > 1 {
 			// An effect after an acknowledged loss of the slot's record is

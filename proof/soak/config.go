@@ -34,7 +34,7 @@ func newCredentials(rng *rand.Rand) credentials {
 		return hex.EncodeToString(b[:])
 	}
 	c := credentials{env: map[string]string{}, approver: "ob_soak_approver_" + word()}
-	for _, n := range []string{"STRIPE", "ECHO", "SLOW", "MAIL", "NANGO", "COMPOSIO"} {
+	for _, n := range []string{"STRIPE", "ECHO", "SLOW", "MAIL", "NANGO", "COMPOSIO", "MCP", "MCPS"} {
 		c.env["SOAK_"+n+"_SECRET"] = "sk_soak_" + strings.ToLower(n) + "_" + word()
 	}
 	for _, id := range []string{"ws_a", "ws_b", "ws_c"} {
@@ -75,9 +75,13 @@ func (c credentials) envList(broken string) []string {
 // toolInfo is what the workload and the checks need to know of a tool.
 type toolInfo struct {
 	name     string
-	vendorKB bool // header or body_pointer binding: one effect per vendor key
+	vendorKB bool // header, meta or body_pointer binding: one effect per vendor key
 	approval bool
 	weight   int
+	// metaKey: the client sends its key in _meta rather than as a header,
+	// so that an upstream MCP server would see it if the gateway forwarded
+	// the client's _meta.
+	metaKey bool
 }
 
 var tools = []toolInfo{
@@ -89,6 +93,11 @@ var tools = []toolInfo{
 	{name: "gh.issue", weight: 10},
 	{name: "gmail.send", weight: 8},
 	{name: "cap.send", vendorKB: true, weight: 10},
+	{name: "mcp.charge", vendorKB: true, weight: 5, metaKey: true},
+	{name: "mcp.ticket", vendorKB: true, weight: 5, metaKey: true},
+	{name: "mcp.note", weight: 4, metaKey: true},
+	{name: "mcps.charge", vendorKB: true, weight: 4, metaKey: true},
+	{name: "mcps.ticket", vendorKB: true, weight: 4, metaKey: true},
 }
 
 // gatewayConfig renders the fleet's shared refserver configuration.
@@ -108,7 +117,9 @@ func gatewayConfig(c credentials, vendorURL string, waitReplicas int) string {
     {"id": "conn_stripe", "provider": "stripe", "base_url": "` + vendorURL + `/stripe", "secret_env": "SOAK_STRIPE_SECRET"},
     {"id": "conn_echo", "provider": "echo", "base_url": "` + vendorURL + `/echo", "secret_env": "SOAK_ECHO_SECRET"},
     {"id": "conn_slow", "provider": "slow", "base_url": "` + vendorURL + `/slow", "secret_env": "SOAK_SLOW_SECRET"},
-    {"id": "conn_mail", "provider": "mail", "base_url": "` + vendorURL + `/mail", "secret_env": "SOAK_MAIL_SECRET"}],
+    {"id": "conn_mail", "provider": "mail", "base_url": "` + vendorURL + `/mail", "secret_env": "SOAK_MAIL_SECRET"},
+    {"id": "conn_mcp", "provider": "ledger", "protocol": "mcp", "base_url": "` + vendorURL + `/mcp/stateless", "secret_env": "SOAK_MCP_SECRET"},
+    {"id": "conn_mcps", "provider": "desk", "protocol": "mcp", "base_url": "` + vendorURL + `/mcp/sessions", "secret_env": "SOAK_MCPS_SECRET"}],
   "brokers": [
     {"id": "nango", "kind": "nango", "base_url": "` + vendorURL + `/nango", "secret_env": "SOAK_NANGO_SECRET"},
     {"id": "composio", "kind": "composio", "base_url": "` + vendorURL + `/composio", "secret_env": "SOAK_COMPOSIO_SECRET"}],
@@ -130,7 +141,17 @@ func gatewayConfig(c credentials, vendorURL string, waitReplicas int) string {
     {"broker": "nango", "connection_id": "user-1", "provider_config_key": "github", "path": "/issues",
      "spec": {"tool": "gh.issue", "effect": "write", "route": "federated", "timeout": "6s", ` + fed + `}},
     {"broker": "composio", "tool_slug": "GMAIL_SEND_EMAIL", "user_id": "u1",
-     "spec": {"tool": "gmail.send", "effect": "write", "route": "federated", "timeout": "6s", ` + fed + `}}
+     "spec": {"tool": "gmail.send", "effect": "write", "route": "federated", "timeout": "6s", ` + fed + `}},
+    {"connection": "conn_mcp", "upstream_tool": "charge", "spec": {"tool": "mcp.charge", "effect": "write", "route": "native", "timeout": "6s",
+      "idempotency": {"binding": "meta"}}},
+    {"connection": "conn_mcp", "upstream_tool": "create_ticket", "spec": {"tool": "mcp.ticket", "effect": "write", "route": "native", "timeout": "6s",
+      "idempotency": {"binding": "body_pointer", "pointer": "/idempotency_key"}, "status": {"tool_error": "definitely_rejected"}}},
+    {"connection": "conn_mcp", "upstream_tool": "post_note", "spec": {"tool": "mcp.note", "effect": "write", "route": "native", "timeout": "6s",
+      "idempotency": {"binding": "unsupported"}}},
+    {"connection": "conn_mcps", "upstream_tool": "charge", "spec": {"tool": "mcps.charge", "effect": "write", "route": "native", "timeout": "6s",
+      "idempotency": {"binding": "meta", "meta": "` + mcpMetaKey + `"}}},
+    {"connection": "conn_mcps", "upstream_tool": "create_ticket", "spec": {"tool": "mcps.ticket", "effect": "write", "route": "native", "timeout": "6s",
+      "idempotency": {"binding": "body_pointer", "pointer": "/idempotency_key"}}}
   ],
   "capabilities": [{"name": "cap.send", "providers": ["mail.a", "mail.b"], "pin": "mail.a"}]
 }`

@@ -68,8 +68,14 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 			w.fault("redis_conns_cut", "%d connections to Redis cut", cut)
 		case p < 88:
 			name := routeNames[rng.IntN(len(routeNames))]
-			mode := []vendorMode{mode503, modeHangup, modeStall}[rng.IntN(3)]
+			modes := modesFor(name)
+			mode := modes[rng.IntN(len(modes))]
 			d := time.Duration(300+rng.IntN(1500)) * time.Millisecond
+			if mode == modeSessionsLost {
+				n := w.vend.expireSessions(name)
+				w.fault("vendor_"+string(mode), "vendor %s forgets its %d sessions", name, n)
+				continue
+			}
 			w.vend.setMode(name, mode)
 			w.fault("vendor_"+string(mode), "vendor %s answers %s for %v", name, mode, d)
 			wg.Go(func() {

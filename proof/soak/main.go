@@ -281,6 +281,12 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	if w.cluster != nil {
 		w.countMigrationErrors()
 	}
+	figures := w.vend.mcpFigures() // not under w.mu: the vendors log under theirs
+	w.mu.Lock()
+	for k, n := range figures {
+		w.c.notes[k] += n
+	}
+	w.mu.Unlock()
 	badAuth, brokerRetries := w.vend.counters()
 	if brokerRetries > 0 {
 		w.violation("broker_retries_enabled", "", "%d broker requests allowed the broker to retry", brokerRetries)

@@ -45,19 +45,23 @@ type vendors struct {
 	srv    *http.Server
 	ln     net.Listener
 	URL    string
-	routes map[string]*route // by path prefix, e.g. "/stripe/v1/charges"
+	routes map[string]*route       // by path prefix, e.g. "/stripe/v1/charges"
+	mcp    map[string]*mcpUpstream // by path (mcpvendor.go)
 
-	mu         sync.Mutex
-	modes      map[string]vendorMode // route name -> mode
-	seen       map[string]int        // slot -> requests
-	effects    map[string][]effect   // slot -> effects performed
-	answers    map[string][]byte     // vendor key -> first answer (dedup vendors)
-	keyOwner   map[string]string     // vendor key -> slot it was first seen with
-	seq        int
-	badAuth    int
-	brokerRetr int // broker requests that asked the broker to retry
-	log        func(slot, format string, args ...any)
-	stall      time.Duration
+	mu            sync.Mutex
+	modes         map[string]vendorMode // route name -> mode
+	seen          map[string]int        // slot -> requests
+	effects       map[string][]effect   // slot -> effects performed
+	answers       map[string][]byte     // vendor key -> first answer (dedup vendors)
+	keyOwner      map[string]string     // vendor key -> slot it was first seen with
+	keyExec       map[string]int        // "route|vendor key" -> executions (MCP upstreams)
+	forwardedMeta map[string][]string   // slot -> client _meta members an MCP upstream received
+	mcpStats      map[string]int        // what the MCP upstreams saw and did, for the table
+	seq           int
+	badAuth       int
+	brokerRetr    int // broker requests that asked the broker to retry
+	log           func(slot, format string, args ...any)
+	stall         time.Duration
 }
 
 func newVendors(stall time.Duration, log func(slot, format string, args ...any)) (*vendors, error) {
@@ -79,7 +83,12 @@ func newVendors(stall time.Duration, log func(slot, format string, args ...any))
 			"/composio/api/v3/tools/execute/GMAIL_SEND_EMAIL": {name: "composio"},
 		},
 		modes: map[string]vendorMode{}, seen: map[string]int{}, effects: map[string][]effect{},
+		mcp: map[string]*mcpUpstream{
+			"/mcp/stateless": {name: "mcp", live: map[string]bool{}},
+			"/mcp/sessions":  {name: "mcp_sessions", sessions: true, live: map[string]bool{}},
+		},
 		answers: map[string][]byte{}, keyOwner: map[string]string{}, log: log, stall: stall,
+		keyExec: map[string]int{}, forwardedMeta: map[string][]string{}, mcpStats: map[string]int{},
 	}
 	v.srv = &http.Server{Handler: http.HandlerFunc(v.serve), ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = v.srv.Serve(ln) }()
@@ -89,7 +98,7 @@ func newVendors(stall time.Duration, log func(slot, format string, args ...any))
 func (v *vendors) close() { _ = v.srv.Close() }
 
 // routeNames are the names the fault schedule may put into a mode.
-var routeNames = []string{"stripe", "echo", "chat", "slow", "mail", "nango", "composio"}
+var routeNames = []string{"stripe", "echo", "chat", "slow", "mail", "nango", "composio", "mcp", "mcp_sessions"}
 
 func (v *vendors) setMode(name string, m vendorMode) {
 	v.mu.Lock()
@@ -111,6 +120,10 @@ type callBody struct {
 }
 
 func (v *vendors) serve(w http.ResponseWriter, r *http.Request) {
+	if up := v.mcp[r.URL.Path]; up != nil {
+		v.serveMCP(w, r, up)
+		return
+	}
 	rt := v.routes[r.URL.Path]
 	if rt == nil {
 		http.Error(w, "no such route", http.StatusNotFound)
@@ -234,6 +247,11 @@ type slotTruth struct {
 	vendorKeys  []string    // distinct keys of the effects ("" for none)
 	effectTimes []time.Time // when each effect happened, in order
 	foreignKey  bool        // a key first seen with another slot
+	// keyExecutions is the executions per vendor key of an MCP upstream
+	// ("upstream|key"), and forwardedMeta the client's _meta members one
+	// received.
+	keyExecutions map[string]int
+	forwardedMeta []string
 }
 
 func (v *vendors) truth() map[string]slotTruth {
@@ -241,9 +259,15 @@ func (v *vendors) truth() map[string]slotTruth {
 	defer v.mu.Unlock()
 	out := make(map[string]slotTruth, len(v.seen))
 	for slot, n := range v.seen {
-		t := slotTruth{seen: n, effects: len(v.effects[slot])}
+		t := slotTruth{seen: n, effects: len(v.effects[slot]), forwardedMeta: v.forwardedMeta[slot]}
 		keys := map[string]bool{}
 		for _, e := range v.effects[slot] {
+			if n := v.keyExec[e.route+"|"+e.vendorKey]; n > 0 && e.vendorKey != "" {
+				if t.keyExecutions == nil {
+					t.keyExecutions = map[string]int{}
+				}
+				t.keyExecutions[e.route+"|"+e.vendorKey] = n
+			}
 			t.effectTimes = append(t.effectTimes, e.at)
 			keys[e.vendorKey] = true
 			if e.vendorKey != "" && v.keyOwner[e.vendorKey] != slot {

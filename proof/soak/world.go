@@ -66,6 +66,7 @@ var invariants = []string{
 	"duplicates", "attempt_count_below_vendor", "acknowledged_reservations_lost",
 	"cross_tenant_results", "client_key_at_vendor", "secrets", "settled_not_replayed",
 	"broker_retries_enabled", "linearizability", "no_call_served_after_acknowledgement",
+	"upstream_obol_meta_passed_on",
 }
 
 // world is one phase: a Redis topology, a fleet of gateways, the vendors,
@@ -358,6 +359,9 @@ func (w *world) checkReply(s *slot, r reply, when time.Time, epoch int, open boo
 			w.violation("secrets", s.id, "a reply holds the secret %.12s...", sec)
 		}
 	}
+	if strings.Contains(string(r.body), mcpPlanted) {
+		w.violation("upstream_obol_meta_passed_on", s.id, "a reply carries the upstream's own dev.obol/ _meta member")
+	}
 	for _, t := range w.creds.tenants {
 		if t.id != s.tenant.id && strings.Contains(string(r.body), t.marker) {
 			w.violation("cross_tenant_results", s.id, "a reply to %s carries %s's marker", s.tenant.id, t.id)
@@ -419,7 +423,7 @@ func (w *world) callVia(g *gateway, s *slot, ticket string) reply {
 	w.obs[s.id].lastActive = start
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
-	r := callTool(ctx, g.url(), s.tenant.apiKey, tool, s.key, ticket, s.args)
+	r := callTool(ctx, g.url(), s.tenant.apiKey, tool, s.key, ticket, s.tool.metaKey, s.args)
 	cancel()
 	w.callsN.Add(1)
 	w.mu.Lock()
