@@ -334,8 +334,8 @@ func TestMCPUpstreamModes(t *testing.T) {
 // TestVendorTruthMCP: the checks see, at an upstream MCP server, the
 // client's _meta passed on, the client's key as the meta binding's key, two
 // vendor keys of one slot, one vendor key run twice, a second run of an
-// unsupported tool, and a reply
-// carrying the upstream's own dev.obol/ member.
+// unsupported tool, and a reply carrying the upstream's own dev.obol/
+// member.
 func TestVendorTruthMCP(t *testing.T) {
 	v, w := newTestVendors(t)
 	c := &mcpClient{t: t, url: v.URL + "/mcp/stateless"}
