@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // mcpClient speaks raw JSON-RPC to a stand-in upstream, as a gateway's
@@ -385,4 +387,69 @@ func TestVendorTruthMCP(t *testing.T) {
 	if w.c.violated["upstream_obol_meta_passed_on"] != 1 {
 		t.Errorf("a reply with the upstream's dev.obol/ member: violations %v", w.c.violated)
 	}
+}
+
+// TestMCPUpstreamsServeTheGoSDKClient: the go-sdk's own client talks to
+// both stand-ins as to real servers (discover on the stateless one, the
+// fallback to initialize and a session on the other), lists the three
+// tools across the pages and calls the meta tool, whose retry with the same
+// key the upstream deduplicates.
+func TestMCPUpstreamsServeTheGoSDKClient(t *testing.T) {
+	v, w := newTestVendors(t)
+	for _, up := range []struct{ path, route, version string }{
+		{"/mcp/stateless", "mcp", mcpModern}, {"/mcp/sessions", "mcp_sessions", mcpLegacy},
+	} {
+		t.Run(up.route, func(t *testing.T) {
+			ctx := context.Background()
+			hc := &http.Client{Transport: headerTransport{"Authorization": "Bearer sk_soak_sdk"}}
+			cl := mcp.NewClient(&mcp.Implementation{Name: "soak-test", Version: "1.0.0"}, nil)
+			cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: v.URL + up.path, HTTPClient: hc, MaxRetries: -1}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if got := cs.InitializeResult().ProtocolVersion; got != up.version {
+				t.Errorf("negotiated %q, want %q", got, up.version)
+			}
+			var names []string
+			for tl, err := range cs.Tools(ctx, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				names = append(names, tl.Name)
+			}
+			if fmt.Sprint(names) != "[charge create_ticket post_note]" {
+				t.Errorf("tools %v", names)
+			}
+			s := w.slotFor(tenant{id: "ws_a", marker: "mk_a"}, toolInfo{name: up.route + ".charge", vendorKB: true}, "idt_00000000000000000000000000000021")
+			var args map[string]any
+			_ = json.Unmarshal(s.args, &args)
+			for range 3 {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "charge", Arguments: args, Meta: mcp.Meta{mcpMetaKey: "idv_21" + up.route}})
+				if err != nil || res.IsError {
+					t.Fatalf("CallTool: %v %+v", err, res)
+				}
+			}
+			if tr := v.truth()[s.id]; tr.seen != 3 || tr.effects != 1 {
+				t.Errorf("truth %+v; want 3 requests, one effect", tr)
+			}
+		})
+	}
+	if f := v.mcpFigures(); f["mcp_protocol_refusals"] != 0 || f["mcp_discovers"] != 1 || f["mcp_sessions_created"] != 1 {
+		t.Errorf("figures %v", f)
+	}
+	if bad, _ := v.counters(); bad != 0 {
+		t.Errorf("%d requests without the secret", bad)
+	}
+}
+
+// headerTransport sets its headers on every request.
+type headerTransport map[string]string
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
