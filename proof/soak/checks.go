@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -300,7 +301,7 @@ func (w *world) scanLogs() {
 // quiesce brings the fleet back after the storm: vendors normal, Redis
 // healthy, every gateway running; then waits out leases and attempts.
 func (w *world) quiesce(ctx context.Context) {
-	for _, n := range routeNames {
+	for _, n := range slices.Concat(routeNames, mcpRouteNames) {
 		w.vend.setMode(n, modeNormal)
 	}
 	if w.cluster != nil {

@@ -68,14 +68,8 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 			w.fault("redis_conns_cut", "%d connections to Redis cut", cut)
 		case p < 88:
 			name := routeNames[rng.IntN(len(routeNames))]
-			modes := modesFor(name)
-			mode := modes[rng.IntN(len(modes))]
+			mode := []vendorMode{mode503, modeHangup, modeStall}[rng.IntN(3)]
 			d := time.Duration(300+rng.IntN(1500)) * time.Millisecond
-			if mode == modeSessionsLost {
-				n := w.vend.expireSessions(name)
-				w.fault("vendor_"+string(mode), "vendor %s forgets its %d sessions", name, n)
-				continue
-			}
 			w.vend.setMode(name, mode)
 			w.fault("vendor_"+string(mode), "vendor %s answers %s for %v", name, mode, d)
 			wg.Go(func() {
@@ -95,6 +89,35 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 			}
 			w.fault("pin_change", "cap.send pinned to %s -> HTTP %d", to, code)
 		}
+	}
+}
+
+// mcpFaults runs the MCP upstreams' fault schedule until ctx ends: its own
+// stream, so the schedule above is the same with or without them, and
+// often enough that a one-minute soak meets each mode on each upstream.
+func (w *world) mcpFaults(ctx context.Context, wg *sync.WaitGroup) {
+	rng := rand.New(rand.NewPCG(uint64(w.opt.seed), 13+uint64(len(w.topology))))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(1500+rng.IntN(1500)) * time.Millisecond):
+		}
+		name := mcpRouteNames[rng.IntN(len(mcpRouteNames))]
+		modes := modesFor(name)
+		mode := modes[rng.IntN(len(modes))]
+		d := time.Duration(300+rng.IntN(1200)) * time.Millisecond
+		if mode == modeSessionsLost {
+			n := w.vend.expireSessions(name)
+			w.fault("mcp_"+string(mode), "upstream %s forgets its %d sessions", name, n)
+			continue
+		}
+		w.vend.setMode(name, mode)
+		w.fault("mcp_"+string(mode), "upstream %s answers %s for %v", name, mode, d)
+		wg.Go(func() {
+			time.Sleep(d)
+			w.vend.setMode(name, modeNormal)
+		})
 	}
 }
 

@@ -209,6 +209,7 @@ func (w *world) runPhase(ctx context.Context, d time.Duration) error {
 	}
 	wg.Go(func() { w.operator(storm) })
 	wg.Go(func() { w.faults(storm, &lasting) })
+	wg.Go(func() { w.mcpFaults(storm, &lasting) })
 	if w.cluster != nil {
 		wg.Go(func() { w.reshard(storm, d) })
 	}

@@ -54,15 +54,17 @@ type mcpTool struct {
 
 var mcpTools = []mcpTool{{"charge", "meta"}, {"create_ticket", "argument"}, {"post_note", ""}}
 
-// modesFor is the modes the fault schedule may put route name into.
+// mcpRouteNames are the upstreams' names for their fault schedule
+// (mcpFaults).
+var mcpRouteNames = []string{"mcp", "mcp_sessions"}
+
+// modesFor is the modes the fault schedule may put upstream name into.
 func modesFor(name string) []vendorMode {
-	switch name {
-	case "mcp":
-		return []vendorMode{mode503, modeHangup, modeStall, modeSSECut}
-	case "mcp_sessions":
-		return []vendorMode{mode503, modeHangup, modeStall, modeSSECut, modeSessionsLost}
+	modes := []vendorMode{mode503, modeHangup, modeStall, modeSSECut}
+	if name == "mcp_sessions" {
+		modes = append(modes, modeSessionsLost)
 	}
-	return []vendorMode{mode503, modeHangup, modeStall}
+	return modes
 }
 
 // rpcMessage is any JSON-RPC message the upstreams read.

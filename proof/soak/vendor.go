@@ -98,7 +98,7 @@ func newVendors(stall time.Duration, log func(slot, format string, args ...any))
 func (v *vendors) close() { _ = v.srv.Close() }
 
 // routeNames are the names the fault schedule may put into a mode.
-var routeNames = []string{"stripe", "echo", "chat", "slow", "mail", "nango", "composio", "mcp", "mcp_sessions"}
+var routeNames = []string{"stripe", "echo", "chat", "slow", "mail", "nango", "composio"}
 
 func (v *vendors) setMode(name string, m vendorMode) {
 	v.mu.Lock()
