@@ -93,19 +93,31 @@ func (w *world) faults(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // mcpFaults runs the MCP upstreams' fault schedule until ctx ends: its own
-// stream, so the schedule above is the same with or without them, and
-// often enough that a one-minute soak meets each mode on each upstream.
+// stream, so the schedule above is the same with or without them. It goes
+// through every (upstream, mode) pair in an order drawn from the seed,
+// then again, so that a phase of 30 s meets each mode on each upstream.
 func (w *world) mcpFaults(ctx context.Context, wg *sync.WaitGroup) {
 	rng := rand.New(rand.NewPCG(uint64(w.opt.seed), 13+uint64(len(w.topology))))
-	for {
+	type pair struct {
+		name string
+		mode vendorMode
+	}
+	var pairs []pair
+	for _, name := range mcpRouteNames {
+		for _, m := range modesFor(name) {
+			pairs = append(pairs, pair{name, m})
+		}
+	}
+	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Duration(1500+rng.IntN(1500)) * time.Millisecond):
+		case <-time.After(time.Duration(1200+rng.IntN(1200)) * time.Millisecond):
 		}
-		name := mcpRouteNames[rng.IntN(len(mcpRouteNames))]
-		modes := modesFor(name)
-		mode := modes[rng.IntN(len(modes))]
+		if i%len(pairs) == 0 {
+			rng.Shuffle(len(pairs), func(a, b int) { pairs[a], pairs[b] = pairs[b], pairs[a] })
+		}
+		name, mode := pairs[i%len(pairs)].name, pairs[i%len(pairs)].mode
 		d := time.Duration(300+rng.IntN(1200)) * time.Millisecond
 		if mode == modeSessionsLost {
 			n := w.vend.expireSessions(name)
