@@ -14,6 +14,8 @@ import (
 //     the client can put a different key on the wire. body is returned as is.
 //   - body_pointer: key is written at the pointer with SetAtPointer and the
 //     new body is returned; h is untouched.
+//   - meta: nothing changes here (the MCP target writes the key at
+//     params._meta of its tools/call); PropagationMeta.
 //   - unsupported, and every federated route: nothing changes;
 //     PropagationNone.
 //   - in_process, in_process_keyed: an error; a handler runs such a tool,
@@ -36,6 +38,8 @@ func (s Spec) Apply(h http.Header, body []byte, key string) ([]byte, Propagation
 		return body, PropagationNone, fmt.Errorf("%w: must be non-empty printable ASCII", errInvalidKey)
 	}
 	switch prop {
+	case PropagationMeta:
+		return body, PropagationMeta, nil
 	case PropagationHeader:
 		name := s.Idempotency.Header
 		if why := checkHeaderName(name); why != "" {

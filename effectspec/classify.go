@@ -13,7 +13,8 @@ func (s Spec) Propagation() Propagation {
 }
 
 // Propagation is how a key reaches the vendor under binding b: in a header,
-// at a body pointer, through an in_process_keyed handler, or not at all.
+// at a body pointer, through an in_process_keyed handler, in an upstream MCP
+// server's params._meta, or not at all.
 func (b BindingKind) Propagation() Propagation {
 	switch b {
 	case BindingHeader:
@@ -22,14 +23,16 @@ func (b BindingKind) Propagation() Propagation {
 		return PropagationBodyPointer
 	case BindingInProcessKeyed:
 		return PropagationHandler
+	case BindingMeta:
+		return PropagationMeta
 	}
 	return PropagationNone
 }
 
 // vendorDedup reports whether the vendor can deduplicate on our key: the
-// key reaches it by header or body pointer on a native route, or through an
-// in_process_keyed handler. Only then may an
-// attempt whose outcome is unknown be followed by another one.
+// key reaches it by header, body pointer or params._meta on a native route,
+// or through an in_process_keyed handler. Only then may an attempt whose
+// outcome is unknown be followed by another one.
 func (s Spec) vendorDedup() bool { return s.Propagation() != PropagationNone }
 
 // Classify gives the final outcome of a vendor status: Accepted or

@@ -295,7 +295,7 @@ func TestOutcomeFinal(t *testing.T) {
 // and a spec's propagation is its binding's but on a federated route.
 func TestBindingPropagation(t *testing.T) {
 	for b, want := range map[BindingKind]Propagation{BindingHeader: PropagationHeader, BindingBodyPointer: PropagationBodyPointer,
-		BindingInProcessKeyed: PropagationHandler, BindingInProcess: PropagationNone, BindingUnsupported: PropagationNone, "": PropagationNone} {
+		BindingInProcessKeyed: PropagationHandler, BindingMeta: PropagationMeta, BindingInProcess: PropagationNone, BindingUnsupported: PropagationNone, "": PropagationNone} {
 		if got := b.Propagation(); got != want {
 			t.Errorf("%q.Propagation() = %q, want %q", b, got, want)
 		}

@@ -23,6 +23,7 @@
 //
 // Each rule where the contract is silent is on what it governs: loading on
 // [Parse], the status lists on [Statuses], headers on [Binding].Header,
+// an MCP tool's _meta member on [Binding].Meta,
 // pointer writes on [SetAtPointer], timeouts on [Spec].Timeout, the vendor's
 // window on [Binding].Window, errors on [FieldError] (the shape every
 // package of the module refuses a field in), the policy on [Environment]

@@ -111,6 +111,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"tool":"t","status":{"accepted":[200,200.0,"x"]},"x":null}`))
 	f.Add([]byte(`{"tool":"t","timeout":"1m30.5s","status":{"in_use":[409,425],"retryable":[503]}}`))
 	f.Add([]byte(`[{"tool":"a","timeout":"0s"},{"tool":"b","timeout":"16m","status":{"accepted":[409],"in_use":[409]}}]`))
+	f.Add([]byte(`{"tool":"t","idempotency":{"binding":"meta","meta":"com.example/key","window":"1h"},"status":{"tool_error":"definitely_rejected"}}`))
+	f.Add([]byte(`{"tool":"t","idempotency":{"binding":"meta","meta":"dev.obol/idempotency-key"}}`))
+	f.Add([]byte(`{"tool":"t","idempotency":{"binding":"body_pointer","pointer":"/k","meta":"io.modelcontextprotocol/x"},"status":{"tool_error":"unknown"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkErr := func(err error) {
 			probs := fieldErrors(err)

@@ -35,6 +35,7 @@ func (b Binding) MarshalJSON() ([]byte, error) {
 		Kind    BindingKind `json:"binding,omitempty"`
 		Header  string      `json:"header,omitempty"`
 		Pointer string      `json:"pointer,omitempty"`
+		Meta    string      `json:"meta,omitempty"`
 		Window  string      `json:"window,omitempty"`
-	}{b.Kind, b.Header, b.Pointer, durationText(b.Window)})
+	}{b.Kind, b.Header, b.Pointer, b.Meta, durationText(b.Window)})
 }

@@ -215,7 +215,7 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 				s.MaxAttempts = n // check checks the range
 			}
 		case "idempotency":
-			object(p, name, v, []string{"binding", "header", "pointer", "window"}, func(n string, v json.RawMessage) {
+			object(p, name, v, []string{"binding", "header", "pointer", "meta", "window"}, func(n string, v json.RawMessage) {
 				f := name + "." + n
 				switch n {
 				case "binding":
@@ -232,6 +232,11 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 					if t, ok := str(p, f, v, false); ok {
 						s.Idempotency.Pointer = t
 					}
+				case "meta":
+					// Empty means the default name: say so by omitting it.
+					if t, ok := str(p, f, v, true); ok {
+						s.Idempotency.Meta = t
+					}
 				case "window":
 					if t, ok := str(p, f, v, true); ok {
 						s.Idempotency.Window = durationDefault(p, f, t, DefaultVendorWindow)
@@ -239,7 +244,13 @@ func parseSpec(raw json.RawMessage, index int) (Spec, *problems) {
 				}
 			})
 		case "status":
-			object(p, name, v, []string{"accepted", "definitely_rejected", "retryable", "in_use"}, func(n string, v json.RawMessage) {
+			object(p, name, v, []string{"accepted", "definitely_rejected", "retryable", "in_use", "tool_error"}, func(n string, v json.RawMessage) {
+				if n == "tool_error" {
+					if t, ok := str(p, name+"."+n, v, true); ok {
+						s.Status.ToolError = Outcome(t)
+					}
+					return
+				}
 				codes := ints(p, name+"."+n, v)
 				switch n {
 				case "accepted":

@@ -78,7 +78,7 @@ const (
 )
 
 // Propagation is what the gateway actually did with the key on the wire:
-// "header", "body_pointer" or "none".
+// "header", "body_pointer", "handler", "meta" or "none".
 type Propagation string
 
 const (
@@ -130,11 +130,15 @@ type Binding struct {
 	// read (Content-Type, Content-Encoding).
 	Header  string `json:"header,omitempty"`
 	Pointer string `json:"pointer,omitempty"`
-	// Meta names the params._meta member of a meta binding, case-sensitive.
-	// If empty, DefaultMetaName.
+	// Meta names the params._meta member of a meta binding, case-sensitive:
+	// an MCP _meta key of at most 128 bytes (an optional prefix of
+	// dot-separated labels ending in '/', then a name that starts and ends
+	// with a letter or digit, with -_. inside), not under a prefix MCP
+	// reserves (a label modelcontextprotocol or mcp) nor under dev.obol/
+	// but DefaultMetaName. If empty, DefaultMetaName.
 	Meta string `json:"meta,omitempty"`
 	// Window is how long the vendor deduplicates on a key (Stripe: 24 hours),
-	// for a header or body_pointer binding: a slot whose first attempt that may
+	// for a header, body_pointer, meta or in_process_keyed binding: a slot whose first attempt that may
 	// have left is older is never sent again (docs/DESIGN.md, "The record and
 	// its lifecycle"). If zero, DefaultVendorWindow; see Spec.VendorWindow. In
 	// JSON it is a Go duration string ("24h"), at least 1s and at most 8760h
@@ -242,12 +246,12 @@ func (s Spec) AttemptTimeout() time.Duration {
 }
 
 // VendorWindow is how long the vendor deduplicates on the key: the binding's
-// Window, or DefaultVendorWindow if it is zero, for a header, body_pointer or
-// in_process_keyed binding; zero for an unsupported or in_process one (the
-// vendor deduplicates nothing).
+// Window, or DefaultVendorWindow if it is zero, for a header, body_pointer,
+// meta or in_process_keyed binding; zero for an unsupported or in_process
+// one (the vendor deduplicates nothing).
 func (s Spec) VendorWindow() time.Duration {
 	switch s.Idempotency.Kind {
-	case BindingHeader, BindingBodyPointer, BindingInProcessKeyed:
+	case BindingHeader, BindingBodyPointer, BindingInProcessKeyed, BindingMeta:
 	default:
 		return 0
 	}

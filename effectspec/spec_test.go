@@ -136,7 +136,7 @@ func TestParseRules(t *testing.T) {
 		{"approval empty", `{"tool":"t","approval":""}`,
 			[]string{`effectspec: t: approval: must not be empty (omit the field for its default)`}},
 		{"binding invalid", `{"tool":"t","idempotency":{"binding":"query"}}`,
-			[]string{`effectspec: t: idempotency.binding: "query" is not "header", "body_pointer", "unsupported", "in_process" or "in_process_keyed"`}},
+			[]string{`effectspec: t: idempotency.binding: "query" is not "header", "body_pointer", "unsupported", "in_process", "in_process_keyed" or "meta"`}},
 		{"binding empty", `{"tool":"t","idempotency":{"binding":""}}`,
 			[]string{`effectspec: t: idempotency.binding: must not be empty (omit the field for its default)`}},
 		{"idempotency not object", `{"tool":"t","idempotency":"header"}`,

@@ -1,6 +1,7 @@
 package effectspec
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -55,6 +56,78 @@ func checkHeaderName(name string) string {
 		return fmt.Sprintf("%s may not carry the key: %s", name, why)
 	}
 	return ""
+}
+
+// maxMetaName is the longest params._meta member name a meta binding may
+// write.
+const maxMetaName = 128
+
+// checkMetaName returns why name cannot carry the key as a params._meta
+// member, or "". A name is an MCP _meta key: an optional prefix of
+// dot-separated labels (a letter first, a letter or digit last, hyphens
+// inside) ending in '/', then a name that starts and ends with a letter or
+// digit, with '-', '_' and '.' inside. A prefix with the label
+// modelcontextprotocol or mcp is MCP's own, and dev.obol/ is this
+// gateway's: only DefaultMetaName is allowed there.
+func checkMetaName(name string) string {
+	if len(name) > maxMetaName {
+		return fmt.Sprintf("longer than %d bytes", maxMetaName)
+	}
+	prefix, rest, hasPrefix := strings.Cut(name, "/")
+	if !hasPrefix {
+		prefix, rest = "", name
+	}
+	bad := func() string {
+		return fmt.Sprintf("%s is not an MCP _meta key (optional prefix of dot-separated labels and '/', then a name of letters, digits and -_. that starts and ends with a letter or digit)", quoteTrunc(name))
+	}
+	if !metaLabelName(rest) {
+		return bad()
+	}
+	if !hasPrefix {
+		return ""
+	}
+	for _, l := range strings.Split(prefix, ".") {
+		if !metaPrefixLabel(l) {
+			return bad()
+		}
+		if strings.EqualFold(l, "modelcontextprotocol") || strings.EqualFold(l, "mcp") {
+			return "the prefix " + prefix + "/ is reserved by MCP"
+		}
+	}
+	if strings.EqualFold(prefix, "dev.obol") && name != DefaultMetaName {
+		return fmt.Sprintf("the prefix %s/ is the gateway's own; of it only %q may carry the key", prefix, DefaultMetaName)
+	}
+	return ""
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// metaPrefixLabel reports whether l is a label of a _meta key's prefix.
+func metaPrefixLabel(l string) bool {
+	if l == "" || !('a' <= l[0] && l[0] <= 'z' || 'A' <= l[0] && l[0] <= 'Z') || !isAlnum(l[len(l)-1]) {
+		return false
+	}
+	for i := 0; i < len(l); i++ {
+		if !isAlnum(l[i]) && l[i] != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// metaLabelName reports whether n is the name part of a _meta key.
+func metaLabelName(n string) bool {
+	if n == "" || !isAlnum(n[0]) || !isAlnum(n[len(n)-1]) {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if !isAlnum(n[i]) && strings.IndexByte("-_.", n[i]) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // checkPointer returns why p is not a writable RFC 6901 pointer, or "".
@@ -118,6 +191,24 @@ func (s Spec) validate(p *problems) {
 		if b.Pointer != "" {
 			p.add("idempotency.pointer", "not allowed with binding unsupported")
 		}
+	case BindingMeta:
+		if b.Header != "" {
+			p.add("idempotency.header", "not allowed with binding meta")
+		}
+		if b.Pointer != "" {
+			p.add("idempotency.pointer", "not allowed with binding meta")
+		}
+		if b.Meta != "" {
+			if why := checkMetaName(b.Meta); why != "" {
+				p.add("idempotency.meta", why)
+			}
+		}
+		if s.Route == RouteFederated {
+			p.add("idempotency.binding", "a federated route propagates no key; binding must be unsupported")
+		}
+		if len(s.Status.Accepted)+len(s.Status.DefinitelyRejected)+len(s.Status.Retryable)+len(s.Status.InUse) > 0 {
+			p.add("status", "not allowed with binding meta (an MCP tool's answers have a fixed classification; only status.tool_error is read)")
+		}
 	case BindingInProcess, BindingInProcessKeyed:
 		if b.Header != "" || b.Pointer != "" {
 			p.add("idempotency.binding", "an in-process binding has no header or pointer: the handler receives the key")
@@ -129,12 +220,34 @@ func (s Spec) validate(p *problems) {
 			p.add("status", "not allowed with an in-process binding (a handler returns, rejects or fails; it has no status codes)")
 		}
 	default:
-		p.add("idempotency.binding", fmt.Sprintf("%s is not %q, %q, %q, %q or %q",
-			quoteTrunc(string(b.Kind)), BindingHeader, BindingBodyPointer, BindingUnsupported, BindingInProcess, BindingInProcessKeyed))
+		p.add("idempotency.binding", fmt.Sprintf("%s is not %q, %q, %q, %q, %q or %q",
+			quoteTrunc(string(b.Kind)), BindingHeader, BindingBodyPointer, BindingUnsupported, BindingInProcess, BindingInProcessKeyed, BindingMeta))
+	}
+	switch b.Kind {
+	case "", BindingUnsupported, BindingHeader, BindingBodyPointer, BindingInProcess, BindingInProcessKeyed:
+		// Checked only for a valid kind: an unknown one is reported above.
+		if b.Meta != "" {
+			p.add("idempotency.meta", "not allowed with binding "+string(cmp.Or(b.Kind, BindingUnsupported)))
+		}
+	}
+	// Only a tool of an MCP connection has tool errors, and such a tool's
+	// binding is meta, body_pointer or unsupported on a native route
+	// (its configuration checks the connection).
+	switch s.Status.ToolError {
+	case "":
+	case DefinitelyRejected, Unknown:
+		switch {
+		case s.Route == RouteFederated:
+			p.add("status.tool_error", "not allowed on a federated route (only a tool of an MCP connection has tool errors)")
+		case b.Kind == BindingHeader || b.Kind.InProcess():
+			p.add("status.tool_error", "not allowed with binding "+string(b.Kind)+" (only a tool of an MCP connection has tool errors)")
+		}
+	default:
+		p.add("status.tool_error", fmt.Sprintf("%s is not %q or %q", quoteTrunc(string(s.Status.ToolError)), DefinitelyRejected, Unknown))
 	}
 	switch {
 	case b.Window == 0:
-	case b.Kind != BindingHeader && b.Kind != BindingBodyPointer && b.Kind != BindingInProcessKeyed:
+	case b.Kind != BindingHeader && b.Kind != BindingBodyPointer && b.Kind != BindingInProcessKeyed && b.Kind != BindingMeta:
 		// Checked only for a valid kind: an unknown one is reported above.
 		switch b.Kind {
 		case "", BindingUnsupported:

@@ -27,7 +27,7 @@ func (r Record) Receipt(scope Scope, replayed bool) receipt.Receipt {
 		CreatedAt:      r.CreatedAt,
 		FinalizedAt:    r.FinalizedAt,
 	}
-	if r.Binding == effectspec.BindingHeader || r.Binding == effectspec.BindingBodyPointer || r.Binding == effectspec.BindingInProcessKeyed {
+	if r.Binding.Propagation() != effectspec.PropagationNone {
 		rc.VendorKey = r.sendKey().String()
 	}
 	if r.Result != nil {

@@ -28,6 +28,7 @@ func TestRecordReceipt(t *testing.T) {
 		{effectspec.BindingHeader, effectspec.PropagationHeader, vkey.String()},
 		{effectspec.BindingBodyPointer, effectspec.PropagationBodyPointer, vkey.String()},
 		{effectspec.BindingInProcessKeyed, effectspec.PropagationHandler, vkey.String()},
+		{effectspec.BindingMeta, effectspec.PropagationMeta, vkey.String()},
 		{effectspec.BindingUnsupported, effectspec.PropagationNone, ""},
 		{effectspec.BindingInProcess, effectspec.PropagationNone, ""},
 	} {

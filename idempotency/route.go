@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/internal/ident"
 	"github.com/obol-gateway/obol/receipt"
 )
 
@@ -36,8 +38,9 @@ type Route struct {
 	Binding    effectspec.BindingKind `json:"binding"`
 	Broker     string                 `json:"broker,omitempty"` // federated: broker kind (nango, composio)
 	Scheme     string                 `json:"scheme,omitempty"` // URL scheme (http, https), or SchemeInProcess
-	// BindingName is where the key goes: the lowercased header name, or the
-	// JSON Pointer, of a header or body_pointer binding.
+	// BindingName is where the key goes: the lowercased header name, the
+	// JSON Pointer, or the params._meta member, of a header, body_pointer or
+	// meta binding.
 	BindingName string `json:"binding_name,omitempty"`
 	// Credential names the vendor account the call is sent as, never the
 	// secret itself: refserver uses the name of the environment variable
@@ -47,6 +50,8 @@ type Route struct {
 	// out of the fingerprint, as absent: both keep the fingerprints that
 	// stores already pin.
 	Credential string `json:"secret_env,omitempty"`
+	// UpstreamTool is the upstream MCP server's tool of an MCP route.
+	UpstreamTool string `json:"upstream_tool,omitempty"`
 }
 
 // NoCredential is the Credential of a route that sends no credential (a
@@ -95,7 +100,8 @@ type RouteTarget struct {
 
 // NewRoute returns the Route of spec's calls through t, with every fact its
 // fingerprint covers. The kind is spec's route ("federated") or, for a
-// native spec, in-process when t.Server is set:
+// native spec, in-process when t.Server is set and MCP when t.UpstreamTool
+// is:
 //
 //   - native: Connection, Provider, Credential and URL are required; the
 //     scheme (lowercased), host and path come from URL, the method from
@@ -110,6 +116,13 @@ type RouteTarget struct {
 //     takes one); Credential is the handler's declared account
 //     (NoCredential if none, the default); scheme SchemeInProcess, host
 //     Server, path the tool, no method; the binding from spec, no name.
+//   - MCP: Connection, Provider, Credential, URL (the upstream's endpoint)
+//     and UpstreamTool (an MCP tool name) are required, Method must be
+//     empty, and spec's binding is meta, body_pointer or unsupported (and
+//     only such a route takes meta); scheme, host and path from URL as
+//     native, no method; the binding and its name (the params._meta
+//     member, [effectspec.DefaultMetaName] if the spec names none, or the
+//     pointer into the tool's arguments) from spec.
 //
 // The error wraps ErrWeakRoute and names the field; it holds no value of t.
 func NewRoute(spec effectspec.Spec, t RouteTarget) (Route, error) {
@@ -128,6 +141,8 @@ func NewRoute(spec effectspec.Spec, t RouteTarget) (Route, error) {
 		r.BindingName = strings.ToLower(spec.Idempotency.Header)
 	case effectspec.BindingBodyPointer:
 		r.BindingName = spec.Idempotency.Pointer
+	case effectspec.BindingMeta:
+		r.BindingName = cmp.Or(spec.Idempotency.Meta, effectspec.DefaultMetaName)
 	}
 	kind := effectspec.RouteNative
 	switch {
@@ -135,12 +150,37 @@ func NewRoute(spec effectspec.Spec, t RouteTarget) (Route, error) {
 		kind = effectspec.RouteFederated
 	case t.Server != "":
 		kind = effectspec.RouteInProcess
+	case t.UpstreamTool != "":
+		kind = effectspec.RouteMCP
 	}
 	if kind != effectspec.RouteFederated && t.Broker != "" {
 		return weak("Broker is set for a %s route", kind)
 	}
 	if kind != effectspec.RouteInProcess && t.Server != "" {
 		return weak("Server is set for a %s route", kind)
+	}
+	if kind != effectspec.RouteMCP && t.UpstreamTool != "" {
+		return weak("UpstreamTool is set for a %s route", kind)
+	}
+	// Only an upstream MCP server reads params._meta, and it never sees the
+	// headers of the POST that carries its tools/call.
+	if kind != effectspec.RouteMCP && spec.Idempotency.Kind == effectspec.BindingMeta {
+		return weak("binding %s needs an MCP route (set UpstreamTool)", effectspec.BindingMeta)
+	}
+	if kind == effectspec.RouteMCP {
+		switch spec.Idempotency.Kind {
+		case effectspec.BindingMeta, effectspec.BindingBodyPointer, effectspec.BindingUnsupported, "":
+		default:
+			return weak("an MCP route needs binding %s, %s or %s", effectspec.BindingMeta, effectspec.BindingBodyPointer,
+				effectspec.BindingUnsupported)
+		}
+		if err := ident.Check(t.UpstreamTool); err != nil {
+			return weak("UpstreamTool: %v", err)
+		}
+		if t.Method != "" {
+			return weak("Method is not a fact of an MCP route (every call is a tools/call POST)")
+		}
+		r.UpstreamTool = t.UpstreamTool
 	}
 	// A handler runs exactly the in-process bindings: an HTTP route for one
 	// would send what the binding never declared, and a handler for a
@@ -168,13 +208,12 @@ func NewRoute(spec effectspec.Spec, t RouteTarget) (Route, error) {
 		r.Broker = t.Broker
 		r.Binding, r.BindingName = effectspec.BindingUnsupported, ""
 		fallthrough
-	case effectspec.RouteNative:
-		if kind == effectspec.RouteNative {
+	case effectspec.RouteNative, effectspec.RouteMCP:
+		if kind != effectspec.RouteFederated {
 			r.Credential = t.Credential
 		}
-		r.Method = t.Method
-		if r.Method == "" {
-			r.Method = http.MethodPost
+		if kind != effectspec.RouteMCP {
+			r.Method = cmp.Or(t.Method, http.MethodPost)
 		}
 		scheme, host, path, err := splitURL(t.URL, kind == effectspec.RouteFederated)
 		if err != nil {
@@ -184,7 +223,7 @@ func NewRoute(spec effectspec.Spec, t RouteTarget) (Route, error) {
 			return weak("URL: scheme %s is an in-process route's (set Server)", SchemeInProcess)
 		}
 		r.Host, r.Path = host, path
-		if kind == effectspec.RouteNative {
+		if kind != effectspec.RouteFederated {
 			r.Scheme = scheme
 		}
 	}
@@ -228,13 +267,16 @@ func splitURL(raw string, query bool) (scheme, host, path string, err error) {
 }
 
 // Kind returns the kind of route r is: federated when it names a broker,
-// in-process when its scheme is SchemeInProcess, else native.
+// in-process when its scheme is SchemeInProcess, MCP when it names an
+// upstream tool, else native.
 func (r Route) Kind() effectspec.RouteKind {
 	switch {
 	case r.Broker != "":
 		return effectspec.RouteFederated
 	case r.Scheme == SchemeInProcess:
 		return effectspec.RouteInProcess
+	case r.UpstreamTool != "":
+		return effectspec.RouteMCP
 	}
 	return effectspec.RouteNative
 }
@@ -267,17 +309,26 @@ func (r Route) check(kind effectspec.RouteKind) error {
 	case effectspec.RouteInProcess:
 		need("Provider", r.Provider)
 		need("Credential", r.Credential)
+	case effectspec.RouteMCP:
+		need("Provider", r.Provider)
+		need("Scheme", r.Scheme)
+		need("Credential", r.Credential)
+		need("UpstreamTool", r.UpstreamTool)
 	default:
 		need("Provider", r.Provider)
 		need("Scheme", r.Scheme)
 		need("Method", r.Method)
 		need("Credential", r.Credential)
 	}
-	if kind != effectspec.RouteFederated && (r.Binding == effectspec.BindingHeader || r.Binding == effectspec.BindingBodyPointer) {
+	if kind != effectspec.RouteFederated && (r.Binding == effectspec.BindingHeader || r.Binding == effectspec.BindingBodyPointer ||
+		r.Binding == effectspec.BindingMeta) {
 		need("BindingName", r.BindingName)
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("missing %s (build it with idempotency.NewRoute)", strings.Join(missing, ", "))
+	}
+	if r.Binding == effectspec.BindingMeta && kind != effectspec.RouteMCP {
+		return fmt.Errorf("binding %s on a %s route (only an upstream MCP server reads params._meta)", r.Binding, kind)
 	}
 	return nil
 }
@@ -306,5 +357,5 @@ func (r Route) Fingerprint() string {
 // credential, and the fingerprint of them all.
 func (r Route) Record() receipt.RouteRecord {
 	return receipt.RouteRecord{Connection: r.Connection, Provider: r.Provider, Tool: r.Tool, Method: r.Method, Host: r.Host, Path: r.Path,
-		Fingerprint: r.Fingerprint()}
+		UpstreamTool: r.UpstreamTool, Fingerprint: r.Fingerprint()}
 }

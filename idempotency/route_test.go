@@ -1,8 +1,10 @@
 package idempotency_test
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -106,6 +108,13 @@ func TestNewRouteFacts(t *testing.T) {
 		Idempotency: effectspec.Binding{Kind: effectspec.BindingInProcessKeyed}})
 	inproc := mustSpec(t, effectspec.Spec{Tool: "notes.create", Effect: effectspec.EffectWrite,
 		Idempotency: effectspec.Binding{Kind: effectspec.BindingInProcess}})
+	meta := mustSpec(t, effectspec.Spec{Tool: "pay.create", Effect: effectspec.EffectWrite,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingMeta}})
+	metaNamed := mustSpec(t, effectspec.Spec{Tool: "pay.create", Effect: effectspec.EffectWrite,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingMeta, Meta: "com.example/Key"}})
+	argPointer := mustSpec(t, effectspec.Spec{Tool: "tracker.create", Effect: effectspec.EffectWrite,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingBodyPointer, Pointer: "/idempotency_key"}})
+	mcpUnsupported := mustSpec(t, effectspec.Spec{Tool: "mail.send", Effect: effectspec.EffectWrite})
 	for _, tc := range []struct {
 		name string
 		spec effectspec.Spec
@@ -140,6 +149,26 @@ func TestNewRouteFacts(t *testing.T) {
 			idempotency.Route{Connection: "inproc", Provider: "ledger", Tool: "ledger.post", Host: "gw-eu-1",
 				Path: "ledger.post", Binding: "in_process_keyed", Scheme: "inproc", Credential: "LEDGER_ACCOUNT"},
 			effectspec.RouteInProcess},
+		{"MCP meta, default name", meta, idempotency.RouteTarget{Connection: "conn_pay", Provider: "pay",
+			URL: "HTTPS://mcp.pay.example/mcp", Credential: "PAY_TOKEN", UpstreamTool: "create_payment"},
+			idempotency.Route{Connection: "conn_pay", Provider: "pay", Tool: "pay.create", Host: "mcp.pay.example",
+				Path: "/mcp", Binding: "meta", Scheme: "https", BindingName: effectspec.DefaultMetaName,
+				Credential: "PAY_TOKEN", UpstreamTool: "create_payment"}, effectspec.RouteMCP},
+		{"MCP meta, named", metaNamed, idempotency.RouteTarget{Connection: "conn_pay", Provider: "pay",
+			URL: "http://127.0.0.1:8080/", Credential: idempotency.NoCredential, UpstreamTool: "pay.create"},
+			idempotency.Route{Connection: "conn_pay", Provider: "pay", Tool: "pay.create", Host: "127.0.0.1:8080",
+				Path: "/", Binding: "meta", Scheme: "http", BindingName: "com.example/Key",
+				Credential: "none", UpstreamTool: "pay.create"}, effectspec.RouteMCP},
+		{"MCP body pointer", argPointer, idempotency.RouteTarget{Connection: "conn_tr", Provider: "tracker",
+			URL: "https://tracker.example/mcp", Credential: "TR_TOKEN", UpstreamTool: "create_issue"},
+			idempotency.Route{Connection: "conn_tr", Provider: "tracker", Tool: "tracker.create", Host: "tracker.example",
+				Path: "/mcp", Binding: "body_pointer", Scheme: "https", BindingName: "/idempotency_key",
+				Credential: "TR_TOKEN", UpstreamTool: "create_issue"}, effectspec.RouteMCP},
+		{"MCP unsupported", mcpUnsupported, idempotency.RouteTarget{Connection: "conn_mail", Provider: "mail",
+			URL: "https://mail.example/mcp", Credential: "MAIL_TOKEN", UpstreamTool: "send"},
+			idempotency.Route{Connection: "conn_mail", Provider: "mail", Tool: "mail.send", Host: "mail.example",
+				Path: "/mcp", Binding: "unsupported", Scheme: "https", Credential: "MAIL_TOKEN", UpstreamTool: "send"},
+			effectspec.RouteMCP},
 	} {
 		got, err := idempotency.NewRoute(tc.spec, tc.t)
 		if err != nil {
@@ -165,6 +194,15 @@ func TestNewRouteRefuses(t *testing.T) {
 		Route: effectspec.RouteFederated, Status: st})
 	inprocSpec := mustSpec(t, effectspec.Spec{Tool: "notes.create", Effect: effectspec.EffectWrite,
 		Idempotency: effectspec.Binding{Kind: effectspec.BindingInProcess}})
+	metaSpec := mustSpec(t, effectspec.Spec{Tool: "pay.create", Effect: effectspec.EffectWrite,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingMeta}})
+	mcp := idempotency.RouteTarget{Connection: "c", Provider: "p", URL: "https://pay.example/mcp", Credential: "K",
+		UpstreamTool: "create"}
+	withMCP := func(mut func(*idempotency.RouteTarget)) idempotency.RouteTarget {
+		t := mcp
+		mut(&t)
+		return t
+	}
 	ok := idempotency.RouteTarget{Connection: "conn_pay", Provider: "pay", URL: "https://pay.example/charge", Credential: "PAY_KEY"}
 	with := func(mut func(*idempotency.RouteTarget)) idempotency.RouteTarget {
 		t := ok
@@ -197,7 +235,22 @@ func TestNewRouteRefuses(t *testing.T) {
 		"in-process, header binding": {native, idempotency.RouteTarget{Connection: "c", Provider: "p", Server: "gw"}},
 		"native, in-process binding": {inprocSpec, idempotency.RouteTarget{Connection: "c", Provider: "p",
 			URL: "https://pay.example/charge", Credential: "K"}},
-		"no tool": {effectspec.Spec{}, ok},
+		"no tool":                {effectspec.Spec{}, ok},
+		"native, meta binding":   {metaSpec, ok},
+		"in-process, meta":       {metaSpec, idempotency.RouteTarget{Connection: "c", Provider: "p", Server: "gw"}},
+		"MCP, header binding":    {native, mcp},
+		"MCP, in-process":        {inprocSpec, mcp},
+		"MCP and server":         {metaSpec, withMCP(func(t *idempotency.RouteTarget) { t.Server = "gw" })},
+		"MCP, federated":         {federated, idempotency.RouteTarget{Broker: "nango", Connection: "c", URL: "https://broker.example/x", UpstreamTool: "x"}},
+		"MCP method":             {metaSpec, withMCP(func(t *idempotency.RouteTarget) { t.Method = "POST" })},
+		"MCP, no credential":     {metaSpec, withMCP(func(t *idempotency.RouteTarget) { t.Credential = "" })},
+		"MCP, no provider":       {metaSpec, withMCP(func(t *idempotency.RouteTarget) { t.Provider = "" })},
+		"MCP, no URL":            {metaSpec, withMCP(func(t *idempotency.RouteTarget) { t.URL = "" })},
+		"MCP, query":             {metaSpec, withMCP(func(t *idempotency.RouteTarget) { t.URL = "https://pay.example/mcp?token=sk_live_secret" })},
+		"MCP, userinfo":          {metaSpec, withMCP(func(t *idempotency.RouteTarget) { t.URL = "https://sk_live_secret@pay.example/mcp" })},
+		"MCP, tool with a space": {metaSpec, withMCP(func(t *idempotency.RouteTarget) { t.UpstreamTool = "sk_live_secret x" })},
+		"MCP, tool too long":     {metaSpec, withMCP(func(t *idempotency.RouteTarget) { t.UpstreamTool = strings.Repeat("t", 129) })},
+		"MCP, inproc URL":        {metaSpec, withMCP(func(t *idempotency.RouteTarget) { t.URL = "inproc://gw/x" })},
 	} {
 		_, err := idempotency.NewRoute(tc.spec, tc.t)
 		if !errors.Is(err, idempotency.ErrWeakRoute) {
@@ -224,6 +277,30 @@ func TestFingerprintStable(t *testing.T) {
 	// "scheme":"https","secret_env":"STRIPE_KEY","tool":"stripe.create_charge"}
 	if got, want := r.Fingerprint(), "sha256:25653d4e87dae897e4c4e8a8b68f59a83b47116bd789e862edd0580d7d8ca1db"; got != want {
 		t.Errorf("fingerprint %s, want %s", got, want)
+	}
+	// An MCP route: its upstream tool is a fact, named "upstream_tool"; no
+	// method. sha256 of {"binding":"meta","binding_name":"dev.obol/idempotency-key",
+	// "connection":"conn_pay","host":"mcp.pay.example","path":"/mcp","provider":"pay",
+	// "scheme":"https","secret_env":"PAY_TOKEN","tool":"pay.create","upstream_tool":"create_payment"}
+	m := idempotency.Route{Connection: "conn_pay", Provider: "pay", Tool: "pay.create", Host: "mcp.pay.example", Path: "/mcp",
+		Binding: "meta", Scheme: "https", BindingName: effectspec.DefaultMetaName, Credential: "PAY_TOKEN", UpstreamTool: "create_payment"}
+	mcpJSON := `{"binding":"meta","binding_name":"dev.obol/idempotency-key","connection":"conn_pay","host":"mcp.pay.example",` +
+		`"path":"/mcp","provider":"pay","scheme":"https","secret_env":"PAY_TOKEN","tool":"pay.create","upstream_tool":"create_payment"}`
+	if got, want := m.Fingerprint(), fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(mcpJSON))); got != want {
+		t.Errorf("MCP fingerprint %s, want %s", got, want)
+	}
+	if err := m.Check(); err != nil {
+		t.Errorf("MCP route: %v", err)
+	}
+	native := m
+	native.UpstreamTool, native.Method = "", "POST"
+	if err := native.Check(); !errors.Is(err, idempotency.ErrWeakRoute) {
+		t.Errorf("a meta binding on a native route: %v", err)
+	}
+	other := m
+	other.UpstreamTool = "create_refund"
+	if other.Fingerprint() == m.Fingerprint() {
+		t.Error("another upstream tool, the same fingerprint")
 	}
 	// The same without "secret_env".
 	const none = "sha256:7c6c889716d7facaf77b10b302b9c580908b428dfc0d53f9b5e41286bf9e3f76"

@@ -141,7 +141,7 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 	var spec effectspec.Spec // the dispatched tool's, for a policy denial's text
 	if t := g.tools[p.Name]; t != nil {
 		spec = t.Spec
-		schemaRefusal = t.InputSchema.check(args)
+		schemaRefusal = g.views[p.Name].Load().check(args)
 		call.Scope.Connection = t.Connection
 		call.Dispatch = g.dispatch[p.Name]
 	} else {
@@ -159,7 +159,7 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 		pt := g.tools[pin]
 		spec = pt.Spec
 		if schemaRefusal == nil {
-			schemaRefusal = pt.InputSchema.check(args)
+			schemaRefusal = g.views[pin].Load().check(args)
 		}
 		call.Dispatch = g.dispatch[pin]
 	}
@@ -187,7 +187,7 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 		}
 		return nil, out, &r
 	}
-	return result(out, ci), out, nil
+	return result(out, ci, g.isUpstreamResult(out)), out, nil
 }
 
 // result renders an outcome as a tool result. The vendor body is the text
@@ -197,8 +197,9 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 // "status": "pending"}; calling again before the decision answers the same
 // ticket. With ci, the receipt and the body go to ci.splice, and the
 // result holds their placeholders: the front writes them
-// ([mcpdirect.Splice]).
-func result(out retry.Answer, ci *callInfo) *mcp.CallToolResult {
+// ([mcpdirect.Splice]). With upstream, the body is an upstream MCP tool's
+// answer: its CallToolResult is answered as such (upstreamResult).
+func result(out retry.Answer, ci *callInfo, upstream bool) *mcp.CallToolResult {
 	var sp *mcpdirect.Splice
 	var rcMeta any = out.Receipt
 	if ci != nil {
@@ -223,6 +224,11 @@ func result(out retry.Answer, ci *callInfo) *mcp.CallToolResult {
 		if ipr, ok := inProcessResult(out.Result.Body, res.Meta); ok {
 			ipr.IsError = res.IsError
 			return ipr
+		}
+	}
+	if upstream && out.Result != nil && !out.Result.BodyDropped {
+		if ur, ok := upstreamResult(out.Result.Body, res.Meta, res.IsError); ok {
+			return ur
 		}
 	}
 	var text string

@@ -2,6 +2,7 @@ package mcpgateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -130,4 +131,74 @@ func ExampleInProcess() {
 	// saved accepted false
 	// saved accepted true
 	// notes: 1
+}
+
+// A gateway in front of an upstream MCP server whose tool takes an
+// idempotency_key argument: each attempt is one tools/call with the slot's
+// key there, and Import lists the tool with the upstream's description
+// and schema, less that argument. The same key twice runs the tool once.
+func ExampleGateway_Import() {
+	store, closeStore := exampleStore()
+	defer closeStore()
+	runs := map[string]int{} // by the idempotency_key the upstream got
+	upstreamServer := mcp.NewServer(&mcp.Implementation{Name: "payco", Version: "1"}, nil)
+	upstreamServer.AddTool(&mcp.Tool{Name: "create", Description: "Creates a payment.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"amount":{"type":"integer"},"idempotency_key":{"type":"string"}},` +
+			`"required":["amount","idempotency_key"]}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct {
+				IdempotencyKey string `json:"idempotency_key"`
+			}
+			json.Unmarshal(req.Params.Arguments, &args)
+			runs[args.IdempotencyKey]++
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "paid"}}}, nil
+		})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return upstreamServer }, nil))
+	defer up.Close()
+
+	upstream := &retry.MCPUpstream{URL: up.URL}
+	spec, _ := effectspec.Parse([]byte(`{"tool": "pay.create", "effect": "write", "idempotency": {"binding": "body_pointer", "pointer": "/idempotency_key"}}`))
+	route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{Connection: "conn_payco", Provider: "payco",
+		URL: upstream.URL, Credential: idempotency.NoCredential, UpstreamTool: "create"})
+	if err != nil {
+		panic(err)
+	}
+	gw, err := mcpgateway.New(mcpgateway.Config{Orchestrator: &retry.Orchestrator{Store: store},
+		Tools: []mcpgateway.Tool{{Spec: spec, Connection: "conn_payco", Route: route, Target: upstream.Target("create"), Upstream: upstream}}})
+	if err != nil {
+		panic(err)
+	}
+	if err := gw.Import(context.Background()); err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "example", Version: "1"}, nil)
+	session, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer session.Close()
+	tools, _ := session.ListTools(context.Background(), nil)
+	schema, _ := json.Marshal(tools.Tools[0].InputSchema)
+	fmt.Println(strings.SplitN(tools.Tools[0].Description, " Retry:", 2)[0], string(schema))
+	key := idempotency.NewKey().String()
+	for range 2 {
+		res, err := session.CallTool(context.Background(), &mcp.CallToolParams{Name: "pay.create",
+			Arguments: map[string]any{"amount": 500}, Meta: mcp.Meta{mcpgateway.MetaKey: key}})
+		if err != nil {
+			panic(err)
+		}
+		rc, _ := res.Meta[mcpgateway.MetaReceipt].(map[string]any)
+		fmt.Println(res.Content[0].(*mcp.TextContent).Text, rc["outcome"], rc["replayed"])
+	}
+	for _, n := range runs {
+		fmt.Println("upstream runs under the key:", n)
+	}
+	// Output:
+	// Creates a payment. {"properties":{"amount":{"type":"integer"}},"required":["amount"],"type":"object"}
+	// paid accepted false
+	// paid accepted true
+	// upstream runs under the key: 1
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -64,9 +66,14 @@ type Tool struct {
 	// Route is the dispatch facts the claim pins; build it with
 	// [idempotency.NewRoute].
 	Route idempotency.Route
-	// Target sends one attempt: a [retry.HTTPTarget], a broker's, or an
-	// in-process handler's ([InProcess]).
+	// Target sends one attempt: a [retry.HTTPTarget], a broker's, an
+	// in-process handler's ([InProcess]), or an upstream MCP server's tool
+	// ([retry.MCPUpstream.Target]).
 	Target retry.Target
+	// Upstream is the upstream MCP server Target calls, if any: its tools/list
+	// gives the tool's description, schema and annotations ([Gateway.Import]),
+	// and its answers are rendered as the upstream's results.
+	Upstream *retry.MCPUpstream
 }
 
 // Capability is a cap.* tool: a stable name over interchangeable providers,
@@ -198,6 +205,9 @@ type Gateway struct {
 	// at New; a call names it (retry.Call.Dispatch) instead of re-checking.
 	dispatch map[string]*retry.Dispatch
 	caps     map[string]*Capability
+	// views are each tool's listing and schema, which Import replaces.
+	views    map[string]*atomic.Pointer[toolView]
+	importMu sync.Mutex
 	order    []string
 	plain    map[string]bool // tools added with AddTool: outside the contract
 	log      *slog.Logger
@@ -211,9 +221,10 @@ type Gateway struct {
 }
 
 // New checks cfg and builds its gateway. A tool without a Route of every
-// fact ([idempotency.Route.Check]) or Target, or whose Spec, Route and
-// Target [retry.NewDispatch] refuses, a capability whose provider is not a
-// tool, or a repeated name is an error.
+// fact ([idempotency.Route.Check]) or Target, with an Upstream whose Route
+// names no upstream tool, or whose Spec, Route and Target
+// [retry.NewDispatch] refuses, a capability whose provider is not a tool,
+// or a repeated name is an error.
 func New(cfg Config) (*Gateway, error) {
 	if cfg.Orchestrator == nil {
 		return nil, fmt.Errorf("%w: Orchestrator is required", ErrInvalidConfig)
@@ -239,7 +250,8 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Redact == nil {
 		cfg.Redact = func(s string) string { return s }
 	}
-	g := &Gateway{cfg: cfg, orch: cfg.Orchestrator, tools: map[string]*Tool{}, dispatch: map[string]*retry.Dispatch{}, caps: map[string]*Capability{}, plain: map[string]bool{}}
+	g := &Gateway{cfg: cfg, orch: cfg.Orchestrator, tools: map[string]*Tool{}, dispatch: map[string]*retry.Dispatch{}, caps: map[string]*Capability{}, plain: map[string]bool{},
+		views: map[string]*atomic.Pointer[toolView]{}}
 	if err := checkQuotas(&cfg); err != nil {
 		return nil, err
 	}
@@ -271,6 +283,8 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("%w: tool %s is listed twice", ErrInvalidConfig, name)
 		case t.Target == nil:
 			return nil, fmt.Errorf("%w: tool %s has no Target", ErrInvalidConfig, name)
+		case t.Upstream != nil && t.Route.UpstreamTool == "":
+			return nil, fmt.Errorf("%w: tool %s has an Upstream but its Route names no upstream tool", ErrInvalidConfig, name)
 		}
 		if err := t.Route.Check(); err != nil {
 			return nil, fmt.Errorf("%w: tool %s: %w", ErrInvalidConfig, name, err)
@@ -281,6 +295,10 @@ func New(cfg Config) (*Gateway, error) {
 		}
 		g.tools[name], g.dispatch[name] = t, d
 		g.order = append(g.order, name)
+		v := &toolView{schema: t.InputSchema, unavailable: t.Upstream != nil && t.InputSchema == nil}
+		v.def = g.listing(name, t, t.Description, t.InputSchema, nil, "")
+		g.views[name] = &atomic.Pointer[toolView]{}
+		g.views[name].Store(v)
 	}
 	for i := range cfg.Capabilities {
 		c := &cfg.Capabilities[i]
@@ -427,18 +445,12 @@ func (g *Gateway) refused(reason string) {
 // of them read); its description and schema are its own entry's, never a
 // provider's, since the pin can change while tools/list is cached.
 func (g *Gateway) toolDef(name string) *mcp.Tool {
+	if v := g.views[name]; v != nil {
+		return v.Load().def
+	}
 	def := &mcp.Tool{Name: name, InputSchema: objectSchemaRaw()}
 	var specs []effectspec.Spec
-	if t := g.tools[name]; t != nil {
-		def.Description = t.Description
-		if def.Description == "" {
-			def.Description = fmt.Sprintf("%s via %s (idempotency binding %s)", effectName(t.Spec), t.Connection, t.Route.Binding)
-		}
-		if t.InputSchema != nil {
-			def.InputSchema = t.InputSchema.raw
-		}
-		specs = append(specs, t.Spec)
-	} else {
+	{
 		c := g.caps[name]
 		def.Description = c.Description
 		if def.Description == "" {

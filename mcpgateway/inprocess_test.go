@@ -80,6 +80,12 @@ type wireAnswer struct {
 
 func postCall(t *testing.T, srv *httptest.Server, key, args string) wireAnswer {
 	t.Helper()
+	return postCallRaw(t, srv, key, args, nil)
+}
+
+// postCallRaw is postCall that also hands a result, as sent, to raw.
+func postCallRaw(t *testing.T, srv *httptest.Server, key, args string, raw func(json.RawMessage)) wireAnswer {
+	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t.run","arguments":` + args + `}}`
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -117,6 +123,9 @@ func postCall(t *testing.T, srv *httptest.Server, key, args string) wireAnswer {
 	}{}
 	if err := json.Unmarshal(msg.Result, a.result); err != nil {
 		t.Fatal(err)
+	}
+	if raw != nil {
+		raw(msg.Result)
 	}
 	return a
 }

@@ -50,6 +50,9 @@ type refusal struct {
 	// denied, for denied: whether a new key is safe, read from the record
 	// (retry.RefusalError); nil when it could not be read.
 	denied *bool
+	// unread: decided before the key's record was read, which may hold an
+	// attempt that left; safe_new_key is false whatever the reason.
+	unread bool
 }
 
 // safeNewKey is error.data.safe_new_key of r (docs/DESIGN.md, "refserver wire
@@ -59,6 +62,9 @@ type refusal struct {
 func (r refusal) safeNewKey() *bool {
 	if r.reason == "denied" {
 		return r.denied
+	}
+	if r.unread {
+		return receipt.Safe(false)
 	}
 	switch safeByReason[r.reason] {
 	case safeTrue:

@@ -119,7 +119,11 @@ func hasMember(v any, name string) bool {
 // then the pinned provider's, whose vendor receives the arguments). The
 // validator's messages quote the instance, so a failure is one fixed
 // refusal: never a value of the arguments.
-func (s *InputSchema) check(args []byte) *refusal {
+func (s *InputSchema) check(args []byte) *refusal { return s.checkWithout(args, "") }
+
+// checkWithout is check of the arguments without the object member at the
+// RFC 6901 pointer, if any.
+func (s *InputSchema) checkWithout(args []byte, pointer string) *refusal {
 	if s == nil {
 		return nil
 	}
@@ -128,6 +132,9 @@ func (s *InputSchema) check(args []byte) *refusal {
 		// Valid JSON (the front checked it) that does not decode: a
 		// number beyond float64.
 		return &refusal{reason: "invalid_arguments", status: http.StatusBadRequest, msg: "invalid arguments: a number is out of range"}
+	}
+	if pointer != "" {
+		deleteAt(v, pointer)
 	}
 	if err := s.resolved.Validate(v); err != nil {
 		msg := "invalid arguments: they do not match the tool's input schema"
@@ -352,4 +359,22 @@ func (s *InputSchema) Check(args []byte) *Refusal {
 		return nil
 	}
 	return &Refusal{Reason: r.reason, Status: r.status, Message: r.msg}
+}
+
+// deleteAt removes the object member at the RFC 6901 pointer from v, a
+// decoded JSON value, if it is there.
+func deleteAt(v any, pointer string) {
+	tokens := strings.Split(strings.TrimPrefix(pointer, "/"), "/")
+	for i, tok := range tokens {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		if i == len(tokens)-1 {
+			delete(obj, tok)
+			return
+		}
+		v = obj[tok]
+	}
 }

@@ -20,7 +20,7 @@ import (
 func TestSettledReplayText(t *testing.T) {
 	at := time.Date(2026, 12, 2, 7, 45, 1, 234e6, time.UTC)
 	text := func(rc receipt.Receipt, res *idempotency.StoredResult) (string, bool) {
-		r := result(retry.Answer{Receipt: rc, Result: res}, nil)
+		r := result(retry.Answer{Receipt: rc, Result: res}, nil, false)
 		return r.Content[0].(*mcp.TextContent).Text, r.IsError
 	}
 	for _, outcome := range []effectspec.Outcome{effectspec.DefinitelyRejected, effectspec.Accepted} {

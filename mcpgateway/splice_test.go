@@ -226,9 +226,9 @@ func spliceAnswers(t *testing.T) map[string]retry.Answer {
 func TestSpliceWire(t *testing.T) {
 	for name, a := range spliceAnswers(t) {
 		t.Run(name, func(t *testing.T) {
-			want := sdkAnswer(t, result(a, nil), nil)
+			want := sdkAnswer(t, result(a, nil, false), nil)
 			ci := &callInfo{}
-			res := result(a, ci)
+			res := result(a, ci, false)
 			if _, spliced := res.Meta[metaReceipt].(string); ci.splice == nil || !spliced {
 				t.Fatal("receipt not spliced")
 			}
@@ -260,9 +260,9 @@ func TestSpliceLarge(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			a := retry.Answer{Key: key, Receipt: receipt.Receipt{IdempotencyKey: key.String(), Outcome: effectspec.Accepted, Status: 200},
 				Result: &idempotency.StoredResult{Status: 200, Body: body}}
-			want := sdkAnswer(t, result(a, nil), nil)
+			want := sdkAnswer(t, result(a, nil, false), nil)
 			ci := &callInfo{}
-			got := sdkAnswer(t, result(a, ci), ci)
+			got := sdkAnswer(t, result(a, ci, false), ci)
 			var g, w any
 			if json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil {
 				t.Fatalf("not JSON: %.300s", got)
@@ -298,7 +298,7 @@ func TestSpliceBroken(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			ci := &callInfo{}
-			res := result(a, ci)
+			res := result(a, ci, false)
 			edit(res, res.Content[0].(*mcp.TextContent).Text)
 			got := sdkAnswer(t, res, ci)
 			if bytes.Contains(got, []byte("dev.obol/splice-")) || !bytes.Contains(got, []byte(`"reason":"internal"`)) {

@@ -82,6 +82,9 @@ func TestMarshalJSONMatchesReflection(t *testing.T) {
 	beyond.CreatedAt, beyond.FinalizedAt = time.Date(-1, 12, 31, 23, 59, 59, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 	minimalRoute := sample()
 	minimalRoute.Route = receipt.RouteRecord{Connection: "c", Fingerprint: "f"}
+	mcpRoute := sample()
+	mcpRoute.Route.Method, mcpRoute.Route.UpstreamTool = "", "create_payment"
+	mcpRoute.Binding, mcpRoute.Propagation = "meta", "meta"
 	safeTrue, safeFalse, safeNil := sample(), sample(), sample()
 	safeTrue.SafeNewKey, safeFalse.SafeNewKey, safeNil.SafeNewKey = receipt.Safe(true), receipt.Safe(false), nil
 	zeroRes := sample()
@@ -90,7 +93,7 @@ func TestMarshalJSONMatchesReflection(t *testing.T) {
 		"zero": {}, "sample": sample(), "full": full, "html": html, "unicode": unicode, "invalid_utf8": invalid,
 		"control": control, "extreme_ints": ints, "negative_ints": negative, "zones": zones, "years": years,
 		"year_edges": edges, "beyond_year_edges": beyond,
-		"minimal_route": minimalRoute, "safe_true": safeTrue, "safe_false": safeFalse, "safe_nil": safeNil,
+		"minimal_route": minimalRoute, "mcp_route": mcpRoute, "safe_true": safeTrue, "safe_false": safeFalse, "safe_nil": safeNil,
 		"zero_resolution": zeroRes,
 	}
 	// Each byte encoding/json escapes, alone in a string, so no other one
@@ -134,6 +137,9 @@ func FuzzReceiptJSON(f *testing.F) {
 		case 2:
 			r.SafeNewKey = receipt.Safe(true)
 		}
+		if flags&64 != 0 { // bit 6: an MCP route's upstream tool
+			r.Route.UpstreamTool = rtool + path
+		}
 		if flags&4 != 0 {
 			r.FinalizedAt = created.Add(time.Duration(finalizedAfter))
 		}
@@ -164,5 +170,24 @@ func BenchmarkReceiptMarshal(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestReceiptJSONOneAllocation: a receipt with every field set (an MCP
+// route's upstream tool, both bools, both times, the largest ints) and no
+// string that needs an escape encodes in one allocation: the size hint
+// covers every key.
+func TestReceiptJSONOneAllocation(t *testing.T) {
+	r := sample()
+	r.Route.UpstreamTool = "create_payment"
+	r.AttemptCount, r.Status = math.MinInt, math.MinInt
+	r.Replayed, r.SafeNewKey = false, receipt.Safe(false)
+	r.FinalizedAt = r.CreatedAt.Add(time.Second)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := r.MarshalJSON(); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 1 {
+		t.Errorf("MarshalJSON: %v allocations, want 1", n)
 	}
 }

@@ -15,13 +15,15 @@ import (
 // themselves, binding and credential name included, are the idempotency
 // package's Route, whose Record method makes this one.
 type RouteRecord struct {
-	Connection  string `json:"connection"`
-	Provider    string `json:"provider"`
-	Tool        string `json:"tool,omitempty"` // the provider's tool (for a cap.* call, the pinned one)
-	Method      string `json:"method,omitempty"`
-	Host        string `json:"host,omitempty"`
-	Path        string `json:"path,omitempty"`
-	Fingerprint string `json:"fingerprint"`
+	Connection string `json:"connection"`
+	Provider   string `json:"provider"`
+	Tool       string `json:"tool,omitempty"` // the provider's tool (for a cap.* call, the pinned one)
+	Method     string `json:"method,omitempty"`
+	Host       string `json:"host,omitempty"`
+	Path       string `json:"path,omitempty"`
+	// UpstreamTool is the upstream MCP server's tool, for an MCP route.
+	UpstreamTool string `json:"upstream_tool,omitempty"`
+	Fingerprint  string `json:"fingerprint"`
 }
 
 // Receipt records what the gateway did for one idempotency key. Its JSON form
@@ -36,10 +38,10 @@ type Receipt struct {
 	Tool           string      `json:"tool"`
 	Workspace      string      `json:"workspace"`
 	Route          RouteRecord `json:"route"`
-	Binding        string      `json:"binding"`     // header, body_pointer, unsupported, in_process or in_process_keyed
-	Propagation    string      `json:"propagation"` // header, body_pointer, handler or none
+	Binding        string      `json:"binding"`     // header, body_pointer, unsupported, in_process, in_process_keyed or meta
+	Propagation    string      `json:"propagation"` // header, body_pointer, handler, meta or none
 	// VendorKey is the key the vendor received (docs/DESIGN.md, "The key on the
-	// vendor hop"), for header, body_pointer and in_process_keyed bindings
+	// vendor hop"), for header, body_pointer, meta and in_process_keyed bindings
 	// only (the last: the key its handler passed downstream); never the
 	// client's key, except on a record made before vendor keys existed.
 	VendorKey string `json:"vendor_key,omitempty"`
@@ -108,11 +110,11 @@ func (r Receipt) MarshalJSON() ([]byte, error) {
 // sizeHint bounds the encoding when no string needs an escape, so that
 // MarshalJSON allocates once.
 func (r *Receipt) sizeHint() int {
-	// 350 covers the keys, punctuation and quotes of the strings; 2×20 the
+	// 370 covers the keys, punctuation and quotes of the strings; 2×20 the
 	// ints; 2×26 the quoted times.
-	n := 350 + 2*20 + 2*26 + len(r.IdempotencyKey) + len(r.KeySource) + len(r.RequestHash) + len(r.Tool) +
+	n := 370 + 2*20 + 2*26 + len(r.IdempotencyKey) + len(r.KeySource) + len(r.RequestHash) + len(r.Tool) +
 		len(r.Workspace) + len(r.Route.Connection) + len(r.Route.Provider) + len(r.Route.Tool) +
-		len(r.Route.Method) + len(r.Route.Host) + len(r.Route.Path) + len(r.Route.Fingerprint) +
+		len(r.Route.Method) + len(r.Route.Host) + len(r.Route.Path) + len(r.Route.UpstreamTool) + len(r.Route.Fingerprint) +
 		len(r.Binding) + len(r.Propagation) + len(r.VendorKey) + len(r.Outcome)
 	if res := r.Resolution; res != nil { // its encoding: 64 bytes and its strings
 		n += 64 + len(res.Outcome) + len(res.By) + len(res.Note)
@@ -121,8 +123,8 @@ func (r *Receipt) sizeHint() int {
 }
 
 // appendJSON appends the receipt's JSON to b: the fields in the order of
-// Receipt, with omitempty's rules for vendor_key, route's tool, method, host
-// and path, status, safe_new_key, finalized_at and resolution.
+// Receipt, with omitempty's rules for vendor_key, route's tool, method, host,
+// path and upstream_tool, status, safe_new_key, finalized_at and resolution.
 func (r *Receipt) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"idempotency_key":`...)
 	b = jsonwire.AppendString(b, r.IdempotencyKey)
@@ -153,6 +155,10 @@ func (r *Receipt) appendJSON(b []byte) ([]byte, error) {
 	if r.Route.Path != "" {
 		b = append(b, `,"path":`...)
 		b = jsonwire.AppendString(b, r.Route.Path)
+	}
+	if r.Route.UpstreamTool != "" {
+		b = append(b, `,"upstream_tool":`...)
+		b = jsonwire.AppendString(b, r.Route.UpstreamTool)
 	}
 	b = append(b, `,"fingerprint":`...)
 	b = jsonwire.AppendString(b, r.Route.Fingerprint)

@@ -25,6 +25,7 @@ func (s *server) adminHandler() http.Handler {
 			return nil, false
 		},
 		SetPin:       s.setPin,
+		Import:       s.adminImport(),
 		Classify:     s.gw.Classify,
 		Redact:       s.redact.StringFold,
 		Logger:       s.log,
@@ -69,4 +70,12 @@ func (s *server) setPin(ctx context.Context, name, provider string) (string, err
 	}
 	s.setLocalPin(name, provider)
 	return prev, nil
+}
+
+// adminImport is admin.Config.Import: nil without an upstream MCP server.
+func (s *server) adminImport() func(context.Context) error {
+	if !s.hasUpstreams() {
+		return nil
+	}
+	return s.gw.Import
 }

@@ -163,6 +163,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cancel()
+	// The upstream MCP servers' tools, before serving; an upstream that is
+	// down is read again in the background until shutdown.
+	ictx, icancel := context.WithCancel(ctx)
+	imported := s.startImport(ictx)
+	defer func() { icancel(); <-imported }()
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

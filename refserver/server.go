@@ -128,6 +128,11 @@ func newTracedServer(cfg *config, store idempotency.Store, pins idempotency.PinS
 			gc.Quotas[ws] = mcpgateway.WorkspaceQuota{InFlight: q.InFlight}
 		}
 	}
+	for i := range gc.Tools {
+		if up := gc.Tools[i].Upstream; up != nil && up.Logger == nil {
+			up.Logger = log // what an upstream asked that the gateway refused
+		}
+	}
 	s.metrics.Instrument(&gc)
 	if tp != nil {
 		otelhooks.Instrument(&gc, tp)

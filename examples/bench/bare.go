@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -69,28 +70,11 @@ func serveForward(ctx context.Context, name string, limit bool, args []string, s
 	if err != nil {
 		return fail(1, "%v", err)
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fail(1, "%v", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fail(1, "%v", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfiles, err := startProfiles(*cpuProfile, *execTrace)
+	if err != nil {
+		return fail(1, "%v", err)
 	}
-	if *execTrace != "" {
-		f, err := os.Create(*execTrace)
-		if err != nil {
-			return fail(1, "%v", err)
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return fail(1, "%v", err)
-		}
-		defer trace.Stop()
-	}
+	defer stopProfiles()
 	hs := &http.Server{Handler: forwardHandler(*vendorURL, secret, around), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "%s listening on http://%s\n", name, ln.Addr())
 	go func() {
@@ -140,6 +124,13 @@ func forwardHandler(vendorURL, secret string, around func(ctx context.Context, s
 			out.Content = []mcp.Content{&mcp.TextContent{Text: text}}
 			return out, nil
 		})
+	return sdkHandler(s, quiet)
+}
+
+// sdkHandler serves s as refserver serves its tools: the SDK's stateless
+// handler with JSON answers and refserver's body limit, at /mcp, behind a
+// Bearer check of the bench's API key.
+func sdkHandler(s *mcp.Server, quiet *slog.Logger) http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, MaxRequestBodyBytes: 1 << 20, Logger: quiet,
 	})
@@ -153,4 +144,41 @@ func forwardHandler(vendorURL, secret string, around func(ctx context.Context, s
 		sdk.ServeHTTP(w, r)
 	}))
 	return mux
+}
+
+// startProfiles starts a CPU profile into cpuFile and an execution trace
+// into traceFile, each if named; stop ends both and closes the files. On
+// an error nothing is left running.
+func startProfiles(cpuFile, traceFile string) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, f := range slices.Backward(stops) {
+			f()
+		}
+	}
+	if cpuFile != "" {
+		f, err := os.Create(cpuFile)
+		if err != nil {
+			return func() {}, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return func() {}, err
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if traceFile != "" {
+		f, err := os.Create(traceFile)
+		if err != nil {
+			stop()
+			return func() {}, err
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			stop()
+			return func() {}, err
+		}
+		stops = append(stops, func() { trace.Stop(); f.Close() })
+	}
+	return stop, nil
 }

@@ -44,19 +44,12 @@ func needRedis(t *testing.T) {
 
 var cellSep = regexp.MustCompile(`\s{2,}`)
 
-func TestQuickRunPrintsEveryRow(t *testing.T) {
-	needRedis(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var out, errb bytes.Buffer
-	if code := run(ctx, []string{"-redis-server", "-quick", "-mem-records", "500"}, &out, &errb); code != 0 {
-		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
-	}
-	t.Logf("table:\n%s", out.String())
-
+// tableRows returns the cells of the table's rows in the harness's output.
+func tableRows(t *testing.T, out string) [][]string {
+	t.Helper()
 	var rows [][]string
 	inTable := false
-	for _, line := range strings.Split(out.String(), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		switch {
 		case strings.HasPrefix(line, "#  measurement"):
 			inTable = true
@@ -70,6 +63,20 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 			rows = append(rows, cells)
 		}
 	}
+	return rows
+}
+
+func TestQuickRunPrintsEveryRow(t *testing.T) {
+	needRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"-redis-server", "-quick", "-mem-records", "500"}, &out, &errb); code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	t.Logf("table:\n%s", out.String())
+
+	rows := tableRows(t, out.String())
 	count := map[string]int{}
 	digit := regexp.MustCompile(`[0-9]`)
 	for _, r := range rows {
@@ -83,6 +90,9 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 		}
 		if id == "5" {
 			continue
+		}
+		if id == "7" && strings.Contains(name, "inside refserver") {
+			continue // TestQuickRunProxyRow
 		}
 		if id == "4" && strings.Contains(name, "inside refserver") {
 			// The breakdown of row 4: refserver's own figures, no ratio.
@@ -99,11 +109,11 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 			}
 			continue
 		}
-		if id == "4" && strings.Contains(name, "CPU time per call") {
+		if (id == "4" || id == "7") && strings.Contains(name, "CPU time per call") {
 			// Process and Redis CPU of both sides, their ratio.
 			for _, side := range []string{ours, ref} {
 				if !strings.Contains(side, "process ") || !strings.Contains(side, ", Redis ") {
-					t.Errorf("row 4 %q: %q lacks the process or Redis CPU", name, side)
+					t.Errorf("row %s %q: %q lacks the process or Redis CPU", id, name, side)
 				}
 			}
 		}
@@ -118,8 +128,9 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 	// clients, each against the limit and the bare server, with the CPU
 	// per call and the breakdown; 5: three kinds (no body, 1 KiB, 64 KiB), each MEMORY USAGE,
 	// used_memory with the projection, and the script time per operation;
-	// 6: the Redis time of quotas.
-	want := map[string]int{"1": 3, "2": 3, "3": 2, "4": 8, "5": 9, "6": 1}
+	// 6: the Redis time of quotas; 7: 1 and 32 clients against the MCP
+	// limit, each with the CPU per call and the breakdown.
+	want := map[string]int{"1": 3, "2": 3, "3": 2, "4": 8, "5": 9, "6": 1, "7": 6}
 	for id, n := range want {
 		if count[id] != n {
 			t.Errorf("table has %d rows numbered %s, want %d", count[id], id, n)
@@ -134,7 +145,8 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 		}
 		for name, tgt := range map[string]string{"no body: used_memory": "-", "1 KiB body: used_memory": "<= 1,000 B",
 			"64 KiB body: used_memory": "-", "1 client: refserver vs the limit": ">= 0.95", "32 clients: refserver vs the limit": ">= 0.95",
-			"1 client: refserver vs same SDK": "-", "32 clients: refserver vs same SDK": "-"} {
+			"1 client: refserver vs same SDK": "-", "32 clients: refserver vs same SDK": "-",
+			"upstream, 1 client: refserver in front": ">= 0.95", "upstream, 32 clients: refserver in front": ">= 0.95"} {
 			if strings.Contains(r[1], name) && r[5] != tgt {
 				t.Errorf("row %s %q has target %q, want %q", r[0], r[1], r[5], tgt)
 			}
@@ -143,8 +155,63 @@ func TestQuickRunPrintsEveryRow(t *testing.T) {
 			t.Errorf("row 5 %q: %q is not two durations", r[1], r[2])
 		}
 	}
-	if !regexp.MustCompile(`\d+ of 10 targets met`).MatchString(out.String()) {
-		t.Errorf("no summary line with 10 targets in:\n%s", out.String())
+	if !regexp.MustCompile(`\d+ of 12 targets met`).MatchString(out.String()) {
+		t.Errorf("no summary line with 12 targets in:\n%s", out.String())
+	}
+}
+
+// Row 7 alone: refserver in front of an MCP upstream against the MCP
+// limit server; per count of clients a line of rates, one of CPU per call
+// and refserver's breakdown.
+func TestQuickRunProxyRow(t *testing.T) {
+	needRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"-redis-server", "-quick", "-rows", "7"}, &out, &errb); code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	t.Logf("table:\n%s", out.String())
+	rows := tableRows(t, out.String())
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 6", len(rows))
+	}
+	rate := regexp.MustCompile(`^[0-9,]+/s p50 \S+ p99 \S+ \(rate [0-9,]+/s-[0-9,]+/s\)$`)
+	for i, clients := range []string{"1 client", "32 clients"} {
+		r, cpu, in := rows[3*i], rows[3*i+1], rows[3*i+2]
+		if r[0] != "7" || !strings.Contains(r[1], "MCP upstream, "+clients+": refserver in front of it vs the limit") {
+			t.Errorf("row %q", r[:2])
+		}
+		for _, side := range r[2:4] {
+			if !rate.MatchString(side) {
+				t.Errorf("row %q: %q is not a rate with p50, p99 and spread", r[1], side)
+			}
+		}
+		if v, err := strconv.ParseFloat(r[4], 64); err != nil || v <= 0 {
+			t.Errorf("row %q: ratio %q is not a positive number", r[1], r[4])
+		}
+		if r[5] != ">= 0.95" || (r[6] != pass && r[6] != miss) {
+			t.Errorf("row %q: target %q, result %q", r[1], r[5], r[6])
+		}
+		if cpu[0] != "7" || !strings.Contains(cpu[1], clients+": CPU time per call") || cpu[6] != info {
+			t.Errorf("row %q", cpu)
+		}
+		for _, side := range cpu[2:4] {
+			if !strings.Contains(side, "process ") || !strings.Contains(side, ", Redis ") {
+				t.Errorf("row %q: %q lacks the process or Redis CPU", cpu[1], side)
+			}
+		}
+		if in[0] != "7" || !strings.Contains(in[1], clients+", inside refserver") || in[6] != info {
+			t.Errorf("row %q", in)
+		}
+		for _, part := range []string{"claim ", "vendor ", "finalize ", "handler "} {
+			if !strings.Contains(in[2], part) {
+				t.Errorf("row %q lacks %q: %q", in[1], part, in[2])
+			}
+		}
+	}
+	if !regexp.MustCompile(`\d of 2 targets met`).MatchString(out.String()) {
+		t.Errorf("no summary line with 2 targets in:\n%s", out.String())
 	}
 }
 
@@ -227,7 +294,7 @@ func TestFlags(t *testing.T) {
 		{"-redis-server", "-redis", "h:1"},     // both
 		{"-redis-server", "-concurrency", "0"}, // out of range
 		{"-redis-server", "-concurrency", "1,x"},
-		{"-redis-server", "-rows", "7"},
+		{"-redis-server", "-rows", "8"},
 		{"-redis-server", "-mcp-clients", "0"},
 		{"-redis-server", "-duration", "1ms"},
 		{"-redis-server", "-rounds", "0"},
@@ -243,7 +310,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.duration != 300*time.Millisecond || o.rounds != 1 || len(o.concurrency) != 3 || !o.rows[5] {
+	if o.duration != 300*time.Millisecond || o.rounds != 1 || len(o.concurrency) != 3 || !o.rows[5] || !o.rows[7] {
 		t.Errorf("-quick: %+v", o)
 	}
 	o, err = parseFlags([]string{"-redis-server", "-quick", "-duration", "2s"}, &bytes.Buffer{})

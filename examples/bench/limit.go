@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -56,8 +57,33 @@ type template struct {
 }
 
 // newLimit connects as refserver does (redisstore.ParseURL, no client
-// cache, pooled connections) and records the templates.
+// cache, pooled connections) and records the templates of row 4's tool.
 func newLimit(ctx context.Context, redisURL, vendorURL string) (*limit, error) {
+	spec := effectspec.Spec{Tool: mcpTool, Effect: effectspec.EffectWrite, Route: effectspec.RouteNative,
+		Idempotency: effectspec.Binding{Kind: effectspec.BindingHeader, Header: "Idempotency-Key"}}
+	return newLimitOf(ctx, redisURL, limitCall{
+		spec: spec,
+		target: idempotency.RouteTarget{Connection: "conn_pay", Provider: "benchpay",
+			Method: http.MethodPost, URL: vendorURL, Credential: vendorEnv},
+		args: `{"amount":1200,"currency":"usd","customer":"cus_0"}`,
+		result: &idempotency.StoredResult{Status: http.StatusCreated,
+			Header: http.Header{"Content-Type": {"application/json"}, "Request-Id": {"req_1000"}},
+			Body:   []byte(`{"id":"ch_1000","object":"charge","amount":1200,"currency":"usd","status":"succeeded"}`)},
+	})
+}
+
+// limitCall is the call whose claim and finalize a limit server records:
+// the tool's spec and route as refserver's config makes them, the
+// arguments, and the result refserver stores.
+type limitCall struct {
+	spec   effectspec.Spec
+	target idempotency.RouteTarget
+	args   string
+	result *idempotency.StoredResult
+}
+
+// newLimitOf is newLimit for any call.
+func newLimitOf(ctx context.Context, redisURL string, call limitCall) (*limit, error) {
 	opt, err := redisstore.ParseURL(redisURL)
 	if err != nil {
 		return nil, err
@@ -69,7 +95,7 @@ func newLimit(ctx context.Context, redisURL, vendorURL string) (*limit, error) {
 		return nil, err
 	}
 	l := &limit{client: client}
-	if err := l.record(ctx, vendorURL); err != nil {
+	if err := l.record(ctx, call); err != nil {
 		client.Close()
 		return nil, err
 	}
@@ -117,28 +143,25 @@ func (r *recorder) last() ([]string, error) {
 	return c, nil
 }
 
-// record makes one claim and one finalize of row 4's tool as refserver's
-// orchestrator does (refserverConfig: header binding, 30s lease, 24h
-// retention; a supplied key; the vendor's 201 answer with its two headers)
-// and keeps the commands.
-func (l *limit) record(ctx context.Context, vendorURL string) error {
+// record makes one claim and one finalize of call as refserver's
+// orchestrator does (refserver's config: 30s lease, 24h retention; a
+// supplied key; the call's stored result) and keeps the commands.
+func (l *limit) record(ctx context.Context, call limitCall) error {
 	rec := &recorder{Client: l.client}
 	st, err := redisstore.New(ctx, rec, redisstore.Options{Prefix: idempotency.DefaultPrefix, Retention: 24 * time.Hour, Lease: 30 * time.Second})
 	if err != nil {
 		return err
 	}
-	spec := effectspec.Spec{Tool: mcpTool, Effect: effectspec.EffectWrite, Route: effectspec.RouteNative,
-		Idempotency: effectspec.Binding{Kind: effectspec.BindingHeader, Header: "Idempotency-Key"}}
-	route, err := idempotency.NewRoute(spec, idempotency.RouteTarget{Connection: "conn_pay", Provider: "benchpay",
-		Method: http.MethodPost, URL: vendorURL, Credential: vendorEnv})
+	spec := call.spec
+	route, err := idempotency.NewRoute(spec, call.target)
 	if err != nil {
 		return err
 	}
-	hash, err := idempotency.RequestHash([]byte(`{"amount":1200,"currency":"usd","customer":"cus_0"}`))
+	hash, err := idempotency.RequestHash([]byte(call.args))
 	if err != nil {
 		return err
 	}
-	scope := idempotency.Scope{Workspace: "ws_bench", Connection: "conn_pay", Tool: mcpTool}
+	scope := idempotency.Scope{Workspace: "ws_bench", Connection: call.target.Connection, Tool: spec.Tool}
 	key := idempotency.NewKey()
 	l.oldKey = key.String()
 	rec.last() // the store's own start-up scripts
@@ -157,9 +180,7 @@ func (l *limit) record(ctx context.Context, vendorURL string) error {
 	}
 	_, err = st.Finalize(ctx, idempotency.FinalizeRequest{Scope: scope, Key: key, Token: res.Token,
 		Outcome: effectspec.Accepted, Incarnation: res.Incarnation, OpID: idempotency.NewOpID(),
-		Result: &idempotency.StoredResult{Status: http.StatusCreated,
-			Header: http.Header{"Content-Type": {"application/json"}, "Request-Id": {"req_1000"}},
-			Body:   []byte(`{"id":"ch_1000","object":"charge","amount":1200,"currency":"usd","status":"succeeded"}`)}})
+		Result: call.result})
 	if err != nil {
 		return err
 	}
@@ -198,15 +219,19 @@ func newTemplate(cmd []string, spec scriptargs.Args) (template, error) {
 	return t, nil
 }
 
-// build returns t's command for another record: key, member and
-// incarnation as given, fresh random bytes of the same lengths for op ids
-// and the vendor key, and the record's own index buckets (slotBucket).
-func (t template) build(c rueidis.Client, recordKey, oldKey, newKey, inc string) rueidis.Completed {
+// build returns t's command for another record: key, member, incarnation
+// and vendor key (if t has one and vk is not empty) as given, fresh random
+// bytes of the same length for op ids, and the record's own index buckets
+// (slotBucket).
+func (t template) build(c rueidis.Client, recordKey, oldKey, newKey, inc, vk string) rueidis.Completed {
 	cmd := t.args(recordKey, oldKey, newKey, inc)
+	if vk != "" && t.vk >= 0 && cmd[t.vk] != "" {
+		cmd[t.vk] = vk
+	}
 	return c.B().Arbitrary(cmd[0]).Args(cmd[1:]...).Build()
 }
 
-// args is build's command as strings.
+// args is build's command as strings, with a random vendor key.
 func (t template) args(recordKey, oldKey, newKey, inc string) []string {
 	cmd := slices.Clone(t.cmd)
 	cmd[3] = recordKey
@@ -251,16 +276,24 @@ func random(n int) string {
 // around runs one call's claim, send and finalize: what refserver's store
 // sends, and nothing else.
 func (l *limit) around(ctx context.Context, send func() error) error {
+	return l.aroundKeyed(ctx, func(string) error { return send() })
+}
+
+// aroundKeyed is around whose send gets the record's vendor key in its
+// text form (idt_ and 32 hex digits), as a gateway sends it.
+func (l *limit) aroundKeyed(ctx context.Context, send func(vendorKey string) error) error {
 	key := idempotency.NewKey().String()
 	rk := strings.Replace(l.claim.cmd[3], l.oldKey, key, 1)
 	inc := random(len(l.claim.cmd[l.claim.inc]))
-	if err := l.run(ctx, l.claim.build(l.client, rk, l.oldKey, key, inc), "claimed"); err != nil {
+	var vk [16]byte
+	rand.Read(vk[:])
+	if err := l.run(ctx, l.claim.build(l.client, rk, l.oldKey, key, inc, string(vk[:])), "claimed"); err != nil {
 		return fmt.Errorf("claim: %w", err)
 	}
-	if err := send(); err != nil {
+	if err := send("idt_" + hex.EncodeToString(vk[:])); err != nil {
 		return err
 	}
-	if err := l.run(ctx, l.finalize.build(l.client, rk, l.oldKey, key, inc), "finalized"); err != nil {
+	if err := l.run(ctx, l.finalize.build(l.client, rk, l.oldKey, key, inc, ""), "finalized"); err != nil {
 		return fmt.Errorf("finalize: %w", err)
 	}
 	return nil

@@ -18,8 +18,8 @@ import (
 )
 
 // roleEnv makes the process serve row 4's bare server ("bare") or its
-// limit server ("limit") instead of running the harness (the harness
-// starts itself that way).
+// limit server ("limit"), or row 7's limit server ("mcplimit"), instead of
+// running the harness (the harness starts itself that way).
 const roleEnv = "OBOL_BENCH_ROLE"
 
 func main() {
@@ -38,6 +38,8 @@ func serveRole(ctx context.Context) (code int, ok bool) {
 		return serveBare(ctx, os.Args[1:], os.Stdout, os.Stderr), true
 	case "limit":
 		return serveLimit(ctx, os.Args[1:], os.Stdout, os.Stderr), true
+	case "mcplimit":
+		return serveMCPLimit(ctx, os.Args[1:], os.Stdout, os.Stderr), true
 	}
 	return 0, false
 }
@@ -49,7 +51,8 @@ type options struct {
 	redisAddr     string
 	db            int
 	benchBin      string // redis-benchmark binary
-	refserverBin  string
+	refserverBin  string // -refserver, or the one built into tmp
+	tmp           string // the run's directory, removed at its end
 	serverTrace   bool
 	serverProfile string // directory of refserver's CPU profile and execution trace
 	duration      time.Duration
@@ -76,16 +79,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.redisAddr, "redis", "", "use the Redis at `host:port` instead (database -db must be empty; it is flushed between measurements)")
 	fs.IntVar(&o.db, "db", 15, "Redis logical `database` used with -redis")
 	fs.StringVar(&o.benchBin, "redis-benchmark", "redis-benchmark", "redis-benchmark `binary` (row 1)")
-	fs.StringVar(&o.refserverBin, "refserver", "", "prebuilt refserver `binary` (row 4); default: go build ./refserver into a temporary directory")
+	fs.StringVar(&o.refserverBin, "refserver", "", "prebuilt refserver `binary` (rows 4 and 7); default: go build ./refserver into a temporary directory")
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "length of one measurement")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds per row; each round measures ours and the reference, alternating, and the table shows medians")
 	conc := fs.String("concurrency", "1,50,200", "client concurrencies of rows 1 and 2, comma-separated")
-	mcpClients := fs.String("mcp-clients", "1,32", "concurrent MCP clients of row 4, comma-separated: one line each")
+	mcpClients := fs.String("mcp-clients", "1,32", "concurrent MCP clients of rows 4 and 7, comma-separated: one line each")
 	fs.IntVar(&o.memRecords, "mem-records", 20000, "records written per kind to measure used_memory per record (row 5)")
-	only := fs.String("rows", "1,2,3,4,5,6", "rows to run, comma-separated")
+	only := fs.String("rows", "1,2,3,4,5,6,7", "rows to run, comma-separated")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness process (the client side of rows 1-3) to `file`")
 	fs.BoolVar(&o.serverTrace, "refserver-trace", true, "with -refserver-profile, also write the execution trace; false for a CPU profile undistorted by tracing")
-	fs.StringVar(&o.serverProfile, "refserver-profile", "", "write refserver's CPU profile and execution trace of row 4 into `dir` (refserver.cpu.pprof, refserver.trace); tracing slows it, so such a run diagnoses and does not measure")
+	fs.StringVar(&o.serverProfile, "refserver-profile", "", "write refserver's CPU profile and execution trace of row 4 into `dir` (refserver.cpu.pprof, refserver.trace; row 7: refserver-mcp.*), and its references'; tracing slows them, so such a run diagnoses and does not measure")
 	fs.IntVar(&o.pipeline, "P", 16, "redis-benchmark pipeline depth (-P) of the Redis-side limit")
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: 300ms measurements, one round, 2000 memory records")
 	fs.Usage = func() {
@@ -137,7 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.mcpClients, err = intList("mcp-clients", *mcpClients, 1, 10000); err != nil {
 		return nil, err
 	}
-	rows, err := intList("rows", *only, 1, 6)
+	rows, err := intList("rows", *only, 1, 7)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +187,10 @@ func runHarness(ctx context.Context, o *options, stdout io.Writer) error {
 		return err
 	}
 	o.moduleRoot = root
+	if o.tmp, err = os.MkdirTemp("", "obol-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(o.tmp)
 	if o.ownRedis {
 		rs, err := startRedis(ctx, o.redisServer)
 		if err != nil {
@@ -238,6 +245,11 @@ func runHarness(ctx context.Context, o *options, stdout io.Writer) error {
 	if o.rows[6] {
 		if err := quotaRows(ctx, o, env, t); err != nil {
 			return fmt.Errorf("row 6: %w", err)
+		}
+	}
+	if o.rows[7] {
+		if err := proxyRows(ctx, o, env, t); err != nil {
+			return fmt.Errorf("row 7: %w", err)
 		}
 	}
 	fmt.Fprintf(stdout, "obol benchmark: %s, GOMAXPROCS %d, %d CPUs, Redis %s, %d round(s) of %v per side, medians\n\n",

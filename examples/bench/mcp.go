@@ -119,14 +119,20 @@ func (c *child) stop() {
 	c.log.Close()
 }
 
-// buildRefserver builds ./refserver into dir.
-func buildRefserver(ctx context.Context, root, dir string) (string, error) {
-	bin := filepath.Join(dir, "refserver")
+// refserver returns the -refserver binary, or builds ./refserver once per
+// run into o.tmp (rows 4 and 7 share it).
+func (o *options) refserver(ctx context.Context) (string, error) {
+	if o.refserverBin != "" {
+		return o.refserverBin, nil
+	}
+	fmt.Fprintln(o.progress, "building refserver ...")
+	bin := filepath.Join(o.tmp, "refserver")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./refserver")
-	cmd.Dir = root
+	cmd.Dir = o.moduleRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./refserver: %w: %s", err, bytes.TrimSpace(out))
 	}
+	o.refserverBin = bin
 	return bin, nil
 }
 
@@ -144,10 +150,24 @@ func (r callResult) String() string {
 	return fmt.Sprintf("%s p50 %s p99 %s", rate(r.perSec), dur(r.p50), dur(r.p99))
 }
 
+// load is what a row's clients call: the tool, its arguments (a format
+// whose one verb is the client's number) and the count of the requests its
+// vendor received.
+type load struct {
+	tool string
+	args string
+	seen func() int64
+}
+
+// vendorLoad is row 4's load on v.
+func vendorLoad(v *vendor) load {
+	return load{tool: mcpTool, args: `{"amount":1200,"currency":"usd","customer":"cus_%d"}`, seen: v.requests.Load}
+}
+
 // loadCalls runs c clients, each sending tools/call with a fresh
 // Idempotency-Key back to back for d, and checks that every call succeeded
 // and that the vendor saw exactly one request per call.
-func loadCalls(ctx context.Context, base string, v *vendor, c int, d time.Duration) (callResult, error) {
+func loadCalls(ctx context.Context, base string, l load, c int, d time.Duration) (callResult, error) {
 	tr := &http.Transport{MaxIdleConnsPerHost: c, MaxIdleConns: c, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: time.Minute}
@@ -158,7 +178,7 @@ func loadCalls(ctx context.Context, base string, v *vendor, c int, d time.Durati
 		lat  []time.Duration
 		fail error
 	)
-	before := v.requests.Load()
+	before := l.seen()
 	start := time.Now()
 	timer := time.AfterFunc(d, func() { stop.Store(true) })
 	defer timer.Stop()
@@ -166,7 +186,7 @@ func loadCalls(ctx context.Context, base string, v *vendor, c int, d time.Durati
 		wg.Go(func() {
 			var mine []time.Duration
 			for n := 0; !stop.Load() && ctx.Err() == nil; n++ {
-				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"amount":1200,"currency":"usd","customer":"cus_%d"}}}`, n, mcpTool, i)
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":`+l.args+`}}`, n, l.tool, i)
 				t0 := time.Now()
 				if err := callOnce(ctx, hc, base, body); err != nil {
 					mu.Lock()
@@ -190,7 +210,7 @@ func loadCalls(ctx context.Context, base string, v *vendor, c int, d time.Durati
 	if len(lat) == 0 {
 		return callResult{}, errors.New("no call completed")
 	}
-	if seen := v.requests.Load() - before; seen != int64(len(lat)) {
+	if seen := l.seen() - before; seen != int64(len(lat)) {
 		return callResult{}, fmt.Errorf("the vendor saw %d requests for %d calls", seen, len(lat))
 	}
 	slices.Sort(lat)
@@ -244,12 +264,9 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 	}
 	defer v.close()
 
-	bin := o.refserverBin
-	if bin == "" {
-		fmt.Fprintln(o.progress, "building refserver ...")
-		if bin, err = buildRefserver(ctx, o.moduleRoot, dir); err != nil {
-			return err
-		}
+	bin, err := o.refserver(ctx)
+	if err != nil {
+		return err
 	}
 	cfgPath := filepath.Join(dir, "refserver.json")
 	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(refserverConfig, "{{VENDOR}}", v.url)), 0o600); err != nil {
@@ -312,7 +329,7 @@ func mcpRows(ctx context.Context, o *options, e *env, t *table) error {
 	// Warm them up: connections, pools, first-call allocations.
 	warm := min(o.duration/2, time.Second)
 	for _, base := range []string{ref.base, bare.base, lim.base} {
-		if _, err := loadCalls(ctx, base, v, slices.Max(o.mcpClients), warm); err != nil {
+		if _, err := loadCalls(ctx, base, vendorLoad(v), slices.Max(o.mcpClients), warm); err != nil {
 			return err
 		}
 	}
@@ -359,7 +376,7 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 			if err := e.quiesce(ctx); err != nil {
 				return err
 			}
-			r, err := measureCalls(ctx, e, ref, v, clients, o.duration)
+			r, err := measureCalls(ctx, e, ref, vendorLoad(v), clients, o.duration)
 			if err != nil {
 				return fmt.Errorf("refserver: %w", err)
 			}
@@ -380,7 +397,7 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 			return nil
 		},
 		func() error {
-			r, err := measureCalls(ctx, e, bare, v, clients, o.duration)
+			r, err := measureCalls(ctx, e, bare, vendorLoad(v), clients, o.duration)
 			if err != nil {
 				return fmt.Errorf("bare server: %w", err)
 			}
@@ -391,7 +408,7 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 			if err := e.flush(ctx); err != nil {
 				return err
 			}
-			r, err := measureCalls(ctx, e, lim, v, clients, o.duration)
+			r, err := measureCalls(ctx, e, lim, vendorLoad(v), clients, o.duration)
 			if err != nil {
 				return fmt.Errorf("limit server: %w", err)
 			}
@@ -452,11 +469,11 @@ func mcpRow(ctx context.Context, o *options, e *env, t *table, v *vendor, ref, b
 // measureCalls is loadCalls against c, with the CPU time c's process and
 // Redis spent per call. At 32 clients every process shares the two cores,
 // so the rate follows total CPU per call; these say whose it is.
-func measureCalls(ctx context.Context, e *env, c *child, v *vendor, clients int, d time.Duration) (callResult, error) {
+func measureCalls(ctx context.Context, e *env, c *child, l load, clients int, d time.Duration) (callResult, error) {
 	pid := c.srv.Cmd.Process.Pid
 	cpu0, cerr := procCPU(pid)
 	red0, rerr := e.redisCPU(ctx)
-	r, err := loadCalls(ctx, c.base, v, clients, d)
+	r, err := loadCalls(ctx, c.base, l, clients, d)
 	if err != nil {
 		return r, err
 	}

@@ -69,6 +69,7 @@ func TestRedispatchAllowList(t *testing.T) {
 		{effectspec.BindingHeader, idempotency.StatusClaimed},
 		{effectspec.BindingBodyPointer, idempotency.StatusClaimed},
 		{effectspec.BindingInProcessKeyed, idempotency.StatusClaimed},
+		{effectspec.BindingMeta, idempotency.StatusClaimed},
 		{effectspec.BindingUnsupported, idempotency.StatusOutcomeUnknown},
 		{effectspec.BindingInProcess, idempotency.StatusOutcomeUnknown},
 		{"x", idempotency.StatusOutcomeUnknown},

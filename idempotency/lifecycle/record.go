@@ -12,7 +12,11 @@ import (
 // a binding not named here (unsupported, federated, any new one) is never
 // sent twice.
 func redispatchable(b effectspec.BindingKind) bool {
-	return b == effectspec.BindingHeader || b == effectspec.BindingBodyPointer || b == effectspec.BindingInProcessKeyed
+	switch b {
+	case effectspec.BindingHeader, effectspec.BindingBodyPointer, effectspec.BindingInProcessKeyed, effectspec.BindingMeta:
+		return true
+	}
+	return false
 }
 
 // Record is one stored record, its fields by meaning: the state is an
@@ -27,7 +31,7 @@ type Record struct {
 	ScopeVersion int64  // w
 	RequestHash  string // q (32 bytes)
 	Fingerprint  string // f (32 bytes)
-	Route        string // c p T M H P, as stored: tag, length, value
+	Route        string // c p T M H P u, as stored: tag, length, value
 	VendorKey    string // k
 	Incarnation  string // i ('' for a record made before incarnations, or final)
 

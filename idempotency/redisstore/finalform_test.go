@@ -235,28 +235,35 @@ func chargeResult(rng *rand.Rand) *idempotency.StoredResult {
 // TestFinalFormRoundTrip: every final record the scripts write reads back
 // through Lua and Go as it was stored: statuses inside and outside the
 // one-byte range, every method code and one without, a dropped body, a
-// body stored as sent, no result, headers other than JSON's Content-Type, no vendor key.
+// body stored as sent, no result, headers other than JSON's Content-Type, no vendor key,
+// an MCP route (binding meta, an upstream tool, no method) in flight and final.
 func TestFinalFormRoundTrip(t *testing.T) {
 	m := newMini(t, Options{MaxResultBytes: 4 << 10})
 	rng := rand.New(rand.NewPCG(5, 5))
 	cases := []struct {
-		method string
-		res    *idempotency.StoredResult
-		b      effectspec.BindingKind
+		method   string
+		res      *idempotency.StoredResult
+		b        effectspec.BindingKind
+		upstream string
 	}{
-		{"POST", chargeResult(rng), effectspec.BindingHeader},
-		{"GET", &idempotency.StoredResult{Status: 100}, effectspec.BindingUnsupported},
-		{"DELETE", &idempotency.StoredResult{Status: 356, Body: []byte("short")}, effectspec.BindingHeader},
-		{"PATCH", &idempotency.StoredResult{Status: 599, Header: http.Header{"Etag": {`"v1"`}, "Content-Type": {"text/plain"}}}, effectspec.BindingBodyPointer},
-		{"PROPFIND", &idempotency.StoredResult{Status: 101, Body: bytes.Repeat([]byte("x"), 8<<10)}, effectspec.BindingHeader},
-		{"OPTIONS", nil, effectspec.BindingUnsupported},
-		{"PUT", &idempotency.StoredResult{Status: 255, Body: bytes.Repeat([]byte(`{"a":1}`), 40)}, effectspec.BindingHeader},
+		{"POST", chargeResult(rng), effectspec.BindingHeader, ""},
+		{"GET", &idempotency.StoredResult{Status: 100}, effectspec.BindingUnsupported, ""},
+		{"DELETE", &idempotency.StoredResult{Status: 356, Body: []byte("short")}, effectspec.BindingHeader, ""},
+		{"PATCH", &idempotency.StoredResult{Status: 599, Header: http.Header{"Etag": {`"v1"`}, "Content-Type": {"text/plain"}}}, effectspec.BindingBodyPointer, ""},
+		{"PROPFIND", &idempotency.StoredResult{Status: 101, Body: bytes.Repeat([]byte("x"), 8<<10)}, effectspec.BindingHeader, ""},
+		{"OPTIONS", nil, effectspec.BindingUnsupported, ""},
+		{"PUT", &idempotency.StoredResult{Status: 255, Body: bytes.Repeat([]byte(`{"a":1}`), 40)}, effectspec.BindingHeader, ""},
+		{"", &idempotency.StoredResult{Status: 200, Body: []byte(`{"content":[]}`)}, effectspec.BindingMeta, "create_payment"},
+		{"", nil, effectspec.BindingUnsupported, "send"},
 	}
 	for _, c := range cases {
 		k := idempotency.NewKey()
 		req := claimReq(k)
-		req.Route.Method, req.Binding = c.method, c.b
+		req.Route.Method, req.Binding, req.Route.UpstreamTool = c.method, c.b, c.upstream
 		res := mustClaim(t, m.store, req, idempotency.StatusClaimed)
+		if r, err := m.store.Lookup(ctx, testScope, k); err != nil || r.Route.UpstreamTool != c.upstream || r.Binding != c.b {
+			t.Fatalf("%s: in flight reads back as %+v, %v", c.method, r.Route, err)
+		}
 		fin, err := m.store.Finalize(ctx, idempotency.FinalizeRequest{Scope: testScope, Key: k, Token: res.Token, Outcome: effectspec.Accepted,
 			Result: c.res, Incarnation: res.Incarnation})
 		if err != nil {
@@ -272,7 +279,7 @@ func TestFinalFormRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range []idempotency.Record{*rep.Record, look} {
-			if r.Route.Method != c.method || r.Route.Host != "api.stripe.com" || r.Route.Path != "/v1/charges" ||
+			if r.Route.Method != c.method || r.Route.Host != "api.stripe.com" || r.Route.Path != "/v1/charges" || r.Route.UpstreamTool != c.upstream ||
 				r.Binding != c.b || r.AttemptCount != 1 || r.RequestHash != hashOf("args") || r.Route.Fingerprint != hashOf("route") ||
 				!r.FinalizedAt.Equal(fin.FinalizedAt) || !r.CreatedAt.Equal(fin.CreatedAt) || (r.VendorKey.IsZero()) != (c.b == effectspec.BindingUnsupported) {
 				t.Fatalf("%s: reads back as %+v, finalize answered %+v", c.method, r, fin)

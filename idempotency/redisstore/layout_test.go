@@ -11,7 +11,7 @@ import (
 )
 
 // fieldOrder is the order of lua/common.lua.
-const fieldOrder = "mwlnsyeqfkcpTMHPtaCUFoOxDRzJ"
+const fieldOrder = "mwlnsyeqfkcpTMHPutaCUFoOxDRzJ"
 
 // packRecord writes fields as a record string (schema 2), as the scripts
 // do: numbers as big-endian bytes, headers without a code as

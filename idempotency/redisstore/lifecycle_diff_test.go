@@ -800,9 +800,9 @@ func (g *diffGen) op8() string {
 var (
 	diffHashes  = []string{strings.Repeat("\x11", 32), strings.Repeat("\x12", 32)}
 	diffFPs     = []string{strings.Repeat("\x21", 32), strings.Repeat("\x22", 32)}
-	diffRoutes  = []string{"c\x05conn1p\x06stripeM\x04POST", "c\x05conn2H\x07api.xyzP\x03/v1"}
+	diffRoutes  = []string{"c\x05conn1p\x06stripeM\x04POST", "c\x05conn2H\x07api.xyzP\x03/v1u\x06create"}
 	diffBinding = []effectspec.BindingKind{effectspec.BindingHeader, effectspec.BindingBodyPointer, effectspec.BindingUnsupported,
-		effectspec.BindingInProcessKeyed, "x"}
+		effectspec.BindingInProcessKeyed, effectspec.BindingMeta, "x"}
 )
 
 func (g *diffGen) result() lifecycle.EncodedResult {

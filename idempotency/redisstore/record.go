@@ -132,7 +132,7 @@ var methodCodes = [...]string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "
 
 // finalBindings are the binding codes of field m by their index in the
 // final form's byte 1 (meta_byte in lua/common.lua).
-const finalBindings = "hpuik"
+const finalBindings = "hpuikm"
 
 // unpackFinal reads a record in the final form (finalForm) as unpack does:
 // the fixed fields, their flags, then the fields of the tail as schema 2
@@ -269,6 +269,8 @@ func bindingCode(b effectspec.BindingKind) (string, bool) {
 		return "i", true
 	case effectspec.BindingInProcessKeyed:
 		return "k", true
+	case effectspec.BindingMeta:
+		return "m", true
 	}
 	return "", false
 }
@@ -285,6 +287,8 @@ func codeBinding(c string) (effectspec.BindingKind, bool) {
 		return effectspec.BindingInProcess, true
 	case "k":
 		return effectspec.BindingInProcessKeyed, true
+	case "m":
+		return effectspec.BindingMeta, true
 	}
 	return "", false
 }
@@ -426,6 +430,8 @@ func decodeRecord(scope idempotency.Scope, key idempotency.Key, flat []string, n
 			r.Route.Host = v
 		case "P":
 			r.Route.Path = v
+		case "u":
+			r.Route.UpstreamTool = v
 		case "k":
 			r.VendorKey, err = unpackKey(v)
 		case "n":

@@ -27,6 +27,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		f.Add(packRecord(fields))
 	}
+	// An MCP route's record: binding meta, an upstream tool.
+	f.Add(packRecord(map[string]string{"m": "fsm", "w": "1", "q": string(make([]byte, 32)), "f": string(make([]byte, 32)),
+		"n": "1", "C": "1700000000000", "c": "conn", "H": "mcp.example", "P": "/mcp", "u": "create_payment"}))
 	// Records of the previous release's scripts, and final records in the
 	// final form as this release's write them.
 	for _, r := range taggedRecords(f) {

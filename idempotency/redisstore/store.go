@@ -383,6 +383,7 @@ func packRoute(scope idempotency.Scope, r receipt.RouteRecord) (string, error) {
 	}{
 		{'c', "connection", r.Connection}, {'p', "provider", r.Provider}, {'T', "tool", r.Tool},
 		{'M', "method", r.Method}, {'H', "host", r.Host}, {'P', "path", r.Path},
+		{'u', "upstream tool", r.UpstreamTool},
 	}
 	n := 0
 	for _, f := range facts {

@@ -114,7 +114,7 @@ var hashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // refused, as redisstore refuses one it has no record code for.
 var bindings = map[effectspec.BindingKind]bool{
 	effectspec.BindingHeader: true, effectspec.BindingBodyPointer: true, effectspec.BindingUnsupported: true,
-	effectspec.BindingInProcess: true, effectspec.BindingInProcessKeyed: true,
+	effectspec.BindingInProcess: true, effectspec.BindingInProcessKeyed: true, effectspec.BindingMeta: true,
 }
 
 func knownBinding(b effectspec.BindingKind) (effectspec.BindingKind, bool) { return b, bindings[b] }
@@ -906,6 +906,16 @@ var memMutants = map[string]func(*memStore){
 		givebackIn(func(_ *lifecycle.Record, q *lifecycle.GiveBackRequest) { q.Incarnation = "" })),
 	"redispatch-in-process":    claimAs(effectspec.BindingInProcess, effectspec.BindingInProcessKeyed),
 	"keyed-never-redispatched": claimAs(effectspec.BindingInProcessKeyed, effectspec.BindingInProcess),
+	"meta-never-redispatched":  claimAs(effectspec.BindingMeta, effectspec.BindingUnsupported),
+	"meta-window-ignored": claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
+		if q.Binding == effectspec.BindingMeta {
+			q.Window = 1 << 50
+		}
+	}),
+	// A store that keeps the route record without its upstream tool.
+	"upstream-tool-dropped": func(m *memStore) {
+		m.hooks.replay = func(rec *idempotency.Record, _ idempotency.ClaimRequest) { rec.Route.UpstreamTool = "" }
+	},
 	"keyed-window-ignored": claimIn(func(_ *lifecycle.Record, q *lifecycle.ClaimRequest, _ int64) {
 		if q.Binding == effectspec.BindingInProcessKeyed {
 			q.Window = 1 << 50

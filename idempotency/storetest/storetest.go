@@ -64,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 		{"Approval", approvalTests},
 		{"Window", windowTests},
 		{"InProcess", inProcessTests},
+		{"MCP", mcpTests},
 		{"Attempts", attemptTests},
 		{"Limits", limitTests},
 		{"NeverSent", neverSentTests},

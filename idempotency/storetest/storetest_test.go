@@ -94,6 +94,10 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"in-process-as-unsupported", "InProcess/KeepsBinding"},
 		{"in-process-never-sent-burns", "InProcess/UnkeyedNeverSent"},
 		{"in-process-keyed-alike", "InProcess/RouteChanged"},
+		{"meta-never-redispatched", "MCP/MetaRedispatch"},
+		{"meta-never-redispatched", "MCP/RouteChanged"},
+		{"meta-window-ignored", "MCP/MetaWindow"},
+		{"upstream-tool-dropped", "MCP/KeepsRoute"},
 	}
 	for _, c := range cases {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -639,5 +640,37 @@ func TestListedReceiptRoundTrip(t *testing.T) {
 	}
 	if b, _ := json.Marshal(at); !strings.HasSuffix(string(b), `,"settle_after":"`+at.SettleAfter.UTC().Format("2006-01-02T15:04:05.000Z07:00")+`"}`) {
 		t.Errorf("settle_after not last: %s", b)
+	}
+}
+
+// TestImportTools: POST /v1/tools/import runs Import for an approver: 200,
+// 502 vendor_unreachable when it fails (the cause in the log only), 501
+// without one.
+func TestImportTools(t *testing.T) {
+	var fail atomic.Bool
+	var imports atomic.Int32
+	f := newFixture(t, func(c *admin.Config) {
+		c.Import = func(context.Context) error {
+			imports.Add(1)
+			if fail.Load() {
+				return errors.New("the upstream of pay.create: status 503 at " + approverKey)
+			}
+			return nil
+		}
+	})
+	if code, m := f.send("POST", "/v1/tools/import", approverKey, ""); code != 200 || m["imported"] != true {
+		t.Errorf("import: %d %v", code, m)
+	}
+	fail.Store(true)
+	if code, m := f.send("POST", "/v1/tools/import", approverKey, ""); code != 502 || m["reason"] != "vendor_unreachable" ||
+		strings.Contains(m["message"].(string), "503") {
+		t.Errorf("failed import: %d %v", code, m)
+	}
+	if code, _ := f.send("POST", "/v1/tools/import", "", ""); code != 401 || imports.Load() != 2 {
+		t.Errorf("import without a key: %d, %d imports", code, imports.Load())
+	}
+	g := newFixture(t, nil)
+	if code, m := g.send("POST", "/v1/tools/import", approverKey, ""); code != 501 || m["reason"] != "not_implemented" {
+		t.Errorf("import without Import: %d %v", code, m)
 	}
 }

@@ -106,6 +106,17 @@ func (c *Client) AcknowledgeDataLoss(ctx context.Context) (Acknowledgement, erro
 	return a, err
 }
 
+// ImportTools is POST /v1/tools/import: the gateway reads its upstream MCP
+// servers' tools/list again. A refusal is an *[Error]: not_implemented
+// (no upstream MCP server), vendor_unreachable (an upstream could not be
+// read; the gateway's log says which).
+func (c *Client) ImportTools(ctx context.Context) error {
+	var a struct {
+		Imported bool `json:"imported"`
+	}
+	return c.do(ctx, "POST", "/v1/tools/import", nil, nil, &a)
+}
+
 // maxAnswerBytes bounds an answer read.
 const maxAnswerBytes = 64 << 20
 

@@ -66,8 +66,12 @@ type Config struct {
 	OnRefusal    func(reason string)
 	OnStoreError func(op string)
 	OnSettle     func(outcome effectspec.Outcome)
-	// StoreTimeout bounds the store calls of each request but an advance.
-	// If 0, 2s.
+	// Import reads the tools of the gateway's upstream MCP servers again
+	// ([mcpgateway.Gateway.Import]): POST /v1/tools/import. If nil, it
+	// answers 501.
+	Import func(ctx context.Context) error
+	// StoreTimeout bounds the store calls of each request but an advance
+	// and an import. If 0, 2s.
 	StoreTimeout time.Duration
 	// AdvanceTimeout bounds an advance, which counts every record. If 0,
 	// 20s.
@@ -82,6 +86,9 @@ const (
 	defaultStoreTimeout   = 2 * time.Second
 	defaultAdvanceTimeout = 20 * time.Second
 )
+
+// importTimeout bounds an import: every upstream's tools/list.
+const importTimeout = 30 * time.Second
 
 // maxBodyBytes bounds a request body.
 const maxBodyBytes = 64 << 10
@@ -150,6 +157,7 @@ func New(cfg Config) (http.Handler, error) {
 		h.mux.Handle(pattern, bounded(cfg.StoreTimeout, f))
 	}
 	h.mux.Handle("POST /v1/scope-version/advance", bounded(cfg.AdvanceTimeout, h.advance))
+	h.mux.Handle("POST /v1/tools/import", bounded(importTimeout, h.importTools))
 	return h, nil
 }
 
@@ -513,3 +521,27 @@ func (h *handler) acknowledge(w http.ResponseWriter, r *http.Request) {
 			Message: "acknowledged: every gateway claims again at its next reading of the store; " + dataLossWarning})
 	}
 }
+
+// importTools reads the upstreams' tools again, for an approver: 200
+// {"imported": true}, or 502 vendor_unreachable when an upstream could not
+// be read (which upstream, in the log).
+func (h *handler) importTools(w http.ResponseWriter, r *http.Request) {
+	by, ok := h.approver(w, r, false)
+	if !ok {
+		return
+	}
+	if h.cfg.Import == nil {
+		h.refuse(w, refuse("not_implemented", http.StatusNotImplemented, "the gateway has no upstream MCP server"))
+		return
+	}
+	if err := h.cfg.Import(r.Context()); err != nil {
+		// The cause (which upstream, its status) is for the log.
+		h.cfg.Logger.Warn("tools not imported", "by", by, "error", h.cfg.Redact(oneLine(err)))
+		h.refuse(w, refuse("vendor_unreachable", http.StatusBadGateway, "an upstream MCP server's tools could not be read; see the gateway's log"))
+		return
+	}
+	h.cfg.Logger.Info("tools imported", "by", by)
+	writeJSON(w, http.StatusOK, map[string]bool{"imported": true})
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

@@ -343,6 +343,7 @@ func (fc *fileFormat) resolve(getenv func(string) (string, bool), exec *retry.Ex
 	}
 
 	conns := map[string]*connectionEntry{}
+	upstreams := map[string]*retry.MCPUpstream{}
 	connSecrets := map[string]string{}
 	connURLs := map[string]*url.URL{}
 	for i := range fc.Connections {
@@ -365,9 +366,25 @@ func (fc *fileFormat) resolve(getenv func(string) (string, bool), exec *retry.Ex
 		case err != nil:
 			bad("%s.base_url: %v", where, err)
 		}
+		switch cc.Protocol {
+		case "":
+			cc.Protocol = protocolHTTP
+		case protocolHTTP, protocolMCP:
+		default:
+			bad("%s.protocol: %s is not %q or %q", where, strconv.Quote(truncate(cc.Protocol)), protocolHTTP, protocolMCP)
+		}
 		conns[cc.ID] = cc
 		connURLs[cc.ID] = u
 		connSecrets[cc.ID] = secret(where, cc.SecretEnv, false)
+		if cc.Protocol == protocolMCP && u != nil {
+			// One per upstream server: it keeps what the server said once
+			// (discovery, a session) for every tool of it.
+			up := &retry.MCPUpstream{URL: u.String(), Executor: exec}
+			if s := connSecrets[cc.ID]; s != "" {
+				up.Header = http.Header{"Authorization": {"Bearer " + s}}
+			}
+			upstreams[cc.ID] = up
+		}
 	}
 
 	brokers := map[string]broker.Broker{}
@@ -405,7 +422,7 @@ func (fc *fileFormat) resolve(getenv func(string) (string, bool), exec *retry.Ex
 	}
 
 	for i, raw := range fc.Tools {
-		t, errs := resolveTool(i, raw, conns, connURLs, connSecrets, brokers, exec)
+		t, errs := resolveTool(i, raw, conns, connURLs, connSecrets, upstreams, brokers, exec)
 		problems = append(problems, errs...)
 		if t == nil {
 			continue
@@ -488,7 +505,8 @@ func (fc *fileFormat) resolve(getenv func(string) (string, bool), exec *retry.Ex
 var nativeFields = []string{"connection", "method", "path", "spec", "description", "input_schema"}
 
 func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionEntry, urls map[string]*url.URL,
-	secrets map[string]string, brokers map[string]broker.Broker, exec *retry.Executor) (*mcpgateway.Tool, []string) {
+	secrets map[string]string, upstreams map[string]*retry.MCPUpstream, brokers map[string]broker.Broker,
+	exec *retry.Executor) (*mcpgateway.Tool, []string) {
 	var problems []string
 	where := fmt.Sprintf("tools[%d]", i)
 	bad := func(format string, args ...any) {
@@ -579,11 +597,6 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionEntry, 
 		return t, nil
 	}
 
-	for _, k := range sortedKeys(m) {
-		if !slices.Contains(nativeFields, k) {
-			bad(": unknown field %s (a native tool has connection, method, path, spec, description, input_schema)", quoteName(k))
-		}
-	}
 	if spec.Route == effectspec.RouteFederated {
 		bad(`.broker: required for a "federated" tool`)
 	}
@@ -591,6 +604,28 @@ func resolveTool(i int, raw json.RawMessage, conns map[string]*connectionEntry, 
 	cc := conns[connID]
 	if cc == nil {
 		bad(".connection: no connection named %s", quoteName(connID))
+	}
+	if cc != nil && cc.Protocol == protocolMCP {
+		resolveMCPTool(t, m, cc, urls[connID], upstreams[connID], len(problems) == 0, bad)
+		if len(problems) > 0 {
+			return nil, problems
+		}
+		return t, nil
+	}
+	for _, k := range sortedKeys(m) {
+		switch {
+		case k == "upstream_tool" && cc != nil:
+			bad(".upstream_tool: only a tool of an MCP connection (\"protocol\": \"mcp\") names an upstream tool; %s is an HTTP connection", connID)
+		case !slices.Contains(nativeFields, k):
+			bad(": unknown field %s (a native tool has connection, method, path, spec, description, input_schema; "+
+				"a tool of an MCP connection has upstream_tool instead of method and path)", quoteName(k))
+		}
+	}
+	switch {
+	case spec.Idempotency.Kind == effectspec.BindingMeta:
+		bad(".spec.idempotency.binding: meta is only for a tool of an MCP connection (\"protocol\": \"mcp\")")
+	case spec.Status.ToolError != "":
+		bad(".spec.status.tool_error: only for a tool of an MCP connection (\"protocol\": \"mcp\")")
 	}
 	method, hasMethod := str("method")
 	if !hasMethod {
@@ -777,4 +812,80 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// mcpFields are the members of a tool entry of an MCP connection.
+var mcpFields = []string{"connection", "upstream_tool", "spec", "description", "input_schema"}
+
+// resolveMCPTool resolves t, a tool of the MCP connection cc whose endpoint
+// is base, to a call of its upstream tool through up (docs/DESIGN.md,
+// "MCP upstreams"), reporting its problems to bad; ok says the entry had
+// none before. Its spec's binding is meta, body_pointer (into the tool's
+// arguments) or unsupported, and it lists no HTTP status: the MCP route
+// classifies the upstream's answers itself.
+func resolveMCPTool(t *mcpgateway.Tool, m map[string]json.RawMessage, cc *connectionEntry, base *url.URL,
+	up *retry.MCPUpstream, ok bool, report func(string, ...any)) {
+	bad := func(format string, args ...any) {
+		ok = false
+		report(format, args...)
+	}
+	spec := t.Spec
+	for _, k := range sortedKeys(m) {
+		switch {
+		case k == "method" || k == "path":
+			bad(".%s: not for a tool of an MCP connection (%s); name the upstream's tool with upstream_tool", k, cc.ID)
+		case !slices.Contains(mcpFields, k):
+			bad(": unknown field %s (a tool of an MCP connection has connection, upstream_tool, spec, description, input_schema)", quoteName(k))
+		}
+	}
+	name := spec.Tool
+	if raw, ok := m["upstream_tool"]; ok {
+		if err := json.Unmarshal(raw, &name); err != nil {
+			bad(".upstream_tool: must be a string")
+		} else if why := validSegment(name); why != "" {
+			bad(".upstream_tool: %s", why)
+		}
+	}
+	switch spec.Idempotency.Kind {
+	case effectspec.BindingMeta, effectspec.BindingBodyPointer, effectspec.BindingUnsupported, "":
+	case effectspec.BindingHeader:
+		bad(".spec.idempotency.binding: header is refused for a tool of an MCP connection: the upstream's tool never sees " +
+			"the HTTP headers of the gateway's POST; use meta (the key in params._meta) or body_pointer (into the arguments)")
+	default:
+		bad(".spec.idempotency.binding: a tool of an MCP connection takes meta, body_pointer or unsupported")
+	}
+	for _, l := range []struct {
+		field string
+		codes []int
+	}{{"accepted", spec.Status.Accepted}, {"definitely_rejected", spec.Status.DefinitelyRejected},
+		{"retryable", spec.Status.Retryable}, {"in_use", spec.Status.InUse}} {
+		if len(l.codes) > 0 {
+			bad(".spec.status.%s: not for a tool of an MCP connection: its answers are classified by the MCP route "+
+				"(status.tool_error says what a result with isError true is)", l.field)
+		}
+	}
+	switch spec.Status.ToolError {
+	case "", effectspec.DefinitelyRejected, effectspec.Unknown:
+	default:
+		bad(".spec.status.tool_error: must be %q or %q", effectspec.DefinitelyRejected, effectspec.Unknown)
+	}
+	if !ok || base == nil || up == nil {
+		return // base_url is reported where it is
+	}
+	credential := cc.SecretEnv
+	if credential == "" {
+		credential = idempotency.NoCredential
+	}
+	rt, err := idempotency.NewRoute(spec, idempotency.RouteTarget{
+		Connection:   cc.ID,
+		Provider:     cc.Provider,
+		URL:          base.Scheme + "://" + base.Host + base.Path,
+		Credential:   credential,
+		UpstreamTool: name,
+	})
+	if err != nil {
+		bad(": %s", oneLine(err))
+		return
+	}
+	t.Connection, t.Route, t.Target, t.Upstream = cc.ID, rt, up.Target(name), up
 }

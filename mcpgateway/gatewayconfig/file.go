@@ -82,13 +82,21 @@ type approverEntry struct {
 const approverForm = `{"name": "ops-alice", "key": "..."}`
 
 // connectionEntry is a connections entry: a native connection. Without
-// secret_env its calls send no Authorization header.
+// secret_env its calls send no Authorization header. Protocol "mcp" makes
+// base_url an upstream MCP server's Streamable HTTP endpoint.
 type connectionEntry struct {
 	ID        string `json:"id"`
 	Provider  string `json:"provider"`
 	BaseURL   string `json:"base_url"`
 	SecretEnv string `json:"secret_env"`
+	Protocol  string `json:"protocol"`
 }
+
+// Protocols of a connection.
+const (
+	protocolHTTP = "http"
+	protocolMCP  = "mcp"
+)
 
 // brokerEntry is a brokers entry: a federated broker (kind nango or
 // composio).

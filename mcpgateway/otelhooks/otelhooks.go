@@ -79,6 +79,9 @@ func Instrument(gc *mcpgateway.Config, tp trace.TracerProvider) {
 		if ht, ok := t.Target.(*retry.HTTPTarget); ok {
 			ht.InjectHeaders = otelretry.Inject
 		}
+		if t.Upstream != nil {
+			t.Upstream.InjectHeaders = otelretry.Inject
+		}
 	}
 	prev := gc.OnCall
 	gc.OnCall = func(ctx context.Context, c mcpgateway.CallStart) (context.Context, func(mcpgateway.CallEnd)) {

@@ -1,7 +1,7 @@
 -- Implements docs/DESIGN.md 6, "The record and its lifecycle": the claim table (lifecycle.Claim).
 -- claim: arguments (internal/scriptargs.Claim) sv scope version, rh
 -- request hash, b binding, fp fingerprint, route the route record (its
--- fields c, p, T, M, H, P as stored: tag, length, value; the record's
+-- fields c, p, T, M, H, P, u as stored: tag, length, value; the record's
 -- bytes, so that the common fresh claim copies it as it is), ks key source,
 -- approval (approval required), presented the presented ticket, fresh a
 -- fresh ticket, op its op tag, lease, retention (ms), vk the vendor key (16
@@ -264,10 +264,10 @@ end
 -- while it still remembers the key: the new attempt's lease must end inside
 -- the vendor's window, measured from the first attempt that may have left.
 -- The bindings that deduplicate are an allow-list (header, body_pointer,
--- in_process_keyed): a binding letter added later is never redispatched
--- until it is listed here.
+-- in_process_keyed, meta): a binding letter added later is never
+-- redispatched until it is listed here.
 local first = tonumber(r.W) or tonumber(r.C) or 0
-if sent == 0 or ((b == 'h' or b == 'p' or b == 'k') and now + lease < first + window) then
+if sent == 0 or ((b == 'h' or b == 'p' or b == 'k' or b == 'm') and now + lease < first + window) then
   if ap == '0' then
     return {'denied'}
   elseif approval and ap ~= '1' then

@@ -27,13 +27,15 @@
 -- table of its fields (numbers as decimal text) and write it back whole.
 --   m  state, key source, binding: 3 bytes. State h held, f in_progress,
 --      a accepted, r definitely_rejected, u unknown, d denied; key source
---      s supplied, m minted; binding h header, p body_pointer, u unsupported
+--      s supplied, m minted; binding h header, p body_pointer, u unsupported,
+--      i in_process, k in_process_keyed, m meta
 --   w  scope version           q  request hash (32 bytes)
 --   f  fingerprint (32 bytes)
 --      (records made before digests were packed hold 64 hex digits)
---   c, p, T, M, H, P  route record: connection, provider, tool, method,
---      host, path (absent when empty; records made before hold c and p)
---   k  vendor key (its 16 bytes; header and body_pointer bindings, absent on
+--   c, p, T, M, H, P, u  route record: connection, provider, tool, method,
+--      host, path, an MCP route's upstream tool (absent when empty; records
+--      made before hold c and p)
+--   k  vendor key (its 16 bytes; the bindings that send one, absent on
 --      records made before vendor keys)
 --   i  incarnation: 8 random bytes written when the record is created
 --      (fresh claim, held); reserve, renew and finalize compare it with
@@ -75,7 +77,7 @@
 -- has o, C and F is written as byte 3 then its fields at fixed places,
 -- without tags (encode_final; decode_final reads it as the same table):
 --   byte 1: m (bit 0 state a/r, bit 1 key source s/m, bits 2-4 binding
---   h p u i k); byte 2: flags (1 k present, 2 J, 4 D, 8 unused, 16 the
+--   h p u i k m); byte 2: flags (1 k present, 2 J, 4 D, 8 unused, 16 the
 --   body's size precedes it; bits 5-7 the method: 1-7 GET POST PUT
 --   PATCH DELETE HEAD OPTIONS, 0 none or a field M of the tail); then w
 --   (LEB128), q (32
@@ -250,10 +252,10 @@ end
 
 -- meta_byte is field m of a final record as the final form's byte 1: bit
 -- 0 the state (a 0, r 1), bit 1 the key source (s 0, m 1), bits 2-4 the
--- binding (h p u i k: 0-4); nil for another.
+-- binding (h p u i k m: 0-5); nil for another.
 local function meta_byte(m)
   local s, ks = string.byte(m, 1, 2)
-  local bs = #m == 3 and string.find('hpuik', string.sub(m, 3), 1, true)
+  local bs = #m == 3 and string.find('hpuikm', string.sub(m, 3), 1, true)
   if not bs or (s ~= 97 and s ~= 114) or (ks ~= 115 and ks ~= 109) then
     return nil
   end
@@ -263,10 +265,10 @@ end
 -- byte_meta reverses meta_byte.
 local function byte_meta(v)
   local bs = math.floor(v / 4) + 1
-  if bs > 5 then
+  if bs > 6 then
     return nil
   end
-  return (v % 2 == 1 and 'r' or 'a') .. (math.floor(v / 2) % 2 == 1 and 'm' or 's') .. string.sub('hpuik', bs, bs)
+  return (v % 2 == 1 and 'r' or 'a') .. (math.floor(v / 2) % 2 == 1 and 'm' or 's') .. string.sub('hpuikm', bs, bs)
 end
 
 -- compact is r's byte 1 in the final form (byte 0 is 3, below), or nil
@@ -328,7 +330,7 @@ end
 -- tail writes the fields of r that the final form has no place for, as
 -- schema 2 fields (tag, length, value), then a 0 byte.
 local function tail(out, r, mc, sc)
-  local order = {'l', 's', 'y', 'e', 'c', 'p', 'T', 'M', 't', 'a', 'U', 'O', 'x', 'R', 'W'}
+  local order = {'l', 's', 'y', 'e', 'c', 'p', 'T', 'M', 'u', 't', 'a', 'U', 'O', 'x', 'R', 'W'}
   tagged(out, r, order, function(f) return f == 'M' and mc > 0 or f == 'x' and sc > 0 end)
   out[#out + 1] = '\0'
 end
@@ -383,7 +385,7 @@ local function encode(r, with_body)
   end
   local s = string.sub(r.m or '', 1, 1)
   local final = s == 'a' or s == 'r'
-  local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'i', 'c', 'p', 'T', 'M', 'H', 'P', 't', 'a',
+  local order = {'m', 'w', 'l', 'n', 's', 'y', 'e', 'q', 'f', 'k', 'i', 'c', 'p', 'T', 'M', 'H', 'P', 'u', 't', 'a',
     'C', 'U', 'F', 'o', 'O', 'x', 'D', 'R', 'J',
     'W', 'K', 'A', 'E'}
   local out = {'\2'}

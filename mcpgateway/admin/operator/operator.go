@@ -35,13 +35,14 @@ var commands = map[string]func(*cli, []string) int{
 	"approvals":     (*cli).approvals,
 	"scope-version": (*cli).scopeVersion,
 	"store":         (*cli).storeCmd,
+	"tools":         (*cli).toolsCmd,
 }
 
 // Run runs the operator subcommand args name, as program's (messages say
 // "program unknown list: ..."), and returns its exit code: 0, 1 when the
 // gateway refused or could not be reached, 2 for a usage error. ok is
 // false, and nothing is run, when args[0] is none of unknown, approvals,
-// scope-version and store. getenv reads the environment (os.Getenv).
+// scope-version, store and tools. getenv reads the environment (os.Getenv).
 func Run(ctx context.Context, program string, args []string, stdout, stderr io.Writer, getenv func(string) string) (code int, ok bool) {
 	if len(args) == 0 {
 		return 0, false
@@ -474,6 +475,27 @@ func (c *cli) acknowledge(args []string) int {
 		fmt.Fprintf(c.stdout, ": %s", printable.Cut(a.Message, 1000))
 	}
 	fmt.Fprintln(c.stdout)
+	return 0
+}
+
+func (c *cli) toolsCmd(args []string) int {
+	return c.dispatch(args, map[string]func([]string) int{"import": c.importTools}, "import",
+		"  "+c.name+" import   read the upstream MCP servers' tools/list again (descriptions, schemas, annotations)\n")
+}
+
+func (c *cli) importTools(args []string) int {
+	fs, u := c.flags("import", "")
+	if _, ok := c.parse(fs, u, args, 0); !ok {
+		return 2
+	}
+	_, err := request(c, func(ctx context.Context) (struct{}, error) { return struct{}{}, c.api.ImportTools(ctx) })
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.asJSON {
+		return c.printJSON(map[string]bool{"imported": true})
+	}
+	fmt.Fprintln(c.stdout, "upstream MCP tools imported")
 	return 0
 }
 

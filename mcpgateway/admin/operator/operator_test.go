@@ -83,3 +83,35 @@ func ExampleRun() {
 	// mygateway unknown list: set OBOL_APPROVER_KEY to an approver key (approver_keys in the gateway's configuration); it is never taken as a flag
 	// 2 true
 }
+
+// tools import posts /v1/tools/import; the gateway's refusal is exit 1.
+func TestRunToolsImport(t *testing.T) {
+	var posts int
+	fail := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/tools/import" || r.Header.Get("Authorization") != "Bearer ob_admin_key" {
+			http.Error(w, "unexpected request", http.StatusTeapot)
+			return
+		}
+		posts++
+		w.Header().Set("Content-Type", "application/json")
+		if fail {
+			w.WriteHeader(http.StatusBadGateway)
+			fmt.Fprint(w, `{"reason":"vendor_unreachable","status":502,"message":"an upstream MCP server's tools could not be read"}`)
+			return
+		}
+		fmt.Fprint(w, `{"imported":true}`)
+	}))
+	defer srv.Close()
+	key := env(map[string]string{operator.EnvApproverKey: "ob_admin_key"})
+	if code, ok, out, errs := run(t, key, "tools", "import", "-url", srv.URL); !ok || code != 0 || !strings.Contains(out, "imported") {
+		t.Fatalf("tools import = %d, %v, %q, %q", code, ok, out, errs)
+	}
+	fail = true
+	if code, _, _, errs := run(t, key, "tools", "import", "-url", srv.URL); code != 1 || !strings.Contains(errs, "vendor_unreachable") {
+		t.Fatalf("failed import = %d, stderr %q", code, errs)
+	}
+	if posts != 2 {
+		t.Errorf("%d posts, want 2", posts)
+	}
+}

@@ -95,7 +95,7 @@ func report(pm porcupine.Model, k keyRef, ops []porcupine.Operation) string {
 	})
 	placed := longestPrefix(pm, ops)
 	var b strings.Builder
-	binding := "header"
+	binding := cmp.Or(string(k.binding), "header")
 	if k.unsupported {
 		binding = "unsupported"
 	}

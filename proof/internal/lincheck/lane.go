@@ -84,6 +84,9 @@ type keyRef struct {
 	key         idempotency.Key
 	slot        int
 	unsupported bool
+	// binding is the key's binding: unsupported, or one the vendor
+	// deduplicates on (header, meta), which the model does not tell apart.
+	binding effectspec.BindingKind
 }
 
 // slot is one of the Keys in use; it moves to a fresh key every OpsPerKey
@@ -157,9 +160,18 @@ func NewLane(cfg Config) (*Lane, error) {
 // fresh makes the key of generation gen of slot i. Keys are random, not
 // drawn from the seed: a store that still holds a previous run's records
 // would otherwise meet the model with records it does not know. Odd slots
-// have the unsupported binding, even ones header.
+// have the unsupported binding, even ones header or (every other one) meta:
+// the record's binding letter, h or m, is on the claim's redispatch
+// allow-list either way.
 func (l *Lane) fresh(i, gen int) keyRef {
-	return keyRef{name: fmt.Sprintf("k%d.%d", i, gen), key: idempotency.NewKey(), slot: i, unsupported: i%2 == 1}
+	b := effectspec.BindingHeader
+	switch {
+	case i%2 == 1:
+		b = effectspec.BindingUnsupported
+	case i%4 == 2:
+		b = effectspec.BindingMeta
+	}
+	return keyRef{name: fmt.Sprintf("k%d.%d", i, gen), key: idempotency.NewKey(), slot: i, unsupported: i%2 == 1, binding: b}
 }
 
 // pick returns the current key of slot i, counting one operation on it.
@@ -267,10 +279,7 @@ func (l *Lane) call(ctx context.Context, k keyRef, in Input) Output {
 	st := l.cfg.Store
 	switch in.Kind {
 	case Claim:
-		b := effectspec.BindingHeader
-		if k.unsupported {
-			b = effectspec.BindingUnsupported
-		}
+		b := k.binding
 		res, err := st.Claim(ctx, idempotency.ClaimRequest{
 			Scope: l.scope, Key: k.key, KeySource: idempotency.KeySupplied,
 			RequestHash: fmt.Sprintf("sha256:%064x", 2*k.slot+in.Req),

@@ -29,6 +29,9 @@ type agreeRun struct {
 	cur    *lifecycle.Record
 	states []state
 	log    []string
+	// keyed is the binding of a key that is not unsupported: header or
+	// meta, which the model reads alike.
+	keyed effectspec.BindingKind
 }
 
 // outputOf is lifecycle's answer as the lane records it.
@@ -72,7 +75,7 @@ func (a *agreeRun) outputOf(in Input, res lifecycle.Result) Output {
 
 // step runs in through lifecycle and returns its answer.
 func (a *agreeRun) step(in Input) lifecycle.Result {
-	b := effectspec.BindingHeader
+	b := a.keyed
 	vk := "vk"
 	if in.Unsupported {
 		b, vk = effectspec.BindingUnsupported, ""
@@ -159,7 +162,10 @@ func TestModelMatchesLifecycle(t *testing.T) {
 	seen := map[string]int{}
 	for seed := range 300 {
 		r := rand.New(rand.NewPCG(uint64(seed), 4))
-		a := &agreeRun{now: base / ms, states: []state{{}}}
+		a := &agreeRun{now: base / ms, states: []state{{}}, keyed: effectspec.BindingHeader}
+		if seed%2 == 1 {
+			a.keyed = effectspec.BindingMeta
+		}
 		unsupported := r.IntN(2) == 0
 		var sent []Input
 		for range 40 {
