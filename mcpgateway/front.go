@@ -89,7 +89,7 @@ type envelope struct {
 	name   string // params.name of a tools/call
 	ticket string // params._meta["dev.obol/approval-ticket"], "" when absent
 	// metaKey is params._meta["dev.obol/idempotency-key"] as sent, nil
-	// when absent: effectiveKey reads it.
+	// when absent: callkey.Key reads it.
 	metaKey json.RawMessage
 	// meta and args are params._meta and params.arguments of a tools/call
 	// as sent, nil when absent: the direct path reads them.
