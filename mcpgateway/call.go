@@ -118,7 +118,7 @@ func (g *Gateway) run(ctx context.Context, ci *callInfo, p *mcp.CallToolParamsRa
 		}
 		ticket = t
 	}
-	// The front decided the key from the same bytes (effectiveKey); a key
+	// The front decided the key from the same bytes (callkey.Key); a key
 	// in _meta that the SDK read otherwise would mean two parsers disagree.
 	if v, ok := p.Meta[metaKey]; ok {
 		ks, isStr := v.(string)

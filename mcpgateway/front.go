@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/callkey"
 	"github.com/obol-gateway/obol/internal/mcpdirect"
 	"github.com/obol-gateway/obol/internal/strictjson"
 )
@@ -89,7 +89,7 @@ type envelope struct {
 	name   string // params.name of a tools/call
 	ticket string // params._meta["dev.obol/approval-ticket"], "" when absent
 	// metaKey is params._meta["dev.obol/idempotency-key"] as sent, nil
-	// when absent: effectiveKey reads it.
+	// when absent: callkey.Key reads it.
 	metaKey json.RawMessage
 	// meta and args are params._meta and params.arguments of a tools/call
 	// as sent, nil when absent: the direct path reads them.
@@ -229,12 +229,6 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 	if err != nil {
 		return bad("invalid_request", "invalid params: params must be a JSON object")
 	}
-	for _, m := range params {
-		if string(m.Name) != "_meta" && nearMissContainer(m.Name) {
-			env.nearMiss = errNearMissMeta
-			break
-		}
-	}
 	var meta []strictjson.Member
 	if rawMeta, ok := member(params, "_meta"); ok {
 		env.meta = rawMeta
@@ -246,12 +240,8 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 			return bad("invalid_request", "invalid params: _meta must be a JSON object")
 		}
 		env.metaKey, _ = member(meta, metaKey)
-		for i := 0; env.nearMiss == nil && i < len(meta); i++ {
-			if nearMissName(meta[i].Name) {
-				env.nearMiss = fmt.Errorf("%w (member %d of params._meta)", errNearMissMetaName, i+1)
-			}
-		}
 	}
+	env.nearMiss = callkey.NearMiss(params, meta)
 	if !env.call {
 		return env, nil
 	}
@@ -266,7 +256,7 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 		env.args = a
 	}
 	if t, ok := member(meta, metaTicket); ok {
-		if env.ticket, ok = jsonString(t); !ok || !idempotency.ValidTicketID(env.ticket) {
+		if env.ticket, ok = callkey.Ticket(t); !ok {
 			return bad("invalid_request", "invalid params: _meta "+metaTicket+" must be an apt_ ticket id")
 		}
 	}
@@ -298,39 +288,6 @@ func jsonString(raw json.RawMessage) (string, bool) {
 	var s string
 	err := json.Unmarshal(raw, &s)
 	return s, err == nil
-}
-
-// effectiveKey is the one place that decides the idempotency key of a
-// request, from its Idempotency-Key header fields and the value of
-// params._meta["dev.obol/idempotency-key"] (nil when absent), for clients
-// that cannot set headers. Either follows the rules of the header (bare or
-// Structured Field string form); the _meta value must be a JSON string.
-// Both may be sent when they are the same key once parsed: two different
-// keys would leave it open which one a retry means, so they are
-// ErrMalformedKey, as is anything else malformed. Neither mints a key.
-func effectiveKey(header []string, meta json.RawMessage) (idempotency.Key, idempotency.KeySource, error) {
-	if meta == nil {
-		return idempotency.FromHeader(header)
-	}
-	var s string
-	if meta[0] != '"' || json.Unmarshal(meta, &s) != nil {
-		return idempotency.Key{}, "", fmt.Errorf("%w: _meta %s must be a JSON string", idempotency.ErrMalformedKey, metaKey)
-	}
-	mk, err := idempotency.ParseKey(s)
-	if err != nil {
-		return idempotency.Key{}, "", fmt.Errorf("_meta %s: %w", metaKey, err)
-	}
-	if len(header) == 0 {
-		return mk, idempotency.KeySupplied, nil
-	}
-	hk, _, err := idempotency.FromHeader(header)
-	if err != nil {
-		return idempotency.Key{}, "", err
-	}
-	if hk != mk {
-		return idempotency.Key{}, "", fmt.Errorf("%w: the Idempotency-Key header and _meta %s are different keys", idempotency.ErrMalformedKey, metaKey)
-	}
-	return mk, idempotency.KeySupplied, nil
 }
 
 // validID accepts what every JSON-RPC library reads the same way: a short
@@ -432,25 +389,16 @@ func (g *Gateway) front(next http.Handler, direct bool) http.Handler {
 		var key idempotency.Key
 		var src idempotency.KeySource
 		if err == nil {
-			key, src, err = effectiveKey(r.Header.Values(headerKey), env.metaKey)
+			key, src, err = callkey.Key(r.Header.Values(headerKey), env.metaKey)
 		}
 		if err != nil {
 			g.frontRefuse(w, env.id, g.classify(err), "")
 			return
 		}
-		if ferr == nil && env.ticket != "" && src == idempotency.KeyMinted {
+		if ferr == nil {
 			// A resume without a key uses the ticket's key: a freshly
 			// minted key never overrides a ticket.
-			t, err := g.orch.Store.Ticket(r.Context(), env.ticket)
-			switch {
-			case err == nil && t.Scope.Workspace == ws:
-				key = t.Key
-				if t.KeySource != "" {
-					// Not minted here: the held call's source, which its
-					// receipt shows (and a refusal's log line too).
-					src = t.KeySource
-				}
-			case errors.Is(err, idempotency.ErrStoreUnavailable):
+			if key, src, err = callkey.Resume(r.Context(), g.orch.Store, env.ticket, ws, key, src); err != nil {
 				// The key of this call is the ticket's, which could not be
 				// read: no key in the answer.
 				if g.cfg.OnStoreError != nil {
@@ -459,7 +407,6 @@ func (g *Gateway) front(next http.Handler, direct bool) http.Handler {
 				g.frontRefuse(w, env.id, g.classify(err), "")
 				return
 			}
-			// Not found, or another workspace's: the handler refuses it.
 		}
 		callKey := ""
 		if env.call {

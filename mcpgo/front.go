@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/callkey"
 	"github.com/obol-gateway/obol/internal/strictjson"
 	"github.com/obol-gateway/obol/mcpgateway"
 )
@@ -77,13 +77,20 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &call{workspace: ws, key: key, source: src, args: env.args}
-	if t, ok := member(env.meta, mcpgateway.MetaTicket); ok {
-		if json.Unmarshal(t, &c.ticket) != nil || !idempotency.ValidTicketID(c.ticket) {
-			writeError(w, env.id, refused("invalid_request", http.StatusBadRequest, "_meta "+mcpgateway.MetaTicket+" must be an apt_ ticket id"), key.String())
+	if t, ok := member(env.meta, callkey.MetaTicket); ok {
+		if c.ticket, ok = callkey.Ticket(t); !ok {
+			writeError(w, env.id, refused("invalid_request", http.StatusBadRequest, "_meta "+callkey.MetaTicket+" must be an apt_ ticket id"), key.String())
 			return
 		}
 	}
-	w.Header().Set(mcpgateway.HeaderKey, key.String())
+	// A resume that sent only its ticket runs under the ticket's key,
+	// which the answer names: a minted key never overrides a ticket.
+	c.key, c.source, err = callkey.Resume(r.Context(), f.cfg.Orchestrator.Store, c.ticket, ws, key, src)
+	if err != nil {
+		writeError(w, env.id, refused("store_unavailable", http.StatusServiceUnavailable, "the approval ticket could not be read"), "")
+		return
+	}
+	w.Header().Set(callkey.HeaderKey, c.key.String())
 	f.next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
 }
 
@@ -137,38 +144,17 @@ func parse(body []byte) (envelope, *errRefused) {
 
 // resolveKey refuses a near miss of a name the key or the ticket is read
 // under, then reads the key from the Idempotency-Key header or _meta
-// (both may be sent when they are one key), minting one when neither is.
+// (both may be sent when they are one key), minting one when neither is:
+// the reading mcpgateway's front makes ([callkey.Key]).
 func resolveKey(r *http.Request, env envelope) (idempotency.Key, idempotency.KeySource, error) {
-	for _, m := range env.params {
-		if nearMissContainer(m.Name) {
-			return idempotency.Key{}, "", errors.New("a member of params is spelled like _meta but is not _meta")
-		}
+	if err := callkey.NearMiss(env.params, env.meta); err != nil {
+		return idempotency.Key{}, "", err
 	}
-	for i, m := range env.meta {
-		if nearMissName(m.Name) {
-			return idempotency.Key{}, "", fmt.Errorf("member %d of params._meta is spelled like %s but is not it", i+1, mcpgateway.MetaKey)
-		}
+	if err := callkey.NearMissHeader(r.Header, r.Trailer); err != nil {
+		return idempotency.Key{}, "", err
 	}
-	if nearMissHeader(r.Header, mcpgateway.HeaderKey) || nearMissHeader(r.Trailer, "") {
-		return idempotency.Key{}, "", errors.New("a header field is spelled like " + mcpgateway.HeaderKey + " but is not it")
-	}
-	header := r.Header.Values(mcpgateway.HeaderKey)
-	raw, ok := member(env.meta, mcpgateway.MetaKey)
-	if !ok {
-		return idempotency.FromHeader(header)
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return idempotency.Key{}, "", fmt.Errorf("_meta %s must be a JSON string", mcpgateway.MetaKey)
-	}
-	mk, err := idempotency.ParseKey(s)
-	if err != nil || len(header) == 0 {
-		return mk, idempotency.KeySupplied, err
-	}
-	if hk, _, err := idempotency.FromHeader(header); err != nil || hk != mk {
-		return idempotency.Key{}, "", errors.New("the Idempotency-Key header and _meta " + mcpgateway.MetaKey + " are different keys")
-	}
-	return mk, idempotency.KeySupplied, nil
+	raw, _ := member(env.meta, callkey.MetaKey)
+	return callkey.Key(r.Header.Values(callkey.HeaderKey), raw)
 }
 
 // member returns the value of the member of ms named name.

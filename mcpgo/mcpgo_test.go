@@ -344,3 +344,64 @@ func TestRejectAndPolicy(t *testing.T) {
 		t.Errorf("%d runs, want 1", runs)
 	}
 }
+
+// A resume that sends only its approval ticket runs under the ticket's key,
+// which its answer names (as mcpgateway's front does): the held call runs
+// once, and the minted key the front would otherwise use appears nowhere.
+func TestTicketOnlyResume(t *testing.T) {
+	store, closeStore := exampleStore()
+	t.Cleanup(closeStore)
+	var runs int
+	var mu sync.Mutex
+	s := server.NewMCPServer("notes", "1.0.0")
+	s.AddTool(mcp.NewTool("notes.create"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		runs++
+		return mcp.NewToolResultText("saved"), nil
+	})
+	spec, err := effectspec.Parse([]byte(`{"tool": "notes.create", "effect": "write", "idempotency": {"binding": "in_process"}, "approval": "required"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := mcpgo.New(s, mcpgo.Config{Specs: []effectspec.Spec{spec},
+		Orchestrator: &retry.Orchestrator{Store: store, Policy: effectspec.Policy{Environment: effectspec.Development}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	key := idempotency.NewKey().String()
+	res, err := callTool(connect(t, srv.URL, nil), "notes.create", `{"text":"x"}`, map[string]any{mcpgateway.MetaKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ticket string
+	if rc, _ := receiptOf(t, res); rc["outcome"] == "held" && len(res.Content) == 1 {
+		text, _ := res.Content[0].(mcp.TextContent)
+		ticket = strings.TrimSuffix(strings.Fields(text.Text)[4], ";")
+	}
+	if !idempotency.ValidTicketID(ticket) {
+		t.Fatalf("not held: %+v", res)
+	}
+	if _, err := store.Decide(context.Background(), idempotency.DecideRequest{Ticket: ticket, Approve: true, OpID: idempotency.NewOpID()}); err != nil {
+		t.Fatal(err)
+	}
+	resume := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notes.create","arguments":{"text":"x"},"_meta":{"` +
+		mcpgateway.MetaTicket + `":"` + ticket + `"}}}`
+	for i := range 2 {
+		code, header, d := post(t, srv.URL, resume, nil)
+		if code != http.StatusOK || header != key {
+			t.Errorf("resume %d: HTTP %d (%s), Idempotency-Key %q, want %q", i, code, d.Reason, header, key)
+		}
+	}
+	if runs != 1 {
+		t.Errorf("the held call ran %d times, want 1", runs)
+	}
+	// An unknown ticket is the core's refusal, under the minted key.
+	_, header, _ := post(t, srv.URL, strings.Replace(resume, ticket, "apt_"+strings.Repeat("0", len(ticket)-4), 1), nil)
+	if !strings.HasPrefix(header, "idt_") || header == key || runs != 1 {
+		t.Errorf("unknown ticket: Idempotency-Key %q, %d runs", header, runs)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,17 +39,17 @@ type slot struct {
 func (o *Orchestrator) attempts(ctx context.Context, r *run, s slot) (slot, Result, error) {
 	first := s.token
 	for {
-		res, gone := o.attempt(ctx, r.call, s)
+		res, gone := o.attempt(ctx, r, s)
 		if gone {
 			// ErrNotFound as well: the caller can tell the store lost the
 			// record (expired, deleted, Redis lost data) from a take-over.
 			return s, res, fmt.Errorf("retry: attempt %d: its record is gone (expired, deleted or lost by the store under the attempt): %w (%w)",
 				s.token, idempotency.ErrStale, idempotency.ErrNotFound)
 		}
-		if s.token != first || !o.secondAttempt(r.call.Spec, res) {
+		if s.token != first || !secondAttempt(r.d, res) {
 			return s, res, nil
 		}
-		next, err := o.reserve(ctx, r.call, s, res)
+		next, err := o.reserve(ctx, r, s, res)
 		if err != nil {
 			// No reservation, no send: finalize what the first attempt showed.
 			return s, res, nil
@@ -60,10 +61,11 @@ func (o *Orchestrator) attempts(ctx context.Context, r *run, s slot) (slot, Resu
 // reserve reserves the attempt after s, whose result was res. A first
 // attempt proven unsent is taken back in the same step, so it never burns
 // the slot (docs/DESIGN.md, "The record and its lifecycle").
-func (o *Orchestrator) reserve(ctx context.Context, call *Call, s slot, res Result) (slot, error) {
+func (o *Orchestrator) reserve(ctx context.Context, r *run, s slot, res Result) (slot, error) {
+	call := r.call
 	req := idempotency.ReserveRequest{Scope: call.Scope, Key: call.Key, Token: s.token,
-		Timeout: call.Spec.AttemptTimeout(), PreviousNeverSent: res.Phase == BeforeSend, Incarnation: s.inc,
-		MaxAttempts: o.maxAttempts(call.Spec), OpID: idempotency.NewOpID()}
+		Timeout: r.req.Timeout, PreviousNeverSent: res.Phase == BeforeSend, Incarnation: s.inc,
+		MaxAttempts: r.req.MaxAttempts, OpID: idempotency.NewOpID()}
 	at := time.Now()
 	var rsv idempotency.Reservation
 	rctx, end := o.span(ctx, spanReserve, Attr{attrAttempt, s.token + 1})
@@ -81,11 +83,12 @@ func (o *Orchestrator) reserve(ctx context.Context, call *Call, s slot, res Resu
 
 // attempt sends the attempt of s, renewing its lease while it runs. gone
 // says a renewal found no record of s's incarnation: the lease is lost.
-func (o *Orchestrator) attempt(ctx context.Context, call *Call, s slot) (res Result, gone bool) {
+func (o *Orchestrator) attempt(ctx context.Context, r *run, s slot) (res Result, gone bool) {
+	call := r.call
 	lease := o.Store.Lease()
 	sendBy := s.reservedAt.Add(lease - o.margin())
 	sctx, end := o.span(ctx, spanAttempt, Attr{attrAttempt, s.token}, Attr{attrBinding, string(call.Route.Binding)})
-	actx, cancel := context.WithDeadline(WithSendDeadline(sctx, sendBy), s.reservedAt.Add(call.Spec.AttemptTimeout()))
+	actx, cancel := context.WithDeadline(WithSendDeadline(sctx, sendBy), s.reservedAt.Add(r.req.Timeout))
 	defer cancel()
 	stop := o.renew(ctx, call, s.token, s.inc, lease)
 	began := time.Now()
@@ -190,7 +193,7 @@ func (r *renewal) stop() bool {
 // before_send failure, or a complete response with a retryable status and a
 // vendor binding, or one its Target found retryable (Result.Retryable). The
 // second attempt has a reservation, and so a lease, of its own.
-func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result) bool {
+func secondAttempt(d *Dispatch, res Result) bool {
 	switch res.Phase {
 	case BeforeSend:
 		// A deadline that fired before a byte left means no time, not a
@@ -200,8 +203,7 @@ func (o *Orchestrator) secondAttempt(spec effectspec.Spec, res Result) bool {
 	case Responded:
 		// A Target's own Retryable still needs a binding the vendor
 		// deduplicates on.
-		return !res.Truncated && (spec.Retryable(res.Status) ||
-			res.Retryable && spec.Propagation() != effectspec.PropagationNone)
+		return !res.Truncated && (slices.Contains(d.retryable, res.Status) || res.Retryable && d.dedup)
 	}
 	return false
 }

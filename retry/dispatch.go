@@ -8,6 +8,7 @@ import (
 
 	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
+	"github.com/obol-gateway/obol/internal/ident"
 	"github.com/obol-gateway/obol/receipt"
 )
 
@@ -26,7 +27,13 @@ type Dispatch struct {
 	secrets []string
 	red     receipt.Redactor // of secrets
 
-	decided atomic.Pointer[decision] // the policy's decision, see decide
+	// What a call's own checks need, proved here once.
+	dedup     bool              // the vendor deduplicates on the key: a Target's Retryable may earn a second attempt
+	retryable []int             // the statuses that may earn a second attempt ([effectspec.Spec.Retryable])
+	deny      error             // the strictest Policy's decision: nil, and every Policy allows the tool
+	scopeOf   idempotency.Scope // Connection and Tool proved valid scope segments; zero if not
+
+	decided atomic.Pointer[decision] // a Policy's decision when deny is set, see decide
 }
 
 // decision is a Policy's decision on a Dispatch's spec.
@@ -73,6 +80,19 @@ func newDispatch(c *Call, redactor func(secrets ...string) receipt.Redactor) (*D
 	if len(s) > 0 {
 		d.red = redactor(s...)
 	}
+	d.dedup = c.Spec.Propagation() != effectspec.PropagationNone
+	for _, st := range c.Spec.Status.Retryable {
+		if c.Spec.Retryable(st) {
+			d.retryable = append(d.retryable, st)
+		}
+	}
+	// The zero Policy is the strictest: what it allows, every Policy does.
+	d.deny = effectspec.Policy{}.Check(c.Spec)
+	// A scope's segments are checked one by one: with a valid workspace
+	// in it, this connection and tool make a valid scope with any.
+	if sc := (idempotency.Scope{Workspace: "w", Connection: d.route.Connection, Tool: c.Spec.Tool}); sc.Validate() == nil {
+		d.scopeOf = sc
+	}
 	return d, nil
 }
 
@@ -88,7 +108,8 @@ var errDispatchAndFields = errors.New("retry: Call.Dispatch is set with Spec, Ro
 // its own fields, checked as [NewDispatch] checks them.
 func dispatchOf(call *Call) (*Dispatch, error) {
 	if d := call.Dispatch; d != nil {
-		if call.Target != nil || call.Spec.Validated() || call.Route != (idempotency.Route{}) || len(call.Secrets) > 0 {
+		// Any Tool says a Spec was set: a valid one always has one.
+		if call.Target != nil || call.Spec.Tool != "" || call.Route != (idempotency.Route{}) || len(call.Secrets) > 0 {
 			return nil, errDispatchAndFields
 		}
 		call.Spec, call.Route, call.Target = d.spec, d.route, d.target
@@ -104,6 +125,7 @@ func dispatchOf(call *Call) (*Dispatch, error) {
 
 // decide is p's decision on d's spec ([effectspec.Policy.Check]), made
 // once per Policy: an Orchestrator's does not change once it is in use.
+// Only a spec the strictest Policy denies (deny) needs one.
 func (d *Dispatch) decide(p effectspec.Policy) error {
 	if dec := d.decided.Load(); dec != nil && dec.policy == p {
 		return dec.err
@@ -111,6 +133,15 @@ func (d *Dispatch) decide(p effectspec.Policy) error {
 	err := p.Check(d.spec)
 	d.decided.Store(&decision{policy: p, err: err})
 	return err
+}
+
+// checkScope is s.Validate, less the segments d proved: per call, only
+// the workspace of a scope whose connection and tool are d's.
+func (d *Dispatch) checkScope(s idempotency.Scope) error {
+	if d.scopeOf.Tool == "" || s.Connection != d.scopeOf.Connection || s.Tool != d.scopeOf.Tool || !ident.Valid(s.Workspace) {
+		return s.Validate() // the whole check, and its error
+	}
+	return nil
 }
 
 // boundRoute is r with the binding the claim pins: spec's, or unsupported

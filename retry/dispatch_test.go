@@ -124,3 +124,55 @@ func TestDispatchCall(t *testing.T) {
 		t.Errorf("the vendor saw %d requests, want 2", seen.Load())
 	}
 }
+
+// What NewDispatch proves once stands for the per-call checks it replaces:
+// a call through a Dispatch is refused or run as the same call through its
+// fields, for every Policy and scope.
+func TestDispatchProvedChecks(t *testing.T) {
+	m := miniredis.RunT(t)
+	st := openStore(t, rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true}, 5*time.Second, true)
+	v := newVendor(t, status(201))
+	production := &retry.Orchestrator{Store: st}
+	waived := &retry.Orchestrator{Store: st, Policy: effectspec.Policy{AllowUnsupportedWrites: true}}
+	dispatch := func(b effectspec.BindingKind) (*retry.Dispatch, idempotency.Scope) {
+		c := call(v.URL, spec(b), idempotency.NewKey(), nil)
+		d, err := retry.NewDispatch(c.Spec, c.Route, c.Target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, c.Scope
+	}
+	header, scope := dispatch(effectspec.BindingHeader)
+	unsupported, _ := dispatch(effectspec.BindingUnsupported)
+	do := func(o *retry.Orchestrator, d *retry.Dispatch, s idempotency.Scope) error {
+		_, err := o.Do(context.Background(), retry.Call{Scope: s, Key: idempotency.NewKey(), KeySource: idempotency.KeyMinted, Dispatch: d})
+		return err
+	}
+	capability := idempotency.Scope{Workspace: "ws_acme", Tool: "cap.pay"}
+	for name, tc := range map[string]struct {
+		o     *retry.Orchestrator
+		d     *retry.Dispatch
+		scope idempotency.Scope
+		want  error
+	}{
+		"binding in production":      {production, header, scope, nil},
+		"unsupported in production":  {production, unsupported, scope, effectspec.ErrPolicyDenied},
+		"unsupported waived":         {waived, unsupported, scope, nil},
+		"capability":                 {production, header, capability, nil},
+		"bad workspace":              {production, header, idempotency.Scope{Workspace: "ws:acme", Connection: scope.Connection, Tool: scope.Tool}, idempotency.ErrInvalidScope},
+		"no workspace":               {production, header, idempotency.Scope{Connection: scope.Connection, Tool: scope.Tool}, idempotency.ErrInvalidScope},
+		"bad connection":             {production, header, idempotency.Scope{Workspace: "ws_acme", Connection: "conn pay", Tool: scope.Tool}, idempotency.ErrInvalidScope},
+		"capability with connection": {production, header, idempotency.Scope{Workspace: "ws_acme", Connection: scope.Connection, Tool: "cap.pay"}, idempotency.ErrInvalidScope},
+		"other tool":                 {production, header, idempotency.Scope{Workspace: "ws_acme", Connection: scope.Connection, Tool: "pay.refund"}, nil},
+		"no tool":                    {production, header, idempotency.Scope{Workspace: "ws_acme", Connection: scope.Connection}, idempotency.ErrInvalidScope},
+	} {
+		before := v.seen.Load()
+		err := do(tc.o, tc.d, tc.scope)
+		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+		if sent := v.seen.Load() - before; (tc.want == nil) != (sent == 1) {
+			t.Errorf("%s: the vendor saw %d requests", name, sent)
+		}
+	}
+}

@@ -241,10 +241,10 @@ func (o *Orchestrator) begin(ctx context.Context, call *Call) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := d.decide(o.Policy); err != nil && call.Refuse == nil {
-		call.Refuse = err
+	if d.deny != nil && call.Refuse == nil {
+		call.Refuse = d.decide(o.Policy)
 	}
-	if err := call.Scope.Validate(); err != nil {
+	if err := d.checkScope(call.Scope); err != nil {
 		return nil, err
 	}
 	hash, previous, err := requestHashes(d.route.Binding, d.spec.Idempotency.Pointer, call.Arguments)

@@ -116,7 +116,7 @@ type FinalizeRequest struct {
 	TTL         int64 // the record's retention from now
 	Never       bool  // the attempt never left
 	Incarnation string
-	Result      StoredResult
+	Result      EncodedResult
 }
 
 // Finalize stores the outcome of the attempt with token q.Token at now.

@@ -35,7 +35,7 @@ func Example() {
 	cur = w.Record
 
 	res, w = lifecycle.Finalize(cur, lifecycle.FinalizeRequest{Token: 1, State: effectspec.Accepted, Op: "op2",
-		TTL: 86_400_000, Result: lifecycle.StoredResult{Status: "200", Body: "{}"}}, t0+100)
+		TTL: 86_400_000, Result: lifecycle.EncodedResult{Status: "200", Body: "{}"}}, t0+100)
 	cur = w.Record
 	fmt.Println(res.Status, cur.State == effectspec.Accepted, w.Index == lifecycle.IndexRemove)
 
@@ -178,7 +178,7 @@ func TestNoCreate(t *testing.T) {
 	final := func() *lifecycle.Record {
 		_, w := lifecycle.Finalize(lapsed(t, effectspec.BindingHeader), lifecycle.FinalizeRequest{Token: 1,
 			State: effectspec.Accepted, Op: "fin", TTL: 86_400_000, Incarnation: "inc-op1",
-			Result: lifecycle.StoredResult{Status: "200", Body: "{}"}}, t0+1)
+			Result: lifecycle.EncodedResult{Status: "200", Body: "{}"}}, t0+1)
 		return w.Record
 	}
 	records := map[string]func() (*lifecycle.Record, lifecycle.ClaimRequest, int64){

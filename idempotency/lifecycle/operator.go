@@ -18,7 +18,7 @@ type SettleRequest struct {
 	Who, Note    string
 	Margin       int64 // the store's lease
 	ScopeVersion int64
-	Result       StoredResult
+	Result       EncodedResult
 }
 
 // Settle resolves the record cur at now.

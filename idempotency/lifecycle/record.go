@@ -64,7 +64,7 @@ type Record struct {
 	Finalized      bool
 	FinalizedAfter int64
 
-	Result StoredResult // x D B z and the header fields
+	Result EncodedResult // x D B z and the header fields
 
 	Op         string // o: the last operation's op tag
 	ClaimOp    string // K: the claim that made the current cycle ('' none)
@@ -77,8 +77,9 @@ type Record struct {
 	Expires int64
 }
 
-// StoredResult is a stored result as the record holds it.
-type StoredResult struct {
+// EncodedResult is a result in its stored encoding, as the record holds
+// it: the decoded form callers see is [idempotency.StoredResult].
+type EncodedResult struct {
 	Status  string            // x: decimal, '' none
 	Dropped bool              // D
 	Body    string            // B, '' none
@@ -161,7 +162,7 @@ func (r *Record) runsUntil() int64 {
 
 // clearResult drops a stored result and the finalize time (clear_result).
 func (r *Record) clearResult() {
-	r.Result = StoredResult{}
+	r.Result = EncodedResult{}
 	r.Finalized, r.FinalizedAfter = false, 0
 }
 
@@ -171,8 +172,8 @@ func (r *Record) endAttempt() {
 }
 
 // setResult stores res (set_result): an empty status or body is none.
-func (r *Record) setResult(res StoredResult) {
-	r.Result = StoredResult{Status: res.Status, Dropped: res.Dropped}
+func (r *Record) setResult(res EncodedResult) {
+	r.Result = EncodedResult{Status: res.Status, Dropped: res.Dropped}
 	if res.Body != "" {
 		r.Result.Body, r.Result.Size = res.Body, res.Size
 	}

@@ -226,7 +226,7 @@ func (o diffOp) String() string {
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
-func resultArgs(r lifecycle.StoredResult) []string {
+func resultArgs(r lifecycle.EncodedResult) []string {
 	d := "0"
 	if r.Dropped {
 		d = "1"
@@ -805,8 +805,8 @@ var (
 		effectspec.BindingInProcessKeyed, effectspec.BindingMeta, "x"}
 )
 
-func (g *diffGen) result() lifecycle.StoredResult {
-	var r lifecycle.StoredResult
+func (g *diffGen) result() lifecycle.EncodedResult {
+	var r lifecycle.EncodedResult
 	if g.pick(4) > 0 {
 		r.Status = []string{"200", "201", "402", "500"}[g.pick(4)]
 	}

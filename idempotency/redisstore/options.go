@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -51,68 +52,21 @@ const (
 // its fencing tokens. The defaults (7 days against at most 15m) never do.
 const MinRetentionLeases = 2
 
-// OptionError is a refusal of one field of [Options], by [New] or
-// [Options.Resolve]. It wraps [ErrInvalidConfig] (and, for Prefix, the
-// idempotency error that refuses the prefix). Its message names the field
-// in words and shows the value: "redisstore: invalid options: retention
-// 10s: must be at least 2 times the lease 10s".
-type OptionError struct {
-	// Option is the refused field, by its Go name: "Retention",
-	// "UnknownRetention", "Lease", "WaitReplicas", "WaitTimeout", ... A
-	// program that reads the options from elsewhere maps it to its own name
-	// for the field.
-	Option string
-	// Relative is the field the bound is relative to, by its Go name, when
-	// it is one ("Lease" for a Retention shorter than [MinRetentionLeases]
-	// leases, "Retention" for a shorter UnknownRetention), or "". Its value
-	// is the resolved one, default included.
-	Relative string
-	// Reason says why, without the refused value: "must not be negative",
-	// "must be at least 2 times the lease 10s".
-	Reason string
-	value  string // as shown in the message
-	err    error  // the cause, if another package's
-}
-
-func (e *OptionError) Error() string {
-	if e.err != nil {
-		return fmt.Sprintf("%v: %v", ErrInvalidConfig, e.err)
-	}
-	return fmt.Sprintf("%v: %s %s: %s", ErrInvalidConfig, optionWords[e.Option], e.value, e.Reason)
-}
-
-// Unwrap returns [ErrInvalidConfig] and the cause, if any.
-func (e *OptionError) Unwrap() []error {
-	if e.err != nil {
-		return []error{ErrInvalidConfig, e.err}
-	}
-	return []error{ErrInvalidConfig}
-}
-
-// optionWords names each field in messages.
-var optionWords = map[string]string{
-	"Prefix":           "prefix",
-	"Retention":        "retention",
-	"UnknownRetention": "unknown retention",
-	"Lease":            "lease",
-	"MaxResultBytes":   "max result bytes",
-	"WaitReplicas":     "wait replicas",
-	"WaitTimeout":      "wait timeout",
-	"ReadTimeout":      "read timeout",
-	"DeploymentID":     "deployment id",
-	"MigrationWait":    "migration wait",
-	"AccountBytes":     "account bytes",
-}
-
-func refuse(option string, value any, relative, format string, args ...any) *OptionError {
-	return &OptionError{Option: option, Relative: relative, Reason: fmt.Sprintf(format, args...), value: fmt.Sprint(value)}
+// refuse is a refusal of one field of [Options], by its Go name
+// ("Retention", "Lease", ...): an [effectspec.FieldError] wrapping
+// [ErrInvalidConfig], "redisstore: options: Retention: must be at least 2
+// times the lease 10s". The Problem says why without the refused value (a
+// program that reads the options from elsewhere words it in its own
+// terms), naming the value of a field it is relative to, default included.
+func refuse(option, format string, args ...any) *effectspec.FieldError {
+	return &effectspec.FieldError{Err: ErrInvalidConfig, Subject: "options", Field: option, Problem: fmt.Sprintf(format, args...)}
 }
 
 // Resolve returns o as [New] uses it: every zero field set to its default
 // (Lease 10s, Retention 24h, ...; Prefix [idempotency.DefaultPrefix]),
 // checked that the store can keep its promises with the result. On a
-// refusal it returns an *[OptionError] that wraps [ErrInvalidConfig] and names
-// the field, and [Options] that are not to be used. [New] calls it before
+// refusal it returns an *[effectspec.FieldError] that wraps [ErrInvalidConfig]
+// and names the field, and [Options] that are not to be used. [New] calls it before
 // sending anything.
 func (o Options) Resolve() (Options, error) {
 	for _, d := range []struct {
@@ -128,14 +82,17 @@ func (o Options) Resolve() (Options, error) {
 		{"AccountBytes", o.AccountBytes},
 	} {
 		if d.v < 0 {
-			return o, refuse(d.name, d.v, "", "must not be negative")
+			return o, refuse(d.name, "must not be negative")
 		}
 	}
 	if o.Prefix == "" {
 		o.Prefix = idempotency.DefaultPrefix
 	}
 	if err := idempotency.ValidatePrefix(o.Prefix); err != nil {
-		return o, &OptionError{Option: "Prefix", Reason: err.Error(), value: o.Prefix, err: err}
+		// The idempotency error too: errors.Is finds ErrInvalidScope.
+		fe := refuse("Prefix", "%s", strings.TrimPrefix(err.Error(), idempotency.ErrInvalidScope.Error()+": prefix: "))
+		fe.Err = fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return o, fe
 	}
 	if o.Retention == 0 {
 		o.Retention = defaultRetention
@@ -162,26 +119,26 @@ func (o Options) Resolve() (Options, error) {
 	// into a negative one and would pass.
 	switch {
 	case o.Lease < minLease:
-		return o, refuse("Lease", o.Lease, "", "must be at least %v", minLease)
+		return o, refuse("Lease", "must be at least %v", minLease)
 	case o.Retention/MinRetentionLeases < o.Lease:
-		return o, refuse("Retention", o.Retention, "Lease", "must be at least %d times the lease %v", MinRetentionLeases, o.Lease)
+		return o, refuse("Retention", "must be at least %d times the lease %v", MinRetentionLeases, o.Lease)
 	case o.UnknownRetention < o.Retention:
-		return o, refuse("UnknownRetention", o.UnknownRetention, "Retention", "must be at least the retention %v", o.Retention)
+		return o, refuse("UnknownRetention", "must be at least the retention %v", o.Retention)
 	case o.MaxResultBytes < 0:
-		return o, refuse("MaxResultBytes", o.MaxResultBytes, "", "must not be negative")
+		return o, refuse("MaxResultBytes", "must not be negative")
 	case o.MaxResultBytes > maxBodyBytes:
-		return o, refuse("MaxResultBytes", o.MaxResultBytes, "", "at most %d (what decoding a stored body may allocate)", maxBodyBytes)
+		return o, refuse("MaxResultBytes", "at most %d (what decoding a stored body may allocate)", maxBodyBytes)
 	case o.WaitReplicas < 0:
-		return o, refuse("WaitReplicas", o.WaitReplicas, "", "must not be negative")
+		return o, refuse("WaitReplicas", "must not be negative")
 	case o.WaitTimeout < minWaitTimeout:
-		return o, refuse("WaitTimeout", o.WaitTimeout, "", "must be at least %v", minWaitTimeout)
+		return o, refuse("WaitTimeout", "must be at least %v", minWaitTimeout)
 	case o.WaitReplicas > 0 && o.WaitTimeout > o.Lease/2:
 		// A WAIT that may take the whole lease leaves no time to send.
-		return o, refuse("WaitTimeout", o.WaitTimeout, "Lease", "must be at most half the lease %v", o.Lease)
+		return o, refuse("WaitTimeout", "must be at most half the lease %v", o.Lease)
 	}
 	if o.DeploymentID != "" {
 		if err := ValidateDeploymentID(o.DeploymentID); err != nil {
-			return o, &OptionError{Option: "DeploymentID", Reason: strings.TrimPrefix(err.Error(), "redisstore: deployment id: "), value: o.DeploymentID}
+			return o, refuse("DeploymentID", "%s", strings.TrimPrefix(err.Error(), "redisstore: deployment id: "))
 		}
 	}
 	return o, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/obol-gateway/obol/effectspec"
 	"github.com/obol-gateway/obol/idempotency"
 )
 
@@ -31,24 +32,24 @@ var refusedOptions = []struct {
 	want string
 	o    Options
 }{
-	{"lease -1s: must not be negative", Options{Lease: -time.Second}},
-	{"retention -1h0m0s: must not be negative", Options{Retention: -time.Hour}},
-	{"wait timeout -1ms: must not be negative", Options{WaitTimeout: -time.Millisecond}},
-	{"read timeout -1ns: must not be negative", Options{ReadTimeout: -1}},
-	{"migration wait -1ns: must not be negative", Options{MigrationWait: -1}},
-	{"max result bytes -1: must not be negative", Options{MaxResultBytes: -1}},
-	{"max result bytes 67108865: at most 67108864", Options{MaxResultBytes: 64<<20 + 1}},
-	{"wait replicas -1: must not be negative", Options{WaitReplicas: -1}},
-	{"lease 1µs: must be at least 1ms", Options{Lease: time.Microsecond}},
-	{"wait timeout 1µs: must be at least 1ms", Options{WaitTimeout: time.Microsecond}},
-	{"retention 1m0s: must be at least 2 times the lease 1m0s", Options{Lease: time.Minute, Retention: time.Minute}},
-	{"retention 1m59.999999999s: must be at least 2 times the lease 1m0s", Options{Lease: time.Minute, Retention: 2*time.Minute - 1}},
-	{"retention 10s: must be at least 2 times the lease 10s", Options{Retention: 10 * time.Second}}, // against the default lease
-	{"unknown retention -1s: must not be negative", Options{UnknownRetention: -time.Second}},
-	{"unknown retention 1h0m0s: must be at least the retention 24h0m0s", Options{UnknownRetention: time.Hour}},
-	{"unknown retention 47h59m59s: must be at least the retention 48h0m0s", Options{Retention: 48 * time.Hour, UnknownRetention: 48*time.Hour - time.Second}},
-	{"retention 24h0m0s: must be at least 2 times the lease 13h0m0s", Options{Lease: 13 * time.Hour}}, // the default retention
-	{"must be at least 2 times the lease", Options{Lease: 1 << 62, Retention: math.MaxInt64}},         // 2*Lease overflows
+	{"Lease: must not be negative", Options{Lease: -time.Second}},
+	{"Retention: must not be negative", Options{Retention: -time.Hour}},
+	{"WaitTimeout: must not be negative", Options{WaitTimeout: -time.Millisecond}},
+	{"ReadTimeout: must not be negative", Options{ReadTimeout: -1}},
+	{"MigrationWait: must not be negative", Options{MigrationWait: -1}},
+	{"MaxResultBytes: must not be negative", Options{MaxResultBytes: -1}},
+	{"MaxResultBytes: at most 67108864", Options{MaxResultBytes: 64<<20 + 1}},
+	{"WaitReplicas: must not be negative", Options{WaitReplicas: -1}},
+	{"Lease: must be at least 1ms", Options{Lease: time.Microsecond}},
+	{"WaitTimeout: must be at least 1ms", Options{WaitTimeout: time.Microsecond}},
+	{"Retention: must be at least 2 times the lease 1m0s", Options{Lease: time.Minute, Retention: time.Minute}},
+	{"Retention: must be at least 2 times the lease 1m0s", Options{Lease: time.Minute, Retention: 2*time.Minute - 1}},
+	{"Retention: must be at least 2 times the lease 10s", Options{Retention: 10 * time.Second}}, // against the default lease
+	{"UnknownRetention: must not be negative", Options{UnknownRetention: -time.Second}},
+	{"UnknownRetention: must be at least the retention 24h0m0s", Options{UnknownRetention: time.Hour}},
+	{"UnknownRetention: must be at least the retention 48h0m0s", Options{Retention: 48 * time.Hour, UnknownRetention: 48*time.Hour - time.Second}},
+	{"Retention: must be at least 2 times the lease 13h0m0s", Options{Lease: 13 * time.Hour}}, // the default retention
+	{"must be at least 2 times the lease", Options{Lease: 1 << 62, Retention: math.MaxInt64}}, // 2*Lease overflows
 	{"at most half the lease", Options{WaitReplicas: 1, Lease: time.Second, WaitTimeout: 600 * time.Millisecond}},
 	{"at most half the lease", Options{WaitReplicas: 1, Lease: time.Hour, WaitTimeout: 1 << 62}}, // 2*WaitTimeout overflows
 	{"braces", Options{Prefix: "{obol}:"}},
@@ -60,7 +61,7 @@ func TestOptionsRefused(t *testing.T) {
 		o := c.o
 		o.SkipEvictionCheck = true
 		_, err := New(ctx, client, o)
-		if !errors.Is(err, ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "redisstore: invalid options: ") || !strings.Contains(err.Error(), c.want) {
+		if !errors.Is(err, ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "redisstore: options: ") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: err %v, want ErrInvalidConfig saying %q", c.o, err, c.want)
 		}
 	}
@@ -164,38 +165,38 @@ func TestReadOnlyCallsAreBounded(t *testing.T) {
 	}
 }
 
-// TestOptionError: every refusal is an *OptionError naming the Go field, so
-// a program that reads options from elsewhere can name its own field; the
-// relative field and the reason come without the refused value.
-func TestOptionError(t *testing.T) {
+// TestOptionsFieldError: every refusal is an effectspec.FieldError naming the Go
+// field, so a program that reads options from elsewhere can name its own
+// field; the problem comes without the refused value.
+func TestOptionsFieldError(t *testing.T) {
 	for _, c := range []struct {
-		o                        Options
-		option, relative, reason string
+		o             Options
+		field, reason string
 	}{
-		{Options{Lease: -time.Second}, "Lease", "", "must not be negative"},
-		{Options{Lease: time.Microsecond}, "Lease", "", "must be at least 1ms"},
-		{Options{Retention: 10 * time.Second}, "Retention", "Lease", "must be at least 2 times the lease 10s"},
-		{Options{UnknownRetention: time.Hour}, "UnknownRetention", "Retention", "must be at least the retention 24h0m0s"},
-		{Options{WaitReplicas: -1}, "WaitReplicas", "", "must not be negative"},
-		{Options{WaitReplicas: 1, Lease: time.Second}, "WaitTimeout", "Lease", "must be at most half the lease 1s"},
-		{Options{MaxResultBytes: -1}, "MaxResultBytes", "", "must not be negative"},
-		{Options{ReadTimeout: -1}, "ReadTimeout", "", "must not be negative"},
-		{Options{MigrationWait: -1}, "MigrationWait", "", "must not be negative"},
+		{Options{Lease: -time.Second}, "Lease", "must not be negative"},
+		{Options{Lease: time.Microsecond}, "Lease", "must be at least 1ms"},
+		{Options{Retention: 10 * time.Second}, "Retention", "must be at least 2 times the lease 10s"},
+		{Options{UnknownRetention: time.Hour}, "UnknownRetention", "must be at least the retention 24h0m0s"},
+		{Options{WaitReplicas: -1}, "WaitReplicas", "must not be negative"},
+		{Options{WaitReplicas: 1, Lease: time.Second}, "WaitTimeout", "must be at most half the lease 1s"},
+		{Options{MaxResultBytes: -1}, "MaxResultBytes", "must not be negative"},
+		{Options{ReadTimeout: -1}, "ReadTimeout", "must not be negative"},
+		{Options{MigrationWait: -1}, "MigrationWait", "must not be negative"},
 	} {
 		err := c.o.validate()
-		var oe *OptionError
-		if !errors.As(err, &oe) || !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("%+v: %v, want an *OptionError wrapping ErrInvalidConfig", c.o, err)
+		var fe *effectspec.FieldError
+		if !errors.As(err, &fe) || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v: %v, want a FieldError wrapping ErrInvalidConfig", c.o, err)
 			continue
 		}
-		if oe.Option != c.option || oe.Relative != c.relative || oe.Reason != c.reason {
-			t.Errorf("%+v: option %q relative %q reason %q, want %q %q %q", c.o, oe.Option, oe.Relative, oe.Reason, c.option, c.relative, c.reason)
+		if fe.Field != c.field || fe.Problem != c.reason {
+			t.Errorf("%+v: field %q problem %q, want %q %q", c.o, fe.Field, fe.Problem, c.field, c.reason)
 		}
 	}
 	err := Options{Prefix: "{obol}:"}.validate()
-	var oe *OptionError
-	if !errors.As(err, &oe) || oe.Option != "Prefix" || !errors.Is(err, idempotency.ErrInvalidScope) {
-		t.Errorf("bad prefix: %v, want an *OptionError for Prefix wrapping idempotency.ErrInvalidScope", err)
+	var oe *effectspec.FieldError
+	if !errors.As(err, &oe) || oe.Field != "Prefix" || !errors.Is(err, idempotency.ErrInvalidScope) || !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("bad prefix: %v, want a FieldError for Prefix wrapping idempotency.ErrInvalidScope", err)
 	}
 	// Validate and New agree: every refused case refuses, every accepted
 	// one passes.

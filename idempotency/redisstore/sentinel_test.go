@@ -300,9 +300,9 @@ func TestDeploymentIDRefused(t *testing.T) {
 			}
 			continue
 		}
-		var oe *OptionError
-		if !errors.As(err, &oe) || oe.Option != "DeploymentID" || strings.Contains(oe.Reason, id) {
-			t.Fatalf("%q: %v, want an OptionError of DeploymentID not quoting it", id, err)
+		var fe *effectspec.FieldError
+		if !errors.As(err, &fe) || fe.Field != "DeploymentID" || strings.Contains(err.Error(), id) {
+			t.Fatalf("%q: %v, want a FieldError of DeploymentID not quoting it", id, err)
 		}
 		if _, err := New(ctx, m.client, Options{DeploymentID: id, SkipEvictionCheck: true}); !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("New with %q: %v", id, err)

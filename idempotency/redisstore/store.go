@@ -21,7 +21,7 @@ import (
 
 // Options configure a [Store]. The zero value is ready to use: a zero field
 // means its default (see each field). [New] refuses, with an
-// *[OptionError] wrapping [ErrInvalidConfig], a negative duration or count
+// *[effectspec.FieldError] wrapping [ErrInvalidConfig], a negative duration or count
 // and the other limits below; [Options.Resolve] tells the same in advance.
 type Options struct {
 	// Prefix starts every key. If empty, [idempotency.DefaultPrefix] ("obol:").

@@ -222,11 +222,11 @@ func (m *memStore) record(r *memRec, lr *lifecycle.Record, body bool) idempotenc
 
 // result is a stored result as the record keeps it: safe headers only, a
 // body over MaxResultBytes dropped.
-func (m *memStore) result(res *idempotency.StoredResult) lifecycle.StoredResult {
+func (m *memStore) result(res *idempotency.StoredResult) lifecycle.EncodedResult {
 	if res == nil {
-		return lifecycle.StoredResult{}
+		return lifecycle.EncodedResult{}
 	}
-	out := lifecycle.StoredResult{Dropped: res.BodyDropped, Body: string(res.Body)}
+	out := lifecycle.EncodedResult{Dropped: res.BodyDropped, Body: string(res.Body)}
 	if res.Status != 0 {
 		out.Status = strconv.Itoa(res.Status)
 	}

@@ -705,23 +705,27 @@ var optionFields = map[string]string{
 // optionProblem is the store's refusal of its options (Options.Resolve) in
 // the file's terms: the field first.
 func optionProblem(err error) string {
-	var oe *redisstore.OptionError
-	if !errors.As(err, &oe) {
+	var fe *effectspec.FieldError
+	if !errors.As(err, &fe) || !errors.Is(err, redisstore.ErrInvalidConfig) {
 		return "store options: " + oneLine(err)
 	}
-	field, ok := optionFields[oe.Option]
+	field, ok := optionFields[fe.Field]
 	switch {
 	case !ok:
-		return "store options: " + trimText(strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidConfig.Error()+": "))
-	case oe.Option == "Prefix":
-		return field + ": " + trimText(oe.Reason)
-	case oe.Option == "WaitTimeout":
-		// The bound is the store's; the file can only lengthen the lease.
-		return field + ": the store's " + strings.TrimPrefix(oe.Error(), redisstore.ErrInvalidConfig.Error()+": ") + " (lengthen the lease)"
-	case oe.Option == "Retention" && oe.Relative == "Lease":
-		return fmt.Sprintf("%s: must be at least %d leases (%s)", field, redisstore.MinRetentionLeases, strings.TrimPrefix(oe.Reason, "must be at least "))
+		return "store options: " + fe.Field + ": " + fe.Problem
+	case fe.Field == "Prefix":
+		// The idempotency package's refusal, which the store wraps.
+		return field + ": " + trimText(strings.TrimPrefix(fe.Err.Error(), redisstore.ErrInvalidConfig.Error()+": "))
+	case fe.Field == "WaitTimeout":
+		// The bound is the store's, its default; the file can only
+		// lengthen the lease.
+		d, _ := redisstore.Options{}.Resolve()
+		return fmt.Sprintf("%s: the store's wait timeout %v: %s (lengthen the lease)", field, d.WaitTimeout, fe.Problem)
+	case fe.Field == "Retention" && strings.HasPrefix(fe.Problem, "must be at least "):
+		// The one bound relative to the lease.
+		return fmt.Sprintf("%s: must be at least %d leases (%s)", field, redisstore.MinRetentionLeases, strings.TrimPrefix(fe.Problem, "must be at least "))
 	}
-	return field + ": " + oe.Reason
+	return field + ": " + fe.Problem
 }
 
 // checkAPIKey returns why k cannot be an API key, or "".

@@ -95,11 +95,11 @@ func (a *agreeRun) step(in Input) lifecycle.Result {
 		res, w = lifecycle.Renew(a.cur, lifecycle.RenewRequest{Token: int64(in.Token), Op: "n:" + in.Op, Lease: agreeLease}, a.now)
 	case Finalize:
 		res, w = lifecycle.Finalize(a.cur, lifecycle.FinalizeRequest{Token: int64(in.Token), State: in.Outcome,
-			Op: "f:" + in.Op, TTL: agreeRetain, Never: in.NeverSent, Result: lifecycle.StoredResult{Body: in.Body}}, a.now)
+			Op: "f:" + in.Op, TTL: agreeRetain, Never: in.NeverSent, Result: lifecycle.EncodedResult{Body: in.Body}}, a.now)
 	case Settle:
 		res, w = lifecycle.Settle(a.cur, lifecycle.SettleRequest{Attempts: int64(in.Attempts), State: in.Outcome,
 			Op: "s:" + in.Op, Retention: agreeRetain, Who: "ops", Margin: agreeLease, ScopeVersion: 1,
-			Result: lifecycle.StoredResult{Body: in.Body}}, a.now)
+			Result: lifecycle.EncodedResult{Body: in.Body}}, a.now)
 	case Lookup:
 		return lifecycle.Result{}
 	}
