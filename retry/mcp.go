@@ -124,17 +124,7 @@ func (t *mcpTarget) Send(ctx context.Context, a Attempt) Result {
 	if serr != nil {
 		return Result{Phase: BeforeSend, Err: serr}
 	}
-	if s.modern {
-		for k, v := range s.protocolMeta() {
-			meta[k] = v
-		}
-	}
-	params := struct {
-		Meta      map[string]any  `json:"_meta,omitempty"`
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}{meta, t.tool, args}
-	p, err := json.Marshal(params)
+	p, err := callParams(t.tool, meta, s, args)
 	if err != nil {
 		return Result{Phase: BeforeSend, Err: newError(BeforeSend, "request", fmt.Errorf("%w: arguments: %w", idempotency.ErrInvalidRequest, err))}
 	}
@@ -463,6 +453,38 @@ func (s *mcpSession) protocolMeta() map[string]any {
 		"io.modelcontextprotocol/clientInfo":         mcpClientInfo,
 		"io.modelcontextprotocol/clientCapabilities": struct{}{},
 	}
+}
+
+// callParams is the params of a tools/call of tool with args (valid JSON:
+// the Orchestrator hashed them) and the binding's _meta members meta, as
+// encoding/json writes the struct {_meta (omitted when empty), name,
+// arguments}, without reflection or a second scan of args on a call's path.
+func callParams(tool string, meta map[string]any, s *mcpSession, args []byte) ([]byte, error) {
+	if s.modern {
+		for k, v := range s.protocolMeta() {
+			meta[k] = v
+		}
+	}
+	name, err := json.Marshal(tool)
+	if err != nil {
+		return nil, err
+	}
+	p := make([]byte, 0, len(args)+len(name)+256)
+	p = append(p, '{')
+	if len(meta) > 0 {
+		m, err := json.Marshal(meta)
+		if err != nil {
+			return nil, err
+		}
+		p = append(p, `"_meta":`...)
+		p = append(p, m...)
+		p = append(p, ',')
+	}
+	p = append(p, `"name":`...)
+	p = append(p, name...)
+	p = append(p, `,"arguments":`...)
+	p = append(p, bytes.TrimSpace(args)...)
+	return append(p, '}'), nil
 }
 
 // header is the header of a request of s: Header, then the transport's
