@@ -208,7 +208,7 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 	if hasResult || hasError {
 		return env, invalidMessage(codeInvalidRequest, "invalid request: a request has no result or error")
 	}
-	if env.method, ok = jsonString(rawMethod); !ok || !validRPCMethod(env.method) {
+	if env.method, ok = callkey.String(rawMethod); !ok || !validRPCMethod(env.method) {
 		return env, invalidMessage(codeInvalidRequest, "invalid request: method must be a short printable string")
 	}
 	env.call = env.method == "tools/call"
@@ -246,7 +246,7 @@ func parseEnvelope(body []byte) (envelope, *frontError) {
 		return env, nil
 	}
 	n, _ := member(params, "name")
-	if env.name, ok = jsonString(n); !ok || env.name == "" {
+	if env.name, ok = callkey.String(n); !ok || env.name == "" {
 		return bad("invalid_request", "invalid params: name must be a tool name")
 	}
 	if a, ok := member(params, "arguments"); ok {
@@ -272,22 +272,6 @@ func member(ms []strictjson.Member, name string) (json.RawMessage, bool) {
 		}
 	}
 	return nil, false
-}
-
-// jsonString reads raw, a value from a document that passed
-// strictjson.Check, if it is a JSON string. Without escapes its bytes are
-// the string (Check refused invalid UTF-8 and control characters), as
-// encoding/json would read them.
-func jsonString(raw json.RawMessage) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' {
-		return "", false
-	}
-	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 {
-		return string(inner), true
-	}
-	var s string
-	err := json.Unmarshal(raw, &s)
-	return s, err == nil
 }
 
 // validID accepts what every JSON-RPC library reads the same way: a short

@@ -87,7 +87,7 @@ func Key(header []string, meta json.RawMessage) (idempotency.Key, idempotency.Ke
 	if meta == nil {
 		return idempotency.FromHeader(header)
 	}
-	s, ok := str(meta)
+	s, ok := String(meta)
 	if !ok {
 		return idempotency.Key{}, "", fmt.Errorf("%w: _meta %s must be a JSON string", idempotency.ErrMalformedKey, MetaKey)
 	}
@@ -111,7 +111,7 @@ func Key(header []string, meta json.RawMessage) (idempotency.Key, idempotency.Ke
 // Ticket reads the value of params._meta[MetaTicket]: ok is false when it
 // is not an apt_ ticket id.
 func Ticket(raw json.RawMessage) (string, bool) {
-	t, ok := str(raw)
+	t, ok := String(raw)
 	return t, ok && idempotency.ValidTicketID(t)
 }
 
@@ -143,11 +143,11 @@ func Resume(ctx context.Context, store interface {
 	return key, src, nil
 }
 
-// str reads raw, a value from a document that passed [strictjson.Check],
-// if it is a JSON string. Without escapes its bytes are the string (Check
+// String reads raw, a value from a document that passed [strictjson.Check],
+// if it is a JSON string (the fronts read the envelope's strings with it). Without escapes its bytes are the string (Check
 // refused invalid UTF-8 and control characters), as encoding/json would
 // read them.
-func str(raw json.RawMessage) (string, bool) {
+func String(raw json.RawMessage) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
 	}
