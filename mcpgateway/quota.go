@@ -51,6 +51,11 @@ const (
 	// left, down to memoryRefreshMin at and above the fraction.
 	memoryNear       = 0.1
 	memoryRefreshMin = 20 * time.Millisecond
+	// memoryGrowthShare: a read of the store's memory is due once this
+	// gateway's estimate grew by this share of the room the last read
+	// left, so that up to this many gateways writing at its pace leave
+	// the room unfilled between two reads.
+	memoryGrowthShare = 8
 	// quotaStoreWait bounds each background store call.
 	quotaStoreWait = 2 * time.Second
 	// leaseSpan is how many seconds of a workspace's rate one lease of
@@ -296,23 +301,41 @@ func (qs *quotas) refresh() {
 // estimate is far below the headroom fraction and more often as it comes
 // near: between two reads a gateway refuses on the estimate, which adds
 // its own writes, so only the other gateways' writes since the last read
-// go unseen (docs/DESIGN.md, "Quotas and headroom").
+// go unseen (docs/DESIGN.md, "Quotas and headroom"). Every
+// memoryRefreshMin it checks the estimate (no store call): a read is due
+// early once this gateway's own writes took a memoryGrowthShare of the
+// room the last read left, since the others may be writing as fast.
 func (qs *quotas) watchMemory() {
 	defer qs.wg.Done()
+	tick := time.NewTicker(memoryRefreshMin)
+	defer tick.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(qs.ctx, quotaStoreWait)
 		if _, err := qs.store.MemoryFraction(ctx); err != nil && qs.ctx.Err() == nil {
 			qs.reportErr("memory_fraction", err)
 		}
 		cancel()
-		t := time.NewTimer(memoryInterval(qs.fullFrac - qs.memory()))
-		select {
-		case <-qs.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+		read, at := time.Now(), qs.memory()
+		for {
+			select {
+			case <-qs.ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if memoryReadDue(time.Since(read), qs.fullFrac, at, qs.memory()) {
+				break
+			}
 		}
 	}
+}
+
+// memoryReadDue tells whether the store's memory is to be read again,
+// elapsed after a read whose estimate was at and is now now, with fullFrac
+// the headroom fraction: after memoryInterval of the room left, or once
+// the estimate grew by a memoryGrowthShare of the room the read left
+// (none left: memoryRefreshMin, the caller's tick).
+func memoryReadDue(elapsed time.Duration, fullFrac, at, now float64) bool {
+	return elapsed >= memoryInterval(fullFrac-now) || now-at >= max(fullFrac-at, 0)/memoryGrowthShare
 }
 
 // memoryInterval is the wait before the next read of the store's memory

@@ -223,6 +223,32 @@ func TestMemoryInterval(t *testing.T) {
 	}
 }
 
+// TestMemoryReadDue: a read is due after the interval of the room left,
+// or early once the gateway's own estimate grew by a memoryGrowthShare of
+// the room the last read left (a flood right after a read far from the
+// fraction), and at every tick with no room left.
+func TestMemoryReadDue(t *testing.T) {
+	const full = 0.9
+	share := (full - 0.1) / memoryGrowthShare
+	for _, c := range []struct {
+		elapsed time.Duration
+		at, now float64
+		want    bool
+	}{
+		{memoryRefreshMin, 0.1, 0.1, false},
+		{quotaRefresh - memoryRefreshMin, 0.1, 0.1 + share*0.99, false},
+		{quotaRefresh, 0.1, 0.1, true},
+		{memoryRefreshMin, 0.1, 0.1 + share, true},
+		{memoryRefreshMin, 0.1, 0.85, true},  // near the fraction: a short interval
+		{memoryRefreshMin, 0.95, 0.95, true}, // above it: every tick
+		{memoryRefreshMin, 0.95, 0.92, true},
+	} {
+		if got := memoryReadDue(c.elapsed, full, c.at, c.now); got != c.want {
+			t.Errorf("after %v, at %v now %v: due %v, want %v", c.elapsed, c.at, c.now, got, c.want)
+		}
+	}
+}
+
 // TestQuotaRefusalData: quota_exceeded and store_full carry status,
 // retry_after_ms (rounded up), safe_new_key false and the key.
 func TestQuotaRefusalData(t *testing.T) {
