@@ -90,23 +90,43 @@ func (sp *Splice) SetReceipt(b []byte) string {
 // structuredContent (else nil). A body below SpliceMin is written as the
 // SDK would write it; a larger one as the vendor sent it.
 func (sp *Splice) SetBody(body []byte) (text string, structured json.RawMessage) {
-	t := bytes.TrimSpace(body)
-	sp.body, sp.large = body, len(body) >= SpliceMin
-	if len(t) > 0 && t[0] == '{' {
-		if sp.large {
-			if json.Valid(t) {
-				sp.structured = t
-			}
-		} else if b, err := json.Marshal(json.RawMessage(t)); err == nil {
-			// What the SDK makes of json.RawMessage(t), and an error
-			// exactly when t is not valid JSON.
-			sp.structured = b
+	text = sp.SetText(body)
+	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '{' {
+		structured, _ = sp.SetStructured(t)
+	}
+	return text, structured
+}
+
+// SetText puts a non-empty text in the splice, the result's text content,
+// and returns its placeholder: below SpliceMin it is written as the SDK
+// would write it, a larger one in pieces.
+func (sp *Splice) SetText(text []byte) string {
+	sp.body, sp.large = text, len(text) >= SpliceMin
+	return sp.phText
+}
+
+// SetStructured puts v, a JSON value, in the splice as the result's
+// structuredContent and returns its placeholder; ok is false, and nothing
+// is set, when v is not valid JSON. v is written as the SDK writes a
+// json.RawMessage (compacted, <, > and & escaped) unless the text is large
+// (SetText before SetStructured): then as it is, trimmed.
+func (sp *Splice) SetStructured(v []byte) (placeholder json.RawMessage, ok bool) {
+	v = bytes.TrimSpace(v)
+	if sp.large {
+		if !json.Valid(v) {
+			return nil, false
 		}
+		sp.structured = v
+	} else {
+		// What the SDK makes of json.RawMessage(v), and an error exactly
+		// when v is not valid JSON.
+		b, err := json.Marshal(json.RawMessage(v))
+		if err != nil {
+			return nil, false
+		}
+		sp.structured = b
 	}
-	if sp.structured != nil {
-		structured = json.RawMessage(sp.phStructured)
-	}
-	return sp.phText, structured
+	return json.RawMessage(sp.phStructured), true
 }
 
 // SetPlain records that the result is the gateway's own, of the shape
