@@ -227,6 +227,11 @@ func result(out retry.Answer, ci *callInfo, upstream bool) *mcp.CallToolResult {
 		}
 	}
 	if upstream && out.Result != nil && !out.Result.BodyDropped {
+		if sp != nil {
+			if ur, ok := upstreamSpliced(sp, out.Result.Body, res.Meta, res.IsError); ok {
+				return ur
+			}
+		}
 		if ur, ok := upstreamResult(out.Result.Body, res.Meta, res.IsError); ok {
 			return ur
 		}

@@ -9,10 +9,13 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/obol-gateway/obol/effectspec"
+	"github.com/obol-gateway/obol/internal/mcpdirect"
+	"github.com/obol-gateway/obol/internal/strictjson"
 	"github.com/obol-gateway/obol/retry"
 )
 
@@ -254,6 +257,139 @@ func (g *Gateway) isUpstreamResult(out retry.Answer) bool {
 	return t != nil && t.Route.UpstreamTool != ""
 }
 
+// upstreamSpliced is upstreamResult for the result an upstream tool
+// usually answers, written through sp as the gateway's own results are (no
+// reflection, the body's text once): an object of content (one text item
+// of type and text alone), structuredContent, _meta, isError and a
+// resultType of "complete", each at most once. The text is written as
+// the SDK writes it; structuredContent as the upstream sent it, compacted
+// (not through float64: a large integer keeps its digits). ok is false
+// for any other body, which upstreamResult renders.
+func upstreamSpliced(sp *mcpdirect.Splice, body []byte, meta mcp.Meta, isError bool) (*mcp.CallToolResult, bool) {
+	var buf [6]strictjson.Member
+	ms, err := strictjson.Members(buf[:0], body)
+	if err != nil {
+		return nil, false
+	}
+	var text, structured, upMeta []byte
+	for _, m := range ms {
+		switch string(m.Name) {
+		case "content":
+			if text, err = upstreamText(m.Value); err != nil {
+				return nil, false
+			}
+		case "structuredContent":
+			if string(m.Value) != "null" {
+				structured = m.Value
+			}
+		case "_meta":
+			upMeta = m.Value
+		case "isError":
+			// The call's outcome says; the upstream's was classified.
+		case "resultType":
+			if string(m.Value) != `"complete"` {
+				return nil, false
+			}
+		default:
+			return nil, false
+		}
+	}
+	if text == nil {
+		return nil, false
+	}
+	res := &mcp.CallToolResult{Meta: meta, IsError: isError}
+	if len(upMeta) > 0 {
+		merged, ok := mergeMeta(upMeta, meta)
+		if !ok {
+			return nil, false
+		}
+		res.Meta = merged
+	}
+	tc := &mcp.TextContent{}
+	if structured != nil {
+		// Its placeholder is checked first: nothing is set in sp
+		// unless the whole result is spliced.
+		if !json.Valid(structured) {
+			return nil, false
+		}
+	}
+	if len(text) > 0 {
+		tc.Text = sp.SetText(text)
+	}
+	if structured != nil {
+		res.StructuredContent, _ = sp.SetStructured(structured)
+	}
+	res.Content = []mcp.Content{tc}
+	sp.SetPlain()
+	return res, true
+}
+
+// errNotText says an upstream result's content is not one text item.
+var errNotText = errors.New("not one text item")
+
+// upstreamText is the text of content, an upstream result's content array,
+// when that holds exactly one item with the members type ("text") and text
+// alone: its bytes as the SDK would decode them (valid UTF-8; non-nil,
+// possibly empty).
+func upstreamText(content []byte) ([]byte, error) {
+	t := bytes.TrimSpace(content)
+	if len(t) < 2 || t[0] != '[' || t[len(t)-1] != ']' {
+		return nil, errNotText
+	}
+	var buf [2]strictjson.Member
+	ms, err := strictjson.Members(buf[:0], t[1:len(t)-1])
+	if err != nil || len(ms) != 2 {
+		return nil, errNotText
+	}
+	var raw []byte
+	isText := false
+	for _, m := range ms {
+		switch string(m.Name) {
+		case "type":
+			isText = string(m.Value) == `"text"`
+		case "text":
+			raw = m.Value
+		}
+	}
+	if !isText || len(raw) < 2 || raw[0] != '"' {
+		return nil, errNotText
+	}
+	if in := raw[1 : len(raw)-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+		return in, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, errNotText
+	}
+	return []byte(s), nil
+}
+
+// mergeMeta is an upstream result's _meta, raw, without the members
+// upstreamResult drops, with meta's over it.
+func mergeMeta(raw []byte, meta mcp.Meta) (mcp.Meta, bool) {
+	var buf [8]strictjson.Member
+	ms, err := strictjson.Members(buf[:0], raw)
+	if err != nil {
+		return nil, false
+	}
+	merged := make(mcp.Meta, len(ms)+len(meta))
+	for _, m := range ms {
+		k := string(m.Name)
+		if strings.HasPrefix(k, "dev.obol/") || strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			continue
+		}
+		var v any
+		if json.Unmarshal(m.Value, &v) != nil {
+			return nil, false
+		}
+		merged[k] = v
+	}
+	for k, v := range meta {
+		merged[k] = v
+	}
+	return merged, true
+}
+
 // upstreamResult renders the stored body of an upstream MCP tool's answer,
 // when it is the upstream's CallToolResult, as that result: its content,
 // structuredContent and _meta but for the gateway's own dev.obol/*
@@ -262,9 +398,12 @@ func (g *Gateway) isUpstreamResult(out retry.Answer) bool {
 // serverInfo is not this server's); meta's then. isError is the
 // call's: true unless accepted. ok is false for any other body (a JSON-RPC
 // error object, an HTTP error's body), which renders as a vendor's body.
+// structuredContent is the upstream's JSON as sent (compacted by the
+// encoder), never decoded: a large integer keeps its digits.
 func upstreamResult(body []byte, meta mcp.Meta, isError bool) (*mcp.CallToolResult, bool) {
 	var probe struct {
-		Content json.RawMessage `json:"content"`
+		Content           json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
 	}
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &probe) != nil || len(probe.Content) == 0 || probe.Content[0] != '[' {
 		return nil, false
@@ -283,5 +422,9 @@ func upstreamResult(body []byte, meta mcp.Meta, isError bool) (*mcp.CallToolResu
 		merged[k] = v
 	}
 	res.Meta, res.IsError = merged, isError
+	if len(probe.StructuredContent) > 0 && string(probe.StructuredContent) != "null" {
+		// As the upstream sent it, not through float64.
+		res.StructuredContent = probe.StructuredContent
+	}
 	return &res, true
 }
