@@ -25,7 +25,7 @@ import (
 // only 2025-11-25 ({{OLD}}). Every upstream tool is a create_ticket.
 const mcpUpstreamConfig = `{
   "key_prefix": "mcpu:", "lease": "10s", "environment": "development",
-  "workspaces": [{"id": "ws_one", "api_keys": ["` + e2eKeyOne + `"]}],
+  "workspaces": [{"id": "ws_one", "api_keys": ["` + e2eKeyOne + `"]}, {"id": "ws_two", "api_keys": ["` + e2eKeyTwo + `"]}],
   "approver_keys": [{"name": "ops-e2e", "key": "` + e2eKeyAdmin + `"}],
   "connections": [
     {"id": "conn_up", "provider": "acme", "protocol": "mcp", "base_url": "{{UP}}", "secret_env": "E2E_VENDOR_SECRET"},
@@ -209,6 +209,30 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 				t.Errorf("the upstream received %q as the key %d times", mk, n)
 			}
 		}
+	})
+
+	// Two tenants on one upstream account send the same client key: the
+	// vendor key is the scope's (docs/DESIGN.md, "The key on the vendor
+	// hop"), so the upstream sees two keys and executes twice, and neither
+	// tenant gets the other's ticket.
+	t.Run("two workspaces, one client key", func(t *testing.T) {
+		k := idempotency.NewKey().String()
+		one := g.call(t, k, "tickets.create", args)
+		two := mcpPost(t, g.base, e2eKeyTwo, k, "tickets.create", args, nil)
+		want(t, "ws_one", one, effectspec.Accepted, false)
+		want(t, "ws_two", two, effectspec.Accepted, false)
+		if ticket(t, one) == ticket(t, two) {
+			t.Errorf("both workspaces got ticket %s", ticket(t, one))
+		}
+		vkOne := g.vendorKey(t, "tickets.create", k)
+		code, m := g.post(t, "GET", "/v1/receipts/"+k+"?tool=tickets.create", e2eKeyTwo, "")
+		vkTwo, _ := m["vendor_key"].(string)
+		if code != 200 || vkTwo == "" || vkTwo == vkOne || vkTwo == k {
+			t.Fatalf("ws_two's receipt: %d %v; want a vendor_key of its own (ws_one's is %s)", code, m, vkOne)
+		}
+		wantCounts(t, "ws_one", g.up, vkOne, 1, 1)
+		wantCounts(t, "ws_two", g.up, vkTwo, 1, 1)
+		wantCounts(t, "the client's key", g.up, k, 0, 0)
 	})
 
 	// unsupported: the upstream cannot deduplicate, so the unknown call is
