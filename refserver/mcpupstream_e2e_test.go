@@ -485,10 +485,15 @@ func TestMCPUpstreamEndToEnd(t *testing.T) {
 // MCP TypeScript client, against g's tickets.create. It needs node and the
 // client's package: installed in that directory, or in npm's cache (npm
 // runs offline here, so that a test never waits on the registry; set
-// OBOL_TSCLIENT_ONLINE=1 to let it fetch the package).
+// OBOL_TSCLIENT_ONLINE=1 to let it fetch the package, as CI does when
+// node is present: then nothing skips it).
 func tsClientCall(t *testing.T, g *mcpGateway) {
+	online := os.Getenv("OBOL_TSCLIENT_ONLINE") == "1"
 	node, err := exec.LookPath("node")
 	if err != nil {
+		if online {
+			t.Fatalf("OBOL_TSCLIENT_ONLINE=1 and no node on PATH: %v", err)
+		}
 		t.Skip("SKIPPED: the TypeScript client is NOT tested: no node on PATH")
 	}
 	src, err := filepath.Abs("../examples/mcpserver/tsclient")
@@ -512,7 +517,7 @@ func tsClientCall(t *testing.T, g *mcpGateway) {
 		install := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--ignore-scripts")
 		install.Dir = dir
 		install.Env = os.Environ()
-		if os.Getenv("OBOL_TSCLIENT_ONLINE") == "" {
+		if !online {
 			install.Env = append(install.Env, "npm_config_offline=true")
 		}
 		if out, err := install.CombinedOutput(); err != nil {
