@@ -1160,6 +1160,12 @@ var diffDirected = []struct {
 		c := x.claim()
 		return []any{c, 6000, x.giveback(c, 1)}
 	}},
+	{"claim-copy-after-giveback", func(x *diffSeq) []any {
+		// A late copy of the cycle's claim, after its token was given
+		// back: applied, outcome_unknown, never a new reservation.
+		c := x.claim()
+		return []any{c, 500, x.giveback(c, 1), x.claimCopy(c)}
+	}},
 	{"window-edge", func(x *diffSeq) []any {
 		// The new attempt's lease would end exactly at the window's end:
 		// outside it.
