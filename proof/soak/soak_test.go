@@ -29,6 +29,7 @@ func needRedis(t *testing.T) {
 // status 1, name the seed, and print the history of an offending key with
 // the effects the vendor performed twice.
 func TestSoakCatchesBrokenStore(t *testing.T) {
+	t.Parallel()
 	needRedis(t)
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"-duration", "20s", "-seed", "42", "-topology", "single",
@@ -53,9 +54,11 @@ func TestSoakCatchesBrokenStore(t *testing.T) {
 // a key dispatched a second time before any acknowledgement, exit status
 // 1, with the loss in the offending key's history.
 func TestSoakCatchesStoreBlindToLoss(t *testing.T) {
+	t.Parallel()
 	needRedis(t)
 	for _, topo := range []string{"single", "cluster"} {
 		t.Run(topo, func(t *testing.T) {
+			t.Parallel()
 			var out, errOut bytes.Buffer
 			code := run(context.Background(), []string{"-duration", "12s", "-seed", "7", "-topology", topo,
 				"-gateways", "3", "-clients", "8", "-broken", "blind-to-loss"}, &out, &errOut)
