@@ -68,6 +68,42 @@ func TestDictionaryIsGeneral(t *testing.T) {
 	}
 }
 
+// TestSmallBodiesStateless: a body below statelessBelow is compressed
+// without state, with the dictionary's marker, smaller than it was, and
+// replays byte for byte at every length around the thresholds.
+func TestSmallBodiesStateless(t *testing.T) {
+	ticket := []byte(`{"content":[{"type":"text","text":"Opened ticket tk_12345."}],"structuredContent":{"id":"tk_12345","status":"open","priority":"normal","tags":["printer","fire"],"notes":"`)
+	for n := compressAbove; n <= statelessBelow+64; n++ {
+		body := append([]byte(nil), ticket...)
+		for len(body) < n-2 {
+			body = append(body, "abcdefghij"[len(body)%10])
+		}
+		body = append(body[:n-2], `"}`...)
+		stored, size := compressBody(body)
+		if n == compressAbove {
+			if size != 0 || !bytes.Equal(stored, body) {
+				t.Fatalf("%d B: compressed at the threshold", n)
+			}
+			continue
+		}
+		if size != n || stored[0] != dictMarker || len(stored) >= n {
+			t.Fatalf("%d B: stored %d B, size %d, first byte 0x%02x", n, len(stored), size, stored[0])
+		}
+		back, err := decompressBody(stored, size)
+		if err != nil || !bytes.Equal(back, body) {
+			t.Fatalf("%d B: round trip: %v", n, err)
+		}
+		var want bytes.Buffer
+		want.WriteByte(dictMarker)
+		if err := flate.StatelessDeflate(&want, body, true, jsonDict); err != nil {
+			t.Fatal(err)
+		}
+		if stateless := bytes.Equal(stored, want.Bytes()); stateless != (n < statelessBelow) {
+			t.Fatalf("%d B: compressed without state %v, want %v", n, stateless, n < statelessBelow)
+		}
+	}
+}
+
 // TestBodiesBeforeTheDictionary: a body stored as plain DEFLATE by an
 // earlier release still replays byte for byte; a body starting with another
 // byte that no DEFLATE stream starts with is refused.
