@@ -34,7 +34,7 @@ const (
 	// statelessBelow: a body shorter than this is compressed without
 	// state (flate.StatelessDeflate, the same format and dictionary),
 	// a few bytes larger; at 1 KiB the stateless stream is 6% larger and
-	// a record 125 B larger in used_memory (README.md, Measurements, row 5).
+	// a record 125 B larger in used_memory (README.md, Measurements).
 	statelessBelow = 512
 	dictMarker     = 0xfe // block type bits (1-2) are 11: no DEFLATE stream starts so
 )
