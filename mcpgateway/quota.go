@@ -61,6 +61,10 @@ const (
 	// leaseSpan is how many seconds of a workspace's rate one lease of
 	// tokens holds: the most a gateway holds unused.
 	leaseSpan = 0.1
+	// firstLeaseWait bounds how long a call that finds no token waits for
+	// its workspace's first lease (one store call): a burst at start is
+	// not refused for a lease not yet taken.
+	firstLeaseWait = 100 * time.Millisecond
 	// inFlightRetry and storedRetry are the retry_after of an in_flight
 	// and a stored_bytes refusal (records drain as they expire), and of
 	// store_full.
@@ -85,6 +89,8 @@ type quotas struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	onErr  func(op string, err error)
+	// firstWait is firstLeaseWait (a test's own).
+	firstWait time.Duration
 }
 
 // wsQuota is one workspace's state in this gateway.
@@ -94,6 +100,8 @@ type wsQuota struct {
 	burst int
 	batch int // tokens leased at once
 	kick  chan struct{}
+	// leased is closed once the first lease returned (tokens or not).
+	leased chan struct{}
 
 	mu      sync.Mutex
 	tokens  int       // the local allowance
@@ -148,7 +156,7 @@ func newQuotas(cfg *Config) *quotas {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	qs := &quotas{store: cfg.QuotaStore, def: cfg.DefaultQuota, per: cfg.Quotas, fullFrac: frac,
-		ws: map[string]*wsQuota{}, ctx: ctx, cancel: cancel, onErr: cfg.OnQuotaError}
+		ws: map[string]*wsQuota{}, ctx: ctx, cancel: cancel, onErr: cfg.OnQuotaError, firstWait: firstLeaseWait}
 	for ws := range cfg.Quotas {
 		qs.state(ws)
 	}
@@ -182,7 +190,7 @@ func (qs *quotas) state(ws string) *wsQuota {
 		qs.ws[ws] = nil
 		return nil
 	}
-	w := &wsQuota{name: ws, q: q, kick: make(chan struct{}, 1)}
+	w := &wsQuota{name: ws, q: q, kick: make(chan struct{}, 1), leased: make(chan struct{})}
 	if q.CallsPerSecond > 0 {
 		w.burst = q.Burst
 		if w.burst == 0 {
@@ -220,9 +228,11 @@ func (w *wsQuota) need() int {
 
 // lease keeps w's local allowance filled from the fleet's bucket. It never
 // runs on a call's path: a call that finds the allowance empty is over its
-// quota.
+// quota, unless the first lease has not returned yet (admit waits for it,
+// at most firstLeaseWait).
 func (qs *quotas) lease(w *wsQuota) {
 	defer qs.wg.Done()
+	first := true
 	for {
 		select {
 		case <-qs.ctx.Done():
@@ -245,6 +255,10 @@ func (qs *quotas) lease(w *wsQuota) {
 				if got < n {
 					w.retryAt = time.Now().Add(wait)
 				}
+			}
+			if first {
+				first = false
+				close(w.leased)
 			}
 			w.mu.Unlock()
 			if err != nil {
@@ -348,6 +362,23 @@ func memoryInterval(room float64) time.Duration {
 	return max(time.Duration(float64(quotaRefresh)*max(room, 0)/memoryNear), memoryRefreshMin)
 }
 
+// awaitFirstLease waits, at most firstLeaseWait, for w's first lease to
+// return; at once if it has.
+func (qs *quotas) awaitFirstLease(w *wsQuota) {
+	select {
+	case <-w.leased:
+		return
+	default:
+	}
+	t := time.NewTimer(qs.firstWait)
+	defer t.Stop()
+	select {
+	case <-w.leased:
+	case <-t.C:
+	case <-qs.ctx.Done():
+	}
+}
+
 // memory is the store's estimated used/maxmemory now.
 func (qs *quotas) memory() float64 { return qs.store.MemoryEstimate() }
 
@@ -400,6 +431,11 @@ func (qs *quotas) admit(ws string) *admission {
 	now := time.Now()
 	if w != nil && w.q.CallsPerSecond > 0 {
 		w.mu.Lock()
+		if w.tokens == 0 {
+			w.mu.Unlock()
+			qs.awaitFirstLease(w)
+			w.mu.Lock()
+		}
 		if w.tokens == 0 {
 			wait := time.Duration(float64(time.Second) / w.q.CallsPerSecond)
 			if w.retryAt.After(now) {

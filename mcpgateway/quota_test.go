@@ -26,9 +26,16 @@ type fakeQuotaStore struct {
 	stored  int64
 	memFrac float64
 	fail    error
+	gate    chan struct{} // if not nil, TakeTokens waits for it to close
 }
 
 func (f *fakeQuotaStore) TakeTokens(_ context.Context, _ string, _ float64, _, n int) (int, time.Duration, error) {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -128,6 +135,53 @@ func TestQuotaRateFromFleetBucket(t *testing.T) {
 	// Another workspace is unlimited and untouched.
 	if b := qs.admit("ws_b"); b.over != nil || b.slot {
 		t.Fatalf("ws_b: %+v", b)
+	}
+}
+
+// TestQuotaBurstAtStart: calls that arrive together before a workspace's
+// first lease returned wait for it (the first takes the token on credit)
+// and are admitted on its tokens; when the bucket grants none, they are
+// refused once it returned; and a lease that does not return within the
+// wait (firstLeaseWait) refuses them then, before it returns.
+func TestQuotaBurstAtStart(t *testing.T) {
+	burst := func(t *testing.T, pool int, wait, hold time.Duration) (admitted, refused int) {
+		gate := make(chan struct{})
+		fs := &fakeQuotaStore{pool: pool, gate: gate}
+		qs := startQuotas(t, Config{QuotaStore: fs, Quotas: map[string]WorkspaceQuota{"ws_a": {CallsPerSecond: 1000}}})
+		qs.firstWait = wait
+		release := sync.OnceFunc(func() { close(gate) })
+		time.AfterFunc(hold, release)
+		t.Cleanup(release) // before qs.close, which waits for the lease
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a := qs.admit("ws_a")
+				mu.Lock()
+				defer mu.Unlock()
+				if a.over != nil {
+					refused++
+					return
+				}
+				admitted++
+				a.done()
+			}()
+		}
+		wg.Wait()
+		return admitted, refused
+	}
+	// The waits are far longer than the holds, and the holds than the
+	// waits: what a loaded machine delays does not change the outcome.
+	if a, r := burst(t, 1000, time.Minute, 20*time.Millisecond); a != 8 || r != 0 {
+		t.Errorf("a burst of 8 at start, the lease back after 20ms: %d admitted, %d refused; want 8, 0", a, r)
+	}
+	if a, r := burst(t, 0, time.Minute, 20*time.Millisecond); a != 1 || r != 7 {
+		t.Errorf("a burst of 8 at start, an empty bucket: %d admitted, %d refused; want 1 (on credit), 7", a, r)
+	}
+	if a, r := burst(t, 1000, firstLeaseWait, time.Minute); a != 1 || r != 7 {
+		t.Errorf("a burst of 8 at start, the lease back after a minute: %d admitted, %d refused; want 1, 7", a, r)
 	}
 }
 
