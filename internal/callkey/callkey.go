@@ -6,7 +6,6 @@
 package callkey
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -148,13 +147,6 @@ func Resume(ctx context.Context, store interface {
 // refused invalid UTF-8 and control characters), as encoding/json would
 // read them.
 func String(raw json.RawMessage) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' {
-		return "", false
-	}
-	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 {
-		return string(inner), true
-	}
-	var s string
-	err := json.Unmarshal(raw, &s)
-	return s, err == nil
+	s, ok := strictjson.Unquote(raw)
+	return string(s), ok
 }

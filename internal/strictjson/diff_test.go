@@ -317,6 +317,11 @@ func FuzzObject(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sameObject(t, data)
+		if ms, err := Members(nil, data); err == nil {
+			for _, m := range ms {
+				sameUnquote(t, m.Value)
+			}
+		}
 		if m, err := Object(data); err == nil {
 			// What Object accepts, encoding/json reads as the same object.
 			var v map[string]json.RawMessage
@@ -325,6 +330,45 @@ func FuzzObject(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sameUnquote fails unless Unquote reads raw, a checked value, as
+// encoding/json reads it into a string.
+func sameUnquote(t *testing.T, raw []byte) {
+	t.Helper()
+	got, ok := Unquote(raw)
+	var want string
+	isString := json.Unmarshal(raw, &want) == nil && len(raw) > 0 && raw[0] == '"'
+	if ok != isString || ok && string(got) != want {
+		t.Fatalf("Unquote(%q) = %q, %v; encoding/json: %q, %v", raw, got, ok, want, isString)
+	}
+}
+
+// TestUnquote: every escape and every kind of byte that ends a fast run,
+// at every position, and values that are not strings, read as
+// encoding/json reads them; an escaped string is a copy.
+func TestUnquote(t *testing.T) {
+	specials := []string{`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\u0041`, `\u0000`, `\u00e9`, `\ud83d\ude00`, "\u00e9", "\u20ac", "\U0001F600", "~", " "}
+	for n := range 10 {
+		for at := 0; at <= n; at++ {
+			for _, sp := range specials {
+				raw := []byte(`"` + strings.Repeat("x", at) + sp + strings.Repeat("y", n-at) + `"`)
+				if err := Check(raw); err != nil {
+					t.Fatalf("%q: %v", raw, err)
+				}
+				sameUnquote(t, raw)
+			}
+		}
+	}
+	for _, raw := range []string{`""`, `1`, `null`, `{}`, `["a"]`, `true`} {
+		sameUnquote(t, []byte(raw))
+	}
+	raw := []byte(`"a\\nb"`)
+	s, _ := Unquote(raw)
+	s[0] = 'z'
+	if raw[1] != 'a' {
+		t.Error("an escaped string's value shares the document")
+	}
 }
 
 // TestCheckAgreesWithOracleStrings puts each kind of byte that ends the

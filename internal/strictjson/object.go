@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -153,4 +154,20 @@ func asciiEqualFold(a, b []byte) bool {
 		}
 	}
 	return true
+}
+
+// Unquote reads raw, a value from a document that passed [Check] (or a
+// Member's Value), if it is a JSON string: its bytes between the quotes
+// when it has no escapes (Check refused invalid UTF-8 and control
+// characters, so they are the string as encoding/json reads it), else a
+// fresh unescaped copy. ok is false for any other value.
+func Unquote(raw []byte) (s []byte, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, false
+	}
+	inner := raw[1 : len(raw)-1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return inner, true
+	}
+	return unescape(inner), true
 }
