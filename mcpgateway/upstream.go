@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -275,7 +274,8 @@ func upstreamSpliced(sp *mcpdirect.Splice, body []byte, meta mcp.Meta, isError b
 	for _, m := range ms {
 		switch string(m.Name) {
 		case "content":
-			if text, err = upstreamText(m.Value); err != nil {
+			var ok bool
+			if text, ok = upstreamText(m.Value); !ok {
 				return nil, false
 			}
 		case "structuredContent":
@@ -306,17 +306,11 @@ func upstreamSpliced(sp *mcpdirect.Splice, body []byte, meta mcp.Meta, isError b
 		res.Meta = merged
 	}
 	tc := &mcp.TextContent{}
-	if structured != nil {
-		// Its placeholder is checked first: nothing is set in sp
-		// unless the whole result is spliced.
-		if !json.Valid(structured) {
-			return nil, false
-		}
-	}
 	if len(text) > 0 {
 		tc.Text = sp.SetText(text)
 	}
 	if structured != nil {
+		// Valid JSON: Members checked the syntax of every value.
 		res.StructuredContent, _ = sp.SetStructured(structured)
 	}
 	res.Content = []mcp.Content{tc}
@@ -324,22 +318,19 @@ func upstreamSpliced(sp *mcpdirect.Splice, body []byte, meta mcp.Meta, isError b
 	return res, true
 }
 
-// errNotText says an upstream result's content is not one text item.
-var errNotText = errors.New("not one text item")
-
-// upstreamText is the text of content, an upstream result's content array,
-// when that holds exactly one item with the members type ("text") and text
-// alone: its bytes as the SDK would decode them (valid UTF-8; non-nil,
-// possibly empty).
-func upstreamText(content []byte) ([]byte, error) {
+// upstreamText is the text of content, an upstream result's content array
+// (checked by Members), when that holds exactly one item with the members
+// type ("text") and text alone: its bytes as the SDK would decode them
+// (non-nil, possibly empty).
+func upstreamText(content []byte) ([]byte, bool) {
 	t := bytes.TrimSpace(content)
 	if len(t) < 2 || t[0] != '[' || t[len(t)-1] != ']' {
-		return nil, errNotText
+		return nil, false
 	}
 	var buf [2]strictjson.Member
 	ms, err := strictjson.Members(buf[:0], t[1:len(t)-1])
 	if err != nil || len(ms) != 2 {
-		return nil, errNotText
+		return nil, false
 	}
 	var raw []byte
 	isText := false
@@ -351,21 +342,14 @@ func upstreamText(content []byte) ([]byte, error) {
 			raw = m.Value
 		}
 	}
-	if !isText || len(raw) < 2 || raw[0] != '"' {
-		return nil, errNotText
+	if !isText {
+		return nil, false
 	}
-	if in := raw[1 : len(raw)-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
-		return in, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, errNotText
-	}
-	return []byte(s), nil
+	return strictjson.Unquote(raw)
 }
 
 // mergeMeta is an upstream result's _meta, raw, without the members
-// upstreamResult drops, with meta's over it.
+// droppedUpstreamMeta names, with meta's over it.
 func mergeMeta(raw []byte, meta mcp.Meta) (mcp.Meta, bool) {
 	var buf [8]strictjson.Member
 	ms, err := strictjson.Members(buf[:0], raw)
@@ -375,7 +359,7 @@ func mergeMeta(raw []byte, meta mcp.Meta) (mcp.Meta, bool) {
 	merged := make(mcp.Meta, len(ms)+len(meta))
 	for _, m := range ms {
 		k := string(m.Name)
-		if strings.HasPrefix(k, "dev.obol/") || strings.HasPrefix(k, "io.modelcontextprotocol/") {
+		if droppedUpstreamMeta(k) {
 			continue
 		}
 		var v any
@@ -388,6 +372,14 @@ func mergeMeta(raw []byte, meta mcp.Meta) (mcp.Meta, bool) {
 		merged[k] = v
 	}
 	return merged, true
+}
+
+// droppedUpstreamMeta tells the members of an upstream result's _meta that
+// never reach the client: the gateway's own (dev.obol/*, which the
+// gateway adds after) and the upstream hop's (io.modelcontextprotocol/*:
+// its serverInfo is not this server's).
+func droppedUpstreamMeta(name string) bool {
+	return strings.HasPrefix(name, "dev.obol/") || strings.HasPrefix(name, "io.modelcontextprotocol/")
 }
 
 // upstreamResult renders the stored body of an upstream MCP tool's answer,
@@ -414,7 +406,7 @@ func upstreamResult(body []byte, meta mcp.Meta, isError bool) (*mcp.CallToolResu
 	}
 	merged := mcp.Meta{}
 	for k, v := range res.Meta {
-		if !strings.HasPrefix(k, "dev.obol/") && !strings.HasPrefix(k, "io.modelcontextprotocol/") {
+		if !droppedUpstreamMeta(k) {
 			merged[k] = v
 		}
 	}
