@@ -232,7 +232,6 @@ func (w *wsQuota) need() int {
 // at most firstLeaseWait).
 func (qs *quotas) lease(w *wsQuota) {
 	defer qs.wg.Done()
-	first := true
 	for {
 		select {
 		case <-qs.ctx.Done():
@@ -256,9 +255,10 @@ func (qs *quotas) lease(w *wsQuota) {
 					w.retryAt = time.Now().Add(wait)
 				}
 			}
-			if first {
-				first = false
-				close(w.leased)
+			select {
+			case <-w.leased:
+			default:
+				close(w.leased) // only this goroutine closes it
 			}
 			w.mu.Unlock()
 			if err != nil {

@@ -155,9 +155,7 @@ func TestQuotaBurstAtStart(t *testing.T) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				a := qs.admit("ws_a")
 				mu.Lock()
 				defer mu.Unlock()
@@ -167,7 +165,7 @@ func TestQuotaBurstAtStart(t *testing.T) {
 				}
 				admitted++
 				a.done()
-			}()
+			})
 		}
 		wg.Wait()
 		return admitted, refused
