@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -479,9 +480,11 @@ func printTable(w io.Writer, o options, c counts) {
 	}
 }
 
-// printHistories prints the history of up to n offending slots: every call,
+// printHistories prints the history of offending slots: every call,
 // reply, receipt, vendor request and operator step, and the faults during
-// its life.
+// its life. The first slot of each violated invariant comes first (in the
+// table's order), so that every kind of violation shows one history, and
+// the others as found, up to n in all when the kinds take fewer.
 func (w *world) printHistories(out io.Writer, n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -489,9 +492,21 @@ func (w *world) printHistories(out io.Writer, n int) {
 		fmt.Fprintf(out, "\n---- linearizability lane, phase %s, seed %d: the first key no order explains ----\n%s\n",
 			w.topology, w.opt.seed, firstLines(w.laneReport, 200))
 	}
-	for i, id := range w.offending {
+	var order []string
+	for _, inv := range invariants {
+		if id := w.firstOf[inv]; id != "" && !slices.Contains(order, id) {
+			order = append(order, id)
+		}
+	}
+	n = max(n, len(order))
+	for _, id := range w.offending {
+		if !slices.Contains(order, id) {
+			order = append(order, id)
+		}
+	}
+	for i, id := range order {
 		if i == n {
-			fmt.Fprintf(out, "(%d more offending keys not shown)\n", len(w.offending)-n)
+			fmt.Fprintf(out, "(%d more offending keys not shown)\n", len(order)-n)
 			break
 		}
 		s := w.slots[id]

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -172,4 +174,34 @@ func (l *logger) snapshot() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.(*bytes.Buffer).String()
+}
+
+// TestHistoriesShowEveryKind: with more offending keys than it prints,
+// the history print shows the first key of every violated invariant, one
+// found late included, before the others as found.
+func TestHistoriesShowEveryKind(t *testing.T) {
+	w := &world{slots: map[string]*slot{}, obs: map[string]*observation{}, history: map[string][]event{}, c: newCounts(),
+		out: &logger{w: io.Discard, start: time.Now()}}
+	ten := tenant{id: "ws_a"}
+	var ids []string
+	for i := range 5 {
+		s := w.slotFor(ten, toolInfo{name: "pay.charge"}, fmt.Sprintf("idt_%032x", i+1))
+		ids = append(ids, s.id)
+	}
+	for _, id := range ids[:4] {
+		w.violation("settled_not_replayed", id, "settled, then unknown")
+	}
+	w.violation("duplicates", ids[4], "effect performed twice")
+	var out bytes.Buffer
+	w.printHistories(&out, 3)
+	text := out.String()
+	for _, want := range []string{fmt.Sprintf("idt_%032x", 5), fmt.Sprintf("idt_%032x", 1), fmt.Sprintf("idt_%032x", 2),
+		"(2 more offending keys not shown)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the print lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, fmt.Sprintf("idt_%032x", 3)) || strings.Index(text, fmt.Sprintf("idt_%032x", 5)) > strings.Index(text, fmt.Sprintf("idt_%032x", 1)) {
+		t.Errorf("the duplicate's key is not first, or a fourth key is shown:\n%s", text)
+	}
 }

@@ -93,9 +93,10 @@ type world struct {
 	faultLog     []event
 	failovers    []time.Time // Redis failovers: a finalize or settle before one may roll back
 	c            counts
-	offending    []string // slots with a violation, first found first
-	laneReported int      // lane violations reported so far
-	laneReport   string   // the lane's report of its first violation
+	offending    []string          // slots with a violation, first found first
+	firstOf      map[string]string // invariant -> the first slot that broke it
+	laneReported int               // lane violations reported so far
+	laneReport   string            // the lane's report of its first violation
 	loss         lossState
 	servedCalls  []callSpan                // calls the store took (storeloss.go)
 	redispatched map[string]map[string]int // slot -> effects a store loss allows, by how (lossAllows)
@@ -152,6 +153,12 @@ func (w *world) violation(inv, id, format string, args ...any) {
 	quiet := violationsLocked(w.c) > maxViolationLines
 	if id != "" && !slices.Contains(w.offending, id) {
 		w.offending = append(w.offending, id)
+	}
+	if id != "" && w.firstOf[inv] == "" {
+		if w.firstOf == nil {
+			w.firstOf = map[string]string{}
+		}
+		w.firstOf[inv] = id
 	}
 	if id != "" {
 		w.history[id] = append(w.history[id], event{time.Now(), "VIOLATION " + inv + ": " + msg})
